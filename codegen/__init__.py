@@ -1,0 +1,1 @@
+"""The fastonnx converter generator: ``python -m codegen``."""

@@ -1,0 +1,422 @@
+"""Checks each spec against its ATen schema and ONNX's registry, and compiles its rules into
+the data the converter templates render: typed parameters, guards and a straight-line list of
+Builder calls per rule (evaluated in order, so node order and names are deterministic).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import onnx.defs
+
+from .. import opsets
+from ..api import cpp, fragments as F
+from ..load import NativeFunctions
+from ..model import HELPERS, Call, Expr, Item, Literal, Name, OpSpec, Rule, SpecError, Tuple
+
+AttrType = onnx.defs.OpSchema.AttrType
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ONNX node a rule adds: ``var`` names its output (or its outputs when n_outputs > 1)."""
+
+    var: str
+    op: str
+    inputs: list[str]
+    attrs: list[str]
+    n_outputs: int
+    spread: str = ""  # a tensor-list parameter passed as the op's variadic inputs
+
+
+@dataclass
+class RuleCode:
+    condition: str  # C++ boolean expression; "" means always
+    promote: list[tuple[str, bool]] = field(default_factory=list)  # (parameter, is a list)
+    steps: list[Step] = field(default_factory=list)
+    result: str = ""
+    manual: bool = False
+    description: str = ""
+
+
+@dataclass
+class Converter:
+    overload: str
+    fn: str
+    ret: str
+    n_returns: int
+    args: list[cpp.CppArg]  # every schema argument, in order
+    rules: list[RuleCode]
+    same_as: str | None = None  # C++ function name of the converter it forwards to
+    has_manual: bool = False
+    where: str = ""
+
+    @property
+    def params(self) -> list[cpp.CppArg]:
+        return [a for a in self.args if not a.ignored]
+
+
+def _fail(spec: OpSpec, msg: str):
+    raise SpecError(f"{spec.where}: `{spec.overload}`: {msg}")
+
+
+class _RuleCompiler:
+    """Compiles one rule's expression. ``since``/``until`` bound the opsets the rule can be
+    chosen for, and every ONNX op it uses is checked against ONNX's registry at both ends."""
+
+    def __init__(self, spec: OpSpec, args: list[cpp.CppArg], since: int, until: int, nonnull: set[str]):
+        self.spec = spec
+        self.nonnull = nonnull  # optional arguments the rule's guard proved present
+        self.args = {a.schema_name: a for a in args}
+        self.since, self.until = since, until
+        self.steps: list[Step] = []
+        self.counter = 0
+
+    def fail(self, msg: str):
+        _fail(self.spec, msg)
+
+    def arg(self, name: str) -> cpp.CppArg:
+        if name not in self.args:
+            accepted = ", ".join(a for a, v in self.args.items() if not v.ignored)
+            self.fail(f"`{name}` is not an argument of the schema; it has: {accepted}")
+        a = self.args[name]
+        if a.ignored:
+            self.fail(f"`{name}` ({a.kind}) has no meaning in ONNX and cannot be used in a rule")
+        return a
+
+    def onnx_schemas(self, op: str) -> list[onnx.defs.OpSchema]:
+        """The schemas of ``op`` at both ends of the rule's opset range; the call must fit both
+        (an optional attribute added in between does no harm, a removed one does)."""
+        out = []
+        for v in (self.since, self.until):
+            s = opsets.schema(op, v)
+            if s is None:
+                exists = opsets.first_opset(op)
+                hint = f"it exists from opset {exists}: add `since: {exists}`" if exists else (
+                    "it is not an ONNX operator; ops are capitalised ONNX names such as Relu, Conv, MatMul"
+                )
+                self.fail(f"ONNX op `{op}` is unknown at opset {v}; {hint}")
+            out.append(s)
+        return out
+
+    # -- values --------------------------------------------------------------------------------
+
+    def value(self, e: Expr, like_hint: str | None = None) -> tuple[str, int]:
+        """Compile an expression that yields ONNX values: (C++ expression, output count)."""
+        if isinstance(e, Name):
+            a = self.arg(e.id)
+            if a.base_kind != "tensor":
+                self.fail(f"`{e.id}` is a {a.kind}, not a tensor; only a tensor can be an op's result")
+            return a.name, 1
+        if isinstance(e, Item):
+            var, n = self.op_call(e.base, min_outputs=e.index + 1, like_hint=like_hint)
+            return F.item(var, e.index), 1
+        if isinstance(e, Call):
+            if not e.is_onnx:
+                self.fail(f"helper `{e.func}` does not produce a tensor; ONNX ops are capitalised")
+            return self.op_call(e, min_outputs=1, like_hint=like_hint)
+        self.fail(f"`{e}` does not produce a tensor")
+        raise AssertionError
+
+    def op_call(self, call: Call, min_outputs: int, like_hint: str | None = None) -> tuple[str, int]:
+        """``like_hint``: a tensor of the enclosing call that constants of this call may take
+        their element type from when the call has no tensor input of its own
+        (``Add(self, Mul(other, alpha))`` with Scalar ``other`` and ``alpha``)."""
+        schemas = self.onnx_schemas(call.func)
+        schema = schemas[0]
+        formals = schema.inputs
+        for sch in schemas:
+            if not sch.min_input <= len(call.args) <= sch.max_input:
+                self.fail(
+                    f"ONNX `{call.func}` (opset {sch.since_version}) takes {sch.min_input}..{sch.max_input} inputs "
+                    f"({', '.join(i.name for i in sch.inputs)}), got {len(call.args)}"
+                    + ("; split the rule with `since:`" if sch is not schema else "")
+                )
+        inputs: list[str | None] = []
+        tensors: dict[int, str] = {}  # input position -> C++ expression of a tensor value
+        pending: list[tuple[int, Expr]] = []  # literals/scalars typed after their siblings
+        spread = ""
+        for i, a in enumerate(call.args):
+            formal = formals[min(i, len(formals) - 1)]
+            if isinstance(a, (Call, Item)) or (isinstance(a, Name) and self.arg(a.id).is_tensor):
+                if isinstance(a, Name) and self.arg(a.id).base_kind in ("tensor_list", "opt_tensor_list"):
+                    if len(call.args) != 1 or formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+                        self.fail(f"a tensor list (`{a.id}`) can only be the sole, variadic input of an op")
+                    spread = self.arg(a.id).name
+                    continue
+                inputs.append(self.value(a, next(iter(tensors.values()), like_hint))[0])
+                tensors[i] = inputs[-1]
+            else:
+                inputs.append(None)
+                pending.append((i, a))
+        for i, a in pending:
+            inputs[i] = self.constant_input(call, formals, tensors, i, a, like_hint)
+        attrs = [self.attribute(call.func, schemas, k, v) for k, v in call.kwargs]
+        n_out = max(min_outputs, 1)
+        if n_out > len(schema.outputs) and schema.outputs[-1].option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            self.fail(f"ONNX `{call.func}` has {len(schema.outputs)} outputs; index {n_out - 1} is out of range")
+        var = f"v{self.counter}"
+        self.counter += 1
+        self.steps.append(Step(var, call.func, [i for i in inputs if i is not None], attrs, n_out, spread))
+        return var, n_out
+
+    def constant_input(self, call: Call, formals, tensors: dict[int, str], i: int, a: Expr,
+                       like_hint: str | None) -> str:
+        """A literal or non-tensor argument at an ONNX input becomes a constant whose element
+        type follows ONNX's type constraints: a fixed type (``tensor(int64)``) as written, a type
+        parameter shared with a tensor sibling like that sibling."""
+        formal = formals[min(i, len(formals) - 1)]
+        fixed = cpp.scalar_type(formal.type_str)
+        like = None
+        if fixed is None:
+            shared = [t for j, t in tensors.items() if formals[min(j, len(formals) - 1)].type_str == formal.type_str]
+            like = shared[0] if shared else next(iter(tensors.values()), like_hint)
+        if fixed is None and like is None:
+            self.fail(f"cannot tell the element type of constant input {i} (`{a}`) of `{call.func}`: "
+                      f"give it a tensor sibling or use Cast")
+        if isinstance(a, Literal):
+            v = a.value
+            if isinstance(v, tuple):
+                items = [F.literal_value(x) for x in v]
+                return F.list_of(items, fixed) if fixed else F.list_like(items, like)  # type: ignore[arg-type]
+            if isinstance(v, (bool, int, float)):
+                return F.scalar_of(F.literal_value(v), fixed) if fixed else F.scalar_like(F.literal_value(v), like)  # type: ignore[arg-type]
+            self.fail(f"literal `{a}` cannot be an input of `{call.func}`")
+        if isinstance(a, Name):
+            arg = self.arg(a.id)
+            if arg.base_kind in ("int_list", "symint_list"):
+                if fixed not in (None, "ScalarType::Long"):
+                    self.fail(f"`{a.id}` is an int list but input {i} of `{call.func}` is {formal.type_str}")
+                return F.ints_input(arg.name)
+            if arg.base_kind in ("scalar", "int", "float", "bool", "symint"):
+                v = self.present(arg)
+                return F.scalar_arg_of(v, fixed) if fixed else F.scalar_arg_like(v, like)  # type: ignore[arg-type]
+            self.fail(f"`{a.id}` ({arg.kind}) cannot be an input of `{call.func}`")
+        self.fail(f"`{a}` cannot be an input of `{call.func}`")
+        raise AssertionError
+
+    def present(self, a: cpp.CppArg) -> str:
+        """The C++ expression of a non-tensor argument's value; an optional one must be proved
+        present by the rule's guard."""
+        if not a.optional:
+            return a.name
+        if a.schema_name not in self.nonnull:
+            self.fail(f"`{a.schema_name}` is optional; guard the rule with `when: {a.schema_name} is not None`")
+        return F.deref(a.name)
+
+    # -- attributes ----------------------------------------------------------------------------
+
+    def attribute(self, op: str, schemas: list[onnx.defs.OpSchema], name: str, e: Expr) -> str:
+        for schema in schemas:
+            if name not in schema.attributes:
+                split = "; split the rule with `since:`" if schema is not schemas[0] else ""
+                self.fail(f"ONNX `{op}` (opset {schema.since_version}) has no attribute `{name}`; "
+                          f"it has: {', '.join(sorted(schema.attributes)) or 'none'}{split}")
+        t = schemas[0].attributes[name].type
+        where = f"attribute `{name}` of `{op}`"
+        if isinstance(e, Literal):
+            v = e.value
+            if t == AttrType.INT and type(v) in (int, bool):
+                return F.attr("i", name, F.literal_value(int(v)))
+            if t == AttrType.FLOAT and type(v) in (int, float):
+                return F.attr("f", name, F.literal_value(float(v)))
+            if t == AttrType.STRING and isinstance(v, str):
+                return F.attr("s", name, F.string_value(v))
+            if t == AttrType.INTS and isinstance(v, tuple) and all(type(x) is int for x in v):
+                return F.attr("ints", name, F.int_vector([F.literal_value(x) for x in v]))
+            if t == AttrType.FLOATS and isinstance(v, tuple):
+                return F.attr("floats", name, F.float_vector([F.literal_value(float(x)) for x in v]))
+            self.fail(f"{where} is {t.name}; `{e}` does not fit")
+        if isinstance(e, Call) and not e.is_onnx:
+            if e.func not in HELPERS or e.func in ("rank", "len"):
+                self.fail(f"`{e.func}` is not a helper for attributes; helpers: twice, auto_pad")
+            if len(e.args) != HELPERS[e.func] or not all(isinstance(x, Name) for x in e.args):
+                self.fail(f"`{e.func}` takes {HELPERS[e.func]} argument name(s)")
+            helper_args = [self.arg(x.id).name for x in e.args]  # type: ignore[union-attr]
+            kind = {"twice": (AttrType.INTS, "ints"), "auto_pad": (AttrType.STRING, "s")}[e.func]
+            if t != kind[0]:
+                self.fail(f"{where} is {t.name}; `{e.func}` gives {kind[0].name}")
+            return F.attr(kind[1], name, F.helper(e.func, helper_args))
+        if isinstance(e, Name):
+            a = self.arg(e.id)
+            k = a.base_kind
+            v = self.present(a)
+            if t == AttrType.INT and k == "scalar_type":
+                return F.attr_dtype(name, v)
+            if t == AttrType.INT and k in ("int", "bool"):
+                return F.attr("i", name, v)
+            if t == AttrType.INT and k == "symint":
+                return F.attr("i", name, F.static_int(v))
+            if t == AttrType.FLOAT and k in ("float", "scalar", "int"):
+                return F.attr("f", name, v)
+            if t == AttrType.STRING and k == "str":
+                return F.attr("s", name, v)
+            if t == AttrType.INTS and k == "int_list":
+                return F.attr("ints", name, v)
+            if t == AttrType.INTS and k == "symint_list":
+                return F.attr("ints", name, F.static_ints(v))
+            if t == AttrType.FLOATS and k == "float_list":
+                return F.attr("floats", name, v)
+            self.fail(f"{where} is {t.name}; `{e.id}` is a {a.kind}")
+        self.fail(f"{where}: `{e}` is neither a literal, an argument nor a helper")
+        raise AssertionError
+
+    # -- guards --------------------------------------------------------------------------------
+
+    def guard(self, node: ast.expr) -> str:
+        if isinstance(node, ast.BoolOp):
+            op = F.BOOL_OPS["and" if isinstance(node.op, ast.And) else "or"]
+            return "(" + f" {op} ".join(self.guard(v) for v in node.values) + ")"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return f"{F.NOT}({self.guard(node.operand)})"
+        if isinstance(node, ast.Compare):
+            parts, left = [], node.left
+            for op, right in zip(node.ops, node.comparators):
+                if isinstance(op, (ast.Is, ast.IsNot)):
+                    if not (isinstance(right, ast.Constant) and right.value is None and isinstance(left, ast.Name)):
+                        self.fail("`is` only compares an argument with None: `bias is None`")
+                    a = self.arg(left.id)
+                    if not a.optional:
+                        self.fail(f"`{left.id}` is not optional; it is never None")
+                    parts.append(F.is_none(a.name, negate=isinstance(op, ast.IsNot)))
+                else:
+                    from ..model import _COMPARE
+
+                    parts.append(f"({self.guard_value(left)} {_COMPARE[type(op)]} {self.guard_value(right)})")
+                left = right
+            return "(" + " && ".join(parts) + ")"
+        if isinstance(node, ast.Name):
+            a = self.arg(node.id)
+            if a.kind != "bool":
+                self.fail(f"`{node.id}` is a {a.kind}; compare it explicitly in `when:`")
+            return a.name
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            return F.literal_value(node.value)
+        self.fail(f"`{ast.unparse(node)}` is not a condition")
+        raise AssertionError
+
+    def guard_value(self, node: ast.expr) -> str:
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, str):
+                return F.cpp_string(v)
+            if isinstance(v, (bool, int, float)):
+                return F.literal_value(v)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return f"(-{self.guard_value(node.operand)})"
+        if isinstance(node, ast.List):
+            return F.int_vector([self.guard_value(e) for e in node.elts])
+        if isinstance(node, ast.Call):
+            target = node.args[0]
+            if not isinstance(target, ast.Name):
+                self.fail("rank() and len() take an argument name")
+            a = self.arg(target.id)
+            if node.func.id == "rank":  # type: ignore[attr-defined]
+                if a.base_kind != "tensor" or a.optional:
+                    self.fail(f"rank() takes a tensor argument; `{target.id}` is a {a.kind}")
+                return F.rank(a.name)
+            if not a.base_kind.endswith("_list") or a.optional:
+                self.fail(f"len() takes a list argument; `{target.id}` is a {a.kind}")
+            return F.length(a.name)
+        if isinstance(node, ast.Name):
+            a = self.arg(node.id)
+            if a.optional or a.base_kind in ("tensor", "tensor_list", "opt_tensor_list"):
+                self.fail(f"`{node.id}` ({a.kind}) cannot be compared in `when:`")
+            return a.name
+        self.fail(f"`{ast.unparse(node)}` cannot be used in `when:`")
+        raise AssertionError
+
+
+def _proved_present(rule: Rule) -> set[str]:
+    """Arguments a guard requires to be present: the `x is not None` terms of its top-level
+    `and`."""
+    if rule.when is None:
+        return set()
+    tree = rule.when.tree
+    terms = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    return {
+        t.left.id
+        for t in terms
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.IsNot)
+        and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant)
+        and t.comparators[0].value is None
+    }
+
+
+def _rule_ranges(rules: tuple[Rule, ...]) -> list[tuple[int, int]]:
+    """The opsets each rule can be chosen for: from its ``since`` up to just below the ``since``
+    of the first unguarded rule before it that takes over."""
+    out = []
+    for i, r in enumerate(rules):
+        lo = r.since or opsets.MIN_OPSET
+        hi = opsets.MAX_OPSET
+        for earlier in rules[:i]:
+            s = earlier.since or opsets.MIN_OPSET
+            if earlier.when is None and s > lo:
+                hi = min(hi, s - 1)
+        out.append((lo, hi))
+    return out
+
+
+def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Converter"]) -> Converter:
+    if spec.overload not in nf.funcs:
+        existing = nf.overloads_of(spec.overload)
+        hint = f"overloads of `{spec.overload.split('.')[0]}`: {', '.join(existing)}" if existing else (
+            "no overload of that name exists"
+        )
+        _fail(spec, f"not in {nf.path.name}; {hint}")
+    schema = nf.schema(spec.overload)
+    try:
+        args = cpp.cpp_args(schema)
+        ret, n_ret = cpp.returns_type(schema)
+    except SpecError as e:
+        _fail(spec, str(e))
+    fn = cpp.function_name(spec.overload)
+    if spec.same_as:
+        target = converters.get(spec.same_as)
+        if target is None:
+            _fail(spec, f"`same_as: {spec.same_as}` names an overload that is not mapped (or is mapped later)")
+        if [(a.schema_name, a.kind) for a in target.args] != [(a.schema_name, a.kind) for a in args] or target.ret != ret:
+            _fail(spec, f"`same_as: {spec.same_as}` needs the same arguments and returns as that schema")
+        return Converter(spec.overload, fn, ret, n_ret, args, [], same_as=target.fn, where=spec.where)
+
+    rules: list[RuleCode] = []
+    manual_count = 0
+    for rule, (lo, hi) in zip(spec.rules, _rule_ranges(spec.rules)):
+        if rule.since is not None and not opsets.MIN_OPSET <= rule.since <= opsets.MAX_OPSET:
+            _fail(spec, f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}")
+        comp = _RuleCompiler(spec, args, lo, hi, _proved_present(rule))
+        conds = []
+        if rule.since is not None and rule.since > opsets.MIN_OPSET:
+            conds.append(F.opset_at_least(rule.since))
+        if rule.when is not None:
+            conds.append(comp.guard(rule.when.tree))
+        code = RuleCode(condition=" && ".join(conds), manual=rule.manual, description=str(Rule.to_yaml(rule)))
+        if rule.manual:
+            manual_count += 1
+            if manual_count > 1:
+                _fail(spec, "only one rule of an overload can be `manual: true`; put the cases in its body")
+        else:
+            if rule.promote:
+                tensors = []
+                for p in rule.promote:
+                    a = comp.arg(p)
+                    if a.base_kind not in ("tensor", "tensor_list"):
+                        _fail(spec, f"`promote:` lists tensors; `{p}` is a {a.kind}")
+                    tensors.append(a)
+                code.promote = [(a.name, a.base_kind == "tensor_list") for a in tensors]
+            code.result = _result(comp, rule.onnx, n_ret)  # type: ignore[arg-type]
+            code.steps = comp.steps
+        rules.append(code)
+    return Converter(spec.overload, fn, ret, n_ret, args, rules, has_manual=manual_count > 0, where=spec.where)
+
+
+def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
+    if isinstance(e, Tuple):
+        if len(e.items) != n_ret:
+            comp.fail(f"the schema returns {n_ret} tensors; the rule gives {len(e.items)}")
+        return "{" + ", ".join(comp.value(i)[0] for i in e.items) + "}"
+    if n_ret != 1:
+        comp.fail(f"the schema returns {n_ret} values; write the rule's result as a tuple `(a, b)`")
+    return comp.value(e)[0]

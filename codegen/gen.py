@@ -1,0 +1,46 @@
+"""Runs the generator: specs + schemas -> checked converters -> rendered C++ files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import opsets
+from .dest.converters import Converter, compile_spec
+from .dest.files import FileManager
+from .load import NativeFunctions, load_specs
+
+ROOT = Path(__file__).resolve().parent.parent
+MAPPINGS = ROOT / "codegen" / "mappings"
+TEMPLATES = ROOT / "templates"
+GENERATED = ROOT / "cpp" / "generated"
+
+
+def compile_all(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> list[Converter]:
+    converters: dict[str, Converter] = {}
+    for spec in load_specs(mapping_dir):
+        converters[spec.overload] = compile_spec(spec, nf, converters)
+    return list(converters.values())
+
+
+def generate(nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, out_dir: Path = GENERATED) -> FileManager:
+    converters = compile_all(nf, mapping_dir)
+    fm = FileManager(TEMPLATES, out_dir, check, sources="codegen/mappings/*.yaml and native_functions.yaml")
+    fm.render("converters.h.j2", "converters.h", converters=converters)
+    fm.render("converters.cpp.j2", "converters.cpp", converters=converters)
+    fm.render("registry.cpp.j2", "registry.cpp", converters=converters)
+    fm.render(
+        "opsets.h.j2",
+        "opsets.h",
+        min_opset=opsets.MIN_OPSET,
+        max_opset=opsets.MAX_OPSET,
+        default_opset=opsets.DEFAULT_OPSET,
+        ir_versions=opsets.ir_versions(),
+    )
+    return fm
+
+
+def coverage(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> tuple[list[str], list[str]]:
+    """(mapped, missing) among the overloads tagged `core`."""
+    mapped = {s.overload for s in load_specs(mapping_dir)}
+    core = nf.core()
+    return [c for c in core if c in mapped], [c for c in core if c not in mapped]

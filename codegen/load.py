@@ -1,0 +1,147 @@
+"""Loading: ATen schemas from ``native_functions.yaml`` and mapping specs from
+``codegen/mappings/*.yaml``, each error naming ``file:line``.
+
+Schemas are parsed with ``torchgen.model.FunctionSchema`` rather than a parser of our own, and
+YAML keys are popped one by one so leftovers are reported with the keys that are accepted (the
+pattern of torchgen's ``NativeFunction.from_yaml``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from torchgen.model import FunctionSchema
+
+from .model import Guard, OpSpec, Rule, SpecError, parse_expr
+
+RULE_KEYS = ("since", "when", "onnx", "manual", "promote")
+ENTRY_KEYS = RULE_KEYS + ("same_as",)
+
+
+def default_native_functions() -> Path:
+    import torchgen
+
+    return Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+
+
+class LineLoader(yaml.SafeLoader):
+    """Records the line of every mapping as ``__line__`` (1-based), as torchgen's loader does."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping["__line__"] = node.start_mark.line + 1
+        return mapping
+
+
+@dataclass
+class NativeFunctions:
+    """The overloads of ``native_functions.yaml``, keyed ``name.overload`` (``name`` for the
+    default overload) as in that file; schemas are parsed on first use."""
+
+    path: Path
+    funcs: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, frozenset[str]] = field(default_factory=dict)
+    _parsed: dict[str, FunctionSchema] = field(default_factory=dict)
+
+    @staticmethod
+    def load(path: Path) -> "NativeFunctions":
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        with open(path) as f:
+            entries = yaml.load(f, Loader=loader)
+        nf = NativeFunctions(Path(path))
+        for e in entries:
+            func = e["func"]
+            key = func[: func.index("(")]
+            nf.funcs[key] = func
+            tags = e.get("tags", ())
+            nf.tags[key] = frozenset([tags] if isinstance(tags, str) else tags)
+        return nf
+
+    def schema(self, key: str) -> FunctionSchema:
+        if key not in self._parsed:
+            self._parsed[key] = FunctionSchema.parse(self.funcs[key])
+        return self._parsed[key]
+
+    def overloads_of(self, key: str) -> list[str]:
+        base = key.split(".")[0]
+        return sorted(k for k in self.funcs if k.split(".")[0] == base)
+
+    def core(self) -> list[str]:
+        return sorted(k for k, t in self.tags.items() if "core" in t)
+
+
+def _pop_rule(d: dict, where: str) -> Rule:
+    unknown = sorted(k for k in d if k not in RULE_KEYS and k != "__line__")
+    if unknown:
+        hint = ""
+        if any(c in k for k in unknown for c in "()="):
+            hint = " (an expression with commas inside `{...}` must be quoted: onnx: \"Op(a, b)\")"
+        raise SpecError(f"{where}: unknown key(s) {unknown}; a rule accepts {list(RULE_KEYS)}{hint}")
+    since = d.get("since")
+    if since is not None and type(since) is not int:
+        raise SpecError(f"{where}: `since:` must be an opset number, got {since!r}")
+    promote = d.get("promote", ())
+    if isinstance(promote, str) or not all(isinstance(p, str) for p in promote):
+        raise SpecError(f"{where}: `promote:` is a list of argument names, e.g. [self, other]")
+    try:
+        return Rule(
+            since=since,
+            when=Guard(str(d["when"])) if "when" in d else None,
+            onnx=parse_expr(str(d["onnx"])) if "onnx" in d else None,
+            manual=bool(d.get("manual", False)),
+            promote=tuple(promote),
+        )
+    except SpecError as e:
+        raise SpecError(f"{where}: {e}") from None
+
+
+def load_spec_file(path: Path) -> list[OpSpec]:
+    with open(path) as f:
+        try:
+            doc = yaml.load(f, Loader=LineLoader)
+        except yaml.YAMLError as e:
+            raise SpecError(f"{path}: YAML does not parse: {e}") from None
+    if doc is None:
+        return []
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}:1: a mapping file is a YAML mapping of ATen overloads to rules")
+    specs = []
+    file_line = doc.pop("__line__", 1)
+    for key, body in doc.items():
+        line = body.get("__line__", file_line) if isinstance(body, dict) else file_line
+        if isinstance(body, list) and body and isinstance(body[0], dict):
+            line = body[0].get("__line__", file_line) - 1
+        where = f"{path}:{line}"
+        if isinstance(body, dict) and "same_as" in body:
+            extra = sorted(k for k in body if k not in ("same_as", "__line__"))
+            if extra:
+                raise SpecError(f"{where}: `same_as:` stands alone; remove {extra}")
+            specs.append(OpSpec(str(key), same_as=str(body["same_as"]), file=str(path), line=line))
+            continue
+        items = body if isinstance(body, list) else [body]
+        if not items or not all(isinstance(i, dict) for i in items):
+            raise SpecError(
+                f"{where}: `{key}` must map to a rule ({{onnx: ...}} or {{manual: true}}), "
+                f"a list of rules, or {{same_as: other}}; accepted keys: {list(ENTRY_KEYS)}"
+            )
+        rules = tuple(_pop_rule(i, f"{path}:{i.get('__line__', line)}") for i in items)
+        specs.append(OpSpec(str(key), rules=rules, file=str(path), line=line))
+    return specs
+
+
+def load_specs(mapping_dir: Path) -> list[OpSpec]:
+    specs: list[OpSpec] = []
+    seen: dict[str, OpSpec] = {}
+    for path in sorted(Path(mapping_dir).glob("*.yaml")):
+        rel = Path(os.path.relpath(path))
+        for spec in load_spec_file(rel):
+            if spec.overload in seen:
+                raise SpecError(
+                    f"{spec.where}: `{spec.overload}` is already mapped at {seen[spec.overload].where}"
+                )
+            seen[spec.overload] = spec
+            specs.append(spec)
+    return specs

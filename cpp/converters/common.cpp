@@ -1,0 +1,43 @@
+#include "common.h"
+
+#include <string>
+
+namespace fastonnx {
+
+int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank) {
+  const int64_t r = rank == 0 ? 1 : rank;  // torch lets a scalar be indexed with dim 0 or -1
+  if (dim < -r || dim >= r) {
+    b.fail("dimension " + std::to_string(dim) + " is out of range for a tensor of rank " + std::to_string(rank));
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
+  if (auto out = b.out_static_shape()) {
+    if (b.static_shape(x) == *out) return x;
+    return b.op("Reshape", {x, b.ints(*out)});
+  }
+  bool has_zero = false, has_minus_one = false;
+  for (const SymInt& s : size) {
+    has_zero = has_zero || (s.is_static() && s.value == 0);
+    has_minus_one = has_minus_one || (s.is_static() && s.value == -1);
+  }
+  Attrs attrs;
+  if (has_zero) {
+    if (has_minus_one || b.opset() < 14) b.fail("a dynamic reshape with both 0 and -1 sizes has no ONNX form");
+    attrs.push_back(Attr::i("allowzero", 1));
+  }
+  return b.op("Reshape", {x, b.ints(size)}, attrs);
+}
+
+Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<Value(Value)>& op) {
+  if (b.rank(x) == batched_rank) return op(x);
+  if (b.rank(x) != batched_rank - 1) {
+    b.fail("expected a tensor of rank " + std::to_string(batched_rank) + " or " + std::to_string(batched_rank - 1) +
+           ", got rank " + std::to_string(b.rank(x)));
+  }
+  const Value axes = b.ints(std::vector<int64_t>{0});
+  return b.op("Squeeze", {op(b.op("Unsqueeze", {x, axes})), axes});
+}
+
+}  // namespace fastonnx

@@ -1,0 +1,56 @@
+// 2-D pooling.
+#include <string>
+
+#include "common.h"
+#include "fastonnx/helpers.h"
+
+namespace fastonnx::manual {
+
+Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  if (stride.empty()) stride = kernel_size;  // torch's default stride is the kernel size
+  const Attrs attrs = {Attr::ints("kernel_shape", kernel_size), Attr::ints("strides", stride),
+                       Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", dilation),
+                       Attr::i("ceil_mode", ceil_mode)};
+  return with_batch(b, self, 4, [&](Value x) { return b.op("MaxPool", {x}, attrs); });
+}
+
+Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
+                 std::optional<int64_t> divisor_override) {
+  if (stride.empty()) stride = kernel_size;
+  if (divisor_override && ceil_mode) {
+    b.fail("avg_pool2d with both divisor_override and ceil_mode has no exact ONNX form");
+  }
+  const Attrs attrs = {Attr::ints("kernel_shape", kernel_size), Attr::ints("strides", stride),
+                       Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
+                       Attr::i("count_include_pad", divisor_override ? 1 : count_include_pad)};
+  Value out = with_batch(b, self, 4, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+  if (divisor_override) {
+    // Every window is whole (no ceil_mode), so the average times the window size is the sum.
+    const double factor = static_cast<double>(kernel_size[0] * kernel_size[1]) / static_cast<double>(*divisor_override);
+    out = b.op("Mul", {out, b.scalar_like(factor, out)});
+  }
+  return out;
+}
+
+Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
+  const std::vector<int64_t> out = b.static_ints(output_size);
+  const auto in = b.static_shape(self);
+  if (!in || in->size() < 3) b.fail("adaptive_avg_pool2d needs a static input shape of rank 3 or 4");
+  const int64_t h = (*in)[in->size() - 2], w = (*in)[in->size() - 1];
+  if (out[0] == 1 && out[1] == 1) {
+    return with_batch(b, self, 4, [&](Value x) { return b.op("GlobalAveragePool", {x}); });
+  }
+  if (h % out[0] != 0 || w % out[1] != 0) {
+    b.fail("adaptive_avg_pool2d from " + std::to_string(h) + "x" + std::to_string(w) + " to " +
+           std::to_string(out[0]) + "x" + std::to_string(out[1]) +
+           ": only output sizes that divide the input evenly are supported");
+  }
+  const std::vector<int64_t> kernel = {h / out[0], w / out[1]};
+  if (kernel[0] == 1 && kernel[1] == 1) return self;
+  const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", kernel)};
+  return with_batch(b, self, 4, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+}
+
+}  // namespace fastonnx::manual

@@ -1,0 +1,96 @@
+// The Builder: the only door converters have to the graph. It adds ONNX nodes at the end of
+// the graph, makes typed constants, tracks element types, and knows the target opset and the
+// metadata torch.export recorded for the FX node being converted.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fastonnx/ir.h"
+#include "fastonnx/types.h"
+
+namespace fastonnx {
+
+// dtype and shape of a tensor as torch.export recorded it (FX node.meta["val"]).
+struct TensorMeta {
+  ScalarType dtype = ScalarType::Undefined;
+  std::vector<Dim> shape;
+};
+
+class Builder {
+ public:
+  Builder(Graph& graph, int opset) : g_(graph), opset_(opset) {}
+
+  int opset() const { return opset_; }
+  Graph& graph() { return g_; }
+
+  // ONNX nodes. The element type of each output is inferred from the op (see dtype_rules.cpp).
+  Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
+  std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
+  std::vector<Value> op_domain(std::string_view domain, std::string_view type, const Inputs& inputs,
+                               const Attrs& attrs, int n_outputs);
+
+  // Constants: 0-d scalars and 1-D lists, of a given element type or of the type of `like`.
+  Value scalar(const Scalar& s, ScalarType dtype);
+  Value scalar_like(const Scalar& s, Value like) { return scalar(s, dtype(like)); }
+  Value list(const std::vector<Scalar>& items, ScalarType dtype);
+  Value list_like(const std::vector<Scalar>& items, Value like) { return list(items, dtype(like)); }
+  Value constant(ScalarType dtype, std::span<const int64_t> shape, std::vector<uint8_t> bytes);
+  // An int list as a 1-D int64 tensor: a constant when every item is static, else a Concat of
+  // the symbolic items.
+  Value ints(const std::vector<int64_t>& items);
+  Value ints(const SymIntList& items);
+  std::optional<Value> ints(const std::optional<std::vector<int64_t>>& items);
+  std::optional<Value> ints(const std::optional<SymIntList>& items);
+
+  // Element types.
+  ScalarType dtype(Value v) const { return g_.info(v).dtype; }
+  Value cast(Value v, ScalarType to);
+  void cast_all(std::vector<Value>& values, ScalarType to);
+  // The dtype an op computes in: the FX node's output dtype, or, when that is bool (a
+  // comparison), torch's promotion of the inputs' dtypes.
+  template <typename... Ts>
+  ScalarType compute_dtype(const Ts&... tensors) {
+    std::vector<Value> all;
+    (collect(all, tensors), ...);
+    return compute_dtype_of(all);
+  }
+  ScalarType compute_dtype_of(const std::vector<Value>& tensors) const;
+  ScalarType result_type(const std::vector<Value>& tensors) const;
+
+  // Shapes: known for graph inputs, weights, constants and every converter output.
+  bool has_shape(Value v) const { return g_.info(v).has_shape; }
+  int64_t rank(Value v) const;
+  std::span<const Dim> shape(Value v) const { return g_.shape(v); }
+  std::optional<std::vector<int64_t>> static_shape(Value v) const;
+  int64_t static_int(const SymInt& s) const;
+  std::vector<int64_t> static_ints(const SymIntList& s) const;
+
+  // What torch.export recorded for the outputs of the FX node being converted.
+  const TensorMeta& out_meta(size_t i = 0) const;
+  std::optional<std::vector<int64_t>> out_static_shape(size_t i = 0) const;
+  void set_current(std::string_view fx_name, std::span<const TensorMeta> metas);
+
+  [[noreturn]] void fail(const std::string& message) const;
+
+ private:
+  static void collect(std::vector<Value>& out, Value v) { out.push_back(v); }
+  static void collect(std::vector<Value>& out, const std::optional<Value>& v) {
+    if (v) out.push_back(*v);
+  }
+  static void collect(std::vector<Value>& out, const std::vector<Value>& vs) {
+    out.insert(out.end(), vs.begin(), vs.end());
+  }
+  ScalarType infer_dtype(std::string_view type, const Inputs& inputs, const Attrs& attrs, int output) const;
+
+  Graph& g_;
+  int opset_;
+  std::string_view fx_name_;
+  std::span<const TensorMeta> metas_;
+};
+
+}  // namespace fastonnx

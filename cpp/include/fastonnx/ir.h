@@ -1,0 +1,129 @@
+// The graph: an arena of values, nodes, edges and attributes addressed by 32-bit ids, with
+// interned names. The graph owns everything; converters reach it only through the Builder.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "fastonnx/types.h"
+
+namespace fastonnx {
+
+using StrId = uint32_t;  // 0 is the empty string
+using NodeId = uint32_t;
+constexpr NodeId kNoNode = 0xFFFFFFFFu;
+
+class StringPool {
+ public:
+  StringPool();
+  StrId intern(std::string_view s);
+  std::string_view str(StrId id) const { return *strings_[id]; }
+  bool contains(std::string_view s) const { return ids_.count(s) != 0; }
+
+ private:
+  std::deque<std::string> storage_;
+  std::vector<const std::string*> strings_;
+  std::unordered_map<std::string_view, StrId> ids_;
+};
+
+// One dimension: static (symbol == 0) or named symbolic.
+struct Dim {
+  int64_t value = -1;
+  StrId symbol = 0;
+  bool is_static() const { return symbol == 0 && value >= 0; }
+};
+
+struct ValueInfo {
+  StrId name = 0;  // 0 until named; unnamed values get a unique name when serialized
+  ScalarType dtype = ScalarType::Undefined;
+  bool has_shape = false;
+  uint32_t dims_begin = 0;
+  uint32_t rank = 0;
+  NodeId producer = kNoNode;
+};
+
+struct Node {
+  StrId op_type = 0;
+  StrId domain = 0;
+  StrId name = 0;
+  uint32_t inputs_begin = 0, n_inputs = 0;
+  uint32_t outputs_begin = 0, n_outputs = 0;
+  uint32_t attrs_begin = 0, n_attrs = 0;
+  bool dead = false;
+};
+
+// Tensor bytes that the graph borrows: `owner` keeps the memory alive (a torch tensor, or a
+// buffer a converter made) so weights are never copied on their way to the file.
+struct Initializer {
+  Value value;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+  std::shared_ptr<const void> owner;
+};
+
+class Graph {
+ public:
+  StringPool strings;
+
+  Value add_value(ScalarType dtype);
+  void set_shape(Value v, std::span<const Dim> dims);
+  void set_dtype(Value v, ScalarType t) { values_[v.id].dtype = t; }
+  const ValueInfo& info(Value v) const { return values_[v.id]; }
+  std::span<const Dim> shape(Value v) const;
+  size_t num_values() const { return values_.size(); }
+
+  NodeId add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
+                  uint32_t n_outputs, const Attrs& attrs);
+  const Node& node(NodeId n) const { return nodes_[n]; }
+  size_t num_nodes() const { return nodes_.size(); }
+  std::span<const uint32_t> inputs(NodeId n) const;  // Value::kNone marks an omitted input
+  std::span<uint32_t> mutable_inputs(NodeId n);
+  std::span<const uint32_t> outputs(NodeId n) const;
+  std::span<const Attr> attrs(NodeId n) const;
+  void kill(NodeId n) { nodes_[n].dead = true; }
+
+  // A name that no other value, node or graph input/output has; `base` when it is free.
+  StrId unique_name(std::string_view base);
+  void set_name(Value v, std::string_view base);
+  // Gives `v` exactly `name`; a value that had it is renamed (graph outputs the user named win
+  // over intermediate values that happened to take the name first).
+  void claim_name(Value v, std::string_view name);
+  std::string_view name(Value v) const { return strings.str(values_[v.id].name); }
+  // Gives every unnamed value and node a unique name (the serializer needs them all).
+  void name_all();
+
+  Value add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims);
+  Value add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims,
+                        const void* data, size_t nbytes, std::shared_ptr<const void> owner);
+  void add_output(Value v) { outputs_.push_back(v.id); }
+
+  const std::vector<uint32_t>& graph_inputs() const { return inputs_; }
+  const std::vector<uint32_t>& graph_outputs() const { return outputs_; }
+  std::vector<uint32_t>& mutable_graph_outputs() { return outputs_; }
+  const std::vector<Initializer>& initializers() const { return initializers_; }
+  bool is_initializer(Value v) const;
+  const Initializer* initializer(Value v) const;
+  bool is_graph_input(Value v) const;
+
+ private:
+  std::vector<ValueInfo> values_;
+  std::vector<Dim> dims_;
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> edges_;
+  std::vector<Attr> attrs_;
+  std::vector<uint32_t> inputs_, outputs_;
+  std::vector<Initializer> initializers_;
+  std::vector<int32_t> initializer_of_;  // value id -> index in initializers_, or -1
+  std::unordered_map<StrId, uint32_t> name_counters_;
+  std::vector<bool> used_names_;  // indexed by StrId
+  std::unordered_map<StrId, uint32_t> value_named_;
+};
+
+}  // namespace fastonnx

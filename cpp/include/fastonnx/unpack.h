@@ -1,0 +1,44 @@
+// Unpacking a generic Arg into the typed parameters of a converter. `what` names the schema
+// argument for the error when the FX graph holds something of the wrong type.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastonnx/args.h"
+#include "fastonnx/types.h"
+
+namespace fastonnx {
+
+Value unpack_tensor(const Arg& a, const char* what);
+std::optional<Value> unpack_opt_tensor(const Arg& a, const char* what);
+std::vector<Value> unpack_tensor_list(const Arg& a, const char* what);
+std::vector<std::optional<Value>> unpack_opt_tensor_list(const Arg& a, const char* what);
+
+int64_t unpack_int(const Arg& a, const char* what);
+std::optional<int64_t> unpack_opt_int(const Arg& a, const char* what);
+SymInt unpack_symint(const Arg& a, const char* what);
+std::optional<SymInt> unpack_opt_symint(const Arg& a, const char* what);
+double unpack_float(const Arg& a, const char* what);
+std::optional<double> unpack_opt_float(const Arg& a, const char* what);
+bool unpack_bool(const Arg& a, const char* what);
+std::optional<bool> unpack_opt_bool(const Arg& a, const char* what);
+std::string unpack_str(const Arg& a, const char* what);
+std::optional<std::string> unpack_opt_str(const Arg& a, const char* what);
+Scalar unpack_scalar(const Arg& a, const char* what);
+std::optional<Scalar> unpack_opt_scalar(const Arg& a, const char* what);
+ScalarType unpack_scalar_type(const Arg& a, const char* what);
+std::optional<ScalarType> unpack_opt_scalar_type(const Arg& a, const char* what);
+
+// `size` > 0 is the N of `int[N]`: a single int (or one-item list) is repeated N times, as
+// torch's argument parser does.
+std::vector<int64_t> unpack_int_list(const Arg& a, const char* what, int size = 0);
+std::optional<std::vector<int64_t>> unpack_opt_int_list(const Arg& a, const char* what, int size = 0);
+SymIntList unpack_symint_list(const Arg& a, const char* what, int size = 0);
+std::optional<SymIntList> unpack_opt_symint_list(const Arg& a, const char* what, int size = 0);
+std::vector<double> unpack_float_list(const Arg& a, const char* what, int size = 0);
+std::optional<std::vector<double>> unpack_opt_float_list(const Arg& a, const char* what, int size = 0);
+std::vector<bool> unpack_bool_list(const Arg& a, const char* what, int size = 0);
+
+}  // namespace fastonnx

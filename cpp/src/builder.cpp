@@ -1,0 +1,287 @@
+#include "fastonnx/builder.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "fastonnx/dtype_rules.h"
+
+namespace fastonnx {
+
+Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attrs) {
+  return op_n(type, inputs, attrs, 1)[0];
+}
+
+std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
+                                 int n_outputs) {
+  return op_domain("", type, inputs, attrs, n_outputs);
+}
+
+std::vector<Value> Builder::op_domain(std::string_view domain, std::string_view type, const Inputs& inputs,
+                                      const Attrs& attrs, int n_outputs) {
+  const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs);
+  std::vector<Value> outs;
+  outs.reserve(n_outputs);
+  int i = 0;
+  for (uint32_t id : g_.outputs(n)) {
+    Value v{id};
+    if (domain.empty()) g_.set_dtype(v, infer_dtype(type, inputs, attrs, i));
+    outs.push_back(v);
+    ++i;
+  }
+  return outs;
+}
+
+ScalarType Builder::infer_dtype(std::string_view type, const Inputs& inputs, const Attrs& attrs,
+                                int output) const {
+  const OutputDtypeRule rule = output_dtype_rule(type, output);
+  switch (rule.kind) {
+    case OutputDtypeRule::Kind::Fixed:
+      return rule.fixed;
+    case OutputDtypeRule::Kind::FromInput:
+      if (rule.input < static_cast<int>(inputs.size()) && inputs[rule.input].id != Value::kNone) {
+        return g_.info(Value{inputs[rule.input].id}).dtype;
+      }
+      return ScalarType::Undefined;
+    case OutputDtypeRule::Kind::FromAttr:
+      for (const Attr& a : attrs) {
+        if (a.name == rule.attr) return scalar_type_from_onnx(static_cast<int>(a.int_value));
+      }
+      return ScalarType::Undefined;
+    case OutputDtypeRule::Kind::Unknown:
+      break;
+  }
+  return ScalarType::Undefined;
+}
+
+namespace {
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t mantissa = x & 0x007FFFFFu;
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
+  if (((x >> 23) & 0xFF) == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mantissa ? 0x200u : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    const uint32_t m = mantissa | 0x00800000u;
+    const int shift = 14 - exp;
+    uint32_t half = m >> shift;
+    const uint32_t rest = m & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(half);
+}
+
+uint16_t float_to_bfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  x += 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
+void encode(std::vector<uint8_t>& out, const Scalar& s, ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::Float: put(out, static_cast<float>(s.to_double())); break;
+    case ScalarType::Double: put(out, s.to_double()); break;
+    case ScalarType::Half: put(out, float_to_half(static_cast<float>(s.to_double()))); break;
+    case ScalarType::BFloat16: put(out, float_to_bfloat16(static_cast<float>(s.to_double()))); break;
+    case ScalarType::Long: put(out, s.to_int()); break;
+    case ScalarType::Int: put(out, static_cast<int32_t>(s.to_int())); break;
+    case ScalarType::Short: put(out, static_cast<int16_t>(s.to_int())); break;
+    case ScalarType::Char: put(out, static_cast<int8_t>(s.to_int())); break;
+    case ScalarType::Byte: put(out, static_cast<uint8_t>(s.to_int())); break;
+    case ScalarType::UInt16: put(out, static_cast<uint16_t>(s.to_int())); break;
+    case ScalarType::UInt32: put(out, static_cast<uint32_t>(s.to_int())); break;
+    case ScalarType::UInt64: put(out, static_cast<uint64_t>(s.to_int())); break;
+    case ScalarType::Bool: put(out, static_cast<uint8_t>(s.to_double() != 0.0)); break;
+    default:
+      throw ConvertError(std::string("cannot make a constant of dtype ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+Value Builder::constant(ScalarType dtype, std::span<const int64_t> shape, std::vector<uint8_t> bytes) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  std::vector<Dim> dims;
+  dims.reserve(shape.size());
+  for (int64_t d : shape) dims.push_back(Dim{d, 0});
+  const void* data = owned->data();
+  const size_t n = owned->size();
+  return g_.add_initializer("", dtype, dims, data, n, std::move(owned));
+}
+
+Value Builder::scalar(const Scalar& s, ScalarType dtype) {
+  if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
+  std::vector<uint8_t> bytes;
+  encode(bytes, s, dtype);
+  return constant(dtype, {}, std::move(bytes));
+}
+
+Value Builder::list(const std::vector<Scalar>& items, ScalarType dtype) {
+  if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
+  std::vector<uint8_t> bytes;
+  for (const Scalar& s : items) encode(bytes, s, dtype);
+  const int64_t n = static_cast<int64_t>(items.size());
+  return constant(dtype, std::span<const int64_t>(&n, 1), std::move(bytes));
+}
+
+Value Builder::ints(const std::vector<int64_t>& items) {
+  std::vector<uint8_t> bytes(items.size() * sizeof(int64_t));
+  if (!items.empty()) std::memcpy(bytes.data(), items.data(), bytes.size());
+  const int64_t n = static_cast<int64_t>(items.size());
+  return constant(ScalarType::Long, std::span<const int64_t>(&n, 1), std::move(bytes));
+}
+
+Value Builder::ints(const SymIntList& items) {
+  bool all_static = true;
+  for (const SymInt& s : items) all_static = all_static && s.is_static();
+  if (all_static) {
+    std::vector<int64_t> values;
+    values.reserve(items.size());
+    for (const SymInt& s : items) values.push_back(s.value);
+    return ints(values);
+  }
+  Inputs parts;
+  const Value axes = ints(std::vector<int64_t>{0});
+  for (const SymInt& s : items) {
+    parts.push_back(s.is_static() ? ints(std::vector<int64_t>{s.value}) : op("Unsqueeze", {s.sym, axes}));
+  }
+  return op("Concat", parts, {Attr::i("axis", 0)});
+}
+
+std::optional<Value> Builder::ints(const std::optional<std::vector<int64_t>>& items) {
+  if (!items) return std::nullopt;
+  return ints(*items);
+}
+
+std::optional<Value> Builder::ints(const std::optional<SymIntList>& items) {
+  if (!items) return std::nullopt;
+  return ints(*items);
+}
+
+Value Builder::cast(Value v, ScalarType to) {
+  if (dtype(v) == to) return v;
+  return op("Cast", {v}, {Attr::i("to", onnx_dtype(to))});
+}
+
+void Builder::cast_all(std::vector<Value>& values, ScalarType to) {
+  for (Value& v : values) v = cast(v, to);
+}
+
+namespace {
+int category(ScalarType t) {
+  if (t == ScalarType::Bool) return 0;
+  if (is_integral(t)) return 1;
+  if (is_floating(t)) return 2;
+  return 3;
+}
+
+ScalarType promote_types(ScalarType a, ScalarType b) {
+  if (a == b || b == ScalarType::Undefined) return a;
+  if (a == ScalarType::Undefined) return b;
+  const int ca = category(a), cb = category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    const bool a16 = element_size(a) == 2, b16 = element_size(b) == 2;
+    if (a16 && b16) return ScalarType::Float;  // half with bfloat16
+    return element_size(a) >= element_size(b) ? a : b;
+  }
+  if (ca == 1) {
+    const bool a_unsigned = a == ScalarType::Byte, b_unsigned = b == ScalarType::Byte;
+    if (a_unsigned != b_unsigned) {
+      const ScalarType other = a_unsigned ? b : a;
+      return element_size(other) > 1 ? other : ScalarType::Short;
+    }
+    return element_size(a) >= element_size(b) ? a : b;
+  }
+  return element_size(a) >= element_size(b) ? a : b;
+}
+}  // namespace
+
+ScalarType Builder::result_type(const std::vector<Value>& tensors) const {
+  // torch's rule: dimensioned tensors decide, unless a zero-dim tensor is of a higher category.
+  ScalarType dimmed = ScalarType::Undefined, zero_dim = ScalarType::Undefined;
+  for (Value v : tensors) {
+    const ValueInfo& info = g_.info(v);
+    ScalarType& slot = (info.has_shape && info.rank == 0) ? zero_dim : dimmed;
+    slot = promote_types(slot, info.dtype);
+  }
+  if (dimmed == ScalarType::Undefined) return zero_dim;
+  if (zero_dim != ScalarType::Undefined && category(zero_dim) > category(dimmed)) return zero_dim;
+  return dimmed;
+}
+
+ScalarType Builder::compute_dtype_of(const std::vector<Value>& tensors) const {
+  if (!metas_.empty()) {
+    const ScalarType out = metas_[0].dtype;
+    if (out != ScalarType::Bool && out != ScalarType::Undefined) return out;
+  }
+  return result_type(tensors);
+}
+
+int64_t Builder::rank(Value v) const {
+  if (!has_shape(v)) fail("the rank of value " + std::string(g_.name(v)) + " is not known");
+  return static_cast<int64_t>(g_.info(v).rank);
+}
+
+std::optional<std::vector<int64_t>> Builder::static_shape(Value v) const {
+  if (!has_shape(v)) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const Dim& d : g_.shape(v)) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+int64_t Builder::static_int(const SymInt& s) const {
+  if (!s.is_static()) fail("a dynamic size is used where ONNX needs a static attribute");
+  return s.value;
+}
+
+std::vector<int64_t> Builder::static_ints(const SymIntList& s) const {
+  std::vector<int64_t> out;
+  out.reserve(s.size());
+  for (const SymInt& i : s) out.push_back(static_int(i));
+  return out;
+}
+
+const TensorMeta& Builder::out_meta(size_t i) const {
+  if (i >= metas_.size()) fail("torch.export recorded no metadata for output " + std::to_string(i));
+  return metas_[i];
+}
+
+std::optional<std::vector<int64_t>> Builder::out_static_shape(size_t i) const {
+  std::vector<int64_t> out;
+  for (const Dim& d : out_meta(i).shape) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+void Builder::set_current(std::string_view fx_name, std::span<const TensorMeta> metas) {
+  fx_name_ = fx_name;
+  metas_ = metas;
+}
+
+void Builder::fail(const std::string& message) const { throw ConvertError(message); }
+
+}  // namespace fastonnx

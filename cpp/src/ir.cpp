@@ -1,0 +1,156 @@
+#include "fastonnx/ir.h"
+
+#include <string>
+
+namespace fastonnx {
+
+StringPool::StringPool() { intern(""); }
+
+StrId StringPool::intern(std::string_view s) {
+  auto it = ids_.find(s);
+  if (it != ids_.end()) return it->second;
+  const std::string& stored = storage_.emplace_back(s);
+  const auto id = static_cast<StrId>(strings_.size());
+  strings_.push_back(&stored);
+  ids_.emplace(std::string_view(stored), id);
+  return id;
+}
+
+Value Graph::add_value(ScalarType dtype) {
+  Value v{static_cast<uint32_t>(values_.size())};
+  values_.push_back(ValueInfo{0, dtype});
+  initializer_of_.push_back(-1);
+  return v;
+}
+
+void Graph::set_shape(Value v, std::span<const Dim> dims) {
+  ValueInfo& info = values_[v.id];
+  info.has_shape = true;
+  info.dims_begin = static_cast<uint32_t>(dims_.size());
+  info.rank = static_cast<uint32_t>(dims.size());
+  dims_.insert(dims_.end(), dims.begin(), dims.end());
+}
+
+std::span<const Dim> Graph::shape(Value v) const {
+  const ValueInfo& info = values_[v.id];
+  return {dims_.data() + info.dims_begin, info.rank};
+}
+
+NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
+                       uint32_t n_outputs, const Attrs& attrs) {
+  const auto id = static_cast<NodeId>(nodes_.size());
+  Node n;
+  n.op_type = strings.intern(op_type);
+  n.domain = strings.intern(domain);
+  // ONNX drops trailing omitted inputs; inner ones stay as empty names.
+  size_t count = inputs.size();
+  while (count > 0 && inputs[count - 1].id == Value::kNone) --count;
+  n.inputs_begin = static_cast<uint32_t>(edges_.size());
+  n.n_inputs = static_cast<uint32_t>(count);
+  for (size_t i = 0; i < count; ++i) edges_.push_back(inputs[i].id);
+  n.outputs_begin = static_cast<uint32_t>(edges_.size());
+  n.n_outputs = n_outputs;
+  for (uint32_t i = 0; i < n_outputs; ++i) {
+    Value out = add_value(ScalarType::Undefined);
+    values_[out.id].producer = id;
+    edges_.push_back(out.id);
+  }
+  n.attrs_begin = static_cast<uint32_t>(attrs_.size());
+  n.n_attrs = static_cast<uint32_t>(attrs.size());
+  attrs_.insert(attrs_.end(), attrs.begin(), attrs.end());
+  nodes_.push_back(n);
+  return id;
+}
+
+std::span<const uint32_t> Graph::inputs(NodeId n) const {
+  return {edges_.data() + nodes_[n].inputs_begin, nodes_[n].n_inputs};
+}
+std::span<uint32_t> Graph::mutable_inputs(NodeId n) {
+  return {edges_.data() + nodes_[n].inputs_begin, nodes_[n].n_inputs};
+}
+std::span<const uint32_t> Graph::outputs(NodeId n) const {
+  return {edges_.data() + nodes_[n].outputs_begin, nodes_[n].n_outputs};
+}
+std::span<const Attr> Graph::attrs(NodeId n) const {
+  return {attrs_.data() + nodes_[n].attrs_begin, nodes_[n].n_attrs};
+}
+
+StrId Graph::unique_name(std::string_view base) {
+  StrId id = strings.intern(base);
+  auto taken = [&](StrId s) { return s < used_names_.size() && used_names_[s]; };
+  if (taken(id) || base.empty()) {
+    uint32_t& counter = name_counters_[id];
+    std::string candidate;
+    do {
+      candidate = std::string(base) + "_" + std::to_string(++counter);
+    } while (strings.contains(candidate) && taken(strings.intern(candidate)));
+    id = strings.intern(candidate);
+  }
+  if (id >= used_names_.size()) used_names_.resize(id + 1 + used_names_.size() / 2, false);
+  used_names_[id] = true;
+  return id;
+}
+
+void Graph::set_name(Value v, std::string_view base) {
+  const StrId id = unique_name(base);
+  values_[v.id].name = id;
+  value_named_[id] = v.id;
+}
+
+void Graph::claim_name(Value v, std::string_view name) {
+  const StrId id = strings.intern(name);
+  if (values_[v.id].name == id) return;
+  auto it = value_named_.find(id);
+  if (it != value_named_.end()) {
+    const Value other{it->second};
+    values_[other.id].name = unique_name(name);  // the claimed name is taken, so this is fresh
+    value_named_[values_[other.id].name] = other.id;
+  } else {
+    unique_name(name);  // marks it used
+  }
+  values_[v.id].name = id;
+  value_named_[id] = v.id;
+}
+
+void Graph::name_all() {
+  for (uint32_t v = 0; v < values_.size(); ++v) {
+    if (values_[v].name == 0) set_name(Value{v}, "_v");
+  }
+  for (auto& n : nodes_) {
+    if (n.name == 0 && !n.dead) n.name = unique_name(std::string(strings.str(n.op_type)));
+  }
+}
+
+Value Graph::add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims) {
+  Value v = add_value(dtype);
+  set_shape(v, dims);
+  set_name(v, name);
+  inputs_.push_back(v.id);
+  return v;
+}
+
+Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims,
+                             const void* data, size_t nbytes, std::shared_ptr<const void> owner) {
+  Value v = add_value(dtype);
+  set_shape(v, dims);
+  if (!name.empty()) set_name(v, name);
+  initializer_of_[v.id] = static_cast<int32_t>(initializers_.size());
+  initializers_.push_back(Initializer{v, data, nbytes, std::move(owner)});
+  return v;
+}
+
+bool Graph::is_initializer(Value v) const { return initializer_of_[v.id] >= 0; }
+
+const Initializer* Graph::initializer(Value v) const {
+  const int32_t i = initializer_of_[v.id];
+  return i >= 0 ? &initializers_[i] : nullptr;
+}
+
+bool Graph::is_graph_input(Value v) const {
+  for (uint32_t i : inputs_) {
+    if (i == v.id) return true;
+  }
+  return false;
+}
+
+}  // namespace fastonnx

@@ -1,0 +1,152 @@
+#include "fastonnx/serializer.h"
+
+#include <vector>
+
+#include "opsets.h"
+
+namespace fastonnx {
+namespace {
+
+// Field numbers from onnx/onnx.proto.
+namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, producer_version = 3, graph = 7, opset_import = 8 }; }
+namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 }; }
+namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
+namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, floats = 7, ints = 8, type = 20 }; }
+namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, FLOATS = 6, INTS = 7 }; }
+namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9 }; }
+namespace vi_f { enum : uint32_t { name = 1, type = 2 }; }
+namespace type_f { enum : uint32_t { tensor_type = 1 }; }
+namespace ttype_f { enum : uint32_t { elem_type = 1, shape = 2 }; }
+namespace shape_f { enum : uint32_t { dim = 1 }; }
+namespace dim_f { enum : uint32_t { dim_value = 1, dim_param = 2 }; }
+namespace opset_f { enum : uint32_t { domain = 1, version = 2 }; }
+
+ProtoMessage attribute(const Attr& a) {
+  ProtoMessage m;
+  m.bytes_field(attr_f::name, a.name);
+  switch (a.kind) {
+    case Attr::Kind::Int:
+      m.int64_field(attr_f::i, a.int_value);
+      m.varint_field(attr_f::type, attr_type::INT);
+      break;
+    case Attr::Kind::Float:
+      m.float_field(attr_f::f, static_cast<float>(a.float_value));
+      m.varint_field(attr_f::type, attr_type::FLOAT);
+      break;
+    case Attr::Kind::String:
+      m.bytes_field(attr_f::s, a.string_value);
+      m.varint_field(attr_f::type, attr_type::STRING);
+      break;
+    case Attr::Kind::Ints:
+      m.packed_int64_field(attr_f::ints, a.int_values);
+      m.varint_field(attr_f::type, attr_type::INTS);
+      break;
+    case Attr::Kind::Floats:
+      m.packed_float_field(attr_f::floats, std::vector<float>(a.float_values.begin(), a.float_values.end()));
+      m.varint_field(attr_f::type, attr_type::FLOATS);
+      break;
+  }
+  return m;
+}
+
+ProtoMessage value_info(const Graph& g, Value v) {
+  const ValueInfo& info = g.info(v);
+  ProtoMessage tensor_type;
+  tensor_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(onnx_dtype(info.dtype)));
+  if (info.has_shape) {
+    ProtoMessage shape;
+    for (const Dim& d : g.shape(v)) {
+      ProtoMessage dim;
+      if (d.symbol != 0) {
+        dim.bytes_field(dim_f::dim_param, g.strings.str(d.symbol));
+      } else if (d.value >= 0) {
+        dim.int64_field(dim_f::dim_value, d.value);
+      }
+      shape.message_field(shape_f::dim, dim);
+    }
+    tensor_type.message_field(ttype_f::shape, shape);
+  }
+  ProtoMessage type;
+  type.message_field(type_f::tensor_type, tensor_type);
+  ProtoMessage m;
+  m.bytes_field(vi_f::name, g.name(v));
+  m.message_field(vi_f::type, type);
+  return m;
+}
+
+ProtoMessage tensor(const Graph& g, const Initializer& init) {
+  ProtoMessage m;
+  std::vector<int64_t> dims;
+  for (const Dim& d : g.shape(init.value)) dims.push_back(d.value);
+  if (!dims.empty()) m.packed_int64_field(tensor_f::dims, dims);
+  m.varint_field(tensor_f::data_type, static_cast<uint64_t>(onnx_dtype(g.info(init.value).dtype)));
+  m.bytes_field(tensor_f::name, g.name(init.value));
+  m.borrowed_bytes_field(tensor_f::raw_data, init.data, init.nbytes);
+  return m;
+}
+
+}  // namespace
+
+ProtoMessage serialize_model(Graph& g, const ModelInfo& info) {
+  g.name_all();
+  ProtoMessage graph;
+  std::vector<bool> used(g.num_values(), false);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    if (node.dead) continue;
+    ProtoMessage m;
+    for (uint32_t in : g.inputs(n)) {
+      if (in == Value::kNone) {
+        m.bytes_field(node_f::input, "");
+      } else {
+        used[in] = true;
+        m.bytes_field(node_f::input, g.name(Value{in}));
+      }
+    }
+    for (uint32_t out : g.outputs(n)) m.bytes_field(node_f::output, g.name(Value{out}));
+    m.bytes_field(node_f::name, g.strings.str(node.name));
+    m.bytes_field(node_f::op_type, g.strings.str(node.op_type));
+    for (const Attr& a : g.attrs(n)) m.message_field(node_f::attribute, attribute(a));
+    if (node.domain != 0) m.bytes_field(node_f::domain, g.strings.str(node.domain));
+    graph.message_field(graph_f::node, m);
+  }
+  graph.bytes_field(graph_f::name, info.graph_name);
+  for (uint32_t out : g.graph_outputs()) used[out] = true;
+  for (const Initializer& init : g.initializers()) {
+    if (used[init.value.id]) graph.message_field(graph_f::initializer, tensor(g, init));
+  }
+  for (uint32_t in : g.graph_inputs()) graph.message_field(graph_f::input, value_info(g, Value{in}));
+  for (uint32_t out : g.graph_outputs()) graph.message_field(graph_f::output, value_info(g, Value{out}));
+  // Shapes torch.export recorded for intermediate values: they document the graph and let the
+  // checker's strict shape inference catch a converter that disagrees with torch.
+  std::vector<bool> is_output(g.num_values(), false);
+  for (uint32_t out : g.graph_outputs()) is_output[out] = true;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.node(n).dead) continue;
+    for (uint32_t out : g.outputs(n)) {
+      const ValueInfo& vi = g.info(Value{out});
+      if (vi.has_shape && vi.dtype != ScalarType::Undefined && !is_output[out]) {
+        graph.message_field(graph_f::value_info, value_info(g, Value{out}));
+      }
+    }
+  }
+
+  ProtoMessage model;
+  model.varint_field(model_f::ir_version, static_cast<uint64_t>(ir_version_for_opset(info.opset)));
+  model.bytes_field(model_f::producer_name, info.producer_name);
+  model.bytes_field(model_f::producer_version, info.producer_version);
+  model.message_field(model_f::graph, graph);
+  ProtoMessage opset;
+  opset.bytes_field(opset_f::domain, "");
+  opset.int64_field(opset_f::version, info.opset);
+  model.message_field(model_f::opset_import, opset);
+  for (const auto& [domain, version] : info.extra_opsets) {
+    ProtoMessage extra;
+    extra.bytes_field(opset_f::domain, domain);
+    extra.int64_field(opset_f::version, version);
+    model.message_field(model_f::opset_import, extra);
+  }
+  return model;
+}
+
+}  // namespace fastonnx

@@ -1,0 +1,105 @@
+#include "fastonnx/session.h"
+
+#include <string>
+#include <unordered_map>
+
+#include "fastonnx/passes.h"
+#include "fastonnx/serializer.h"
+#include "opsets.h"
+
+namespace fastonnx {
+
+Session::Session(int opset) : builder_(graph_, opset), opset_(opset) {
+  if (opset < kMinOpset || opset > kMaxOpset) {
+    throw ConvertError("opset " + std::to_string(opset) + " is outside the supported range " +
+                       std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset));
+  }
+}
+
+int Session::op_id(std::string_view overload) {
+  static const std::unordered_map<std::string_view, int> ids = [] {
+    std::unordered_map<std::string_view, int> m;
+    int i = 0;
+    for (const OpEntry& e : op_table()) m.emplace(e.overload, i++);
+    return m;
+  }();
+  auto it = ids.find(overload);
+  return it == ids.end() ? -1 : it->second;
+}
+
+Value Session::add_input(std::string_view name, const TensorMeta& meta) {
+  onnx_dtype(meta.dtype);  // rejects dtypes ONNX cannot hold
+  return graph_.add_input(name, meta.dtype, meta.shape);
+}
+
+Value Session::add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
+                               std::shared_ptr<const void> owner) {
+  onnx_dtype(meta.dtype);
+  return graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
+}
+
+std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<TensorMeta> metas,
+                                    std::string_view fx_name) {
+  const auto table = op_table();
+  if (op_id < 0 || static_cast<size_t>(op_id) >= table.size()) {
+    throw ConvertError("no converter with id " + std::to_string(op_id));
+  }
+  const OpEntry& entry = table[op_id];
+  const uint32_t first_new_value = static_cast<uint32_t>(graph_.num_values());
+  Outputs outs;
+  builder_.set_current(fx_name, metas);
+  try {
+    entry.convert(builder_, args, outs);
+  } catch (const ConvertError& e) {
+    builder_.set_current({}, {});
+    throw ConvertError(std::string("aten::") + entry.overload + " (FX node `" + std::string(fx_name) + "`): " + e.what());
+  }
+  builder_.set_current({}, {});
+  // Values the converter made take the FX node's name and torch's metadata; a value it passed
+  // through unchanged (clone, dropout in eval) keeps its own.
+  for (size_t i = 0; i < outs.size() && i < metas.size(); ++i) {
+    const Value v = outs[i];
+    if (v.id < first_new_value || graph_.is_initializer(v)) continue;
+    const ValueInfo& info = graph_.info(v);
+    if (info.dtype != ScalarType::Undefined && metas[i].dtype != ScalarType::Undefined && info.dtype != metas[i].dtype) {
+      throw ConvertError(std::string("aten::") + entry.overload + " (FX node `" + std::string(fx_name) +
+                         "`): the converter produced " + dtype_name(info.dtype) + " where torch has " +
+                         dtype_name(metas[i].dtype));
+    }
+    if (metas[i].dtype != ScalarType::Undefined) graph_.set_dtype(v, metas[i].dtype);
+    graph_.set_shape(v, metas[i].shape);
+    if (info.name == 0) graph_.set_name(v, outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
+  }
+  return outs;
+}
+
+void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outputs) {
+  std::vector<bool> taken(graph_.num_values(), false);
+  for (const auto& [value, name] : outputs) {
+    Value v = value;
+    // A graph output must be produced by a node of its own: a passed-through input or weight,
+    // or a value already returned, gets an Identity.
+    if (graph_.info(v).producer == kNoNode || (v.id < taken.size() && taken[v.id])) {
+      const ValueInfo src = graph_.info(v);
+      v = builder_.op("Identity", {v});
+      if (src.has_shape) {
+        std::vector<Dim> dims(graph_.shape(value).begin(), graph_.shape(value).end());
+        graph_.set_shape(v, dims);
+      }
+    }
+    if (v.id >= taken.size()) taken.resize(v.id + 1, false);
+    taken[v.id] = true;
+    if (!name.empty()) graph_.claim_name(v, name);
+    graph_.add_output(v);
+  }
+}
+
+ProtoMessage Session::finish(const std::string& producer_version) {
+  remove_dead_nodes(graph_);
+  ModelInfo info;
+  info.opset = opset_;
+  info.producer_version = producer_version;
+  return serialize_model(graph_, info);
+}
+
+}  // namespace fastonnx

@@ -1,0 +1,165 @@
+#include "fastonnx/types.h"
+
+#include <string>
+
+namespace fastonnx {
+
+bool is_floating(ScalarType t) {
+  switch (t) {
+    case ScalarType::Half:
+    case ScalarType::Float:
+    case ScalarType::Double:
+    case ScalarType::BFloat16:
+    case ScalarType::Float8_e5m2:
+    case ScalarType::Float8_e4m3fn:
+    case ScalarType::Float8_e5m2fnuz:
+    case ScalarType::Float8_e4m3fnuz:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_integral(ScalarType t) {
+  switch (t) {
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_complex(ScalarType t) {
+  return t == ScalarType::ComplexHalf || t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
+}
+
+namespace {
+struct DtypeRow {
+  ScalarType torch;
+  int onnx;  // TensorProto.DataType, 0 when ONNX has no such type
+  int size;
+  const char* name;
+};
+// ONNX codes from onnx.proto's TensorProto.DataType.
+constexpr DtypeRow kDtypes[] = {
+    {ScalarType::Byte, 2, 1, "uint8"},         {ScalarType::Char, 3, 1, "int8"},
+    {ScalarType::Short, 5, 2, "int16"},        {ScalarType::Int, 6, 4, "int32"},
+    {ScalarType::Long, 7, 8, "int64"},         {ScalarType::Half, 10, 2, "float16"},
+    {ScalarType::Float, 1, 4, "float32"},      {ScalarType::Double, 11, 8, "float64"},
+    {ScalarType::ComplexHalf, 0, 4, "complex32"}, {ScalarType::ComplexFloat, 14, 8, "complex64"},
+    {ScalarType::ComplexDouble, 15, 16, "complex128"}, {ScalarType::Bool, 9, 1, "bool"},
+    {ScalarType::BFloat16, 16, 2, "bfloat16"}, {ScalarType::Float8_e5m2, 19, 1, "float8_e5m2"},
+    {ScalarType::Float8_e4m3fn, 17, 1, "float8_e4m3fn"},
+    {ScalarType::Float8_e5m2fnuz, 20, 1, "float8_e5m2fnuz"},
+    {ScalarType::Float8_e4m3fnuz, 18, 1, "float8_e4m3fnuz"}, {ScalarType::UInt16, 4, 2, "uint16"},
+    {ScalarType::UInt32, 12, 4, "uint32"},     {ScalarType::UInt64, 13, 8, "uint64"},
+};
+
+const DtypeRow* row(ScalarType t) {
+  for (const auto& r : kDtypes) {
+    if (r.torch == t) return &r;
+  }
+  return nullptr;
+}
+}  // namespace
+
+int element_size(ScalarType t) {
+  const DtypeRow* r = row(t);
+  return r ? r->size : 0;
+}
+
+const char* dtype_name(ScalarType t) {
+  const DtypeRow* r = row(t);
+  return r ? r->name : "undefined";
+}
+
+int onnx_dtype(ScalarType t) {
+  const DtypeRow* r = row(t);
+  if (r == nullptr || r->onnx == 0) {
+    throw ConvertError(std::string("dtype ") + dtype_name(t) + " has no ONNX equivalent");
+  }
+  return r->onnx;
+}
+
+ScalarType scalar_type_from_code(int64_t code) {
+  const auto t = static_cast<ScalarType>(code);
+  if (row(t) == nullptr) throw ConvertError("unknown torch dtype code " + std::to_string(code));
+  return t;
+}
+
+ScalarType scalar_type_from_onnx(int onnx_code) {
+  for (const auto& r : kDtypes) {
+    if (r.onnx == onnx_code) return r.torch;
+  }
+  throw ConvertError("ONNX data type " + std::to_string(onnx_code) + " has no torch dtype");
+}
+
+double Scalar::to_double() const {
+  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  return std::get<bool>(v) ? 1.0 : 0.0;
+}
+
+int64_t Scalar::to_int() const {
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
+  return std::get<bool>(v) ? 1 : 0;
+}
+
+ScalarType Scalar::natural_dtype() const {
+  if (is_bool()) return ScalarType::Bool;
+  return is_floating() ? ScalarType::Float : ScalarType::Long;
+}
+
+bool operator==(const SymIntList& a, const std::vector<int64_t>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_static() || a[i].value != b[i]) return false;
+  }
+  return true;
+}
+
+Attr Attr::i(std::string n, int64_t v) {
+  Attr a;
+  a.name = std::move(n);
+  a.kind = Kind::Int;
+  a.int_value = v;
+  return a;
+}
+Attr Attr::f(std::string n, double v) {
+  Attr a;
+  a.name = std::move(n);
+  a.kind = Kind::Float;
+  a.float_value = v;
+  return a;
+}
+Attr Attr::s(std::string n, std::string v) {
+  Attr a;
+  a.name = std::move(n);
+  a.kind = Kind::String;
+  a.string_value = std::move(v);
+  return a;
+}
+Attr Attr::ints(std::string n, std::vector<int64_t> v) {
+  Attr a;
+  a.name = std::move(n);
+  a.kind = Kind::Ints;
+  a.int_values = std::move(v);
+  return a;
+}
+Attr Attr::floats(std::string n, std::vector<double> v) {
+  Attr a;
+  a.name = std::move(n);
+  a.kind = Kind::Floats;
+  a.float_values = std::move(v);
+  return a;
+}
+
+}  // namespace fastonnx

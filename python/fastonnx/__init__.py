@@ -1,0 +1,18 @@
+"""fastonnx: a fast PyTorch -> ONNX exporter (torch.export front end, native C++ core)."""
+
+from ._export import __version__, export
+from ._lower import supported_ops
+from ._program import ExportResult
+from .errors import ConversionError, ExportError, TraceError, UnsupportedOp, UnsupportedOpsError
+
+__all__ = [
+    "export",
+    "supported_ops",
+    "ExportResult",
+    "ExportError",
+    "TraceError",
+    "ConversionError",
+    "UnsupportedOp",
+    "UnsupportedOpsError",
+    "__version__",
+]

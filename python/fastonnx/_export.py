@@ -1,0 +1,114 @@
+"""fastonnx.export: trace, lower, convert, write."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+import torch
+from torch.export import ExportedProgram
+
+from . import _C
+from ._files import check_writable
+from ._lower import Lowering, check_supported
+from ._program import ExportResult
+from ._trace import functionalize, needs_functionalization, trace
+from .errors import ExportError
+
+__version__ = "0.1.0"
+
+
+def _check_names(kind: str, names: Sequence[str] | None) -> list[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+        raise TypeError(f"{kind} must be a list of non-empty strings, got {names!r}")
+    dupes = sorted({n for n in names if list(names).count(n) > 1})
+    if dupes:
+        raise ValueError(f"{kind} has duplicate names: {dupes}")
+    return list(names)
+
+
+def _check_opset(opset_version: int | None) -> int:
+    if opset_version is None:
+        return _C.DEFAULT_OPSET
+    if not isinstance(opset_version, int) or not _C.MIN_OPSET <= opset_version <= _C.MAX_OPSET:
+        raise ValueError(
+            f"opset_version={opset_version!r} is not supported; fastonnx produces opsets "
+            f"{_C.MIN_OPSET} to {_C.MAX_OPSET} (default {_C.DEFAULT_OPSET})"
+        )
+    return opset_version
+
+
+def export(
+    model: torch.nn.Module | ExportedProgram,
+    args: tuple | torch.Tensor = (),
+    f: str | os.PathLike | None = None,
+    *,
+    kwargs: dict | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    opset_version: int | None = None,
+) -> ExportResult:
+    """Export ``model`` to ONNX.
+
+    Arguments follow ``torch.onnx.export``: ``args`` are the example positional inputs (a lone
+    tensor is wrapped in a tuple), ``kwargs`` the keyword inputs, ``f`` where to write the model
+    (written atomically; nothing is written when ``f`` is None), ``input_names`` and
+    ``output_names`` name the graph's inputs and outputs in order (a shorter list names the
+    first ones), ``opset_version`` the ONNX opset (default 18). ``model`` may also be an
+    ``ExportedProgram``. The model is traced in eval mode.
+    """
+    if not isinstance(model, (torch.nn.Module, ExportedProgram)):
+        raise TypeError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if not isinstance(args, tuple):
+        raise TypeError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict, got {type(kwargs).__name__}")
+    input_names = _check_names("input_names", input_names)
+    output_names = _check_names("output_names", output_names)
+    opset = _check_opset(opset_version)
+    if f is not None:
+        check_writable(f)
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    ep = trace(model, args, kwargs)
+    timings["trace"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    if needs_functionalization(ep.graph):
+        ep = functionalize(ep)
+    timings["functionalize"] = time.perf_counter() - t0
+
+    check_supported(ep.graph)
+    session = _C.Session(opset)
+    lowering = Lowering(ep, session)
+    t0 = time.perf_counter()
+    lowering.add_placeholders(input_names)
+    if input_names is not None and len(input_names) > len(lowering.input_names):
+        raise ValueError(
+            f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
+        )
+    lowering.convert_nodes()
+    outputs = lowering.set_outputs(output_names)
+    if output_names is not None and len(output_names) > len(outputs):
+        raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
+    timings["convert"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    native = session.finish(__version__)
+    timings["serialize"] = time.perf_counter() - t0
+
+    result = ExportResult(native, opset, lowering.input_names, outputs, ep, timings)
+    if f is not None:
+        t0 = time.perf_counter()
+        result.save(f)
+        timings["write"] = time.perf_counter() - t0
+    return result
+
+
+__all__ = ["export", "ExportError"]

@@ -1,0 +1,38 @@
+"""The exceptions fastonnx raises. Everything an export can fail with is an ``ExportError``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ExportError(Exception):
+    """Base class of every error raised by ``fastonnx.export``."""
+
+
+class TraceError(ExportError):
+    """``torch.export`` could not trace the model; the message keeps PyTorch's."""
+
+
+class ConversionError(ExportError):
+    """An op was mapped but these arguments have no ONNX form (the message names the FX node)."""
+
+
+@dataclass(frozen=True)
+class UnsupportedOp:
+    overload: str  # e.g. "aten::erfinv" or "mylib::my_op"
+    count: int
+    first_source: str  # the first user source line that emitted it, or ""
+    yaml_hint: str  # the mapping entry to start from
+
+
+class UnsupportedOpsError(ExportError):
+    """Ops without a converter, all of them at once."""
+
+    def __init__(self, ops: list[UnsupportedOp]):
+        self.ops = ops
+        lines = [f"{len(ops)} op(s) have no ONNX converter:"]
+        for op in ops:
+            where = f"\n      first at {op.first_source}" if op.first_source else ""
+            lines.append(f"  - {op.overload} (x{op.count}){where}\n      start from: {op.yaml_hint}")
+        lines.append("Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op').")
+        super().__init__("\n".join(lines))

@@ -1,0 +1,62 @@
+"""Shared test helpers: export with fastonnx, check the model, run it in onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+import fastonnx
+
+
+def check(model_proto: onnx.ModelProto) -> None:
+    """Every model a test exports must pass the full checker (which also runs strict shape
+    inference)."""
+    onnx.checker.check_model(model_proto, full_check=True)
+
+
+def run_ort(model_proto: onnx.ModelProto, inputs: list[torch.Tensor]) -> list[np.ndarray]:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(
+        model_proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+    )
+    feeds = {i.name: t.detach().cpu().numpy() for i, t in zip(sess.get_inputs(), inputs)}
+    return sess.run(None, feeds)
+
+
+def flat_tensors(value) -> list[torch.Tensor]:
+    leaves, _ = torch.utils._pytree.tree_flatten(value)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def export_and_compare(
+    model: torch.nn.Module,
+    args: tuple,
+    *,
+    rtol: float = 1e-3,
+    atol: float = 1e-4,
+    **export_kwargs,
+) -> onnx.ModelProto:
+    """Export, run the full checker, run in onnxruntime and compare every output with eager
+    PyTorch. ``atol`` is scaled by each output's magnitude so deep nets with large activations
+    are not held to an absolute bound meant for unit-sized values."""
+    model = model.eval()
+    with torch.no_grad():
+        expected = flat_tensors(model(*args))
+    result = fastonnx.export(model, args, **export_kwargs)
+    proto = result.model_proto
+    check(proto)
+    actual = run_ort(proto, flat_tensors(args))
+    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
+    for i, (got, want) in enumerate(zip(actual, expected)):
+        scale = max(1.0, float(want.abs().max())) if want.numel() and want.is_floating_point() else 1.0
+        torch.testing.assert_close(
+            torch.from_numpy(np.asarray(got)),
+            want,
+            rtol=rtol,
+            atol=atol * scale,
+            msg=lambda m, i=i: f"output {i}: {m}",
+        )
+    return proto
