@@ -33,6 +33,7 @@ class LineLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):  # type: ignore[override]
         mapping = super().construct_mapping(node, deep=deep)
         mapping["__line__"] = node.start_mark.line + 1
+        mapping["__key_lines__"] = {self.construct_object(k): k.start_mark.line + 1 for k, _ in node.value}
         return mapping
 
 
@@ -74,7 +75,7 @@ class NativeFunctions:
 
 
 def _pop_rule(d: dict, where: str) -> Rule:
-    unknown = sorted(k for k in d if k not in RULE_KEYS and k != "__line__")
+    unknown = sorted(k for k in d if k not in RULE_KEYS and not k.startswith("__"))
     if unknown:
         hint = ""
         if any(c in k for k in unknown for c in "()="):
@@ -93,6 +94,7 @@ def _pop_rule(d: dict, where: str) -> Rule:
             onnx=parse_expr(str(d["onnx"])) if "onnx" in d else None,
             manual=bool(d.get("manual", False)),
             promote=tuple(promote),
+            line=d.get("__line__", 0),
         )
     except SpecError as e:
         raise SpecError(f"{where}: {e}") from None
@@ -109,14 +111,13 @@ def load_spec_file(path: Path) -> list[OpSpec]:
     if not isinstance(doc, dict):
         raise SpecError(f"{path}:1: a mapping file is a YAML mapping of ATen overloads to rules")
     specs = []
-    file_line = doc.pop("__line__", 1)
+    doc.pop("__line__", None)
+    key_lines = doc.pop("__key_lines__", {})
     for key, body in doc.items():
-        line = body.get("__line__", file_line) if isinstance(body, dict) else file_line
-        if isinstance(body, list) and body and isinstance(body[0], dict):
-            line = body[0].get("__line__", file_line) - 1
+        line = key_lines.get(key, 1)
         where = f"{path}:{line}"
         if isinstance(body, dict) and "same_as" in body:
-            extra = sorted(k for k in body if k not in ("same_as", "__line__"))
+            extra = sorted(k for k in body if k not in ("same_as",) and not k.startswith("__"))
             if extra:
                 raise SpecError(f"{where}: `same_as:` stands alone; remove {extra}")
             specs.append(OpSpec(str(key), same_as=str(body["same_as"]), file=str(path), line=line))
@@ -136,7 +137,7 @@ def load_specs(mapping_dir: Path) -> list[OpSpec]:
     specs: list[OpSpec] = []
     seen: dict[str, OpSpec] = {}
     for path in sorted(Path(mapping_dir).glob("*.yaml")):
-        rel = Path(os.path.relpath(path))
+        rel = Path(os.path.relpath(path)) if path.resolve().is_relative_to(Path.cwd()) else path
         for spec in load_spec_file(rel):
             if spec.overload in seen:
                 raise SpecError(

@@ -10,7 +10,7 @@ lowercase call is one of the helpers in ``HELPERS``.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 
@@ -204,6 +204,7 @@ class Rule:
     onnx: Expr | None = None
     manual: bool = False
     promote: tuple[str, ...] = ()
+    line: int = field(default=0, compare=False)  # where the rule is written, for errors
 
     def __post_init__(self) -> None:
         if (self.onnx is None) == (not self.manual):

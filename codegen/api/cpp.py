@@ -76,7 +76,8 @@ class CppArg:
 
     def unpack(self, arg_expr: str, what: str) -> str:
         size = f", {self.list_size}" if self.list_size else ""
-        return f"unpack_{self.kind}({arg_expr}, {what}{size})"
+        builder = "b, " if self.is_tensor else ""  # numbers in tensor slots become constants
+        return f"unpack_{self.kind}({builder}{arg_expr}, {what}{size})"
 
 
 _CPP_KEYWORDS = {"default", "int", "float", "bool", "char", "template", "class", "union", "auto"}

@@ -57,16 +57,18 @@ class Converter:
         return [a for a in self.args if not a.ignored]
 
 
-def _fail(spec: OpSpec, msg: str):
-    raise SpecError(f"{spec.where}: `{spec.overload}`: {msg}")
+def _fail(spec: OpSpec, msg: str, rule: Rule | None = None):
+    where = f"{spec.file}:{rule.line}" if rule is not None and rule.line else spec.where
+    raise SpecError(f"{where}: `{spec.overload}`: {msg}")
 
 
 class _RuleCompiler:
     """Compiles one rule's expression. ``since``/``until`` bound the opsets the rule can be
     chosen for, and every ONNX op it uses is checked against ONNX's registry at both ends."""
 
-    def __init__(self, spec: OpSpec, args: list[cpp.CppArg], since: int, until: int, nonnull: set[str]):
+    def __init__(self, spec: OpSpec, rule: Rule, args: list[cpp.CppArg], since: int, until: int, nonnull: set[str]):
         self.spec = spec
+        self.rule = rule
         self.nonnull = nonnull  # optional arguments the rule's guard proved present
         self.args = {a.schema_name: a for a in args}
         self.since, self.until = since, until
@@ -74,7 +76,7 @@ class _RuleCompiler:
         self.counter = 0
 
     def fail(self, msg: str):
-        _fail(self.spec, msg)
+        _fail(self.spec, msg, self.rule)
 
     def arg(self, name: str) -> cpp.CppArg:
         if name not in self.args:
@@ -385,8 +387,8 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
     manual_count = 0
     for rule, (lo, hi) in zip(spec.rules, _rule_ranges(spec.rules)):
         if rule.since is not None and not opsets.MIN_OPSET <= rule.since <= opsets.MAX_OPSET:
-            _fail(spec, f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}")
-        comp = _RuleCompiler(spec, args, lo, hi, _proved_present(rule))
+            _fail(spec, f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}", rule)
+        comp = _RuleCompiler(spec, rule, args, lo, hi, _proved_present(rule))
         conds = []
         if rule.since is not None and rule.since > opsets.MIN_OPSET:
             conds.append(F.opset_at_least(rule.since))
@@ -396,14 +398,14 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
         if rule.manual:
             manual_count += 1
             if manual_count > 1:
-                _fail(spec, "only one rule of an overload can be `manual: true`; put the cases in its body")
+                _fail(spec, "only one rule of an overload can be `manual: true`; put the cases in its body", rule)
         else:
             if rule.promote:
                 tensors = []
                 for p in rule.promote:
                     a = comp.arg(p)
                     if a.base_kind not in ("tensor", "tensor_list"):
-                        _fail(spec, f"`promote:` lists tensors; `{p}` is a {a.kind}")
+                        _fail(spec, f"`promote:` lists tensors; `{p}` is a {a.kind}", rule)
                     tensors.append(a)
                 code.promote = [(a.name, a.base_kind == "tensor_list") for a in tensors]
             code.result = _result(comp, rule.onnx, n_ret)  # type: ignore[arg-type]

@@ -600,6 +600,17 @@ Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_u
   }
 }
 
+// mean  (codegen/mappings/reduction.yaml:9)
+Value convert_mean(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // {'promote': ['self'], 'onnx': 'ReduceMean(self, keepdims=0)'}
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("ReduceMean", {self}, {Attr::i("keepdims", int64_t{0})});
+    return v0;
+  }
+}
+
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, [[maybe_unused]] Value self) {
   // {'onnx': 'self'}

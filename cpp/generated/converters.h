@@ -117,6 +117,8 @@ Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t
 Value convert_sum(Builder& b, Value self, std::optional<ScalarType> dtype);
 // sum.dim_IntList  (codegen/mappings/reduction.yaml:8)
 Value convert_sum_dim_IntList(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
+// mean  (codegen/mappings/reduction.yaml:9)
+Value convert_mean(Builder& b, Value self, std::optional<ScalarType> dtype);
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, Value self);
 // contiguous  (codegen/mappings/shape.yaml:3)

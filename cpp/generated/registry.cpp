@@ -16,33 +16,33 @@ const Arg& arg_at(const Args& args, size_t i) { return i < args.size() ? args[i]
 bool given(const Args& args, size_t i) { return i < args.size() && args[i].kind != Arg::Kind::Missing; }
 
 void unpack_relu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_relu(b, std::move(self)));
 }
 constexpr const char* kArgs_relu[] = {"self"};
 
 void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_relu_(b, std::move(self)));
 }
 constexpr const char* kArgs_relu_[] = {"self"};
 
 void unpack_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
   outs.push_back(convert_leaky_relu(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu[] = {"self", "negative_slope"};
 
 void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
   outs.push_back(convert_leaky_relu_(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
 
 void unpack_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
   Scalar max_val = given(args, 2) ? unpack_scalar(args[2], "max_val") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_hardtanh(b, std::move(self), std::move(min_val), std::move(max_val)));
@@ -50,7 +50,7 @@ void unpack_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 constexpr const char* kArgs_hardtanh[] = {"self", "min_val", "max_val"};
 
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
   Scalar max_val = given(args, 2) ? unpack_scalar(args[2], "max_val") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_hardtanh_(b, std::move(self), std::move(min_val), std::move(max_val)));
@@ -58,31 +58,31 @@ void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
 
 void unpack_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_sigmoid(b, std::move(self)));
 }
 constexpr const char* kArgs_sigmoid[] = {"self"};
 
 void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_sigmoid_(b, std::move(self)));
 }
 constexpr const char* kArgs_sigmoid_[] = {"self"};
 
 void unpack_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_tanh(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh[] = {"self"};
 
 void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_tanh_(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
 
 void unpack_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   outs.push_back(convert_softmax_int(b, std::move(self), std::move(dim), std::move(dtype)));
@@ -90,7 +90,7 @@ void unpack_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 constexpr const char* kArgs_softmax_int[] = {"self", "dim", "dtype"};
 
 void unpack__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool half_to_float = unpack_bool(arg_at(args, 2), "half_to_float");
   outs.push_back(convert__softmax(b, std::move(self), std::move(dim), std::move(half_to_float)));
@@ -98,7 +98,7 @@ void unpack__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 constexpr const char* kArgs__softmax[] = {"self", "dim", "half_to_float"};
 
 void unpack_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   outs.push_back(convert_log_softmax_int(b, std::move(self), std::move(dim), std::move(dtype)));
@@ -106,7 +106,7 @@ void unpack_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] const 
 constexpr const char* kArgs_log_softmax_int[] = {"self", "dim", "dtype"};
 
 void unpack__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool half_to_float = unpack_bool(arg_at(args, 2), "half_to_float");
   outs.push_back(convert__log_softmax(b, std::move(self), std::move(dim), std::move(half_to_float)));
@@ -114,23 +114,23 @@ void unpack__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 constexpr const char* kArgs__log_softmax[] = {"self", "dim", "half_to_float"};
 
 void unpack_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add_Tensor[] = {"self", "other", "alpha"};
 
 void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
 
 void unpack_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
@@ -138,7 +138,7 @@ void unpack_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_add_Scalar[] = {"self", "other", "alpha"};
 
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
@@ -146,23 +146,23 @@ void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
 
 void unpack_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub_Tensor[] = {"self", "other", "alpha"};
 
 void unpack_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub__Tensor[] = {"self", "other", "alpha"};
 
 void unpack_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
@@ -170,59 +170,59 @@ void unpack_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_sub_Scalar[] = {"self", "other", "alpha"};
 
 void unpack_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_mul_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul_Tensor[] = {"self", "other"};
 
 void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_mul__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
 
 void unpack_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
   outs.push_back(convert_mul_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul_Scalar[] = {"self", "other"};
 
 void unpack_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_div_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div_Tensor[] = {"self", "other"};
 
 void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
 
 void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
   outs.push_back(convert_div_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div_Scalar[] = {"self", "other"};
 
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   outs.push_back(convert_linear(b, std::move(input), std::move(weight), std::move(bias)));
 }
 constexpr const char* kArgs_linear[] = {"input", "weight", "bias"};
 
 void unpack_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value mat1 = unpack_tensor(arg_at(args, 1), "mat1");
-  Value mat2 = unpack_tensor(arg_at(args, 2), "mat2");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mat1 = unpack_tensor(b, arg_at(args, 1), "mat1");
+  Value mat2 = unpack_tensor(b, arg_at(args, 2), "mat2");
   Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
   Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addmm(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
@@ -230,30 +230,30 @@ void unpack_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 constexpr const char* kArgs_addmm[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
 void unpack_mm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value mat2 = unpack_tensor(arg_at(args, 1), "mat2");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mat2 = unpack_tensor(b, arg_at(args, 1), "mat2");
   outs.push_back(convert_mm(b, std::move(self), std::move(mat2)));
 }
 constexpr const char* kArgs_mm[] = {"self", "mat2"};
 
 void unpack_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value mat2 = unpack_tensor(arg_at(args, 1), "mat2");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mat2 = unpack_tensor(b, arg_at(args, 1), "mat2");
   outs.push_back(convert_bmm(b, std::move(self), std::move(mat2)));
 }
 constexpr const char* kArgs_bmm[] = {"self", "mat2"};
 
 void unpack_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
-  Value other = unpack_tensor(arg_at(args, 1), "other");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_matmul(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_matmul[] = {"self", "other"};
 
 void unpack_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 1) : SymIntList(SymIntList{SymInt(1)});
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 1) : SymIntList(SymIntList{SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
@@ -263,9 +263,9 @@ void unpack_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 constexpr const char* kArgs_conv1d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
 void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
@@ -275,9 +275,9 @@ void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 constexpr const char* kArgs_conv2d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
 void unpack_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
@@ -287,9 +287,9 @@ void unpack_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 constexpr const char* kArgs_conv3d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
 void unpack_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 1) : SymIntList(SymIntList{SymInt(1)});
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
@@ -299,9 +299,9 @@ void unpack_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 constexpr const char* kArgs_conv1d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
 void unpack_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
@@ -311,9 +311,9 @@ void unpack_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 constexpr const char* kArgs_conv2d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
 void unpack_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 1) : SymIntList(SymIntList{SymInt(1)});
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 1) : SymIntList(SymIntList{SymInt(0)});
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 1) : SymIntList(SymIntList{SymInt(0)});
@@ -324,9 +324,9 @@ void unpack_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] const
 constexpr const char* kArgs_conv_transpose1d[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
 void unpack_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
@@ -337,9 +337,9 @@ void unpack_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]]
 constexpr const char* kArgs_conv_transpose2d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
 void unpack_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(args[2], "bias") : std::optional<Value>(std::nullopt);
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
@@ -350,9 +350,9 @@ void unpack_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]]
 constexpr const char* kArgs_conv_transpose3d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
 void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  Value weight = unpack_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = unpack_opt_tensor(arg_at(args, 2), "bias");
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
   SymIntList stride = unpack_symint_list(arg_at(args, 3), "stride");
   SymIntList padding = unpack_symint_list(arg_at(args, 4), "padding");
   SymIntList dilation = unpack_symint_list(arg_at(args, 5), "dilation");
@@ -364,11 +364,11 @@ void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 constexpr const char* kArgs_convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"};
 
 void unpack_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  std::optional<Value> weight = unpack_opt_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = unpack_opt_tensor(arg_at(args, 2), "bias");
-  std::optional<Value> running_mean = unpack_opt_tensor(arg_at(args, 3), "running_mean");
-  std::optional<Value> running_var = unpack_opt_tensor(arg_at(args, 4), "running_var");
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  std::optional<Value> running_mean = unpack_opt_tensor(b, arg_at(args, 3), "running_mean");
+  std::optional<Value> running_var = unpack_opt_tensor(b, arg_at(args, 4), "running_var");
   bool training = unpack_bool(arg_at(args, 5), "training");
   double momentum = unpack_float(arg_at(args, 6), "momentum");
   double eps = unpack_float(arg_at(args, 7), "eps");
@@ -378,11 +378,11 @@ void unpack_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_batch_norm[] = {"input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps", "cudnn_enabled"};
 
 void unpack__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
-  std::optional<Value> weight = unpack_opt_tensor(arg_at(args, 1), "weight");
-  std::optional<Value> bias = unpack_opt_tensor(arg_at(args, 2), "bias");
-  Value running_mean = unpack_tensor(arg_at(args, 3), "running_mean");
-  Value running_var = unpack_tensor(arg_at(args, 4), "running_var");
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  Value running_mean = unpack_tensor(b, arg_at(args, 3), "running_mean");
+  Value running_var = unpack_tensor(b, arg_at(args, 4), "running_var");
   double momentum = unpack_float(arg_at(args, 5), "momentum");
   double eps = unpack_float(arg_at(args, 6), "eps");
   for (Value v : convert__native_batch_norm_legit_no_training(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(momentum), std::move(eps))) outs.push_back(v);
@@ -390,7 +390,7 @@ void unpack__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[
 constexpr const char* kArgs__native_batch_norm_legit_no_training[] = {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"};
 
 void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(arg_at(args, 0), "input");
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
   double p = unpack_float(arg_at(args, 1), "p");
   bool train = unpack_bool(arg_at(args, 2), "train");
   outs.push_back(convert_dropout(b, std::move(input), std::move(p), std::move(train)));
@@ -398,8 +398,8 @@ void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
 constexpr const char* kArgs_dropout[] = {"input", "p", "train"};
 
 void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value weight = unpack_tensor(arg_at(args, 0), "weight");
-  Value indices = unpack_tensor(arg_at(args, 1), "indices");
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
   SymInt padding_idx = given(args, 2) ? unpack_symint(args[2], "padding_idx") : SymInt(SymInt(-1));
   bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
   bool sparse = given(args, 4) ? unpack_bool(args[4], "sparse") : bool(false);
@@ -408,14 +408,14 @@ void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
 
 void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
   outs.push_back(convert_pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
 }
 constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
 
 void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
   std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 2) : std::vector<int64_t>(std::vector<int64_t>{});
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 2) : std::vector<int64_t>(std::vector<int64_t>{0, 0});
@@ -426,7 +426,7 @@ void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_max_pool2d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
 void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
   std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 2) : std::vector<int64_t>(std::vector<int64_t>{});
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 2) : std::vector<int64_t>(std::vector<int64_t>{0, 0});
@@ -438,14 +438,14 @@ void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_avg_pool2d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
 
 void unpack_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
   outs.push_back(convert_adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs_adaptive_avg_pool2d[] = {"self", "output_size"};
 
 void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
   std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -454,14 +454,14 @@ void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 constexpr const char* kArgs_mean_dim[] = {"self", "dim", "keepdim", "dtype"};
 
 void unpack_sum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   outs.push_back(convert_sum(b, std::move(self), std::move(dtype)));
 }
 constexpr const char* kArgs_sum[] = {"self", "dtype"};
 
 void unpack_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
   std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -469,20 +469,27 @@ void unpack_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] const 
 }
 constexpr const char* kArgs_sum_dim_IntList[] = {"self", "dim", "keepdim", "dtype"};
 
+void unpack_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_mean(b, std::move(self), std::move(dtype)));
+}
+constexpr const char* kArgs_mean[] = {"self", "dtype"};
+
 void unpack_clone([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_clone(b, std::move(self)));
 }
 constexpr const char* kArgs_clone[] = {"self", "memory_format"};
 
 void unpack_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_contiguous(b, std::move(self)));
 }
 constexpr const char* kArgs_contiguous[] = {"self", "memory_format"};
 
 void unpack__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
   bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
@@ -491,7 +498,7 @@ void unpack__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 constexpr const char* kArgs__to_copy[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format"};
 
 void unpack_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   ScalarType dtype = unpack_scalar_type(arg_at(args, 1), "dtype");
   bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
   bool copy = given(args, 3) ? unpack_bool(args[3], "copy") : bool(false);
@@ -500,41 +507,41 @@ void unpack_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 constexpr const char* kArgs_to_dtype[] = {"self", "dtype", "non_blocking", "copy", "memory_format"};
 
 void unpack_t([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_t(b, std::move(self)));
 }
 constexpr const char* kArgs_t[] = {"self"};
 
 void unpack_cat([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  std::vector<Value> tensors = unpack_tensor_list(arg_at(args, 0), "tensors");
+  std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 0), "tensors");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
   outs.push_back(convert_cat(b, std::move(tensors), std::move(dim)));
 }
 constexpr const char* kArgs_cat[] = {"tensors", "dim"};
 
 void unpack_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
   outs.push_back(convert_view(b, std::move(self), std::move(size)));
 }
 constexpr const char* kArgs_view[] = {"self", "size"};
 
 void unpack_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList shape = unpack_symint_list(arg_at(args, 1), "shape");
   outs.push_back(convert_reshape(b, std::move(self), std::move(shape)));
 }
 constexpr const char* kArgs_reshape[] = {"self", "shape"};
 
 void unpack__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
   outs.push_back(convert__unsafe_view(b, std::move(self), std::move(size)));
 }
 constexpr const char* kArgs__unsafe_view[] = {"self", "size"};
 
 void unpack_flatten_using_ints([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t start_dim = given(args, 1) ? unpack_int(args[1], "start_dim") : int64_t(0);
   int64_t end_dim = given(args, 2) ? unpack_int(args[2], "end_dim") : int64_t(-1);
   outs.push_back(convert_flatten_using_ints(b, std::move(self), std::move(start_dim), std::move(end_dim)));
@@ -542,14 +549,14 @@ void unpack_flatten_using_ints([[maybe_unused]] Builder& b, [[maybe_unused]] con
 constexpr const char* kArgs_flatten_using_ints[] = {"self", "start_dim", "end_dim"};
 
 void unpack_permute([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dims = unpack_int_list(arg_at(args, 1), "dims");
   outs.push_back(convert_permute(b, std::move(self), std::move(dims)));
 }
 constexpr const char* kArgs_permute[] = {"self", "dims"};
 
 void unpack_transpose_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(arg_at(args, 0), "self");
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim0 = unpack_int(arg_at(args, 1), "dim0");
   int64_t dim1 = unpack_int(arg_at(args, 2), "dim1");
   outs.push_back(convert_transpose_int(b, std::move(self), std::move(dim0), std::move(dim1)));
@@ -609,6 +616,7 @@ const OpEntry kOps[] = {
     {"mean.dim", &unpack_mean_dim, kArgs_mean_dim},
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
+    {"mean", &unpack_mean, kArgs_mean},
     {"clone", &unpack_clone, kArgs_clone},
     {"contiguous", &unpack_contiguous, kArgs_contiguous},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy},

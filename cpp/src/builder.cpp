@@ -131,7 +131,9 @@ Value Builder::scalar(const Scalar& s, ScalarType dtype) {
   if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
   std::vector<uint8_t> bytes;
   encode(bytes, s, dtype);
-  return constant(dtype, {}, std::move(bytes));
+  const Value v = constant(dtype, {}, std::move(bytes));
+  scalars_.emplace(v.id, s);
+  return v;
 }
 
 Value Builder::list(const std::vector<Scalar>& items, ScalarType dtype) {
@@ -178,6 +180,7 @@ std::optional<Value> Builder::ints(const std::optional<SymIntList>& items) {
 
 Value Builder::cast(Value v, ScalarType to) {
   if (dtype(v) == to) return v;
+  if (auto it = scalars_.find(v.id); it != scalars_.end()) return scalar(it->second, to);
   return op("Cast", {v}, {Attr::i("to", onnx_dtype(to))});
 }
 

@@ -40,22 +40,27 @@ std::vector<T> unpack_list(const Arg& a, const char* what, int size, F item) {
 }
 }  // namespace
 
-Value unpack_tensor(const Arg& a, const char* what) {
-  if (a.kind != Arg::Kind::Value) wrong(a, what, "a tensor");
-  return Value{static_cast<uint32_t>(a.i)};
+Value unpack_tensor(Builder& b, const Arg& a, const char* what) {
+  switch (a.kind) {
+    case Arg::Kind::Value: return Value{static_cast<uint32_t>(a.i)};
+    case Arg::Kind::Int: return b.scalar(Scalar(a.i), ScalarType::Long);
+    case Arg::Kind::Bool: return b.scalar(Scalar(a.i != 0), ScalarType::Bool);
+    case Arg::Kind::Float: return b.scalar(Scalar(a.f), ScalarType::Float);
+    default: wrong(a, what, "a tensor");
+  }
 }
 
-std::optional<Value> unpack_opt_tensor(const Arg& a, const char* what) {
+std::optional<Value> unpack_opt_tensor(Builder& b, const Arg& a, const char* what) {
   if (is_none(a)) return std::nullopt;
-  return unpack_tensor(a, what);
+  return unpack_tensor(b, a, what);
 }
 
-std::vector<Value> unpack_tensor_list(const Arg& a, const char* what) {
-  return unpack_list<Value>(a, what, 0, [&](const Arg& x) { return unpack_tensor(x, what); });
+std::vector<Value> unpack_tensor_list(Builder& b, const Arg& a, const char* what) {
+  return unpack_list<Value>(a, what, 0, [&](const Arg& x) { return unpack_tensor(b, x, what); });
 }
 
-std::vector<std::optional<Value>> unpack_opt_tensor_list(const Arg& a, const char* what) {
-  return unpack_list<std::optional<Value>>(a, what, 0, [&](const Arg& x) { return unpack_opt_tensor(x, what); });
+std::vector<std::optional<Value>> unpack_opt_tensor_list(Builder& b, const Arg& a, const char* what) {
+  return unpack_list<std::optional<Value>>(a, what, 0, [&](const Arg& x) { return unpack_opt_tensor(b, x, what); });
 }
 
 int64_t unpack_int(const Arg& a, const char* what) {

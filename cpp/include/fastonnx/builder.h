@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "fastonnx/ir.h"
@@ -89,6 +90,9 @@ class Builder {
 
   Graph& g_;
   int opset_;
+  // Scalar constants by value id, so a cast of one makes a constant of the new type instead
+  // of a Cast node.
+  std::unordered_map<uint32_t, Scalar> scalars_;
   std::string_view fx_name_;
   std::span<const TensorMeta> metas_;
 };

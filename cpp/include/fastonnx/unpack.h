@@ -7,14 +7,17 @@
 #include <vector>
 
 #include "fastonnx/args.h"
+#include "fastonnx/builder.h"
 #include "fastonnx/types.h"
 
 namespace fastonnx {
 
-Value unpack_tensor(const Arg& a, const char* what);
-std::optional<Value> unpack_opt_tensor(const Arg& a, const char* what);
-std::vector<Value> unpack_tensor_list(const Arg& a, const char* what);
-std::vector<std::optional<Value>> unpack_opt_tensor_list(const Arg& a, const char* what);
+// Tensors. torch.export keeps Python numbers in Tensor slots (`x + 1` is add.Tensor(x, 1));
+// they become 0-d constants of torch's default dtype for the kind of number.
+Value unpack_tensor(Builder& b, const Arg& a, const char* what);
+std::optional<Value> unpack_opt_tensor(Builder& b, const Arg& a, const char* what);
+std::vector<Value> unpack_tensor_list(Builder& b, const Arg& a, const char* what);
+std::vector<std::optional<Value>> unpack_opt_tensor_list(Builder& b, const Arg& a, const char* what);
 
 int64_t unpack_int(const Arg& a, const char* what);
 std::optional<int64_t> unpack_opt_int(const Arg& a, const char* what);

@@ -1,0 +1,139 @@
+"""The generator: spec round-trips, each bad-spec error, and the staleness check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from codegen.gen import GENERATED, MAPPINGS, ROOT, compile_all, generate
+from codegen.load import NativeFunctions, default_native_functions, load_specs
+from codegen.model import Rule, SpecError, parse_expr
+
+
+@pytest.fixture(scope="module")
+def nf() -> NativeFunctions:
+    return NativeFunctions.load(default_native_functions())
+
+
+def test_every_spec_round_trips():
+    specs = load_specs(MAPPINGS)
+    assert len(specs) > 50
+    for spec in specs:
+        for rule in spec.rules:
+            assert Rule.from_yaml(rule.to_yaml()) == rule
+            if rule.onnx is not None:
+                assert parse_expr(str(rule.onnx)) == rule.onnx
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Relu(self)",
+        "Add(self, Mul(other, alpha))",
+        "Conv(input, weight, bias, strides=stride, pads=twice(padding), group=groups)",
+        "Reshape(self, [-1, 2])",
+        "TopK(self, k, axis=-1)[1]",
+        "(Identity(self), Neg(self))",
+        "Clip(self, -1.5, 2)",
+        "Cast(self, to=1)",
+        "Concat(tensors, axis=dim)",
+        "LeakyRelu(self, alpha=0.01)",
+        "self",
+    ],
+)
+def test_expression_round_trips(text):
+    e = parse_expr(text)
+    assert str(e) == text
+    assert parse_expr(str(e)) == e
+
+
+def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
+    (tmp_path / "ops.yaml").write_text(textwrap.dedent(yaml_text).lstrip())
+    return compile_all(nf, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("relu: {onx: Relu(self)}\n", [r"ops.yaml:1", "unknown key(s) ['onx']", "accepts ['since', 'when', 'onnx'"]),
+        ("relu: {onnx: LeakyRelu(self, alpha=0.1)}\n", ["ops.yaml:1", "must be quoted"]),
+        ("add.Tensr: {onnx: 'Add(self, other)'}\n", ["ops.yaml:1", "not in native_functions.yaml", "add.Tensor", "add.Scalar"]),
+        ("relu: {onnx: Relux(self)}\n", ["ops.yaml:1", "`Relux` is unknown at opset 13", "not an ONNX operator"]),
+        ("gelu: {onnx: Gelu(self)}\n", ["ops.yaml:1", "`Gelu` is unknown at opset 13", "add `since: 20`"]),
+        ("relu: {onnx: Relu(input)}\n", ["ops.yaml:1", "`input` is not an argument of the schema", "it has: self"]),
+        ("relu: {onnx: 'Relu(self'}\n", ["ops.yaml:1", "does not parse"]),
+        ("leaky_relu: {onnx: 'LeakyRelu(self, beta=negative_slope)'}\n", ["ops.yaml:1", "no attribute `beta`", "it has: alpha"]),
+        ("relu: {onnx: Relu(self), when: 'self +'}\n", ["ops.yaml:1", "`when:` does not parse"]),
+        (
+            "softmax.int:\n  - {onnx: 'Cast(self, to=dtype)'}\n",
+            ["ops.yaml:2", "optional", "when: dtype is not None"],
+        ),
+        (
+            "mean.dim:\n  - {when: dim is not None, onnx: 'ReduceMean(self, axes=dim)'}\n",
+            ["ops.yaml:2", "(opset 18) has no attribute `axes`", "split the rule with `since:`"],
+        ),
+        ("relu_: {same_as: relu}\n", ["ops.yaml:1", "names an overload that is not mapped"]),
+        ("relu: [{manual: true}, {manual: true}]\n", ["ops.yaml:1", "only one rule"]),
+        ("relu: {since: 9, onnx: Relu(self)}\n", ["ops.yaml:1", "outside the supported opsets"]),
+    ],
+    ids=[
+        "unknown-key",
+        "unquoted-commas",
+        "unknown-overload",
+        "unknown-onnx-op",
+        "onnx-op-too-new",
+        "unknown-argument",
+        "expression-syntax",
+        "unknown-attribute",
+        "guard-syntax",
+        "optional-unguarded",
+        "attribute-removed-in-range",
+        "same-as-unmapped",
+        "two-manual-rules",
+        "opset-out-of-range",
+    ],
+)
+def test_bad_spec_errors(tmp_path, nf, yaml_text, expected):
+    with pytest.raises(SpecError) as info:
+        _compile(tmp_path, nf, yaml_text)
+    message = str(info.value)
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_rules_compile_guards_and_since(tmp_path, nf):
+    (converter,) = _compile(
+        tmp_path,
+        nf,
+        """
+        mean.dim:
+          - {since: 18, onnx: 'ReduceMean(self, dim, keepdims=keepdim)'}
+          - {when: dim is not None and keepdim, onnx: 'ReduceMean(self, axes=dim, keepdims=1)'}
+          - {onnx: 'ReduceMean(self, keepdims=0)'}
+        """,
+    )
+    conditions = [r.condition for r in converter.rules]
+    assert conditions[0] == "b.opset() >= 18"
+    assert "dim.has_value()" in conditions[1] and "keepdim" in conditions[1]
+    assert conditions[2] == ""
+
+
+def test_check_reports_stale_files(tmp_path, nf):
+    fm = generate(nf, check=True, out_dir=tmp_path)
+    assert sorted(p.name for p in fm.stale) == ["converters.cpp", "converters.h", "opsets.h", "registry.cpp"]
+    assert not list(tmp_path.iterdir()), "--check must not write"
+
+
+def test_committed_output_is_fresh():
+    run = subprocess.run([sys.executable, "-m", "codegen", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "up to date" in run.stdout
+
+
+def test_generated_files_carry_banner():
+    for path in GENERATED.iterdir():
+        assert path.read_text().startswith("// @generated by python -m codegen"), path
