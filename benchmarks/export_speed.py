@@ -64,10 +64,10 @@ def run_torchscript(model, args, out: Path) -> None:
     torch.onnx.export(model, args, str(out / "model.onnx"), dynamo=False)
 
 
-# (label, function, whether a failure is reported rather than raised): the torch.onnx exporters
-# are baselines, so their failures are results; fastonnx's must surface.
 TORCH_EXPORT = "torch.export"
 FLOOR = "floor (torch.export + raw weights)"
+# (label, function, whether a failure is reported rather than raised): the torch.onnx exporters
+# are baselines, so their failures are results; fastonnx's must surface.
 METHODS: list[tuple[str, Callable, bool]] = [
     (TORCH_EXPORT, run_torch_export, False),
     (FLOOR, run_floor, False),

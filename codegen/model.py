@@ -22,7 +22,11 @@ class SpecError(Exception):
 # ``helper_<name>`` in cpp/include/fastonnx/helpers.h; what they return is spelled in codegen/api.
 HELPERS = {
     "twice": 1,  # ONNX pads from torch's symmetric per-dimension padding: [a, b] -> [a, b, a, b]
-    "auto_pad": 1,  # torch's padding="same"/"valid" -> ONNX auto_pad
+    "conv_pads": 3,  # conv_pads(padding, weight, dilation): pads for padding="same"/"valid"
+    # ConvTranspose pads and output_padding with torch's output_padding folded into the end pads
+    # where it fits (onnxruntime rejects output_padding >= stride, torch does not).
+    "transpose_pads": 2,  # transpose_pads(padding, output_padding)
+    "transpose_output_padding": 2,  # transpose_output_padding(padding, output_padding)
     "rank": 1,  # static rank of a tensor (guards only)
     "len": 1,  # length of a list argument (guards only)
 }

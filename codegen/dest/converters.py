@@ -232,11 +232,12 @@ class _RuleCompiler:
             self.fail(f"{where} is {t.name}; `{e}` does not fit")
         if isinstance(e, Call) and not e.is_onnx:
             if e.func not in HELPERS or e.func in ("rank", "len"):
-                self.fail(f"`{e.func}` is not a helper for attributes; helpers: twice, auto_pad")
+                self.fail(f"`{e.func}` is not a helper for attributes; helpers: "
+                          f"{', '.join(h for h in HELPERS if h not in ('rank', 'len'))}")
             if len(e.args) != HELPERS[e.func] or not all(isinstance(x, Name) for x in e.args):
                 self.fail(f"`{e.func}` takes {HELPERS[e.func]} argument name(s)")
             helper_args = [self.arg(x.id).name for x in e.args]  # type: ignore[union-attr]
-            kind = {"twice": (AttrType.INTS, "ints"), "auto_pad": (AttrType.STRING, "s")}[e.func]
+            kind = (AttrType.INTS, "ints")  # every attribute helper yields an int list
             if t != kind[0]:
                 self.fail(f"{where} is {t.name}; `{e.func}` gives {kind[0].name}")
             return F.attr(kind[1], name, F.helper(e.func, helper_args))
@@ -415,6 +416,10 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
 
 
 def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
+    if n_ret == 0:
+        if not (isinstance(e, Tuple) and not e.items):
+            comp.fail("the schema returns nothing; write the rule as `onnx: ()` (the node is dropped)")
+        return ""
     if isinstance(e, Tuple):
         if len(e.items) != n_ret:
             comp.fail(f"the schema returns {n_ret} tensors; the rule gives {len(e.items)}")

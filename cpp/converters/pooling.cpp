@@ -42,15 +42,30 @@ Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
   if (out[0] == 1 && out[1] == 1) {
     return with_batch(b, self, 4, [&](Value x) { return b.op("GlobalAveragePool", {x}); });
   }
-  if (h % out[0] != 0 || w % out[1] != 0) {
-    b.fail("adaptive_avg_pool2d from " + std::to_string(h) + "x" + std::to_string(w) + " to " +
-           std::to_string(out[0]) + "x" + std::to_string(out[1]) +
-           ": only output sizes that divide the input evenly are supported");
+  if (h % out[0] == 0 && w % out[1] == 0) {
+    const std::vector<int64_t> kernel = {h / out[0], w / out[1]};
+    if (kernel[0] == 1 && kernel[1] == 1) return self;
+    const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", kernel)};
+    return with_batch(b, self, 4, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
   }
-  const std::vector<int64_t> kernel = {h / out[0], w / out[1]};
-  if (kernel[0] == 1 && kernel[1] == 1) return self;
-  const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", kernel)};
-  return with_batch(b, self, 4, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+  // Windows of unequal size: torch averages [floor(i*in/out), ceil((i+1)*in/out)) for output
+  // i along each axis; the two axes are separable.
+  const auto rank = static_cast<int64_t>(in->size());
+  Value x = self;
+  for (int64_t axis : {rank - 2, rank - 1}) {
+    const int64_t n_in = (*in)[axis], n_out = out[axis - (rank - 2)];
+    Inputs parts;
+    for (int64_t i = 0; i < n_out; ++i) {
+      const int64_t start = (i * n_in) / n_out, end = ((i + 1) * n_in + n_out - 1) / n_out;
+      const Value window = b.op("Slice", {x, b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end}),
+                                          b.ints(std::vector<int64_t>{axis})});
+      parts.push_back(b.opset() >= 18
+                          ? b.op("ReduceMean", {window, b.ints(std::vector<int64_t>{axis})}, {Attr::i("keepdims", 1)})
+                          : b.op("ReduceMean", {window}, {Attr::ints("axes", {axis}), Attr::i("keepdims", 1)}));
+    }
+    x = b.op("Concat", parts, {Attr::i("axis", axis)});
+  }
+  return x;
 }
 
 }  // namespace fastonnx::manual

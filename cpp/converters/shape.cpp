@@ -63,3 +63,20 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
 }
 
 }  // namespace fastonnx::manual
+
+namespace fastonnx::manual {
+
+Value cat(Builder& b, std::vector<Value> tensors, int64_t dim) {
+  // torch skips 1-D empty tensors whatever the rank of the others (a legacy rule).
+  std::vector<Value> kept;
+  for (Value t : tensors) {
+    const auto shape = b.static_shape(t);
+    if (!(shape && shape->size() == 1 && (*shape)[0] == 0)) kept.push_back(t);
+  }
+  if (kept.empty()) kept.push_back(tensors.front());
+  b.cast_all(kept, b.compute_dtype(kept));
+  if (kept.size() == 1) return kept.front();
+  return b.op("Concat", spread(kept), {Attr::i("axis", dim)});
+}
+
+}  // namespace fastonnx::manual

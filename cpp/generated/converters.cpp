@@ -8,7 +8,7 @@
 
 namespace fastonnx {
 
-// relu  (codegen/mappings/activation.yaml:2)
+// relu  (codegen/mappings/activation.yaml:3)
 Value convert_relu(Builder& b, [[maybe_unused]] Value self) {
   // {'onnx': 'Relu(self)'}
   {
@@ -17,12 +17,12 @@ Value convert_relu(Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// relu_  (codegen/mappings/activation.yaml:3)
+// relu_  (codegen/mappings/activation.yaml:4)
 Value convert_relu_(Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
 
-// leaky_relu  (codegen/mappings/activation.yaml:4)
+// leaky_relu  (codegen/mappings/activation.yaml:5)
 Value convert_leaky_relu(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   // {'onnx': 'LeakyRelu(self, alpha=negative_slope)'}
   {
@@ -31,12 +31,12 @@ Value convert_leaky_relu(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
   }
 }
 
-// leaky_relu_  (codegen/mappings/activation.yaml:5)
+// leaky_relu_  (codegen/mappings/activation.yaml:6)
 Value convert_leaky_relu_(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   return convert_leaky_relu(b, self, negative_slope);
 }
 
-// hardtanh  (codegen/mappings/activation.yaml:6)
+// hardtanh  (codegen/mappings/activation.yaml:7)
 Value convert_hardtanh(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // {'onnx': 'Clip(self, min_val, max_val)'}
   {
@@ -45,12 +45,12 @@ Value convert_hardtanh(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
   }
 }
 
-// hardtanh_  (codegen/mappings/activation.yaml:7)
+// hardtanh_  (codegen/mappings/activation.yaml:8)
 Value convert_hardtanh_(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   return convert_hardtanh(b, self, min_val, max_val);
 }
 
-// sigmoid  (codegen/mappings/activation.yaml:8)
+// sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid(Builder& b, [[maybe_unused]] Value self) {
   // {'promote': ['self'], 'onnx': 'Sigmoid(self)'}
   {
@@ -61,12 +61,12 @@ Value convert_sigmoid(Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// sigmoid_  (codegen/mappings/activation.yaml:9)
+// sigmoid_  (codegen/mappings/activation.yaml:10)
 Value convert_sigmoid_(Builder& b, [[maybe_unused]] Value self) {
   return convert_sigmoid(b, self);
 }
 
-// tanh  (codegen/mappings/activation.yaml:10)
+// tanh  (codegen/mappings/activation.yaml:11)
 Value convert_tanh(Builder& b, [[maybe_unused]] Value self) {
   // {'promote': ['self'], 'onnx': 'Tanh(self)'}
   {
@@ -77,13 +77,22 @@ Value convert_tanh(Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// tanh_  (codegen/mappings/activation.yaml:11)
+// tanh_  (codegen/mappings/activation.yaml:12)
 Value convert_tanh_(Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
 }
 
-// softmax.int  (codegen/mappings/activation.yaml:12)
+// softmax.int  (codegen/mappings/activation.yaml:13)
 Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("Softmax", {v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
   // {'promote': ['self'], 'onnx': 'Softmax(self, axis=dim)'}
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -93,8 +102,17 @@ Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
   }
 }
 
-// _softmax  (codegen/mappings/activation.yaml:13)
+// _softmax  (codegen/mappings/activation.yaml:16)
 Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
+  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("Softmax", {v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
   // {'promote': ['self'], 'onnx': 'Softmax(self, axis=dim)'}
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -104,8 +122,17 @@ Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
   }
 }
 
-// log_softmax.int  (codegen/mappings/activation.yaml:14)
+// log_softmax.int  (codegen/mappings/activation.yaml:19)
 Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("LogSoftmax", {v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
   // {'promote': ['self'], 'onnx': 'LogSoftmax(self, axis=dim)'}
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -115,8 +142,17 @@ Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_u
   }
 }
 
-// _log_softmax  (codegen/mappings/activation.yaml:15)
+// _log_softmax  (codegen/mappings/activation.yaml:22)
 Value convert__log_softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
+  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("LogSoftmax", {v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
   // {'promote': ['self'], 'onnx': 'LogSoftmax(self, axis=dim)'}
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -401,85 +437,101 @@ Value convert_conv3d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 
 // conv1d.padding  (codegen/mappings/nn.yaml:12)
 Value convert_conv1d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 3', 'onnx': 'Conv(input, weight, bias, strides=stride, auto_pad=auto_pad(padding), dilations=dilation, group=groups)'}
+  // {'when': 'rank(input) == 3', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)'}
   if (((b.rank(input) == int64_t{3}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::s("auto_pad", helper_auto_pad(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, auto_pad=auto_pad(padding), dilations=dilation, group=groups), [0])'}
+  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])'}
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::s("auto_pad", helper_auto_pad(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
 }
 
-// conv2d.padding  (codegen/mappings/nn.yaml:15)
-Value convert_conv2d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 4', 'onnx': 'Conv(input, weight, bias, strides=stride, auto_pad=auto_pad(padding), dilations=dilation, group=groups)'}
-  if (((b.rank(input) == int64_t{4}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::s("auto_pad", helper_auto_pad(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, auto_pad=auto_pad(padding), dilations=dilation, group=groups), [0])'}
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::s("auto_pad", helper_auto_pad(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
-}
-
-// conv_transpose1d  (codegen/mappings/nn.yaml:18)
-Value convert_conv_transpose1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // {'when': 'rank(input) == 3', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=twice(padding), output_padding=output_padding, dilations=dilation, group=groups)'}
-  if (((b.rank(input) == int64_t{3}))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("output_padding", b.static_ints(output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), output_padding=output_padding, dilations=dilation, group=groups), [0])'}
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("output_padding", b.static_ints(output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
-}
-
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:21)
-Value convert_conv_transpose2d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // {'when': 'rank(input) == 4', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=twice(padding), output_padding=output_padding, dilations=dilation, group=groups)'}
-  if (((b.rank(input) == int64_t{4}))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("output_padding", b.static_ints(output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), output_padding=output_padding, dilations=dilation, group=groups), [0])'}
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("output_padding", b.static_ints(output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
-}
-
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:24)
-Value convert_conv_transpose3d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // {'when': 'rank(input) == 5', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=twice(padding), output_padding=output_padding, dilations=dilation, group=groups)'}
+// conv3d.padding  (codegen/mappings/nn.yaml:15)
+Value convert_conv3d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+  // {'when': 'rank(input) == 5', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)'}
   if (((b.rank(input) == int64_t{5}))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("output_padding", b.static_ints(output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), output_padding=output_padding, dilations=dilation, group=groups), [0])'}
+  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])'}
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("output_padding", b.static_ints(output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
 }
 
-// convolution  (codegen/mappings/nn.yaml:27)
+// conv2d.padding  (codegen/mappings/nn.yaml:18)
+Value convert_conv2d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+  // {'when': 'rank(input) == 4', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)'}
+  if (((b.rank(input) == int64_t{4}))) {
+    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    return v0;
+  }
+  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])'}
+  {
+    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
+}
+
+// conv_transpose1d  (codegen/mappings/nn.yaml:21)
+Value convert_conv_transpose1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+  // {'when': 'rank(input) == 3', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)'}
+  if (((b.rank(input) == int64_t{3}))) {
+    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    return v0;
+  }
+  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])'}
+  {
+    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
+}
+
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:24)
+Value convert_conv_transpose2d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+  // {'when': 'rank(input) == 4', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)'}
+  if (((b.rank(input) == int64_t{4}))) {
+    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    return v0;
+  }
+  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])'}
+  {
+    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
+}
+
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:27)
+Value convert_conv_transpose3d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+  // {'when': 'rank(input) == 5', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)'}
+  if (((b.rank(input) == int64_t{5}))) {
+    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    return v0;
+  }
+  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])'}
+  {
+    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    return v2;
+  }
+}
+
+// convolution  (codegen/mappings/nn.yaml:30)
 Value convert_convolution(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
   // {'manual': True}
   {
@@ -487,7 +539,7 @@ Value convert_convolution(Builder& b, [[maybe_unused]] Value input, [[maybe_unus
   }
 }
 
-// batch_norm  (codegen/mappings/nn.yaml:29)
+// batch_norm  (codegen/mappings/nn.yaml:32)
 Value convert_batch_norm(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
   // {'manual': True}
   {
@@ -495,7 +547,7 @@ Value convert_batch_norm(Builder& b, [[maybe_unused]] Value input, [[maybe_unuse
   }
 }
 
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:30)
+// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:33)
 std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
   // {'manual': True}
   {
@@ -503,16 +555,16 @@ std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, [[
   }
 }
 
-// dropout  (codegen/mappings/nn.yaml:32)
+// dropout  (codegen/mappings/nn.yaml:35)
 Value convert_dropout(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // {'when': 'not train', 'onnx': 'input'}
   if (!(train)) {
     return input;
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:32)");
+  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:35)");
 }
 
-// embedding  (codegen/mappings/nn.yaml:33)
+// embedding  (codegen/mappings/nn.yaml:36)
 Value convert_embedding(Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // {'onnx': 'Gather(weight, indices)'}
   {
@@ -521,7 +573,7 @@ Value convert_embedding(Builder& b, [[maybe_unused]] Value weight, [[maybe_unuse
   }
 }
 
-// pixel_shuffle  (codegen/mappings/nn.yaml:34)
+// pixel_shuffle  (codegen/mappings/nn.yaml:37)
 Value convert_pixel_shuffle(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // {'manual': True}
   {
@@ -553,8 +605,14 @@ Value convert_adaptive_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[may
   }
 }
 
-// mean.dim  (codegen/mappings/reduction.yaml:3)
+// mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'self'}
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    return self;
+  }
   // {'since': 18, 'promote': ['self'], 'onnx': 'ReduceMean(self, dim, keepdims=keepdim)'}
   if (b.opset() >= 18) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -578,7 +636,7 @@ Value convert_mean_dim(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
   }
 }
 
-// sum  (codegen/mappings/reduction.yaml:7)
+// sum  (codegen/mappings/reduction.yaml:9)
 Value convert_sum(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // {'promote': ['self'], 'onnx': 'ReduceSum(self, keepdims=0)'}
   {
@@ -589,8 +647,14 @@ Value convert_sum(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std:
   }
 }
 
-// sum.dim_IntList  (codegen/mappings/reduction.yaml:8)
+// sum.dim_IntList  (codegen/mappings/reduction.yaml:10)
 Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'self'}
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    return self;
+  }
   // {'promote': ['self'], 'onnx': 'ReduceSum(self, dim, keepdims=keepdim)'}
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -600,7 +664,7 @@ Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_u
   }
 }
 
-// mean  (codegen/mappings/reduction.yaml:9)
+// mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // {'promote': ['self'], 'onnx': 'ReduceMean(self, keepdims=0)'}
   {
@@ -664,12 +728,9 @@ Value convert_t(Builder& b, [[maybe_unused]] Value self) {
 
 // cat  (codegen/mappings/shape.yaml:11)
 Value convert_cat(Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
-  // {'promote': ['tensors'], 'onnx': 'Concat(tensors, axis=dim)'}
+  // {'manual': True}
   {
-    const ScalarType computed_dtype_ = b.compute_dtype(tensors);
-    b.cast_all(tensors, computed_dtype_);
-    const Value v0 = b.op("Concat", spread(tensors), {Attr::i("axis", dim)});
-    return v0;
+    return manual::cat(b, tensors, dim);
   }
 }
 
@@ -718,6 +779,14 @@ Value convert_transpose_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unu
   // {'manual': True}
   {
     return manual::transpose_int(b, self, dim0, dim1);
+  }
+}
+
+// _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
+void convert__assert_tensor_metadata(Builder& b, [[maybe_unused]] Value a, [[maybe_unused]] std::optional<SymIntList> size, [[maybe_unused]] std::optional<SymIntList> stride, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // {'onnx': '()'}
+  {
+    return;
   }
 }
 

@@ -13,33 +13,33 @@
 
 namespace fastonnx {
 
-// relu  (codegen/mappings/activation.yaml:2)
+// relu  (codegen/mappings/activation.yaml:3)
 Value convert_relu(Builder& b, Value self);
-// relu_  (codegen/mappings/activation.yaml:3)
+// relu_  (codegen/mappings/activation.yaml:4)
 Value convert_relu_(Builder& b, Value self);
-// leaky_relu  (codegen/mappings/activation.yaml:4)
+// leaky_relu  (codegen/mappings/activation.yaml:5)
 Value convert_leaky_relu(Builder& b, Value self, Scalar negative_slope);
-// leaky_relu_  (codegen/mappings/activation.yaml:5)
+// leaky_relu_  (codegen/mappings/activation.yaml:6)
 Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
-// hardtanh  (codegen/mappings/activation.yaml:6)
+// hardtanh  (codegen/mappings/activation.yaml:7)
 Value convert_hardtanh(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// hardtanh_  (codegen/mappings/activation.yaml:7)
+// hardtanh_  (codegen/mappings/activation.yaml:8)
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// sigmoid  (codegen/mappings/activation.yaml:8)
+// sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid(Builder& b, Value self);
-// sigmoid_  (codegen/mappings/activation.yaml:9)
+// sigmoid_  (codegen/mappings/activation.yaml:10)
 Value convert_sigmoid_(Builder& b, Value self);
-// tanh  (codegen/mappings/activation.yaml:10)
+// tanh  (codegen/mappings/activation.yaml:11)
 Value convert_tanh(Builder& b, Value self);
-// tanh_  (codegen/mappings/activation.yaml:11)
+// tanh_  (codegen/mappings/activation.yaml:12)
 Value convert_tanh_(Builder& b, Value self);
-// softmax.int  (codegen/mappings/activation.yaml:12)
+// softmax.int  (codegen/mappings/activation.yaml:13)
 Value convert_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _softmax  (codegen/mappings/activation.yaml:13)
+// _softmax  (codegen/mappings/activation.yaml:16)
 Value convert__softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
-// log_softmax.int  (codegen/mappings/activation.yaml:14)
+// log_softmax.int  (codegen/mappings/activation.yaml:19)
 Value convert_log_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _log_softmax  (codegen/mappings/activation.yaml:15)
+// _log_softmax  (codegen/mappings/activation.yaml:22)
 Value convert__log_softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
 // add.Tensor  (codegen/mappings/arithmetic.yaml:3)
 Value convert_add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
@@ -85,25 +85,27 @@ Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value>
 Value convert_conv3d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
 // conv1d.padding  (codegen/mappings/nn.yaml:12)
 Value convert_conv1d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv2d.padding  (codegen/mappings/nn.yaml:15)
+// conv3d.padding  (codegen/mappings/nn.yaml:15)
+Value convert_conv3d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
+// conv2d.padding  (codegen/mappings/nn.yaml:18)
 Value convert_conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv_transpose1d  (codegen/mappings/nn.yaml:18)
+// conv_transpose1d  (codegen/mappings/nn.yaml:21)
 Value convert_conv_transpose1d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:21)
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:24)
 Value convert_conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:24)
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:27)
 Value convert_conv_transpose3d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// convolution  (codegen/mappings/nn.yaml:27)
+// convolution  (codegen/mappings/nn.yaml:30)
 Value convert_convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
-// batch_norm  (codegen/mappings/nn.yaml:29)
+// batch_norm  (codegen/mappings/nn.yaml:32)
 Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:30)
+// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:33)
 std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
-// dropout  (codegen/mappings/nn.yaml:32)
+// dropout  (codegen/mappings/nn.yaml:35)
 Value convert_dropout(Builder& b, Value input, double p, bool train);
-// embedding  (codegen/mappings/nn.yaml:33)
+// embedding  (codegen/mappings/nn.yaml:36)
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
-// pixel_shuffle  (codegen/mappings/nn.yaml:34)
+// pixel_shuffle  (codegen/mappings/nn.yaml:37)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
@@ -111,13 +113,13 @@ Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_siz
 Value convert_avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 // adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
 Value convert_adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
-// mean.dim  (codegen/mappings/reduction.yaml:3)
+// mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
-// sum  (codegen/mappings/reduction.yaml:7)
+// sum  (codegen/mappings/reduction.yaml:9)
 Value convert_sum(Builder& b, Value self, std::optional<ScalarType> dtype);
-// sum.dim_IntList  (codegen/mappings/reduction.yaml:8)
+// sum.dim_IntList  (codegen/mappings/reduction.yaml:10)
 Value convert_sum_dim_IntList(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
-// mean  (codegen/mappings/reduction.yaml:9)
+// mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean(Builder& b, Value self, std::optional<ScalarType> dtype);
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, Value self);
@@ -143,6 +145,8 @@ Value convert_flatten_using_ints(Builder& b, Value self, int64_t start_dim, int6
 Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 // transpose.int  (codegen/mappings/shape.yaml:18)
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+// _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
+void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
 
 namespace manual {
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
@@ -152,6 +156,7 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);
 Value _unsafe_view(Builder& b, Value self, SymIntList size);

@@ -298,6 +298,18 @@ void unpack_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs_conv1d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
+void unpack_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
+  SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
+  std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
+  SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
+  SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
+  outs.push_back(convert_conv3d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+}
+constexpr const char* kArgs_conv3d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+
 void unpack_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -563,6 +575,15 @@ void unpack_transpose_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
 }
 constexpr const char* kArgs_transpose_int[] = {"self", "dim0", "dim1"};
 
+void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value a = unpack_tensor(b, arg_at(args, 0), "a");
+  std::optional<SymIntList> size = given(args, 1) ? unpack_opt_symint_list(args[1], "size") : std::optional<SymIntList>(std::nullopt);
+  std::optional<SymIntList> stride = given(args, 2) ? unpack_opt_symint_list(args[2], "stride") : std::optional<SymIntList>(std::nullopt);
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  convert__assert_tensor_metadata(b, std::move(a), std::move(size), std::move(stride), std::move(dtype));
+}
+constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
+
 const OpEntry kOps[] = {
     {"relu", &unpack_relu, kArgs_relu},
     {"relu_", &unpack_relu_, kArgs_relu_},
@@ -600,6 +621,7 @@ const OpEntry kOps[] = {
     {"conv2d", &unpack_conv2d, kArgs_conv2d},
     {"conv3d", &unpack_conv3d, kArgs_conv3d},
     {"conv1d.padding", &unpack_conv1d_padding, kArgs_conv1d_padding},
+    {"conv3d.padding", &unpack_conv3d_padding, kArgs_conv3d_padding},
     {"conv2d.padding", &unpack_conv2d_padding, kArgs_conv2d_padding},
     {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d},
     {"conv_transpose2d.input", &unpack_conv_transpose2d_input, kArgs_conv_transpose2d_input},
@@ -629,6 +651,7 @@ const OpEntry kOps[] = {
     {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints},
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
+    {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "fastonnx/helpers.h"
 
+#include <algorithm>
+
 namespace fastonnx {
 
 std::vector<int64_t> helper_twice(Builder& b, const SymIntList& padding) {
@@ -12,10 +14,35 @@ std::vector<int64_t> helper_twice(Builder&, const std::vector<int64_t>& padding)
   return pads;
 }
 
-std::string helper_auto_pad(Builder& b, const std::string& padding) {
-  if (padding == "same") return "SAME_UPPER";
-  if (padding == "valid") return "VALID";
-  b.fail("padding must be \"same\" or \"valid\", got \"" + padding + "\"");
+std::vector<int64_t> helper_transpose_pads(Builder& b, const SymIntList& padding, const SymIntList& output_padding) {
+  const std::vector<int64_t> pad = b.static_ints(padding), extra = b.static_ints(output_padding);
+  std::vector<int64_t> pads(pad);
+  for (size_t i = 0; i < pad.size(); ++i) pads.push_back(std::max<int64_t>(pad[i] - extra[i], 0));
+  return pads;
+}
+
+std::vector<int64_t> helper_transpose_output_padding(Builder& b, const SymIntList& padding,
+                                                     const SymIntList& output_padding) {
+  const std::vector<int64_t> pad = b.static_ints(padding), extra = b.static_ints(output_padding);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < pad.size(); ++i) out.push_back(std::max<int64_t>(extra[i] - pad[i], 0));
+  return out;
+}
+
+std::vector<int64_t> helper_conv_pads(Builder& b, const std::string& padding, Value weight, const SymIntList& dilation) {
+  const auto kernel = b.static_shape(weight);
+  if (!kernel) b.fail("padding=\"" + padding + "\" needs a weight of static shape");
+  const size_t spatial = kernel->size() - 2;
+  std::vector<int64_t> pads(2 * spatial, 0);
+  if (padding == "valid") return pads;
+  if (padding != "same") b.fail("padding must be \"same\" or \"valid\", got \"" + padding + "\"");
+  const std::vector<int64_t> d = b.static_ints(dilation);
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t total = d[d.size() == 1 ? 0 : i] * ((*kernel)[i + 2] - 1);
+    pads[i] = total / 2;
+    pads[i + spatial] = total - total / 2;
+  }
+  return pads;
 }
 
 }  // namespace fastonnx

@@ -92,6 +92,13 @@ def _first_source_line(node: torch.fx.Node) -> str:
     return lines[-1] if lines else ""
 
 
+def _qualified_name(op) -> str:
+    if isinstance(op, torch._ops.OpOverload):
+        schema = op._schema
+        return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    return getattr(op, "__name__", str(op))
+
+
 def _yaml_hint(op) -> str:
     if isinstance(op, torch._ops.OpOverload):
         return f"{overload_key(op)}: {{onnx: ...}}   # schema: {op._schema}"
@@ -113,9 +120,7 @@ def check_supported(graph: torch.fx.Graph) -> None:
         raise UnsupportedOpsError(
             [
                 UnsupportedOp(
-                    overload=str(op._schema.name + ("." + op._schema.overload_name if op._schema.overload_name else ""))
-                    if isinstance(op, torch._ops.OpOverload)
-                    else str(op),
+                    overload=_qualified_name(op),
                     count=count,
                     first_source=_first_source_line(first[op]),
                     yaml_hint=_yaml_hint(op),

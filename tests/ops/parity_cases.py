@@ -1,0 +1,189 @@
+"""Turns the op table into test cases.
+
+For each row and dtype: generate the samples (seeded, so every run sees the same values), drop
+the ones outside the row's scope, spread the row's cap over the rest, and drop (recording why)
+samples that eager PyTorch or torch.export cannot run, since those are not fastonnx's to fix.
+Which overloads each kept sample's exported graph calls is recorded for the coverage test.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.opinfo.core import SampleInput
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from op_table import Row
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def overload_name(target) -> str | None:
+    """An ATen call target's name as native_functions.yaml writes it: ``add.Tensor``, ``relu``."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.name.startswith("aten::"):
+        return None
+    name = schema.name.removeprefix("aten::")
+    return f"{name}.{schema.overload_name}" if schema.overload_name else name
+
+
+class OpModule(torch.nn.Module):
+    """Calls ``fn`` on one sample: its tensors (wherever they sit in input, args and kwargs) are
+    ``forward``'s inputs, everything else is baked in as a constant."""
+
+    def __init__(self, fn, sample: SampleInput):
+        super().__init__()
+        leaves, self._spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+        self._tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        self._constants = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        self._fn = fn
+
+    def forward(self, *tensors: torch.Tensor):
+        leaves = list(self._constants)
+        for slot, tensor in zip(self._tensor_slots, tensors, strict=True):
+            leaves[slot] = tensor
+        input, args, kwargs = tree_unflatten(leaves, self._spec)
+        return self._fn(input, *args, **kwargs)
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{dtype_name(value.dtype)}{list(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_describe(v)}" for k, v in value.items())
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class Case:
+    row: Row
+    dtype: torch.dtype
+    index: int  # the sample's position in the row's full sample list, so ids survive filter changes
+    sample: SampleInput
+
+    @property
+    def id(self) -> str:
+        return f"{self.row.id}-{dtype_name(self.dtype)}-{self.index}"
+
+    def module(self) -> OpModule:
+        return OpModule(call_target(self.row), self.sample).eval()
+
+    def inputs(self) -> tuple[torch.Tensor, ...]:
+        leaves, _ = tree_flatten((self.sample.input, self.sample.args, self.sample.kwargs))
+        return tuple(leaf for leaf in leaves if isinstance(leaf, torch.Tensor))
+
+    def describe(self) -> str:
+        parts = [_describe(self.sample.input)]
+        parts += [_describe(a) for a in self.sample.args]
+        if self.sample.kwargs:
+            parts.append(_describe(self.sample.kwargs))
+        return f"{self.row.id}({', '.join(parts)})"
+
+    @property
+    def xfail_reason(self) -> str | None:
+        return next((x.reason for x in self.row.xfails if x.applies(self.sample, self.dtype)), None)
+
+
+@dataclass(frozen=True)
+class Filtered:
+    row_id: str
+    dtype: torch.dtype
+    index: int
+    reason: str
+
+
+# Filled while cases are built (at collection); read by the coverage test and the run summary.
+FILTERED: list[Filtered] = []
+OVER_CAP: dict[str, int] = defaultdict(int)  # row id -> in-scope samples beyond the cap, not run
+SEEN_OVERLOADS: dict[str, set[str]] = defaultdict(set)  # row id -> overloads its graphs call
+
+
+@functools.cache
+def _opinfos() -> dict[tuple[str, str], object]:
+    return {(o.name, o.variant_test_name): o for o in op_db}
+
+
+def opinfo_of(row: Row):
+    try:
+        return _opinfos()[(row.opinfo, row.variant)]
+    except KeyError:
+        raise KeyError(f"row {row.id}: no OpInfo {row.opinfo!r} (variant {row.variant!r}) in op_db") from None
+
+
+def call_target(row: Row):
+    return opinfo_of(row).op if row.opinfo is not None else row.fn
+
+
+def _all_samples(row: Row, dtype: torch.dtype) -> list[SampleInput]:
+    torch.manual_seed(0)
+    if row.opinfo is not None:
+        return list(opinfo_of(row).sample_inputs("cpu", dtype, requires_grad=False))
+    return list(row.samples(dtype))
+
+
+def _spread(items: list, cap: int) -> list:
+    """``cap`` items evenly spaced over ``items``, first included: OpInfo enumerates its argument
+    grid in nested loops, so a prefix would vary only the innermost argument."""
+    if len(items) <= cap:
+        return items
+    return [items[i * len(items) // cap] for i in range(cap)]
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ""
+    return f"{type(error).__name__}: {text[:120]}"
+
+
+def _graph_overloads(case: Case) -> set[str] | str:
+    """The overloads torch.export records for the sample, or why eager or export cannot run it."""
+    module, inputs = case.module(), case.inputs()
+    try:
+        with torch.no_grad():
+            module(*(t.clone() for t in inputs))
+    except Exception as e:  # noqa: BLE001 - any eager failure puts the sample out of reach
+        return f"eager call fails: {_first_line(e)}"
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(module, inputs, strict=False)
+    except Exception as e:  # noqa: BLE001 - any trace failure puts the sample out of reach
+        return f"torch.export fails: {_first_line(e)}"
+    names = (overload_name(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    return {n for n in names if n is not None}
+
+
+def _row_cases(row: Row, dtype: torch.dtype) -> list[Case]:
+    in_scope = []
+    for index, sample in enumerate(_all_samples(row, dtype)):
+        if row.sample_filter is not None and row.sample_filter.applies(sample, dtype):
+            FILTERED.append(Filtered(row.id, dtype, index, f"out of scope: {row.sample_filter.reason}"))
+        else:
+            in_scope.append(Case(row, dtype, index, sample))
+    chosen = _spread(in_scope, row.max_samples)
+    OVER_CAP[row.id] += len(in_scope) - len(chosen)
+    kept = []
+    for case in chosen:
+        outcome = _graph_overloads(case)
+        if isinstance(outcome, str):
+            FILTERED.append(Filtered(row.id, dtype, case.index, outcome))
+        else:
+            SEEN_OVERLOADS[row.id] |= outcome
+            kept.append(case)
+    return kept
+
+
+def build_cases(rows: tuple[Row, ...]) -> list[Case]:
+    ids = [r.id for r in rows]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate row ids in the op table: {duplicates}")
+    return [case for row in rows for dtype in row.dtypes for case in _row_cases(row, dtype)]

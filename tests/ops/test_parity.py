@@ -1,0 +1,65 @@
+"""Per-op parity: every sample of every row of the op table, exported with fastonnx and run in
+onnxruntime, matches eager PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import fastonnx
+from op_table import ALL_ROWS
+from parity_cases import SEEN_OVERLOADS, Case, build_cases
+from support import check, flat_tensors, run_ort
+
+OPSET = 18
+
+CASES = build_cases(ALL_ROWS)
+
+
+def _param(case: Case):
+    reason = case.xfail_reason
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(case, id=case.id, marks=marks)
+
+
+def _export(module: torch.nn.Module, inputs: tuple):
+    return fastonnx.export(module, inputs, opset_version=OPSET).model_proto
+
+
+def _compare(case: Case) -> None:
+    module, inputs = case.module(), case.inputs()
+    with torch.no_grad():
+        expected = flat_tensors(module(*(t.clone() for t in inputs)))
+    proto = _export(module, inputs)
+    check(proto)
+    assert len(proto.graph.input) == len(inputs), f"{len(proto.graph.input)} graph inputs for {len(inputs)} tensors"
+    actual = run_ort(proto, list(inputs))
+    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
+    rtol, atol = case.row.tolerance.get(case.dtype, (None, None))
+    for i, (got, want) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(
+            torch.from_numpy(np.array(got)), want, rtol=rtol, atol=atol, msg=lambda m, i=i: f"output {i}: {m}"
+        )
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_parity(case: Case):
+    try:
+        _compare(case)
+    except Exception as e:
+        e.add_note(f"sample: {case.describe()}")
+        raise
+
+
+@pytest.mark.parametrize("row", ALL_ROWS, ids=lambda r: r.id)
+def test_row_exercises_its_overloads(row):
+    seen = SEEN_OVERLOADS[row.id]
+    missing = sorted(set(row.overloads) - seen)
+    assert not missing, f"no kept sample of row {row.id} calls {missing}; its graphs call {sorted(seen)}"
+
+
+def test_every_supported_op_has_a_row():
+    covered = {name for row in ALL_ROWS for name in row.overloads}
+    missing = sorted(set(fastonnx.supported_ops()) - covered)
+    assert not missing, f"supported ops with no row in op_table.TABLE or op_table.NOT_IN_OPINFO: {missing}"
