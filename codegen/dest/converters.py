@@ -395,7 +395,7 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
             conds.append(F.opset_at_least(rule.since))
         if rule.when is not None:
             conds.append(comp.guard(rule.when.tree))
-        code = RuleCode(condition=" && ".join(conds), manual=rule.manual, description=str(Rule.to_yaml(rule)))
+        code = RuleCode(condition=" && ".join(conds), manual=rule.manual, description=", ".join(f"{k}: {v}" for k, v in rule.to_yaml().items()))
         if rule.manual:
             manual_count += 1
             if manual_count > 1:

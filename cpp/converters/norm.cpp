@@ -8,7 +8,8 @@ namespace {
 Value per_channel(Builder& b, const std::optional<Value>& given, Value input, double fill) {
   if (given) return *given;
   const auto shape = b.shape(input);
-  if (shape.size() < 2 || !shape[1].is_static()) b.fail("batch_norm without weight needs a static channel count");
+  if (shape.size() < 2) b.fail("batch_norm needs an input of rank 2 or more (N, C, ...)");
+  if (!shape[1].is_static()) b.fail("batch_norm without weight needs a static channel count");
   return b.list(std::vector<Scalar>(static_cast<size_t>(shape[1].value), Scalar(fill)), b.dtype(input));
 }
 

@@ -10,7 +10,7 @@ namespace fastonnx {
 
 // relu  (codegen/mappings/activation.yaml:3)
 Value convert_relu(Builder& b, [[maybe_unused]] Value self) {
-  // {'onnx': 'Relu(self)'}
+  // onnx: Relu(self)
   {
     const Value v0 = b.op("Relu", {self}, {});
     return v0;
@@ -24,7 +24,7 @@ Value convert_relu_(Builder& b, [[maybe_unused]] Value self) {
 
 // leaky_relu  (codegen/mappings/activation.yaml:5)
 Value convert_leaky_relu(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
-  // {'onnx': 'LeakyRelu(self, alpha=negative_slope)'}
+  // onnx: LeakyRelu(self, alpha=negative_slope)
   {
     const Value v0 = b.op("LeakyRelu", {self}, {Attr::f("alpha", negative_slope)});
     return v0;
@@ -38,7 +38,7 @@ Value convert_leaky_relu_(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // hardtanh  (codegen/mappings/activation.yaml:7)
 Value convert_hardtanh(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
-  // {'onnx': 'Clip(self, min_val, max_val)'}
+  // onnx: Clip(self, min_val, max_val)
   {
     const Value v0 = b.op("Clip", {self, b.scalar_like(min_val, self), b.scalar_like(max_val, self)}, {});
     return v0;
@@ -52,7 +52,7 @@ Value convert_hardtanh_(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]
 
 // sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid(Builder& b, [[maybe_unused]] Value self) {
-  // {'promote': ['self'], 'onnx': 'Sigmoid(self)'}
+  // promote: ['self'], onnx: Sigmoid(self)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -68,7 +68,7 @@ Value convert_sigmoid_(Builder& b, [[maybe_unused]] Value self) {
 
 // tanh  (codegen/mappings/activation.yaml:11)
 Value convert_tanh(Builder& b, [[maybe_unused]] Value self) {
-  // {'promote': ['self'], 'onnx': 'Tanh(self)'}
+  // promote: ['self'], onnx: Tanh(self)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -84,7 +84,7 @@ Value convert_tanh_(Builder& b, [[maybe_unused]] Value self) {
 
 // softmax.int  (codegen/mappings/activation.yaml:13)
 Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -93,7 +93,7 @@ Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // {'promote': ['self'], 'onnx': 'Softmax(self, axis=dim)'}
+  // promote: ['self'], onnx: Softmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -104,7 +104,7 @@ Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // _softmax  (codegen/mappings/activation.yaml:16)
 Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
-  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -113,7 +113,7 @@ Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // {'promote': ['self'], 'onnx': 'Softmax(self, axis=dim)'}
+  // promote: ['self'], onnx: Softmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -124,7 +124,7 @@ Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 
 // log_softmax.int  (codegen/mappings/activation.yaml:19)
 Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -133,7 +133,7 @@ Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_u
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // {'promote': ['self'], 'onnx': 'LogSoftmax(self, axis=dim)'}
+  // promote: ['self'], onnx: LogSoftmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -144,7 +144,7 @@ Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_u
 
 // _log_softmax  (codegen/mappings/activation.yaml:22)
 Value convert__log_softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
-  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])'}
+  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -153,7 +153,7 @@ Value convert__log_softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unus
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // {'promote': ['self'], 'onnx': 'LogSoftmax(self, axis=dim)'}
+  // promote: ['self'], onnx: LogSoftmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -164,7 +164,7 @@ Value convert__log_softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unus
 
 // add.Tensor  (codegen/mappings/arithmetic.yaml:3)
 Value convert_add_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  // {'when': 'alpha == 1', 'promote': ['self', 'other'], 'onnx': 'Add(self, other)'}
+  // when: alpha == 1, promote: ['self', 'other'], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -172,7 +172,7 @@ Value convert_add_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
     const Value v0 = b.op("Add", {self, other}, {});
     return v0;
   }
-  // {'promote': ['self', 'other'], 'onnx': 'Add(self, Mul(other, alpha))'}
+  // promote: ['self', 'other'], onnx: Add(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -190,14 +190,14 @@ Value convert_add__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // add.Scalar  (codegen/mappings/arithmetic.yaml:7)
 Value convert_add_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
-  // {'when': 'alpha == 1', 'promote': ['self'], 'onnx': 'Add(self, other)'}
+  // when: alpha == 1, promote: ['self'], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("Add", {self, b.scalar_like(other, self)}, {});
     return v0;
   }
-  // {'promote': ['self'], 'onnx': 'Add(self, Mul(other, alpha))'}
+  // promote: ['self'], onnx: Add(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -214,7 +214,7 @@ Value convert_add__Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // sub.Tensor  (codegen/mappings/arithmetic.yaml:11)
 Value convert_sub_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  // {'when': 'alpha == 1', 'promote': ['self', 'other'], 'onnx': 'Sub(self, other)'}
+  // when: alpha == 1, promote: ['self', 'other'], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -222,7 +222,7 @@ Value convert_sub_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
     const Value v0 = b.op("Sub", {self, other}, {});
     return v0;
   }
-  // {'promote': ['self', 'other'], 'onnx': 'Sub(self, Mul(other, alpha))'}
+  // promote: ['self', 'other'], onnx: Sub(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -240,14 +240,14 @@ Value convert_sub__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // sub.Scalar  (codegen/mappings/arithmetic.yaml:15)
 Value convert_sub_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
-  // {'when': 'alpha == 1', 'promote': ['self'], 'onnx': 'Sub(self, other)'}
+  // when: alpha == 1, promote: ['self'], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("Sub", {self, b.scalar_like(other, self)}, {});
     return v0;
   }
-  // {'promote': ['self'], 'onnx': 'Sub(self, Mul(other, alpha))'}
+  // promote: ['self'], onnx: Sub(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -259,7 +259,7 @@ Value convert_sub_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 
 // mul.Tensor  (codegen/mappings/arithmetic.yaml:18)
 Value convert_mul_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // {'promote': ['self', 'other'], 'onnx': 'Mul(self, other)'}
+  // promote: ['self', 'other'], onnx: Mul(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -276,7 +276,7 @@ Value convert_mul__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
 Value convert_mul_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
-  // {'promote': ['self'], 'onnx': 'Mul(self, other)'}
+  // promote: ['self'], onnx: Mul(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -287,7 +287,7 @@ Value convert_mul_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 
 // div.Tensor  (codegen/mappings/arithmetic.yaml:21)
 Value convert_div_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // {'promote': ['self', 'other'], 'onnx': 'Div(self, other)'}
+  // promote: ['self', 'other'], onnx: Div(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -304,7 +304,7 @@ Value convert_div__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 
 // div.Scalar  (codegen/mappings/arithmetic.yaml:23)
 Value convert_div_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
-  // {'promote': ['self'], 'onnx': 'Div(self, other)'}
+  // promote: ['self'], onnx: Div(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -315,29 +315,29 @@ Value convert_div_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
-  // {'when': 'rank(input) == 2 and rank(weight) == 2 and (bias is not None)', 'onnx': 'Gemm(input, weight, bias, transB=1)'}
+  // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)
   if ((((b.rank(input) == int64_t{2})) && ((b.rank(weight) == int64_t{2})) && (bias.has_value()))) {
     const Value v0 = b.op("Gemm", {input, weight, bias}, {Attr::i("transB", int64_t{1})});
     return v0;
   }
-  // {'when': 'rank(weight) == 1 and bias is None', 'onnx': 'MatMul(input, weight)'}
+  // when: rank(weight) == 1 and bias is None, onnx: MatMul(input, weight)
   if ((((b.rank(weight) == int64_t{1})) && (!bias.has_value()))) {
     const Value v0 = b.op("MatMul", {input, weight}, {});
     return v0;
   }
-  // {'when': 'rank(weight) == 1', 'onnx': 'Add(MatMul(input, weight), bias)'}
+  // when: rank(weight) == 1, onnx: Add(MatMul(input, weight), bias)
   if (((b.rank(weight) == int64_t{1}))) {
     const Value v0 = b.op("MatMul", {input, weight}, {});
     const Value v1 = b.op("Add", {v0, bias}, {});
     return v1;
   }
-  // {'when': 'bias is None', 'onnx': 'MatMul(input, Transpose(weight, perm=[1, 0]))'}
+  // when: bias is None, onnx: MatMul(input, Transpose(weight, perm=[1, 0]))
   if ((!bias.has_value())) {
     const Value v0 = b.op("Transpose", {weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
     const Value v1 = b.op("MatMul", {input, v0}, {});
     return v1;
   }
-  // {'onnx': 'Add(MatMul(input, Transpose(weight, perm=[1, 0])), bias)'}
+  // onnx: Add(MatMul(input, Transpose(weight, perm=[1, 0])), bias)
   {
     const Value v0 = b.op("Transpose", {weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
     const Value v1 = b.op("MatMul", {input, v0}, {});
@@ -348,12 +348,12 @@ Value convert_linear(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 
 // addmm  (codegen/mappings/linalg.yaml:8)
 Value convert_addmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
-  // {'when': 'beta == 0', 'onnx': 'Gemm(mat1, mat2, alpha=alpha, beta=0.0)'}
+  // when: beta == 0, onnx: Gemm(mat1, mat2, alpha=alpha, beta=0.0)
   if (((beta == int64_t{0}))) {
     const Value v0 = b.op("Gemm", {mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
     return v0;
   }
-  // {'onnx': 'Gemm(mat1, mat2, self, alpha=alpha, beta=beta)'}
+  // onnx: Gemm(mat1, mat2, self, alpha=alpha, beta=beta)
   {
     const Value v0 = b.op("Gemm", {mat1, mat2, self}, {Attr::f("alpha", alpha), Attr::f("beta", beta)});
     return v0;
@@ -362,7 +362,7 @@ Value convert_addmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Va
 
 // mm  (codegen/mappings/linalg.yaml:11)
 Value convert_mm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
-  // {'onnx': 'MatMul(self, mat2)'}
+  // onnx: MatMul(self, mat2)
   {
     const Value v0 = b.op("MatMul", {self, mat2}, {});
     return v0;
@@ -371,7 +371,7 @@ Value convert_mm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value
 
 // bmm  (codegen/mappings/linalg.yaml:12)
 Value convert_bmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
-  // {'onnx': 'MatMul(self, mat2)'}
+  // onnx: MatMul(self, mat2)
   {
     const Value v0 = b.op("MatMul", {self, mat2}, {});
     return v0;
@@ -380,7 +380,7 @@ Value convert_bmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Valu
 
 // matmul  (codegen/mappings/linalg.yaml:13)
 Value convert_matmul(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // {'onnx': 'MatMul(self, other)'}
+  // onnx: MatMul(self, other)
   {
     const Value v0 = b.op("MatMul", {self, other}, {});
     return v0;
@@ -389,12 +389,12 @@ Value convert_matmul(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] V
 
 // conv1d  (codegen/mappings/nn.yaml:3)
 Value convert_conv1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 3', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)'}
+  // when: rank(input) == 3, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{3}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -405,12 +405,12 @@ Value convert_conv1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 
 // conv2d  (codegen/mappings/nn.yaml:6)
 Value convert_conv2d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 4', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)'}
+  // when: rank(input) == 4, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{4}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -421,12 +421,12 @@ Value convert_conv2d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 
 // conv3d  (codegen/mappings/nn.yaml:9)
 Value convert_conv3d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 5', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)'}
+  // when: rank(input) == 5, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{5}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -437,12 +437,12 @@ Value convert_conv3d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 
 // conv1d.padding  (codegen/mappings/nn.yaml:12)
 Value convert_conv1d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 3', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)'}
+  // when: rank(input) == 3, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{3}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -453,12 +453,12 @@ Value convert_conv1d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_u
 
 // conv3d.padding  (codegen/mappings/nn.yaml:15)
 Value convert_conv3d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 5', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)'}
+  // when: rank(input) == 5, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{5}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -469,12 +469,12 @@ Value convert_conv3d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_u
 
 // conv2d.padding  (codegen/mappings/nn.yaml:18)
 Value convert_conv2d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // {'when': 'rank(input) == 4', 'onnx': 'Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)'}
+  // when: rank(input) == 4, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{4}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -485,12 +485,12 @@ Value convert_conv2d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_u
 
 // conv_transpose1d  (codegen/mappings/nn.yaml:21)
 Value convert_conv_transpose1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // {'when': 'rank(input) == 3', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)'}
+  // when: rank(input) == 3, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{3}))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -501,12 +501,12 @@ Value convert_conv_transpose1d(Builder& b, [[maybe_unused]] Value input, [[maybe
 
 // conv_transpose2d.input  (codegen/mappings/nn.yaml:24)
 Value convert_conv_transpose2d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // {'when': 'rank(input) == 4', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)'}
+  // when: rank(input) == 4, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{4}))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -517,12 +517,12 @@ Value convert_conv_transpose2d_input(Builder& b, [[maybe_unused]] Value input, [
 
 // conv_transpose3d.input  (codegen/mappings/nn.yaml:27)
 Value convert_conv_transpose3d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // {'when': 'rank(input) == 5', 'onnx': 'ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)'}
+  // when: rank(input) == 5, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{5}))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // {'onnx': 'Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])'}
+  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -533,7 +533,7 @@ Value convert_conv_transpose3d_input(Builder& b, [[maybe_unused]] Value input, [
 
 // convolution  (codegen/mappings/nn.yaml:30)
 Value convert_convolution(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::convolution(b, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   }
@@ -541,7 +541,7 @@ Value convert_convolution(Builder& b, [[maybe_unused]] Value input, [[maybe_unus
 
 // batch_norm  (codegen/mappings/nn.yaml:32)
 Value convert_batch_norm(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::batch_norm(b, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
   }
@@ -549,7 +549,7 @@ Value convert_batch_norm(Builder& b, [[maybe_unused]] Value input, [[maybe_unuse
 
 // _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:33)
 std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::_native_batch_norm_legit_no_training(b, input, weight, bias, running_mean, running_var, momentum, eps);
   }
@@ -557,7 +557,7 @@ std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, [[
 
 // dropout  (codegen/mappings/nn.yaml:35)
 Value convert_dropout(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
-  // {'when': 'not train', 'onnx': 'input'}
+  // when: not train, onnx: input
   if (!(train)) {
     return input;
   }
@@ -566,7 +566,7 @@ Value convert_dropout(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]]
 
 // embedding  (codegen/mappings/nn.yaml:36)
 Value convert_embedding(Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
-  // {'onnx': 'Gather(weight, indices)'}
+  // onnx: Gather(weight, indices)
   {
     const Value v0 = b.op("Gather", {weight, indices}, {});
     return v0;
@@ -575,7 +575,7 @@ Value convert_embedding(Builder& b, [[maybe_unused]] Value weight, [[maybe_unuse
 
 // pixel_shuffle  (codegen/mappings/nn.yaml:37)
 Value convert_pixel_shuffle(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::pixel_shuffle(b, self, upscale_factor);
   }
@@ -583,7 +583,7 @@ Value convert_pixel_shuffle(Builder& b, [[maybe_unused]] Value self, [[maybe_unu
 
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::max_pool2d(b, self, kernel_size, stride, padding, dilation, ceil_mode);
   }
@@ -591,7 +591,7 @@ Value convert_max_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 
 // avg_pool2d  (codegen/mappings/pooling.yaml:4)
 Value convert_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::avg_pool2d(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
@@ -599,7 +599,7 @@ Value convert_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 
 // adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
 Value convert_adaptive_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::adaptive_avg_pool2d(b, self, output_size);
   }
@@ -607,27 +607,27 @@ Value convert_adaptive_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[may
 
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'self'}
+  // when: rank(self) == 0, promote: ['self'], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     return self;
   }
-  // {'since': 18, 'promote': ['self'], 'onnx': 'ReduceMean(self, dim, keepdims=keepdim)'}
+  // since: 18, promote: ['self'], onnx: ReduceMean(self, dim, keepdims=keepdim)
   if (b.opset() >= 18) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("ReduceMean", {self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
     return v0;
   }
-  // {'when': 'dim is not None', 'promote': ['self'], 'onnx': 'ReduceMean(self, axes=dim, keepdims=keepdim)'}
+  // when: dim is not None, promote: ['self'], onnx: ReduceMean(self, axes=dim, keepdims=keepdim)
   if ((dim.has_value())) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("ReduceMean", {self}, {Attr::ints("axes", (*dim)), Attr::i("keepdims", keepdim)});
     return v0;
   }
-  // {'promote': ['self'], 'onnx': 'ReduceMean(self, keepdims=keepdim)'}
+  // promote: ['self'], onnx: ReduceMean(self, keepdims=keepdim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -638,7 +638,7 @@ Value convert_mean_dim(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 
 // sum  (codegen/mappings/reduction.yaml:9)
 Value convert_sum(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'promote': ['self'], 'onnx': 'ReduceSum(self, keepdims=0)'}
+  // promote: ['self'], onnx: ReduceSum(self, keepdims=0)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -649,13 +649,13 @@ Value convert_sum(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std:
 
 // sum.dim_IntList  (codegen/mappings/reduction.yaml:10)
 Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'when': 'rank(self) == 0', 'promote': ['self'], 'onnx': 'self'}
+  // when: rank(self) == 0, promote: ['self'], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     return self;
   }
-  // {'promote': ['self'], 'onnx': 'ReduceSum(self, dim, keepdims=keepdim)'}
+  // promote: ['self'], onnx: ReduceSum(self, dim, keepdims=keepdim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -666,7 +666,7 @@ Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_u
 
 // mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'promote': ['self'], 'onnx': 'ReduceMean(self, keepdims=0)'}
+  // promote: ['self'], onnx: ReduceMean(self, keepdims=0)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -677,7 +677,7 @@ Value convert_mean(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std
 
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, [[maybe_unused]] Value self) {
-  // {'onnx': 'self'}
+  // onnx: self
   {
     return self;
   }
@@ -685,7 +685,7 @@ Value convert_clone(Builder& b, [[maybe_unused]] Value self) {
 
 // contiguous  (codegen/mappings/shape.yaml:3)
 Value convert_contiguous(Builder& b, [[maybe_unused]] Value self) {
-  // {'onnx': 'self'}
+  // onnx: self
   {
     return self;
   }
@@ -693,12 +693,12 @@ Value convert_contiguous(Builder& b, [[maybe_unused]] Value self) {
 
 // _to_copy  (codegen/mappings/shape.yaml:4)
 Value convert__to_copy(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking) {
-  // {'when': 'dtype is not None', 'onnx': 'Cast(self, to=dtype)'}
+  // when: dtype is not None, onnx: Cast(self, to=dtype)
   if ((dtype.has_value())) {
     const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype((*dtype)))});
     return v0;
   }
-  // {'onnx': 'self'}
+  // onnx: self
   {
     return self;
   }
@@ -706,7 +706,7 @@ Value convert__to_copy(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 
 // to.dtype  (codegen/mappings/shape.yaml:7)
 Value convert_to_dtype(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
-  // {'onnx': 'Cast(self, to=dtype)'}
+  // onnx: Cast(self, to=dtype)
   {
     const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype(dtype))});
     return v0;
@@ -715,12 +715,12 @@ Value convert_to_dtype(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 
 // t  (codegen/mappings/shape.yaml:8)
 Value convert_t(Builder& b, [[maybe_unused]] Value self) {
-  // {'when': 'rank(self) == 2', 'onnx': 'Transpose(self, perm=[1, 0])'}
+  // when: rank(self) == 2, onnx: Transpose(self, perm=[1, 0])
   if (((b.rank(self) == int64_t{2}))) {
     const Value v0 = b.op("Transpose", {self}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
     return v0;
   }
-  // {'onnx': 'self'}
+  // onnx: self
   {
     return self;
   }
@@ -728,7 +728,7 @@ Value convert_t(Builder& b, [[maybe_unused]] Value self) {
 
 // cat  (codegen/mappings/shape.yaml:11)
 Value convert_cat(Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::cat(b, tensors, dim);
   }
@@ -736,7 +736,7 @@ Value convert_cat(Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[may
 
 // view  (codegen/mappings/shape.yaml:13)
 Value convert_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::view(b, self, size);
   }
@@ -744,7 +744,7 @@ Value convert_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Sym
 
 // reshape  (codegen/mappings/shape.yaml:14)
 Value convert_reshape(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shape) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::reshape(b, self, shape);
   }
@@ -752,7 +752,7 @@ Value convert_reshape(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] 
 
 // _unsafe_view  (codegen/mappings/shape.yaml:15)
 Value convert__unsafe_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::_unsafe_view(b, self, size);
   }
@@ -760,7 +760,7 @@ Value convert__unsafe_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unus
 
 // flatten.using_ints  (codegen/mappings/shape.yaml:16)
 Value convert_flatten_using_ints(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t start_dim, [[maybe_unused]] int64_t end_dim) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::flatten_using_ints(b, self, start_dim, end_dim);
   }
@@ -768,7 +768,7 @@ Value convert_flatten_using_ints(Builder& b, [[maybe_unused]] Value self, [[mayb
 
 // permute  (codegen/mappings/shape.yaml:17)
 Value convert_permute(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dims) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::permute(b, self, dims);
   }
@@ -776,7 +776,7 @@ Value convert_permute(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] 
 
 // transpose.int  (codegen/mappings/shape.yaml:18)
 Value convert_transpose_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim0, [[maybe_unused]] int64_t dim1) {
-  // {'manual': True}
+  // manual: True
   {
     return manual::transpose_int(b, self, dim0, dim1);
   }
@@ -784,7 +784,7 @@ Value convert_transpose_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unu
 
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, [[maybe_unused]] Value a, [[maybe_unused]] std::optional<SymIntList> size, [[maybe_unused]] std::optional<SymIntList> stride, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // {'onnx': '()'}
+  // onnx: ()
   {
     return;
   }

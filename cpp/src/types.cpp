@@ -126,38 +126,37 @@ bool operator==(const SymIntList& a, const std::vector<int64_t>& b) {
   return true;
 }
 
-Attr Attr::i(std::string n, int64_t v) {
+namespace {
+Attr named(std::string name, Attr::Kind kind) {
   Attr a;
-  a.name = std::move(n);
-  a.kind = Kind::Int;
+  a.name = std::move(name);
+  a.kind = kind;
+  return a;
+}
+}  // namespace
+
+Attr Attr::i(std::string n, int64_t v) {
+  Attr a = named(std::move(n), Kind::Int);
   a.int_value = v;
   return a;
 }
 Attr Attr::f(std::string n, double v) {
-  Attr a;
-  a.name = std::move(n);
-  a.kind = Kind::Float;
+  Attr a = named(std::move(n), Kind::Float);
   a.float_value = v;
   return a;
 }
 Attr Attr::s(std::string n, std::string v) {
-  Attr a;
-  a.name = std::move(n);
-  a.kind = Kind::String;
+  Attr a = named(std::move(n), Kind::String);
   a.string_value = std::move(v);
   return a;
 }
 Attr Attr::ints(std::string n, std::vector<int64_t> v) {
-  Attr a;
-  a.name = std::move(n);
-  a.kind = Kind::Ints;
+  Attr a = named(std::move(n), Kind::Ints);
   a.int_values = std::move(v);
   return a;
 }
 Attr Attr::floats(std::string n, std::vector<double> v) {
-  Attr a;
-  a.name = std::move(n);
-  a.kind = Kind::Floats;
+  Attr a = named(std::move(n), Kind::Floats);
   a.float_values = std::move(v);
   return a;
 }
