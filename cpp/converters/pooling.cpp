@@ -15,23 +15,58 @@ Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::
   return with_batch(b, self, 4, [&](Value x) { return b.op("MaxPool", {x}, attrs); });
 }
 
+namespace {
+
+// torch's output length of a pooling window sweep; in ceil mode the last window must start
+// inside the input or its left padding.
+int64_t pooled_length(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
+  const int64_t span = in + 2 * p - k;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// Sum pooling divided by `divisor`: zero-pad so that every window torch makes is whole, then an
+// average over whole windows times the window size is the sum.
+// `spatial` holds the input's height and width.
+Value divided_sum_pool(Builder& b, Value x, const std::vector<int64_t>& spatial, const std::vector<int64_t>& kernel,
+                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, bool ceil_mode,
+                       int64_t divisor) {
+  const int64_t rank = 4;
+  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t in = spatial[i];
+    const int64_t out = pooled_length(in, kernel[i], stride[i], padding[i], ceil_mode);
+    pads[rank - 2 + i] = padding[i];
+    pads[2 * rank - 2 + i] = (out - 1) * stride[i] + kernel[i] - in - padding[i];
+  }
+  const Value padded = b.op("Pad", {x, b.ints(pads)});
+  const Value avg = b.op("AveragePool", {padded}, {Attr::ints("kernel_shape", kernel), Attr::ints("strides", stride)});
+  const double factor = static_cast<double>(kernel[0] * kernel[1]) / static_cast<double>(divisor);
+  return b.op("Mul", {avg, b.scalar_like(factor, avg)});
+}
+
+}  // namespace
+
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
                  std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
                  std::optional<int64_t> divisor_override) {
   if (stride.empty()) stride = kernel_size;
-  if (divisor_override && ceil_mode) {
-    b.fail("avg_pool2d with both divisor_override and ceil_mode has no exact ONNX form");
-  }
-  const Attrs attrs = {Attr::ints("kernel_shape", kernel_size), Attr::ints("strides", stride),
-                       Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
-                       Attr::i("count_include_pad", divisor_override ? 1 : count_include_pad)};
-  Value out = with_batch(b, self, 4, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+  std::vector<int64_t> spatial;
   if (divisor_override) {
-    // Every window is whole (no ceil_mode), so the average times the window size is the sum.
-    const double factor = static_cast<double>(kernel_size[0] * kernel_size[1]) / static_cast<double>(*divisor_override);
-    out = b.op("Mul", {out, b.scalar_like(factor, out)});
+    const auto shape = b.static_shape(self);
+    if (!shape || shape->size() < 3) b.fail("avg_pool2d with divisor_override needs a static input shape");
+    spatial.assign(shape->end() - 2, shape->end());
   }
-  return out;
+  return with_batch(b, self, 4, [&](Value x) {
+    if (divisor_override) {
+      return divided_sum_pool(b, x, spatial, kernel_size, stride, padding, ceil_mode, *divisor_override);
+    }
+    return b.op("AveragePool", {x},
+                {Attr::ints("kernel_shape", kernel_size), Attr::ints("strides", stride),
+                 Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
+                 Attr::i("count_include_pad", count_include_pad)});
+  });
 }
 
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {

@@ -105,12 +105,6 @@ TABLE: tuple[Row, ...] = (
     from_opinfo(
         "nn.functional.avg_pool2d",
         "avg_pool2d",
-        xfails=(
-            SampleRule(
-                "fastonnx rejects divisor_override with ceil_mode (no exact ONNX form)",
-                lambda s: _arg(s, 3, "ceil_mode", False) and _arg(s, 5, "divisor_override") is not None,
-            ),
-        ),
     ),
     from_opinfo("nn.functional.adaptive_avg_pool2d", "adaptive_avg_pool2d"),
     from_opinfo("nn.functional.linear", "linear"),
@@ -231,6 +225,21 @@ def _unsafe_view(dtype: torch.dtype) -> Iterator[SampleInput]:
         yield SampleInput(_tensor(shape, dtype), args=(size,))
 
 
+def _avg_pool_divisor(dtype: torch.dtype) -> Iterator[SampleInput]:
+    """divisor_override with ceil_mode windows that run past the padding, batched or not."""
+    for shape, kernel, stride, padding, ceil_mode, divisor in [
+        ((1, 2, 7, 6), 3, 2, 1, True, 5),
+        ((2, 7, 7), (3, 2), (2, 3), (1, 0), True, 4),
+        ((1, 1, 6, 6), 2, 2, 0, False, 3),
+        ((1, 3, 8, 5), (4, 3), 3, (2, 1), True, 7),
+    ]:
+        yield SampleInput(
+            _tensor(shape, dtype),
+            args=(kernel, stride, padding, ceil_mode),
+            kwargs={"divisor_override": divisor},
+        )
+
+
 def _to_copy(dtype: torch.dtype) -> Iterator[SampleInput]:
     for target in [torch.float64, torch.float16, torch.int64, torch.bool, None]:
         yield SampleInput(_tensor((3, 4), dtype), kwargs={"dtype": target})
@@ -278,6 +287,7 @@ NOT_IN_OPINFO: tuple[Row, ...] = (
     hand_written("div_.Tensor", fn=lambda x, o: x.clone().div_(o), samples=_binary),
     hand_written("_unsafe_view", fn=lambda x, size: aten._unsafe_view.default(x, size), samples=_unsafe_view),
     hand_written("_to_copy", fn=lambda x, **kw: aten._to_copy.default(x, **kw), samples=_to_copy),
+    hand_written("avg_pool2d", id="avg_pool2d.divisor_override", fn=F.avg_pool2d, samples=_avg_pool_divisor),
     # OpInfo's contiguous samples are already contiguous, so torch.export records no op for them.
     hand_written(
         "contiguous",
