@@ -56,7 +56,7 @@ Arg to_arg(py::handle h) {
   } else if (py::isinstance<ValueRef>(h)) {
     a = Arg::value(h.cast<const ValueRef&>().id);
   } else {
-    throw ConvertError("an FX argument of type " + std::string(py::str(h.get_type().attr("__name__"))) +
+    throw ConvertError("an FX argument of type " + std::string(py::str(py::type::handle_of(h).attr("__name__"))) +
                        " cannot be converted");
   }
   return a;
@@ -104,7 +104,6 @@ void init_session(py::module_& m) {
 
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
       .def(py::init<int>(), py::arg("opset"))
-      .def_static("op_id", &Session::op_id)
       .def(
           "add_input",
           [](Session& s, const std::string& name, int dtype, const py::list& shape) {

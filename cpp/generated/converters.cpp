@@ -9,7 +9,7 @@
 namespace fastonnx {
 
 // relu  (codegen/mappings/activation.yaml:3)
-Value convert_relu(Builder& b, [[maybe_unused]] Value self) {
+Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Relu(self)
   {
     const Value v0 = b.op("Relu", {self}, {});
@@ -18,12 +18,12 @@ Value convert_relu(Builder& b, [[maybe_unused]] Value self) {
 }
 
 // relu_  (codegen/mappings/activation.yaml:4)
-Value convert_relu_(Builder& b, [[maybe_unused]] Value self) {
+Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
 
 // leaky_relu  (codegen/mappings/activation.yaml:5)
-Value convert_leaky_relu(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
+Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   // onnx: LeakyRelu(self, alpha=negative_slope)
   {
     const Value v0 = b.op("LeakyRelu", {self}, {Attr::f("alpha", negative_slope)});
@@ -32,12 +32,12 @@ Value convert_leaky_relu(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // leaky_relu_  (codegen/mappings/activation.yaml:6)
-Value convert_leaky_relu_(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
+Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   return convert_leaky_relu(b, self, negative_slope);
 }
 
 // hardtanh  (codegen/mappings/activation.yaml:7)
-Value convert_hardtanh(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
+Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // onnx: Clip(self, min_val, max_val)
   {
     const Value v0 = b.op("Clip", {self, b.scalar_like(min_val, self), b.scalar_like(max_val, self)}, {});
@@ -46,12 +46,12 @@ Value convert_hardtanh(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 }
 
 // hardtanh_  (codegen/mappings/activation.yaml:8)
-Value convert_hardtanh_(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
+Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   return convert_hardtanh(b, self, min_val, max_val);
 }
 
 // sigmoid  (codegen/mappings/activation.yaml:9)
-Value convert_sigmoid(Builder& b, [[maybe_unused]] Value self) {
+Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: ['self'], onnx: Sigmoid(self)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -62,12 +62,12 @@ Value convert_sigmoid(Builder& b, [[maybe_unused]] Value self) {
 }
 
 // sigmoid_  (codegen/mappings/activation.yaml:10)
-Value convert_sigmoid_(Builder& b, [[maybe_unused]] Value self) {
+Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sigmoid(b, self);
 }
 
 // tanh  (codegen/mappings/activation.yaml:11)
-Value convert_tanh(Builder& b, [[maybe_unused]] Value self) {
+Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: ['self'], onnx: Tanh(self)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -78,12 +78,12 @@ Value convert_tanh(Builder& b, [[maybe_unused]] Value self) {
 }
 
 // tanh_  (codegen/mappings/activation.yaml:12)
-Value convert_tanh_(Builder& b, [[maybe_unused]] Value self) {
+Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
 }
 
 // softmax.int  (codegen/mappings/activation.yaml:13)
-Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -103,7 +103,7 @@ Value convert_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unuse
 }
 
 // _softmax  (codegen/mappings/activation.yaml:16)
-Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
+Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -123,7 +123,7 @@ Value convert__softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 }
 
 // log_softmax.int  (codegen/mappings/activation.yaml:19)
-Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -143,7 +143,7 @@ Value convert_log_softmax_int(Builder& b, [[maybe_unused]] Value self, [[maybe_u
 }
 
 // _log_softmax  (codegen/mappings/activation.yaml:22)
-Value convert__log_softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
+Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -163,7 +163,7 @@ Value convert__log_softmax(Builder& b, [[maybe_unused]] Value self, [[maybe_unus
 }
 
 // add.Tensor  (codegen/mappings/arithmetic.yaml:3)
-Value convert_add_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: ['self', 'other'], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
@@ -184,12 +184,12 @@ Value convert_add_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // add_.Tensor  (codegen/mappings/arithmetic.yaml:6)
-Value convert_add__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Tensor(b, self, other, alpha);
 }
 
 // add.Scalar  (codegen/mappings/arithmetic.yaml:7)
-Value convert_add_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: ['self'], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -208,12 +208,12 @@ Value convert_add_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // add_.Scalar  (codegen/mappings/arithmetic.yaml:10)
-Value convert_add__Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);
 }
 
 // sub.Tensor  (codegen/mappings/arithmetic.yaml:11)
-Value convert_sub_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: ['self', 'other'], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
@@ -234,12 +234,12 @@ Value convert_sub_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // sub_.Tensor  (codegen/mappings/arithmetic.yaml:14)
-Value convert_sub__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+Value convert_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   return convert_sub_Tensor(b, self, other, alpha);
 }
 
 // sub.Scalar  (codegen/mappings/arithmetic.yaml:15)
-Value convert_sub_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: ['self'], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -258,7 +258,7 @@ Value convert_sub_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // mul.Tensor  (codegen/mappings/arithmetic.yaml:18)
-Value convert_mul_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: ['self', 'other'], onnx: Mul(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
@@ -270,12 +270,12 @@ Value convert_mul_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // mul_.Tensor  (codegen/mappings/arithmetic.yaml:19)
-Value convert_mul__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_mul_Tensor(b, self, other);
 }
 
 // mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
-Value convert_mul_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   // promote: ['self'], onnx: Mul(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -286,7 +286,7 @@ Value convert_mul_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // div.Tensor  (codegen/mappings/arithmetic.yaml:21)
-Value convert_div_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: ['self', 'other'], onnx: Div(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
@@ -298,12 +298,12 @@ Value convert_div_Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // div_.Tensor  (codegen/mappings/arithmetic.yaml:22)
-Value convert_div__Tensor(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_div_Tensor(b, self, other);
 }
 
 // div.Scalar  (codegen/mappings/arithmetic.yaml:23)
-Value convert_div_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   // promote: ['self'], onnx: Div(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -314,7 +314,7 @@ Value convert_div_Scalar(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // linear  (codegen/mappings/linalg.yaml:2)
-Value convert_linear(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
+Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
   // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)
   if ((((b.rank(input) == int64_t{2})) && ((b.rank(weight) == int64_t{2})) && (bias.has_value()))) {
     const Value v0 = b.op("Gemm", {input, weight, bias}, {Attr::i("transB", int64_t{1})});
@@ -347,7 +347,7 @@ Value convert_linear(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 }
 
 // addmm  (codegen/mappings/linalg.yaml:8)
-Value convert_addmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+Value convert_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   // when: beta == 0, onnx: Gemm(mat1, mat2, alpha=alpha, beta=0.0)
   if (((beta == int64_t{0}))) {
     const Value v0 = b.op("Gemm", {mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
@@ -361,7 +361,7 @@ Value convert_addmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Va
 }
 
 // mm  (codegen/mappings/linalg.yaml:11)
-Value convert_mm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
+Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
     const Value v0 = b.op("MatMul", {self, mat2}, {});
@@ -370,7 +370,7 @@ Value convert_mm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value
 }
 
 // bmm  (codegen/mappings/linalg.yaml:12)
-Value convert_bmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
+Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
     const Value v0 = b.op("MatMul", {self, mat2}, {});
@@ -379,7 +379,7 @@ Value convert_bmm(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Valu
 }
 
 // matmul  (codegen/mappings/linalg.yaml:13)
-Value convert_matmul(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
     const Value v0 = b.op("MatMul", {self, other}, {});
@@ -388,7 +388,7 @@ Value convert_matmul(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] V
 }
 
 // conv1d  (codegen/mappings/nn.yaml:3)
-Value convert_conv1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+Value convert_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   // when: rank(input) == 3, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{3}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -404,7 +404,7 @@ Value convert_conv1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 }
 
 // conv2d  (codegen/mappings/nn.yaml:6)
-Value convert_conv2d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+Value convert_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   // when: rank(input) == 4, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{4}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -420,7 +420,7 @@ Value convert_conv2d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 }
 
 // conv3d  (codegen/mappings/nn.yaml:9)
-Value convert_conv3d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+Value convert_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   // when: rank(input) == 5, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{5}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -436,7 +436,7 @@ Value convert_conv3d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] 
 }
 
 // conv1d.padding  (codegen/mappings/nn.yaml:12)
-Value convert_conv1d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+Value convert_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   // when: rank(input) == 3, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{3}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -452,7 +452,7 @@ Value convert_conv1d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_u
 }
 
 // conv3d.padding  (codegen/mappings/nn.yaml:15)
-Value convert_conv3d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+Value convert_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   // when: rank(input) == 5, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{5}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -468,7 +468,7 @@ Value convert_conv3d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_u
 }
 
 // conv2d.padding  (codegen/mappings/nn.yaml:18)
-Value convert_conv2d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+Value convert_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   // when: rank(input) == 4, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{4}))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -484,7 +484,7 @@ Value convert_conv2d_padding(Builder& b, [[maybe_unused]] Value input, [[maybe_u
 }
 
 // conv_transpose1d  (codegen/mappings/nn.yaml:21)
-Value convert_conv_transpose1d(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+Value convert_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   // when: rank(input) == 3, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{3}))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -500,7 +500,7 @@ Value convert_conv_transpose1d(Builder& b, [[maybe_unused]] Value input, [[maybe
 }
 
 // conv_transpose2d.input  (codegen/mappings/nn.yaml:24)
-Value convert_conv_transpose2d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   // when: rank(input) == 4, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{4}))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -516,7 +516,7 @@ Value convert_conv_transpose2d_input(Builder& b, [[maybe_unused]] Value input, [
 }
 
 // conv_transpose3d.input  (codegen/mappings/nn.yaml:27)
-Value convert_conv_transpose3d_input(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+Value convert_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   // when: rank(input) == 5, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
   if (((b.rank(input) == int64_t{5}))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
@@ -532,7 +532,7 @@ Value convert_conv_transpose3d_input(Builder& b, [[maybe_unused]] Value input, [
 }
 
 // convolution  (codegen/mappings/nn.yaml:30)
-Value convert_convolution(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
+Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
   // manual: True
   {
     return manual::convolution(b, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
@@ -540,7 +540,7 @@ Value convert_convolution(Builder& b, [[maybe_unused]] Value input, [[maybe_unus
 }
 
 // batch_norm  (codegen/mappings/nn.yaml:32)
-Value convert_batch_norm(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
   // manual: True
   {
     return manual::batch_norm(b, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
@@ -548,7 +548,7 @@ Value convert_batch_norm(Builder& b, [[maybe_unused]] Value input, [[maybe_unuse
 }
 
 // _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:33)
-std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
   // manual: True
   {
     return manual::_native_batch_norm_legit_no_training(b, input, weight, bias, running_mean, running_var, momentum, eps);
@@ -556,7 +556,7 @@ std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, [[
 }
 
 // dropout  (codegen/mappings/nn.yaml:35)
-Value convert_dropout(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
+Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // when: not train, onnx: input
   if (!(train)) {
     return input;
@@ -565,7 +565,7 @@ Value convert_dropout(Builder& b, [[maybe_unused]] Value input, [[maybe_unused]]
 }
 
 // embedding  (codegen/mappings/nn.yaml:36)
-Value convert_embedding(Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
+Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
     const Value v0 = b.op("Gather", {weight, indices}, {});
@@ -574,7 +574,7 @@ Value convert_embedding(Builder& b, [[maybe_unused]] Value weight, [[maybe_unuse
 }
 
 // pixel_shuffle  (codegen/mappings/nn.yaml:37)
-Value convert_pixel_shuffle(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
+Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // manual: True
   {
     return manual::pixel_shuffle(b, self, upscale_factor);
@@ -582,7 +582,7 @@ Value convert_pixel_shuffle(Builder& b, [[maybe_unused]] Value self, [[maybe_unu
 }
 
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
-Value convert_max_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+Value convert_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
   // manual: True
   {
     return manual::max_pool2d(b, self, kernel_size, stride, padding, dilation, ceil_mode);
@@ -590,7 +590,7 @@ Value convert_max_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // avg_pool2d  (codegen/mappings/pooling.yaml:4)
-Value convert_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
+Value convert_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
   // manual: True
   {
     return manual::avg_pool2d(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
@@ -598,7 +598,7 @@ Value convert_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused
 }
 
 // adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
-Value convert_adaptive_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+Value convert_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
   // manual: True
   {
     return manual::adaptive_avg_pool2d(b, self, output_size);
@@ -606,7 +606,7 @@ Value convert_adaptive_avg_pool2d(Builder& b, [[maybe_unused]] Value self, [[may
 }
 
 // mean.dim  (codegen/mappings/reduction.yaml:4)
-Value convert_mean_dim(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: ['self'], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -637,7 +637,7 @@ Value convert_mean_dim(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 }
 
 // sum  (codegen/mappings/reduction.yaml:9)
-Value convert_sum(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
+Value convert_sum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // promote: ['self'], onnx: ReduceSum(self, keepdims=0)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -648,7 +648,7 @@ Value convert_sum(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std:
 }
 
 // sum.dim_IntList  (codegen/mappings/reduction.yaml:10)
-Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+Value convert_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: ['self'], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -665,7 +665,7 @@ Value convert_sum_dim_IntList(Builder& b, [[maybe_unused]] Value self, [[maybe_u
 }
 
 // mean  (codegen/mappings/reduction.yaml:13)
-Value convert_mean(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
+Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // promote: ['self'], onnx: ReduceMean(self, keepdims=0)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
@@ -676,7 +676,7 @@ Value convert_mean(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std
 }
 
 // clone  (codegen/mappings/shape.yaml:2)
-Value convert_clone(Builder& b, [[maybe_unused]] Value self) {
+Value convert_clone([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
     return self;
@@ -684,7 +684,7 @@ Value convert_clone(Builder& b, [[maybe_unused]] Value self) {
 }
 
 // contiguous  (codegen/mappings/shape.yaml:3)
-Value convert_contiguous(Builder& b, [[maybe_unused]] Value self) {
+Value convert_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
     return self;
@@ -692,7 +692,7 @@ Value convert_contiguous(Builder& b, [[maybe_unused]] Value self) {
 }
 
 // _to_copy  (codegen/mappings/shape.yaml:4)
-Value convert__to_copy(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking) {
+Value convert__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking) {
   // when: dtype is not None, onnx: Cast(self, to=dtype)
   if ((dtype.has_value())) {
     const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype((*dtype)))});
@@ -705,7 +705,7 @@ Value convert__to_copy(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 }
 
 // to.dtype  (codegen/mappings/shape.yaml:7)
-Value convert_to_dtype(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+Value convert_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
   // onnx: Cast(self, to=dtype)
   {
     const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype(dtype))});
@@ -714,7 +714,7 @@ Value convert_to_dtype(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]]
 }
 
 // t  (codegen/mappings/shape.yaml:8)
-Value convert_t(Builder& b, [[maybe_unused]] Value self) {
+Value convert_t([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: rank(self) == 2, onnx: Transpose(self, perm=[1, 0])
   if (((b.rank(self) == int64_t{2}))) {
     const Value v0 = b.op("Transpose", {self}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
@@ -727,7 +727,7 @@ Value convert_t(Builder& b, [[maybe_unused]] Value self) {
 }
 
 // cat  (codegen/mappings/shape.yaml:11)
-Value convert_cat(Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
+Value convert_cat([[maybe_unused]] Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
     return manual::cat(b, tensors, dim);
@@ -735,7 +735,7 @@ Value convert_cat(Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[may
 }
 
 // view  (codegen/mappings/shape.yaml:13)
-Value convert_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
+Value convert_view([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
   // manual: True
   {
     return manual::view(b, self, size);
@@ -743,7 +743,7 @@ Value convert_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Sym
 }
 
 // reshape  (codegen/mappings/shape.yaml:14)
-Value convert_reshape(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shape) {
+Value convert_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shape) {
   // manual: True
   {
     return manual::reshape(b, self, shape);
@@ -751,7 +751,7 @@ Value convert_reshape(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] 
 }
 
 // _unsafe_view  (codegen/mappings/shape.yaml:15)
-Value convert__unsafe_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
+Value convert__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
   // manual: True
   {
     return manual::_unsafe_view(b, self, size);
@@ -759,7 +759,7 @@ Value convert__unsafe_view(Builder& b, [[maybe_unused]] Value self, [[maybe_unus
 }
 
 // flatten.using_ints  (codegen/mappings/shape.yaml:16)
-Value convert_flatten_using_ints(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t start_dim, [[maybe_unused]] int64_t end_dim) {
+Value convert_flatten_using_ints([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t start_dim, [[maybe_unused]] int64_t end_dim) {
   // manual: True
   {
     return manual::flatten_using_ints(b, self, start_dim, end_dim);
@@ -767,7 +767,7 @@ Value convert_flatten_using_ints(Builder& b, [[maybe_unused]] Value self, [[mayb
 }
 
 // permute  (codegen/mappings/shape.yaml:17)
-Value convert_permute(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dims) {
+Value convert_permute([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dims) {
   // manual: True
   {
     return manual::permute(b, self, dims);
@@ -775,7 +775,7 @@ Value convert_permute(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] 
 }
 
 // transpose.int  (codegen/mappings/shape.yaml:18)
-Value convert_transpose_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim0, [[maybe_unused]] int64_t dim1) {
+Value convert_transpose_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim0, [[maybe_unused]] int64_t dim1) {
   // manual: True
   {
     return manual::transpose_int(b, self, dim0, dim1);
@@ -783,7 +783,7 @@ Value convert_transpose_int(Builder& b, [[maybe_unused]] Value self, [[maybe_unu
 }
 
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
-void convert__assert_tensor_metadata(Builder& b, [[maybe_unused]] Value a, [[maybe_unused]] std::optional<SymIntList> size, [[maybe_unused]] std::optional<SymIntList> stride, [[maybe_unused]] std::optional<ScalarType> dtype) {
+void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]] Value a, [[maybe_unused]] std::optional<SymIntList> size, [[maybe_unused]] std::optional<SymIntList> stride, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // onnx: ()
   {
     return;

@@ -14,18 +14,13 @@ Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attr
 
 std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
                                  int n_outputs) {
-  return op_domain("", type, inputs, attrs, n_outputs);
-}
-
-std::vector<Value> Builder::op_domain(std::string_view domain, std::string_view type, const Inputs& inputs,
-                                      const Attrs& attrs, int n_outputs) {
-  const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs);
+  const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs);
   std::vector<Value> outs;
   outs.reserve(n_outputs);
   int i = 0;
   for (uint32_t id : g_.outputs(n)) {
     Value v{id};
-    if (domain.empty()) g_.set_dtype(v, infer_dtype(type, inputs, attrs, i));
+    g_.set_dtype(v, infer_dtype(type, inputs, attrs, i));
     outs.push_back(v);
     ++i;
   }

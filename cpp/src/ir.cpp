@@ -65,9 +65,6 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
 std::span<const uint32_t> Graph::inputs(NodeId n) const {
   return {edges_.data() + nodes_[n].inputs_begin, nodes_[n].n_inputs};
 }
-std::span<uint32_t> Graph::mutable_inputs(NodeId n) {
-  return {edges_.data() + nodes_[n].inputs_begin, nodes_[n].n_inputs};
-}
 std::span<const uint32_t> Graph::outputs(NodeId n) const {
   return {edges_.data() + nodes_[n].outputs_begin, nodes_[n].n_outputs};
 }
@@ -144,13 +141,6 @@ bool Graph::is_initializer(Value v) const { return initializer_of_[v.id] >= 0; }
 const Initializer* Graph::initializer(Value v) const {
   const int32_t i = initializer_of_[v.id];
   return i >= 0 ? &initializers_[i] : nullptr;
-}
-
-bool Graph::is_graph_input(Value v) const {
-  for (uint32_t i : inputs_) {
-    if (i == v.id) return true;
-  }
-  return false;
 }
 
 }  // namespace fastonnx

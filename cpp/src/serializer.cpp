@@ -140,12 +140,6 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info) {
   opset.bytes_field(opset_f::domain, "");
   opset.int64_field(opset_f::version, info.opset);
   model.message_field(model_f::opset_import, opset);
-  for (const auto& [domain, version] : info.extra_opsets) {
-    ProtoMessage extra;
-    extra.bytes_field(opset_f::domain, domain);
-    extra.int64_field(opset_f::version, version);
-    model.message_field(model_f::opset_import, extra);
-  }
   return model;
 }
 

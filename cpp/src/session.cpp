@@ -1,7 +1,6 @@
 #include "fastonnx/session.h"
 
 #include <string>
-#include <unordered_map>
 
 #include "fastonnx/passes.h"
 #include "fastonnx/serializer.h"
@@ -14,17 +13,6 @@ Session::Session(int opset) : builder_(graph_, opset), opset_(opset) {
     throw ConvertError("opset " + std::to_string(opset) + " is outside the supported range " +
                        std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset));
   }
-}
-
-int Session::op_id(std::string_view overload) {
-  static const std::unordered_map<std::string_view, int> ids = [] {
-    std::unordered_map<std::string_view, int> m;
-    int i = 0;
-    for (const OpEntry& e : op_table()) m.emplace(e.overload, i++);
-    return m;
-  }();
-  auto it = ids.find(overload);
-  return it == ids.end() ? -1 : it->second;
 }
 
 Value Session::add_input(std::string_view name, const TensorMeta& meta) {

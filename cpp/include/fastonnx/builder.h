@@ -27,13 +27,10 @@ class Builder {
   Builder(Graph& graph, int opset) : g_(graph), opset_(opset) {}
 
   int opset() const { return opset_; }
-  Graph& graph() { return g_; }
 
   // ONNX nodes. The element type of each output is inferred from the op (see dtype_rules.cpp).
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
-  std::vector<Value> op_domain(std::string_view domain, std::string_view type, const Inputs& inputs,
-                               const Attrs& attrs, int n_outputs);
 
   // Constants: 0-d scalars and 1-D lists, of a given element type or of the type of `like`.
   Value scalar(const Scalar& s, ScalarType dtype);

@@ -84,7 +84,6 @@ class Graph {
   const Node& node(NodeId n) const { return nodes_[n]; }
   size_t num_nodes() const { return nodes_.size(); }
   std::span<const uint32_t> inputs(NodeId n) const;  // Value::kNone marks an omitted input
-  std::span<uint32_t> mutable_inputs(NodeId n);
   std::span<const uint32_t> outputs(NodeId n) const;
   std::span<const Attr> attrs(NodeId n) const;
   void kill(NodeId n) { nodes_[n].dead = true; }
@@ -106,11 +105,9 @@ class Graph {
 
   const std::vector<uint32_t>& graph_inputs() const { return inputs_; }
   const std::vector<uint32_t>& graph_outputs() const { return outputs_; }
-  std::vector<uint32_t>& mutable_graph_outputs() { return outputs_; }
   const std::vector<Initializer>& initializers() const { return initializers_; }
   bool is_initializer(Value v) const;
   const Initializer* initializer(Value v) const;
-  bool is_graph_input(Value v) const;
 
  private:
   std::vector<ValueInfo> values_;

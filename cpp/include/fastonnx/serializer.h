@@ -13,7 +13,6 @@ struct ModelInfo {
   std::string producer_name = "fastonnx";
   std::string producer_version;
   std::string graph_name = "main_graph";
-  std::vector<std::pair<std::string, int>> extra_opsets;  // custom domains
 };
 
 // Names every value and node of `g` that has no name yet.

@@ -20,9 +20,6 @@ class Session {
  public:
   explicit Session(int opset);
 
-  // Index of an overload in op_table(), or -1 when it has no converter.
-  static int op_id(std::string_view overload);
-
   Value add_input(std::string_view name, const TensorMeta& meta);
   Value add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
                         std::shared_ptr<const void> owner);
@@ -32,7 +29,6 @@ class Session {
   // Runs the passes and serializes. The graph is final afterwards.
   ProtoMessage finish(const std::string& producer_version);
 
-  Graph& graph() { return graph_; }
   StrId intern(std::string_view s) { return graph_.strings.intern(s); }
   size_t num_nodes() const { return graph_.num_nodes(); }
 
