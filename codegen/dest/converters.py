@@ -13,7 +13,7 @@ import onnx.defs
 from .. import opsets
 from ..api import cpp, fragments as F
 from ..load import NativeFunctions
-from ..model import HELPERS, Call, Expr, Item, Literal, Name, OpSpec, Rule, SpecError, Tuple
+from ..model import _COMPARE, HELPERS, Call, Expr, Item, Literal, Name, OpSpec, Rule, SpecError, Tuple
 
 AttrType = onnx.defs.OpSchema.AttrType
 
@@ -284,8 +284,6 @@ class _RuleCompiler:
                         self.fail(f"`{left.id}` is not optional; it is never None")
                     parts.append(F.is_none(a.name, negate=isinstance(op, ast.IsNot)))
                 else:
-                    from ..model import _COMPARE
-
                     parts.append(f"({self.guard_value(left)} {_COMPARE[type(op)]} {self.guard_value(right)})")
                 left = right
             return "(" + " && ".join(parts) + ")"
