@@ -329,6 +329,11 @@ class _RuleCompiler:
         raise AssertionError
 
 
+def _describe(rule: Rule) -> str:
+    """The rule as its spec says it, for a comment in the generated code."""
+    return ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}" for k, v in rule.to_yaml().items())
+
+
 def _proved_present(rule: Rule) -> set[str]:
     """Arguments a guard requires to be present: the `x is not None` terms of its top-level
     `and`."""
@@ -393,7 +398,7 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
             conds.append(F.opset_at_least(rule.since))
         if rule.when is not None:
             conds.append(comp.guard(rule.when.tree))
-        code = RuleCode(condition=" && ".join(conds), manual=rule.manual, description=", ".join(f"{k}: {v}" for k, v in rule.to_yaml().items()))
+        code = RuleCode(condition=" && ".join(conds), manual=rule.manual, description=_describe(rule))
         if rule.manual:
             manual_count += 1
             if manual_count > 1:

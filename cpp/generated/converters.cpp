@@ -52,7 +52,7 @@ Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
 
 // sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  // promote: ['self'], onnx: Sigmoid(self)
+  // promote: [self], onnx: Sigmoid(self)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -68,7 +68,7 @@ Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self)
 
 // tanh  (codegen/mappings/activation.yaml:11)
 Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  // promote: ['self'], onnx: Tanh(self)
+  // promote: [self], onnx: Tanh(self)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -84,7 +84,7 @@ Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 
 // softmax.int  (codegen/mappings/activation.yaml:13)
 Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
+  // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -93,7 +93,7 @@ Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // promote: ['self'], onnx: Softmax(self, axis=dim)
+  // promote: [self], onnx: Softmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -104,7 +104,7 @@ Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 
 // _softmax  (codegen/mappings/activation.yaml:16)
 Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
-  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
+  // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -113,7 +113,7 @@ Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // promote: ['self'], onnx: Softmax(self, axis=dim)
+  // promote: [self], onnx: Softmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -124,7 +124,7 @@ Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
 
 // log_softmax.int  (codegen/mappings/activation.yaml:19)
 Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
+  // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -133,7 +133,7 @@ Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // promote: ['self'], onnx: LogSoftmax(self, axis=dim)
+  // promote: [self], onnx: LogSoftmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -144,7 +144,7 @@ Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
 
 // _log_softmax  (codegen/mappings/activation.yaml:22)
 Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
-  // when: rank(self) == 0, promote: ['self'], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
+  // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -153,7 +153,7 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
-  // promote: ['self'], onnx: LogSoftmax(self, axis=dim)
+  // promote: [self], onnx: LogSoftmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -164,7 +164,7 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
 
 // add.Tensor  (codegen/mappings/arithmetic.yaml:3)
 Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  // when: alpha == 1, promote: ['self', 'other'], onnx: Add(self, other)
+  // when: alpha == 1, promote: [self, other], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -172,7 +172,7 @@ Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const Value v0 = b.op("Add", {self, other}, {});
     return v0;
   }
-  // promote: ['self', 'other'], onnx: Add(self, Mul(other, alpha))
+  // promote: [self, other], onnx: Add(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -190,14 +190,14 @@ Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 
 // add.Scalar  (codegen/mappings/arithmetic.yaml:7)
 Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
-  // when: alpha == 1, promote: ['self'], onnx: Add(self, other)
+  // when: alpha == 1, promote: [self], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("Add", {self, b.scalar_like(other, self)}, {});
     return v0;
   }
-  // promote: ['self'], onnx: Add(self, Mul(other, alpha))
+  // promote: [self], onnx: Add(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -214,7 +214,7 @@ Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 
 // sub.Tensor  (codegen/mappings/arithmetic.yaml:11)
 Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  // when: alpha == 1, promote: ['self', 'other'], onnx: Sub(self, other)
+  // when: alpha == 1, promote: [self, other], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -222,7 +222,7 @@ Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const Value v0 = b.op("Sub", {self, other}, {});
     return v0;
   }
-  // promote: ['self', 'other'], onnx: Sub(self, Mul(other, alpha))
+  // promote: [self, other], onnx: Sub(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -240,14 +240,14 @@ Value convert_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 
 // sub.Scalar  (codegen/mappings/arithmetic.yaml:15)
 Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
-  // when: alpha == 1, promote: ['self'], onnx: Sub(self, other)
+  // when: alpha == 1, promote: [self], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("Sub", {self, b.scalar_like(other, self)}, {});
     return v0;
   }
-  // promote: ['self'], onnx: Sub(self, Mul(other, alpha))
+  // promote: [self], onnx: Sub(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -259,7 +259,7 @@ Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 
 // mul.Tensor  (codegen/mappings/arithmetic.yaml:18)
 Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // promote: ['self', 'other'], onnx: Mul(self, other)
+  // promote: [self, other], onnx: Mul(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -276,7 +276,7 @@ Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 
 // mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
 Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
-  // promote: ['self'], onnx: Mul(self, other)
+  // promote: [self], onnx: Mul(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -287,7 +287,7 @@ Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 
 // div.Tensor  (codegen/mappings/arithmetic.yaml:21)
 Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // promote: ['self', 'other'], onnx: Div(self, other)
+  // promote: [self, other], onnx: Div(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
@@ -304,7 +304,7 @@ Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 
 // div.Scalar  (codegen/mappings/arithmetic.yaml:23)
 Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
-  // promote: ['self'], onnx: Div(self, other)
+  // promote: [self], onnx: Div(self, other)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -387,26 +387,10 @@ Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// conv1d  (codegen/mappings/nn.yaml:3)
-Value convert_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == 3, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{3}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
-}
-
-// conv2d  (codegen/mappings/nn.yaml:6)
+// conv2d  (codegen/mappings/nn.yaml:4)
 Value convert_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == 4, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{4}))) {
+  // when: rank(input) == rank(weight), onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
+  if (((b.rank(input) == b.rank(weight)))) {
     const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
@@ -419,17 +403,27 @@ Value convert_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, 
   }
 }
 
-// conv3d  (codegen/mappings/nn.yaml:9)
+// conv1d  (codegen/mappings/nn.yaml:7)
+Value convert_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+  return convert_conv2d(b, input, weight, bias, stride, padding, dilation, groups);
+}
+
+// conv3d  (codegen/mappings/nn.yaml:8)
 Value convert_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == 5, onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{5}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+  return convert_conv2d(b, input, weight, bias, stride, padding, dilation, groups);
+}
+
+// conv2d.padding  (codegen/mappings/nn.yaml:9)
+Value convert_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+  // when: rank(input) == rank(weight), onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
+  if (((b.rank(input) == b.rank(weight)))) {
+    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
+  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
   {
     const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
+    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
@@ -437,72 +431,18 @@ Value convert_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, 
 
 // conv1d.padding  (codegen/mappings/nn.yaml:12)
 Value convert_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == 3, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{3}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
+  return convert_conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv3d.padding  (codegen/mappings/nn.yaml:15)
+// conv3d.padding  (codegen/mappings/nn.yaml:13)
 Value convert_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == 5, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{5}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
+  return convert_conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv2d.padding  (codegen/mappings/nn.yaml:18)
-Value convert_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == 4, onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{4}))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
-}
-
-// conv_transpose1d  (codegen/mappings/nn.yaml:21)
-Value convert_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // when: rank(input) == 3, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{3}))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
-}
-
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:24)
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:14)
 Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // when: rank(input) == 4, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{4}))) {
+  // when: rank(input) == rank(weight), onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
+  if (((b.rank(input) == b.rank(weight)))) {
     const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
     return v0;
   }
@@ -515,23 +455,17 @@ Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:27)
+// conv_transpose1d  (codegen/mappings/nn.yaml:17)
+Value convert_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+  return convert_conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:18)
 Value convert_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // when: rank(input) == 5, onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == int64_t{5}))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
-  {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
-  }
+  return convert_conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
 }
 
-// convolution  (codegen/mappings/nn.yaml:30)
+// convolution  (codegen/mappings/nn.yaml:19)
 Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
   // manual: True
   {
@@ -539,7 +473,7 @@ Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value in
   }
 }
 
-// batch_norm  (codegen/mappings/nn.yaml:32)
+// batch_norm  (codegen/mappings/nn.yaml:21)
 Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
   // manual: True
   {
@@ -547,7 +481,7 @@ Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value inp
   }
 }
 
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:33)
+// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
 std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
   // manual: True
   {
@@ -555,16 +489,16 @@ std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused
   }
 }
 
-// dropout  (codegen/mappings/nn.yaml:35)
+// dropout  (codegen/mappings/nn.yaml:24)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // when: not train, onnx: input
   if (!(train)) {
     return input;
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:35)");
+  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:24)");
 }
 
-// embedding  (codegen/mappings/nn.yaml:36)
+// embedding  (codegen/mappings/nn.yaml:25)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
@@ -573,7 +507,7 @@ Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weig
   }
 }
 
-// pixel_shuffle  (codegen/mappings/nn.yaml:37)
+// pixel_shuffle  (codegen/mappings/nn.yaml:26)
 Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // manual: True
   {
@@ -607,27 +541,27 @@ Value convert_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] 
 
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // when: rank(self) == 0, promote: ['self'], onnx: self
+  // when: rank(self) == 0, promote: [self], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     return self;
   }
-  // since: 18, promote: ['self'], onnx: ReduceMean(self, dim, keepdims=keepdim)
+  // since: 18, promote: [self], onnx: ReduceMean(self, dim, keepdims=keepdim)
   if (b.opset() >= 18) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("ReduceMean", {self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
     return v0;
   }
-  // when: dim is not None, promote: ['self'], onnx: ReduceMean(self, axes=dim, keepdims=keepdim)
+  // when: dim is not None, promote: [self], onnx: ReduceMean(self, axes=dim, keepdims=keepdim)
   if ((dim.has_value())) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("ReduceMean", {self}, {Attr::ints("axes", (*dim)), Attr::i("keepdims", keepdim)});
     return v0;
   }
-  // promote: ['self'], onnx: ReduceMean(self, keepdims=keepdim)
+  // promote: [self], onnx: ReduceMean(self, keepdims=keepdim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -638,7 +572,7 @@ Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
 
 // sum  (codegen/mappings/reduction.yaml:9)
 Value convert_sum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // promote: ['self'], onnx: ReduceSum(self, keepdims=0)
+  // promote: [self], onnx: ReduceSum(self, keepdims=0)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -649,13 +583,13 @@ Value convert_sum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
 
 // sum.dim_IntList  (codegen/mappings/reduction.yaml:10)
 Value convert_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // when: rank(self) == 0, promote: ['self'], onnx: self
+  // when: rank(self) == 0, promote: [self], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
     return self;
   }
-  // promote: ['self'], onnx: ReduceSum(self, dim, keepdims=keepdim)
+  // promote: [self], onnx: ReduceSum(self, dim, keepdims=keepdim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
@@ -666,7 +600,7 @@ Value convert_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
 
 // mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // promote: ['self'], onnx: ReduceMean(self, keepdims=0)
+  // promote: [self], onnx: ReduceMean(self, keepdims=0)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);

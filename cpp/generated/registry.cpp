@@ -250,18 +250,6 @@ void unpack_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_matmul[] = {"self", "other"};
 
-void unpack_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(b, arg_at(args, 0), "input");
-  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
-  SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 1) : SymIntList(SymIntList{SymInt(1)});
-  SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 1) : SymIntList(SymIntList{SymInt(0)});
-  SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
-  SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(convert_conv1d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
-}
-constexpr const char* kArgs_conv1d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
-
 void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -274,6 +262,18 @@ void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_conv2d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
+void unpack_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
+  SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 1) : SymIntList(SymIntList{SymInt(1)});
+  SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 1) : SymIntList(SymIntList{SymInt(0)});
+  SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
+  SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
+  outs.push_back(convert_conv1d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+}
+constexpr const char* kArgs_conv1d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+
 void unpack_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -285,6 +285,18 @@ void unpack_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_conv3d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv3d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+
+void unpack_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
+  SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
+  std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
+  SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
+  SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
+  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+}
+constexpr const char* kArgs_conv2d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
 void unpack_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
@@ -310,17 +322,18 @@ void unpack_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs_conv3d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
-void unpack_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+void unpack_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
   std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
   SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
-  std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
-  SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
+  SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
+  SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
+  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
-constexpr const char* kArgs_conv2d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+constexpr const char* kArgs_conv_transpose2d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
 void unpack_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
@@ -334,19 +347,6 @@ void unpack_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] const
   outs.push_back(convert_conv_transpose1d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
 constexpr const char* kArgs_conv_transpose1d[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
-
-void unpack_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value input = unpack_tensor(b, arg_at(args, 0), "input");
-  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
-  std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
-  SymIntList stride = given(args, 3) ? unpack_symint_list(args[3], "stride", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
-  SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
-  SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
-  SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
-  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
-}
-constexpr const char* kArgs_conv_transpose2d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
 void unpack_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
@@ -617,14 +617,14 @@ const OpEntry kOps[] = {
     {"mm", &unpack_mm, kArgs_mm},
     {"bmm", &unpack_bmm, kArgs_bmm},
     {"matmul", &unpack_matmul, kArgs_matmul},
-    {"conv1d", &unpack_conv1d, kArgs_conv1d},
     {"conv2d", &unpack_conv2d, kArgs_conv2d},
+    {"conv1d", &unpack_conv1d, kArgs_conv1d},
     {"conv3d", &unpack_conv3d, kArgs_conv3d},
+    {"conv2d.padding", &unpack_conv2d_padding, kArgs_conv2d_padding},
     {"conv1d.padding", &unpack_conv1d_padding, kArgs_conv1d_padding},
     {"conv3d.padding", &unpack_conv3d_padding, kArgs_conv3d_padding},
-    {"conv2d.padding", &unpack_conv2d_padding, kArgs_conv2d_padding},
-    {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d},
     {"conv_transpose2d.input", &unpack_conv_transpose2d_input, kArgs_conv_transpose2d_input},
+    {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d},
     {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input},
     {"convolution", &unpack_convolution, kArgs_convolution},
     {"batch_norm", &unpack_batch_norm, kArgs_batch_norm},
