@@ -80,7 +80,9 @@ struct Model {
 }  // namespace
 
 void init_session(py::module_& m) {
-  py::register_exception<ConvertError>(m, "ConvertError");
+  // Native conversion errors are fastonnx.ConversionError (an ExportError) in Python.
+  py::register_exception<ConvertError>(m, "ConvertError",
+                                       py::module_::import("fastonnx.errors").attr("ConversionError"));
 
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
 
