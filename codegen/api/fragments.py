@@ -55,14 +55,6 @@ def ints_input(list_expr: str) -> str:
     return f"b.ints({list_expr})"
 
 
-def scalar_arg_like(arg: str, like: str) -> str:
-    return f"b.scalar_like({arg}, {like})"
-
-
-def scalar_arg_of(arg: str, dtype: str) -> str:
-    return f"b.scalar({arg}, {dtype})"
-
-
 def attr(kind: str, name: str, value_expr: str) -> str:
     return f"Attr::{kind}({cpp_string(name)}, {value_expr})"
 

@@ -104,16 +104,15 @@ class _RuleCompiler:
 
     # -- values --------------------------------------------------------------------------------
 
-    def value(self, e: Expr, like_hint: str | None = None) -> tuple[str, int]:
-        """Compile an expression that yields ONNX values: (C++ expression, output count)."""
+    def value(self, e: Expr, like_hint: str | None = None) -> str:
+        """Compile an expression that yields one ONNX value; returns its C++ expression."""
         if isinstance(e, Name):
             a = self.arg(e.id)
             if a.base_kind != "tensor":
                 self.fail(f"`{e.id}` is a {a.kind}, not a tensor; only a tensor can be an op's result")
-            return a.name, 1
+            return a.name
         if isinstance(e, Item):
-            var, n = self.op_call(e.base, min_outputs=e.index + 1, like_hint=like_hint)
-            return F.item(var, e.index), 1
+            return F.item(self.op_call(e.base, min_outputs=e.index + 1, like_hint=like_hint), e.index)
         if isinstance(e, Call):
             if not e.is_onnx:
                 self.fail(f"helper `{e.func}` does not produce a tensor; ONNX ops are capitalised")
@@ -121,7 +120,7 @@ class _RuleCompiler:
         self.fail(f"`{e}` does not produce a tensor")
         raise AssertionError
 
-    def op_call(self, call: Call, min_outputs: int, like_hint: str | None = None) -> tuple[str, int]:
+    def op_call(self, call: Call, min_outputs: int, like_hint: str | None = None) -> str:
         """``like_hint``: a tensor of the enclosing call that constants of this call may take
         their element type from when the call has no tensor input of its own
         (``Add(self, Mul(other, alpha))`` with Scalar ``other`` and ``alpha``)."""
@@ -147,7 +146,7 @@ class _RuleCompiler:
                         self.fail(f"a tensor list (`{a.id}`) can only be the sole, variadic input of an op")
                     spread = self.arg(a.id).name
                     continue
-                inputs.append(self.value(a, next(iter(tensors.values()), like_hint))[0])
+                inputs.append(self.value(a, next(iter(tensors.values()), like_hint)))
                 tensors[i] = inputs[-1]
             else:
                 inputs.append(None)
@@ -161,7 +160,7 @@ class _RuleCompiler:
         var = f"v{self.counter}"
         self.counter += 1
         self.steps.append(Step(var, call.func, [i for i in inputs if i is not None], attrs, n_out, spread))
-        return var, n_out
+        return var
 
     def constant_input(self, call: Call, formals, tensors: dict[int, str], i: int, a: Expr,
                        like_hint: str | None) -> str:
@@ -191,9 +190,9 @@ class _RuleCompiler:
                 if fixed not in (None, "ScalarType::Long"):
                     self.fail(f"`{a.id}` is an int list but input {i} of `{call.func}` is {formal.type_str}")
                 return F.ints_input(arg.name)
-            if arg.base_kind in ("scalar", "int", "float", "bool", "symint"):
+            if arg.base_kind in ("scalar", "int", "float", "bool"):
                 v = self.present(arg)
-                return F.scalar_arg_of(v, fixed) if fixed else F.scalar_arg_like(v, like)  # type: ignore[arg-type]
+                return F.scalar_of(v, fixed) if fixed else F.scalar_like(v, like)  # type: ignore[arg-type]
             self.fail(f"`{a.id}` ({arg.kind}) cannot be an input of `{call.func}`")
         self.fail(f"`{a}` cannot be an input of `{call.func}`")
         raise AssertionError
@@ -426,7 +425,7 @@ def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
     if isinstance(e, Tuple):
         if len(e.items) != n_ret:
             comp.fail(f"the schema returns {n_ret} tensors; the rule gives {len(e.items)}")
-        return "{" + ", ".join(comp.value(i)[0] for i in e.items) + "}"
+        return "{" + ", ".join(comp.value(i) for i in e.items) + "}"
     if n_ret != 1:
         comp.fail(f"the schema returns {n_ret} values; write the rule's result as a tuple `(a, b)`")
-    return comp.value(e)[0]
+    return comp.value(e)

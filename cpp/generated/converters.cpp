@@ -40,7 +40,7 @@ Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // onnx: Clip(self, min_val, max_val)
   {
-    const Value v0 = b.op("Clip", {self, b.scalar_like(min_val, self), b.scalar_like(max_val, self)}, {});
+    const Value v0 = b.op("Clip", {self, b.scalar_like(Scalar(min_val), self), b.scalar_like(Scalar(max_val), self)}, {});
     return v0;
   }
 }
@@ -177,7 +177,7 @@ Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mul", {other, b.scalar_like(alpha, other)}, {});
+    const Value v0 = b.op("Mul", {other, b.scalar_like(Scalar(alpha), other)}, {});
     const Value v1 = b.op("Add", {self, v0}, {});
     return v1;
   }
@@ -194,14 +194,14 @@ Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Add", {self, b.scalar_like(other, self)}, {});
+    const Value v0 = b.op("Add", {self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
   }
   // promote: [self], onnx: Add(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {b.scalar_like(other, self), b.scalar_like(alpha, self)}, {});
+    const Value v0 = b.op("Mul", {b.scalar_like(Scalar(other), self), b.scalar_like(Scalar(alpha), self)}, {});
     const Value v1 = b.op("Add", {self, v0}, {});
     return v1;
   }
@@ -227,7 +227,7 @@ Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mul", {other, b.scalar_like(alpha, other)}, {});
+    const Value v0 = b.op("Mul", {other, b.scalar_like(Scalar(alpha), other)}, {});
     const Value v1 = b.op("Sub", {self, v0}, {});
     return v1;
   }
@@ -244,14 +244,14 @@ Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sub", {self, b.scalar_like(other, self)}, {});
+    const Value v0 = b.op("Sub", {self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
   }
   // promote: [self], onnx: Sub(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {b.scalar_like(other, self), b.scalar_like(alpha, self)}, {});
+    const Value v0 = b.op("Mul", {b.scalar_like(Scalar(other), self), b.scalar_like(Scalar(alpha), self)}, {});
     const Value v1 = b.op("Sub", {self, v0}, {});
     return v1;
   }
@@ -280,7 +280,7 @@ Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {self, b.scalar_like(other, self)}, {});
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
   }
 }
@@ -308,7 +308,7 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Div", {self, b.scalar_like(other, self)}, {});
+    const Value v0 = b.op("Div", {self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
   }
 }
