@@ -7,6 +7,7 @@ from pathlib import Path
 from . import opsets
 from .dest.converters import Converter, compile_spec
 from .dest.files import FileManager
+from .dest.onnx_types import op_versions
 from .load import NativeFunctions, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,10 +25,11 @@ def compile_all(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> list[Conve
 
 def generate(nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, out_dir: Path = GENERATED) -> FileManager:
     converters = compile_all(nf, mapping_dir)
-    fm = FileManager(TEMPLATES, out_dir, check, sources="codegen/mappings/*.yaml and native_functions.yaml")
+    fm = FileManager(TEMPLATES, out_dir, check, sources="codegen/mappings/*.yaml, native_functions.yaml and onnx.defs")
     fm.render("converters.h.j2", "converters.h", converters=converters)
     fm.render("converters.cpp.j2", "converters.cpp", converters=converters)
     fm.render("registry.cpp.j2", "registry.cpp", converters=converters)
+    fm.render("onnx_types.cpp.j2", "onnx_types.cpp", versions=op_versions())
     fm.render(
         "opsets.h.j2",
         "opsets.h",

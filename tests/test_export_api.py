@@ -203,6 +203,21 @@ def test_argument_unknown_to_the_generated_converter(monkeypatch):
         fastonnx.export(torch.nn.Hardtanh(-1.0, 2.0), (torch.randn(5),))
 
 
+def test_dtype_onnx_lacks_is_a_clear_error():
+    """An int64 convolution has no ONNX form: a ConversionError naming the op and the types it
+    takes, not a model that fails to load."""
+    conv = torch.nn.Conv1d(2, 2, 3)
+
+    class IntConv(torch.nn.Module):
+        def forward(self, x, w):
+            return torch.nn.functional.conv1d(x, w)
+
+    x = torch.randint(0, 5, (1, 2, 6))
+    w = conv.weight.detach().round().long()
+    with pytest.raises(fastonnx.ConversionError, match=r"ONNX Conv \(opset 18\) has no int64 version.*float32"):
+        fastonnx.export(IntConv(), (x, w))
+
+
 def test_supported_ops():
     ops = fastonnx.supported_ops()
     for name in ("conv2d", "add.Tensor", "relu_", "batch_norm", "max_pool2d", "linear"):

@@ -46,6 +46,15 @@ ONNX_TYPE_TO_SCALAR_TYPE = {
     "tensor(double)": "ScalarType::Double",
     "tensor(bool)": "ScalarType::Bool",
     "tensor(bfloat16)": "ScalarType::BFloat16",
+    "tensor(uint16)": "ScalarType::UInt16",
+    "tensor(uint32)": "ScalarType::UInt32",
+    "tensor(uint64)": "ScalarType::UInt64",
+    "tensor(complex64)": "ScalarType::ComplexFloat",
+    "tensor(complex128)": "ScalarType::ComplexDouble",
+    "tensor(float8e4m3fn)": "ScalarType::Float8_e4m3fn",
+    "tensor(float8e4m3fnuz)": "ScalarType::Float8_e4m3fnuz",
+    "tensor(float8e5m2)": "ScalarType::Float8_e5m2",
+    "tensor(float8e5m2fnuz)": "ScalarType::Float8_e5m2fnuz",
 }
 
 

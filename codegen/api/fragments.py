@@ -111,3 +111,8 @@ BOOL_OPS = {"and": "&&", "or": "||"}
 NOT = "!"
 
 
+
+
+def dtype_mask(enumerators) -> str:
+    """A bit set of ScalarTypes (``bit`` is defined in the generated onnx_types.cpp)."""
+    return " | ".join(f"bit({e})" for e in enumerators)

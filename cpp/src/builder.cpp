@@ -1,10 +1,14 @@
 #include "fastonnx/builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <string>
 
 #include "fastonnx/dtype_rules.h"
+#include "fastonnx/onnx_types.h"
 
 namespace fastonnx {
 
@@ -14,6 +18,7 @@ Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attr
 
 std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
                                  int n_outputs) {
+  check_input_types(type, inputs);
   const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs);
   std::vector<Value> outs;
   outs.reserve(n_outputs);
@@ -25,6 +30,43 @@ std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, co
     ++i;
   }
   return outs;
+}
+
+void Builder::check_input_types(std::string_view type, const Inputs& inputs) const {
+  const OpInputTypes* spec = onnx_input_types(type, opset_);
+  if (spec == nullptr || spec->inputs.empty()) return;
+  constexpr size_t kGroups = 16;
+  ScalarType group_type[kGroups];
+  size_t group_input[kGroups] = {};
+  std::fill(std::begin(group_type), std::end(group_type), ScalarType::Undefined);
+  const size_t n_formal = spec->inputs.size();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].id == Value::kNone) continue;
+    const FormalInput& formal = spec->inputs[std::min(i, n_formal - 1)];
+    if (i >= n_formal && !formal.variadic) break;  // more inputs than ONNX has: the checker says so
+    const ScalarType t = dtype(Value{inputs[i].id});
+    if (t == ScalarType::Undefined) continue;
+    if ((formal.allowed & (uint64_t{1} << static_cast<int>(t))) == 0) {
+      std::string allowed;
+      for (int code = 0; code < 64; ++code) {
+        if (formal.allowed & (uint64_t{1} << code)) {
+          allowed += std::string(allowed.empty() ? "" : ", ") + dtype_name(static_cast<ScalarType>(code));
+        }
+      }
+      fail("ONNX " + std::string(type) + " (opset " + std::to_string(opset_) + ") has no " + dtype_name(t) +
+           " version (input " + std::to_string(i) + " takes " + allowed + ")");
+    }
+    if (formal.group < kGroups) {
+      ScalarType& seen = group_type[formal.group];
+      if (seen == ScalarType::Undefined) {
+        seen = t;
+        group_input[formal.group] = i;
+      } else if (seen != t) {
+        fail("ONNX " + std::string(type) + " needs inputs " + std::to_string(group_input[formal.group]) + " and " +
+             std::to_string(i) + " of one element type, got " + dtype_name(seen) + " and " + dtype_name(t));
+      }
+    }
+  }
 }
 
 ScalarType Builder::infer_dtype(std::string_view type, const Inputs& inputs, const Attrs& attrs,

@@ -84,6 +84,8 @@ class Builder {
     out.insert(out.end(), vs.begin(), vs.end());
   }
   ScalarType infer_dtype(std::string_view type, const Inputs& inputs, const Attrs& attrs, int output) const;
+  // Fails when ONNX's schema of the op does not take these element types.
+  void check_input_types(std::string_view type, const Inputs& inputs) const;
 
   Graph& g_;
   int opset_;
