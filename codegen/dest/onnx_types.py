@@ -59,6 +59,9 @@ def op_versions() -> list[OpVersion]:
             if nxt is not None and nxt.since_version <= opsets.MIN_OPSET:
                 continue  # superseded before the oldest opset fastonnx writes
             inputs = _inputs(s)
-            if inputs:  # None: input kinds not checked; (): nothing to check
-                versions.append(OpVersion(op, s.since_version, inputs))
+            if not inputs:  # None: input kinds not checked; (): nothing to check
+                continue
+            if versions and versions[-1].op == op and versions[-1].inputs == inputs:
+                continue  # same constraints as the version before: it stays in force
+            versions.append(OpVersion(op, s.since_version, inputs))
     return versions

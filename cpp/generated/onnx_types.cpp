@@ -82,9 +82,6 @@ constexpr FormalInput k_Attention_23[] = {
 constexpr FormalInput k_AveragePool_11[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
-constexpr FormalInput k_AveragePool_19[] = {
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-};
 constexpr FormalInput k_AveragePool_22[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -143,25 +140,11 @@ constexpr FormalInput k_Cast_13[] = {
 constexpr FormalInput k_Cast_19[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Cast_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Cast_23[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_CastLike_15[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr FormalInput k_CastLike_19[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_CastLike_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_CastLike_23[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
@@ -193,15 +176,6 @@ constexpr FormalInput k_Concat_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr FormalInput k_ConstantOfShape_9[] = {
-    {0, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_ConstantOfShape_20[] = {
-    {0, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_ConstantOfShape_21[] = {
-    {0, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_ConstantOfShape_23[] = {
     {0, bit(ScalarType::Long), false},
 };
 constexpr FormalInput k_Conv_11[] = {
@@ -291,11 +265,6 @@ constexpr FormalInput k_DequantizeLinear_21[] = {
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
 };
-constexpr FormalInput k_DequantizeLinear_23[] = {
-    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
-    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
-};
 constexpr FormalInput k_Det_11[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -336,10 +305,6 @@ constexpr FormalInput k_Equal_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Equal_19[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_Erf_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -362,21 +327,10 @@ constexpr FormalInput k_Flatten_13[] = {
 constexpr FormalInput k_Flatten_21[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Flatten_23[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_Floor_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr FormalInput k_GRU_7[] = {
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {1, bit(ScalarType::Int), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-};
-constexpr FormalInput k_GRU_14[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
@@ -446,10 +400,6 @@ constexpr FormalInput k_GridSample_16[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
-constexpr FormalInput k_GridSample_20[] = {
-    {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-};
 constexpr FormalInput k_GridSample_22[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
@@ -483,34 +433,10 @@ constexpr FormalInput k_Hardmax_13[] = {
 constexpr FormalInput k_Identity_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Identity_14[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Identity_16[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_Identity_19[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Identity_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Identity_23[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_If_13[] = {
-    {0, bit(ScalarType::Bool), false},
-};
-constexpr FormalInput k_If_16[] = {
-    {0, bit(ScalarType::Bool), false},
-};
-constexpr FormalInput k_If_19[] = {
-    {0, bit(ScalarType::Bool), false},
-};
-constexpr FormalInput k_If_21[] = {
-    {0, bit(ScalarType::Bool), false},
-};
-constexpr FormalInput k_If_23[] = {
     {0, bit(ScalarType::Bool), false},
 };
 constexpr FormalInput k_ImageDecoder_20[] = {
@@ -542,16 +468,6 @@ constexpr FormalInput k_LRN_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr FormalInput k_LSTM_7[] = {
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {1, bit(ScalarType::Int), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-};
-constexpr FormalInput k_LSTM_14[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
@@ -615,16 +531,6 @@ constexpr FormalInput k_Loop_19[] = {
     {1, bit(ScalarType::Bool), false},
     {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
-constexpr FormalInput k_Loop_21[] = {
-    {0, bit(ScalarType::Long), false},
-    {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
-};
-constexpr FormalInput k_Loop_23[] = {
-    {0, bit(ScalarType::Long), false},
-    {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
-};
 constexpr FormalInput k_LpNormalization_1[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -632,9 +538,6 @@ constexpr FormalInput k_LpNormalization_22[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr FormalInput k_LpPool_11[] = {
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-};
-constexpr FormalInput k_LpPool_18[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr FormalInput k_LpPool_22[] = {
@@ -780,19 +683,7 @@ constexpr FormalInput k_Pad_18[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {2, bit(ScalarType::Int) | bit(ScalarType::Long), false},
 };
-constexpr FormalInput k_Pad_19[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {2, bit(ScalarType::Int) | bit(ScalarType::Long), false},
-};
 constexpr FormalInput k_Pad_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {2, bit(ScalarType::Int) | bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_Pad_23[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
@@ -862,14 +753,6 @@ constexpr FormalInput k_RMSNormalization_23[] = {
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr FormalInput k_RNN_7[] = {
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {1, bit(ScalarType::Int), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-};
-constexpr FormalInput k_RNN_14[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
@@ -990,35 +873,11 @@ constexpr FormalInput k_Reshape_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
-constexpr FormalInput k_Reshape_14[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-};
 constexpr FormalInput k_Reshape_19[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
-constexpr FormalInput k_Reshape_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_Reshape_23[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-};
 constexpr FormalInput k_Resize_13[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {2, bit(ScalarType::Float), false},
-    {3, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_Resize_18[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {2, bit(ScalarType::Float), false},
-    {3, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_Resize_19[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {2, bit(ScalarType::Float), false},
@@ -1029,11 +888,6 @@ constexpr FormalInput k_ReverseSequence_10[] = {
     {1, bit(ScalarType::Long), false},
 };
 constexpr FormalInput k_RoiAlign_10[] = {
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {1, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_RoiAlign_16[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {1, bit(ScalarType::Long), false},
@@ -1070,12 +924,6 @@ constexpr FormalInput k_Scan_16[] = {
 constexpr FormalInput k_Scan_19[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
-constexpr FormalInput k_Scan_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
-};
-constexpr FormalInput k_Scan_23[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
-};
 constexpr FormalInput k_Scatter_9[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
@@ -1086,27 +934,7 @@ constexpr FormalInput k_ScatterElements_13[] = {
     {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_ScatterElements_16[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_ScatterElements_18[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_ScatterND_13[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_ScatterND_16[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_ScatterND_18[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
@@ -1123,16 +951,7 @@ constexpr FormalInput k_SequenceConstruct_11[] = {
 constexpr FormalInput k_Shape_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Shape_15[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_Shape_19[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Shape_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Shape_23[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr FormalInput k_Shrink_9[] = {
@@ -1160,12 +979,6 @@ constexpr FormalInput k_Size_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr FormalInput k_Size_19[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Size_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
-constexpr FormalInput k_Size_23[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr FormalInput k_Slice_13[] = {
@@ -1202,10 +1015,6 @@ constexpr FormalInput k_Split_13[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
-constexpr FormalInput k_Split_18[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-};
 constexpr FormalInput k_SplitToSequence_11[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
@@ -1218,10 +1027,6 @@ constexpr FormalInput k_Squeeze_13[] = {
     {1, bit(ScalarType::Long), false},
 };
 constexpr FormalInput k_Squeeze_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_Squeeze_23[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
@@ -1268,9 +1073,6 @@ constexpr FormalInput k_Transpose_13[] = {
 constexpr FormalInput k_Transpose_21[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
-constexpr FormalInput k_Transpose_23[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-};
 constexpr FormalInput k_Trilu_14[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
@@ -1283,10 +1085,6 @@ constexpr FormalInput k_Unsqueeze_13[] = {
     {1, bit(ScalarType::Long), false},
 };
 constexpr FormalInput k_Unsqueeze_21[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {1, bit(ScalarType::Long), false},
-};
-constexpr FormalInput k_Unsqueeze_23[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
@@ -1326,7 +1124,7 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"Atan", {{7, k_Atan_7}, {22, k_Atan_22}}},
       {"Atanh", {{9, k_Atanh_9}, {22, k_Atanh_22}}},
       {"Attention", {{23, k_Attention_23}}},
-      {"AveragePool", {{11, k_AveragePool_11}, {19, k_AveragePool_19}, {22, k_AveragePool_22}}},
+      {"AveragePool", {{11, k_AveragePool_11}, {22, k_AveragePool_22}}},
       {"BatchNormalization", {{9, k_BatchNormalization_9}, {14, k_BatchNormalization_14}, {15, k_BatchNormalization_15}}},
       {"Bernoulli", {{15, k_Bernoulli_15}, {22, k_Bernoulli_22}}},
       {"BitShift", {{11, k_BitShift_11}}},
@@ -1335,8 +1133,8 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"BitwiseOr", {{18, k_BitwiseOr_18}}},
       {"BitwiseXor", {{18, k_BitwiseXor_18}}},
       {"BlackmanWindow", {{17, k_BlackmanWindow_17}}},
-      {"Cast", {{13, k_Cast_13}, {19, k_Cast_19}, {21, k_Cast_21}, {23, k_Cast_23}}},
-      {"CastLike", {{15, k_CastLike_15}, {19, k_CastLike_19}, {21, k_CastLike_21}, {23, k_CastLike_23}}},
+      {"Cast", {{13, k_Cast_13}, {19, k_Cast_19}}},
+      {"CastLike", {{15, k_CastLike_15}, {19, k_CastLike_19}}},
       {"Ceil", {{13, k_Ceil_13}}},
       {"Celu", {{12, k_Celu_12}}},
       {"CenterCropPad", {{18, k_CenterCropPad_18}}},
@@ -1344,7 +1142,7 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"Col2Im", {{18, k_Col2Im_18}}},
       {"Compress", {{11, k_Compress_11}}},
       {"Concat", {{13, k_Concat_13}}},
-      {"ConstantOfShape", {{9, k_ConstantOfShape_9}, {20, k_ConstantOfShape_20}, {21, k_ConstantOfShape_21}, {23, k_ConstantOfShape_23}}},
+      {"ConstantOfShape", {{9, k_ConstantOfShape_9}}},
       {"Conv", {{11, k_Conv_11}, {22, k_Conv_22}}},
       {"ConvInteger", {{10, k_ConvInteger_10}}},
       {"ConvTranspose", {{11, k_ConvTranspose_11}, {22, k_ConvTranspose_22}}},
@@ -1353,7 +1151,7 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"CumSum", {{11, k_CumSum_11}, {14, k_CumSum_14}}},
       {"DeformConv", {{19, k_DeformConv_19}, {22, k_DeformConv_22}}},
       {"DepthToSpace", {{13, k_DepthToSpace_13}}},
-      {"DequantizeLinear", {{13, k_DequantizeLinear_13}, {19, k_DequantizeLinear_19}, {21, k_DequantizeLinear_21}, {23, k_DequantizeLinear_23}}},
+      {"DequantizeLinear", {{13, k_DequantizeLinear_13}, {19, k_DequantizeLinear_19}, {21, k_DequantizeLinear_21}}},
       {"Det", {{11, k_Det_11}, {22, k_Det_22}}},
       {"DFT", {{17, k_DFT_17}, {20, k_DFT_20}}},
       {"Div", {{13, k_Div_13}, {14, k_Div_14}}},
@@ -1361,12 +1159,12 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"DynamicQuantizeLinear", {{11, k_DynamicQuantizeLinear_11}}},
       {"Einsum", {{12, k_Einsum_12}}},
       {"Elu", {{6, k_Elu_6}, {22, k_Elu_22}}},
-      {"Equal", {{13, k_Equal_13}, {19, k_Equal_19}}},
+      {"Equal", {{13, k_Equal_13}}},
       {"Erf", {{13, k_Erf_13}}},
       {"Exp", {{13, k_Exp_13}}},
       {"Expand", {{13, k_Expand_13}}},
       {"EyeLike", {{9, k_EyeLike_9}, {22, k_EyeLike_22}}},
-      {"Flatten", {{13, k_Flatten_13}, {21, k_Flatten_21}, {23, k_Flatten_23}}},
+      {"Flatten", {{13, k_Flatten_13}, {21, k_Flatten_21}}},
       {"Floor", {{13, k_Floor_13}}},
       {"Gather", {{13, k_Gather_13}}},
       {"GatherElements", {{13, k_GatherElements_13}}},
@@ -1378,16 +1176,16 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"GlobalMaxPool", {{1, k_GlobalMaxPool_1}, {22, k_GlobalMaxPool_22}}},
       {"Greater", {{13, k_Greater_13}}},
       {"GreaterOrEqual", {{12, k_GreaterOrEqual_12}, {16, k_GreaterOrEqual_16}}},
-      {"GridSample", {{16, k_GridSample_16}, {20, k_GridSample_20}, {22, k_GridSample_22}}},
+      {"GridSample", {{16, k_GridSample_16}, {22, k_GridSample_22}}},
       {"GroupNormalization", {{21, k_GroupNormalization_21}}},
-      {"GRU", {{7, k_GRU_7}, {14, k_GRU_14}, {22, k_GRU_22}}},
+      {"GRU", {{7, k_GRU_7}, {22, k_GRU_22}}},
       {"HammingWindow", {{17, k_HammingWindow_17}}},
       {"HannWindow", {{17, k_HannWindow_17}}},
       {"Hardmax", {{13, k_Hardmax_13}}},
       {"HardSigmoid", {{6, k_HardSigmoid_6}, {22, k_HardSigmoid_22}}},
       {"HardSwish", {{14, k_HardSwish_14}, {22, k_HardSwish_22}}},
-      {"Identity", {{13, k_Identity_13}, {14, k_Identity_14}, {16, k_Identity_16}, {19, k_Identity_19}, {21, k_Identity_21}, {23, k_Identity_23}}},
-      {"If", {{13, k_If_13}, {16, k_If_16}, {19, k_If_19}, {21, k_If_21}, {23, k_If_23}}},
+      {"Identity", {{13, k_Identity_13}, {19, k_Identity_19}}},
+      {"If", {{13, k_If_13}}},
       {"ImageDecoder", {{20, k_ImageDecoder_20}}},
       {"InstanceNormalization", {{6, k_InstanceNormalization_6}, {22, k_InstanceNormalization_22}}},
       {"IsInf", {{10, k_IsInf_10}, {20, k_IsInf_20}}},
@@ -1398,11 +1196,11 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"LessOrEqual", {{12, k_LessOrEqual_12}, {16, k_LessOrEqual_16}}},
       {"Log", {{13, k_Log_13}}},
       {"LogSoftmax", {{13, k_LogSoftmax_13}}},
-      {"Loop", {{13, k_Loop_13}, {16, k_Loop_16}, {19, k_Loop_19}, {21, k_Loop_21}, {23, k_Loop_23}}},
+      {"Loop", {{13, k_Loop_13}, {16, k_Loop_16}, {19, k_Loop_19}}},
       {"LpNormalization", {{1, k_LpNormalization_1}, {22, k_LpNormalization_22}}},
-      {"LpPool", {{11, k_LpPool_11}, {18, k_LpPool_18}, {22, k_LpPool_22}}},
+      {"LpPool", {{11, k_LpPool_11}, {22, k_LpPool_22}}},
       {"LRN", {{13, k_LRN_13}}},
-      {"LSTM", {{7, k_LSTM_7}, {14, k_LSTM_14}, {22, k_LSTM_22}}},
+      {"LSTM", {{7, k_LSTM_7}, {22, k_LSTM_22}}},
       {"MatMul", {{13, k_MatMul_13}}},
       {"MatMulInteger", {{10, k_MatMulInteger_10}}},
       {"Max", {{13, k_Max_13}}},
@@ -1427,7 +1225,7 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"OptionalGetElement", {{18, k_OptionalGetElement_18}}},
       {"OptionalHasElement", {{18, k_OptionalHasElement_18}}},
       {"Or", {{7, k_Or_7}}},
-      {"Pad", {{13, k_Pad_13}, {18, k_Pad_18}, {19, k_Pad_19}, {21, k_Pad_21}, {23, k_Pad_23}}},
+      {"Pad", {{13, k_Pad_13}, {18, k_Pad_18}, {21, k_Pad_21}}},
       {"Pow", {{13, k_Pow_13}, {15, k_Pow_15}}},
       {"PRelu", {{9, k_PRelu_9}, {16, k_PRelu_16}}},
       {"QLinearConv", {{10, k_QLinearConv_10}}},
@@ -1448,37 +1246,37 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"ReduceSum", {{13, k_ReduceSum_13}}},
       {"ReduceSumSquare", {{13, k_ReduceSumSquare_13}, {18, k_ReduceSumSquare_18}}},
       {"Relu", {{13, k_Relu_13}, {14, k_Relu_14}}},
-      {"Reshape", {{13, k_Reshape_13}, {14, k_Reshape_14}, {19, k_Reshape_19}, {21, k_Reshape_21}, {23, k_Reshape_23}}},
-      {"Resize", {{13, k_Resize_13}, {18, k_Resize_18}, {19, k_Resize_19}}},
+      {"Reshape", {{13, k_Reshape_13}, {19, k_Reshape_19}}},
+      {"Resize", {{13, k_Resize_13}}},
       {"ReverseSequence", {{10, k_ReverseSequence_10}}},
       {"RMSNormalization", {{23, k_RMSNormalization_23}}},
-      {"RNN", {{7, k_RNN_7}, {14, k_RNN_14}, {22, k_RNN_22}}},
-      {"RoiAlign", {{10, k_RoiAlign_10}, {16, k_RoiAlign_16}, {22, k_RoiAlign_22}}},
+      {"RNN", {{7, k_RNN_7}, {22, k_RNN_22}}},
+      {"RoiAlign", {{10, k_RoiAlign_10}, {22, k_RoiAlign_22}}},
       {"RotaryEmbedding", {{23, k_RotaryEmbedding_23}}},
       {"Round", {{11, k_Round_11}, {22, k_Round_22}}},
-      {"Scan", {{11, k_Scan_11}, {16, k_Scan_16}, {19, k_Scan_19}, {21, k_Scan_21}, {23, k_Scan_23}}},
+      {"Scan", {{11, k_Scan_11}, {16, k_Scan_16}, {19, k_Scan_19}}},
       {"Scatter", {{9, k_Scatter_9}}},
-      {"ScatterElements", {{13, k_ScatterElements_13}, {16, k_ScatterElements_16}, {18, k_ScatterElements_18}}},
-      {"ScatterND", {{13, k_ScatterND_13}, {16, k_ScatterND_16}, {18, k_ScatterND_18}}},
+      {"ScatterElements", {{13, k_ScatterElements_13}}},
+      {"ScatterND", {{13, k_ScatterND_13}}},
       {"Selu", {{6, k_Selu_6}, {22, k_Selu_22}}},
       {"SequenceConstruct", {{11, k_SequenceConstruct_11}}},
-      {"Shape", {{13, k_Shape_13}, {15, k_Shape_15}, {19, k_Shape_19}, {21, k_Shape_21}, {23, k_Shape_23}}},
+      {"Shape", {{13, k_Shape_13}, {19, k_Shape_19}}},
       {"Shrink", {{9, k_Shrink_9}}},
       {"Sigmoid", {{13, k_Sigmoid_13}}},
       {"Sign", {{13, k_Sign_13}}},
       {"Sin", {{7, k_Sin_7}, {22, k_Sin_22}}},
       {"Sinh", {{9, k_Sinh_9}, {22, k_Sinh_22}}},
-      {"Size", {{13, k_Size_13}, {19, k_Size_19}, {21, k_Size_21}, {23, k_Size_23}}},
+      {"Size", {{13, k_Size_13}, {19, k_Size_19}}},
       {"Slice", {{13, k_Slice_13}}},
       {"Softmax", {{13, k_Softmax_13}}},
       {"SoftmaxCrossEntropyLoss", {{13, k_SoftmaxCrossEntropyLoss_13}}},
       {"Softplus", {{1, k_Softplus_1}, {22, k_Softplus_22}}},
       {"Softsign", {{1, k_Softsign_1}, {22, k_Softsign_22}}},
       {"SpaceToDepth", {{13, k_SpaceToDepth_13}}},
-      {"Split", {{13, k_Split_13}, {18, k_Split_18}}},
+      {"Split", {{13, k_Split_13}}},
       {"SplitToSequence", {{11, k_SplitToSequence_11}}},
       {"Sqrt", {{13, k_Sqrt_13}}},
-      {"Squeeze", {{13, k_Squeeze_13}, {21, k_Squeeze_21}, {23, k_Squeeze_23}}},
+      {"Squeeze", {{13, k_Squeeze_13}, {21, k_Squeeze_21}}},
       {"STFT", {{17, k_STFT_17}}},
       {"Sub", {{13, k_Sub_13}, {14, k_Sub_14}}},
       {"Sum", {{13, k_Sum_13}}},
@@ -1488,10 +1286,10 @@ const OpInputTypes* onnx_input_types(std::string_view op_type, int opset) {
       {"ThresholdedRelu", {{10, k_ThresholdedRelu_10}, {22, k_ThresholdedRelu_22}}},
       {"Tile", {{13, k_Tile_13}}},
       {"TopK", {{11, k_TopK_11}}},
-      {"Transpose", {{13, k_Transpose_13}, {21, k_Transpose_21}, {23, k_Transpose_23}}},
+      {"Transpose", {{13, k_Transpose_13}, {21, k_Transpose_21}}},
       {"Trilu", {{14, k_Trilu_14}}},
       {"Unique", {{11, k_Unique_11}}},
-      {"Unsqueeze", {{13, k_Unsqueeze_13}, {21, k_Unsqueeze_21}, {23, k_Unsqueeze_23}}},
+      {"Unsqueeze", {{13, k_Unsqueeze_13}, {21, k_Unsqueeze_21}}},
       {"Upsample", {{9, k_Upsample_9}}},
       {"Where", {{9, k_Where_9}, {16, k_Where_16}}},
       {"Xor", {{7, k_Xor_7}}},
