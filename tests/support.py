@@ -43,11 +43,16 @@ def export_and_compare(
     PyTorch. ``atol`` is scaled by each output's magnitude so deep nets with large activations
     are not held to an absolute bound meant for unit-sized values."""
     model = model.eval()
+    proto = fastonnx.export(model, args, **export_kwargs).model_proto
+    assert_matches(proto, model, args, rtol=rtol, atol=atol)
+    return proto
+
+
+def assert_matches(proto: onnx.ModelProto, model: torch.nn.Module, args: tuple, *, rtol: float, atol: float) -> None:
+    """Full checker, then onnxruntime against eager PyTorch (see export_and_compare)."""
+    check(proto)
     with torch.no_grad():
         expected = flat_tensors(model(*args))
-    result = fastonnx.export(model, args, **export_kwargs)
-    proto = result.model_proto
-    check(proto)
     actual = run_ort(proto, flat_tensors(args))
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     for i, (got, want) in enumerate(zip(actual, expected)):
@@ -59,4 +64,3 @@ def export_and_compare(
             atol=atol * scale,
             msg=lambda m, i=i: f"output {i}: {m}",
         )
-    return proto

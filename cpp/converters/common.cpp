@@ -30,6 +30,11 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
   return b.op("Reshape", {x, b.ints(size)}, attrs);
 }
 
+Value reduce_mean_keepdims(Builder& b, Value x, const std::vector<int64_t>& axes) {
+  if (b.opset() >= 18) return b.op("ReduceMean", {x, b.ints(axes)}, {Attr::i("keepdims", 1)});
+  return b.op("ReduceMean", {x}, {Attr::ints("axes", axes), Attr::i("keepdims", 1)});
+}
+
 Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<Value(Value)>& op) {
   if (b.rank(x) == batched_rank) return op(x);
   if (b.rank(x) != batched_rank - 1) {

@@ -18,10 +18,7 @@ Value per_channel(Builder& b, const std::optional<Value>& given, Value input, do
 Value batch_stats_norm(Builder& b, Value x, Value scale, Value shift, double eps) {
   std::vector<int64_t> axes = {0};
   for (int64_t d = 2; d < b.rank(x); ++d) axes.push_back(d);
-  const auto reduce_mean = [&](Value v) {
-    if (b.opset() >= 18) return b.op("ReduceMean", {v, b.ints(axes)}, {Attr::i("keepdims", 1)});
-    return b.op("ReduceMean", {v}, {Attr::ints("axes", axes), Attr::i("keepdims", 1)});
-  };
+  const auto reduce_mean = [&](Value v) { return reduce_mean_keepdims(b, v, axes); };
   std::vector<int64_t> channel_shape(static_cast<size_t>(b.rank(x)), 1);
   channel_shape[1] = -1;
   const Value as_channel = b.ints(channel_shape);

@@ -94,9 +94,7 @@ Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
       const int64_t start = (i * n_in) / n_out, end = ((i + 1) * n_in + n_out - 1) / n_out;
       const Value window = b.op("Slice", {x, b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end}),
                                           b.ints(std::vector<int64_t>{axis})});
-      parts.push_back(b.opset() >= 18
-                          ? b.op("ReduceMean", {window, b.ints(std::vector<int64_t>{axis})}, {Attr::i("keepdims", 1)})
-                          : b.op("ReduceMean", {window}, {Attr::ints("axes", {axis}), Attr::i("keepdims", 1)}));
+      parts.push_back(reduce_mean_keepdims(b, window, {axis}));
     }
     x = b.op("Concat", parts, {Attr::i("axis", axis)});
   }

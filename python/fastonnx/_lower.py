@@ -23,11 +23,17 @@ from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
 
 
+def qualified_name(op) -> str:
+    """``aten::add.Tensor``, ``mylib::my_op``; a Python callable's own name."""
+    if isinstance(op, torch._ops.OpOverload):
+        schema = op._schema
+        return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    return getattr(op, "__name__", str(op))
+
+
 def overload_key(op: torch._ops.OpOverload) -> str:
-    """The overload's name as native_functions.yaml writes it: ``add.Tensor``, ``relu``."""
-    schema = op._schema
-    name = schema.name.split("::", 1)[1] if schema.name.startswith("aten::") else schema.name
-    return f"{name}.{schema.overload_name}" if schema.overload_name else name
+    """An ATen overload's name as native_functions.yaml writes it: ``add.Tensor``, ``relu``."""
+    return qualified_name(op).removeprefix("aten::")
 
 
 @dataclass(frozen=True)
@@ -92,13 +98,6 @@ def _first_source_line(node: torch.fx.Node) -> str:
     return lines[-1] if lines else ""
 
 
-def _qualified_name(op) -> str:
-    if isinstance(op, torch._ops.OpOverload):
-        schema = op._schema
-        return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-    return getattr(op, "__name__", str(op))
-
-
 def _yaml_hint(op) -> str:
     if isinstance(op, torch._ops.OpOverload):
         return f"{overload_key(op)}: {{onnx: ...}}   # schema: {op._schema}"
@@ -120,7 +119,7 @@ def check_supported(graph: torch.fx.Graph) -> None:
         raise UnsupportedOpsError(
             [
                 UnsupportedOp(
-                    overload=_qualified_name(op),
+                    overload=qualified_name(op),
                     count=count,
                     first_source=_first_source_line(first[op]),
                     yaml_hint=_yaml_hint(op),

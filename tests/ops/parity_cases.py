@@ -17,6 +17,8 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import SampleInput
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from fastonnx._lower import overload_key
+
 from op_table import Row
 
 
@@ -26,11 +28,9 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def overload_name(target) -> str | None:
     """An ATen call target's name as native_functions.yaml writes it: ``add.Tensor``, ``relu``."""
-    schema = getattr(target, "_schema", None)
-    if schema is None or not schema.name.startswith("aten::"):
-        return None
-    name = schema.name.removeprefix("aten::")
-    return f"{name}.{schema.overload_name}" if schema.overload_name else name
+    if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+        return overload_key(target)
+    return None
 
 
 class OpModule(torch.nn.Module):
