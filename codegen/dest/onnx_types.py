@@ -1,18 +1,24 @@
-"""The input type constraints of every standard ONNX op at the supported opsets, from
-``onnx.defs``, as data for the Builder: it refuses to build a node ONNX does not define (a bool
-Add, an int64 Conv) with an error naming the op and the types it takes, instead of writing a
-model that fails to load."""
+"""The type constraints of every standard ONNX op at the supported opsets, from ``onnx.defs``,
+as data for the Builder: it refuses to build a node ONNX does not define (a bool Add, an int64
+Conv) with an error naming the op and the types it takes, instead of writing a model that fails
+to load; and it knows the element type of every output it creates, read off the same
+constraints (an output sharing a type parameter with an input, a fixed type, or a `to`/`dtype`
+attribute) rather than from a hand-kept table."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import onnx
 import onnx.defs
 
 from .. import opsets
 from ..api import cpp, fragments as F
 
 Option = onnx.defs.OpSchema.FormalParameterOption
+
+# Attributes that choose an output's element type (Cast's `to`, RandomNormal's `dtype`, ...).
+_DTYPE_ATTRS = ("to", "dtype", "output_datatype")
 
 
 @dataclass(frozen=True)
@@ -27,13 +33,24 @@ class FormalInput:
 
 
 @dataclass(frozen=True)
+class OutputRule:
+    """How an output's element type follows from the node: the type of input ``input`` (-1:
+    none), a ``fixed`` type, and/or an attribute ``attr`` that overrides them when given."""
+
+    input: int = -1
+    fixed: str = "ScalarType::Undefined"
+    attr: str = ""
+
+
+@dataclass(frozen=True)
 class OpVersion:
     op: str
     since: int
-    inputs: tuple[FormalInput, ...]
+    inputs: tuple[FormalInput, ...]  # empty: nothing to check
+    outputs: tuple[OutputRule, ...]
 
 
-def _inputs(schema: onnx.defs.OpSchema) -> tuple[FormalInput, ...] | None:
+def _inputs(schema: onnx.defs.OpSchema) -> tuple[FormalInput, ...]:
     constraints = {t.type_param_str: t.allowed_type_strs for t in schema.type_constraints}
     groups: dict[str, int] = {}
     out = []
@@ -41,9 +58,34 @@ def _inputs(schema: onnx.defs.OpSchema) -> tuple[FormalInput, ...] | None:
         types = constraints.get(formal.type_str, [formal.type_str])
         allowed = tuple(sorted({cpp.scalar_type(t) for t in types if cpp.scalar_type(t)}))
         if not allowed:
-            return None  # sequences, optionals, maps: not checked
+            return ()  # sequences, optionals, maps: not checked
         group = groups.setdefault(formal.type_str, len(groups))
         out.append(FormalInput(group, allowed, formal.option == Option.Variadic))
+    return tuple(out)
+
+
+def _outputs(schema: onnx.defs.OpSchema) -> tuple[OutputRule, ...]:
+    constraints = {t.type_param_str: t.allowed_type_strs for t in schema.type_constraints}
+    attr = next((a for a in _DTYPE_ATTRS if a in schema.attributes), "")
+    out = []
+    for formal in schema.outputs:
+        shared = next((i for i, f in enumerate(schema.inputs) if f.type_str == formal.type_str), -1)
+        types = constraints.get(formal.type_str, [formal.type_str])
+        fixed = cpp.scalar_type(types[0]) if len(types) == 1 else None
+        if shared >= 0 or fixed:
+            out.append(OutputRule(input=shared, fixed=fixed or OutputRule.fixed))
+            continue
+        if not attr:
+            out.append(OutputRule())
+            continue
+        # The attribute's default when it has one (RandomNormal: float), else the type of the
+        # first input (EyeLike, RandomUniformLike: like the input).
+        default = schema.attributes[attr].default_value
+        if default.HasField("i"):
+            name = onnx.TensorProto.DataType.Name(default.i).lower()
+            out.append(OutputRule(fixed=cpp.scalar_type(f"tensor({name})") or OutputRule.fixed, attr=attr))
+        else:
+            out.append(OutputRule(input=0 if schema.inputs else -1, attr=attr))
     return tuple(out)
 
 
@@ -58,10 +100,8 @@ def op_versions() -> list[OpVersion]:
         for s, nxt in zip(schemas, schemas[1:] + [None]):
             if nxt is not None and nxt.since_version <= opsets.MIN_OPSET:
                 continue  # superseded before the oldest opset fastonnx writes
-            inputs = _inputs(s)
-            if not inputs:  # None: input kinds not checked; (): nothing to check
-                continue
-            if versions and versions[-1].op == op and versions[-1].inputs == inputs:
+            v = OpVersion(op, s.since_version, _inputs(s), _outputs(s))
+            if versions and versions[-1].op == op and (versions[-1].inputs, versions[-1].outputs) == (v.inputs, v.outputs):
                 continue  # same constraints as the version before: it stays in force
-            versions.append(OpVersion(op, s.since_version, inputs))
+            versions.append(v)
     return versions

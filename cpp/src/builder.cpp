@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 
-#include "fastonnx/dtype_rules.h"
 #include "fastonnx/onnx_types.h"
 
 namespace fastonnx {
@@ -18,31 +17,34 @@ Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attr
 
 std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
                                  int n_outputs) {
-  check_input_types(type, inputs);
+  const OpTypes* types = onnx_types(type, opset_);
+  if (types == nullptr) fail("ONNX has no operator " + std::string(type) + " at opset " + std::to_string(opset_));
+  check_input_types(type, *types, inputs);
   const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs);
   std::vector<Value> outs;
   outs.reserve(n_outputs);
-  int i = 0;
+  size_t i = 0;
   for (uint32_t id : g_.outputs(n)) {
     Value v{id};
-    g_.set_dtype(v, infer_dtype(type, inputs, attrs, i));
+    // A variadic last output (Split) shares the type of the last formal one.
+    const size_t formal = std::min(i, types->outputs.size() - 1);
+    g_.set_dtype(v, types->outputs.empty() ? ScalarType::Undefined : output_dtype(types->outputs[formal], inputs, attrs));
     outs.push_back(v);
     ++i;
   }
   return outs;
 }
 
-void Builder::check_input_types(std::string_view type, const Inputs& inputs) const {
-  const OpInputTypes* spec = onnx_input_types(type, opset_);
-  if (spec == nullptr || spec->inputs.empty()) return;
+void Builder::check_input_types(std::string_view type, const OpTypes& spec, const Inputs& inputs) const {
+  if (spec.inputs.empty()) return;
   constexpr size_t kGroups = 16;
   ScalarType group_type[kGroups];
   size_t group_input[kGroups] = {};
   std::fill(std::begin(group_type), std::end(group_type), ScalarType::Undefined);
-  const size_t n_formal = spec->inputs.size();
+  const size_t n_formal = spec.inputs.size();
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].id == Value::kNone) continue;
-    const FormalInput& formal = spec->inputs[std::min(i, n_formal - 1)];
+    const FormalInput& formal = spec.inputs[std::min(i, n_formal - 1)];
     if (i >= n_formal && !formal.variadic) break;  // more inputs than ONNX has: the checker says so
     const ScalarType t = dtype(Value{inputs[i].id});
     if (t == ScalarType::Undefined) continue;
@@ -69,26 +71,16 @@ void Builder::check_input_types(std::string_view type, const Inputs& inputs) con
   }
 }
 
-ScalarType Builder::infer_dtype(std::string_view type, const Inputs& inputs, const Attrs& attrs,
-                                int output) const {
-  const OutputDtypeRule rule = output_dtype_rule(type, output);
-  switch (rule.kind) {
-    case OutputDtypeRule::Kind::Fixed:
-      return rule.fixed;
-    case OutputDtypeRule::Kind::FromInput:
-      if (rule.input < static_cast<int>(inputs.size()) && inputs[rule.input].id != Value::kNone) {
-        return g_.info(Value{inputs[rule.input].id}).dtype;
-      }
-      return ScalarType::Undefined;
-    case OutputDtypeRule::Kind::FromAttr:
-      for (const Attr& a : attrs) {
-        if (a.name == rule.attr) return scalar_type_from_onnx(static_cast<int>(a.int_value));
-      }
-      return ScalarType::Undefined;
-    case OutputDtypeRule::Kind::Unknown:
-      break;
+ScalarType Builder::output_dtype(const OutputType& rule, const Inputs& inputs, const Attrs& attrs) const {
+  if (!rule.attr.empty()) {
+    for (const Attr& a : attrs) {
+      if (a.name == rule.attr) return scalar_type_from_onnx(static_cast<int>(a.int_value));
+    }
   }
-  return ScalarType::Undefined;
+  if (rule.input >= 0 && rule.input < static_cast<int>(inputs.size()) && inputs[rule.input].id != Value::kNone) {
+    return g_.info(Value{inputs[rule.input].id}).dtype;
+  }
+  return rule.fixed;
 }
 
 namespace {

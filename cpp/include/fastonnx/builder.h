@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fastonnx/ir.h"
+#include "fastonnx/onnx_types.h"
 #include "fastonnx/types.h"
 
 namespace fastonnx {
@@ -28,7 +29,7 @@ class Builder {
 
   int opset() const { return opset_; }
 
-  // ONNX nodes. The element type of each output is inferred from the op (see dtype_rules.cpp).
+  // ONNX nodes. The element type of each output follows ONNX's type constraints (onnx_types.h).
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
 
@@ -83,9 +84,9 @@ class Builder {
   static void collect(std::vector<Value>& out, const std::vector<Value>& vs) {
     out.insert(out.end(), vs.begin(), vs.end());
   }
-  ScalarType infer_dtype(std::string_view type, const Inputs& inputs, const Attrs& attrs, int output) const;
+  ScalarType output_dtype(const OutputType& rule, const Inputs& inputs, const Attrs& attrs) const;
   // Fails when ONNX's schema of the op does not take these element types.
-  void check_input_types(std::string_view type, const Inputs& inputs) const;
+  void check_input_types(std::string_view type, const OpTypes& spec, const Inputs& inputs) const;
 
   Graph& g_;
   int opset_;

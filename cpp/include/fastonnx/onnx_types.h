@@ -1,5 +1,6 @@
-// ONNX's type constraints on op inputs (generated from onnx.defs into onnx_types.cpp), which the
-// Builder checks so it never writes a node ONNX does not define for the given element types.
+// ONNX's type constraints (generated from onnx.defs into onnx_types.cpp): the Builder checks op
+// inputs against them so it never writes a node ONNX does not define for the given element
+// types, and reads off them the element type of every output it creates.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +17,21 @@ struct FormalInput {
   bool variadic;
 };
 
-struct OpInputTypes {
+// An output's element type: the type of input `input` (-1: none) or `fixed`, unless the node
+// sets attribute `attr` (Cast's `to`), which then names the type.
+struct OutputType {
+  int input;
+  ScalarType fixed;
+  std::string_view attr;
+};
+
+struct OpTypes {
   int since;
-  std::span<const FormalInput> inputs;
+  std::span<const FormalInput> inputs;  // empty: not checked (sequence or optional inputs)
+  std::span<const OutputType> outputs;
 };
 
 // The constraints in force at `opset`, or nullptr for an op not in the standard domain.
-const OpInputTypes* onnx_input_types(std::string_view op_type, int opset);
+const OpTypes* onnx_types(std::string_view op_type, int opset);
 
 }  // namespace fastonnx
