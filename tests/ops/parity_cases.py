@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from fastonnx._lower import overload_key
 
-from op_table import Row
+from row import PARITY_DTYPES, Row
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -69,6 +69,9 @@ class Case:
     dtype: torch.dtype
     index: int  # the sample's position in the row's full sample list, so ids survive filter changes
     sample: SampleInput
+    # The program torch.export made of the sample at collection (to learn its overloads), kept so
+    # the test does not trace it again.
+    program: torch.export.ExportedProgram | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -144,8 +147,8 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:120]}"
 
 
-def _graph_overloads(case: Case) -> set[str] | str:
-    """The overloads torch.export records for the sample, or why eager or export cannot run it."""
+def _trace(case: Case) -> torch.export.ExportedProgram | str:
+    """The sample traced by torch.export, or why eager or export cannot run it."""
     module, inputs = case.module(), case.inputs()
     try:
         with torch.no_grad():
@@ -157,8 +160,21 @@ def _graph_overloads(case: Case) -> set[str] | str:
             ep = torch.export.export(module, inputs, strict=False)
     except Exception as e:  # noqa: BLE001 - any trace failure puts the sample out of reach
         return f"torch.export fails: {_first_line(e)}"
+    return ep
+
+
+def _overloads(ep: torch.export.ExportedProgram) -> set[str]:
     names = (overload_name(n.target) for n in ep.graph.nodes if n.op == "call_function")
     return {n for n in names if n is not None}
+
+
+def row_dtypes(row: Row) -> tuple[torch.dtype, ...]:
+    if row.dtypes is not None:
+        return row.dtypes
+    if row.opinfo is None:
+        return (torch.float32,)
+    supported = opinfo_of(row).supported_dtypes("cpu")
+    return tuple(d for d in PARITY_DTYPES if d in supported)
 
 
 def _row_cases(row: Row, dtype: torch.dtype) -> list[Case]:
@@ -168,16 +184,16 @@ def _row_cases(row: Row, dtype: torch.dtype) -> list[Case]:
             FILTERED.append(Filtered(row.id, dtype, index, f"out of scope: {row.sample_filter.reason}"))
         else:
             in_scope.append(Case(row, dtype, index, sample))
-    chosen = _spread(in_scope, row.max_samples)
+    chosen = _spread(in_scope, row.cap(dtype))
     OVER_CAP[row.id] += len(in_scope) - len(chosen)
     kept = []
     for case in chosen:
-        outcome = _graph_overloads(case)
+        outcome = _trace(case)
         if isinstance(outcome, str):
             FILTERED.append(Filtered(row.id, dtype, case.index, outcome))
         else:
-            SEEN_OVERLOADS[row.id] |= outcome
-            kept.append(case)
+            SEEN_OVERLOADS[row.id] |= _overloads(outcome)
+            kept.append(replace(case, program=outcome))
     return kept
 
 
@@ -186,4 +202,4 @@ def build_cases(rows: tuple[Row, ...]) -> list[Case]:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"duplicate row ids in the op table: {duplicates}")
-    return [case for row in rows for dtype in row.dtypes for case in _row_cases(row, dtype)]
+    return [case for row in rows for dtype in row_dtypes(row) for case in _row_cases(row, dtype)]
