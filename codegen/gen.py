@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import opsets
-from .dest.converters import Converter, compile_spec
+from .dest.converters import Converter, compile_spec, derive_inplace
 from .dest.files import FileManager
 from .dest.onnx_types import op_versions
 from .load import NativeFunctions, load_specs
@@ -20,6 +20,11 @@ def compile_all(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> list[Conve
     converters: dict[str, Converter] = {}
     for spec in load_specs(mapping_dir):
         converters[spec.overload] = compile_spec(spec, nf, converters)
+    for inplace, functional in nf.inplace_twins():
+        if inplace not in converters and functional in converters:
+            derived = derive_inplace(inplace, converters[functional], nf)
+            if derived is not None:
+                converters[inplace] = derived
     return list(converters.values())
 
 
@@ -43,6 +48,6 @@ def generate(nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, 
 
 def coverage(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> tuple[list[str], list[str]]:
     """(mapped, missing) among the overloads tagged `core`."""
-    mapped = {s.overload for s in load_specs(mapping_dir)}
+    mapped = {c.overload for c in compile_all(nf, mapping_dir)}
     core = nf.core()
     return [c for c in core if c in mapped], [c for c in core if c not in mapped]

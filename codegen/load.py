@@ -70,6 +70,18 @@ class NativeFunctions:
         base = key.split(".")[0]
         return sorted(k for k in self.funcs if k.split(".")[0] == base)
 
+    def inplace_twins(self) -> list[tuple[str, str]]:
+        """(in-place overload, its functional twin): ``relu_`` and ``relu``, ``add_.Tensor`` and
+        ``add.Tensor``. Dunder names (``__iand__``) are left out: their twins are spelled apart."""
+        out = []
+        for key in self.funcs:
+            name, _, overload = key.partition(".")
+            if name.endswith("_") and not name.startswith("__"):
+                functional = name[:-1] + (f".{overload}" if overload else "")
+                if functional in self.funcs:
+                    out.append((key, functional))
+        return sorted(out)
+
     def core(self) -> list[str]:
         return sorted(k for k, t in self.tags.items() if "core" in t)
 

@@ -417,6 +417,22 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
     return Converter(spec.overload, fn, ret, n_ret, args, rules, has_manual=manual_count > 0, where=spec.where)
 
 
+def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) -> Converter | None:
+    """An in-place overload converts as its functional twin (the lowering checks that nothing
+    aliases the mutated tensor, and functionalizes the graph when something does), provided the
+    two schemas take the same arguments."""
+    schema = nf.schema(overload)
+    try:
+        args = cpp.cpp_args(schema)
+        ret, n_ret = cpp.returns_type(schema)
+    except SpecError:
+        return None
+    if [(a.schema_name, a.kind) for a in functional.args] != [(a.schema_name, a.kind) for a in args] or functional.ret != ret:
+        return None
+    where = f"in-place twin of {functional.overload} ({functional.where})"
+    return Converter(overload, cpp.function_name(overload), ret, n_ret, args, [], same_as=functional.fn, where=where)
+
+
 def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
     if n_ret == 0:
         if not (isinstance(e, Tuple) and not e.items):

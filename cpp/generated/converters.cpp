@@ -17,12 +17,7 @@ Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// relu_  (codegen/mappings/activation.yaml:4)
-Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  return convert_relu(b, self);
-}
-
-// leaky_relu  (codegen/mappings/activation.yaml:5)
+// leaky_relu  (codegen/mappings/activation.yaml:4)
 Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   // onnx: LeakyRelu(self, alpha=negative_slope)
   {
@@ -31,12 +26,7 @@ Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// leaky_relu_  (codegen/mappings/activation.yaml:6)
-Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
-  return convert_leaky_relu(b, self, negative_slope);
-}
-
-// hardtanh  (codegen/mappings/activation.yaml:7)
+// hardtanh  (codegen/mappings/activation.yaml:5)
 Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // onnx: Clip(self, min_val, max_val)
   {
@@ -45,12 +35,7 @@ Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// hardtanh_  (codegen/mappings/activation.yaml:8)
-Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
-  return convert_hardtanh(b, self, min_val, max_val);
-}
-
-// sigmoid  (codegen/mappings/activation.yaml:9)
+// sigmoid  (codegen/mappings/activation.yaml:6)
 Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Sigmoid(self)
   {
@@ -61,12 +46,7 @@ Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) 
   }
 }
 
-// sigmoid_  (codegen/mappings/activation.yaml:10)
-Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  return convert_sigmoid(b, self);
-}
-
-// tanh  (codegen/mappings/activation.yaml:11)
+// tanh  (codegen/mappings/activation.yaml:7)
 Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Tanh(self)
   {
@@ -77,12 +57,7 @@ Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// tanh_  (codegen/mappings/activation.yaml:12)
-Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  return convert_tanh(b, self);
-}
-
-// softmax.int  (codegen/mappings/activation.yaml:13)
+// softmax.int  (codegen/mappings/activation.yaml:8)
 Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -102,7 +77,7 @@ Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// _softmax  (codegen/mappings/activation.yaml:16)
+// _softmax  (codegen/mappings/activation.yaml:11)
 Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -122,7 +97,7 @@ Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// log_softmax.int  (codegen/mappings/activation.yaml:19)
+// log_softmax.int  (codegen/mappings/activation.yaml:14)
 Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -142,7 +117,7 @@ Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// _log_softmax  (codegen/mappings/activation.yaml:22)
+// _log_softmax  (codegen/mappings/activation.yaml:17)
 Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -183,12 +158,7 @@ Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// add_.Tensor  (codegen/mappings/arithmetic.yaml:6)
-Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  return convert_add_Tensor(b, self, other, alpha);
-}
-
-// add.Scalar  (codegen/mappings/arithmetic.yaml:7)
+// add.Scalar  (codegen/mappings/arithmetic.yaml:6)
 Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: [self], onnx: Add(self, other)
   if (((alpha == int64_t{1}))) {
@@ -207,12 +177,7 @@ Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// add_.Scalar  (codegen/mappings/arithmetic.yaml:10)
-Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
-  return convert_add_Scalar(b, self, other, alpha);
-}
-
-// sub.Tensor  (codegen/mappings/arithmetic.yaml:11)
+// sub.Tensor  (codegen/mappings/arithmetic.yaml:9)
 Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: [self, other], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
@@ -233,12 +198,7 @@ Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// sub_.Tensor  (codegen/mappings/arithmetic.yaml:14)
-Value convert_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  return convert_sub_Tensor(b, self, other, alpha);
-}
-
-// sub.Scalar  (codegen/mappings/arithmetic.yaml:15)
+// sub.Scalar  (codegen/mappings/arithmetic.yaml:12)
 Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: [self], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
@@ -257,7 +217,7 @@ Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// mul.Tensor  (codegen/mappings/arithmetic.yaml:18)
+// mul.Tensor  (codegen/mappings/arithmetic.yaml:15)
 Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Mul(self, other)
   {
@@ -269,12 +229,7 @@ Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// mul_.Tensor  (codegen/mappings/arithmetic.yaml:19)
-Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  return convert_mul_Tensor(b, self, other);
-}
-
-// mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
+// mul.Scalar  (codegen/mappings/arithmetic.yaml:16)
 Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   // promote: [self], onnx: Mul(self, other)
   {
@@ -285,7 +240,7 @@ Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// div.Tensor  (codegen/mappings/arithmetic.yaml:21)
+// div.Tensor  (codegen/mappings/arithmetic.yaml:17)
 Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Div(self, other)
   {
@@ -297,12 +252,7 @@ Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// div_.Tensor  (codegen/mappings/arithmetic.yaml:22)
-Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  return convert_div_Tensor(b, self, other);
-}
-
-// div.Scalar  (codegen/mappings/arithmetic.yaml:23)
+// div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   // promote: [self], onnx: Div(self, other)
   {
@@ -722,6 +672,81 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   {
     return;
   }
+}
+
+// add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
+Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+  return convert_add_Scalar(b, self, other, alpha);
+}
+
+// add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
+Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+  return convert_add_Tensor(b, self, other, alpha);
+}
+
+// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
+Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  return convert_addmm(b, self, mat1, mat2, beta, alpha);
+}
+
+// div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
+Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_div_Scalar(b, self, other);
+}
+
+// div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
+Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_div_Tensor(b, self, other);
+}
+
+// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
+Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
+  return convert_hardtanh(b, self, min_val, max_val);
+}
+
+// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
+Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
+  return convert_leaky_relu(b, self, negative_slope);
+}
+
+// mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
+Value convert_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_mul_Scalar(b, self, other);
+}
+
+// mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
+Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_mul_Tensor(b, self, other);
+}
+
+// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
+Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_relu(b, self);
+}
+
+// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
+Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sigmoid(b, self);
+}
+
+// sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
+Value convert_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+  return convert_sub_Scalar(b, self, other, alpha);
+}
+
+// sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:9))
+Value convert_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+  return convert_sub_Tensor(b, self, other, alpha);
+}
+
+// t_  (in-place twin of t (codegen/mappings/shape.yaml:8))
+Value convert_t_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_t(b, self);
+}
+
+// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
+Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_tanh(b, self);
 }
 
 }  // namespace fastonnx

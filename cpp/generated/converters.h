@@ -15,57 +15,37 @@ namespace fastonnx {
 
 // relu  (codegen/mappings/activation.yaml:3)
 Value convert_relu(Builder& b, Value self);
-// relu_  (codegen/mappings/activation.yaml:4)
-Value convert_relu_(Builder& b, Value self);
-// leaky_relu  (codegen/mappings/activation.yaml:5)
+// leaky_relu  (codegen/mappings/activation.yaml:4)
 Value convert_leaky_relu(Builder& b, Value self, Scalar negative_slope);
-// leaky_relu_  (codegen/mappings/activation.yaml:6)
-Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
-// hardtanh  (codegen/mappings/activation.yaml:7)
+// hardtanh  (codegen/mappings/activation.yaml:5)
 Value convert_hardtanh(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// hardtanh_  (codegen/mappings/activation.yaml:8)
-Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// sigmoid  (codegen/mappings/activation.yaml:9)
+// sigmoid  (codegen/mappings/activation.yaml:6)
 Value convert_sigmoid(Builder& b, Value self);
-// sigmoid_  (codegen/mappings/activation.yaml:10)
-Value convert_sigmoid_(Builder& b, Value self);
-// tanh  (codegen/mappings/activation.yaml:11)
+// tanh  (codegen/mappings/activation.yaml:7)
 Value convert_tanh(Builder& b, Value self);
-// tanh_  (codegen/mappings/activation.yaml:12)
-Value convert_tanh_(Builder& b, Value self);
-// softmax.int  (codegen/mappings/activation.yaml:13)
+// softmax.int  (codegen/mappings/activation.yaml:8)
 Value convert_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _softmax  (codegen/mappings/activation.yaml:16)
+// _softmax  (codegen/mappings/activation.yaml:11)
 Value convert__softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
-// log_softmax.int  (codegen/mappings/activation.yaml:19)
+// log_softmax.int  (codegen/mappings/activation.yaml:14)
 Value convert_log_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _log_softmax  (codegen/mappings/activation.yaml:22)
+// _log_softmax  (codegen/mappings/activation.yaml:17)
 Value convert__log_softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
 // add.Tensor  (codegen/mappings/arithmetic.yaml:3)
 Value convert_add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// add_.Tensor  (codegen/mappings/arithmetic.yaml:6)
-Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// add.Scalar  (codegen/mappings/arithmetic.yaml:7)
+// add.Scalar  (codegen/mappings/arithmetic.yaml:6)
 Value convert_add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// add_.Scalar  (codegen/mappings/arithmetic.yaml:10)
-Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// sub.Tensor  (codegen/mappings/arithmetic.yaml:11)
+// sub.Tensor  (codegen/mappings/arithmetic.yaml:9)
 Value convert_sub_Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// sub_.Tensor  (codegen/mappings/arithmetic.yaml:14)
-Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// sub.Scalar  (codegen/mappings/arithmetic.yaml:15)
+// sub.Scalar  (codegen/mappings/arithmetic.yaml:12)
 Value convert_sub_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// mul.Tensor  (codegen/mappings/arithmetic.yaml:18)
+// mul.Tensor  (codegen/mappings/arithmetic.yaml:15)
 Value convert_mul_Tensor(Builder& b, Value self, Value other);
-// mul_.Tensor  (codegen/mappings/arithmetic.yaml:19)
-Value convert_mul__Tensor(Builder& b, Value self, Value other);
-// mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
+// mul.Scalar  (codegen/mappings/arithmetic.yaml:16)
 Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
-// div.Tensor  (codegen/mappings/arithmetic.yaml:21)
+// div.Tensor  (codegen/mappings/arithmetic.yaml:17)
 Value convert_div_Tensor(Builder& b, Value self, Value other);
-// div_.Tensor  (codegen/mappings/arithmetic.yaml:22)
-Value convert_div__Tensor(Builder& b, Value self, Value other);
-// div.Scalar  (codegen/mappings/arithmetic.yaml:23)
+// div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
@@ -147,6 +127,36 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
+Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
+// add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
+Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
+// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
+Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
+Value convert_div__Scalar(Builder& b, Value self, Scalar other);
+// div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
+Value convert_div__Tensor(Builder& b, Value self, Value other);
+// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
+Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
+// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
+Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
+// mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
+Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
+// mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
+Value convert_mul__Tensor(Builder& b, Value self, Value other);
+// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
+Value convert_relu_(Builder& b, Value self);
+// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
+Value convert_sigmoid_(Builder& b, Value self);
+// sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
+Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
+// sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:9))
+Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
+// t_  (in-place twin of t (codegen/mappings/shape.yaml:8))
+Value convert_t_(Builder& b, Value self);
+// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
+Value convert_tanh_(Builder& b, Value self);
 
 namespace manual {
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);

@@ -21,25 +21,12 @@ void unpack_relu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
 }
 constexpr const char* kArgs_relu[] = {"self"};
 
-void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_relu_(b, std::move(self)));
-}
-constexpr const char* kArgs_relu_[] = {"self"};
-
 void unpack_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
   outs.push_back(convert_leaky_relu(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu[] = {"self", "negative_slope"};
-
-void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
-  outs.push_back(convert_leaky_relu_(b, std::move(self), std::move(negative_slope)));
-}
-constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
 
 void unpack_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -49,37 +36,17 @@ void unpack_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 }
 constexpr const char* kArgs_hardtanh[] = {"self", "min_val", "max_val"};
 
-void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
-  Scalar max_val = given(args, 2) ? unpack_scalar(args[2], "max_val") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_hardtanh_(b, std::move(self), std::move(min_val), std::move(max_val)));
-}
-constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
-
 void unpack_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_sigmoid(b, std::move(self)));
 }
 constexpr const char* kArgs_sigmoid[] = {"self"};
 
-void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sigmoid_(b, std::move(self)));
-}
-constexpr const char* kArgs_sigmoid_[] = {"self"};
-
 void unpack_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_tanh(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh[] = {"self"};
-
-void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_tanh_(b, std::move(self)));
-}
-constexpr const char* kArgs_tanh_[] = {"self"};
 
 void unpack_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -121,14 +88,6 @@ void unpack_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_add_Tensor[] = {"self", "other", "alpha"};
 
-void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_add__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
-}
-constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
-
 void unpack_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -137,14 +96,6 @@ void unpack_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_add_Scalar[] = {"self", "other", "alpha"};
 
-void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_add__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
-}
-constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
-
 void unpack_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
@@ -152,14 +103,6 @@ void unpack_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_sub_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub_Tensor[] = {"self", "other", "alpha"};
-
-void unpack_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_sub__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
-}
-constexpr const char* kArgs_sub__Tensor[] = {"self", "other", "alpha"};
 
 void unpack_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -176,13 +119,6 @@ void unpack_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_mul_Tensor[] = {"self", "other"};
 
-void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_mul__Tensor(b, std::move(self), std::move(other)));
-}
-constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
-
 void unpack_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -196,13 +132,6 @@ void unpack_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_div_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div_Tensor[] = {"self", "other"};
-
-void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
-}
-constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
 
 void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -584,33 +513,132 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
 
+void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_add__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+}
+constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
+
+void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_add__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+}
+constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
+
+void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mat1 = unpack_tensor(b, arg_at(args, 1), "mat1");
+  Value mat2 = unpack_tensor(b, arg_at(args, 2), "mat2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addmm_(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
+
+void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_div__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_div__Scalar[] = {"self", "other"};
+
+void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
+
+void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
+  Scalar max_val = given(args, 2) ? unpack_scalar(args[2], "max_val") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_hardtanh_(b, std::move(self), std::move(min_val), std::move(max_val)));
+}
+constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
+
+void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
+  outs.push_back(convert_leaky_relu_(b, std::move(self), std::move(negative_slope)));
+}
+constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
+
+void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_mul__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_mul__Scalar[] = {"self", "other"};
+
+void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_mul__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
+
+void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_relu_(b, std::move(self)));
+}
+constexpr const char* kArgs_relu_[] = {"self"};
+
+void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sigmoid_(b, std::move(self)));
+}
+constexpr const char* kArgs_sigmoid_[] = {"self"};
+
+void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_sub__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+}
+constexpr const char* kArgs_sub__Scalar[] = {"self", "other", "alpha"};
+
+void unpack_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_sub__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+}
+constexpr const char* kArgs_sub__Tensor[] = {"self", "other", "alpha"};
+
+void unpack_t_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_t_(b, std::move(self)));
+}
+constexpr const char* kArgs_t_[] = {"self"};
+
+void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_tanh_(b, std::move(self)));
+}
+constexpr const char* kArgs_tanh_[] = {"self"};
+
 const OpEntry kOps[] = {
     {"relu", &unpack_relu, kArgs_relu},
-    {"relu_", &unpack_relu_, kArgs_relu_},
     {"leaky_relu", &unpack_leaky_relu, kArgs_leaky_relu},
-    {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
     {"hardtanh", &unpack_hardtanh, kArgs_hardtanh},
-    {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
     {"sigmoid", &unpack_sigmoid, kArgs_sigmoid},
-    {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
     {"tanh", &unpack_tanh, kArgs_tanh},
-    {"tanh_", &unpack_tanh_, kArgs_tanh_},
     {"softmax.int", &unpack_softmax_int, kArgs_softmax_int},
     {"_softmax", &unpack__softmax, kArgs__softmax},
     {"log_softmax.int", &unpack_log_softmax_int, kArgs_log_softmax_int},
     {"_log_softmax", &unpack__log_softmax, kArgs__log_softmax},
     {"add.Tensor", &unpack_add_Tensor, kArgs_add_Tensor},
-    {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"add.Scalar", &unpack_add_Scalar, kArgs_add_Scalar},
-    {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"sub.Tensor", &unpack_sub_Tensor, kArgs_sub_Tensor},
-    {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
     {"sub.Scalar", &unpack_sub_Scalar, kArgs_sub_Scalar},
     {"mul.Tensor", &unpack_mul_Tensor, kArgs_mul_Tensor},
-    {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
     {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar},
     {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor},
-    {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
     {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
@@ -652,6 +680,21 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
+    {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
+    {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
+    {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
+    {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
+    {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
+    {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
+    {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
+    {"relu_", &unpack_relu_, kArgs_relu_},
+    {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
+    {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
+    {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
+    {"t_", &unpack_t_, kArgs_t_},
+    {"tanh_", &unpack_tanh_, kArgs_tanh_},
 };
 
 }  // namespace

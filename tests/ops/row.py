@@ -55,6 +55,7 @@ class Row:
     sample_filter: SampleRule | None = None
     xfails: tuple[SampleRule, ...] = ()
     max_samples: int | None = None  # None: MAX_SAMPLES for the dtype
+    family: str = ""  # the rows module that defines it (set when the table is collected)
 
     def cap(self, dtype: torch.dtype) -> int:
         return self.max_samples or MAX_SAMPLES.get(dtype, MAX_SAMPLES_OTHER_DTYPES)

@@ -3,6 +3,7 @@ module per op family (as codegen/mappings has one YAML file per family)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 
@@ -12,7 +13,8 @@ from row import Row
 def _collect() -> tuple[Row, ...]:
     rows: list[Row] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        rows.extend(importlib.import_module(f"{__name__}.{info.name}").ROWS)
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        rows.extend(dataclasses.replace(r, family=info.name) for r in module.ROWS)
     return tuple(rows)
 
 
