@@ -30,9 +30,11 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
   return b.op("Reshape", {x, b.ints(size)}, attrs);
 }
 
-Value reduce_mean_keepdims(Builder& b, Value x, const std::vector<int64_t>& axes) {
-  if (b.opset() >= 18) return b.op("ReduceMean", {x, b.ints(axes)}, {Attr::i("keepdims", 1)});
-  return b.op("ReduceMean", {x}, {Attr::ints("axes", axes), Attr::i("keepdims", 1)});
+Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {
+  const Attr keep = Attr::i("keepdims", keepdims);
+  if (!axes) return b.op(op, {x}, {keep});
+  if (b.opset() >= 18 || op == "ReduceSum") return b.op(op, {x, b.ints(*axes)}, {keep});
+  return b.op(op, {x}, {Attr::ints("axes", *axes), keep});
 }
 
 Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<Value(Value)>& op) {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "converters.h"
@@ -15,8 +17,12 @@ int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank);
 // that shape is dynamic. Returns `x` itself when the shape does not change.
 Value reshape_to_output(Builder& b, Value x, const SymIntList& size);
 
-// ReduceMean over `axes`, keeping them (the axes are an input from opset 18, an attribute before).
-Value reduce_mean_keepdims(Builder& b, Value x, const std::vector<int64_t>& axes);
+// An ONNX Reduce* op (ReduceMean, ReduceMax, ...) over `axes` (every axis when absent). The axes
+// are an input from opset 18 (ReduceSum: 13), an attribute before.
+Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims);
+inline Value reduce_mean_keepdims(Builder& b, Value x, const std::vector<int64_t>& axes) {
+  return reduce(b, "ReduceMean", x, axes, true);
+}
 
 // Runs `op` on `x` with a batch axis added when `x` has `batched_rank - 1` dims (torch accepts
 // unbatched inputs; ONNX's spatial ops need the batch), removing it again afterwards.
