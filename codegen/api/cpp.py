@@ -168,13 +168,19 @@ def cpp_args(schema: FunctionSchema) -> list[CppArg]:
     return out
 
 
+# Returns a converter yields as graph values: tensors, and numbers as 0-d tensors (sizes from
+# sym_size, `.item()`).
+_VALUE_RETURNS = (BaseTy.Tensor, BaseTy.SymInt, BaseTy.int, BaseTy.SymBool, BaseTy.bool, BaseTy.Scalar,
+                  BaseTy.float)
+
+
 def returns_type(schema: FunctionSchema) -> tuple[str, int]:
     """The C++ return type of a converter and how many values it yields (-1: a list)."""
     rets = schema.returns
     if not rets:
         return "void", 0
     for r in rets:
-        if not (isinstance(r.type, BaseType) and r.type.name in (BaseTy.Tensor, BaseTy.SymInt, BaseTy.int)):
+        if not (isinstance(r.type, BaseType) and r.type.name in _VALUE_RETURNS):
             if isinstance(r.type, ListType) and len(rets) == 1:
                 return "std::vector<Value>", -1
             raise SpecError(f"return type `{r.type}` has no C++ spelling")

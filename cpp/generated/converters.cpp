@@ -674,6 +674,55 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// sym_size.int  (codegen/mappings/symbolic.yaml:4)
+Value convert_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::sym_size_int(b, self, dim);
+  }
+}
+
+// sym_numel  (codegen/mappings/symbolic.yaml:5)
+Value convert_sym_numel([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Size(self)
+  {
+    const Value v0 = b.op("Size", {self}, {});
+    return v0;
+  }
+}
+
+// sym_stride.int  (codegen/mappings/symbolic.yaml:7)
+Value convert_sym_stride_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::sym_stride_int(b, self, dim);
+  }
+}
+
+// sym_storage_offset  (codegen/mappings/symbolic.yaml:8)
+Value convert_sym_storage_offset([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::sym_storage_offset(b, self);
+  }
+}
+
+// sym_is_contiguous  (codegen/mappings/symbolic.yaml:9)
+Value convert_sym_is_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::sym_is_contiguous(b, self);
+  }
+}
+
+// _local_scalar_dense  (codegen/mappings/symbolic.yaml:11)
+Value convert__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::_local_scalar_dense(b, self);
+  }
+}
+
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);

@@ -127,6 +127,18 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// sym_size.int  (codegen/mappings/symbolic.yaml:4)
+Value convert_sym_size_int(Builder& b, Value self, int64_t dim);
+// sym_numel  (codegen/mappings/symbolic.yaml:5)
+Value convert_sym_numel(Builder& b, Value self);
+// sym_stride.int  (codegen/mappings/symbolic.yaml:7)
+Value convert_sym_stride_int(Builder& b, Value self, int64_t dim);
+// sym_storage_offset  (codegen/mappings/symbolic.yaml:8)
+Value convert_sym_storage_offset(Builder& b, Value self);
+// sym_is_contiguous  (codegen/mappings/symbolic.yaml:9)
+Value convert_sym_is_contiguous(Builder& b, Value self);
+// _local_scalar_dense  (codegen/mappings/symbolic.yaml:11)
+Value convert__local_scalar_dense(Builder& b, Value self);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
@@ -173,6 +185,11 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+Value sym_size_int(Builder& b, Value self, int64_t dim);
+Value sym_stride_int(Builder& b, Value self, int64_t dim);
+Value sym_storage_offset(Builder& b, Value self);
+Value sym_is_contiguous(Builder& b, Value self);
+Value _local_scalar_dense(Builder& b, Value self);
 }  // namespace manual
 
 }  // namespace fastonnx

@@ -513,6 +513,44 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
 
+void unpack_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_sym_size_int(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_sym_size_int[] = {"self", "dim"};
+
+void unpack_sym_numel([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sym_numel(b, std::move(self)));
+}
+constexpr const char* kArgs_sym_numel[] = {"self"};
+
+void unpack_sym_stride_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_sym_stride_int(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_sym_stride_int[] = {"self", "dim"};
+
+void unpack_sym_storage_offset([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sym_storage_offset(b, std::move(self)));
+}
+constexpr const char* kArgs_sym_storage_offset[] = {"self"};
+
+void unpack_sym_is_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sym_is_contiguous(b, std::move(self)));
+}
+constexpr const char* kArgs_sym_is_contiguous[] = {"self", "memory_format"};
+
+void unpack__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert__local_scalar_dense(b, std::move(self)));
+}
+constexpr const char* kArgs__local_scalar_dense[] = {"self"};
+
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -680,6 +718,12 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int},
+    {"sym_numel", &unpack_sym_numel, kArgs_sym_numel},
+    {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int},
+    {"sym_storage_offset", &unpack_sym_storage_offset, kArgs_sym_storage_offset},
+    {"sym_is_contiguous", &unpack_sym_is_contiguous, kArgs_sym_is_contiguous},
+    {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},

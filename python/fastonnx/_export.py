@@ -11,7 +11,8 @@ from torch.export import ExportedProgram
 
 from . import _C
 from ._files import check_writable
-from ._lower import Lowering, check_supported
+from ._decompose import Decomposer, copy_graph, decomposition_of
+from ._lower import Lowering, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
 from ._trace import functionalize, needs_functionalization, trace
 from .errors import ExportError
@@ -39,6 +40,12 @@ def _check_opset(opset_version: int | None) -> int:
             f"{_C.MIN_OPSET} to {_C.MAX_OPSET} (default {_C.DEFAULT_OPSET})"
         )
     return opset_version
+
+
+def _needs_decomposition(node) -> bool:
+    if node.op != "call_function":
+        return False
+    return Decomposer.inlines(node) or (not is_mapped(node.target) and decomposition_of(node.target) is not None)
 
 
 def export(
@@ -84,9 +91,18 @@ def export(
         ep = functionalize(ep)
     timings["functionalize"] = time.perf_counter() - t0
 
-    check_supported(ep.graph)
+    t0 = time.perf_counter()
+    graph, attribute = ep.graph, None
+    if any(_needs_decomposition(n) for n in graph.nodes):
+        decomposer = Decomposer(copy_graph(graph), is_mapped)
+        decomposer.run()
+        graph, attribute = decomposer.graph, decomposer.attribute
+    timings["decompose"] = time.perf_counter() - t0
+
+    live = live_nodes(graph)
+    check_supported(graph, live)
     session = _C.Session(opset)
-    lowering = Lowering(ep, session)
+    lowering = Lowering(ep, session, graph, live, attribute)
     t0 = time.perf_counter()
     lowering.add_placeholders(input_names)
     if input_names is not None and len(input_names) > len(lowering.input_names):

@@ -8,6 +8,7 @@ dropped when it holds the schema's default and rejected otherwise.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections import Counter
 from dataclasses import dataclass
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
+from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
 
 from . import _C
+from ._decompose import DECOMPOSED_FROM
 from ._dtypes import dtype_code
 from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 
@@ -81,15 +84,96 @@ def plan_for(op) -> _Plan | None:
     return plan
 
 
+aten = torch.ops.aten
+
+# Checks torch.export inserts (on shapes, scalars and metadata); they compute nothing an ONNX
+# graph needs, so their nodes are dropped.
+_DROPPED = frozenset(
+    {
+        aten._assert_scalar.default,
+        aten._assert_async.msg,
+    }
+)
+
+# Python arithmetic on symbolic sizes (`x.shape[0] * 2` with a dynamic batch) records the Python
+# operator itself; each converts as the ATen op that computes it on 0-d tensors, with these
+# extra keyword arguments.
+_SYMBOLIC_OPS: dict[object, tuple[torch._ops.OpOverload, dict]] = {
+    operator.add: (aten.add.Tensor, {}),
+    operator.sub: (aten.sub.Tensor, {}),
+    operator.mul: (aten.mul.Tensor, {}),
+    operator.truediv: (aten.div.Tensor, {}),
+    operator.floordiv: (aten.div.Tensor_mode, {"rounding_mode": "floor"}),
+    operator.mod: (aten.remainder.Tensor, {}),
+    operator.pow: (aten.pow.Tensor_Tensor, {}),
+    operator.neg: (aten.neg.default, {}),
+    operator.eq: (aten.eq.Tensor, {}),
+    operator.ne: (aten.ne.Tensor, {}),
+    operator.lt: (aten.lt.Tensor, {}),
+    operator.le: (aten.le.Tensor, {}),
+    operator.gt: (aten.gt.Tensor, {}),
+    operator.ge: (aten.ge.Tensor, {}),
+    operator.and_: (aten.bitwise_and.Tensor, {}),
+    operator.or_: (aten.bitwise_or.Tensor, {}),
+    torch.sym_not: (aten.logical_not.default, {}),
+    torch.sym_max: (aten.maximum.default, {}),
+    torch.sym_min: (aten.minimum.default, {}),
+    torch.sym_ite: (aten.where.self, {}),
+    torch.sym_float: (aten._to_copy.default, {"dtype": torch.float64}),
+    torch.sym_int: (aten._to_copy.default, {"dtype": torch.int64}),  # truncates, as int() does
+    math.floor: (aten.floor.default, {}),
+    math.ceil: (aten.ceil.default, {}),
+    math.trunc: (aten.trunc.default, {}),
+}
+
+
+def symbolic_op(target) -> tuple[torch._ops.OpOverload, dict] | None:
+    try:
+        return _SYMBOLIC_OPS.get(target)
+    except TypeError:  # an unhashable target
+        return None
+
+
+def is_mapped(target) -> bool:
+    """Whether the lowering converts nodes of this target (without decomposing them)."""
+    if target in _DROPPED:
+        return True
+    sym = symbolic_op(target)
+    if sym is not None:
+        return plan_for(sym[0]) is not None
+    return plan_for(target) is not None
+
+
 def supported_ops() -> list[str]:
-    return sorted(_registry())
+    """The ATen overloads fastonnx converts (names as in native_functions.yaml)."""
+    return sorted(set(_registry()) | {overload_key(op) for op in _DROPPED})
 
 
 def _meta(value) -> tuple[int, list] | None:
-    if not isinstance(value, torch.Tensor):
-        return None
-    shape = [int(d) if isinstance(d, int) or not isinstance(d, torch.SymInt) else str(d) for d in value.shape]
-    return dtype_code(value.dtype), shape
+    """(dtype code, shape) of a node's value: a tensor's, or a 0-d tensor's for a Python number
+    (a symbolic size is an int64 scalar in the ONNX graph, as torch computes it in int64)."""
+    if isinstance(value, torch.Tensor):
+        shape = [int(d) if isinstance(d, int) or not isinstance(d, torch.SymInt) else str(d) for d in value.shape]
+        return dtype_code(value.dtype), shape
+    if isinstance(value, (bool, torch.SymBool)):
+        return dtype_code(torch.bool), []
+    if isinstance(value, (int, torch.SymInt)):
+        return dtype_code(torch.int64), []
+    if isinstance(value, (float, torch.SymFloat)):
+        return dtype_code(torch.float64), []
+    return None
+
+
+def _static_number(value):
+    """A node value that is a plain Python number, or a symbolic one torch has pinned to a
+    constant: the ONNX graph uses the number itself."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, torch.SymInt) and is_concrete_int(value):
+        return int(value)
+    if isinstance(value, torch.SymBool) and is_concrete_bool(value):
+        return bool(value)
+    return None
 
 
 def _first_source_line(node: torch.fx.Node) -> str:
@@ -104,14 +188,32 @@ def _yaml_hint(op) -> str:
     return f"register a converter for {op}"
 
 
-def check_supported(graph: torch.fx.Graph) -> None:
-    """Raise one error naming every op of the graph that has no converter."""
+def live_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The nodes the graph's outputs depend on. The rest (shape arithmetic that only fed a
+    dropped check, values nothing reads) is neither converted nor required to be convertible."""
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    live: set[torch.fx.Node] = set()
+    stack = [output]
+    while stack:
+        node = stack.pop()
+        if node in live:
+            continue
+        live.add(node)
+        if node.op == "call_function" and node.target in _DROPPED:
+            continue
+        stack.extend(node.all_input_nodes)
+    return live
+
+
+def check_supported(graph: torch.fx.Graph, live: set[torch.fx.Node]) -> None:
+    """Raise one error naming every op of the graph that has no converter (after decomposition:
+    these have neither a converter nor a decomposition)."""
     missing: Counter = Counter()
     first: dict = {}
     for n in graph.nodes:
-        if n.op != "call_function" or n.target is operator.getitem:
+        if n.op != "call_function" or n.target is operator.getitem or n not in live:
             continue
-        if plan_for(n.target) is not None:
+        if is_mapped(n.target) or _static_number(n.meta.get("val")) is not None:
             continue
         missing[n.target] += 1
         first.setdefault(n.target, n)
@@ -123,6 +225,7 @@ def check_supported(graph: torch.fx.Graph) -> None:
                     count=count,
                     first_source=_first_source_line(first[op]),
                     yaml_hint=_yaml_hint(op),
+                    decomposed_from=first[op].meta.get(DECOMPOSED_FROM, ""),
                 )
                 for op, count in missing.most_common()
             ]
@@ -130,9 +233,16 @@ def check_supported(graph: torch.fx.Graph) -> None:
 
 
 class Lowering:
-    def __init__(self, ep: ExportedProgram, session: _C.Session):
+    """Converts ``graph`` (the program's own, or a decomposed copy whose get_attr nodes
+    ``attribute`` resolves) into the session's ONNX graph."""
+
+    def __init__(self, ep: ExportedProgram, session: _C.Session, graph: torch.fx.Graph, live: set[torch.fx.Node],
+                 attribute=None):
         self.ep = ep
         self.session = session
+        self.graph = graph
+        self.live = live
+        self.attribute = attribute or (lambda target: getattr(ep.graph_module, target))
         self.env: dict[torch.fx.Node, object] = {}
         self.input_names: list[str] = []
 
@@ -150,16 +260,16 @@ class Lowering:
             return None
         return a
 
-    def _args(self, node: torch.fx.Node, plan: _Plan) -> list:
+    def _args(self, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
         out: list = [...] * plan.n_args
-        items = list(enumerate(node.args)) + [(plan.names.index(k), v) for k, v in node.kwargs.items()]
+        items = list(enumerate(args)) + [(plan.names.index(k), v) for k, v in kwargs.items()]
         for j, value in items:
             pos = plan.position[j]
             if pos is not None:
                 out[pos] = self._encode(value)
             elif plan.defaults[j] is _REQUIRED or value != plan.defaults[j]:
                 raise ConversionError(
-                    f"{node.target}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
+                    f"{target}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
                     f"converter predates it; only its default ({plan.defaults[j]!r}) is supported"
                 )
         while out and out[-1] is ...:
@@ -168,7 +278,7 @@ class Lowering:
 
     def add_placeholders(self, input_names: list[str] | None) -> None:
         sig = self.ep.graph_signature
-        placeholders = [n for n in self.ep.graph.nodes if n.op == "placeholder"]
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         state = self.ep.state_dict
         constants = self.ep.constants
         user_names = list(input_names or [])
@@ -197,26 +307,43 @@ class Lowering:
         return self.session.add_initializer(name, dtype_code(t.dtype), list(t.shape), t.data_ptr(), nbytes, t)
 
     def convert_nodes(self) -> None:
-        convert = self.session.convert
-        for node in self.ep.graph.nodes:
+        for node in self.graph.nodes:
+            if node not in self.live:
+                continue
+            if node.op == "get_attr":
+                value = self.attribute(node.target)
+                if isinstance(value, torch.Tensor):
+                    self.env[node] = self._initializer(node.target, value)
+                continue
             if node.op != "call_function":
                 continue
             if node.target is operator.getitem:
                 self.env[node] = self.env[node.args[0]][node.args[1]]
                 continue
-            plan = plan_for(node.target)
+            if node.target in _DROPPED:
+                continue
             val = node.meta.get("val")
+            number = _static_number(val)
+            if number is not None:
+                self.env[node] = number
+                continue
             metas = [_meta(v) for v in val] if isinstance(val, (list, tuple)) else [_meta(val)]
-            try:
-                refs = convert(plan.op_id, self._args(node, plan), metas, node.name)
-            except _C.ConvertError as e:
-                source = _first_source_line(node)
-                raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None
-            self.env[node] = refs if plan.multi_output else refs[0]
+            sym = symbolic_op(node.target)
+            target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
+            self.env[node] = self._convert(node, target, args, kwargs, metas)
+
+    def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):
+        plan = plan_for(target)
+        try:
+            refs = self.session.convert(plan.op_id, self._args(target, plan, args, kwargs), metas, node.name)
+        except _C.ConvertError as e:
+            source = _first_source_line(node)
+            raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None
+        return refs if plan.multi_output else refs[0]
 
     def set_outputs(self, output_names: list[str] | None) -> list[str]:
         sig = self.ep.graph_signature
-        output_node = next(n for n in self.ep.graph.nodes if n.op == "output")
+        output_node = next(n for n in self.graph.nodes if n.op == "output")
         user_names = list(output_names or [])
         outputs, names = [], []
         for spec, value in zip(sig.output_specs, output_node.args[0]):

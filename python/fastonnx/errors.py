@@ -23,6 +23,7 @@ class UnsupportedOp:
     count: int
     first_source: str  # the first user source line that emitted it, or ""
     yaml_hint: str  # the mapping entry to start from
+    decomposed_from: str = ""  # the op whose PyTorch decomposition produced it, if any
 
 
 class UnsupportedOpsError(ExportError):
@@ -30,9 +31,10 @@ class UnsupportedOpsError(ExportError):
 
     def __init__(self, ops: list[UnsupportedOp]):
         self.ops = ops
-        lines = [f"{len(ops)} op(s) have no ONNX converter:"]
+        lines = [f"{len(ops)} op(s) have no ONNX converter and no decomposition into ops that have one:"]
         for op in ops:
+            origin = f", from the decomposition of {op.decomposed_from}" if op.decomposed_from else ""
             where = f"\n      first at {op.first_source}" if op.first_source else ""
-            lines.append(f"  - {op.overload} (x{op.count}){where}\n      start from: {op.yaml_hint}")
+            lines.append(f"  - {op.overload} (x{op.count}{origin}){where}\n      start from: {op.yaml_hint}")
         lines.append("Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op').")
         super().__init__("\n".join(lines))

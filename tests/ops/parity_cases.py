@@ -155,11 +155,17 @@ def _trace(case: Case) -> torch.export.ExportedProgram | str:
             module(*(t.clone() for t in inputs))
     except Exception as e:  # noqa: BLE001 - any eager failure puts the sample out of reach
         return f"eager call fails: {_first_line(e)}"
+    dynamic = None
+    if case.row.dynamic:
+        # OpModule.forward takes *tensors: one entry holding the spec of each.
+        dynamic = (tuple({d: torch.export.Dim.DYNAMIC for d in range(t.dim())} for t in inputs),)
     try:
         with torch.no_grad():
-            ep = torch.export.export(module, inputs, strict=False)
+            ep = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
     except Exception as e:  # noqa: BLE001 - any trace failure puts the sample out of reach
         return f"torch.export fails: {_first_line(e)}"
+    if case.row.edit is not None:
+        case.row.edit(ep)
     return ep
 
 

@@ -56,6 +56,10 @@ class Row:
     xfails: tuple[SampleRule, ...] = ()
     max_samples: int | None = None  # None: MAX_SAMPLES for the dtype
     family: str = ""  # the rows module that defines it (set when the table is collected)
+    # Trace with every dimension dynamic (size queries and arithmetic on sizes stay in the graph).
+    dynamic: bool = False
+    # Rewrites the traced program in place, for overloads torch.export never emits itself.
+    edit: Callable[[torch.export.ExportedProgram], None] | None = None
 
     def cap(self, dtype: torch.dtype) -> int:
         return self.max_samples or MAX_SAMPLES.get(dtype, MAX_SAMPLES_OTHER_DTYPES)

@@ -1,0 +1,31 @@
+// Size queries on tensors and `.item()`, as 0-d tensors.
+#include "common.h"
+
+namespace fastonnx::manual {
+
+Value sym_size_int(Builder& b, Value self, int64_t dim) {
+  dim = wrap_dim(b, dim, b.rank(self));
+  if (const auto shape = b.static_shape(self)) return b.scalar(Scalar((*shape)[dim]), ScalarType::Long);
+  return b.op("Gather", {b.op("Shape", {self}), b.scalar(Scalar(dim), ScalarType::Long)}, {Attr::i("axis", 0)});
+}
+
+// The stride of a contiguous tensor: the product of the sizes after `dim`.
+Value sym_stride_int(Builder& b, Value self, int64_t dim) {
+  const int64_t rank = b.rank(self);
+  dim = wrap_dim(b, dim, rank);
+  if (dim == rank - 1 || rank == 0) return b.scalar(Scalar(int64_t{1}), ScalarType::Long);
+  const Value tail = b.op("Slice", {b.op("Shape", {self}), b.ints(std::vector<int64_t>{dim + 1}),
+                                    b.ints(std::vector<int64_t>{rank})});
+  return reduce(b, "ReduceProd", tail, std::nullopt, false);
+}
+
+Value sym_storage_offset(Builder& b, Value) { return b.scalar(Scalar(int64_t{0}), ScalarType::Long); }
+
+Value sym_is_contiguous(Builder& b, Value) { return b.scalar(Scalar(true), ScalarType::Bool); }
+
+Value _local_scalar_dense(Builder& b, Value self) {
+  const Value element = b.op("Reshape", {self, b.ints(std::vector<int64_t>{})});
+  return b.cast(element, b.out_meta().dtype);
+}
+
+}  // namespace fastonnx::manual

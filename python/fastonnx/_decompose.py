@@ -1,0 +1,197 @@
+"""Decomposing only the ops that have no converter, node by node.
+
+``ExportedProgram.run_decompositions`` re-traces the whole graph even when one op in a thousand
+needs it. Here each node without a converter is traced on its own (its recorded fake values as
+inputs, under the program's fake mode, so symbolic sizes keep their symbols) through PyTorch's
+decomposition for it, and the resulting nodes are spliced into a copy of the graph in its place.
+New nodes without a converter are decomposed in turn; whatever has no decomposition is left for
+the unsupported-ops error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import operator
+from collections import Counter
+from collections.abc import Callable
+
+import torch
+from torch._guards import detect_fake_mode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+# A decomposition that keeps producing the op it decomposes (directly or through others)
+# would not terminate; past this many rounds the op counts as unsupported.
+_MAX_ROUNDS = 8
+# Kept from the decomposed node on every node that replaces it, for error messages and reports.
+_INHERITED_META = ("stack_trace", "nn_module_stack", "source_fn_stack")
+# Set on the nodes a decomposition produced: the op (qualified name) they came from.
+DECOMPOSED_FROM = "fastonnx_decomposed_from"
+
+
+@functools.cache
+def _table() -> dict:
+    return dict(torch.export.default_decompositions().items())
+
+
+def decomposition_of(op) -> Callable | None:
+    """PyTorch's decomposition of ``op``: the export decomposition table, else the op's own
+    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole)."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    table = _table()
+    if op in table:
+        return table[op]
+    if op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
+        return op.decompose
+    return None
+
+
+def _inlined_body(node: torch.fx.Node) -> int | None:
+    """For a higher-order op that only wraps a subgraph in a mode that does not change what an
+    inference graph computes (grad mode; autocast when disabled, as rotary embeddings do), the
+    position of the subgraph argument; its inputs follow it."""
+    if node.op != "call_function":
+        return None
+    hop = torch.ops.higher_order
+    if node.target is hop.wrap_with_set_grad_enabled:
+        return 1
+    if node.target is hop.wrap_with_autocast and node.args[2] is False:
+        return 4
+    return None
+
+
+def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    """A copy whose nodes can be replaced without touching the caller's program."""
+    new = torch.fx.Graph(owning_module=graph.owning_module)
+    out = new.graph_copy(graph, {})
+    new.output(out)
+    return new
+
+
+class Decomposer:
+    """Decomposes, in a graph, the nodes ``is_mapped`` rejects, and inlines the bodies of
+    mode-only wrappers. ``decomposed`` counts the ops it expanded; ``constants`` holds what the
+    get_attr nodes it spliced in read (tensors decompositions created, nested bodies)."""
+
+    def __init__(self, graph: torch.fx.Graph, is_mapped: Callable[[object], bool]):
+        self.graph = graph
+        self.is_mapped = is_mapped
+        self.decomposed: Counter = Counter()
+        self.constants: dict[str, torch.Tensor] = {}
+
+    def _wants(self, node: torch.fx.Node) -> bool:
+        return (
+            node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and not self.is_mapped(node.target)
+            and decomposition_of(node.target) is not None
+        )
+
+    def run(self) -> None:
+        wrappers = [n for n in self.graph.nodes if _inlined_body(n) is not None]
+        while wrappers:  # a wrapped body may wrap another
+            for node in wrappers:
+                self._inline(node)
+            wrappers = [n for n in self.graph.nodes if _inlined_body(n) is not None]
+        pending = [n for n in self.graph.nodes if self._wants(n)]
+        for _ in range(_MAX_ROUNDS):
+            if not pending:
+                break
+            produced: list[torch.fx.Node] = []
+            for node in pending:
+                produced += self._expand(node)
+            pending = [n for n in produced if n.graph is self.graph and self._wants(n)]
+        self.graph.lint()
+
+    @staticmethod
+    def inlines(node: torch.fx.Node) -> bool:
+        return _inlined_body(node) is not None
+
+    def attribute(self, target: str):
+        """What a get_attr node of the graph reads: a spliced attribute or one of the program's."""
+        if target in self.constants:
+            return self.constants[target]
+        return getattr(self.graph.owning_module, target)
+
+    def _trace(self, node: torch.fx.Node) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
+        """The decomposition of one node as a graph whose placeholders are the node's FX inputs."""
+        leaves, spec = tree_flatten((node.args, node.kwargs))
+        inputs = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
+        values = [leaves[i].meta["val"] for i in inputs]
+        decomp = decomposition_of(node.target)
+
+        def call(*traced):
+            filled = list(leaves)
+            for i, v in zip(inputs, traced):
+                filled[i] = v
+            args, kwargs = tree_unflatten(filled, spec)
+            return decomp(*args, **kwargs)
+
+        fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+        # "real" tracing of fake values: the values carry the program's own symbols.
+        with fake_mode if fake_mode is not None else contextlib.nullcontext():
+            sub = make_fx(call, tracing_mode="real")(*values)
+        return sub, [leaves[i] for i in inputs]
+
+    def _expand(self, node: torch.fx.Node) -> list[torch.fx.Node]:
+        sub, inputs = self._trace(node)
+        self.decomposed[node.target] += 1
+        new_nodes = self._splice(node, sub, inputs)
+        origin = node.meta.get(DECOMPOSED_FROM) or str(node.target._schema.name)
+        for n in new_nodes:
+            n.meta[DECOMPOSED_FROM] = origin
+        return new_nodes
+
+    def _inline(self, node: torch.fx.Node) -> None:
+        index = _inlined_body(node)
+        body = node.args[index]
+        self._splice(node, self.attribute(body.target), list(node.args[index + 1 :]))
+        if not body.users:
+            self.graph.erase_node(body)
+
+    def _splice(self, node: torch.fx.Node, sub: torch.fx.GraphModule, inputs: list) -> list[torch.fx.Node]:
+        """Replaces ``node`` by the nodes of ``sub``, whose placeholders take ``inputs``."""
+        env: dict[torch.fx.Node, object] = {}
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        env.update(zip(placeholders, inputs))
+        inherited = {k: node.meta[k] for k in _INHERITED_META if k in node.meta}
+        new_nodes: list[torch.fx.Node] = []
+        result = None
+        with self.graph.inserting_before(node):
+            for n in sub.graph.nodes:
+                if n.op == "placeholder":
+                    continue
+                if n.op == "output":
+                    result = torch.fx.map_arg(n.args[0], lambda a: env[a])
+                    continue
+                if n.op == "get_attr":
+                    # The attribute lives on `sub`; the copy reads it from `constants`.
+                    name = f"_spliced_attribute_{len(self.constants)}"
+                    self.constants[name] = getattr(sub, n.target)
+                    copy = self.graph.get_attr(name)
+                    copy.meta.update(n.meta)
+                else:
+                    copy = self.graph.node_copy(n, lambda a: env[a])
+                copy.meta.update(inherited)
+                env[n] = copy
+                new_nodes.append(copy)
+        self._replace_uses(node, result)
+        return new_nodes
+
+    def _replace_uses(self, node: torch.fx.Node, result) -> None:
+        if isinstance(result, (list, tuple)):
+            # A multi-output op is used through getitem nodes; each takes its item.
+            for user in list(node.users):
+                if user.target is not operator.getitem:
+                    raise RuntimeError(f"{node.format_node()} is used whole by {user.format_node()}")
+                item = result[user.args[1]]
+                if isinstance(item, torch.fx.Node):
+                    user.replace_all_uses_with(item)
+                elif user.users:
+                    raise RuntimeError(f"output {user.args[1]} of the decomposition of {node.target} is not a tensor")
+                self.graph.erase_node(user)
+        else:
+            node.replace_all_uses_with(result)
+        self.graph.erase_node(node)
