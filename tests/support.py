@@ -35,25 +35,29 @@ def export_and_compare(
     model: torch.nn.Module,
     args: tuple,
     *,
+    kwargs: dict | None = None,
     rtol: float = 1e-3,
     atol: float = 1e-4,
     **export_kwargs,
 ) -> onnx.ModelProto:
     """Export, run the full checker, run in onnxruntime and compare every output with eager
     PyTorch. ``atol`` is scaled by each output's magnitude so deep nets with large activations
-    are not held to an absolute bound meant for unit-sized values."""
+    are not held to an absolute bound meant for unit-sized values. ``kwargs`` must be in the
+    order of ``forward``'s parameters (the order of the ONNX inputs)."""
     model = model.eval()
-    proto = fastonnx.export(model, args, **export_kwargs).model_proto
-    assert_matches(proto, model, args, rtol=rtol, atol=atol)
+    proto = fastonnx.export(model, args, kwargs=kwargs, **export_kwargs).model_proto
+    assert_matches(proto, model, args, kwargs=kwargs, rtol=rtol, atol=atol)
     return proto
 
 
-def assert_matches(proto: onnx.ModelProto, model: torch.nn.Module, args: tuple, *, rtol: float, atol: float) -> None:
+def assert_matches(proto: onnx.ModelProto, model: torch.nn.Module, args: tuple, *, kwargs: dict | None = None,
+                   rtol: float, atol: float) -> None:
     """Full checker, then onnxruntime against eager PyTorch (see export_and_compare)."""
     check(proto)
+    kwargs = kwargs or {}
     with torch.no_grad():
-        expected = flat_tensors(model(*args))
-    actual = run_ort(proto, flat_tensors(args))
+        expected = flat_tensors(model(*args, **kwargs))
+    actual = run_ort(proto, flat_tensors((args, kwargs)))
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     for i, (got, want) in enumerate(zip(actual, expected)):
         scale = max(1.0, float(want.abs().max())) if want.numel() and want.is_floating_point() else 1.0

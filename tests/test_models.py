@@ -1,9 +1,10 @@
-"""Whole-net exports: each net in models/nets.py must pass the checker and match eager PyTorch
-in onnxruntime."""
+"""Whole-net exports: each net in models/nets.py and models/transformers_nets.py must pass the
+checker and match eager PyTorch in onnxruntime."""
 
 import onnx
 import pytest
 from models.nets import TEST_NETS, resnet18
+from models.transformers_nets import MODELS
 from support import assert_matches, export_and_compare
 
 import fastonnx
@@ -13,6 +14,12 @@ import fastonnx
 def test_net_matches_eager(name):
     model, args = TEST_NETS[name]()
     export_and_compare(model, args, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_transformer_matches_eager(name):
+    model, args, kwargs = MODELS[name]()
+    export_and_compare(model, args, kwargs=kwargs, rtol=1e-3, atol=1e-4)
 
 
 def test_export_to_file(tmp_path):
