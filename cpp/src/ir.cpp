@@ -136,6 +136,26 @@ Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<
   return v;
 }
 
+Value Graph::add_computed_initializer(ScalarType dtype, std::span<const Dim> dims,
+                                      std::shared_ptr<const TensorBytes> bytes) {
+  Value v = add_value(dtype);
+  set_shape(v, dims);
+  initializer_of_[v.id] = static_cast<int32_t>(initializers_.size());
+  const size_t nbytes = bytes->size();
+  initializers_.push_back(Initializer{v, nullptr, nbytes, nullptr, std::move(bytes)});
+  return v;
+}
+
+Value Graph::alias_initializer(Value source, std::span<const Dim> dims) {
+  Initializer copy = initializers_[initializer_of_[source.id]];  // shares the owner, not the bytes
+  Value v = add_value(info(source).dtype);
+  set_shape(v, dims);
+  initializer_of_[v.id] = static_cast<int32_t>(initializers_.size());
+  copy.value = v;
+  initializers_.push_back(std::move(copy));
+  return v;
+}
+
 bool Graph::is_initializer(Value v) const { return initializer_of_[v.id] >= 0; }
 
 const Initializer* Graph::initializer(Value v) const {

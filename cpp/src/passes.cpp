@@ -1,6 +1,11 @@
 #include "fastonnx/passes.h"
 
+#include <cstring>
+#include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "fastonnx/fold.h"
 
 namespace fastonnx {
 
@@ -9,6 +14,7 @@ void remove_dead_nodes(Graph& g) {
   for (uint32_t out : g.graph_outputs()) live[out] = true;
   // Nodes are in topological order, so one backward sweep settles liveness.
   for (NodeId n = static_cast<NodeId>(g.num_nodes()); n-- > 0;) {
+    if (g.node(n).dead) continue;
     bool needed = false;
     for (uint32_t out : g.outputs(n)) needed = needed || live[out];
     if (!needed) {
@@ -20,5 +26,282 @@ void remove_dead_nodes(Graph& g) {
     }
   }
 }
+
+namespace {
+
+// Small constants made by converters (scalars, axes lists) are merged when equal; weights keep
+// their names and are left alone.
+constexpr size_t kMergeableConstantBytes = 1024;
+
+std::string_view op_of(const Graph& g, NodeId n) { return g.strings.str(g.node(n).op_type); }
+
+// Ops whose outputs differ between two evaluations on the same inputs.
+bool is_random(std::string_view op) {
+  return op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial" || op == "Dropout";
+}
+
+void append_raw(std::string& key, const void* p, size_t n) { key.append(static_cast<const char*>(p), n); }
+template <typename T>
+void append(std::string& key, T v) {
+  append_raw(key, &v, sizeof(T));
+}
+
+class Optimizer {
+ public:
+  explicit Optimizer(Graph& g) : g_(g), subst_(g.num_values()), pinned_(g.num_values(), false) {
+    for (uint32_t v = 0; v < subst_.size(); ++v) subst_[v] = v;
+    for (uint32_t out : g.graph_outputs()) pinned_[out] = true;
+  }
+
+  PassStats run() {
+    merge_constants();
+    const NodeId n_nodes = static_cast<NodeId>(g_.num_nodes());
+    for (NodeId n = 0; n < n_nodes; ++n) {
+      if (g_.node(n).dead) continue;
+      rewrite_inputs(n);
+      if (produces_output(n) || try_fold(n) || try_forward(n) || try_merge(n)) continue;
+    }
+    const size_t before = live_count();
+    remove_dead_nodes(g_);
+    stats_.removed = before - live_count();
+    return stats_;
+  }
+
+ private:
+  uint32_t resolve(uint32_t v) const {
+    while (v < subst_.size() && subst_[v] != v) v = subst_[v];
+    return v;
+  }
+
+  void replace(uint32_t old_value, Value new_value) {
+    if (subst_.size() < g_.num_values()) {
+      const size_t from = subst_.size();
+      subst_.resize(g_.num_values());
+      for (size_t v = from; v < subst_.size(); ++v) subst_[v] = static_cast<uint32_t>(v);
+    }
+    subst_[old_value] = new_value.id;
+  }
+
+  void rewrite_inputs(NodeId n) {
+    const auto inputs = g_.inputs(n);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i] == Value::kNone) continue;
+      const uint32_t r = resolve(inputs[i]);
+      if (r != inputs[i]) g_.set_input(n, i, r);
+    }
+  }
+
+  // A node that produces a graph output keeps it, so the output keeps its name and producer.
+  bool produces_output(NodeId n) const {
+    for (uint32_t out : g_.outputs(n)) {
+      if (out < pinned_.size() && pinned_[out]) return true;
+    }
+    return false;
+  }
+
+  std::optional<std::vector<int64_t>> static_shape(uint32_t v) const {
+    const ValueInfo& info = g_.info(Value{v});
+    if (!info.has_shape) return std::nullopt;
+    std::vector<int64_t> out;
+    for (const Dim& d : g_.shape(Value{v})) {
+      if (!d.is_static()) return std::nullopt;
+      out.push_back(d.value);
+    }
+    return out;
+  }
+
+  Value int64_constant(std::vector<int64_t> values, bool scalar) {
+    auto bytes = std::make_shared<std::vector<int64_t>>(std::move(values));
+    std::vector<Dim> dims;
+    if (!scalar) dims.push_back(Dim{static_cast<int64_t>(bytes->size()), 0});
+    const void* data = bytes->data();
+    const size_t nbytes = bytes->size() * sizeof(int64_t);
+    return g_.add_initializer("", ScalarType::Long, dims, data, nbytes, std::move(bytes));
+  }
+
+  void fold_to(NodeId n, std::vector<Value> results) {
+    const auto outs = g_.outputs(n);
+    for (size_t i = 0; i < outs.size(); ++i) replace(outs[i], results[i]);
+    g_.kill(n);
+    ++stats_.folded;
+  }
+
+  // Sizes that are static even where the tensor is not constant: Shape, Size, and a Gather of
+  // static dimensions out of a Shape (`x.shape[1]` under a dynamic batch).
+  bool try_fold_shape(NodeId n) {
+    const std::string_view op = op_of(g_, n);
+    const auto in = g_.inputs(n);
+    if ((op == "Shape" || op == "Size") && !in.empty()) {
+      const auto shape = static_shape(in[0]);
+      if (!shape) return false;
+      if (op == "Size") {
+        int64_t count = 1;
+        for (int64_t d : *shape) count *= d;
+        fold_to(n, {int64_constant({count}, true)});
+        return true;
+      }
+      const auto rank = static_cast<int64_t>(shape->size());
+      int64_t start = 0, end = rank;
+      for (const Attr& a : g_.attrs(n)) {
+        if (a.name == "start") start = a.int_value;
+        if (a.name == "end") end = a.int_value;
+      }
+      start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
+      end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
+      fold_to(n, {int64_constant(std::vector<int64_t>(shape->begin() + start, shape->begin() + std::max(start, end)), false)});
+      return true;
+    }
+    if (op == "Gather" && in.size() == 2) {
+      const NodeId producer = g_.info(Value{in[0]}).producer;
+      const Initializer* index = g_.initializer(Value{in[1]});
+      if (producer == kNoNode || op_of(g_, producer) != "Shape" || g_.attrs(producer).size() != 0 || index == nullptr ||
+          g_.info(Value{in[1]}).dtype != ScalarType::Long || index->data == nullptr || index->nbytes != sizeof(int64_t)) {
+        return false;
+      }
+      const uint32_t source = g_.inputs(producer)[0];
+      if (!g_.info(Value{source}).has_shape) return false;
+      const auto dims = g_.shape(Value{source});
+      int64_t i;
+      std::memcpy(&i, index->data, sizeof(i));
+      if (i < 0) i += static_cast<int64_t>(dims.size());
+      if (i < 0 || i >= static_cast<int64_t>(dims.size()) || !dims[i].is_static()) return false;
+      fold_to(n, {int64_constant({dims[i].value}, g_.shape(Value{in[1]}).empty())});
+      return true;
+    }
+    return false;
+  }
+
+  bool try_fold(NodeId n) {
+    if (try_fold_shape(n)) return true;
+    const auto in = g_.inputs(n);
+    std::vector<std::optional<ConstView>> views;
+    std::vector<ConstSource> sources;
+    for (uint32_t v : in) {
+      if (v == Value::kNone) {
+        views.emplace_back();
+        sources.emplace_back();
+        continue;
+      }
+      const Initializer* init = g_.initializer(Value{v});
+      const auto shape = static_shape(v);
+      if (init == nullptr || !shape) return false;
+      views.push_back(ConstView{g_.info(Value{v}).dtype, *shape, static_cast<const uint8_t*>(init->data)});
+      sources.push_back(ConstSource{init->data, init->owner});
+    }
+    if (views.empty()) return false;
+    const auto folded = fold(op_of(g_, n), g_.attrs(n), views, sources);
+    if (!folded || folded->size() != g_.outputs(n).size()) return false;
+    std::vector<Value> results;
+    for (const Folded& f : *folded) {
+      std::vector<Dim> dims;
+      for (int64_t d : f.shape) dims.push_back(Dim{d, 0});
+      if (f.alias_of >= 0) {
+        results.push_back(g_.alias_initializer(Value{in[f.alias_of]}, dims));
+      } else if (f.computed) {
+        results.push_back(g_.add_computed_initializer(f.dtype, dims, f.computed));
+      } else {
+        auto bytes = std::make_shared<std::vector<uint8_t>>(f.bytes);
+        const void* data = bytes->data();
+        const size_t nbytes = bytes->size();
+        results.push_back(g_.add_initializer("", f.dtype, dims, data, nbytes, std::move(bytes)));
+      }
+    }
+    fold_to(n, std::move(results));
+    return true;
+  }
+
+  // Nodes that compute nothing: their output is their input.
+  bool try_forward(NodeId n) {
+    const std::string_view op = op_of(g_, n);
+    const auto in = g_.inputs(n);
+    if (in.empty() || in[0] == Value::kNone || g_.outputs(n).size() != 1) return false;
+    const uint32_t x = in[0], y = g_.outputs(n)[0];
+    bool same = op == "Identity";
+    if (op == "Cast") same = g_.info(Value{x}).dtype == g_.info(Value{y}).dtype;
+    if (op == "Transpose") {
+      same = true;
+      for (const Attr& a : g_.attrs(n)) {
+        for (size_t i = 0; a.name == "perm" && i < a.int_values.size(); ++i) same = same && a.int_values[i] == static_cast<int64_t>(i);
+      }
+      same = same && !g_.attrs(n).empty();
+    }
+    if (op == "Reshape" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze") {
+      const auto a = static_shape(x), b = static_shape(y);
+      same = a && b && *a == *b;
+    }
+    if (!same) return false;
+    replace(y, Value{x});
+    g_.kill(n);
+    ++stats_.forwarded;
+    return true;
+  }
+
+  // Common-subexpression elimination: a node equal to an earlier one (same op, inputs and
+  // attributes) reuses its outputs.
+  bool try_merge(NodeId n) {
+    const Node& node = g_.node(n);
+    if (is_random(op_of(g_, n))) return false;
+    std::string key;
+    append(key, node.op_type);
+    append(key, node.domain);
+    append(key, node.n_outputs);
+    for (uint32_t v : g_.inputs(n)) append(key, v);
+    append(key, uint32_t{0xFFFFFFFFu});
+    for (const Attr& a : g_.attrs(n)) {
+      key += a.name;
+      append(key, a.kind);
+      append(key, a.int_value);
+      append(key, a.float_value);
+      key += a.string_value;
+      append(key, a.int_values.size());
+      append_raw(key, a.int_values.data(), a.int_values.size() * sizeof(int64_t));
+      append(key, a.float_values.size());
+      append_raw(key, a.float_values.data(), a.float_values.size() * sizeof(double));
+    }
+    auto [it, inserted] = seen_.emplace(std::move(key), n);
+    if (inserted) return false;
+    const auto outs = g_.outputs(n), earlier = g_.outputs(it->second);
+    for (size_t i = 0; i < outs.size(); ++i) replace(outs[i], Value{earlier[i]});
+    g_.kill(n);
+    ++stats_.merged;
+    return true;
+  }
+
+  void merge_constants() {
+    std::unordered_map<std::string, uint32_t> first;
+    const size_t count = g_.initializers().size();
+    for (size_t i = 0; i < count; ++i) {
+      const Initializer& init = g_.initializers()[i];
+      const ValueInfo& info = g_.info(init.value);
+      if (info.name != 0 || init.computed || init.nbytes > kMergeableConstantBytes) continue;
+      std::string key;
+      append(key, info.dtype);
+      for (const Dim& d : g_.shape(init.value)) append(key, d.value);
+      append(key, int64_t{-2});
+      append_raw(key, init.data, init.nbytes);
+      auto [it, inserted] = first.emplace(std::move(key), init.value.id);
+      if (!inserted && !pinned_[init.value.id]) {
+        replace(init.value.id, Value{it->second});
+        ++stats_.constants_merged;
+      }
+    }
+  }
+
+  size_t live_count() const {
+    size_t n = 0;
+    for (NodeId i = 0; i < g_.num_nodes(); ++i) n += !g_.node(i).dead;
+    return n;
+  }
+
+  Graph& g_;
+  std::vector<uint32_t> subst_;
+  std::vector<bool> pinned_;
+  std::unordered_map<std::string, NodeId> seen_;
+  PassStats stats_;
+};
+
+}  // namespace
+
+PassStats optimize(Graph& g) { return Optimizer(g).run(); }
 
 }  // namespace fastonnx

@@ -49,7 +49,15 @@ void ProtoMessage::packed_float_field(uint32_t field, const std::vector<float>& 
 void ProtoMessage::borrowed_bytes_field(uint32_t field, const void* data, size_t size) {
   tag(field, 2);
   raw_varint(size);
-  spans_.push_back(Span{runs_.size(), data, size});
+  spans_.push_back(Span{runs_.size(), data, size, nullptr});
+  size_ += size;
+}
+
+void ProtoMessage::computed_bytes_field(uint32_t field, const TensorBytes* bytes) {
+  tag(field, 2);
+  const size_t size = bytes->size();
+  raw_varint(size);
+  spans_.push_back(Span{runs_.size(), nullptr, size, bytes});
   size_ += size;
 }
 
@@ -57,33 +65,35 @@ void ProtoMessage::message_field(uint32_t field, const ProtoMessage& child) {
   tag(field, 2);
   raw_varint(child.size_);
   const size_t offset = runs_.size();
-  for (const Span& s : child.spans_) spans_.push_back(Span{offset + s.run_end, s.data, s.size});
+  for (const Span& s : child.spans_) spans_.push_back(Span{offset + s.run_end, s.data, s.size, s.computed});
   runs_ += child.runs_;
   size_ += child.size_;
 }
 
-bool ProtoMessage::write(std::FILE* f) const {
-  size_t written = 0;  // bytes of runs_ already written
+void ProtoMessage::produce(const ByteSink& sink) const {
+  size_t written = 0;  // bytes of runs_ already produced
   for (const Span& s : spans_) {
-    const size_t n = s.run_end - written;
-    if (n && std::fwrite(runs_.data() + written, 1, n, f) != n) return false;
+    if (s.run_end > written) sink(runs_.data() + written, s.run_end - written);
     written = s.run_end;
-    if (s.size && std::fwrite(s.data, 1, s.size, f) != s.size) return false;
+    if (s.computed != nullptr) {
+      s.computed->produce(sink);
+    } else if (s.size) {
+      sink(s.data, s.size);
+    }
   }
-  const size_t rest = runs_.size() - written;
-  return rest == 0 || std::fwrite(runs_.data() + written, 1, rest, f) == rest;
+  if (runs_.size() > written) sink(runs_.data() + written, runs_.size() - written);
+}
+
+bool ProtoMessage::write(std::FILE* f) const {
+  bool ok = true;
+  produce([&](const void* data, size_t size) { ok = ok && std::fwrite(data, 1, size, f) == size; });
+  return ok;
 }
 
 std::string ProtoMessage::to_string() const {
   std::string out;
   out.reserve(size_);
-  size_t written = 0;
-  for (const Span& s : spans_) {
-    out.append(runs_, written, s.run_end - written);
-    written = s.run_end;
-    out.append(static_cast<const char*>(s.data), s.size);
-  }
-  out.append(runs_, written, std::string::npos);
+  produce([&](const void* data, size_t size) { out.append(static_cast<const char*>(data), size); });
   return out;
 }
 

@@ -81,7 +81,11 @@ ProtoMessage tensor(const Graph& g, const Initializer& init) {
   if (!dims.empty()) m.packed_int64_field(tensor_f::dims, dims);
   m.varint_field(tensor_f::data_type, static_cast<uint64_t>(onnx_dtype(g.info(init.value).dtype)));
   m.bytes_field(tensor_f::name, g.name(init.value));
-  m.borrowed_bytes_field(tensor_f::raw_data, init.data, init.nbytes);
+  if (init.computed) {
+    m.computed_bytes_field(tensor_f::raw_data, init.computed.get());
+  } else {
+    m.borrowed_bytes_field(tensor_f::raw_data, init.data, init.nbytes);
+  }
   return m;
 }
 

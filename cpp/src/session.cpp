@@ -83,7 +83,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
 }
 
 ProtoMessage Session::finish(const std::string& producer_version) {
-  remove_dead_nodes(graph_);
+  optimize(graph_);
   ModelInfo info;
   info.opset = opset_;
   info.producer_version = producer_version;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fastonnx/tensor_bytes.h"
 #include "fastonnx/types.h"
 
 namespace fastonnx {
@@ -60,12 +61,14 @@ struct Node {
 };
 
 // Tensor bytes that the graph borrows: `owner` keeps the memory alive (a torch tensor, or a
-// buffer a converter made) so weights are never copied on their way to the file.
+// buffer a converter made) so weights are never copied on their way to the file. A folded
+// weight (transposed, cast) has `computed` instead: its bytes are produced while being written.
 struct Initializer {
   Value value;
   const void* data = nullptr;
   size_t nbytes = 0;
   std::shared_ptr<const void> owner;
+  std::shared_ptr<const TensorBytes> computed;
 };
 
 class Graph {
@@ -87,6 +90,8 @@ class Graph {
   std::span<const uint32_t> outputs(NodeId n) const;
   std::span<const Attr> attrs(NodeId n) const;
   void kill(NodeId n) { nodes_[n].dead = true; }
+  // Makes input `i` of node `n` read `v` instead (the one place use-lists change).
+  void set_input(NodeId n, size_t i, uint32_t v) { edges_[nodes_[n].inputs_begin + i] = v; }
 
   // A name that no other value, node or graph input/output has; `base` when it is free.
   StrId unique_name(std::string_view base);
@@ -101,6 +106,9 @@ class Graph {
   Value add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims);
   Value add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims,
                         const void* data, size_t nbytes, std::shared_ptr<const void> owner);
+  Value add_computed_initializer(ScalarType dtype, std::span<const Dim> dims, std::shared_ptr<const TensorBytes> bytes);
+  // A new initializer with the bytes of `source` (not copied) and another shape.
+  Value alias_initializer(Value source, std::span<const Dim> dims);
   void add_output(Value v) { outputs_.push_back(v.id); }
 
   const std::vector<uint32_t>& graph_inputs() const { return inputs_; }

@@ -1,11 +1,26 @@
 // Graph clean-up passes; each is linear in the size of the graph.
 #pragma once
 
+#include <cstddef>
+
 #include "fastonnx/ir.h"
 
 namespace fastonnx {
 
 // Marks dead every node none of whose outputs reaches a graph output.
 void remove_dead_nodes(Graph& g);
+
+struct PassStats {
+  size_t folded = 0;            // nodes replaced by constants (shape arithmetic, weight transposes)
+  size_t forwarded = 0;         // nodes that computed nothing (Identity, no-op Cast/Reshape/Transpose)
+  size_t merged = 0;            // nodes equal to an earlier one (common subexpressions)
+  size_t constants_merged = 0;  // small converter constants equal to an earlier one
+  size_t removed = 0;           // dead nodes
+};
+
+// One forward sweep over the nodes in topological order, each node in turn: constant folding,
+// forwarding of no-op nodes, common-subexpression elimination; then dead-node removal. Nodes
+// that produce graph outputs are kept as they are.
+PassStats optimize(Graph& g);
 
 }  // namespace fastonnx

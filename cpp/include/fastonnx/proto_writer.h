@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fastonnx/tensor_bytes.h"
+
 namespace fastonnx {
 
 class ProtoMessage {
@@ -22,18 +24,24 @@ class ProtoMessage {
   void packed_float_field(uint32_t field, const std::vector<float>& values);
   // Appends a length-delimited field whose bytes stay where they are (a weight).
   void borrowed_bytes_field(uint32_t field, const void* data, size_t size);
+  // Appends a length-delimited field whose bytes are produced while writing; `bytes` must
+  // outlive the message.
+  void computed_bytes_field(uint32_t field, const TensorBytes* bytes);
   void message_field(uint32_t field, const ProtoMessage& child);
 
   size_t size() const { return size_; }
   // Writes the message; returns false on an I/O error.
   bool write(std::FILE* f) const;
   std::string to_string() const;
+  // Calls `sink` with the message's bytes in order.
+  void produce(const ByteSink& sink) const;
 
  private:
   struct Span {
     size_t run_end;  // the span comes after runs_[0, run_end)
     const void* data;
     size_t size;
+    const TensorBytes* computed;  // when set, the span's bytes (data is null)
   };
   void tag(uint32_t field, uint32_t wire_type) { raw_varint((static_cast<uint64_t>(field) << 3) | wire_type); }
   void raw_varint(uint64_t v);

@@ -1,0 +1,476 @@
+#include "fastonnx/fold.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "fastonnx/numeric.h"
+
+namespace fastonnx {
+
+size_t ConstView::count() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+namespace {
+
+// Results at most this many elements are computed eagerly; larger transposes and casts of
+// weights are computed while writing, anything else larger is not folded.
+constexpr size_t kSmall = 4096;
+
+using Shape = std::vector<int64_t>;
+using ConstInputs = std::span<const std::optional<ConstView>>;
+using Result = std::optional<std::vector<Folded>>;
+
+const Attr* find_attr(std::span<const Attr> attrs, std::string_view name) {
+  for (const Attr& a : attrs) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t attr_int(std::span<const Attr> attrs, std::string_view name, int64_t fallback) {
+  const Attr* a = find_attr(attrs, name);
+  return a ? a->int_value : fallback;
+}
+
+size_t count_of(const Shape& s) {
+  size_t n = 1;
+  for (int64_t d : s) n *= static_cast<size_t>(d);
+  return n;
+}
+
+std::vector<int64_t> ints_of(const ConstView& v) {
+  std::vector<int64_t> out(v.count());
+  const size_t es = static_cast<size_t>(element_size(v.dtype));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_int(v.dtype, v.data + i * es);
+  return out;
+}
+
+int64_t wrap(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+Folded alias(const ConstView& in, Shape shape) {
+  Folded f;
+  f.dtype = in.dtype;
+  f.shape = std::move(shape);
+  f.alias_of = 0;
+  return f;
+}
+
+// A new tensor whose element i is `value(i)` written through `store`.
+template <typename F>
+Folded make(ScalarType dtype, Shape shape, F&& fill) {
+  Folded f;
+  f.dtype = dtype;
+  f.shape = std::move(shape);
+  f.bytes.resize(count_of(f.shape) * static_cast<size_t>(element_size(dtype)));
+  fill(f.bytes.data());
+  return f;
+}
+
+std::optional<Shape> reshape_target(const ConstView& data, const ConstView& shape_in, bool allow_zero) {
+  Shape target = ints_of(shape_in);
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == 0 && !allow_zero) {
+      if (i >= data.shape.size()) return std::nullopt;
+      target[i] = data.shape[i];
+    }
+    if (target[i] == -1) {
+      if (infer >= 0) return std::nullopt;
+      infer = static_cast<int64_t>(i);
+    } else {
+      known *= target[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0) return std::nullopt;
+    target[infer] = static_cast<int64_t>(data.count()) / known;
+  }
+  if (count_of(target) != data.count()) return std::nullopt;
+  return target;
+}
+
+// Elementwise ops with numpy broadcasting, on small tensors.
+enum class Binary { Add, Sub, Mul, Div, Equal, Less, Greater, Max, Min, And, Or };
+
+std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t x = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    const int64_t y = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// Offsets into a tensor of `shape` for every index of the broadcast `out` shape.
+std::vector<size_t> broadcast_offsets(const Shape& shape, const Shape& out) {
+  const size_t rank = out.size(), lead = rank - shape.size();
+  std::vector<size_t> stride(rank, 0);
+  size_t s = 1;
+  for (size_t d = rank; d-- > lead;) {
+    stride[d] = shape[d - lead] == 1 ? 0 : s;
+    s *= static_cast<size_t>(shape[d - lead]);
+  }
+  std::vector<size_t> offsets(count_of(out));
+  std::vector<int64_t> index(rank, 0);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    size_t off = 0;
+    for (size_t d = 0; d < rank; ++d) off += static_cast<size_t>(index[d]) * stride[d];
+    offsets[i] = off;
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < out[d]) break;
+      index[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+Result binary(Binary op, const ConstView& a, const ConstView& b) {
+  const auto out_shape = broadcast(a.shape, b.shape);
+  if (!out_shape || count_of(*out_shape) > kSmall || a.dtype != b.dtype) return std::nullopt;
+  const bool compare = op == Binary::Equal || op == Binary::Less || op == Binary::Greater;
+  const ScalarType out_type = compare ? ScalarType::Bool : a.dtype;
+  const bool floating = is_floating(a.dtype);
+  if (op == Binary::Div && !floating) {  // integer division by zero is undefined: leave it to the runtime
+    for (int64_t v : ints_of(b)) {
+      if (v == 0) return std::nullopt;
+    }
+  }
+  const auto oa = broadcast_offsets(a.shape, *out_shape), ob = broadcast_offsets(b.shape, *out_shape);
+  const size_t es = static_cast<size_t>(element_size(a.dtype)), os = static_cast<size_t>(element_size(out_type));
+  return std::vector<Folded>{make(out_type, *out_shape, [&](uint8_t* dst) {
+    for (size_t i = 0; i < oa.size(); ++i) {
+      const void* pa = a.data + oa[i] * es;
+      const void* pb = b.data + ob[i] * es;
+      void* pd = dst + i * os;
+      if (floating) {
+        const double x = load_double(a.dtype, pa), y = load_double(b.dtype, pb);
+        switch (op) {
+          case Binary::Add: store_double(out_type, pd, x + y); break;
+          case Binary::Sub: store_double(out_type, pd, x - y); break;
+          case Binary::Mul: store_double(out_type, pd, x * y); break;
+          case Binary::Div: store_double(out_type, pd, x / y); break;
+          case Binary::Equal: store_int(out_type, pd, x == y); break;
+          case Binary::Less: store_int(out_type, pd, x < y); break;
+          case Binary::Greater: store_int(out_type, pd, x > y); break;
+          case Binary::Max: store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y)); break;
+          case Binary::Min: store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y)); break;
+          case Binary::And: store_int(out_type, pd, x != 0 && y != 0); break;
+          case Binary::Or: store_int(out_type, pd, x != 0 || y != 0); break;
+        }
+      } else {
+        const int64_t x = load_int(a.dtype, pa), y = load_int(b.dtype, pb);
+        // Unsigned wrap-around: what the runtime's integer arithmetic does on overflow.
+        const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+        switch (op) {
+          case Binary::Add: store_int(out_type, pd, static_cast<int64_t>(ux + uy)); break;
+          case Binary::Sub: store_int(out_type, pd, static_cast<int64_t>(ux - uy)); break;
+          case Binary::Mul: store_int(out_type, pd, static_cast<int64_t>(ux * uy)); break;
+          case Binary::Div: store_int(out_type, pd, x == INT64_MIN && y == -1 ? x : x / y); break;
+          case Binary::Equal: store_int(out_type, pd, x == y); break;
+          case Binary::Less: store_int(out_type, pd, x < y); break;
+          case Binary::Greater: store_int(out_type, pd, x > y); break;
+          case Binary::Max: store_int(out_type, pd, std::max(x, y)); break;
+          case Binary::Min: store_int(out_type, pd, std::min(x, y)); break;
+          case Binary::And: store_int(out_type, pd, x != 0 && y != 0); break;
+          case Binary::Or: store_int(out_type, pd, x != 0 || y != 0); break;
+        }
+      }
+    }
+  })};
+}
+
+Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSource& source) {
+  const size_t rank = in.shape.size();
+  std::vector<int64_t> perm(rank);
+  if (const Attr* a = find_attr(attrs, "perm")) {
+    perm = a->int_values;
+  } else {
+    for (size_t d = 0; d < rank; ++d) perm[d] = static_cast<int64_t>(rank - 1 - d);
+  }
+  if (perm.size() != rank) return std::nullopt;
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) out[d] = in.shape[perm[d]];
+  if (in.data == nullptr) return std::nullopt;
+  Folded f;
+  f.dtype = in.dtype;
+  f.shape = out;
+  f.computed = transposed_bytes(in.data, source.owner, element_size(in.dtype), in.shape, perm);
+  if (in.count() <= kSmall) {  // small: materialize now, so later folds can read it
+    f.computed->produce([&](const void* p, size_t n) {
+      f.bytes.insert(f.bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    });
+    f.computed.reset();
+  }
+  return std::vector<Folded>{std::move(f)};
+}
+
+Result cast(const ConstView& in, std::span<const Attr> attrs, const ConstSource& source) {
+  const Attr* to_attr = find_attr(attrs, "to");
+  if (to_attr == nullptr || in.data == nullptr) return std::nullopt;
+  const ScalarType to = scalar_type_from_onnx(static_cast<int>(to_attr->int_value));
+  if (!is_numeric(in.dtype) || !is_numeric(to)) return std::nullopt;
+  if (to == in.dtype) return std::vector<Folded>{alias(in, in.shape)};
+  Folded f;
+  f.dtype = to;
+  f.shape = in.shape;
+  if (in.count() <= kSmall) {
+    const size_t is = static_cast<size_t>(element_size(in.dtype)), os = static_cast<size_t>(element_size(to));
+    f.bytes.resize(in.count() * os);
+    for (size_t i = 0; i < in.count(); ++i) convert_element(in.dtype, in.data + i * is, to, &f.bytes[i * os]);
+  } else {
+    f.computed = cast_bytes(in.data, source.owner, in.count(), in.dtype, to);
+  }
+  return std::vector<Folded>{std::move(f)};
+}
+
+Result concat(ConstInputs inputs, std::span<const Attr> attrs) {
+  const ConstView& first = *inputs[0];
+  const int64_t axis = wrap(attr_int(attrs, "axis", 0), first.shape.size());
+  Shape out = first.shape;
+  out[axis] = 0;
+  for (const auto& in : inputs) {
+    if (!in || in->dtype != first.dtype || in->shape.size() != first.shape.size()) return std::nullopt;
+    out[axis] += in->shape[axis];
+  }
+  if (count_of(out) > kSmall) return std::nullopt;
+  const size_t es = static_cast<size_t>(element_size(first.dtype));
+  size_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(out[d]);
+  return std::vector<Folded>{make(first.dtype, out, [&](uint8_t* dst) {
+    for (size_t o = 0; o < outer; ++o) {
+      for (const auto& in : inputs) {
+        const size_t block = in->count() / std::max<size_t>(outer, 1) * es;
+        std::memcpy(dst, in->data + o * block, block);
+        dst += block;
+      }
+    }
+  })};
+}
+
+Result gather(const ConstView& data, const ConstView& indices, std::span<const Attr> attrs) {
+  const int64_t axis = wrap(attr_int(attrs, "axis", 0), data.shape.size());
+  Shape out(data.shape.begin(), data.shape.begin() + axis);
+  out.insert(out.end(), indices.shape.begin(), indices.shape.end());
+  out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (count_of(out) > kSmall) return std::nullopt;
+  const std::vector<int64_t> idx = ints_of(indices);
+  const int64_t n = data.shape[axis];
+  for (int64_t i : idx) {
+    if (i < -n || i >= n) return std::nullopt;
+  }
+  size_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(data.shape[d]);
+  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= static_cast<size_t>(data.shape[d]);
+  const size_t es = static_cast<size_t>(element_size(data.dtype)), block = inner * es;
+  return std::vector<Folded>{make(data.dtype, out, [&](uint8_t* dst) {
+    for (size_t o = 0; o < outer; ++o) {
+      for (int64_t i : idx) {
+        const size_t at = static_cast<size_t>(i < 0 ? i + n : i);
+        std::memcpy(dst, data.data + (o * static_cast<size_t>(n) + at) * block, block);
+        dst += block;
+      }
+    }
+  })};
+}
+
+Result slice(ConstInputs inputs) {
+  const ConstView& data = *inputs[0];
+  const size_t rank = data.shape.size();
+  const std::vector<int64_t> starts = ints_of(*inputs[1]), ends = ints_of(*inputs[2]);
+  std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (inputs.size() > 3 && inputs[3]) axes = ints_of(*inputs[3]);
+  if (inputs.size() > 4 && inputs[4]) steps = ints_of(*inputs[4]);
+  if (axes.size() != starts.size() || ends.size() != starts.size() || steps.size() != starts.size()) return std::nullopt;
+  std::vector<int64_t> begin(rank, 0), step(rank, 1);
+  Shape out = data.shape;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t axis = wrap(axes[i], rank);
+    const int64_t dim = data.shape[axis], st = steps[i];
+    if (st == 0) return std::nullopt;
+    auto clampi = [&](int64_t v, int64_t lo, int64_t hi) { return std::min(std::max(v, lo), hi); };
+    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (st > 0) {
+      s = clampi(s, 0, dim);
+      e = clampi(e, 0, dim);
+      out[axis] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = clampi(s, 0, dim - 1);
+      e = clampi(e, -1, dim - 1);
+      out[axis] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    begin[axis] = s;
+    step[axis] = st;
+  }
+  if (count_of(out) > kSmall) return std::nullopt;
+  std::vector<size_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * static_cast<size_t>(data.shape[d]);
+  const size_t es = static_cast<size_t>(element_size(data.dtype));
+  return std::vector<Folded>{make(data.dtype, out, [&](uint8_t* dst) {
+    std::vector<int64_t> index(rank, 0);
+    for (size_t i = 0, n = count_of(out); i < n; ++i) {
+      size_t off = 0;
+      for (size_t d = 0; d < rank; ++d) off += static_cast<size_t>(begin[d] + index[d] * step[d]) * stride[d];
+      std::memcpy(dst + i * es, data.data + off * es, es);
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < out[d]) break;
+        index[d] = 0;
+      }
+    }
+  })};
+}
+
+Result squeeze_like(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
+  const ConstView& in = *inputs[0];
+  std::vector<int64_t> axes;
+  if (inputs.size() > 1 && inputs[1]) {
+    axes = ints_of(*inputs[1]);
+  } else if (const Attr* a = find_attr(attrs, "axes")) {
+    axes = a->int_values;
+  }
+  if (op == "Squeeze") {
+    Shape out;
+    for (size_t d = 0; d < in.shape.size(); ++d) {
+      const bool listed = std::any_of(axes.begin(), axes.end(), [&](int64_t a) { return wrap(a, in.shape.size()) == static_cast<int64_t>(d); });
+      if (axes.empty() ? in.shape[d] != 1 : !listed) out.push_back(in.shape[d]);
+    }
+    return std::vector<Folded>{alias(in, out)};
+  }
+  const size_t rank = in.shape.size() + axes.size();
+  std::vector<bool> inserted(rank, false);
+  for (int64_t a : axes) {
+    const int64_t w = wrap(a, rank);
+    if (w < 0 || w >= static_cast<int64_t>(rank)) return std::nullopt;
+    inserted[w] = true;
+  }
+  Shape out;
+  size_t next = 0;
+  for (size_t d = 0; d < rank; ++d) out.push_back(inserted[d] ? 1 : in.shape[next++]);
+  return std::vector<Folded>{alias(in, out)};
+}
+
+Result range(ConstInputs inputs) {
+  const ConstView &start = *inputs[0], &limit = *inputs[1], &delta = *inputs[2];
+  if (is_floating(start.dtype)) {
+    const double s = load_double(start.dtype, start.data), l = load_double(limit.dtype, limit.data),
+                 d = load_double(delta.dtype, delta.data);
+    if (d == 0) return std::nullopt;
+    const double n = std::max(std::ceil((l - s) / d), 0.0);
+    if (n > kSmall) return std::nullopt;
+    return std::vector<Folded>{make(start.dtype, {static_cast<int64_t>(n)}, [&](uint8_t* dst) {
+      for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) store_double(start.dtype, dst + i * element_size(start.dtype), s + i * d);
+    })};
+  }
+  const int64_t s = load_int(start.dtype, start.data), l = load_int(limit.dtype, limit.data),
+                d = load_int(delta.dtype, delta.data);
+  if (d == 0) return std::nullopt;
+  const int64_t n = std::max<int64_t>((l - s + d + (d > 0 ? -1 : 1)) / d, 0);
+  if (static_cast<size_t>(n) > kSmall) return std::nullopt;
+  return std::vector<Folded>{make(start.dtype, {n}, [&](uint8_t* dst) {
+    for (int64_t i = 0; i < n; ++i) store_int(start.dtype, dst + i * element_size(start.dtype), s + i * d);
+  })};
+}
+
+Result expand(const ConstView& in, const ConstView& shape) {
+  const auto out = broadcast(in.shape, ints_of(shape));
+  if (!out || count_of(*out) > kSmall) return std::nullopt;
+  const auto offsets = broadcast_offsets(in.shape, *out);
+  const size_t es = static_cast<size_t>(element_size(in.dtype));
+  return std::vector<Folded>{make(in.dtype, *out, [&](uint8_t* dst) {
+    for (size_t i = 0; i < offsets.size(); ++i) std::memcpy(dst + i * es, in.data + offsets[i] * es, es);
+  })};
+}
+
+Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
+  const ConstView& in = *inputs[0];
+  std::vector<int64_t> axes;
+  if (inputs.size() > 1 && inputs[1]) {
+    axes = ints_of(*inputs[1]);
+  } else if (const Attr* a = find_attr(attrs, "axes")) {
+    axes = a->int_values;
+  }
+  if (!axes.empty() || is_floating(in.dtype)) return std::nullopt;  // whole-tensor integer products/sums only
+  int64_t acc = op == "ReduceProd" ? 1 : 0;
+  for (int64_t v : ints_of(in)) acc = op == "ReduceProd" ? acc * v : acc + v;
+  Shape out = attr_int(attrs, "keepdims", 1) ? Shape(in.shape.size(), 1) : Shape{};
+  return std::vector<Folded>{make(in.dtype, out, [&](uint8_t* dst) { store_int(in.dtype, dst, acc); })};
+}
+
+bool all_present(ConstInputs inputs, size_t n) {
+  if (inputs.size() < n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!inputs[i]) return false;
+  }
+  return true;
+}
+
+bool readable(ConstInputs inputs) {
+  return std::all_of(inputs.begin(), inputs.end(), [](const auto& v) { return !v || (v->data && is_numeric(v->dtype)); });
+}
+
+}  // namespace
+
+std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Attr> attrs, ConstInputs inputs,
+                                        std::span<const ConstSource> sources) {
+  if (inputs.empty() || !inputs[0]) return std::nullopt;
+  const ConstView& x = *inputs[0];
+  // Metadata-only ops: any size, the bytes stay where they are.
+  if (op == "Identity") return std::vector<Folded>{alias(x, x.shape)};
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    if (!readable(inputs.subspan(1))) return std::nullopt;
+    return squeeze_like(op, inputs, attrs);
+  }
+  if (op == "Reshape") {
+    if (!all_present(inputs, 2) || !readable(inputs.subspan(1))) return std::nullopt;
+    const auto target = reshape_target(x, *inputs[1], attr_int(attrs, "allowzero", 0) != 0);
+    if (!target) return std::nullopt;
+    return std::vector<Folded>{alias(x, *target)};
+  }
+  if (op == "Flatten") {
+    const int64_t axis = wrap(attr_int(attrs, "axis", 1), x.shape.size());
+    int64_t lead = 1;
+    for (int64_t d = 0; d < axis; ++d) lead *= x.shape[d];
+    return std::vector<Folded>{alias(x, {lead, lead ? static_cast<int64_t>(x.count()) / lead : 0})};
+  }
+  if (op == "Transpose") return transpose(x, attrs, sources[0]);
+  if (op == "Cast") return cast(x, attrs, sources[0]);
+  // Everything else computes small tensors eagerly.
+  if (!readable(inputs) || x.count() > kSmall) return std::nullopt;
+  static constexpr std::pair<std::string_view, Binary> kBinary[] = {
+      {"Add", Binary::Add},   {"Sub", Binary::Sub},         {"Mul", Binary::Mul},         {"Div", Binary::Div},
+      {"Equal", Binary::Equal}, {"Less", Binary::Less},     {"Greater", Binary::Greater}, {"Max", Binary::Max},
+      {"Min", Binary::Min},   {"And", Binary::And},         {"Or", Binary::Or}};
+  for (const auto& [name, kind] : kBinary) {
+    if (op == name && inputs.size() == 2 && all_present(inputs, 2)) return binary(kind, x, *inputs[1]);
+  }
+  if (op == "Neg" && is_numeric(x.dtype)) {
+    return std::vector<Folded>{make(x.dtype, x.shape, [&](uint8_t* dst) {
+      const size_t es = static_cast<size_t>(element_size(x.dtype));
+      for (size_t i = 0; i < x.count(); ++i) {
+        if (is_floating(x.dtype)) {
+          store_double(x.dtype, dst + i * es, -load_double(x.dtype, x.data + i * es));
+        } else {
+          store_int(x.dtype, dst + i * es, static_cast<int64_t>(0 - static_cast<uint64_t>(load_int(x.dtype, x.data + i * es))));
+        }
+      }
+    })};
+  }
+  if (op == "Concat") return concat(inputs, attrs);
+  if (op == "Gather" && all_present(inputs, 2)) return gather(x, *inputs[1], attrs);
+  if (op == "Slice" && all_present(inputs, 3)) return slice(inputs);
+  if (op == "Range" && all_present(inputs, 3)) return range(inputs);
+  if (op == "Expand" && all_present(inputs, 2)) return expand(x, *inputs[1]);
+  if (op == "ReduceProd" || op == "ReduceSum") return reduce(op, inputs, attrs);
+  return std::nullopt;
+}
+
+}  // namespace fastonnx
