@@ -1,7 +1,10 @@
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,6 +15,9 @@ namespace py = pybind11;
 
 namespace fastonnx::bindings {
 namespace {
+
+// protobuf refuses to parse a message of 2 GB or more.
+constexpr size_t kMaxProtoBytes = (size_t{1} << 31) - 1;
 
 // A graph value referenced from an FX node's arguments.
 struct ValueRef {
@@ -71,11 +77,47 @@ std::shared_ptr<const void> keep_alive(py::object owner) {
   });
 }
 
-// A finished export: the serialized model, which borrows weights from the session's graph.
+// A finished export: the session's final graph (which borrows the weights), serialized when it
+// is written or asked for as bytes.
 struct Model {
   std::shared_ptr<Session> session;
-  ProtoMessage proto;
+  std::string producer_version;
+  PassStats stats;
 };
+
+// Bytes between two calls of a write's progress callback.
+constexpr size_t kProgressBytes = size_t{32} << 20;
+
+// Writes what `produce` produces to `path`, calling `progress(bytes)` (with the GIL) as it goes.
+void write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                const py::object& progress) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  bool ok = true;
+  int err = 0;
+  size_t written = 0, reported = 0;
+  produce([&](const void* data, size_t size) {
+    if (ok && std::fwrite(data, 1, size, f) != size) {
+      ok = false;
+      err = errno;
+    }
+    written += size;
+    if (!progress.is_none() && written - reported >= kProgressBytes) {
+      py::gil_scoped_acquire gil;
+      progress(written - reported);
+      reported = written;
+    }
+  });
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) throw std::runtime_error("writing " + path + " failed: " + std::strerror(err));
+  if (!progress.is_none() && written > reported) {
+    py::gil_scoped_acquire gil;
+    progress(written - reported);
+  }
+}
 
 }  // namespace
 
@@ -87,22 +129,45 @@ void init_session(py::module_& m) {
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
 
   py::class_<Model>(m, "Model")
-      .def_property_readonly("nbytes", [](const Model& md) { return md.proto.size(); })
-      .def("to_bytes", [](const Model& md) { return py::bytes(md.proto.to_string()); })
+      .def_property_readonly("weights_nbytes", [](const Model& md) { return md.session->weights_nbytes(); })
+      .def("to_bytes",
+           [](const Model& md) {
+             const ProtoMessage proto = md.session->serialize(md.producer_version);
+             if (proto.size() > kMaxProtoBytes) {
+               throw std::length_error("the model is " + std::to_string(proto.size()) +
+                                       " bytes with its weights, beyond protobuf's 2 GB; save it with external data");
+             }
+             return py::bytes(proto.to_string());
+           })
       .def(
           "write",
-          [](const Model& md, const std::string& path) {
+          [](const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
+             const py::object& progress) {
             py::gil_scoped_release no_gil;
-            std::FILE* f = std::fopen(path.c_str(), "wb");
-            if (f == nullptr) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-            const bool ok = md.proto.write(f);
-            const int err = errno;
-            if (std::fclose(f) != 0 || !ok) {
-              throw std::runtime_error("writing " + path + " failed: " + std::strerror(ok ? errno : err));
+            if (location.empty()) {
+              const ProtoMessage proto = md.session->serialize(md.producer_version);
+              write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
+              return;
             }
+            ExternalData external;
+            external.location = location;
+            const ProtoMessage proto = md.session->serialize(md.producer_version, &external);
+            write_file(data_path, [&](const ByteSink& sink) { write_external_data(external, sink); }, progress);
+            write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
           },
-          py::arg("path"))
-      .def_property_readonly("num_nodes", [](const Model& md) { return md.session->num_nodes(); });
+          py::arg("path"), py::arg("data_path") = "", py::arg("location") = "", py::arg("progress") = py::none(),
+          "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
+          "the model names `location`. `progress(n)` is called as bytes are written.")
+      .def_property_readonly("num_nodes", [](const Model& md) { return md.session->num_nodes(); })
+      .def_property_readonly("pass_stats", [](const Model& md) {
+        py::dict d;
+        d["folded"] = md.stats.folded;
+        d["forwarded"] = md.stats.forwarded;
+        d["merged"] = md.stats.merged;
+        d["constants_merged"] = md.stats.constants_merged;
+        d["removed"] = md.stats.removed;
+        return d;
+      });
 
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
       .def(py::init<int>(), py::arg("opset"))
@@ -126,6 +191,12 @@ void init_session(py::module_& m) {
       .def(
           "convert",
           [](Session& s, int op_id, const py::list& args, const py::list& metas, const std::string& name) {
+            const auto start = std::chrono::steady_clock::now();
+            struct AddElapsed {  // also when the conversion throws
+              Session& s;
+              std::chrono::steady_clock::time_point start;
+              ~AddElapsed() { s.convert_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+            } timer{s, start};
             Args unpacked;
             unpacked.reserve(args.size());
             for (py::handle a : args) unpacked.push_back(to_arg(a));
@@ -153,10 +224,12 @@ void init_session(py::module_& m) {
             s.set_outputs(outs);
           },
           py::arg("outputs"))
+      .def_readonly("convert_seconds", &Session::convert_seconds)
       .def(
           "finish",
           [](const std::shared_ptr<Session>& s, const std::string& producer_version) {
-            return Model{s, s->finish(producer_version)};
+            const PassStats stats = s->finish();
+            return Model{s, producer_version, stats};
           },
           py::arg("producer_version"));
 }

@@ -1,5 +1,6 @@
 #include "fastonnx/passes.h"
 
+#include <cctype>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -206,8 +207,23 @@ class Optimizer {
         results.push_back(g_.add_initializer("", f.dtype, dims, data, nbytes, std::move(bytes)));
       }
     }
+    if (results.size() == 1) name_after_weight(n, results[0]);
     fold_to(n, std::move(results));
     return true;
+  }
+
+  // A folded weight is named after the weight it comes from (`fc.weight_transpose`).
+  void name_after_weight(NodeId n, Value result) {
+    for (uint32_t v : g_.inputs(n)) {
+      if (v == Value::kNone) continue;
+      const ValueInfo& source = g_.info(Value{v});
+      const Initializer* init = g_.initializer(Value{v});
+      if (source.name == 0 || init == nullptr || init->nbytes <= kMergeableConstantBytes) continue;
+      std::string name = std::string(g_.strings.str(source.name)) + "_";
+      for (char c : op_of(g_, n)) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      g_.set_name(result, name);
+      return;
+    }
   }
 
   // Nodes that compute nothing: their output is their input.

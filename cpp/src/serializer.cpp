@@ -1,5 +1,7 @@
 #include "fastonnx/serializer.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "opsets.h"
@@ -13,7 +15,14 @@ namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input
 namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
 namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, floats = 7, ints = 8, type = 20 }; }
 namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, FLOATS = 6, INTS = 7 }; }
-namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9 }; }
+namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 }; }
+namespace entry_f { enum : uint32_t { key = 1, value = 2 }; }
+constexpr uint64_t kDataLocationExternal = 1;
+// A tensor of at least kPageAlignedBytes starts on a page boundary (memory-mappable on its own);
+// smaller ones on a 64-byte boundary, so padding stays small.
+constexpr size_t kPageAlignedBytes = size_t{64} << 10;
+constexpr size_t kPage = 4096;
+constexpr size_t kSmallAlignment = 64;
 namespace vi_f { enum : uint32_t { name = 1, type = 2 }; }
 namespace type_f { enum : uint32_t { tensor_type = 1 }; }
 namespace ttype_f { enum : uint32_t { elem_type = 1, shape = 2 }; }
@@ -74,13 +83,31 @@ ProtoMessage value_info(const Graph& g, Value v) {
   return m;
 }
 
-ProtoMessage tensor(const Graph& g, const Initializer& init) {
+void external_entry(ProtoMessage& m, std::string_view key, std::string_view value) {
+  ProtoMessage entry;
+  entry.bytes_field(entry_f::key, key);
+  entry.bytes_field(entry_f::value, value);
+  m.message_field(tensor_f::external_data, entry);
+}
+
+ProtoMessage tensor(const Graph& g, const Initializer& init, ExternalData* external) {
   ProtoMessage m;
   std::vector<int64_t> dims;
   for (const Dim& d : g.shape(init.value)) dims.push_back(d.value);
   if (!dims.empty()) m.packed_int64_field(tensor_f::dims, dims);
   m.varint_field(tensor_f::data_type, static_cast<uint64_t>(onnx_dtype(g.info(init.value).dtype)));
   m.bytes_field(tensor_f::name, g.name(init.value));
+  if (external != nullptr && init.nbytes >= external->threshold) {
+    const size_t align = init.nbytes >= kPageAlignedBytes ? kPage : kSmallAlignment;
+    const size_t offset = (external->size + align - 1) / align * align;
+    external->placements.push_back({offset, &init});
+    external->size = offset + init.nbytes;
+    external_entry(m, "location", external->location);
+    external_entry(m, "offset", std::to_string(offset));
+    external_entry(m, "length", std::to_string(init.nbytes));
+    m.varint_field(tensor_f::data_location, kDataLocationExternal);
+    return m;
+  }
   if (init.computed) {
     m.computed_bytes_field(tensor_f::raw_data, init.computed.get());
   } else {
@@ -91,7 +118,7 @@ ProtoMessage tensor(const Graph& g, const Initializer& init) {
 
 }  // namespace
 
-ProtoMessage serialize_model(Graph& g, const ModelInfo& info) {
+ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external) {
   g.name_all();
   ProtoMessage graph;
   std::vector<bool> used(g.num_values(), false);
@@ -117,7 +144,7 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info) {
   graph.bytes_field(graph_f::name, info.graph_name);
   for (uint32_t out : g.graph_outputs()) used[out] = true;
   for (const Initializer& init : g.initializers()) {
-    if (used[init.value.id]) graph.message_field(graph_f::initializer, tensor(g, init));
+    if (used[init.value.id]) graph.message_field(graph_f::initializer, tensor(g, init, external));
   }
   for (uint32_t in : g.graph_inputs()) graph.message_field(graph_f::input, value_info(g, Value{in}));
   for (uint32_t out : g.graph_outputs()) graph.message_field(graph_f::output, value_info(g, Value{out}));
@@ -145,6 +172,20 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info) {
   opset.int64_field(opset_f::version, info.opset);
   model.message_field(model_f::opset_import, opset);
   return model;
+}
+
+void write_external_data(const ExternalData& external, const ByteSink& sink) {
+  static const char zeros[kPage] = {};
+  size_t at = 0;
+  for (const auto& [offset, init] : external.placements) {
+    for (; at < offset; at += std::min(offset - at, kPage)) sink(zeros, std::min(offset - at, kPage));
+    if (init->computed) {
+      init->computed->produce(sink);
+    } else if (init->nbytes) {
+      sink(init->data, init->nbytes);
+    }
+    at = offset + init->nbytes;
+  }
 }
 
 }  // namespace fastonnx

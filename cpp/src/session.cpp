@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "fastonnx/passes.h"
-#include "fastonnx/serializer.h"
 #include "opsets.h"
 
 namespace fastonnx {
@@ -82,12 +80,32 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
   }
 }
 
-ProtoMessage Session::finish(const std::string& producer_version) {
-  optimize(graph_);
+PassStats Session::finish() { return optimize(graph_); }
+
+size_t Session::num_nodes() const {
+  size_t n = 0;
+  for (NodeId i = 0; i < graph_.num_nodes(); ++i) n += !graph_.node(i).dead;
+  return n;
+}
+
+ProtoMessage Session::serialize(const std::string& producer_version, ExternalData* external) {
   ModelInfo info;
   info.opset = opset_;
   info.producer_version = producer_version;
-  return serialize_model(graph_, info);
+  return serialize_model(graph_, info, external);
+}
+
+size_t Session::weights_nbytes() const {
+  std::vector<bool> used(graph_.num_values(), false);
+  for (NodeId n = 0; n < graph_.num_nodes(); ++n) {
+    if (graph_.node(n).dead) continue;
+    for (uint32_t in : graph_.inputs(n)) {
+      if (in != Value::kNone) used[in] = true;
+    }
+  }
+  size_t total = 0;
+  for (const Initializer& init : graph_.initializers()) total += used[init.value.id] ? init.nbytes : 0;
+  return total;
 }
 
 }  // namespace fastonnx

@@ -14,6 +14,7 @@ from ._files import check_writable
 from ._decompose import Decomposer, copy_graph, decomposition_of
 from ._lower import Lowering, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
+from ._progress import Progress
 from ._trace import functionalize, needs_functionalization, trace
 from .errors import ExportError
 
@@ -57,6 +58,8 @@ def export(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     opset_version: int | None = None,
+    external_data: bool | None = None,
+    verbose: bool | None = None,
 ) -> ExportResult:
     """Export ``model`` to ONNX.
 
@@ -65,7 +68,9 @@ def export(
     (written atomically; nothing is written when ``f`` is None), ``input_names`` and
     ``output_names`` name the graph's inputs and outputs in order (a shorter list names the
     first ones), ``opset_version`` the ONNX opset (default 18). ``model`` may also be an
-    ``ExportedProgram``. The model is traced in eval mode.
+    ``ExportedProgram``. The model is traced in eval mode. ``external_data`` writes the weights
+    to ``<f>.data`` beside the model (by default only above protobuf's 2 GB limit).
+    ``verbose=False`` turns off the progress bars long exports show on a terminal.
     """
     if not isinstance(model, (torch.nn.Module, ExportedProgram)):
         raise TypeError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
@@ -82,6 +87,7 @@ def export(
         check_writable(f)
 
     timings: dict[str, float] = {}
+    progress = Progress(verbose)
     t0 = time.perf_counter()
     ep = trace(model, args, kwargs)
     timings["trace"] = time.perf_counter() - t0
@@ -109,20 +115,25 @@ def export(
         raise ValueError(
             f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
         )
-    lowering.convert_nodes()
+    with progress.stage("converting", total=len(live), unit="node") as advance:
+        lowering.convert_nodes(advance)
     outputs = lowering.set_outputs(output_names)
     if output_names is not None and len(output_names) > len(outputs):
         raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
-    timings["convert"] = time.perf_counter() - t0
+    # One Python->C++ call per node: the native side of it is the conversion proper, the rest
+    # is lowering (walking the FX graph and encoding arguments).
+    timings["convert"] = session.convert_seconds
+    timings["lower"] = time.perf_counter() - t0 - session.convert_seconds
 
     t0 = time.perf_counter()
     native = session.finish(__version__)
-    timings["serialize"] = time.perf_counter() - t0
+    timings["passes"] = time.perf_counter() - t0
 
     result = ExportResult(native, opset, lowering.input_names, outputs, ep, timings)
     if f is not None:
         t0 = time.perf_counter()
-        result.save(f)
+        with progress.stage("writing", total=native.weights_nbytes, unit="B", scale=True) as advance:
+            result.save(f, external_data=external_data, progress=advance)
         timings["write"] = time.perf_counter() - t0
     return result
 

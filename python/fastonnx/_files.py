@@ -24,13 +24,27 @@ def write_atomically(path: str | os.PathLike, write: Callable[[str], None]) -> N
     """``write(tmp)`` writes the file under a temporary name in the same directory, which then
     replaces ``path`` in one rename; on any error (or Ctrl-C) the temporary file is removed and
     an existing file at ``path`` is left as it was."""
-    path = check_writable(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-    os.close(fd)
+    write_files_atomically([path], lambda tmps: write(tmps[0]))
+
+
+def write_files_atomically(paths: list, write: Callable[[list[str]], None]) -> None:
+    """Several files that belong together (a model and its external data): ``write(tmps)``
+    writes them all under temporary names; only when every one is complete are they renamed, the
+    last path (the model, which names the others) last."""
+    paths = [check_writable(p) for p in paths]
+    tmps = []
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        for path in paths:
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path))
+            )
+            os.close(fd)
+            tmps.append(tmp)
+        write(tmps)
+        for tmp, path in zip(tmps, paths):
+            os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for tmp in tmps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         raise

@@ -245,6 +245,7 @@ class Lowering:
         self.attribute = attribute or (lambda target: getattr(ep.graph_module, target))
         self.env: dict[torch.fx.Node, object] = {}
         self.input_names: list[str] = []
+        self.shared: dict[tuple, object] = {}  # storage, layout -> initializer
 
     def _encode(self, a):
         if isinstance(a, torch.fx.Node):
@@ -298,6 +299,15 @@ class Lowering:
                 raise ConversionError(f"input `{node.name}` of kind {spec.kind.name} is not supported")
 
     def _initializer(self, name: str, tensor: torch.Tensor):
+        # A tensor two parameters share (tied embeddings) is one initializer, written once.
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tensor.dtype, tuple(tensor.shape),
+               tuple(tensor.stride()))
+        if key in self.shared and tensor.numel():
+            return self.shared[key]
+        self.shared[key] = ref = self._new_initializer(name, tensor)
+        return ref
+
+    def _new_initializer(self, name: str, tensor: torch.Tensor):
         t = tensor.detach()
         if t.device.type != "cpu":
             t = t.cpu()
@@ -306,10 +316,15 @@ class Lowering:
         nbytes = t.numel() * t.element_size()
         return self.session.add_initializer(name, dtype_code(t.dtype), list(t.shape), t.data_ptr(), nbytes, t)
 
-    def convert_nodes(self) -> None:
+    def convert_nodes(self, advance=None) -> None:
+        """Converts every live node; ``advance(n)`` is told every few hundred nodes."""
+        done = 0
         for node in self.graph.nodes:
             if node not in self.live:
                 continue
+            done += 1
+            if advance is not None and done % 256 == 0:
+                advance(256)
             if node.op == "get_attr":
                 value = self.attribute(node.target)
                 if isinstance(value, torch.Tensor):

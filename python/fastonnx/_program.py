@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import _C
-from ._files import write_atomically
+from ._files import write_atomically, write_files_atomically
+from .errors import ExportError
+
+# protobuf cannot hold a message of 2 GB; the graph itself needs some room beside the weights.
+EXTERNAL_DATA_ABOVE = 2**31 - (64 << 20)
+
+
+def external_data_path(path: str | os.PathLike) -> str:
+    """Where the weights of a model saved at ``path`` go: ``<model file name>.data`` beside it."""
+    return os.fspath(path) + ".data"
 
 
 @dataclass
 class ExportResult:
-    """What ``fastonnx.export`` returns. The serialized model stays in native memory (weights
-    borrowed from the torch tensors) until it is saved or ``model_proto`` is asked for."""
+    """What ``fastonnx.export`` returns. The model stays in native memory (weights borrowed from
+    the torch tensors, never copied) until it is saved or ``model_proto`` is asked for."""
 
     native: _C.Model
     opset_version: int
@@ -24,16 +34,36 @@ class ExportResult:
 
     @property
     def model_proto(self):
-        """The model as an ``onnx.ModelProto`` (parsed on first use)."""
+        """The model as an ``onnx.ModelProto`` (parsed on first use; weights included, so only
+        for models under 2 GB)."""
         if self._proto is None:
             import onnx
 
-            self._proto = onnx.load_from_string(self.native.to_bytes())
+            self._proto = onnx.load_from_string(self.to_bytes())
         return self._proto
 
     def to_bytes(self) -> bytes:
-        return self.native.to_bytes()
+        """The serialized ModelProto, weights included."""
+        try:
+            return self.native.to_bytes()
+        except ValueError as e:  # std::length_error: beyond protobuf's limit
+            raise ExportError(str(e)) from None
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the model to ``path`` (atomically: a temporary file renamed when complete)."""
-        write_atomically(path, self.native.write)
+    def save(self, path: str | os.PathLike, *, external_data: bool | None = None,
+             progress: Callable[[int], None] | None = None) -> None:
+        """Write the model to ``path``, atomically: every file is written under a temporary name
+        and renamed when complete. ``external_data`` puts the weights (initializers of 1 KiB or
+        more) in ``<path>.data`` beside the model, offsets aligned for memory mapping; by default
+        that happens only when the model would exceed protobuf's 2 GB. ``progress(n)`` is called
+        as every n more bytes are written."""
+        if external_data is None:
+            external_data = self.native.weights_nbytes > EXTERNAL_DATA_ABOVE
+        if not external_data:
+            write_atomically(path, lambda tmp: self.native.write(tmp, progress=progress))
+            return
+        data_path = external_data_path(path)
+        location = os.path.basename(data_path)
+        write_files_atomically(
+            [data_path, path],
+            lambda tmps: self.native.write(tmps[1], data_path=tmps[0], location=location, progress=progress),
+        )

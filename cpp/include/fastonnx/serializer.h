@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "fastonnx/ir.h"
 #include "fastonnx/proto_writer.h"
@@ -15,7 +16,27 @@ struct ModelInfo {
   std::string graph_name = "main_graph";
 };
 
-// Names every value and node of `g` that has no name yet.
-ProtoMessage serialize_model(Graph& g, const ModelInfo& info);
+// Where initializers of at least `threshold` bytes go when the model keeps its weights in an
+// external data file (ONNX's external data: above 2 GB a ModelProto cannot hold them). Offsets
+// are aligned so that onnxruntime can memory-map each tensor in place.
+struct ExternalData {
+  std::string location;  // the data file's name, relative to the model file
+  size_t threshold = 1024;
+
+  // Filled by serialize_model: each externalized initializer and its offset in the data file.
+  struct Placement {
+    size_t offset;
+    const Initializer* initializer;
+  };
+  std::vector<Placement> placements;
+  size_t size = 0;  // of the whole data file
+};
+
+// Names every value and node of `g` that has no name yet. With `external`, large initializers
+// are referenced there instead of being written into the message.
+ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external = nullptr);
+
+// Produces the bytes of the external data file that `external` lays out.
+void write_external_data(const ExternalData& external, const ByteSink& sink);
 
 }  // namespace fastonnx

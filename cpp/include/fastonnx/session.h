@@ -11,6 +11,8 @@
 #include "fastonnx/args.h"
 #include "fastonnx/builder.h"
 #include "fastonnx/ir.h"
+#include "fastonnx/passes.h"
+#include "fastonnx/serializer.h"
 #include "fastonnx/proto_writer.h"
 #include "fastonnx/registry.h"
 
@@ -26,11 +28,19 @@ class Session {
   // Converts one FX node; its outputs take `fx_name` and the recorded metadata.
   std::vector<Value> convert(int op_id, const Args& args, std::vector<TensorMeta> metas, std::string_view fx_name);
   void set_outputs(const std::vector<std::pair<Value, std::string>>& outputs);
-  // Runs the passes and serializes. The graph is final afterwards.
-  ProtoMessage finish(const std::string& producer_version);
+  // Runs the passes; the graph is final afterwards.
+  PassStats finish();
+  // The finished graph as a ModelProto, large weights in `external` when given.
+  ProtoMessage serialize(const std::string& producer_version, ExternalData* external = nullptr);
+  // Bytes of the initializers the model references, as written.
+  size_t weights_nbytes() const;
 
   StrId intern(std::string_view s) { return graph_.strings.intern(s); }
-  size_t num_nodes() const { return graph_.num_nodes(); }
+
+  // Time spent in the native side of converting FX nodes (for the export's phase timings).
+  double convert_seconds = 0;
+  // Nodes in the graph (after finish(): those the passes kept).
+  size_t num_nodes() const;
 
  private:
   Graph graph_;
