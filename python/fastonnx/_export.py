@@ -11,6 +11,7 @@ from torch.export import ExportedProgram
 
 from . import _C
 from ._files import check_writable
+from ._dynamic import resolve as resolve_dynamic
 from ._decompose import Decomposer, copy_graph, decomposition_of
 from ._lower import Lowering, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
@@ -58,6 +59,8 @@ def export(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     opset_version: int | None = None,
+    dynamic_shapes=None,
+    dynamic_axes: dict | None = None,
     external_data: bool | None = None,
     verbose: bool | None = None,
 ) -> ExportResult:
@@ -67,7 +70,10 @@ def export(
     tensor is wrapped in a tuple), ``kwargs`` the keyword inputs, ``f`` where to write the model
     (written atomically; nothing is written when ``f`` is None), ``input_names`` and
     ``output_names`` name the graph's inputs and outputs in order (a shorter list names the
-    first ones), ``opset_version`` the ONNX opset (default 18). ``model`` may also be an
+    first ones), ``opset_version`` the ONNX opset (default 18), ``dynamic_shapes`` the dynamic
+    dimensions in torch.export's form (``Dim``, ``Dim.AUTO``/``Dim.DYNAMIC`` or a name per
+    dimension) or ``dynamic_axes`` in torch.onnx's (``{"x": {0: "batch"}}``); dynamic dimensions
+    keep their names in the ONNX inputs and outputs. ``model`` may also be an
     ``ExportedProgram``. The model is traced in eval mode. ``external_data`` writes the weights
     to ``<f>.data`` beside the model (by default only above protobuf's 2 GB limit).
     ``verbose=False`` turns off the progress bars long exports show on a terminal.
@@ -85,11 +91,13 @@ def export(
     opset = _check_opset(opset_version)
     if f is not None:
         check_writable(f)
+    trace_shapes, dim_names, output_axes = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes,
+                                                           input_names)
 
     timings: dict[str, float] = {}
     progress = Progress(verbose)
     t0 = time.perf_counter()
-    ep = trace(model, args, kwargs)
+    ep = trace(model, args, kwargs, trace_shapes)
     timings["trace"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -110,7 +118,7 @@ def export(
     session = _C.Session(opset)
     lowering = Lowering(ep, session, graph, live, attribute)
     t0 = time.perf_counter()
-    lowering.add_placeholders(input_names)
+    lowering.add_placeholders(input_names, dim_names)
     if input_names is not None and len(input_names) > len(lowering.input_names):
         raise ValueError(
             f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
@@ -120,6 +128,10 @@ def export(
     outputs = lowering.set_outputs(output_names)
     if output_names is not None and len(output_names) > len(outputs):
         raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
+    unknown = sorted(output_axes - set(outputs))
+    if unknown:
+        raise ValueError(f"dynamic_axes names {unknown}, which are neither inputs ({lowering.input_names}) nor outputs "
+                         f"({outputs})")
     # One Python->C++ call per node: the native side of it is the conversion proper, the rest
     # is lowering (walking the FX graph and encoding arguments).
     timings["convert"] = session.convert_seconds

@@ -13,6 +13,7 @@ import operator
 from collections import Counter
 from dataclasses import dataclass
 
+import sympy
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
@@ -149,12 +150,12 @@ def supported_ops() -> list[str]:
     return sorted(set(_registry()) | {overload_key(op) for op in _DROPPED})
 
 
-def _meta(value) -> tuple[int, list] | None:
+def _meta(value, dim_name) -> tuple[int, list] | None:
     """(dtype code, shape) of a node's value: a tensor's, or a 0-d tensor's for a Python number
-    (a symbolic size is an int64 scalar in the ONNX graph, as torch computes it in int64)."""
+    (a symbolic size is an int64 scalar in the ONNX graph, as torch computes it in int64).
+    ``dim_name`` names a symbolic dimension."""
     if isinstance(value, torch.Tensor):
-        shape = [int(d) if isinstance(d, int) or not isinstance(d, torch.SymInt) else str(d) for d in value.shape]
-        return dtype_code(value.dtype), shape
+        return dtype_code(value.dtype), [dim_name(d) if isinstance(d, torch.SymInt) else int(d) for d in value.shape]
     if isinstance(value, (bool, torch.SymBool)):
         return dtype_code(torch.bool), []
     if isinstance(value, (int, torch.SymInt)):
@@ -246,6 +247,7 @@ class Lowering:
         self.env: dict[torch.fx.Node, object] = {}
         self.input_names: list[str] = []
         self.shared: dict[tuple, object] = {}  # storage, layout -> initializer
+        self.symbol_names: dict[sympy.Symbol, sympy.Symbol] = {}  # torch's size symbols -> ONNX names
 
     def _encode(self, a):
         if isinstance(a, torch.fx.Node):
@@ -277,7 +279,17 @@ class Lowering:
             out.pop()
         return out
 
-    def add_placeholders(self, input_names: list[str] | None) -> None:
+    def dim_name(self, size: torch.SymInt) -> int | str:
+        """A symbolic dimension's name in the ONNX graph: its expression over the input
+        dimensions' names (``batch``, ``2*seq``), or the number torch pinned it to."""
+        expr = size.node.expr
+        if expr.is_number:
+            return int(expr)
+        return str(expr.xreplace(self.symbol_names))
+
+    def add_placeholders(self, input_names: list[str] | None, dim_names: list[dict[int, str]] = ()) -> None:
+        """Graph inputs and initializers. A dynamic input dimension takes the name asked for in
+        ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``."""
         sig = self.ep.graph_signature
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         state = self.ep.state_dict
@@ -289,7 +301,12 @@ class Lowering:
                     self.env[node] = node.meta.get("val")  # a Python constant torch.export specialized
                     continue
                 name = user_names.pop(0) if user_names else node.name
-                meta = _meta(node.meta["val"])
+                requested = dim_names[len(self.input_names)] if len(self.input_names) < len(dim_names) else {}
+                for axis, size in enumerate(node.meta["val"].shape):
+                    expr = size.node.expr if isinstance(size, torch.SymInt) else None
+                    if expr is not None and expr.is_Symbol and expr not in self.symbol_names:
+                        self.symbol_names[expr] = sympy.Symbol(requested.get(axis, f"{name}_dim_{axis}"))
+                meta = _meta(node.meta["val"], self.dim_name)
                 self.env[node] = self.session.add_input(name, meta[0], meta[1])
                 self.input_names.append(name)
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -342,7 +359,7 @@ class Lowering:
             if number is not None:
                 self.env[node] = number
                 continue
-            metas = [_meta(v) for v in val] if isinstance(val, (list, tuple)) else [_meta(val)]
+            metas = [_meta(v, self.dim_name) for v in val] if isinstance(val, (list, tuple)) else [_meta(val, self.dim_name)]
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
             self.env[node] = self._convert(node, target, args, kwargs, metas)
