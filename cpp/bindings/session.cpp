@@ -170,7 +170,7 @@ void init_session(py::module_& m) {
       });
 
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
-      .def(py::init<int>(), py::arg("opset"))
+      .def(py::init<int, bool>(), py::arg("opset"), py::arg("keep_initializers_as_inputs") = false)
       .def(
           "add_input",
           [](Session& s, const std::string& name, int dtype, const py::list& shape) {

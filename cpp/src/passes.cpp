@@ -185,7 +185,7 @@ class Optimizer {
       }
       const Initializer* init = g_.initializer(Value{v});
       const auto shape = static_shape(v);
-      if (init == nullptr || !shape) return false;
+      if (init == nullptr || init->overridable || !shape) return false;
       views.push_back(ConstView{g_.info(Value{v}).dtype, *shape, static_cast<const uint8_t*>(init->data)});
       sources.push_back(ConstSource{init->data, init->owner});
     }
@@ -289,7 +289,7 @@ class Optimizer {
     for (size_t i = 0; i < count; ++i) {
       const Initializer& init = g_.initializers()[i];
       const ValueInfo& info = g_.info(init.value);
-      if (info.name != 0 || init.computed || init.nbytes > kMergeableConstantBytes) continue;
+      if (info.name != 0 || init.computed || init.overridable || init.nbytes > kMergeableConstantBytes) continue;
       std::string key;
       append(key, info.dtype);
       for (const Dim& d : g_.shape(init.value)) append(key, d.value);

@@ -147,6 +147,9 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
     if (used[init.value.id]) graph.message_field(graph_f::initializer, tensor(g, init, external));
   }
   for (uint32_t in : g.graph_inputs()) graph.message_field(graph_f::input, value_info(g, Value{in}));
+  for (const Initializer& init : g.initializers()) {
+    if (init.overridable && used[init.value.id]) graph.message_field(graph_f::input, value_info(g, init.value));
+  }
   for (uint32_t out : g.graph_outputs()) graph.message_field(graph_f::output, value_info(g, Value{out}));
   // Shapes torch.export recorded for intermediate values: they document the graph and let the
   // checker's strict shape inference catch a converter that disagrees with torch.

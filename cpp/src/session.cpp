@@ -6,7 +6,8 @@
 
 namespace fastonnx {
 
-Session::Session(int opset) : builder_(graph_, opset), opset_(opset) {
+Session::Session(int opset, bool keep_initializers_as_inputs)
+    : builder_(graph_, opset), opset_(opset), keep_initializers_as_inputs_(keep_initializers_as_inputs) {
   if (opset < kMinOpset || opset > kMaxOpset) {
     throw ConvertError("opset " + std::to_string(opset) + " is outside the supported range " +
                        std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset));
@@ -21,7 +22,9 @@ Value Session::add_input(std::string_view name, const TensorMeta& meta) {
 Value Session::add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
                                std::shared_ptr<const void> owner) {
   onnx_dtype(meta.dtype);
-  return graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
+  const Value v = graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
+  if (keep_initializers_as_inputs_) graph_.set_overridable(v);
+  return v;
 }
 
 std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<TensorMeta> metas,

@@ -3,7 +3,7 @@
 from ._export import __version__, export
 from ._lower import supported_ops
 from ._program import ExportResult
-from .errors import ConversionError, ExportError, TraceError, UnsupportedOp, UnsupportedOpsError
+from .errors import ConversionError, ExportError, TraceError, UnsupportedOp, UnsupportedOpsError, VerificationError
 
 __all__ = [
     "export",
@@ -14,5 +14,6 @@ __all__ = [
     "ConversionError",
     "UnsupportedOp",
     "UnsupportedOpsError",
+    "VerificationError",
     "__version__",
 ]

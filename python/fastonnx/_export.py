@@ -1,23 +1,26 @@
-"""fastonnx.export: trace, lower, convert, write."""
+"""fastonnx.export: trace, decompose what has no converter, lower and convert, write."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch.export import ExportedProgram
+from torch.onnx import TrainingMode
 
-from . import _C
-from ._files import check_writable
-from ._dynamic import resolve as resolve_dynamic
+from . import _C, _report
 from ._decompose import Decomposer, copy_graph, decomposition_of
-from ._lower import Lowering, check_supported, is_mapped, live_nodes
+from ._dynamic import resolve as resolve_dynamic
+from ._files import check_writable, write_atomically
+from ._lower import Lowering, aten_histogram, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, needs_functionalization, trace
-from .errors import ExportError
+from .errors import ConversionError, ExportError, UnsupportedOpsError, VerificationError
 
 __version__ = "0.1.0"
 
@@ -44,10 +47,26 @@ def _check_opset(opset_version: int | None) -> int:
     return opset_version
 
 
+def _check_training(training) -> TrainingMode:
+    if isinstance(training, TrainingMode):
+        return training
+    if isinstance(training, bool):  # torch.onnx's older spelling
+        return TrainingMode.TRAINING if training else TrainingMode.EVAL
+    raise TypeError(f"training must be a torch.onnx.TrainingMode (EVAL, PRESERVE, TRAINING), got {training!r}")
+
+
 def _needs_decomposition(node) -> bool:
     if node.op != "call_function":
         return False
     return Decomposer.inlines(node) or (not is_mapped(node.target) and decomposition_of(node.target) is not None)
+
+
+def _report_path(f, report) -> Path | None:
+    if report is False or report is None:
+        return None
+    if report is True:
+        return Path(os.fspath(f) + ".report.md") if f is not None else Path("fastonnx_report.md")
+    return Path(os.fspath(report))
 
 
 def export(
@@ -61,22 +80,35 @@ def export(
     opset_version: int | None = None,
     dynamic_shapes=None,
     dynamic_axes: dict | None = None,
+    export_params: bool = True,
+    keep_initializers_as_inputs: bool = False,
+    training: TrainingMode = TrainingMode.EVAL,
     external_data: bool | None = None,
+    verify: bool = False,
+    report: bool | str | os.PathLike = False,
     verbose: bool | None = None,
 ) -> ExportResult:
-    """Export ``model`` to ONNX.
+    """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
     Arguments follow ``torch.onnx.export``: ``args`` are the example positional inputs (a lone
     tensor is wrapped in a tuple), ``kwargs`` the keyword inputs, ``f`` where to write the model
-    (written atomically; nothing is written when ``f`` is None), ``input_names`` and
-    ``output_names`` name the graph's inputs and outputs in order (a shorter list names the
-    first ones), ``opset_version`` the ONNX opset (default 18), ``dynamic_shapes`` the dynamic
-    dimensions in torch.export's form (``Dim``, ``Dim.AUTO``/``Dim.DYNAMIC`` or a name per
-    dimension) or ``dynamic_axes`` in torch.onnx's (``{"x": {0: "batch"}}``); dynamic dimensions
-    keep their names in the ONNX inputs and outputs. ``model`` may also be an
-    ``ExportedProgram``. The model is traced in eval mode. ``external_data`` writes the weights
-    to ``<f>.data`` beside the model (by default only above protobuf's 2 GB limit).
-    ``verbose=False`` turns off the progress bars long exports show on a terminal.
+    (atomically; nothing is written when ``f`` is None), ``input_names``/``output_names`` name
+    the graph's inputs and outputs in order (a shorter list names the first ones),
+    ``opset_version`` the ONNX opset (13 to 23, default 18).
+
+    ``dynamic_shapes`` gives the dynamic dimensions in torch.export's form (``Dim``,
+    ``Dim.AUTO``/``Dim.DYNAMIC`` or a name per dimension), ``dynamic_axes`` in torch.onnx's
+    (``{"x": {0: "batch"}}`` or ``{"x": [0]}``); dynamic dimensions keep their names in the ONNX
+    inputs and outputs. ``export_params=False`` makes the weights graph inputs instead of
+    initializers; ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so
+    a runtime may override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in
+    eval mode, ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and
+    batch statistics). ``external_data`` writes the weights to ``<f>.data`` beside the model (by
+    default only above protobuf's 2 GB). ``verify`` runs the model in onnxruntime on the example
+    inputs, prints the largest differences per output and raises ``VerificationError`` on a
+    mismatch. ``report`` writes a Markdown report (``<f>.report.md`` for True, or the path
+    given), also when the export fails. ``verbose=True`` prints the ONNX graph; ``False`` turns
+    off the progress bars long exports show on a terminal.
     """
     if not isinstance(model, (torch.nn.Module, ExportedProgram)):
         raise TypeError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
@@ -89,65 +121,115 @@ def export(
     input_names = _check_names("input_names", input_names)
     output_names = _check_names("output_names", output_names)
     opset = _check_opset(opset_version)
+    training = _check_training(training)
     if f is not None:
         check_writable(f)
+    report_path = _report_path(f, report)
     trace_shapes, dim_names, output_axes = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes,
                                                            input_names)
-
-    timings: dict[str, float] = {}
-    progress = Progress(verbose)
-    t0 = time.perf_counter()
-    ep = trace(model, args, kwargs, trace_shapes)
-    timings["trace"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    if needs_functionalization(ep.graph):
-        ep = functionalize(ep)
-    timings["functionalize"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    graph, attribute = ep.graph, None
-    if any(_needs_decomposition(n) for n in graph.nodes):
-        decomposer = Decomposer(copy_graph(graph), is_mapped)
-        decomposer.run()
-        graph, attribute = decomposer.graph, decomposer.attribute
-    timings["decompose"] = time.perf_counter() - t0
-
-    live = live_nodes(graph)
-    check_supported(graph, live)
-    session = _C.Session(opset)
-    lowering = Lowering(ep, session, graph, live, attribute)
-    t0 = time.perf_counter()
-    lowering.add_placeholders(input_names, dim_names)
-    if input_names is not None and len(input_names) > len(lowering.input_names):
-        raise ValueError(
-            f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
-        )
-    with progress.stage("converting", total=len(live), unit="node") as advance:
-        lowering.convert_nodes(advance)
-    outputs = lowering.set_outputs(output_names)
-    if output_names is not None and len(output_names) > len(outputs):
-        raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
-    unknown = sorted(output_axes - set(outputs))
+    exporter = _Exporter(opset, Progress(verbose))
+    try:
+        result = exporter.run(model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
+                              export_params, keep_initializers_as_inputs)
+    except (UnsupportedOpsError, ConversionError) as e:
+        if report_path is not None:
+            exporter.write_report(model, report_path, error=e)
+        raise
+    unknown = sorted(output_axes - set(result.output_names))
     if unknown:
-        raise ValueError(f"dynamic_axes names {unknown}, which are neither inputs ({lowering.input_names}) nor outputs "
-                         f"({outputs})")
-    # One Python->C++ call per node: the native side of it is the conversion proper, the rest
-    # is lowering (walking the FX graph and encoding arguments).
-    timings["convert"] = session.convert_seconds
-    timings["lower"] = time.perf_counter() - t0 - session.convert_seconds
+        raise ValueError(f"dynamic_axes names {unknown}, which are neither inputs ({result.input_names}) nor "
+                         f"outputs ({result.output_names})")
+    if verbose:
+        import onnx
 
-    t0 = time.perf_counter()
-    native = session.finish(__version__)
-    timings["passes"] = time.perf_counter() - t0
-
-    result = ExportResult(native, opset, lowering.input_names, outputs, ep, timings)
+        print(onnx.printer.to_text(result.model_proto.graph))
+    if verify:
+        if isinstance(model, ExportedProgram):
+            raise ValueError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
+        diffs = result.verify(*args, **(kwargs or {}))
+        if not all(d.ok for d in diffs):
+            raise VerificationError("onnxruntime's outputs differ from PyTorch's:\n" + _format(diffs))
     if f is not None:
         t0 = time.perf_counter()
-        with progress.stage("writing", total=native.weights_nbytes, unit="B", scale=True) as advance:
+        with exporter.progress.stage("writing", total=result.native.weights_nbytes, unit="B", scale=True) as advance:
             result.save(f, external_data=external_data, progress=advance)
-        timings["write"] = time.perf_counter() - t0
+        result.timings["write"] = time.perf_counter() - t0
+    if report_path is not None:
+        exporter.write_report(model, report_path, result=result)
     return result
+
+
+def _format(diffs) -> str:
+    from ._verify import format_diffs
+
+    return format_diffs(diffs)
+
+
+class _Exporter:
+    """The phases of one export, with what the report needs from each."""
+
+    def __init__(self, opset: int, progress: Progress):
+        self.opset = opset
+        self.progress = progress
+        self.timings: dict[str, float] = {}
+        self.aten_ops: Counter = Counter()
+        self.decomposed: Counter = Counter()
+
+    def run(self, model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
+            export_params, keep_initializers_as_inputs) -> ExportResult:
+        timings = self.timings
+        t0 = time.perf_counter()
+        ep = trace(model, args, kwargs, trace_shapes, training)
+        timings["trace"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        if needs_functionalization(ep.graph):
+            ep = functionalize(ep)
+        timings["functionalize"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        graph, attribute = ep.graph, None
+        if any(_needs_decomposition(n) for n in graph.nodes):
+            decomposer = Decomposer(copy_graph(graph), is_mapped)
+            decomposer.run()
+            graph, attribute = decomposer.graph, decomposer.attribute
+            self.decomposed = Counter({str(op): n for op, n in decomposer.decomposed.items()})
+        timings["decompose"] = time.perf_counter() - t0
+
+        live = live_nodes(graph)
+        self.aten_ops = aten_histogram(graph, live)
+        check_supported(graph, live)
+        session = _C.Session(self.opset, keep_initializers_as_inputs)
+        lowering = Lowering(ep, session, graph, live, attribute)
+        t0 = time.perf_counter()
+        lowering.add_placeholders(input_names, dim_names, export_params)
+        if input_names is not None and len(input_names) > len(lowering.input_names):
+            raise ValueError(
+                f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
+            )
+        with self.progress.stage("converting", total=len(live), unit="node") as advance:
+            lowering.convert_nodes(advance)
+        outputs = lowering.set_outputs(output_names)
+        if output_names is not None and len(output_names) > len(outputs):
+            raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
+        # One Python->C++ call per node: its native side is the conversion proper, the rest is
+        # lowering (walking the FX graph, encoding arguments).
+        timings["convert"] = session.convert_seconds
+        timings["lower"] = time.perf_counter() - t0 - session.convert_seconds
+
+        t0 = time.perf_counter()
+        native = session.finish(__version__)
+        timings["passes"] = time.perf_counter() - t0
+        return ExportResult(native, self.opset, lowering.input_names, outputs, ep, timings,
+                            model=model if isinstance(model, torch.nn.Module) else None)
+
+    def write_report(self, model, path: Path, result: ExportResult | None = None, error: Exception | None = None):
+        text = _report.render(
+            model_name=type(model).__name__, opset=self.opset, timings=self.timings, aten_ops=self.aten_ops,
+            decomposed=self.decomposed, proto=result.model_proto if result is not None and
+            result.native.weights_nbytes < (1 << 30) else None,
+            pass_stats=result.native.pass_stats if result is not None else None, error=error)
+        write_atomically(path, lambda tmp: Path(tmp).write_text(text))
 
 
 __all__ = ["export", "ExportError"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
@@ -189,6 +190,14 @@ def _yaml_hint(op) -> str:
     return f"register a converter for {op}"
 
 
+def aten_histogram(graph: torch.fx.Graph, live: set[torch.fx.Node]) -> Counter:
+    """How many times each op is called among the live nodes (``aten::linear``: 12)."""
+    return Counter(
+        qualified_name(n.target) for n in graph.nodes
+        if n in live and n.op == "call_function" and n.target is not operator.getitem
+    )
+
+
 def live_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     """The nodes the graph's outputs depend on. The rest (shape arithmetic that only fed a
     dropped check, values nothing reads) is neither converted nor required to be convertible."""
@@ -287,14 +296,18 @@ class Lowering:
             return int(expr)
         return str(expr.xreplace(self.symbol_names))
 
-    def add_placeholders(self, input_names: list[str] | None, dim_names: list[dict[int, str]] = ()) -> None:
+    def add_placeholders(self, input_names: list[str] | None, dim_names: list[dict[int, str]] = (),
+                         export_params: bool = True) -> None:
         """Graph inputs and initializers. A dynamic input dimension takes the name asked for in
-        ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``."""
+        ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``. Without
+        ``export_params`` the weights are graph inputs named as in the state dict, after the
+        model's own inputs."""
         sig = self.ep.graph_signature
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         state = self.ep.state_dict
         constants = self.ep.constants
         user_names = list(input_names or [])
+        weights_as_inputs = []
         for spec, node in zip(sig.input_specs, placeholders):
             if spec.kind == InputKind.USER_INPUT:
                 if not isinstance(spec.arg, TensorArgument):
@@ -309,11 +322,16 @@ class Lowering:
                 meta = _meta(node.meta["val"], self.dim_name)
                 self.env[node] = self.session.add_input(name, meta[0], meta[1])
                 self.input_names.append(name)
+            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and not export_params:
+                weights_as_inputs.append((spec.target, node))
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 tensor = state[spec.target] if spec.target in state else constants[spec.target]
                 self.env[node] = self._initializer(spec.target, tensor)
             else:
                 raise ConversionError(f"input `{node.name}` of kind {spec.kind.name} is not supported")
+        for name, node in weights_as_inputs:
+            meta = _meta(node.meta["val"], self.dim_name)
+            self.env[node] = self.session.add_input(name, meta[0], meta[1])
 
     def _initializer(self, name: str, tensor: torch.Tensor):
         # A tensor two parameters share (tied embeddings) is one initializer, written once.
@@ -374,17 +392,44 @@ class Lowering:
         return refs if plan.multi_output else refs[0]
 
     def set_outputs(self, output_names: list[str] | None) -> list[str]:
+        """Graph outputs, named by ``output_names`` in order, the rest by where they sit in what
+        ``forward`` returns (see ``output_paths``)."""
         sig = self.ep.graph_signature
         output_node = next(n for n in self.graph.nodes if n.op == "output")
         user_names = list(output_names or [])
+        values = [v for spec, v in zip(sig.output_specs, output_node.args[0]) if spec.kind == OutputKind.USER_OUTPUT]
+        # (mutations of buffers and inputs, the other outputs, have no place in an ONNX graph)
+        paths = output_paths(self.ep.call_spec.out_spec, len(values))
         outputs, names = [], []
-        for spec, value in zip(sig.output_specs, output_node.args[0]):
-            if spec.kind != OutputKind.USER_OUTPUT:
-                continue  # mutations of buffers and inputs have no place in an ONNX graph
+        for value, path in zip(values, paths):
             if not isinstance(value, torch.fx.Node):
-                raise ConversionError(f"output {value!r} is not a tensor; ONNX outputs are tensors")
-            name = user_names.pop(0) if user_names else value.name
+                raise ConversionError(f"output {path} is {value!r}, not a tensor; ONNX outputs are tensors")
+            name = user_names.pop(0) if user_names else path
             outputs.append((self.env[value], name))
             names.append(name)
         self.session.set_outputs(outputs)
         return names
+
+
+def output_paths(out_spec, count: int) -> list[str]:
+    """Names for the tensors ``forward`` returns, from where each sits in the returned
+    structure: ``output`` for a lone tensor; ``output_0``, ``output_1``... for a tuple; a dict's
+    or a ModelOutput's keys (``logits``, ``last_hidden_state``); nested parts joined with ``_``
+    (``output_1_h``)."""
+    if out_spec is None or out_spec.num_leaves != count:
+        return [f"output_{i}" for i in range(count)]
+    leaves = pytree.tree_unflatten([None] * count, out_spec)
+    names = []
+    for path, _ in pytree.tree_flatten_with_path(leaves, is_leaf=lambda x: x is None)[0]:
+        parts = []
+        for key in path:
+            if isinstance(key, pytree.SequenceKey):
+                parts.append(str(key.idx))
+            elif isinstance(key, pytree.MappingKey):
+                parts.append(str(key.key))
+            else:
+                parts.append(str(getattr(key, "name", key)))
+        if not parts or isinstance(path[0], pytree.SequenceKey):
+            parts.insert(0, "output")
+        names.append("_".join(parts))
+    return names

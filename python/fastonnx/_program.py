@@ -30,6 +30,7 @@ class ExportResult:
     output_names: list[str]
     exported_program: object = None
     timings: dict[str, float] = field(default_factory=dict)
+    model: object = field(default=None, repr=False)  # the nn.Module, for verify()
     _proto: object = field(default=None, repr=False)
 
     @property
@@ -48,6 +49,19 @@ class ExportResult:
             return self.native.to_bytes()
         except ValueError as e:  # std::length_error: beyond protobuf's limit
             raise ExportError(str(e)) from None
+
+    def verify(self, *args, rtol: float = 1e-3, atol: float = 1e-5, model=None, **kwargs):
+        """Run the ONNX model in onnxruntime and ``model`` (by default the exported module) eagerly
+        on the same inputs; print and return the largest absolute and relative difference of
+        each output (``OutputDiff``, ``ok`` when every element is within ``atol + rtol * |x|``)."""
+        from ._verify import compare, format_diffs
+
+        model = model if model is not None else self.model
+        if model is None:
+            raise ValueError("verify() needs the module to run eagerly: pass model=...")
+        diffs = compare(self.to_bytes(), self.input_names, self.output_names, model, args, kwargs, rtol, atol)
+        print(format_diffs(diffs))
+        return diffs
 
     def save(self, path: str | os.PathLike, *, external_data: bool | None = None,
              progress: Callable[[int], None] | None = None) -> None:

@@ -6,27 +6,33 @@ import contextlib
 
 import torch
 from torch.export import ExportedProgram
+from torch.onnx import TrainingMode
 
 from .errors import TraceError
 
 
 @contextlib.contextmanager
-def _eval_mode(model: torch.nn.Module):
-    """Export in eval mode, as torch.onnx does by default, and restore the module's mode."""
+def _mode(model: torch.nn.Module, training: TrainingMode):
+    """Trace in the mode asked for (eval by default, as torch.onnx does) and restore the
+    module's own afterwards."""
     modes = {m: m.training for m in model.modules()}
-    model.eval()
+    if training == TrainingMode.EVAL:
+        model.eval()
+    elif training == TrainingMode.TRAINING:
+        model.train()
     try:
         yield
     finally:
-        for m, training in modes.items():
-            m.train(training)
+        for m, mode in modes.items():
+            m.train(mode)
 
 
-def trace(model, args: tuple, kwargs: dict | None, dynamic_shapes=None) -> ExportedProgram:
+def trace(model, args: tuple, kwargs: dict | None, dynamic_shapes=None,
+          training: TrainingMode = TrainingMode.EVAL) -> ExportedProgram:
     if isinstance(model, ExportedProgram):
         return model
     try:
-        with _eval_mode(model), torch.no_grad():
+        with _mode(model, training), torch.no_grad():
             return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # noqa: BLE001 - any tracing failure is reported as one
         raise TraceError(

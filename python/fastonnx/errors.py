@@ -38,3 +38,7 @@ class UnsupportedOpsError(ExportError):
             lines.append(f"  - {op.overload} (x{op.count}{origin}){where}\n      start from: {op.yaml_hint}")
         lines.append("Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op').")
         super().__init__("\n".join(lines))
+
+
+class VerificationError(ExportError):
+    """``verify=True``: onnxruntime's outputs differ from eager PyTorch's beyond the tolerance."""

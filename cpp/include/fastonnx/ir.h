@@ -69,6 +69,9 @@ struct Initializer {
   size_t nbytes = 0;
   std::shared_ptr<const void> owner;
   std::shared_ptr<const TensorBytes> computed;
+  // Also a graph input (keep_initializers_as_inputs): a runtime may feed another value, so the
+  // passes must not treat it as a constant.
+  bool overridable = false;
 };
 
 class Graph {
@@ -115,6 +118,7 @@ class Graph {
   const std::vector<uint32_t>& graph_outputs() const { return outputs_; }
   const std::vector<Initializer>& initializers() const { return initializers_; }
   bool is_initializer(Value v) const;
+  void set_overridable(Value v) { initializers_[initializer_of_[v.id]].overridable = true; }
   const Initializer* initializer(Value v) const;
 
  private:

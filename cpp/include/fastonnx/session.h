@@ -20,7 +20,8 @@ namespace fastonnx {
 
 class Session {
  public:
-  explicit Session(int opset);
+  // `keep_initializers_as_inputs`: weights are also graph inputs, which callers may override.
+  explicit Session(int opset, bool keep_initializers_as_inputs = false);
 
   Value add_input(std::string_view name, const TensorMeta& meta);
   Value add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
@@ -46,6 +47,7 @@ class Session {
   Graph graph_;
   Builder builder_;
   int opset_;
+  bool keep_initializers_as_inputs_;
 };
 
 }  // namespace fastonnx

@@ -1,0 +1,65 @@
+"""The export report (Markdown): what went in, what came out, where the time went, which ops were
+converted, decomposed or could not be."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from .errors import UnsupportedOpsError
+
+
+def _table(header: tuple[str, ...], rows) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _histogram(title: str, counts: Counter) -> list[str]:
+    if not counts:
+        return []
+    return [f"\n## {title}\n", *_table(("op", "count"), counts.most_common())]
+
+
+def render(*, model_name: str, opset: int, timings: dict[str, float], aten_ops: Counter, decomposed: Counter,
+           proto=None, pass_stats: dict | None = None, error: Exception | None = None) -> str:
+    import fastonnx
+
+    lines = ["# fastonnx export report\n",
+             f"- model: `{model_name}`; opset {opset}; torch {torch.__version__}; fastonnx {fastonnx.__version__}"]
+    if proto is not None:
+        def describe(values):
+            out = []
+            for v in values:
+                t = v.type.tensor_type
+                dims = [d.dim_param or str(d.dim_value) for d in t.shape.dim]
+                out.append(f"`{v.name}` {_dtype_name(t.elem_type)}[{', '.join(dims)}]")
+            return ", ".join(out)
+
+        weights = sum(len(t.raw_data) for t in proto.graph.initializer)
+        lines += [f"- inputs: {describe(proto.graph.input)}",
+                  f"- outputs: {describe(proto.graph.output)}",
+                  f"- {len(proto.graph.node)} ONNX nodes, {len(proto.graph.initializer)} initializers "
+                  f"({weights / 2**20:.1f} MiB)"]
+    if pass_stats:
+        lines.append("- passes: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in pass_stats.items()))
+    if error is not None:
+        lines.append(f"\n## Export failed\n\n{type(error).__name__}:\n\n```\n{error}\n```")
+        if isinstance(error, UnsupportedOpsError):
+            lines += ["\n## Unsupported ops\n", *_table(
+                ("op", "count", "from the decomposition of", "first at"),
+                [(op.overload, op.count, op.decomposed_from or "", op.first_source) for op in error.ops])]
+    if timings:
+        lines += ["\n## Phases (seconds)\n", *_table(tuple(timings), [tuple(f"{v:.3f}" for v in timings.values())])]
+    lines += _histogram("ATen ops converted", aten_ops)
+    lines += _histogram("Decomposed with PyTorch's decompositions (no converter of their own)", decomposed)
+    if proto is not None:
+        lines += _histogram("ONNX ops written", Counter(n.op_type for n in proto.graph.node))
+    return "\n".join(lines) + "\n"
+
+
+def _dtype_name(code: int) -> str:
+    import onnx
+
+    return onnx.TensorProto.DataType.Name(code).lower()
