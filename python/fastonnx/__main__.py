@@ -1,0 +1,143 @@
+"""python -m fastonnx: look at and check ONNX models.
+
+    python -m fastonnx inspect MODEL.onnx    inputs, outputs, opsets, op histogram, size
+    python -m fastonnx verify MODEL.onnx     onnx's full checker and strict shape inference, then
+                                             one onnxruntime run on random inputs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+
+
+def _load(path: str, with_data: bool):
+    import onnx
+
+    if not os.path.exists(path):
+        raise SystemExit(f"error: {path} does not exist")
+    try:
+        return onnx.load(path, load_external_data=with_data)
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's answer
+        raise SystemExit(f"error: {path} is not a readable ONNX model: {e}") from None
+
+
+def _type(value_info) -> str:
+    import onnx
+
+    t = value_info.type.tensor_type
+    dims = [d.dim_param or str(d.dim_value) for d in t.shape.dim]
+    return f"{onnx.TensorProto.DataType.Name(t.elem_type).lower()}[{', '.join(dims)}]"
+
+
+def _external_bytes(model, directory: str) -> int:
+    import onnx
+
+    files = {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+             for e in t.external_data if e.key == "location"}
+    return sum(os.path.getsize(os.path.join(directory, f)) for f in files if os.path.exists(os.path.join(directory, f)))
+
+
+def inspect_model(path: str) -> int:
+    model = _load(path, with_data=False)
+    g = model.graph
+    print(f"{path}: IR version {model.ir_version}, produced by {model.producer_name} {model.producer_version}".rstrip())
+    print("opsets: " + ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import))
+    initializers = {t.name for t in g.initializer}
+    print("inputs:")
+    for v in g.input:
+        if v.name not in initializers:
+            print(f"  {v.name}: {_type(v)}")
+    print("outputs:")
+    for v in g.output:
+        print(f"  {v.name}: {_type(v)}")
+    size = os.path.getsize(path)
+    external = _external_bytes(model, os.path.dirname(os.path.abspath(path)))
+    print(f"{len(g.node)} nodes, {len(g.initializer)} initializers; {size / 2**20:.2f} MiB"
+          + (f" + {external / 2**20:.2f} MiB external data" if external else ""))
+    if model.functions:
+        print(f"{len(model.functions)} local functions: " + ", ".join(f.name for f in model.functions))
+    print("ops:")
+    for op, n in Counter(n.op_type if not n.domain else f"{n.domain}::{n.op_type}" for n in g.node).most_common():
+        print(f"  {n:6d}  {op}")
+    return 0
+
+
+def verify_model(path: str, dims: dict[str, int], seed: int) -> int:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(path, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        print(f"checker: FAILED: {e}")
+        return 1
+    print("checker (full, with strict shape inference): ok")
+    try:
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001
+        print(f"onnxruntime: cannot load: {e}")
+        return 1
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in session.get_inputs():
+        shape = []
+        for d in i.shape:
+            if isinstance(d, int):
+                shape.append(d)
+            elif d in dims:
+                shape.append(dims[d])
+            else:
+                print(f"  dimension `{d}` of input {i.name} is dynamic; using 2 (set it with --dim {d}=N)")
+                shape.append(2)
+        dtype = np.dtype(ort_type_to_numpy(i.type))
+        if dtype == np.bool_:
+            feeds[i.name] = rng.random(shape) > 0.5
+        elif np.issubdtype(dtype, np.integer):
+            feeds[i.name] = rng.integers(0, 8, shape).astype(dtype)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
+    outputs = session.run(None, feeds)
+    bad = 0
+    for meta, out in zip(session.get_outputs(), outputs):
+        finite = np.isfinite(out).all() if np.issubdtype(out.dtype, np.floating) else True
+        bad += not finite
+        print(f"  {meta.name}: {out.dtype}{list(out.shape)}" + ("" if finite else "  (contains NaN or inf)"))
+    print("onnxruntime: ran on random inputs" + (f"; {bad} output(s) not finite" if bad else ""))
+    return 0
+
+
+def ort_type_to_numpy(t: str) -> str:
+    name = t.removeprefix("tensor(").removesuffix(")")
+    return {"float": "float32", "double": "float64", "float16": "float16"}.get(name, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fastonnx", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    i = sub.add_parser("inspect", help="inputs, outputs, opsets, op histogram and size of a model")
+    i.add_argument("model")
+    v = sub.add_parser("verify", help="full checker, strict shape inference and an onnxruntime run on random inputs")
+    v.add_argument("model")
+    v.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="size of a named dynamic dimension (default 2); repeatable")
+    v.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.command == "inspect":
+        return inspect_model(args.model)
+    dims = {}
+    for item in args.dim:
+        name, _, value = item.partition("=")
+        if not value.isdigit():
+            p.error(f"--dim takes NAME=N, got {item!r}")
+        dims[name] = int(value)
+    _load(args.model, with_data=False)
+    return verify_model(args.model, dims, args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
