@@ -137,47 +137,23 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
-// add.Tensor  (codegen/mappings/arithmetic.yaml:3)
+// add.Tensor  (codegen/mappings/arithmetic.yaml:5)
 Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
-  // when: alpha == 1, promote: [self, other], onnx: Add(self, other)
-  if (((alpha == int64_t{1}))) {
-    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
-    self = b.cast(self, computed_dtype_);
-    other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Add", {self, other}, {});
-    return v0;
-  }
-  // promote: [self, other], onnx: Add(self, Mul(other, alpha))
+  // manual: True
   {
-    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
-    self = b.cast(self, computed_dtype_);
-    other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mul", {other, b.scalar_like(Scalar(alpha), other)}, {});
-    const Value v1 = b.op("Add", {self, v0}, {});
-    return v1;
+    return manual::add_Tensor(b, self, other, alpha);
   }
 }
 
 // add.Scalar  (codegen/mappings/arithmetic.yaml:6)
 Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
-  // when: alpha == 1, promote: [self], onnx: Add(self, other)
-  if (((alpha == int64_t{1}))) {
-    const ScalarType computed_dtype_ = b.compute_dtype(self);
-    self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Add", {self, b.scalar_like(Scalar(other), self)}, {});
-    return v0;
-  }
-  // promote: [self], onnx: Add(self, Mul(other, alpha))
+  // manual: True
   {
-    const ScalarType computed_dtype_ = b.compute_dtype(self);
-    self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {b.scalar_like(Scalar(other), self), b.scalar_like(Scalar(alpha), self)}, {});
-    const Value v1 = b.op("Add", {self, v0}, {});
-    return v1;
+    return manual::add_Scalar(b, self, other, alpha);
   }
 }
 
-// sub.Tensor  (codegen/mappings/arithmetic.yaml:9)
+// sub.Tensor  (codegen/mappings/arithmetic.yaml:7)
 Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: [self, other], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
@@ -198,7 +174,7 @@ Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// sub.Scalar  (codegen/mappings/arithmetic.yaml:12)
+// sub.Scalar  (codegen/mappings/arithmetic.yaml:10)
 Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: [self], onnx: Sub(self, other)
   if (((alpha == int64_t{1}))) {
@@ -217,30 +193,63 @@ Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// mul.Tensor  (codegen/mappings/arithmetic.yaml:15)
-Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // promote: [self, other], onnx: Mul(self, other)
+// rsub.Tensor  (codegen/mappings/arithmetic.yaml:13)
+Value convert_rsub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+  // when: alpha == 1, promote: [self, other], onnx: Sub(other, self)
+  if (((alpha == int64_t{1}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
+    self = b.cast(self, computed_dtype_);
+    other = b.cast(other, computed_dtype_);
+    const Value v0 = b.op("Sub", {other, self}, {});
+    return v0;
+  }
+  // promote: [self, other], onnx: Sub(other, Mul(self, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mul", {self, other}, {});
-    return v0;
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v1 = b.op("Sub", {other, v0}, {});
+    return v1;
   }
 }
 
-// mul.Scalar  (codegen/mappings/arithmetic.yaml:16)
-Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
-  // promote: [self], onnx: Mul(self, other)
+// rsub.Scalar  (codegen/mappings/arithmetic.yaml:16)
+Value convert_rsub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+  // when: alpha == 1, promote: [self], onnx: Sub(other, self)
+  if (((alpha == int64_t{1}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sub", {b.scalar_like(Scalar(other), self), self}, {});
+    return v0;
+  }
+  // promote: [self], onnx: Sub(other, Mul(self, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(other), self)}, {});
-    return v0;
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v1 = b.op("Sub", {b.scalar_like(Scalar(other), v0), v0}, {});
+    return v1;
   }
 }
 
-// div.Tensor  (codegen/mappings/arithmetic.yaml:17)
+// mul.Tensor  (codegen/mappings/arithmetic.yaml:19)
+Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::mul_Tensor(b, self, other);
+  }
+}
+
+// mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
+Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::mul_Scalar(b, self, other);
+  }
+}
+
+// div.Tensor  (codegen/mappings/arithmetic.yaml:21)
 Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Div(self, other)
   {
@@ -252,7 +261,7 @@ Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// div.Scalar  (codegen/mappings/arithmetic.yaml:18)
+// div.Scalar  (codegen/mappings/arithmetic.yaml:22)
 Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   // promote: [self], onnx: Div(self, other)
   {
@@ -260,6 +269,521 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("Div", {self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
+  }
+}
+
+// div.Tensor_mode  (codegen/mappings/arithmetic.yaml:23)
+Value convert_div_Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] std::optional<std::string> rounding_mode) {
+  // manual: True
+  {
+    return manual::div_Tensor_mode(b, self, other, rounding_mode);
+  }
+}
+
+// div.Scalar_mode  (codegen/mappings/arithmetic.yaml:24)
+Value convert_div_Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] std::optional<std::string> rounding_mode) {
+  // manual: True
+  {
+    return manual::div_Scalar_mode(b, self, other, rounding_mode);
+  }
+}
+
+// floor_divide  (codegen/mappings/arithmetic.yaml:25)
+Value convert_floor_divide([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::floor_divide(b, self, other);
+  }
+}
+
+// floor_divide.Scalar  (codegen/mappings/arithmetic.yaml:26)
+Value convert_floor_divide_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::floor_divide_Scalar(b, self, other);
+  }
+}
+
+// fmod.Tensor  (codegen/mappings/arithmetic.yaml:28)
+Value convert_fmod_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // promote: [self, other], onnx: Mod(self, other, fmod=1)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
+    self = b.cast(self, computed_dtype_);
+    other = b.cast(other, computed_dtype_);
+    const Value v0 = b.op("Mod", {self, other}, {Attr::i("fmod", int64_t{1})});
+    return v0;
+  }
+}
+
+// fmod.Scalar  (codegen/mappings/arithmetic.yaml:29)
+Value convert_fmod_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // promote: [self], onnx: Mod(self, other, fmod=1)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Mod", {self, b.scalar_like(Scalar(other), self)}, {Attr::i("fmod", int64_t{1})});
+    return v0;
+  }
+}
+
+// remainder.Tensor  (codegen/mappings/arithmetic.yaml:30)
+Value convert_remainder_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::remainder_Tensor(b, self, other);
+  }
+}
+
+// remainder.Scalar  (codegen/mappings/arithmetic.yaml:31)
+Value convert_remainder_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::remainder_Scalar(b, self, other);
+  }
+}
+
+// pow.Tensor_Tensor  (codegen/mappings/arithmetic.yaml:32)
+Value convert_pow_Tensor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value exponent) {
+  // manual: True
+  {
+    return manual::pow_Tensor_Tensor(b, self, exponent);
+  }
+}
+
+// pow.Tensor_Scalar  (codegen/mappings/arithmetic.yaml:33)
+Value convert_pow_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar exponent) {
+  // manual: True
+  {
+    return manual::pow_Tensor_Scalar(b, self, exponent);
+  }
+}
+
+// pow.Scalar  (codegen/mappings/arithmetic.yaml:34)
+Value convert_pow_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar self, [[maybe_unused]] Value exponent) {
+  // manual: True
+  {
+    return manual::pow_Scalar(b, self, exponent);
+  }
+}
+
+// atan2  (codegen/mappings/arithmetic.yaml:35)
+Value convert_atan2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::atan2(b, self, other);
+  }
+}
+
+// atan2.out  (codegen/mappings/arithmetic.yaml:36)
+Value convert_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Value out) {
+  // manual: True
+  {
+    return manual::atan2_out(b, self, other, out);
+  }
+}
+
+// lerp.Scalar  (codegen/mappings/arithmetic.yaml:37)
+Value convert_lerp_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value end, [[maybe_unused]] Scalar weight) {
+  // manual: True
+  {
+    return manual::lerp_Scalar(b, self, end, weight);
+  }
+}
+
+// lerp.Tensor  (codegen/mappings/arithmetic.yaml:38)
+Value convert_lerp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value end, [[maybe_unused]] Value weight) {
+  // manual: True
+  {
+    return manual::lerp_Tensor(b, self, end, weight);
+  }
+}
+
+// addcmul  (codegen/mappings/arithmetic.yaml:40)
+Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
+  // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Mul(tensor1, tensor2))
+  if (((value == int64_t{1}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, tensor1, tensor2);
+    self = b.cast(self, computed_dtype_);
+    tensor1 = b.cast(tensor1, computed_dtype_);
+    tensor2 = b.cast(tensor2, computed_dtype_);
+    const Value v0 = b.op("Mul", {tensor1, tensor2}, {});
+    const Value v1 = b.op("Add", {self, v0}, {});
+    return v1;
+  }
+  // promote: [self, tensor1, tensor2], onnx: Add(self, Mul(Mul(tensor1, value), tensor2))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, tensor1, tensor2);
+    self = b.cast(self, computed_dtype_);
+    tensor1 = b.cast(tensor1, computed_dtype_);
+    tensor2 = b.cast(tensor2, computed_dtype_);
+    const Value v0 = b.op("Mul", {tensor1, b.scalar_like(Scalar(value), tensor1)}, {});
+    const Value v1 = b.op("Mul", {v0, tensor2}, {});
+    const Value v2 = b.op("Add", {self, v1}, {});
+    return v2;
+  }
+}
+
+// addcdiv  (codegen/mappings/arithmetic.yaml:43)
+Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
+  // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Div(tensor1, tensor2))
+  if (((value == int64_t{1}))) {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, tensor1, tensor2);
+    self = b.cast(self, computed_dtype_);
+    tensor1 = b.cast(tensor1, computed_dtype_);
+    tensor2 = b.cast(tensor2, computed_dtype_);
+    const Value v0 = b.op("Div", {tensor1, tensor2}, {});
+    const Value v1 = b.op("Add", {self, v0}, {});
+    return v1;
+  }
+  // promote: [self, tensor1, tensor2], onnx: Add(self, Div(Mul(tensor1, value), tensor2))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, tensor1, tensor2);
+    self = b.cast(self, computed_dtype_);
+    tensor1 = b.cast(tensor1, computed_dtype_);
+    tensor2 = b.cast(tensor2, computed_dtype_);
+    const Value v0 = b.op("Mul", {tensor1, b.scalar_like(Scalar(value), tensor1)}, {});
+    const Value v1 = b.op("Div", {v0, tensor2}, {});
+    const Value v2 = b.op("Add", {self, v1}, {});
+    return v2;
+  }
+}
+
+// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:47)
+Value convert_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // promote: [self, other], onnx: Where(And(Equal(self, 0), Not(IsNaN(other))), 0, Mul(self, Log(other)))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
+    self = b.cast(self, computed_dtype_);
+    other = b.cast(other, computed_dtype_);
+    const Value v0 = b.op("Equal", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("IsNaN", {other}, {});
+    const Value v2 = b.op("Not", {v1}, {});
+    const Value v3 = b.op("And", {v0, v2}, {});
+    const Value v4 = b.op("Log", {other}, {});
+    const Value v5 = b.op("Mul", {self, v4}, {});
+    const Value v6 = b.op("Where", {v3, b.scalar_like(Scalar(int64_t{0}), v5), v5}, {});
+    return v6;
+  }
+}
+
+// eq.Tensor  (codegen/mappings/comparison.yaml:5)
+Value convert_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::eq_Tensor(b, self, other);
+  }
+}
+
+// eq.Scalar  (codegen/mappings/comparison.yaml:6)
+Value convert_eq_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::eq_Scalar(b, self, other);
+  }
+}
+
+// ne.Tensor  (codegen/mappings/comparison.yaml:7)
+Value convert_ne_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::ne_Tensor(b, self, other);
+  }
+}
+
+// ne.Scalar  (codegen/mappings/comparison.yaml:8)
+Value convert_ne_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::ne_Scalar(b, self, other);
+  }
+}
+
+// gt.Tensor  (codegen/mappings/comparison.yaml:9)
+Value convert_gt_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::gt_Tensor(b, self, other);
+  }
+}
+
+// gt.Scalar  (codegen/mappings/comparison.yaml:10)
+Value convert_gt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::gt_Scalar(b, self, other);
+  }
+}
+
+// ge.Tensor  (codegen/mappings/comparison.yaml:11)
+Value convert_ge_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::ge_Tensor(b, self, other);
+  }
+}
+
+// ge.Scalar  (codegen/mappings/comparison.yaml:12)
+Value convert_ge_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::ge_Scalar(b, self, other);
+  }
+}
+
+// lt.Tensor  (codegen/mappings/comparison.yaml:13)
+Value convert_lt_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::lt_Tensor(b, self, other);
+  }
+}
+
+// lt.Scalar  (codegen/mappings/comparison.yaml:14)
+Value convert_lt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::lt_Scalar(b, self, other);
+  }
+}
+
+// le.Tensor  (codegen/mappings/comparison.yaml:15)
+Value convert_le_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::le_Tensor(b, self, other);
+  }
+}
+
+// le.Scalar  (codegen/mappings/comparison.yaml:16)
+Value convert_le_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::le_Scalar(b, self, other);
+  }
+}
+
+// logical_and  (codegen/mappings/comparison.yaml:17)
+Value convert_logical_and([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::logical_and(b, self, other);
+  }
+}
+
+// logical_or  (codegen/mappings/comparison.yaml:18)
+Value convert_logical_or([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::logical_or(b, self, other);
+  }
+}
+
+// logical_xor  (codegen/mappings/comparison.yaml:19)
+Value convert_logical_xor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::logical_xor(b, self, other);
+  }
+}
+
+// bitwise_and.Tensor  (codegen/mappings/comparison.yaml:20)
+Value convert_bitwise_and_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::bitwise_and_Tensor(b, self, other);
+  }
+}
+
+// bitwise_and.Scalar  (codegen/mappings/comparison.yaml:21)
+Value convert_bitwise_and_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::bitwise_and_Scalar(b, self, other);
+  }
+}
+
+// bitwise_or.Tensor  (codegen/mappings/comparison.yaml:22)
+Value convert_bitwise_or_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::bitwise_or_Tensor(b, self, other);
+  }
+}
+
+// bitwise_or.Scalar  (codegen/mappings/comparison.yaml:23)
+Value convert_bitwise_or_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::bitwise_or_Scalar(b, self, other);
+  }
+}
+
+// bitwise_xor.Tensor  (codegen/mappings/comparison.yaml:24)
+Value convert_bitwise_xor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::bitwise_xor_Tensor(b, self, other);
+  }
+}
+
+// bitwise_xor.Scalar  (codegen/mappings/comparison.yaml:25)
+Value convert_bitwise_xor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::bitwise_xor_Scalar(b, self, other);
+  }
+}
+
+// __and__.Tensor  (codegen/mappings/comparison.yaml:26)
+Value convert___and___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_bitwise_and_Tensor(b, self, other);
+}
+
+// __and__.Scalar  (codegen/mappings/comparison.yaml:27)
+Value convert___and___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_bitwise_and_Scalar(b, self, other);
+}
+
+// __or__.Tensor  (codegen/mappings/comparison.yaml:28)
+Value convert___or___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_bitwise_or_Tensor(b, self, other);
+}
+
+// __or__.Scalar  (codegen/mappings/comparison.yaml:29)
+Value convert___or___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_bitwise_or_Scalar(b, self, other);
+}
+
+// __xor__.Tensor  (codegen/mappings/comparison.yaml:30)
+Value convert___xor___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_bitwise_xor_Tensor(b, self, other);
+}
+
+// __xor__.Scalar  (codegen/mappings/comparison.yaml:31)
+Value convert___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_bitwise_xor_Scalar(b, self, other);
+}
+
+// where.self  (codegen/mappings/comparison.yaml:32)
+Value convert_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::where_self(b, condition, self, other);
+  }
+}
+
+// where.ScalarSelf  (codegen/mappings/comparison.yaml:33)
+Value convert_where_ScalarSelf([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Scalar self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::where_ScalarSelf(b, condition, self, other);
+  }
+}
+
+// where.ScalarOther  (codegen/mappings/comparison.yaml:34)
+Value convert_where_ScalarOther([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::where_ScalarOther(b, condition, self, other);
+  }
+}
+
+// where.Scalar  (codegen/mappings/comparison.yaml:35)
+Value convert_where_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Scalar self, [[maybe_unused]] Scalar other) {
+  // manual: True
+  {
+    return manual::where_Scalar(b, condition, self, other);
+  }
+}
+
+// masked_fill.Scalar  (codegen/mappings/comparison.yaml:36)
+Value convert_masked_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::masked_fill_Scalar(b, self, mask, value);
+  }
+}
+
+// masked_fill.Tensor  (codegen/mappings/comparison.yaml:37)
+Value convert_masked_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Value value) {
+  // manual: True
+  {
+    return manual::masked_fill_Tensor(b, self, mask, value);
+  }
+}
+
+// maximum  (codegen/mappings/comparison.yaml:38)
+Value convert_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::maximum(b, self, other);
+  }
+}
+
+// minimum  (codegen/mappings/comparison.yaml:39)
+Value convert_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // manual: True
+  {
+    return manual::minimum(b, self, other);
+  }
+}
+
+// max.other  (codegen/mappings/comparison.yaml:40)
+Value convert_max_other([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_maximum(b, self, other);
+}
+
+// min.other  (codegen/mappings/comparison.yaml:41)
+Value convert_min_other([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_minimum(b, self, other);
+}
+
+// clamp  (codegen/mappings/comparison.yaml:42)
+Value convert_clamp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Scalar> min, [[maybe_unused]] std::optional<Scalar> max) {
+  // manual: True
+  {
+    return manual::clamp(b, self, min, max);
+  }
+}
+
+// clamp.Tensor  (codegen/mappings/comparison.yaml:43)
+Value convert_clamp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Value> min, [[maybe_unused]] std::optional<Value> max) {
+  // manual: True
+  {
+    return manual::clamp_Tensor(b, self, min, max);
+  }
+}
+
+// clamp_min  (codegen/mappings/comparison.yaml:44)
+Value convert_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min) {
+  // manual: True
+  {
+    return manual::clamp_min(b, self, min);
+  }
+}
+
+// clamp_min.Tensor  (codegen/mappings/comparison.yaml:45)
+Value convert_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value min) {
+  // manual: True
+  {
+    return manual::clamp_min_Tensor(b, self, min);
+  }
+}
+
+// clamp_max  (codegen/mappings/comparison.yaml:46)
+Value convert_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar max) {
+  // manual: True
+  {
+    return manual::clamp_max(b, self, max);
+  }
+}
+
+// clamp_max.Tensor  (codegen/mappings/comparison.yaml:47)
+Value convert_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value max) {
+  // manual: True
+  {
+    return manual::clamp_max_Tensor(b, self, max);
   }
 }
 
@@ -728,9 +1252,19 @@ Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_add_Scalar(b, self, other, alpha);
 }
 
-// add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
+// add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:5))
 Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Tensor(b, self, other, alpha);
+}
+
+// addcdiv_  (in-place twin of addcdiv (codegen/mappings/arithmetic.yaml:43))
+Value convert_addcdiv_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
+  return convert_addcdiv(b, self, tensor1, tensor2, value);
+}
+
+// addcmul_  (in-place twin of addcmul (codegen/mappings/arithmetic.yaml:40))
+Value convert_addcmul_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
+  return convert_addcmul(b, self, tensor1, tensor2, value);
 }
 
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
@@ -738,14 +1272,134 @@ Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
 }
 
-// div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
+// atan2_  (in-place twin of atan2 (codegen/mappings/arithmetic.yaml:35))
+Value convert_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_atan2(b, self, other);
+}
+
+// bitwise_and_.Scalar  (in-place twin of bitwise_and.Scalar (codegen/mappings/comparison.yaml:21))
+Value convert_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_bitwise_and_Scalar(b, self, other);
+}
+
+// bitwise_and_.Tensor  (in-place twin of bitwise_and.Tensor (codegen/mappings/comparison.yaml:20))
+Value convert_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_bitwise_and_Tensor(b, self, other);
+}
+
+// bitwise_or_.Scalar  (in-place twin of bitwise_or.Scalar (codegen/mappings/comparison.yaml:23))
+Value convert_bitwise_or__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_bitwise_or_Scalar(b, self, other);
+}
+
+// bitwise_or_.Tensor  (in-place twin of bitwise_or.Tensor (codegen/mappings/comparison.yaml:22))
+Value convert_bitwise_or__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_bitwise_or_Tensor(b, self, other);
+}
+
+// bitwise_xor_.Scalar  (in-place twin of bitwise_xor.Scalar (codegen/mappings/comparison.yaml:25))
+Value convert_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_bitwise_xor_Scalar(b, self, other);
+}
+
+// bitwise_xor_.Tensor  (in-place twin of bitwise_xor.Tensor (codegen/mappings/comparison.yaml:24))
+Value convert_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_bitwise_xor_Tensor(b, self, other);
+}
+
+// clamp_  (in-place twin of clamp (codegen/mappings/comparison.yaml:42))
+Value convert_clamp_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Scalar> min, [[maybe_unused]] std::optional<Scalar> max) {
+  return convert_clamp(b, self, min, max);
+}
+
+// clamp_.Tensor  (in-place twin of clamp.Tensor (codegen/mappings/comparison.yaml:43))
+Value convert_clamp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Value> min, [[maybe_unused]] std::optional<Value> max) {
+  return convert_clamp_Tensor(b, self, min, max);
+}
+
+// clamp_max_  (in-place twin of clamp_max (codegen/mappings/comparison.yaml:46))
+Value convert_clamp_max_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar max) {
+  return convert_clamp_max(b, self, max);
+}
+
+// clamp_max_.Tensor  (in-place twin of clamp_max.Tensor (codegen/mappings/comparison.yaml:47))
+Value convert_clamp_max__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value max) {
+  return convert_clamp_max_Tensor(b, self, max);
+}
+
+// clamp_min_  (in-place twin of clamp_min (codegen/mappings/comparison.yaml:44))
+Value convert_clamp_min_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min) {
+  return convert_clamp_min(b, self, min);
+}
+
+// clamp_min_.Tensor  (in-place twin of clamp_min.Tensor (codegen/mappings/comparison.yaml:45))
+Value convert_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value min) {
+  return convert_clamp_min_Tensor(b, self, min);
+}
+
+// div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
 Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_div_Scalar(b, self, other);
 }
 
-// div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
+// div_.Scalar_mode  (in-place twin of div.Scalar_mode (codegen/mappings/arithmetic.yaml:24))
+Value convert_div__Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] std::optional<std::string> rounding_mode) {
+  return convert_div_Scalar_mode(b, self, other, rounding_mode);
+}
+
+// div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:21))
 Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_div_Tensor(b, self, other);
+}
+
+// div_.Tensor_mode  (in-place twin of div.Tensor_mode (codegen/mappings/arithmetic.yaml:23))
+Value convert_div__Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] std::optional<std::string> rounding_mode) {
+  return convert_div_Tensor_mode(b, self, other, rounding_mode);
+}
+
+// eq_.Scalar  (in-place twin of eq.Scalar (codegen/mappings/comparison.yaml:6))
+Value convert_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_eq_Scalar(b, self, other);
+}
+
+// eq_.Tensor  (in-place twin of eq.Tensor (codegen/mappings/comparison.yaml:5))
+Value convert_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_eq_Tensor(b, self, other);
+}
+
+// floor_divide_.Scalar  (in-place twin of floor_divide.Scalar (codegen/mappings/arithmetic.yaml:26))
+Value convert_floor_divide__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_floor_divide_Scalar(b, self, other);
+}
+
+// fmod_.Scalar  (in-place twin of fmod.Scalar (codegen/mappings/arithmetic.yaml:29))
+Value convert_fmod__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_fmod_Scalar(b, self, other);
+}
+
+// fmod_.Tensor  (in-place twin of fmod.Tensor (codegen/mappings/arithmetic.yaml:28))
+Value convert_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_fmod_Tensor(b, self, other);
+}
+
+// ge_.Scalar  (in-place twin of ge.Scalar (codegen/mappings/comparison.yaml:12))
+Value convert_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_ge_Scalar(b, self, other);
+}
+
+// ge_.Tensor  (in-place twin of ge.Tensor (codegen/mappings/comparison.yaml:11))
+Value convert_ge__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_ge_Tensor(b, self, other);
+}
+
+// gt_.Scalar  (in-place twin of gt.Scalar (codegen/mappings/comparison.yaml:10))
+Value convert_gt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_gt_Scalar(b, self, other);
+}
+
+// gt_.Tensor  (in-place twin of gt.Tensor (codegen/mappings/comparison.yaml:9))
+Value convert_gt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_gt_Tensor(b, self, other);
 }
 
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
@@ -753,19 +1407,84 @@ Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   return convert_hardtanh(b, self, min_val, max_val);
 }
 
+// le_.Scalar  (in-place twin of le.Scalar (codegen/mappings/comparison.yaml:16))
+Value convert_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_le_Scalar(b, self, other);
+}
+
+// le_.Tensor  (in-place twin of le.Tensor (codegen/mappings/comparison.yaml:15))
+Value convert_le__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_le_Tensor(b, self, other);
+}
+
 // leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
 Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   return convert_leaky_relu(b, self, negative_slope);
 }
 
-// mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
+// lerp_.Scalar  (in-place twin of lerp.Scalar (codegen/mappings/arithmetic.yaml:37))
+Value convert_lerp__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value end, [[maybe_unused]] Scalar weight) {
+  return convert_lerp_Scalar(b, self, end, weight);
+}
+
+// lerp_.Tensor  (in-place twin of lerp.Tensor (codegen/mappings/arithmetic.yaml:38))
+Value convert_lerp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value end, [[maybe_unused]] Value weight) {
+  return convert_lerp_Tensor(b, self, end, weight);
+}
+
+// logical_and_  (in-place twin of logical_and (codegen/mappings/comparison.yaml:17))
+Value convert_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_logical_and(b, self, other);
+}
+
+// logical_or_  (in-place twin of logical_or (codegen/mappings/comparison.yaml:18))
+Value convert_logical_or_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_logical_or(b, self, other);
+}
+
+// logical_xor_  (in-place twin of logical_xor (codegen/mappings/comparison.yaml:19))
+Value convert_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_logical_xor(b, self, other);
+}
+
+// lt_.Scalar  (in-place twin of lt.Scalar (codegen/mappings/comparison.yaml:14))
+Value convert_lt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_lt_Scalar(b, self, other);
+}
+
+// lt_.Tensor  (in-place twin of lt.Tensor (codegen/mappings/comparison.yaml:13))
+Value convert_lt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_lt_Tensor(b, self, other);
+}
+
+// masked_fill_.Scalar  (in-place twin of masked_fill.Scalar (codegen/mappings/comparison.yaml:36))
+Value convert_masked_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Scalar value) {
+  return convert_masked_fill_Scalar(b, self, mask, value);
+}
+
+// masked_fill_.Tensor  (in-place twin of masked_fill.Tensor (codegen/mappings/comparison.yaml:37))
+Value convert_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Value value) {
+  return convert_masked_fill_Tensor(b, self, mask, value);
+}
+
+// mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:20))
 Value convert_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_mul_Scalar(b, self, other);
 }
 
-// mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
+// mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:19))
 Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_mul_Tensor(b, self, other);
+}
+
+// ne_.Scalar  (in-place twin of ne.Scalar (codegen/mappings/comparison.yaml:8))
+Value convert_ne__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_ne_Scalar(b, self, other);
+}
+
+// ne_.Tensor  (in-place twin of ne.Tensor (codegen/mappings/comparison.yaml:7))
+Value convert_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_ne_Tensor(b, self, other);
 }
 
 // relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
@@ -773,17 +1492,27 @@ Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
 
+// remainder_.Scalar  (in-place twin of remainder.Scalar (codegen/mappings/arithmetic.yaml:31))
+Value convert_remainder__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  return convert_remainder_Scalar(b, self, other);
+}
+
+// remainder_.Tensor  (in-place twin of remainder.Tensor (codegen/mappings/arithmetic.yaml:30))
+Value convert_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_remainder_Tensor(b, self, other);
+}
+
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sigmoid(b, self);
 }
 
-// sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
+// sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
 Value convert_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_sub_Scalar(b, self, other, alpha);
 }
 
-// sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:9))
+// sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:7))
 Value convert_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   return convert_sub_Tensor(b, self, other, alpha);
 }
@@ -796,6 +1525,11 @@ Value convert_t_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
 Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
+}
+
+// xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))
+Value convert_xlogy__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  return convert_xlogy_Tensor(b, self, other);
 }
 
 }  // namespace fastonnx

@@ -31,22 +31,148 @@ Value convert__softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
 Value convert_log_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // _log_softmax  (codegen/mappings/activation.yaml:17)
 Value convert__log_softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
-// add.Tensor  (codegen/mappings/arithmetic.yaml:3)
+// add.Tensor  (codegen/mappings/arithmetic.yaml:5)
 Value convert_add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // add.Scalar  (codegen/mappings/arithmetic.yaml:6)
 Value convert_add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// sub.Tensor  (codegen/mappings/arithmetic.yaml:9)
+// sub.Tensor  (codegen/mappings/arithmetic.yaml:7)
 Value convert_sub_Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// sub.Scalar  (codegen/mappings/arithmetic.yaml:12)
+// sub.Scalar  (codegen/mappings/arithmetic.yaml:10)
 Value convert_sub_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// mul.Tensor  (codegen/mappings/arithmetic.yaml:15)
+// rsub.Tensor  (codegen/mappings/arithmetic.yaml:13)
+Value convert_rsub_Tensor(Builder& b, Value self, Value other, Scalar alpha);
+// rsub.Scalar  (codegen/mappings/arithmetic.yaml:16)
+Value convert_rsub_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
+// mul.Tensor  (codegen/mappings/arithmetic.yaml:19)
 Value convert_mul_Tensor(Builder& b, Value self, Value other);
-// mul.Scalar  (codegen/mappings/arithmetic.yaml:16)
+// mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
 Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
-// div.Tensor  (codegen/mappings/arithmetic.yaml:17)
+// div.Tensor  (codegen/mappings/arithmetic.yaml:21)
 Value convert_div_Tensor(Builder& b, Value self, Value other);
-// div.Scalar  (codegen/mappings/arithmetic.yaml:18)
+// div.Scalar  (codegen/mappings/arithmetic.yaml:22)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
+// div.Tensor_mode  (codegen/mappings/arithmetic.yaml:23)
+Value convert_div_Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode);
+// div.Scalar_mode  (codegen/mappings/arithmetic.yaml:24)
+Value convert_div_Scalar_mode(Builder& b, Value self, Scalar other, std::optional<std::string> rounding_mode);
+// floor_divide  (codegen/mappings/arithmetic.yaml:25)
+Value convert_floor_divide(Builder& b, Value self, Value other);
+// floor_divide.Scalar  (codegen/mappings/arithmetic.yaml:26)
+Value convert_floor_divide_Scalar(Builder& b, Value self, Scalar other);
+// fmod.Tensor  (codegen/mappings/arithmetic.yaml:28)
+Value convert_fmod_Tensor(Builder& b, Value self, Value other);
+// fmod.Scalar  (codegen/mappings/arithmetic.yaml:29)
+Value convert_fmod_Scalar(Builder& b, Value self, Scalar other);
+// remainder.Tensor  (codegen/mappings/arithmetic.yaml:30)
+Value convert_remainder_Tensor(Builder& b, Value self, Value other);
+// remainder.Scalar  (codegen/mappings/arithmetic.yaml:31)
+Value convert_remainder_Scalar(Builder& b, Value self, Scalar other);
+// pow.Tensor_Tensor  (codegen/mappings/arithmetic.yaml:32)
+Value convert_pow_Tensor_Tensor(Builder& b, Value self, Value exponent);
+// pow.Tensor_Scalar  (codegen/mappings/arithmetic.yaml:33)
+Value convert_pow_Tensor_Scalar(Builder& b, Value self, Scalar exponent);
+// pow.Scalar  (codegen/mappings/arithmetic.yaml:34)
+Value convert_pow_Scalar(Builder& b, Scalar self, Value exponent);
+// atan2  (codegen/mappings/arithmetic.yaml:35)
+Value convert_atan2(Builder& b, Value self, Value other);
+// atan2.out  (codegen/mappings/arithmetic.yaml:36)
+Value convert_atan2_out(Builder& b, Value self, Value other, Value out);
+// lerp.Scalar  (codegen/mappings/arithmetic.yaml:37)
+Value convert_lerp_Scalar(Builder& b, Value self, Value end, Scalar weight);
+// lerp.Tensor  (codegen/mappings/arithmetic.yaml:38)
+Value convert_lerp_Tensor(Builder& b, Value self, Value end, Value weight);
+// addcmul  (codegen/mappings/arithmetic.yaml:40)
+Value convert_addcmul(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
+// addcdiv  (codegen/mappings/arithmetic.yaml:43)
+Value convert_addcdiv(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
+// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:47)
+Value convert_xlogy_Tensor(Builder& b, Value self, Value other);
+// eq.Tensor  (codegen/mappings/comparison.yaml:5)
+Value convert_eq_Tensor(Builder& b, Value self, Value other);
+// eq.Scalar  (codegen/mappings/comparison.yaml:6)
+Value convert_eq_Scalar(Builder& b, Value self, Scalar other);
+// ne.Tensor  (codegen/mappings/comparison.yaml:7)
+Value convert_ne_Tensor(Builder& b, Value self, Value other);
+// ne.Scalar  (codegen/mappings/comparison.yaml:8)
+Value convert_ne_Scalar(Builder& b, Value self, Scalar other);
+// gt.Tensor  (codegen/mappings/comparison.yaml:9)
+Value convert_gt_Tensor(Builder& b, Value self, Value other);
+// gt.Scalar  (codegen/mappings/comparison.yaml:10)
+Value convert_gt_Scalar(Builder& b, Value self, Scalar other);
+// ge.Tensor  (codegen/mappings/comparison.yaml:11)
+Value convert_ge_Tensor(Builder& b, Value self, Value other);
+// ge.Scalar  (codegen/mappings/comparison.yaml:12)
+Value convert_ge_Scalar(Builder& b, Value self, Scalar other);
+// lt.Tensor  (codegen/mappings/comparison.yaml:13)
+Value convert_lt_Tensor(Builder& b, Value self, Value other);
+// lt.Scalar  (codegen/mappings/comparison.yaml:14)
+Value convert_lt_Scalar(Builder& b, Value self, Scalar other);
+// le.Tensor  (codegen/mappings/comparison.yaml:15)
+Value convert_le_Tensor(Builder& b, Value self, Value other);
+// le.Scalar  (codegen/mappings/comparison.yaml:16)
+Value convert_le_Scalar(Builder& b, Value self, Scalar other);
+// logical_and  (codegen/mappings/comparison.yaml:17)
+Value convert_logical_and(Builder& b, Value self, Value other);
+// logical_or  (codegen/mappings/comparison.yaml:18)
+Value convert_logical_or(Builder& b, Value self, Value other);
+// logical_xor  (codegen/mappings/comparison.yaml:19)
+Value convert_logical_xor(Builder& b, Value self, Value other);
+// bitwise_and.Tensor  (codegen/mappings/comparison.yaml:20)
+Value convert_bitwise_and_Tensor(Builder& b, Value self, Value other);
+// bitwise_and.Scalar  (codegen/mappings/comparison.yaml:21)
+Value convert_bitwise_and_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_or.Tensor  (codegen/mappings/comparison.yaml:22)
+Value convert_bitwise_or_Tensor(Builder& b, Value self, Value other);
+// bitwise_or.Scalar  (codegen/mappings/comparison.yaml:23)
+Value convert_bitwise_or_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_xor.Tensor  (codegen/mappings/comparison.yaml:24)
+Value convert_bitwise_xor_Tensor(Builder& b, Value self, Value other);
+// bitwise_xor.Scalar  (codegen/mappings/comparison.yaml:25)
+Value convert_bitwise_xor_Scalar(Builder& b, Value self, Scalar other);
+// __and__.Tensor  (codegen/mappings/comparison.yaml:26)
+Value convert___and___Tensor(Builder& b, Value self, Value other);
+// __and__.Scalar  (codegen/mappings/comparison.yaml:27)
+Value convert___and___Scalar(Builder& b, Value self, Scalar other);
+// __or__.Tensor  (codegen/mappings/comparison.yaml:28)
+Value convert___or___Tensor(Builder& b, Value self, Value other);
+// __or__.Scalar  (codegen/mappings/comparison.yaml:29)
+Value convert___or___Scalar(Builder& b, Value self, Scalar other);
+// __xor__.Tensor  (codegen/mappings/comparison.yaml:30)
+Value convert___xor___Tensor(Builder& b, Value self, Value other);
+// __xor__.Scalar  (codegen/mappings/comparison.yaml:31)
+Value convert___xor___Scalar(Builder& b, Value self, Scalar other);
+// where.self  (codegen/mappings/comparison.yaml:32)
+Value convert_where_self(Builder& b, Value condition, Value self, Value other);
+// where.ScalarSelf  (codegen/mappings/comparison.yaml:33)
+Value convert_where_ScalarSelf(Builder& b, Value condition, Scalar self, Value other);
+// where.ScalarOther  (codegen/mappings/comparison.yaml:34)
+Value convert_where_ScalarOther(Builder& b, Value condition, Value self, Scalar other);
+// where.Scalar  (codegen/mappings/comparison.yaml:35)
+Value convert_where_Scalar(Builder& b, Value condition, Scalar self, Scalar other);
+// masked_fill.Scalar  (codegen/mappings/comparison.yaml:36)
+Value convert_masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value);
+// masked_fill.Tensor  (codegen/mappings/comparison.yaml:37)
+Value convert_masked_fill_Tensor(Builder& b, Value self, Value mask, Value value);
+// maximum  (codegen/mappings/comparison.yaml:38)
+Value convert_maximum(Builder& b, Value self, Value other);
+// minimum  (codegen/mappings/comparison.yaml:39)
+Value convert_minimum(Builder& b, Value self, Value other);
+// max.other  (codegen/mappings/comparison.yaml:40)
+Value convert_max_other(Builder& b, Value self, Value other);
+// min.other  (codegen/mappings/comparison.yaml:41)
+Value convert_min_other(Builder& b, Value self, Value other);
+// clamp  (codegen/mappings/comparison.yaml:42)
+Value convert_clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
+// clamp.Tensor  (codegen/mappings/comparison.yaml:43)
+Value convert_clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max);
+// clamp_min  (codegen/mappings/comparison.yaml:44)
+Value convert_clamp_min(Builder& b, Value self, Scalar min);
+// clamp_min.Tensor  (codegen/mappings/comparison.yaml:45)
+Value convert_clamp_min_Tensor(Builder& b, Value self, Value min);
+// clamp_max  (codegen/mappings/comparison.yaml:46)
+Value convert_clamp_max(Builder& b, Value self, Scalar max);
+// clamp_max.Tensor  (codegen/mappings/comparison.yaml:47)
+Value convert_clamp_max_Tensor(Builder& b, Value self, Value max);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:8)
@@ -141,36 +267,172 @@ Value convert_sym_is_contiguous(Builder& b, Value self);
 Value convert__local_scalar_dense(Builder& b, Value self);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
+// add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:5))
 Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
+// addcdiv_  (in-place twin of addcdiv (codegen/mappings/arithmetic.yaml:43))
+Value convert_addcdiv_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
+// addcmul_  (in-place twin of addcmul (codegen/mappings/arithmetic.yaml:40))
+Value convert_addcmul_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
-// div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
+// atan2_  (in-place twin of atan2 (codegen/mappings/arithmetic.yaml:35))
+Value convert_atan2_(Builder& b, Value self, Value other);
+// bitwise_and_.Scalar  (in-place twin of bitwise_and.Scalar (codegen/mappings/comparison.yaml:21))
+Value convert_bitwise_and__Scalar(Builder& b, Value self, Scalar other);
+// bitwise_and_.Tensor  (in-place twin of bitwise_and.Tensor (codegen/mappings/comparison.yaml:20))
+Value convert_bitwise_and__Tensor(Builder& b, Value self, Value other);
+// bitwise_or_.Scalar  (in-place twin of bitwise_or.Scalar (codegen/mappings/comparison.yaml:23))
+Value convert_bitwise_or__Scalar(Builder& b, Value self, Scalar other);
+// bitwise_or_.Tensor  (in-place twin of bitwise_or.Tensor (codegen/mappings/comparison.yaml:22))
+Value convert_bitwise_or__Tensor(Builder& b, Value self, Value other);
+// bitwise_xor_.Scalar  (in-place twin of bitwise_xor.Scalar (codegen/mappings/comparison.yaml:25))
+Value convert_bitwise_xor__Scalar(Builder& b, Value self, Scalar other);
+// bitwise_xor_.Tensor  (in-place twin of bitwise_xor.Tensor (codegen/mappings/comparison.yaml:24))
+Value convert_bitwise_xor__Tensor(Builder& b, Value self, Value other);
+// clamp_  (in-place twin of clamp (codegen/mappings/comparison.yaml:42))
+Value convert_clamp_(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
+// clamp_.Tensor  (in-place twin of clamp.Tensor (codegen/mappings/comparison.yaml:43))
+Value convert_clamp__Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max);
+// clamp_max_  (in-place twin of clamp_max (codegen/mappings/comparison.yaml:46))
+Value convert_clamp_max_(Builder& b, Value self, Scalar max);
+// clamp_max_.Tensor  (in-place twin of clamp_max.Tensor (codegen/mappings/comparison.yaml:47))
+Value convert_clamp_max__Tensor(Builder& b, Value self, Value max);
+// clamp_min_  (in-place twin of clamp_min (codegen/mappings/comparison.yaml:44))
+Value convert_clamp_min_(Builder& b, Value self, Scalar min);
+// clamp_min_.Tensor  (in-place twin of clamp_min.Tensor (codegen/mappings/comparison.yaml:45))
+Value convert_clamp_min__Tensor(Builder& b, Value self, Value min);
+// div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
-// div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
+// div_.Scalar_mode  (in-place twin of div.Scalar_mode (codegen/mappings/arithmetic.yaml:24))
+Value convert_div__Scalar_mode(Builder& b, Value self, Scalar other, std::optional<std::string> rounding_mode);
+// div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:21))
 Value convert_div__Tensor(Builder& b, Value self, Value other);
+// div_.Tensor_mode  (in-place twin of div.Tensor_mode (codegen/mappings/arithmetic.yaml:23))
+Value convert_div__Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode);
+// eq_.Scalar  (in-place twin of eq.Scalar (codegen/mappings/comparison.yaml:6))
+Value convert_eq__Scalar(Builder& b, Value self, Scalar other);
+// eq_.Tensor  (in-place twin of eq.Tensor (codegen/mappings/comparison.yaml:5))
+Value convert_eq__Tensor(Builder& b, Value self, Value other);
+// floor_divide_.Scalar  (in-place twin of floor_divide.Scalar (codegen/mappings/arithmetic.yaml:26))
+Value convert_floor_divide__Scalar(Builder& b, Value self, Scalar other);
+// fmod_.Scalar  (in-place twin of fmod.Scalar (codegen/mappings/arithmetic.yaml:29))
+Value convert_fmod__Scalar(Builder& b, Value self, Scalar other);
+// fmod_.Tensor  (in-place twin of fmod.Tensor (codegen/mappings/arithmetic.yaml:28))
+Value convert_fmod__Tensor(Builder& b, Value self, Value other);
+// ge_.Scalar  (in-place twin of ge.Scalar (codegen/mappings/comparison.yaml:12))
+Value convert_ge__Scalar(Builder& b, Value self, Scalar other);
+// ge_.Tensor  (in-place twin of ge.Tensor (codegen/mappings/comparison.yaml:11))
+Value convert_ge__Tensor(Builder& b, Value self, Value other);
+// gt_.Scalar  (in-place twin of gt.Scalar (codegen/mappings/comparison.yaml:10))
+Value convert_gt__Scalar(Builder& b, Value self, Scalar other);
+// gt_.Tensor  (in-place twin of gt.Tensor (codegen/mappings/comparison.yaml:9))
+Value convert_gt__Tensor(Builder& b, Value self, Value other);
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
+// le_.Scalar  (in-place twin of le.Scalar (codegen/mappings/comparison.yaml:16))
+Value convert_le__Scalar(Builder& b, Value self, Scalar other);
+// le_.Tensor  (in-place twin of le.Tensor (codegen/mappings/comparison.yaml:15))
+Value convert_le__Tensor(Builder& b, Value self, Value other);
 // leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
 Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
-// mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
+// lerp_.Scalar  (in-place twin of lerp.Scalar (codegen/mappings/arithmetic.yaml:37))
+Value convert_lerp__Scalar(Builder& b, Value self, Value end, Scalar weight);
+// lerp_.Tensor  (in-place twin of lerp.Tensor (codegen/mappings/arithmetic.yaml:38))
+Value convert_lerp__Tensor(Builder& b, Value self, Value end, Value weight);
+// logical_and_  (in-place twin of logical_and (codegen/mappings/comparison.yaml:17))
+Value convert_logical_and_(Builder& b, Value self, Value other);
+// logical_or_  (in-place twin of logical_or (codegen/mappings/comparison.yaml:18))
+Value convert_logical_or_(Builder& b, Value self, Value other);
+// logical_xor_  (in-place twin of logical_xor (codegen/mappings/comparison.yaml:19))
+Value convert_logical_xor_(Builder& b, Value self, Value other);
+// lt_.Scalar  (in-place twin of lt.Scalar (codegen/mappings/comparison.yaml:14))
+Value convert_lt__Scalar(Builder& b, Value self, Scalar other);
+// lt_.Tensor  (in-place twin of lt.Tensor (codegen/mappings/comparison.yaml:13))
+Value convert_lt__Tensor(Builder& b, Value self, Value other);
+// masked_fill_.Scalar  (in-place twin of masked_fill.Scalar (codegen/mappings/comparison.yaml:36))
+Value convert_masked_fill__Scalar(Builder& b, Value self, Value mask, Scalar value);
+// masked_fill_.Tensor  (in-place twin of masked_fill.Tensor (codegen/mappings/comparison.yaml:37))
+Value convert_masked_fill__Tensor(Builder& b, Value self, Value mask, Value value);
+// mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:20))
 Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
-// mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
+// mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:19))
 Value convert_mul__Tensor(Builder& b, Value self, Value other);
+// ne_.Scalar  (in-place twin of ne.Scalar (codegen/mappings/comparison.yaml:8))
+Value convert_ne__Scalar(Builder& b, Value self, Scalar other);
+// ne_.Tensor  (in-place twin of ne.Tensor (codegen/mappings/comparison.yaml:7))
+Value convert_ne__Tensor(Builder& b, Value self, Value other);
 // relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
 Value convert_relu_(Builder& b, Value self);
+// remainder_.Scalar  (in-place twin of remainder.Scalar (codegen/mappings/arithmetic.yaml:31))
+Value convert_remainder__Scalar(Builder& b, Value self, Scalar other);
+// remainder_.Tensor  (in-place twin of remainder.Tensor (codegen/mappings/arithmetic.yaml:30))
+Value convert_remainder__Tensor(Builder& b, Value self, Value other);
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_(Builder& b, Value self);
-// sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
+// sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
 Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:9))
+// sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:7))
 Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // t_  (in-place twin of t (codegen/mappings/shape.yaml:8))
 Value convert_t_(Builder& b, Value self);
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
 Value convert_tanh_(Builder& b, Value self);
+// xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))
+Value convert_xlogy__Tensor(Builder& b, Value self, Value other);
 
 namespace manual {
+Value add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
+Value add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
+Value mul_Tensor(Builder& b, Value self, Value other);
+Value mul_Scalar(Builder& b, Value self, Scalar other);
+Value div_Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode);
+Value div_Scalar_mode(Builder& b, Value self, Scalar other, std::optional<std::string> rounding_mode);
+Value floor_divide(Builder& b, Value self, Value other);
+Value floor_divide_Scalar(Builder& b, Value self, Scalar other);
+Value remainder_Tensor(Builder& b, Value self, Value other);
+Value remainder_Scalar(Builder& b, Value self, Scalar other);
+Value pow_Tensor_Tensor(Builder& b, Value self, Value exponent);
+Value pow_Tensor_Scalar(Builder& b, Value self, Scalar exponent);
+Value pow_Scalar(Builder& b, Scalar self, Value exponent);
+Value atan2(Builder& b, Value self, Value other);
+Value atan2_out(Builder& b, Value self, Value other, Value out);
+Value lerp_Scalar(Builder& b, Value self, Value end, Scalar weight);
+Value lerp_Tensor(Builder& b, Value self, Value end, Value weight);
+Value eq_Tensor(Builder& b, Value self, Value other);
+Value eq_Scalar(Builder& b, Value self, Scalar other);
+Value ne_Tensor(Builder& b, Value self, Value other);
+Value ne_Scalar(Builder& b, Value self, Scalar other);
+Value gt_Tensor(Builder& b, Value self, Value other);
+Value gt_Scalar(Builder& b, Value self, Scalar other);
+Value ge_Tensor(Builder& b, Value self, Value other);
+Value ge_Scalar(Builder& b, Value self, Scalar other);
+Value lt_Tensor(Builder& b, Value self, Value other);
+Value lt_Scalar(Builder& b, Value self, Scalar other);
+Value le_Tensor(Builder& b, Value self, Value other);
+Value le_Scalar(Builder& b, Value self, Scalar other);
+Value logical_and(Builder& b, Value self, Value other);
+Value logical_or(Builder& b, Value self, Value other);
+Value logical_xor(Builder& b, Value self, Value other);
+Value bitwise_and_Tensor(Builder& b, Value self, Value other);
+Value bitwise_and_Scalar(Builder& b, Value self, Scalar other);
+Value bitwise_or_Tensor(Builder& b, Value self, Value other);
+Value bitwise_or_Scalar(Builder& b, Value self, Scalar other);
+Value bitwise_xor_Tensor(Builder& b, Value self, Value other);
+Value bitwise_xor_Scalar(Builder& b, Value self, Scalar other);
+Value where_self(Builder& b, Value condition, Value self, Value other);
+Value where_ScalarSelf(Builder& b, Value condition, Scalar self, Value other);
+Value where_ScalarOther(Builder& b, Value condition, Value self, Scalar other);
+Value where_Scalar(Builder& b, Value condition, Scalar self, Scalar other);
+Value masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value);
+Value masked_fill_Tensor(Builder& b, Value self, Value mask, Value value);
+Value maximum(Builder& b, Value self, Value other);
+Value minimum(Builder& b, Value self, Value other);
+Value clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
+Value clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max);
+Value clamp_min(Builder& b, Value self, Scalar min);
+Value clamp_min_Tensor(Builder& b, Value self, Value min);
+Value clamp_max(Builder& b, Value self, Scalar max);
+Value clamp_max_Tensor(Builder& b, Value self, Value max);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);

@@ -112,6 +112,22 @@ void unpack_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_sub_Scalar[] = {"self", "other", "alpha"};
 
+void unpack_rsub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_rsub_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+}
+constexpr const char* kArgs_rsub_Tensor[] = {"self", "other", "alpha"};
+
+void unpack_rsub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_rsub_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+}
+constexpr const char* kArgs_rsub_Scalar[] = {"self", "other", "alpha"};
+
 void unpack_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
@@ -139,6 +155,450 @@ void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_div_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div_Scalar[] = {"self", "other"};
+
+void unpack_div_Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
+  outs.push_back(convert_div_Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+}
+constexpr const char* kArgs_div_Tensor_mode[] = {"self", "other", "rounding_mode"};
+
+void unpack_div_Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
+  outs.push_back(convert_div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+}
+constexpr const char* kArgs_div_Scalar_mode[] = {"self", "other", "rounding_mode"};
+
+void unpack_floor_divide([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_floor_divide(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_floor_divide[] = {"self", "other"};
+
+void unpack_floor_divide_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_floor_divide_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_floor_divide_Scalar[] = {"self", "other"};
+
+void unpack_fmod_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_fmod_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_fmod_Tensor[] = {"self", "other"};
+
+void unpack_fmod_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_fmod_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_fmod_Scalar[] = {"self", "other"};
+
+void unpack_remainder_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_remainder_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_remainder_Tensor[] = {"self", "other"};
+
+void unpack_remainder_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_remainder_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_remainder_Scalar[] = {"self", "other"};
+
+void unpack_pow_Tensor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value exponent = unpack_tensor(b, arg_at(args, 1), "exponent");
+  outs.push_back(convert_pow_Tensor_Tensor(b, std::move(self), std::move(exponent)));
+}
+constexpr const char* kArgs_pow_Tensor_Tensor[] = {"self", "exponent"};
+
+void unpack_pow_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar exponent = unpack_scalar(arg_at(args, 1), "exponent");
+  outs.push_back(convert_pow_Tensor_Scalar(b, std::move(self), std::move(exponent)));
+}
+constexpr const char* kArgs_pow_Tensor_Scalar[] = {"self", "exponent"};
+
+void unpack_pow_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar self = unpack_scalar(arg_at(args, 0), "self");
+  Value exponent = unpack_tensor(b, arg_at(args, 1), "exponent");
+  outs.push_back(convert_pow_Scalar(b, std::move(self), std::move(exponent)));
+}
+constexpr const char* kArgs_pow_Scalar[] = {"self", "exponent"};
+
+void unpack_atan2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_atan2(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_atan2[] = {"self", "other"};
+
+void unpack_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  Value out = unpack_tensor(b, arg_at(args, 2), "out");
+  outs.push_back(convert_atan2_out(b, std::move(self), std::move(other), std::move(out)));
+}
+constexpr const char* kArgs_atan2_out[] = {"self", "other", "out"};
+
+void unpack_lerp_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value end = unpack_tensor(b, arg_at(args, 1), "end");
+  Scalar weight = unpack_scalar(arg_at(args, 2), "weight");
+  outs.push_back(convert_lerp_Scalar(b, std::move(self), std::move(end), std::move(weight)));
+}
+constexpr const char* kArgs_lerp_Scalar[] = {"self", "end", "weight"};
+
+void unpack_lerp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value end = unpack_tensor(b, arg_at(args, 1), "end");
+  Value weight = unpack_tensor(b, arg_at(args, 2), "weight");
+  outs.push_back(convert_lerp_Tensor(b, std::move(self), std::move(end), std::move(weight)));
+}
+constexpr const char* kArgs_lerp_Tensor[] = {"self", "end", "weight"};
+
+void unpack_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
+  Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
+  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addcmul(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
+}
+constexpr const char* kArgs_addcmul[] = {"self", "tensor1", "tensor2", "value"};
+
+void unpack_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
+  Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
+  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addcdiv(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
+}
+constexpr const char* kArgs_addcdiv[] = {"self", "tensor1", "tensor2", "value"};
+
+void unpack_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_xlogy_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_xlogy_Tensor[] = {"self", "other"};
+
+void unpack_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_eq_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_eq_Tensor[] = {"self", "other"};
+
+void unpack_eq_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_eq_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_eq_Scalar[] = {"self", "other"};
+
+void unpack_ne_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_ne_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ne_Tensor[] = {"self", "other"};
+
+void unpack_ne_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_ne_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ne_Scalar[] = {"self", "other"};
+
+void unpack_gt_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_gt_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_gt_Tensor[] = {"self", "other"};
+
+void unpack_gt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_gt_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_gt_Scalar[] = {"self", "other"};
+
+void unpack_ge_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_ge_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ge_Tensor[] = {"self", "other"};
+
+void unpack_ge_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_ge_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ge_Scalar[] = {"self", "other"};
+
+void unpack_lt_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_lt_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_lt_Tensor[] = {"self", "other"};
+
+void unpack_lt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_lt_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_lt_Scalar[] = {"self", "other"};
+
+void unpack_le_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_le_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_le_Tensor[] = {"self", "other"};
+
+void unpack_le_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_le_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_le_Scalar[] = {"self", "other"};
+
+void unpack_logical_and([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_logical_and(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_logical_and[] = {"self", "other"};
+
+void unpack_logical_or([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_logical_or(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_logical_or[] = {"self", "other"};
+
+void unpack_logical_xor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_logical_xor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_logical_xor[] = {"self", "other"};
+
+void unpack_bitwise_and_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_and_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_and_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_and_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_and_Scalar[] = {"self", "other"};
+
+void unpack_bitwise_or_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_or_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_or_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_or_Scalar[] = {"self", "other"};
+
+void unpack_bitwise_xor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_xor_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_xor_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_xor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_xor_Scalar[] = {"self", "other"};
+
+void unpack___and___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert___and___Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___and___Tensor[] = {"self", "other"};
+
+void unpack___and___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert___and___Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___and___Scalar[] = {"self", "other"};
+
+void unpack___or___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert___or___Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___or___Tensor[] = {"self", "other"};
+
+void unpack___or___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert___or___Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___or___Scalar[] = {"self", "other"};
+
+void unpack___xor___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert___xor___Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___xor___Tensor[] = {"self", "other"};
+
+void unpack___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert___xor___Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___xor___Scalar[] = {"self", "other"};
+
+void unpack_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  Value other = unpack_tensor(b, arg_at(args, 2), "other");
+  outs.push_back(convert_where_self(b, std::move(condition), std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_where_self[] = {"condition", "self", "other"};
+
+void unpack_where_ScalarSelf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
+  Scalar self = unpack_scalar(arg_at(args, 1), "self");
+  Value other = unpack_tensor(b, arg_at(args, 2), "other");
+  outs.push_back(convert_where_ScalarSelf(b, std::move(condition), std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_where_ScalarSelf[] = {"condition", "self", "other"};
+
+void unpack_where_ScalarOther([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  Scalar other = unpack_scalar(arg_at(args, 2), "other");
+  outs.push_back(convert_where_ScalarOther(b, std::move(condition), std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_where_ScalarOther[] = {"condition", "self", "other"};
+
+void unpack_where_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
+  Scalar self = unpack_scalar(arg_at(args, 1), "self");
+  Scalar other = unpack_scalar(arg_at(args, 2), "other");
+  outs.push_back(convert_where_Scalar(b, std::move(condition), std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_where_Scalar[] = {"condition", "self", "other"};
+
+void unpack_masked_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  outs.push_back(convert_masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
+}
+constexpr const char* kArgs_masked_fill_Scalar[] = {"self", "mask", "value"};
+
+void unpack_masked_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  Value value = unpack_tensor(b, arg_at(args, 2), "value");
+  outs.push_back(convert_masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
+}
+constexpr const char* kArgs_masked_fill_Tensor[] = {"self", "mask", "value"};
+
+void unpack_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_maximum(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_maximum[] = {"self", "other"};
+
+void unpack_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_minimum(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_minimum[] = {"self", "other"};
+
+void unpack_max_other([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_max_other(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_max_other[] = {"self", "other"};
+
+void unpack_min_other([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_min_other(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_min_other[] = {"self", "other"};
+
+void unpack_clamp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(args[1], "min") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(args[2], "max") : std::optional<Scalar>(std::nullopt);
+  outs.push_back(convert_clamp(b, std::move(self), std::move(min), std::move(max)));
+}
+constexpr const char* kArgs_clamp[] = {"self", "min", "max"};
+
+void unpack_clamp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Value> min = given(args, 1) ? unpack_opt_tensor(b, args[1], "min") : std::optional<Value>(std::nullopt);
+  std::optional<Value> max = given(args, 2) ? unpack_opt_tensor(b, args[2], "max") : std::optional<Value>(std::nullopt);
+  outs.push_back(convert_clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
+}
+constexpr const char* kArgs_clamp_Tensor[] = {"self", "min", "max"};
+
+void unpack_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar min = unpack_scalar(arg_at(args, 1), "min");
+  outs.push_back(convert_clamp_min(b, std::move(self), std::move(min)));
+}
+constexpr const char* kArgs_clamp_min[] = {"self", "min"};
+
+void unpack_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value min = unpack_tensor(b, arg_at(args, 1), "min");
+  outs.push_back(convert_clamp_min_Tensor(b, std::move(self), std::move(min)));
+}
+constexpr const char* kArgs_clamp_min_Tensor[] = {"self", "min"};
+
+void unpack_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar max = unpack_scalar(arg_at(args, 1), "max");
+  outs.push_back(convert_clamp_max(b, std::move(self), std::move(max)));
+}
+constexpr const char* kArgs_clamp_max[] = {"self", "max"};
+
+void unpack_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value max = unpack_tensor(b, arg_at(args, 1), "max");
+  outs.push_back(convert_clamp_max_Tensor(b, std::move(self), std::move(max)));
+}
+constexpr const char* kArgs_clamp_max_Tensor[] = {"self", "max"};
 
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
@@ -567,6 +1027,24 @@ void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
 
+void unpack_addcdiv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
+  Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
+  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addcdiv_(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
+}
+constexpr const char* kArgs_addcdiv_[] = {"self", "tensor1", "tensor2", "value"};
+
+void unpack_addcmul_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
+  Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
+  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addcmul_(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
+}
+constexpr const char* kArgs_addcmul_[] = {"self", "tensor1", "tensor2", "value"};
+
 void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mat1 = unpack_tensor(b, arg_at(args, 1), "mat1");
@@ -577,6 +1055,99 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
+void unpack_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_atan2_(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_atan2_[] = {"self", "other"};
+
+void unpack_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_and__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_and__Scalar[] = {"self", "other"};
+
+void unpack_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_and__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_and__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_or__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_or__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_or__Scalar[] = {"self", "other"};
+
+void unpack_bitwise_or__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_or__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_or__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_xor__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_xor__Scalar[] = {"self", "other"};
+
+void unpack_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_xor__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_xor__Tensor[] = {"self", "other"};
+
+void unpack_clamp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(args[1], "min") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(args[2], "max") : std::optional<Scalar>(std::nullopt);
+  outs.push_back(convert_clamp_(b, std::move(self), std::move(min), std::move(max)));
+}
+constexpr const char* kArgs_clamp_[] = {"self", "min", "max"};
+
+void unpack_clamp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Value> min = given(args, 1) ? unpack_opt_tensor(b, args[1], "min") : std::optional<Value>(std::nullopt);
+  std::optional<Value> max = given(args, 2) ? unpack_opt_tensor(b, args[2], "max") : std::optional<Value>(std::nullopt);
+  outs.push_back(convert_clamp__Tensor(b, std::move(self), std::move(min), std::move(max)));
+}
+constexpr const char* kArgs_clamp__Tensor[] = {"self", "min", "max"};
+
+void unpack_clamp_max_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar max = unpack_scalar(arg_at(args, 1), "max");
+  outs.push_back(convert_clamp_max_(b, std::move(self), std::move(max)));
+}
+constexpr const char* kArgs_clamp_max_[] = {"self", "max"};
+
+void unpack_clamp_max__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value max = unpack_tensor(b, arg_at(args, 1), "max");
+  outs.push_back(convert_clamp_max__Tensor(b, std::move(self), std::move(max)));
+}
+constexpr const char* kArgs_clamp_max__Tensor[] = {"self", "max"};
+
+void unpack_clamp_min_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar min = unpack_scalar(arg_at(args, 1), "min");
+  outs.push_back(convert_clamp_min_(b, std::move(self), std::move(min)));
+}
+constexpr const char* kArgs_clamp_min_[] = {"self", "min"};
+
+void unpack_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value min = unpack_tensor(b, arg_at(args, 1), "min");
+  outs.push_back(convert_clamp_min__Tensor(b, std::move(self), std::move(min)));
+}
+constexpr const char* kArgs_clamp_min__Tensor[] = {"self", "min"};
+
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -584,12 +1155,91 @@ void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_div__Scalar[] = {"self", "other"};
 
+void unpack_div__Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
+  outs.push_back(convert_div__Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+}
+constexpr const char* kArgs_div__Scalar_mode[] = {"self", "other", "rounding_mode"};
+
 void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
+
+void unpack_div__Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
+  outs.push_back(convert_div__Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+}
+constexpr const char* kArgs_div__Tensor_mode[] = {"self", "other", "rounding_mode"};
+
+void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_eq__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_eq__Scalar[] = {"self", "other"};
+
+void unpack_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_eq__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_eq__Tensor[] = {"self", "other"};
+
+void unpack_floor_divide__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_floor_divide__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_floor_divide__Scalar[] = {"self", "other"};
+
+void unpack_fmod__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_fmod__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_fmod__Scalar[] = {"self", "other"};
+
+void unpack_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_fmod__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_fmod__Tensor[] = {"self", "other"};
+
+void unpack_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_ge__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ge__Scalar[] = {"self", "other"};
+
+void unpack_ge__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_ge__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ge__Tensor[] = {"self", "other"};
+
+void unpack_gt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_gt__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_gt__Scalar[] = {"self", "other"};
+
+void unpack_gt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_gt__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_gt__Tensor[] = {"self", "other"};
 
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -599,12 +1249,93 @@ void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 }
 constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
 
+void unpack_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_le__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_le__Scalar[] = {"self", "other"};
+
+void unpack_le__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_le__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_le__Tensor[] = {"self", "other"};
+
 void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
   outs.push_back(convert_leaky_relu_(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
+
+void unpack_lerp__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value end = unpack_tensor(b, arg_at(args, 1), "end");
+  Scalar weight = unpack_scalar(arg_at(args, 2), "weight");
+  outs.push_back(convert_lerp__Scalar(b, std::move(self), std::move(end), std::move(weight)));
+}
+constexpr const char* kArgs_lerp__Scalar[] = {"self", "end", "weight"};
+
+void unpack_lerp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value end = unpack_tensor(b, arg_at(args, 1), "end");
+  Value weight = unpack_tensor(b, arg_at(args, 2), "weight");
+  outs.push_back(convert_lerp__Tensor(b, std::move(self), std::move(end), std::move(weight)));
+}
+constexpr const char* kArgs_lerp__Tensor[] = {"self", "end", "weight"};
+
+void unpack_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_logical_and_(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_logical_and_[] = {"self", "other"};
+
+void unpack_logical_or_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_logical_or_(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_logical_or_[] = {"self", "other"};
+
+void unpack_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_logical_xor_(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_logical_xor_[] = {"self", "other"};
+
+void unpack_lt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_lt__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_lt__Scalar[] = {"self", "other"};
+
+void unpack_lt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_lt__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_lt__Tensor[] = {"self", "other"};
+
+void unpack_masked_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  outs.push_back(convert_masked_fill__Scalar(b, std::move(self), std::move(mask), std::move(value)));
+}
+constexpr const char* kArgs_masked_fill__Scalar[] = {"self", "mask", "value"};
+
+void unpack_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  Value value = unpack_tensor(b, arg_at(args, 2), "value");
+  outs.push_back(convert_masked_fill__Tensor(b, std::move(self), std::move(mask), std::move(value)));
+}
+constexpr const char* kArgs_masked_fill__Tensor[] = {"self", "mask", "value"};
 
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -620,11 +1351,39 @@ void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
 
+void unpack_ne__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_ne__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ne__Scalar[] = {"self", "other"};
+
+void unpack_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_ne__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_ne__Tensor[] = {"self", "other"};
+
 void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_relu_(b, std::move(self)));
 }
 constexpr const char* kArgs_relu_[] = {"self"};
+
+void unpack_remainder__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  outs.push_back(convert_remainder__Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_remainder__Scalar[] = {"self", "other"};
+
+void unpack_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_remainder__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_remainder__Tensor[] = {"self", "other"};
 
 void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -660,6 +1419,13 @@ void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
 
+void unpack_xlogy__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_xlogy__Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_xlogy__Tensor[] = {"self", "other"};
+
 const OpEntry kOps[] = {
     {"relu", &unpack_relu, kArgs_relu},
     {"leaky_relu", &unpack_leaky_relu, kArgs_leaky_relu},
@@ -674,10 +1440,73 @@ const OpEntry kOps[] = {
     {"add.Scalar", &unpack_add_Scalar, kArgs_add_Scalar},
     {"sub.Tensor", &unpack_sub_Tensor, kArgs_sub_Tensor},
     {"sub.Scalar", &unpack_sub_Scalar, kArgs_sub_Scalar},
+    {"rsub.Tensor", &unpack_rsub_Tensor, kArgs_rsub_Tensor},
+    {"rsub.Scalar", &unpack_rsub_Scalar, kArgs_rsub_Scalar},
     {"mul.Tensor", &unpack_mul_Tensor, kArgs_mul_Tensor},
     {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar},
     {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor},
     {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar},
+    {"div.Tensor_mode", &unpack_div_Tensor_mode, kArgs_div_Tensor_mode},
+    {"div.Scalar_mode", &unpack_div_Scalar_mode, kArgs_div_Scalar_mode},
+    {"floor_divide", &unpack_floor_divide, kArgs_floor_divide},
+    {"floor_divide.Scalar", &unpack_floor_divide_Scalar, kArgs_floor_divide_Scalar},
+    {"fmod.Tensor", &unpack_fmod_Tensor, kArgs_fmod_Tensor},
+    {"fmod.Scalar", &unpack_fmod_Scalar, kArgs_fmod_Scalar},
+    {"remainder.Tensor", &unpack_remainder_Tensor, kArgs_remainder_Tensor},
+    {"remainder.Scalar", &unpack_remainder_Scalar, kArgs_remainder_Scalar},
+    {"pow.Tensor_Tensor", &unpack_pow_Tensor_Tensor, kArgs_pow_Tensor_Tensor},
+    {"pow.Tensor_Scalar", &unpack_pow_Tensor_Scalar, kArgs_pow_Tensor_Scalar},
+    {"pow.Scalar", &unpack_pow_Scalar, kArgs_pow_Scalar},
+    {"atan2", &unpack_atan2, kArgs_atan2},
+    {"atan2.out", &unpack_atan2_out, kArgs_atan2_out},
+    {"lerp.Scalar", &unpack_lerp_Scalar, kArgs_lerp_Scalar},
+    {"lerp.Tensor", &unpack_lerp_Tensor, kArgs_lerp_Tensor},
+    {"addcmul", &unpack_addcmul, kArgs_addcmul},
+    {"addcdiv", &unpack_addcdiv, kArgs_addcdiv},
+    {"xlogy.Tensor", &unpack_xlogy_Tensor, kArgs_xlogy_Tensor},
+    {"eq.Tensor", &unpack_eq_Tensor, kArgs_eq_Tensor},
+    {"eq.Scalar", &unpack_eq_Scalar, kArgs_eq_Scalar},
+    {"ne.Tensor", &unpack_ne_Tensor, kArgs_ne_Tensor},
+    {"ne.Scalar", &unpack_ne_Scalar, kArgs_ne_Scalar},
+    {"gt.Tensor", &unpack_gt_Tensor, kArgs_gt_Tensor},
+    {"gt.Scalar", &unpack_gt_Scalar, kArgs_gt_Scalar},
+    {"ge.Tensor", &unpack_ge_Tensor, kArgs_ge_Tensor},
+    {"ge.Scalar", &unpack_ge_Scalar, kArgs_ge_Scalar},
+    {"lt.Tensor", &unpack_lt_Tensor, kArgs_lt_Tensor},
+    {"lt.Scalar", &unpack_lt_Scalar, kArgs_lt_Scalar},
+    {"le.Tensor", &unpack_le_Tensor, kArgs_le_Tensor},
+    {"le.Scalar", &unpack_le_Scalar, kArgs_le_Scalar},
+    {"logical_and", &unpack_logical_and, kArgs_logical_and},
+    {"logical_or", &unpack_logical_or, kArgs_logical_or},
+    {"logical_xor", &unpack_logical_xor, kArgs_logical_xor},
+    {"bitwise_and.Tensor", &unpack_bitwise_and_Tensor, kArgs_bitwise_and_Tensor},
+    {"bitwise_and.Scalar", &unpack_bitwise_and_Scalar, kArgs_bitwise_and_Scalar},
+    {"bitwise_or.Tensor", &unpack_bitwise_or_Tensor, kArgs_bitwise_or_Tensor},
+    {"bitwise_or.Scalar", &unpack_bitwise_or_Scalar, kArgs_bitwise_or_Scalar},
+    {"bitwise_xor.Tensor", &unpack_bitwise_xor_Tensor, kArgs_bitwise_xor_Tensor},
+    {"bitwise_xor.Scalar", &unpack_bitwise_xor_Scalar, kArgs_bitwise_xor_Scalar},
+    {"__and__.Tensor", &unpack___and___Tensor, kArgs___and___Tensor},
+    {"__and__.Scalar", &unpack___and___Scalar, kArgs___and___Scalar},
+    {"__or__.Tensor", &unpack___or___Tensor, kArgs___or___Tensor},
+    {"__or__.Scalar", &unpack___or___Scalar, kArgs___or___Scalar},
+    {"__xor__.Tensor", &unpack___xor___Tensor, kArgs___xor___Tensor},
+    {"__xor__.Scalar", &unpack___xor___Scalar, kArgs___xor___Scalar},
+    {"where.self", &unpack_where_self, kArgs_where_self},
+    {"where.ScalarSelf", &unpack_where_ScalarSelf, kArgs_where_ScalarSelf},
+    {"where.ScalarOther", &unpack_where_ScalarOther, kArgs_where_ScalarOther},
+    {"where.Scalar", &unpack_where_Scalar, kArgs_where_Scalar},
+    {"masked_fill.Scalar", &unpack_masked_fill_Scalar, kArgs_masked_fill_Scalar},
+    {"masked_fill.Tensor", &unpack_masked_fill_Tensor, kArgs_masked_fill_Tensor},
+    {"maximum", &unpack_maximum, kArgs_maximum},
+    {"minimum", &unpack_minimum, kArgs_minimum},
+    {"max.other", &unpack_max_other, kArgs_max_other},
+    {"min.other", &unpack_min_other, kArgs_min_other},
+    {"clamp", &unpack_clamp, kArgs_clamp},
+    {"clamp.Tensor", &unpack_clamp_Tensor, kArgs_clamp_Tensor},
+    {"clamp_min", &unpack_clamp_min, kArgs_clamp_min},
+    {"clamp_min.Tensor", &unpack_clamp_min_Tensor, kArgs_clamp_min_Tensor},
+    {"clamp_max", &unpack_clamp_max, kArgs_clamp_max},
+    {"clamp_max.Tensor", &unpack_clamp_max_Tensor, kArgs_clamp_max_Tensor},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
     {"mm", &unpack_mm, kArgs_mm},
@@ -726,19 +1555,61 @@ const OpEntry kOps[] = {
     {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
+    {"addcdiv_", &unpack_addcdiv_, kArgs_addcdiv_},
+    {"addcmul_", &unpack_addcmul_, kArgs_addcmul_},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"atan2_", &unpack_atan2_, kArgs_atan2_},
+    {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar},
+    {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor},
+    {"bitwise_or_.Scalar", &unpack_bitwise_or__Scalar, kArgs_bitwise_or__Scalar},
+    {"bitwise_or_.Tensor", &unpack_bitwise_or__Tensor, kArgs_bitwise_or__Tensor},
+    {"bitwise_xor_.Scalar", &unpack_bitwise_xor__Scalar, kArgs_bitwise_xor__Scalar},
+    {"bitwise_xor_.Tensor", &unpack_bitwise_xor__Tensor, kArgs_bitwise_xor__Tensor},
+    {"clamp_", &unpack_clamp_, kArgs_clamp_},
+    {"clamp_.Tensor", &unpack_clamp__Tensor, kArgs_clamp__Tensor},
+    {"clamp_max_", &unpack_clamp_max_, kArgs_clamp_max_},
+    {"clamp_max_.Tensor", &unpack_clamp_max__Tensor, kArgs_clamp_max__Tensor},
+    {"clamp_min_", &unpack_clamp_min_, kArgs_clamp_min_},
+    {"clamp_min_.Tensor", &unpack_clamp_min__Tensor, kArgs_clamp_min__Tensor},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
+    {"div_.Scalar_mode", &unpack_div__Scalar_mode, kArgs_div__Scalar_mode},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
+    {"div_.Tensor_mode", &unpack_div__Tensor_mode, kArgs_div__Tensor_mode},
+    {"eq_.Scalar", &unpack_eq__Scalar, kArgs_eq__Scalar},
+    {"eq_.Tensor", &unpack_eq__Tensor, kArgs_eq__Tensor},
+    {"floor_divide_.Scalar", &unpack_floor_divide__Scalar, kArgs_floor_divide__Scalar},
+    {"fmod_.Scalar", &unpack_fmod__Scalar, kArgs_fmod__Scalar},
+    {"fmod_.Tensor", &unpack_fmod__Tensor, kArgs_fmod__Tensor},
+    {"ge_.Scalar", &unpack_ge__Scalar, kArgs_ge__Scalar},
+    {"ge_.Tensor", &unpack_ge__Tensor, kArgs_ge__Tensor},
+    {"gt_.Scalar", &unpack_gt__Scalar, kArgs_gt__Scalar},
+    {"gt_.Tensor", &unpack_gt__Tensor, kArgs_gt__Tensor},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
+    {"le_.Scalar", &unpack_le__Scalar, kArgs_le__Scalar},
+    {"le_.Tensor", &unpack_le__Tensor, kArgs_le__Tensor},
     {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
+    {"lerp_.Scalar", &unpack_lerp__Scalar, kArgs_lerp__Scalar},
+    {"lerp_.Tensor", &unpack_lerp__Tensor, kArgs_lerp__Tensor},
+    {"logical_and_", &unpack_logical_and_, kArgs_logical_and_},
+    {"logical_or_", &unpack_logical_or_, kArgs_logical_or_},
+    {"logical_xor_", &unpack_logical_xor_, kArgs_logical_xor_},
+    {"lt_.Scalar", &unpack_lt__Scalar, kArgs_lt__Scalar},
+    {"lt_.Tensor", &unpack_lt__Tensor, kArgs_lt__Tensor},
+    {"masked_fill_.Scalar", &unpack_masked_fill__Scalar, kArgs_masked_fill__Scalar},
+    {"masked_fill_.Tensor", &unpack_masked_fill__Tensor, kArgs_masked_fill__Tensor},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
     {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
+    {"ne_.Scalar", &unpack_ne__Scalar, kArgs_ne__Scalar},
+    {"ne_.Tensor", &unpack_ne__Tensor, kArgs_ne__Tensor},
     {"relu_", &unpack_relu_, kArgs_relu_},
+    {"remainder_.Scalar", &unpack_remainder__Scalar, kArgs_remainder__Scalar},
+    {"remainder_.Tensor", &unpack_remainder__Tensor, kArgs_remainder__Tensor},
     {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
     {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
     {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
     {"t_", &unpack_t_, kArgs_t_},
     {"tanh_", &unpack_tanh_, kArgs_tanh_},
+    {"xlogy_.Tensor", &unpack_xlogy__Tensor, kArgs_xlogy__Tensor},
 };
 
 }  // namespace

@@ -1,0 +1,178 @@
+// Comparisons, logical and bitwise ops, and selection (where, masked_fill, maximum/minimum,
+// clamp). Written by hand for bool, which torch treats like any other dtype here but ONNX does
+// not: Greater/Less*, Max/Min and the Bitwise* ops take no bool, and onnxruntime has no bool
+// Where; and because a comparison with a Python number promotes with it (`x > 2.5` on int64
+// compares in float).
+#include <cmath>
+
+#include "common.h"
+
+namespace fastonnx {
+namespace {
+
+// torch's result_type(tensor, number) for a Python number: the tensor's dtype unless the number
+// is of a higher category (bool < integer < floating), then the default dtype of that category.
+ScalarType result_type_with_number(Builder& b, Value tensor, const Scalar& number) {
+  const ScalarType dtype = b.dtype(tensor);
+  if (is_floating(dtype)) return dtype;
+  if (number.is_floating()) return ScalarType::Float;
+  if (dtype == ScalarType::Bool && !number.is_bool()) return ScalarType::Long;
+  return dtype;
+}
+
+// ONNX `op` (Equal, Greater, ...) on x and y in `dtype`. Only Equal takes bool; uint8 orders
+// false and true the same way.
+Value compare(Builder& b, std::string_view op, Value x, Value y, ScalarType dtype) {
+  if (dtype == ScalarType::Bool && op != "Equal") dtype = ScalarType::Byte;
+  return b.op(op, {b.cast(x, dtype), b.cast(y, dtype)});
+}
+
+Value compare(Builder& b, std::string_view op, Value self, Value other) {
+  return compare(b, op, self, other, b.result_type({self, other}));
+}
+
+Value compare(Builder& b, std::string_view op, Value self, const Scalar& other) {
+  const ScalarType dtype = result_type_with_number(b, self, other);
+  return compare(b, op, self, b.scalar(other, dtype), dtype);
+}
+
+// Logical ops read any dtype as bool (nonzero, NaN included, is true), as ONNX's Cast does.
+Value logical(Builder& b, std::string_view op, Value self, Value other) {
+  return b.op(op, {b.cast(self, ScalarType::Bool), b.cast(other, ScalarType::Bool)});
+}
+
+// torch's bitwise ops on bool are the logical ones.
+Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, Value other) {
+  const ScalarType dtype = b.compute_dtype(self, other);
+  self = b.cast(self, dtype);
+  other = b.cast(other, dtype);
+  if (dtype == ScalarType::Bool) return b.op(logical_op, {self, other});
+  if (b.opset() < 18) {
+    b.fail(std::string(bitwise_op) + " of integers needs opset 18 or later (ONNX has no bitwise ops before); "
+           "export with opset_version >= 18");
+  }
+  return b.op(bitwise_op, {self, other});
+}
+
+Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, const Scalar& other) {
+  return bitwise(b, logical_op, bitwise_op, self, b.scalar(other, b.compute_dtype(self)));
+}
+
+// Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
+Value select(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
+  const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
+  return b.cast(b.op("Where", {condition, b.cast(x, computed), b.cast(y, computed)}), dtype);
+}
+
+// The elementwise maximum (minimum): Max (Min) propagates NaN as torch does; on bool it is Or
+// (And).
+enum class Extremum { Max, Min };
+
+Value extremum(Builder& b, Extremum which, Value x, Value y) {
+  const ScalarType dtype = b.compute_dtype(x, y);
+  x = b.cast(x, dtype);
+  y = b.cast(y, dtype);
+  if (dtype == ScalarType::Bool) return b.op(which == Extremum::Max ? "Or" : "And", {x, y});
+  return b.op(which == Extremum::Max ? "Max" : "Min", {x, y});
+}
+
+// clamp with tensor bounds: min(max(self, lo), hi), NaN anywhere giving NaN.
+Value clamp_tensors(Builder& b, Value self, const std::optional<Value>& lo, const std::optional<Value>& hi) {
+  const ScalarType dtype = b.compute_dtype(self, lo, hi);
+  Value out = b.cast(self, dtype);
+  if (lo) out = extremum(b, Extremum::Max, out, b.cast(*lo, dtype));
+  if (hi) out = extremum(b, Extremum::Min, out, b.cast(*hi, dtype));
+  return out;
+}
+
+// clamp with number bounds: one Clip, which (like torch) gives `hi` everywhere when lo > hi. A NaN
+// bound makes torch's result NaN, which Clip ignores; Max/Min propagate it.
+Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
+  const ScalarType dtype = b.compute_dtype(self);
+  const auto bound = [&](const std::optional<Scalar>& s) -> std::optional<Value> {
+    if (!s) return std::nullopt;
+    return b.scalar(*s, dtype);
+  };
+  const bool nan_bound = (lo && std::isnan(lo->to_double())) || (hi && std::isnan(hi->to_double()));
+  if (nan_bound) return clamp_tensors(b, self, bound(lo), bound(hi));
+  return b.op("Clip", {b.cast(self, dtype), bound(lo), bound(hi)});
+}
+
+}  // namespace
+
+namespace manual {
+
+Value eq_Tensor(Builder& b, Value self, Value other) { return compare(b, "Equal", self, other); }
+Value eq_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "Equal", self, other); }
+Value ne_Tensor(Builder& b, Value self, Value other) { return b.op("Not", {compare(b, "Equal", self, other)}); }
+Value ne_Scalar(Builder& b, Value self, Scalar other) { return b.op("Not", {compare(b, "Equal", self, other)}); }
+Value gt_Tensor(Builder& b, Value self, Value other) { return compare(b, "Greater", self, other); }
+Value gt_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "Greater", self, other); }
+Value ge_Tensor(Builder& b, Value self, Value other) { return compare(b, "GreaterOrEqual", self, other); }
+Value ge_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "GreaterOrEqual", self, other); }
+Value lt_Tensor(Builder& b, Value self, Value other) { return compare(b, "Less", self, other); }
+Value lt_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "Less", self, other); }
+Value le_Tensor(Builder& b, Value self, Value other) { return compare(b, "LessOrEqual", self, other); }
+Value le_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "LessOrEqual", self, other); }
+
+Value logical_and(Builder& b, Value self, Value other) { return logical(b, "And", self, other); }
+Value logical_or(Builder& b, Value self, Value other) { return logical(b, "Or", self, other); }
+Value logical_xor(Builder& b, Value self, Value other) { return logical(b, "Xor", self, other); }
+
+Value bitwise_and_Tensor(Builder& b, Value self, Value other) { return bitwise(b, "And", "BitwiseAnd", self, other); }
+Value bitwise_and_Scalar(Builder& b, Value self, Scalar other) { return bitwise(b, "And", "BitwiseAnd", self, other); }
+Value bitwise_or_Tensor(Builder& b, Value self, Value other) { return bitwise(b, "Or", "BitwiseOr", self, other); }
+Value bitwise_or_Scalar(Builder& b, Value self, Scalar other) { return bitwise(b, "Or", "BitwiseOr", self, other); }
+Value bitwise_xor_Tensor(Builder& b, Value self, Value other) { return bitwise(b, "Xor", "BitwiseXor", self, other); }
+Value bitwise_xor_Scalar(Builder& b, Value self, Scalar other) { return bitwise(b, "Xor", "BitwiseXor", self, other); }
+
+// A Python number branch takes part in torch's promotion; the output dtype recorded for the node
+// is its result.
+Value where_self(Builder& b, Value condition, Value self, Value other) {
+  return select(b, condition, self, other, b.compute_dtype(self, other));
+}
+
+Value where_ScalarSelf(Builder& b, Value condition, Scalar self, Value other) {
+  const ScalarType dtype = b.compute_dtype(other);
+  return select(b, condition, b.scalar(self, dtype), other, dtype);
+}
+
+Value where_ScalarOther(Builder& b, Value condition, Value self, Scalar other) {
+  const ScalarType dtype = b.compute_dtype(self);
+  return select(b, condition, self, b.scalar(other, dtype), dtype);
+}
+
+Value where_Scalar(Builder& b, Value condition, Scalar self, Scalar other) {
+  const ScalarType dtype = b.out_meta().dtype;
+  return select(b, condition, b.scalar(self, dtype), b.scalar(other, dtype), dtype);
+}
+
+// masked_fill keeps self's dtype: the value is cast to it (2.7 into int64 is 2).
+Value masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value) {
+  return select(b, mask, b.scalar(value, b.dtype(self)), self, b.dtype(self));
+}
+
+Value masked_fill_Tensor(Builder& b, Value self, Value mask, Value value) {
+  return select(b, mask, value, self, b.dtype(self));
+}
+
+Value maximum(Builder& b, Value self, Value other) { return extremum(b, Extremum::Max, self, other); }
+Value minimum(Builder& b, Value self, Value other) { return extremum(b, Extremum::Min, self, other); }
+
+Value clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  if (!min && !max) b.fail("clamp needs at least one of min and max");
+  return clamp_numbers(b, self, min, max);
+}
+
+Value clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max) {
+  if (!min && !max) b.fail("clamp needs at least one of min and max");
+  return clamp_tensors(b, self, min, max);
+}
+
+Value clamp_min(Builder& b, Value self, Scalar min) { return clamp_numbers(b, self, min, std::nullopt); }
+Value clamp_min_Tensor(Builder& b, Value self, Value min) { return clamp_tensors(b, self, min, std::nullopt); }
+Value clamp_max(Builder& b, Value self, Scalar max) { return clamp_numbers(b, self, std::nullopt, max); }
+Value clamp_max_Tensor(Builder& b, Value self, Value max) { return clamp_tensors(b, self, std::nullopt, max); }
+
+}  // namespace manual
+}  // namespace fastonnx
