@@ -1,0 +1,99 @@
+"""The command line (python -m fastonnx) and the torch.compile backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import fastonnx
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastonnx", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "mlp.onnx"
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    fastonnx.export(model, (torch.randn(3, 4),), str(path), dynamic_axes={"input": {0: "batch"}})
+    return str(path)
+
+
+def test_cli_help():
+    out = _cli("--help")
+    assert out.returncode == 0 and "inspect" in out.stdout and "verify" in out.stdout
+
+
+def test_cli_inspect(model_path):
+    out = _cli("inspect", model_path)
+    assert out.returncode == 0, out.stderr
+    assert "input: float[batch, 4]" in out.stdout and "output: float[batch, 2]" in out.stdout
+    assert "ai.onnx 18" in out.stdout and "Gemm" in out.stdout
+
+
+def test_cli_verify(model_path):
+    out = _cli("verify", model_path, "--dim", "batch=5")
+    assert out.returncode == 0, out.stderr
+    assert "checker (full, with strict shape inference): ok" in out.stdout and "float32[5, 2]" in out.stdout
+
+
+def test_cli_errors(tmp_path):
+    assert "does not exist" in _cli("inspect", str(tmp_path / "missing.onnx")).stderr
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    assert "not a readable ONNX model" in _cli("verify", str(tmp_path / "junk.onnx")).stderr
+    assert _cli("verify", str(tmp_path / "junk.onnx"), "--dim", "x").returncode != 0
+
+
+class Blocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.a(x).relu()
+        print("a graph break")  # dynamo splits the graph here
+        return self.b(h).softmax(-1)
+
+
+def test_compile_backend_runs_graphs_in_onnxruntime():
+    from fastonnx._compile import OnnxRuntimeGraph, backend
+
+    model = Blocks().eval()
+    x = torch.randn(8, 16)
+    # Registered through the torch_dynamo_backends entry point, found by name.
+    assert "fastonnx" in torch._dynamo.list_backends(exclude_tags=())
+    torch._dynamo.reset()
+    with torch.no_grad():
+        expected = model(x)
+        torch.testing.assert_close(torch.compile(model, backend="fastonnx")(x), expected)
+
+    compiled_graphs = []
+
+    def recording(gm, inputs):
+        compiled_graphs.append(backend(gm, inputs))
+        return compiled_graphs[-1]
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend=recording)(x), expected)
+    assert len(compiled_graphs) == 2 and all(isinstance(g, OnnxRuntimeGraph) for g in compiled_graphs)
+
+
+def test_compile_backend_runs_unconvertible_graphs_eagerly():
+    class Unsupported(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.erfcx(x) * 2
+
+    torch._dynamo.reset()
+    x = torch.randn(5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(Unsupported(), backend="fastonnx")(x)
+    torch.testing.assert_close(out, torch.special.erfcx(x) * 2)
+    assert any("runs eagerly" in str(w.message) and "erfcx" in str(w.message) for w in caught)
