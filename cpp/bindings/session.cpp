@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <optional>
 #include <stdexcept>
 
@@ -224,6 +225,35 @@ void init_session(py::module_& m) {
             s.set_outputs(outs);
           },
           py::arg("outputs"))
+      .def(
+          "add_node",
+          [](Session& s, const std::string& domain, const std::string& op_type, const std::vector<std::optional<ValueRef>>& inputs,
+             const std::vector<std::tuple<std::string, std::string, py::object>>& attrs, int n_outputs) {
+            Inputs ins;
+            for (const auto& in : inputs) ins.push_back(in ? Input(Value{in->id}) : Input(std::optional<Value>{}));
+            Attrs out_attrs;
+            for (const auto& [name, kind, value] : attrs) {
+              if (kind == "i") out_attrs.push_back(Attr::i(name, value.cast<int64_t>()));
+              else if (kind == "f") out_attrs.push_back(Attr::f(name, value.cast<double>()));
+              else if (kind == "s") out_attrs.push_back(Attr::s(name, value.cast<std::string>()));
+              else if (kind == "ints") out_attrs.push_back(Attr::ints(name, value.cast<std::vector<int64_t>>()));
+              else if (kind == "floats") out_attrs.push_back(Attr::floats(name, value.cast<std::vector<double>>()));
+              else throw ConvertError("attribute `" + name + "`: unknown kind " + kind);
+            }
+            py::list refs;
+            for (Value v : s.custom_node(domain, op_type, ins, out_attrs, n_outputs)) refs.append(ValueRef{v.id});
+            return refs;
+          },
+          py::arg("domain"), py::arg("op_type"), py::arg("inputs"), py::arg("attrs"), py::arg("n_outputs"),
+          "Add one node (Python converters); attrs are (name, kind, value) with kind i, f, s, ints or floats.")
+      .def(
+          "set_meta",
+          [](Session& s, const ValueRef& ref, int dtype, const py::list& shape) { s.set_meta(Value{ref.id}, to_meta(s, dtype, shape)); },
+          py::arg("value"), py::arg("dtype"), py::arg("shape"))
+      .def(
+          "value_dtype", [](Session& s, const ValueRef& ref) { return static_cast<int>(s.builder().dtype(Value{ref.id})); },
+          py::arg("value"))
+      .def("set_domain_version", &Session::set_domain_version, py::arg("domain"), py::arg("version"))
       .def_readonly("convert_seconds", &Session::convert_seconds)
       .def(
           "finish",

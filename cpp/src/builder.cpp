@@ -15,6 +15,15 @@ Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attr
   return op_n(type, inputs, attrs, 1)[0];
 }
 
+std::vector<Value> Builder::custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
+                                     const Attrs& attrs, int n_outputs) {
+  if (domain.empty() || domain == "ai.onnx") return op_n(type, inputs, attrs, n_outputs);
+  const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs);
+  std::vector<Value> outs;
+  for (uint32_t id : g_.outputs(n)) outs.push_back(Value{id});
+  return outs;
+}
+
 std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
                                  int n_outputs) {
   const OpTypes* types = onnx_types(type, opset_);

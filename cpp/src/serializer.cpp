@@ -174,6 +174,21 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   opset.bytes_field(opset_f::domain, "");
   opset.int64_field(opset_f::version, info.opset);
   model.message_field(model_f::opset_import, opset);
+  std::vector<std::string_view> domains;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    const std::string_view domain = g.strings.str(node.domain);
+    if (node.dead || node.domain == 0 || std::find(domains.begin(), domains.end(), domain) != domains.end()) continue;
+    domains.push_back(domain);
+    int64_t version = 1;
+    for (const auto& [name, v] : info.domain_versions) {
+      if (name == domain) version = v;
+    }
+    ProtoMessage custom;
+    custom.bytes_field(opset_f::domain, domain);
+    custom.int64_field(opset_f::version, version);
+    model.message_field(model_f::opset_import, custom);
+  }
   return model;
 }
 

@@ -83,6 +83,11 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
   }
 }
 
+void Session::set_meta(Value v, const TensorMeta& meta) {
+  if (meta.dtype != ScalarType::Undefined) graph_.set_dtype(v, meta.dtype);
+  graph_.set_shape(v, meta.shape);
+}
+
 PassStats Session::finish() { return optimize(graph_); }
 
 size_t Session::num_nodes() const {
@@ -95,6 +100,7 @@ ProtoMessage Session::serialize(const std::string& producer_version, ExternalDat
   ModelInfo info;
   info.opset = opset_;
   info.producer_version = producer_version;
+  info.domain_versions = domain_versions_;
   return serialize_model(graph_, info, external);
 }
 

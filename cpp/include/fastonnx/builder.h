@@ -32,6 +32,10 @@ class Builder {
   // ONNX nodes. The element type of each output follows ONNX's type constraints (onnx_types.h).
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
+  // A node of another domain (a custom op): ONNX knows nothing of its types, so its outputs'
+  // element types are unknown until the caller sets them.
+  std::vector<Value> custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
+                               const Attrs& attrs, int n_outputs);
 
   // Constants: 0-d scalars and 1-D lists, of a given element type or of the type of `like`.
   Value scalar(const Scalar& s, ScalarType dtype);

@@ -14,6 +14,8 @@ struct ModelInfo {
   std::string producer_name = "fastonnx";
   std::string producer_version;
   std::string graph_name = "main_graph";
+  // Versions of the other domains the nodes use (custom ops); a domain not listed is version 1.
+  std::vector<std::pair<std::string, int64_t>> domain_versions;
 };
 
 // Where initializers of at least `threshold` bytes go when the model keeps its weights in an

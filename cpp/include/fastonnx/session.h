@@ -31,6 +31,16 @@ class Session {
   void set_outputs(const std::vector<std::pair<Value, std::string>>& outputs);
   // Runs the passes; the graph is final afterwards.
   PassStats finish();
+  // Nodes of a custom domain (Python converters), and the value of one of their outputs'
+  // metadata, which only the caller knows.
+  std::vector<Value> custom_node(std::string_view domain, std::string_view type, const Inputs& inputs,
+                                 const Attrs& attrs, int n_outputs) {
+    return builder_.custom_op(domain, type, inputs, attrs, n_outputs);
+  }
+  void set_meta(Value v, const TensorMeta& meta);
+  Builder& builder() { return builder_; }
+  void set_domain_version(std::string domain, int64_t version) { domain_versions_.emplace_back(std::move(domain), version); }
+
   // The finished graph as a ModelProto, large weights in `external` when given.
   ProtoMessage serialize(const std::string& producer_version, ExternalData* external = nullptr);
   // Bytes of the initializers the model references, as written.
@@ -48,6 +58,7 @@ class Session {
   Builder builder_;
   int opset_;
   bool keep_initializers_as_inputs_;
+  std::vector<std::pair<std::string, int64_t>> domain_versions_;
 };
 
 }  // namespace fastonnx
