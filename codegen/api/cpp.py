@@ -57,6 +57,23 @@ ONNX_TYPE_TO_SCALAR_TYPE = {
     "tensor(float8e5m2fnuz)": "ScalarType::Float8_e5m2fnuz",
 }
 
+# torch dtype names (as `torch.float16` prints without its module) -> ScalarType enumerators, for
+# `dtype(x) == "float16"` in guards.
+TORCH_DTYPE_TO_SCALAR_TYPE = {
+    "bool": "ScalarType::Bool",
+    "uint8": "ScalarType::Byte",
+    "int8": "ScalarType::Char",
+    "int16": "ScalarType::Short",
+    "int32": "ScalarType::Int",
+    "int64": "ScalarType::Long",
+    "float16": "ScalarType::Half",
+    "bfloat16": "ScalarType::BFloat16",
+    "float32": "ScalarType::Float",
+    "float64": "ScalarType::Double",
+    "complex64": "ScalarType::ComplexFloat",
+    "complex128": "ScalarType::ComplexDouble",
+}
+
 
 @dataclass(frozen=True)
 class CppArg:

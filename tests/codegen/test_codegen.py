@@ -79,6 +79,9 @@ def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
         ("relu_: {same_as: relu}\n", ["ops.yaml:1", "names an overload that is not mapped"]),
         ("relu: [{manual: true}, {manual: true}]\n", ["ops.yaml:1", "only one rule"]),
         ("relu: {since: 9, onnx: Relu(self)}\n", ["ops.yaml:1", "outside the supported opsets"]),
+        ("relu: {when: 'dtype(self) == \"half\"', onnx: self}\n", ["ops.yaml:1", "`'half'` is not a dtype name", "float16"]),
+        ("relu: {when: 'dtype(self) < \"bool\"', onnx: self}\n", ["ops.yaml:1", "compared with == or !="]),
+        ("leaky_relu: {when: is_floating(negative_slope), onnx: self}\n", ["ops.yaml:1", "is_floating() takes a tensor"]),
     ],
     ids=[
         "unknown-key",
@@ -95,6 +98,9 @@ def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
         "same-as-unmapped",
         "two-manual-rules",
         "opset-out-of-range",
+        "dtype-name-unknown",
+        "dtype-ordered",
+        "dtype-predicate-of-scalar",
     ],
 )
 def test_bad_spec_errors(tmp_path, nf, yaml_text, expected):
@@ -120,6 +126,22 @@ def test_rules_compile_guards_and_since(tmp_path, nf):
     assert conditions[0] == "b.opset() >= 18"
     assert "dim.has_value()" in conditions[1] and "keepdim" in conditions[1]
     assert conditions[2] == ""
+
+
+def test_guards_test_dtypes(tmp_path, nf):
+    converter, _inplace = _compile(
+        tmp_path,
+        nf,
+        """
+        sign:
+          - {when: 'dtype(self) == "bool"', onnx: self}
+          - {when: not is_floating(self) and rank(self) > 0, onnx: Sign(self)}
+          - {onnx: Sign(self)}
+        """,
+    )
+    conditions = [r.condition for r in converter.rules]
+    assert conditions[0] == "((b.dtype(self) == ScalarType::Bool))"
+    assert conditions[1] == "(!(is_floating(b.dtype(self))) && ((b.rank(self) > int64_t{0})))"
 
 
 def test_check_reports_stale_files(tmp_path, nf):
