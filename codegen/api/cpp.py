@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from dataclasses import dataclass
 
@@ -151,7 +153,8 @@ def _default(arg: Argument, kind: str) -> str | None:
     if base == "bool":
         return {"True": "true", "False": "false"}[d]
     if base == "str":
-        return f"std::string({d})"
+        # The schema quotes like Python ('none' or "none"); C++ takes only double quotes.
+        return f"std::string({json.dumps(ast.literal_eval(d))})"
     if base == "scalar":
         return f"Scalar({d})" if re.search(r"[.e]", d) else f"Scalar(int64_t{{{d}}})"
     if base in ("int_list", "symint_list", "float_list", "bool_list"):
