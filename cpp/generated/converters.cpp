@@ -674,6 +674,464 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// abs  (codegen/mappings/unary.yaml:4)
+Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Abs(self)
+  {
+    const Value v0 = b.op("Abs", {self}, {});
+    return v0;
+  }
+}
+
+// neg  (codegen/mappings/unary.yaml:5)
+Value convert_neg([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Neg(self)
+  {
+    const Value v0 = b.op("Neg", {self}, {});
+    return v0;
+  }
+}
+
+// acos  (codegen/mappings/unary.yaml:6)
+Value convert_acos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Acos(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Acos", {self}, {});
+    return v0;
+  }
+}
+
+// acosh  (codegen/mappings/unary.yaml:7)
+Value convert_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Acosh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Acosh", {self}, {});
+    return v0;
+  }
+}
+
+// asin  (codegen/mappings/unary.yaml:8)
+Value convert_asin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Asin(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Asin", {self}, {});
+    return v0;
+  }
+}
+
+// asinh  (codegen/mappings/unary.yaml:9)
+Value convert_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Asinh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Asinh", {self}, {});
+    return v0;
+  }
+}
+
+// atan  (codegen/mappings/unary.yaml:10)
+Value convert_atan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Atan(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Atan", {self}, {});
+    return v0;
+  }
+}
+
+// atanh  (codegen/mappings/unary.yaml:11)
+Value convert_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Atanh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Atanh", {self}, {});
+    return v0;
+  }
+}
+
+// cos  (codegen/mappings/unary.yaml:12)
+Value convert_cos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Cos(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Cos", {self}, {});
+    return v0;
+  }
+}
+
+// cosh  (codegen/mappings/unary.yaml:13)
+Value convert_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Cosh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Cosh", {self}, {});
+    return v0;
+  }
+}
+
+// sin  (codegen/mappings/unary.yaml:14)
+Value convert_sin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Sin(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sin", {self}, {});
+    return v0;
+  }
+}
+
+// sinh  (codegen/mappings/unary.yaml:15)
+Value convert_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Sinh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sinh", {self}, {});
+    return v0;
+  }
+}
+
+// tan  (codegen/mappings/unary.yaml:16)
+Value convert_tan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Tan(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Tan", {self}, {});
+    return v0;
+  }
+}
+
+// erf  (codegen/mappings/unary.yaml:17)
+Value convert_erf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Erf(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Erf", {self}, {});
+    return v0;
+  }
+}
+
+// exp  (codegen/mappings/unary.yaml:18)
+Value convert_exp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Exp(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Exp", {self}, {});
+    return v0;
+  }
+}
+
+// exp2  (codegen/mappings/unary.yaml:19)
+Value convert_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Pow(2, self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Pow", {b.scalar_like(Scalar(int64_t{2}), self), self}, {});
+    return v0;
+  }
+}
+
+// log  (codegen/mappings/unary.yaml:20)
+Value convert_log([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Log(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Log", {self}, {});
+    return v0;
+  }
+}
+
+// log2  (codegen/mappings/unary.yaml:21)
+Value convert_log2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Div(Log(self), 0.6931471805599453)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Log", {self}, {});
+    const Value v1 = b.op("Div", {v0, b.scalar_like(Scalar(0.6931471805599453), v0)}, {});
+    return v1;
+  }
+}
+
+// log10  (codegen/mappings/unary.yaml:22)
+Value convert_log10([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Div(Log(self), 2.302585092994046)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Log", {self}, {});
+    const Value v1 = b.op("Div", {v0, b.scalar_like(Scalar(2.302585092994046), v0)}, {});
+    return v1;
+  }
+}
+
+// reciprocal  (codegen/mappings/unary.yaml:23)
+Value convert_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Reciprocal(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Reciprocal", {self}, {});
+    return v0;
+  }
+}
+
+// sqrt  (codegen/mappings/unary.yaml:24)
+Value convert_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Sqrt(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sqrt", {self}, {});
+    return v0;
+  }
+}
+
+// rsqrt  (codegen/mappings/unary.yaml:25)
+Value convert_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Reciprocal(Sqrt(self))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sqrt", {self}, {});
+    const Value v1 = b.op("Reciprocal", {v0}, {});
+    return v1;
+  }
+}
+
+// square  (codegen/mappings/unary.yaml:27)
+Value convert_square([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Mul(self, self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Mul", {self, self}, {});
+    return v0;
+  }
+}
+
+// log1p  (codegen/mappings/unary.yaml:30)
+Value convert_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::log1p(b, self);
+  }
+}
+
+// expm1  (codegen/mappings/unary.yaml:31)
+Value convert_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::expm1(b, self);
+  }
+}
+
+// erfinv  (codegen/mappings/unary.yaml:32)
+Value convert_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::erfinv(b, self);
+  }
+}
+
+// logit  (codegen/mappings/unary.yaml:34)
+Value convert_logit([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> eps) {
+  // manual: True
+  {
+    return manual::logit(b, self, eps);
+  }
+}
+
+// ceil  (codegen/mappings/unary.yaml:38)
+Value convert_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Ceil(self)
+  {
+    const Value v0 = b.op("Ceil", {self}, {});
+    return v0;
+  }
+}
+
+// floor  (codegen/mappings/unary.yaml:41)
+Value convert_floor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Floor(self)
+  {
+    const Value v0 = b.op("Floor", {self}, {});
+    return v0;
+  }
+}
+
+// round  (codegen/mappings/unary.yaml:44)
+Value convert_round([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Round(self)
+  {
+    const Value v0 = b.op("Round", {self}, {});
+    return v0;
+  }
+}
+
+// trunc  (codegen/mappings/unary.yaml:47)
+Value convert_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Where(Less(self, 0), Ceil(self), Floor(self))
+  {
+    const Value v0 = b.op("Less", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Ceil", {self}, {});
+    const Value v2 = b.op("Floor", {self}, {});
+    const Value v3 = b.op("Where", {v0, v1, v2}, {});
+    return v3;
+  }
+}
+
+// frac  (codegen/mappings/unary.yaml:50)
+Value convert_frac([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Sub(self, Where(Less(self, 0), Ceil(self), Floor(self)))
+  {
+    const Value v0 = b.op("Less", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Ceil", {self}, {});
+    const Value v2 = b.op("Floor", {self}, {});
+    const Value v3 = b.op("Where", {v0, v1, v2}, {});
+    const Value v4 = b.op("Sub", {self, v3}, {});
+    return v4;
+  }
+}
+
+// round.decimals  (codegen/mappings/unary.yaml:51)
+Value convert_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
+  // when: decimals == 0, onnx: Round(self)
+  if (((decimals == int64_t{0}))) {
+    const Value v0 = b.op("Round", {self}, {});
+    return v0;
+  }
+  // manual: True
+  {
+    return manual::round_decimals(b, self, decimals);
+  }
+}
+
+// sign  (codegen/mappings/unary.yaml:57)
+Value convert_sign([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: dtype(self) == 'bool', onnx: self
+  if (((b.dtype(self) == ScalarType::Bool))) {
+    return self;
+  }
+  // when: is_floating(self), onnx: Where(IsNaN(self), 0, Sign(self))
+  if (is_floating(b.dtype(self))) {
+    const Value v0 = b.op("IsNaN", {self}, {});
+    const Value v1 = b.op("Sign", {self}, {});
+    const Value v2 = b.op("Where", {v0, b.scalar_like(Scalar(int64_t{0}), v1), v1}, {});
+    return v2;
+  }
+  // onnx: Sign(self)
+  {
+    const Value v0 = b.op("Sign", {self}, {});
+    return v0;
+  }
+}
+
+// sgn  (codegen/mappings/unary.yaml:61)
+Value convert_sgn([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sign(b, self);
+}
+
+// isnan  (codegen/mappings/unary.yaml:64)
+Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::isnan(b, self);
+  }
+}
+
+// isinf  (codegen/mappings/unary.yaml:65)
+Value convert_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::isinf(b, self);
+  }
+}
+
+// nan_to_num  (codegen/mappings/unary.yaml:66)
+Value convert_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> nan, [[maybe_unused]] std::optional<double> posinf, [[maybe_unused]] std::optional<double> neginf) {
+  // manual: True
+  {
+    return manual::nan_to_num(b, self, nan, posinf, neginf);
+  }
+}
+
+// bitwise_not  (codegen/mappings/unary.yaml:70)
+Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: dtype(self) == 'bool', onnx: Not(self)
+  if (((b.dtype(self) == ScalarType::Bool))) {
+    const Value v0 = b.op("Not", {self}, {});
+    return v0;
+  }
+  // since: 18, onnx: BitwiseNot(self)
+  if (b.opset() >= 18) {
+    const Value v0 = b.op("BitwiseNot", {self}, {});
+    return v0;
+  }
+  // onnx: Sub(Neg(self), 1)
+  {
+    const Value v0 = b.op("Neg", {self}, {});
+    const Value v1 = b.op("Sub", {v0, b.scalar_like(Scalar(int64_t{1}), v0)}, {});
+    return v1;
+  }
+}
+
+// logical_not  (codegen/mappings/unary.yaml:75)
+Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Equal(self, 0)
+  {
+    const Value v0 = b.op("Equal", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    return v0;
+  }
+}
+
+// abs_  (in-place twin of abs (codegen/mappings/unary.yaml:4))
+Value convert_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_abs(b, self);
+}
+
+// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
+Value convert_acos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_acos(b, self);
+}
+
+// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:7))
+Value convert_acosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_acosh(b, self);
+}
+
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);
@@ -689,6 +1147,46 @@ Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
 }
 
+// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
+Value convert_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_asin(b, self);
+}
+
+// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
+Value convert_asinh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_asinh(b, self);
+}
+
+// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:10))
+Value convert_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_atan(b, self);
+}
+
+// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
+Value convert_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_atanh(b, self);
+}
+
+// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:70))
+Value convert_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_bitwise_not(b, self);
+}
+
+// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
+Value convert_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_ceil(b, self);
+}
+
+// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
+Value convert_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_cos(b, self);
+}
+
+// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
+Value convert_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_cosh(b, self);
+}
+
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
 Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_div_Scalar(b, self, other);
@@ -697,6 +1195,41 @@ Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
 Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_div_Tensor(b, self, other);
+}
+
+// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
+Value convert_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_erf(b, self);
+}
+
+// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
+Value convert_erfinv_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_erfinv(b, self);
+}
+
+// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:19))
+Value convert_exp2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_exp2(b, self);
+}
+
+// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:18))
+Value convert_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_exp(b, self);
+}
+
+// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
+Value convert_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_expm1(b, self);
+}
+
+// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
+Value convert_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_floor(b, self);
+}
+
+// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
+Value convert_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_frac(b, self);
 }
 
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
@@ -709,6 +1242,36 @@ Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_leaky_relu(b, self, negative_slope);
 }
 
+// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
+Value convert_log10_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log10(b, self);
+}
+
+// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:30))
+Value convert_log1p_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log1p(b, self);
+}
+
+// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:21))
+Value convert_log2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log2(b, self);
+}
+
+// log_  (in-place twin of log (codegen/mappings/unary.yaml:20))
+Value convert_log_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log(b, self);
+}
+
+// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:75))
+Value convert_logical_not_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_logical_not(b, self);
+}
+
+// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
+Value convert_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> eps) {
+  return convert_logit(b, self, eps);
+}
+
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
 Value convert_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_mul_Scalar(b, self, other);
@@ -719,14 +1282,74 @@ Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_mul_Tensor(b, self, other);
 }
 
+// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:66))
+Value convert_nan_to_num_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> nan, [[maybe_unused]] std::optional<double> posinf, [[maybe_unused]] std::optional<double> neginf) {
+  return convert_nan_to_num(b, self, nan, posinf, neginf);
+}
+
+// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:5))
+Value convert_neg_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_neg(b, self);
+}
+
+// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
+Value convert_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_reciprocal(b, self);
+}
+
 // relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
 Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
 
+// round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
+Value convert_round_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_round(b, self);
+}
+
+// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
+Value convert_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
+  return convert_round_decimals(b, self, decimals);
+}
+
+// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
+Value convert_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_rsqrt(b, self);
+}
+
+// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
+Value convert_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sgn(b, self);
+}
+
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sigmoid(b, self);
+}
+
+// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
+Value convert_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sign(b, self);
+}
+
+// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
+Value convert_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sin(b, self);
+}
+
+// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
+Value convert_sinh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sinh(b, self);
+}
+
+// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:24))
+Value convert_sqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sqrt(b, self);
+}
+
+// square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
+Value convert_square_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_square(b, self);
 }
 
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
@@ -744,9 +1367,19 @@ Value convert_t_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_t(b, self);
 }
 
+// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
+Value convert_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_tan(b, self);
+}
+
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
 Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
+}
+
+// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
+Value convert_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_trunc(b, self);
 }
 
 }  // namespace fastonnx

@@ -127,36 +127,192 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// abs  (codegen/mappings/unary.yaml:4)
+Value convert_abs(Builder& b, Value self);
+// neg  (codegen/mappings/unary.yaml:5)
+Value convert_neg(Builder& b, Value self);
+// acos  (codegen/mappings/unary.yaml:6)
+Value convert_acos(Builder& b, Value self);
+// acosh  (codegen/mappings/unary.yaml:7)
+Value convert_acosh(Builder& b, Value self);
+// asin  (codegen/mappings/unary.yaml:8)
+Value convert_asin(Builder& b, Value self);
+// asinh  (codegen/mappings/unary.yaml:9)
+Value convert_asinh(Builder& b, Value self);
+// atan  (codegen/mappings/unary.yaml:10)
+Value convert_atan(Builder& b, Value self);
+// atanh  (codegen/mappings/unary.yaml:11)
+Value convert_atanh(Builder& b, Value self);
+// cos  (codegen/mappings/unary.yaml:12)
+Value convert_cos(Builder& b, Value self);
+// cosh  (codegen/mappings/unary.yaml:13)
+Value convert_cosh(Builder& b, Value self);
+// sin  (codegen/mappings/unary.yaml:14)
+Value convert_sin(Builder& b, Value self);
+// sinh  (codegen/mappings/unary.yaml:15)
+Value convert_sinh(Builder& b, Value self);
+// tan  (codegen/mappings/unary.yaml:16)
+Value convert_tan(Builder& b, Value self);
+// erf  (codegen/mappings/unary.yaml:17)
+Value convert_erf(Builder& b, Value self);
+// exp  (codegen/mappings/unary.yaml:18)
+Value convert_exp(Builder& b, Value self);
+// exp2  (codegen/mappings/unary.yaml:19)
+Value convert_exp2(Builder& b, Value self);
+// log  (codegen/mappings/unary.yaml:20)
+Value convert_log(Builder& b, Value self);
+// log2  (codegen/mappings/unary.yaml:21)
+Value convert_log2(Builder& b, Value self);
+// log10  (codegen/mappings/unary.yaml:22)
+Value convert_log10(Builder& b, Value self);
+// reciprocal  (codegen/mappings/unary.yaml:23)
+Value convert_reciprocal(Builder& b, Value self);
+// sqrt  (codegen/mappings/unary.yaml:24)
+Value convert_sqrt(Builder& b, Value self);
+// rsqrt  (codegen/mappings/unary.yaml:25)
+Value convert_rsqrt(Builder& b, Value self);
+// square  (codegen/mappings/unary.yaml:27)
+Value convert_square(Builder& b, Value self);
+// log1p  (codegen/mappings/unary.yaml:30)
+Value convert_log1p(Builder& b, Value self);
+// expm1  (codegen/mappings/unary.yaml:31)
+Value convert_expm1(Builder& b, Value self);
+// erfinv  (codegen/mappings/unary.yaml:32)
+Value convert_erfinv(Builder& b, Value self);
+// logit  (codegen/mappings/unary.yaml:34)
+Value convert_logit(Builder& b, Value self, std::optional<double> eps);
+// ceil  (codegen/mappings/unary.yaml:38)
+Value convert_ceil(Builder& b, Value self);
+// floor  (codegen/mappings/unary.yaml:41)
+Value convert_floor(Builder& b, Value self);
+// round  (codegen/mappings/unary.yaml:44)
+Value convert_round(Builder& b, Value self);
+// trunc  (codegen/mappings/unary.yaml:47)
+Value convert_trunc(Builder& b, Value self);
+// frac  (codegen/mappings/unary.yaml:50)
+Value convert_frac(Builder& b, Value self);
+// round.decimals  (codegen/mappings/unary.yaml:51)
+Value convert_round_decimals(Builder& b, Value self, int64_t decimals);
+// sign  (codegen/mappings/unary.yaml:57)
+Value convert_sign(Builder& b, Value self);
+// sgn  (codegen/mappings/unary.yaml:61)
+Value convert_sgn(Builder& b, Value self);
+// isnan  (codegen/mappings/unary.yaml:64)
+Value convert_isnan(Builder& b, Value self);
+// isinf  (codegen/mappings/unary.yaml:65)
+Value convert_isinf(Builder& b, Value self);
+// nan_to_num  (codegen/mappings/unary.yaml:66)
+Value convert_nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
+// bitwise_not  (codegen/mappings/unary.yaml:70)
+Value convert_bitwise_not(Builder& b, Value self);
+// logical_not  (codegen/mappings/unary.yaml:75)
+Value convert_logical_not(Builder& b, Value self);
+// abs_  (in-place twin of abs (codegen/mappings/unary.yaml:4))
+Value convert_abs_(Builder& b, Value self);
+// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
+Value convert_acos_(Builder& b, Value self);
+// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:7))
+Value convert_acosh_(Builder& b, Value self);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
 Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
+Value convert_asin_(Builder& b, Value self);
+// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
+Value convert_asinh_(Builder& b, Value self);
+// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:10))
+Value convert_atan_(Builder& b, Value self);
+// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
+Value convert_atanh_(Builder& b, Value self);
+// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:70))
+Value convert_bitwise_not_(Builder& b, Value self);
+// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
+Value convert_ceil_(Builder& b, Value self);
+// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
+Value convert_cos_(Builder& b, Value self);
+// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
+Value convert_cosh_(Builder& b, Value self);
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
 Value convert_div__Tensor(Builder& b, Value self, Value other);
+// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
+Value convert_erf_(Builder& b, Value self);
+// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
+Value convert_erfinv_(Builder& b, Value self);
+// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:19))
+Value convert_exp2_(Builder& b, Value self);
+// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:18))
+Value convert_exp_(Builder& b, Value self);
+// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
+Value convert_expm1_(Builder& b, Value self);
+// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
+Value convert_floor_(Builder& b, Value self);
+// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
+Value convert_frac_(Builder& b, Value self);
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
 // leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
 Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
+// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
+Value convert_log10_(Builder& b, Value self);
+// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:30))
+Value convert_log1p_(Builder& b, Value self);
+// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:21))
+Value convert_log2_(Builder& b, Value self);
+// log_  (in-place twin of log (codegen/mappings/unary.yaml:20))
+Value convert_log_(Builder& b, Value self);
+// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:75))
+Value convert_logical_not_(Builder& b, Value self);
+// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
+Value convert_logit_(Builder& b, Value self, std::optional<double> eps);
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
 Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
 // mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
 Value convert_mul__Tensor(Builder& b, Value self, Value other);
+// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:66))
+Value convert_nan_to_num_(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
+// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:5))
+Value convert_neg_(Builder& b, Value self);
+// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
+Value convert_reciprocal_(Builder& b, Value self);
 // relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
 Value convert_relu_(Builder& b, Value self);
+// round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
+Value convert_round_(Builder& b, Value self);
+// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
+Value convert_round__decimals(Builder& b, Value self, int64_t decimals);
+// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
+Value convert_rsqrt_(Builder& b, Value self);
+// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
+Value convert_sgn_(Builder& b, Value self);
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_(Builder& b, Value self);
+// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
+Value convert_sign_(Builder& b, Value self);
+// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
+Value convert_sin_(Builder& b, Value self);
+// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
+Value convert_sinh_(Builder& b, Value self);
+// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:24))
+Value convert_sqrt_(Builder& b, Value self);
+// square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
+Value convert_square_(Builder& b, Value self);
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
 Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:9))
 Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // t_  (in-place twin of t (codegen/mappings/shape.yaml:8))
 Value convert_t_(Builder& b, Value self);
+// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
+Value convert_tan_(Builder& b, Value self);
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
 Value convert_tanh_(Builder& b, Value self);
+// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
+Value convert_trunc_(Builder& b, Value self);
 
 namespace manual {
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
@@ -173,6 +329,14 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+Value log1p(Builder& b, Value self);
+Value expm1(Builder& b, Value self);
+Value erfinv(Builder& b, Value self);
+Value logit(Builder& b, Value self, std::optional<double> eps);
+Value round_decimals(Builder& b, Value self, int64_t decimals);
+Value isnan(Builder& b, Value self);
+Value isinf(Builder& b, Value self);
+Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
 }  // namespace manual
 
 }  // namespace fastonnx

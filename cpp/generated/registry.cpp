@@ -513,6 +513,269 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
 
+void unpack_abs([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_abs(b, std::move(self)));
+}
+constexpr const char* kArgs_abs[] = {"self"};
+
+void unpack_neg([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_neg(b, std::move(self)));
+}
+constexpr const char* kArgs_neg[] = {"self"};
+
+void unpack_acos([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acos(b, std::move(self)));
+}
+constexpr const char* kArgs_acos[] = {"self"};
+
+void unpack_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acosh(b, std::move(self)));
+}
+constexpr const char* kArgs_acosh[] = {"self"};
+
+void unpack_asin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asin(b, std::move(self)));
+}
+constexpr const char* kArgs_asin[] = {"self"};
+
+void unpack_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asinh(b, std::move(self)));
+}
+constexpr const char* kArgs_asinh[] = {"self"};
+
+void unpack_atan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atan(b, std::move(self)));
+}
+constexpr const char* kArgs_atan[] = {"self"};
+
+void unpack_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atanh(b, std::move(self)));
+}
+constexpr const char* kArgs_atanh[] = {"self"};
+
+void unpack_cos([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cos(b, std::move(self)));
+}
+constexpr const char* kArgs_cos[] = {"self"};
+
+void unpack_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cosh(b, std::move(self)));
+}
+constexpr const char* kArgs_cosh[] = {"self"};
+
+void unpack_sin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sin(b, std::move(self)));
+}
+constexpr const char* kArgs_sin[] = {"self"};
+
+void unpack_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sinh(b, std::move(self)));
+}
+constexpr const char* kArgs_sinh[] = {"self"};
+
+void unpack_tan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_tan(b, std::move(self)));
+}
+constexpr const char* kArgs_tan[] = {"self"};
+
+void unpack_erf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erf(b, std::move(self)));
+}
+constexpr const char* kArgs_erf[] = {"self"};
+
+void unpack_exp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp(b, std::move(self)));
+}
+constexpr const char* kArgs_exp[] = {"self"};
+
+void unpack_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp2(b, std::move(self)));
+}
+constexpr const char* kArgs_exp2[] = {"self"};
+
+void unpack_log([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log(b, std::move(self)));
+}
+constexpr const char* kArgs_log[] = {"self"};
+
+void unpack_log2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log2(b, std::move(self)));
+}
+constexpr const char* kArgs_log2[] = {"self"};
+
+void unpack_log10([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log10(b, std::move(self)));
+}
+constexpr const char* kArgs_log10[] = {"self"};
+
+void unpack_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_reciprocal(b, std::move(self)));
+}
+constexpr const char* kArgs_reciprocal[] = {"self"};
+
+void unpack_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sqrt(b, std::move(self)));
+}
+constexpr const char* kArgs_sqrt[] = {"self"};
+
+void unpack_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_rsqrt(b, std::move(self)));
+}
+constexpr const char* kArgs_rsqrt[] = {"self"};
+
+void unpack_square([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_square(b, std::move(self)));
+}
+constexpr const char* kArgs_square[] = {"self"};
+
+void unpack_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log1p(b, std::move(self)));
+}
+constexpr const char* kArgs_log1p[] = {"self"};
+
+void unpack_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_expm1(b, std::move(self)));
+}
+constexpr const char* kArgs_expm1[] = {"self"};
+
+void unpack_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erfinv(b, std::move(self)));
+}
+constexpr const char* kArgs_erfinv[] = {"self"};
+
+void unpack_logit([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> eps = given(args, 1) ? unpack_opt_float(args[1], "eps") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_logit(b, std::move(self), std::move(eps)));
+}
+constexpr const char* kArgs_logit[] = {"self", "eps"};
+
+void unpack_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_ceil(b, std::move(self)));
+}
+constexpr const char* kArgs_ceil[] = {"self"};
+
+void unpack_floor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_floor(b, std::move(self)));
+}
+constexpr const char* kArgs_floor[] = {"self"};
+
+void unpack_round([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_round(b, std::move(self)));
+}
+constexpr const char* kArgs_round[] = {"self"};
+
+void unpack_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_trunc(b, std::move(self)));
+}
+constexpr const char* kArgs_trunc[] = {"self"};
+
+void unpack_frac([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_frac(b, std::move(self)));
+}
+constexpr const char* kArgs_frac[] = {"self"};
+
+void unpack_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t decimals = unpack_int(arg_at(args, 1), "decimals");
+  outs.push_back(convert_round_decimals(b, std::move(self), std::move(decimals)));
+}
+constexpr const char* kArgs_round_decimals[] = {"self", "decimals"};
+
+void unpack_sign([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sign(b, std::move(self)));
+}
+constexpr const char* kArgs_sign[] = {"self"};
+
+void unpack_sgn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sgn(b, std::move(self)));
+}
+constexpr const char* kArgs_sgn[] = {"self"};
+
+void unpack_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_isnan(b, std::move(self)));
+}
+constexpr const char* kArgs_isnan[] = {"self"};
+
+void unpack_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_isinf(b, std::move(self)));
+}
+constexpr const char* kArgs_isinf[] = {"self"};
+
+void unpack_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> nan = given(args, 1) ? unpack_opt_float(args[1], "nan") : std::optional<double>(std::nullopt);
+  std::optional<double> posinf = given(args, 2) ? unpack_opt_float(args[2], "posinf") : std::optional<double>(std::nullopt);
+  std::optional<double> neginf = given(args, 3) ? unpack_opt_float(args[3], "neginf") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_nan_to_num(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
+}
+constexpr const char* kArgs_nan_to_num[] = {"self", "nan", "posinf", "neginf"};
+
+void unpack_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_bitwise_not(b, std::move(self)));
+}
+constexpr const char* kArgs_bitwise_not[] = {"self"};
+
+void unpack_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_logical_not(b, std::move(self)));
+}
+constexpr const char* kArgs_logical_not[] = {"self"};
+
+void unpack_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_abs_(b, std::move(self)));
+}
+constexpr const char* kArgs_abs_[] = {"self"};
+
+void unpack_acos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acos_(b, std::move(self)));
+}
+constexpr const char* kArgs_acos_[] = {"self"};
+
+void unpack_acosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acosh_(b, std::move(self)));
+}
+constexpr const char* kArgs_acosh_[] = {"self"};
+
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -539,6 +802,54 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
+void unpack_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asin_(b, std::move(self)));
+}
+constexpr const char* kArgs_asin_[] = {"self"};
+
+void unpack_asinh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asinh_(b, std::move(self)));
+}
+constexpr const char* kArgs_asinh_[] = {"self"};
+
+void unpack_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atan_(b, std::move(self)));
+}
+constexpr const char* kArgs_atan_[] = {"self"};
+
+void unpack_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atanh_(b, std::move(self)));
+}
+constexpr const char* kArgs_atanh_[] = {"self"};
+
+void unpack_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_bitwise_not_(b, std::move(self)));
+}
+constexpr const char* kArgs_bitwise_not_[] = {"self"};
+
+void unpack_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_ceil_(b, std::move(self)));
+}
+constexpr const char* kArgs_ceil_[] = {"self"};
+
+void unpack_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cos_(b, std::move(self)));
+}
+constexpr const char* kArgs_cos_[] = {"self"};
+
+void unpack_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cosh_(b, std::move(self)));
+}
+constexpr const char* kArgs_cosh_[] = {"self"};
+
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -552,6 +863,48 @@ void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
+
+void unpack_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erf_(b, std::move(self)));
+}
+constexpr const char* kArgs_erf_[] = {"self"};
+
+void unpack_erfinv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erfinv_(b, std::move(self)));
+}
+constexpr const char* kArgs_erfinv_[] = {"self"};
+
+void unpack_exp2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp2_(b, std::move(self)));
+}
+constexpr const char* kArgs_exp2_[] = {"self"};
+
+void unpack_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp_(b, std::move(self)));
+}
+constexpr const char* kArgs_exp_[] = {"self"};
+
+void unpack_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_expm1_(b, std::move(self)));
+}
+constexpr const char* kArgs_expm1_[] = {"self"};
+
+void unpack_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_floor_(b, std::move(self)));
+}
+constexpr const char* kArgs_floor_[] = {"self"};
+
+void unpack_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_frac_(b, std::move(self)));
+}
+constexpr const char* kArgs_frac_[] = {"self"};
 
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -568,6 +921,43 @@ void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
 
+void unpack_log10_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log10_(b, std::move(self)));
+}
+constexpr const char* kArgs_log10_[] = {"self"};
+
+void unpack_log1p_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log1p_(b, std::move(self)));
+}
+constexpr const char* kArgs_log1p_[] = {"self"};
+
+void unpack_log2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log2_(b, std::move(self)));
+}
+constexpr const char* kArgs_log2_[] = {"self"};
+
+void unpack_log_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log_(b, std::move(self)));
+}
+constexpr const char* kArgs_log_[] = {"self"};
+
+void unpack_logical_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_logical_not_(b, std::move(self)));
+}
+constexpr const char* kArgs_logical_not_[] = {"self"};
+
+void unpack_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> eps = given(args, 1) ? unpack_opt_float(args[1], "eps") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_logit_(b, std::move(self), std::move(eps)));
+}
+constexpr const char* kArgs_logit_[] = {"self", "eps"};
+
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -582,17 +972,93 @@ void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
 
+void unpack_nan_to_num_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> nan = given(args, 1) ? unpack_opt_float(args[1], "nan") : std::optional<double>(std::nullopt);
+  std::optional<double> posinf = given(args, 2) ? unpack_opt_float(args[2], "posinf") : std::optional<double>(std::nullopt);
+  std::optional<double> neginf = given(args, 3) ? unpack_opt_float(args[3], "neginf") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_nan_to_num_(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
+}
+constexpr const char* kArgs_nan_to_num_[] = {"self", "nan", "posinf", "neginf"};
+
+void unpack_neg_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_neg_(b, std::move(self)));
+}
+constexpr const char* kArgs_neg_[] = {"self"};
+
+void unpack_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_reciprocal_(b, std::move(self)));
+}
+constexpr const char* kArgs_reciprocal_[] = {"self"};
+
 void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_relu_(b, std::move(self)));
 }
 constexpr const char* kArgs_relu_[] = {"self"};
 
+void unpack_round_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_round_(b, std::move(self)));
+}
+constexpr const char* kArgs_round_[] = {"self"};
+
+void unpack_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t decimals = unpack_int(arg_at(args, 1), "decimals");
+  outs.push_back(convert_round__decimals(b, std::move(self), std::move(decimals)));
+}
+constexpr const char* kArgs_round__decimals[] = {"self", "decimals"};
+
+void unpack_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_rsqrt_(b, std::move(self)));
+}
+constexpr const char* kArgs_rsqrt_[] = {"self"};
+
+void unpack_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sgn_(b, std::move(self)));
+}
+constexpr const char* kArgs_sgn_[] = {"self"};
+
 void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_sigmoid_(b, std::move(self)));
 }
 constexpr const char* kArgs_sigmoid_[] = {"self"};
+
+void unpack_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sign_(b, std::move(self)));
+}
+constexpr const char* kArgs_sign_[] = {"self"};
+
+void unpack_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sin_(b, std::move(self)));
+}
+constexpr const char* kArgs_sin_[] = {"self"};
+
+void unpack_sinh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sinh_(b, std::move(self)));
+}
+constexpr const char* kArgs_sinh_[] = {"self"};
+
+void unpack_sqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sqrt_(b, std::move(self)));
+}
+constexpr const char* kArgs_sqrt_[] = {"self"};
+
+void unpack_square_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_square_(b, std::move(self)));
+}
+constexpr const char* kArgs_square_[] = {"self"};
 
 void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -616,11 +1082,23 @@ void unpack_t_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [
 }
 constexpr const char* kArgs_t_[] = {"self"};
 
+void unpack_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_tan_(b, std::move(self)));
+}
+constexpr const char* kArgs_tan_[] = {"self"};
+
 void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_tanh_(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
+
+void unpack_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_trunc_(b, std::move(self)));
+}
+constexpr const char* kArgs_trunc_[] = {"self"};
 
 const OpEntry kOps[] = {
     {"relu", &unpack_relu, kArgs_relu},
@@ -680,21 +1158,99 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"abs", &unpack_abs, kArgs_abs},
+    {"neg", &unpack_neg, kArgs_neg},
+    {"acos", &unpack_acos, kArgs_acos},
+    {"acosh", &unpack_acosh, kArgs_acosh},
+    {"asin", &unpack_asin, kArgs_asin},
+    {"asinh", &unpack_asinh, kArgs_asinh},
+    {"atan", &unpack_atan, kArgs_atan},
+    {"atanh", &unpack_atanh, kArgs_atanh},
+    {"cos", &unpack_cos, kArgs_cos},
+    {"cosh", &unpack_cosh, kArgs_cosh},
+    {"sin", &unpack_sin, kArgs_sin},
+    {"sinh", &unpack_sinh, kArgs_sinh},
+    {"tan", &unpack_tan, kArgs_tan},
+    {"erf", &unpack_erf, kArgs_erf},
+    {"exp", &unpack_exp, kArgs_exp},
+    {"exp2", &unpack_exp2, kArgs_exp2},
+    {"log", &unpack_log, kArgs_log},
+    {"log2", &unpack_log2, kArgs_log2},
+    {"log10", &unpack_log10, kArgs_log10},
+    {"reciprocal", &unpack_reciprocal, kArgs_reciprocal},
+    {"sqrt", &unpack_sqrt, kArgs_sqrt},
+    {"rsqrt", &unpack_rsqrt, kArgs_rsqrt},
+    {"square", &unpack_square, kArgs_square},
+    {"log1p", &unpack_log1p, kArgs_log1p},
+    {"expm1", &unpack_expm1, kArgs_expm1},
+    {"erfinv", &unpack_erfinv, kArgs_erfinv},
+    {"logit", &unpack_logit, kArgs_logit},
+    {"ceil", &unpack_ceil, kArgs_ceil},
+    {"floor", &unpack_floor, kArgs_floor},
+    {"round", &unpack_round, kArgs_round},
+    {"trunc", &unpack_trunc, kArgs_trunc},
+    {"frac", &unpack_frac, kArgs_frac},
+    {"round.decimals", &unpack_round_decimals, kArgs_round_decimals},
+    {"sign", &unpack_sign, kArgs_sign},
+    {"sgn", &unpack_sgn, kArgs_sgn},
+    {"isnan", &unpack_isnan, kArgs_isnan},
+    {"isinf", &unpack_isinf, kArgs_isinf},
+    {"nan_to_num", &unpack_nan_to_num, kArgs_nan_to_num},
+    {"bitwise_not", &unpack_bitwise_not, kArgs_bitwise_not},
+    {"logical_not", &unpack_logical_not, kArgs_logical_not},
+    {"abs_", &unpack_abs_, kArgs_abs_},
+    {"acos_", &unpack_acos_, kArgs_acos_},
+    {"acosh_", &unpack_acosh_, kArgs_acosh_},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"asin_", &unpack_asin_, kArgs_asin_},
+    {"asinh_", &unpack_asinh_, kArgs_asinh_},
+    {"atan_", &unpack_atan_, kArgs_atan_},
+    {"atanh_", &unpack_atanh_, kArgs_atanh_},
+    {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_},
+    {"ceil_", &unpack_ceil_, kArgs_ceil_},
+    {"cos_", &unpack_cos_, kArgs_cos_},
+    {"cosh_", &unpack_cosh_, kArgs_cosh_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
+    {"erf_", &unpack_erf_, kArgs_erf_},
+    {"erfinv_", &unpack_erfinv_, kArgs_erfinv_},
+    {"exp2_", &unpack_exp2_, kArgs_exp2_},
+    {"exp_", &unpack_exp_, kArgs_exp_},
+    {"expm1_", &unpack_expm1_, kArgs_expm1_},
+    {"floor_", &unpack_floor_, kArgs_floor_},
+    {"frac_", &unpack_frac_, kArgs_frac_},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
     {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
+    {"log10_", &unpack_log10_, kArgs_log10_},
+    {"log1p_", &unpack_log1p_, kArgs_log1p_},
+    {"log2_", &unpack_log2_, kArgs_log2_},
+    {"log_", &unpack_log_, kArgs_log_},
+    {"logical_not_", &unpack_logical_not_, kArgs_logical_not_},
+    {"logit_", &unpack_logit_, kArgs_logit_},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
     {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
+    {"nan_to_num_", &unpack_nan_to_num_, kArgs_nan_to_num_},
+    {"neg_", &unpack_neg_, kArgs_neg_},
+    {"reciprocal_", &unpack_reciprocal_, kArgs_reciprocal_},
     {"relu_", &unpack_relu_, kArgs_relu_},
+    {"round_", &unpack_round_, kArgs_round_},
+    {"round_.decimals", &unpack_round__decimals, kArgs_round__decimals},
+    {"rsqrt_", &unpack_rsqrt_, kArgs_rsqrt_},
+    {"sgn_", &unpack_sgn_, kArgs_sgn_},
     {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
+    {"sign_", &unpack_sign_, kArgs_sign_},
+    {"sin_", &unpack_sin_, kArgs_sin_},
+    {"sinh_", &unpack_sinh_, kArgs_sinh_},
+    {"sqrt_", &unpack_sqrt_, kArgs_sqrt_},
+    {"square_", &unpack_square_, kArgs_square_},
     {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
     {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
     {"t_", &unpack_t_, kArgs_t_},
+    {"tan_", &unpack_tan_, kArgs_tan_},
     {"tanh_", &unpack_tanh_, kArgs_tanh_},
+    {"trunc_", &unpack_trunc_, kArgs_trunc_},
 };
 
 }  // namespace
