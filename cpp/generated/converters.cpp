@@ -8,8 +8,13 @@
 
 namespace fastonnx {
 
-// relu  (codegen/mappings/activation.yaml:3)
+// relu  (codegen/mappings/activation.yaml:4)
 Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: Max(self, 0)
+  if (!(is_floating(b.dtype(self)))) {
+    const Value v0 = b.op("Max", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    return v0;
+  }
   // onnx: Relu(self)
   {
     const Value v0 = b.op("Relu", {self}, {});
@@ -17,7 +22,7 @@ Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// leaky_relu  (codegen/mappings/activation.yaml:4)
+// leaky_relu  (codegen/mappings/activation.yaml:7)
 Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   // onnx: LeakyRelu(self, alpha=negative_slope)
   {
@@ -26,7 +31,7 @@ Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// hardtanh  (codegen/mappings/activation.yaml:5)
+// hardtanh  (codegen/mappings/activation.yaml:8)
 Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // onnx: Clip(self, min_val, max_val)
   {
@@ -35,7 +40,7 @@ Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// sigmoid  (codegen/mappings/activation.yaml:6)
+// sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Sigmoid(self)
   {
@@ -46,7 +51,7 @@ Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) 
   }
 }
 
-// tanh  (codegen/mappings/activation.yaml:7)
+// tanh  (codegen/mappings/activation.yaml:10)
 Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Tanh(self)
   {
@@ -57,7 +62,7 @@ Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// softmax.int  (codegen/mappings/activation.yaml:8)
+// softmax.int  (codegen/mappings/activation.yaml:11)
 Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -77,7 +82,7 @@ Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// _softmax  (codegen/mappings/activation.yaml:11)
+// _softmax  (codegen/mappings/activation.yaml:14)
 Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -97,7 +102,7 @@ Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// log_softmax.int  (codegen/mappings/activation.yaml:14)
+// log_softmax.int  (codegen/mappings/activation.yaml:17)
 Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -117,7 +122,7 @@ Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// _log_softmax  (codegen/mappings/activation.yaml:17)
+// _log_softmax  (codegen/mappings/activation.yaml:20)
 Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -134,6 +139,263 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("LogSoftmax", {self}, {Attr::i("axis", dim)});
     return v0;
+  }
+}
+
+// gelu  (codegen/mappings/activation.yaml:26)
+Value convert_gelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::string approximate) {
+  // since: 20, onnx: Gelu(self, approximate=approximate)
+  if (b.opset() >= 20) {
+    const Value v0 = b.op("Gelu", {self}, {Attr::s("approximate", approximate)});
+    return v0;
+  }
+  // when: approximate == 'tanh', onnx: Mul(Mul(self, 0.5), Add(Tanh(Mul(Add(self, Mul(Mul(Mul(self, self), self), 0.044715)), 0.7978845608028654)), 1))
+  if (((approximate == "tanh"))) {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(0.5), self)}, {});
+    const Value v1 = b.op("Mul", {self, self}, {});
+    const Value v2 = b.op("Mul", {v1, self}, {});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(0.044715), v2)}, {});
+    const Value v4 = b.op("Add", {self, v3}, {});
+    const Value v5 = b.op("Mul", {v4, b.scalar_like(Scalar(0.7978845608028654), v4)}, {});
+    const Value v6 = b.op("Tanh", {v5}, {});
+    const Value v7 = b.op("Add", {v6, b.scalar_like(Scalar(int64_t{1}), v6)}, {});
+    const Value v8 = b.op("Mul", {v0, v7}, {});
+    return v8;
+  }
+  // onnx: Mul(Mul(self, 0.5), Add(Erf(Mul(self, 0.7071067811865476)), 1))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(0.5), self)}, {});
+    const Value v1 = b.op("Mul", {self, b.scalar_like(Scalar(0.7071067811865476), self)}, {});
+    const Value v2 = b.op("Erf", {v1}, {});
+    const Value v3 = b.op("Add", {v2, b.scalar_like(Scalar(int64_t{1}), v2)}, {});
+    const Value v4 = b.op("Mul", {v0, v3}, {});
+    return v4;
+  }
+}
+
+// silu  (codegen/mappings/activation.yaml:30)
+Value convert_silu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Mul(self, Sigmoid(self))
+  {
+    const Value v0 = b.op("Sigmoid", {self}, {});
+    const Value v1 = b.op("Mul", {self, v0}, {});
+    return v1;
+  }
+}
+
+// hardsigmoid  (codegen/mappings/activation.yaml:31)
+Value convert_hardsigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: HardSigmoid(self, alpha=0.16666666666666666, beta=0.5)
+  {
+    const Value v0 = b.op("HardSigmoid", {self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
+    return v0;
+  }
+}
+
+// hardswish  (codegen/mappings/activation.yaml:32)
+Value convert_hardswish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // since: 14, onnx: HardSwish(self)
+  if (b.opset() >= 14) {
+    const Value v0 = b.op("HardSwish", {self}, {});
+    return v0;
+  }
+  // onnx: Mul(self, HardSigmoid(self, alpha=0.16666666666666666, beta=0.5))
+  {
+    const Value v0 = b.op("HardSigmoid", {self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
+    const Value v1 = b.op("Mul", {self, v0}, {});
+    return v1;
+  }
+}
+
+// mish  (codegen/mappings/activation.yaml:35)
+Value convert_mish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // since: 18, onnx: Mish(self)
+  if (b.opset() >= 18) {
+    const Value v0 = b.op("Mish", {self}, {});
+    return v0;
+  }
+  // onnx: Mul(self, Tanh(Softplus(self)))
+  {
+    const Value v0 = b.op("Softplus", {self}, {});
+    const Value v1 = b.op("Tanh", {v0}, {});
+    const Value v2 = b.op("Mul", {self, v1}, {});
+    return v2;
+  }
+}
+
+// softplus  (codegen/mappings/activation.yaml:39)
+Value convert_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar threshold) {
+  // when: beta == 1, onnx: Where(Greater(self, threshold), self, Softplus(self))
+  if (((beta == int64_t{1}))) {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(threshold), self)}, {});
+    const Value v1 = b.op("Softplus", {self}, {});
+    const Value v2 = b.op("Where", {v0, self, v1}, {});
+    return v2;
+  }
+  // onnx: Where(Greater(Mul(self, beta), threshold), self, Div(Softplus(Mul(self, beta)), beta))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op("Greater", {v0, b.scalar_like(Scalar(threshold), v0)}, {});
+    const Value v2 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v3 = b.op("Softplus", {v2}, {});
+    const Value v4 = b.op("Div", {v3, b.scalar_like(Scalar(beta), v3)}, {});
+    const Value v5 = b.op("Where", {v1, self, v4}, {});
+    return v5;
+  }
+}
+
+// elu  (codegen/mappings/activation.yaml:43)
+Value convert_elu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha, [[maybe_unused]] Scalar scale, [[maybe_unused]] Scalar input_scale) {
+  // when: scale == 1 and input_scale == 1, onnx: Elu(self, alpha=alpha)
+  if ((((scale == int64_t{1})) && ((input_scale == int64_t{1})))) {
+    const Value v0 = b.op("Elu", {self}, {Attr::f("alpha", alpha)});
+    return v0;
+  }
+  // onnx: Where(Greater(self, 0), Mul(self, scale), Mul(Elu(Mul(self, input_scale), alpha=alpha), scale))
+  {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Mul", {self, b.scalar_like(Scalar(scale), self)}, {});
+    const Value v2 = b.op("Mul", {self, b.scalar_like(Scalar(input_scale), self)}, {});
+    const Value v3 = b.op("Elu", {v2}, {Attr::f("alpha", alpha)});
+    const Value v4 = b.op("Mul", {v3, b.scalar_like(Scalar(scale), v3)}, {});
+    const Value v5 = b.op("Where", {v0, v1, v4}, {});
+    return v5;
+  }
+}
+
+// selu  (codegen/mappings/activation.yaml:46)
+Value convert_selu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Selu(self)
+  {
+    const Value v0 = b.op("Selu", {self}, {});
+    return v0;
+  }
+}
+
+// celu  (codegen/mappings/activation.yaml:48)
+Value convert_celu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha) {
+  // when: dtype(self) == 'float32', onnx: Celu(self, alpha=alpha)
+  if (((b.dtype(self) == ScalarType::Float))) {
+    const Value v0 = b.op("Celu", {self}, {Attr::f("alpha", alpha)});
+    return v0;
+  }
+  // onnx: Where(Greater(self, 0), self, Mul(Elu(Div(self, alpha)), alpha))
+  {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Div", {self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v2 = b.op("Elu", {v1}, {});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(alpha), v2)}, {});
+    const Value v4 = b.op("Where", {v0, self, v3}, {});
+    return v4;
+  }
+}
+
+// relu6  (codegen/mappings/activation.yaml:51)
+Value convert_relu6([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Clip(self, 0, 6)
+  {
+    const Value v0 = b.op("Clip", {self, b.scalar_like(Scalar(int64_t{0}), self), b.scalar_like(Scalar(int64_t{6}), self)}, {});
+    return v0;
+  }
+}
+
+// hardshrink  (codegen/mappings/activation.yaml:53)
+Value convert_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lambd) {
+  // onnx: Where(LessOrEqual(Abs(self), lambd), 0, self)
+  {
+    const Value v0 = b.op("Abs", {self}, {});
+    const Value v1 = b.op("LessOrEqual", {v0, b.scalar_like(Scalar(lambd), v0)}, {});
+    const Value v2 = b.op("Where", {v1, b.scalar_like(Scalar(int64_t{0}), self), self}, {});
+    return v2;
+  }
+}
+
+// softshrink  (codegen/mappings/activation.yaml:54)
+Value convert_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lambd) {
+  // onnx: Where(Greater(Abs(self), lambd), Sub(self, Mul(Sign(self), lambd)), Mul(self, 0))
+  {
+    const Value v0 = b.op("Abs", {self}, {});
+    const Value v1 = b.op("Greater", {v0, b.scalar_like(Scalar(lambd), v0)}, {});
+    const Value v2 = b.op("Sign", {self}, {});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(lambd), v2)}, {});
+    const Value v4 = b.op("Sub", {self, v3}, {});
+    const Value v5 = b.op("Mul", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v6 = b.op("Where", {v1, v4, v5}, {});
+    return v6;
+  }
+}
+
+// log_sigmoid  (codegen/mappings/activation.yaml:58)
+Value convert_log_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Sub(Min(self, 0), Softplus(Neg(Abs(self))))
+  {
+    const Value v0 = b.op("Min", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Abs", {self}, {});
+    const Value v2 = b.op("Neg", {v1}, {});
+    const Value v3 = b.op("Softplus", {v2}, {});
+    const Value v4 = b.op("Sub", {v0, v3}, {});
+    return v4;
+  }
+}
+
+// log_sigmoid_forward  (codegen/mappings/activation.yaml:59)
+std::array<Value, 2> convert_log_sigmoid_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: (Sub(Min(self, 0), Softplus(Neg(Abs(self)))), Exp(Neg(Abs(self))))
+  {
+    const Value v0 = b.op("Min", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Abs", {self}, {});
+    const Value v2 = b.op("Neg", {v1}, {});
+    const Value v3 = b.op("Softplus", {v2}, {});
+    const Value v4 = b.op("Sub", {v0, v3}, {});
+    const Value v5 = b.op("Abs", {self}, {});
+    const Value v6 = b.op("Neg", {v5}, {});
+    const Value v7 = b.op("Exp", {v6}, {});
+    return {v4, v7};
+  }
+}
+
+// threshold  (codegen/mappings/activation.yaml:60)
+Value convert_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar threshold, [[maybe_unused]] Scalar value) {
+  // onnx: Where(LessOrEqual(self, threshold), value, self)
+  {
+    const Value v0 = b.op("LessOrEqual", {self, b.scalar_like(Scalar(threshold), self)}, {});
+    const Value v1 = b.op("Where", {v0, b.scalar_like(Scalar(value), self), self}, {});
+    return v1;
+  }
+}
+
+// _prelu_kernel  (codegen/mappings/activation.yaml:63)
+Value convert__prelu_kernel([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value weight) {
+  // onnx: Where(Greater(self, 0), self, Mul(weight, self))
+  {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Mul", {weight, self}, {});
+    const Value v2 = b.op("Where", {v0, self, v1}, {});
+    return v2;
+  }
+}
+
+// prelu  (codegen/mappings/activation.yaml:64)
+Value convert_prelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value weight) {
+  // manual: True
+  {
+    return manual::prelu(b, self, weight);
+  }
+}
+
+// glu  (codegen/mappings/activation.yaml:65)
+Value convert_glu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::glu(b, self, dim);
+  }
+}
+
+// rrelu  (codegen/mappings/activation.yaml:66)
+Value convert_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lower, [[maybe_unused]] Scalar upper, [[maybe_unused]] bool training) {
+  // manual: True
+  {
+    return manual::rrelu(b, self, lower, upper, training);
   }
 }
 
@@ -1177,6 +1439,11 @@ Value convert_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_ceil(b, self);
 }
 
+// celu_  (in-place twin of celu (codegen/mappings/activation.yaml:48))
+Value convert_celu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha) {
+  return convert_celu(b, self, alpha);
+}
+
 // cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
 Value convert_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_cos(b, self);
@@ -1195,6 +1462,11 @@ Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
 Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_div_Tensor(b, self, other);
+}
+
+// elu_  (in-place twin of elu (codegen/mappings/activation.yaml:43))
+Value convert_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha, [[maybe_unused]] Scalar scale, [[maybe_unused]] Scalar input_scale) {
+  return convert_elu(b, self, alpha, scale, input_scale);
 }
 
 // erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
@@ -1232,12 +1504,27 @@ Value convert_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_frac(b, self);
 }
 
-// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
+// gelu_  (in-place twin of gelu (codegen/mappings/activation.yaml:26))
+Value convert_gelu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::string approximate) {
+  return convert_gelu(b, self, approximate);
+}
+
+// hardsigmoid_  (in-place twin of hardsigmoid (codegen/mappings/activation.yaml:31))
+Value convert_hardsigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_hardsigmoid(b, self);
+}
+
+// hardswish_  (in-place twin of hardswish (codegen/mappings/activation.yaml:32))
+Value convert_hardswish_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_hardswish(b, self);
+}
+
+// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:8))
 Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   return convert_hardtanh(b, self, min_val, max_val);
 }
 
-// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
+// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:7))
 Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   return convert_leaky_relu(b, self, negative_slope);
 }
@@ -1272,6 +1559,11 @@ Value convert_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_logit(b, self, eps);
 }
 
+// mish_  (in-place twin of mish (codegen/mappings/activation.yaml:35))
+Value convert_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_mish(b, self);
+}
+
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
 Value convert_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_mul_Scalar(b, self, other);
@@ -1297,7 +1589,12 @@ Value convert_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_reciprocal(b, self);
 }
 
-// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
+// relu6_  (in-place twin of relu6 (codegen/mappings/activation.yaml:51))
+Value convert_relu6_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_relu6(b, self);
+}
+
+// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:4))
 Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
@@ -1312,9 +1609,19 @@ Value convert_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   return convert_round_decimals(b, self, decimals);
 }
 
+// rrelu_  (in-place twin of rrelu (codegen/mappings/activation.yaml:66))
+Value convert_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lower, [[maybe_unused]] Scalar upper, [[maybe_unused]] bool training) {
+  return convert_rrelu(b, self, lower, upper, training);
+}
+
 // rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
 Value convert_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_rsqrt(b, self);
+}
+
+// selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))
+Value convert_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_selu(b, self);
 }
 
 // sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
@@ -1322,7 +1629,7 @@ Value convert_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sgn(b, self);
 }
 
-// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
+// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:9))
 Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sigmoid(b, self);
 }
@@ -1330,6 +1637,11 @@ Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self)
 // sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
 Value convert_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sign(b, self);
+}
+
+// silu_  (in-place twin of silu (codegen/mappings/activation.yaml:30))
+Value convert_silu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_silu(b, self);
 }
 
 // sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
@@ -1372,9 +1684,14 @@ Value convert_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tan(b, self);
 }
 
-// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
+// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:10))
 Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
+}
+
+// threshold_  (in-place twin of threshold (codegen/mappings/activation.yaml:60))
+Value convert_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar threshold, [[maybe_unused]] Scalar value) {
+  return convert_threshold(b, self, threshold, value);
 }
 
 // trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))

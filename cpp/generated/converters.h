@@ -13,24 +13,62 @@
 
 namespace fastonnx {
 
-// relu  (codegen/mappings/activation.yaml:3)
+// relu  (codegen/mappings/activation.yaml:4)
 Value convert_relu(Builder& b, Value self);
-// leaky_relu  (codegen/mappings/activation.yaml:4)
+// leaky_relu  (codegen/mappings/activation.yaml:7)
 Value convert_leaky_relu(Builder& b, Value self, Scalar negative_slope);
-// hardtanh  (codegen/mappings/activation.yaml:5)
+// hardtanh  (codegen/mappings/activation.yaml:8)
 Value convert_hardtanh(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// sigmoid  (codegen/mappings/activation.yaml:6)
+// sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid(Builder& b, Value self);
-// tanh  (codegen/mappings/activation.yaml:7)
+// tanh  (codegen/mappings/activation.yaml:10)
 Value convert_tanh(Builder& b, Value self);
-// softmax.int  (codegen/mappings/activation.yaml:8)
+// softmax.int  (codegen/mappings/activation.yaml:11)
 Value convert_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _softmax  (codegen/mappings/activation.yaml:11)
+// _softmax  (codegen/mappings/activation.yaml:14)
 Value convert__softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
-// log_softmax.int  (codegen/mappings/activation.yaml:14)
+// log_softmax.int  (codegen/mappings/activation.yaml:17)
 Value convert_log_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _log_softmax  (codegen/mappings/activation.yaml:17)
+// _log_softmax  (codegen/mappings/activation.yaml:20)
 Value convert__log_softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
+// gelu  (codegen/mappings/activation.yaml:26)
+Value convert_gelu(Builder& b, Value self, std::string approximate);
+// silu  (codegen/mappings/activation.yaml:30)
+Value convert_silu(Builder& b, Value self);
+// hardsigmoid  (codegen/mappings/activation.yaml:31)
+Value convert_hardsigmoid(Builder& b, Value self);
+// hardswish  (codegen/mappings/activation.yaml:32)
+Value convert_hardswish(Builder& b, Value self);
+// mish  (codegen/mappings/activation.yaml:35)
+Value convert_mish(Builder& b, Value self);
+// softplus  (codegen/mappings/activation.yaml:39)
+Value convert_softplus(Builder& b, Value self, Scalar beta, Scalar threshold);
+// elu  (codegen/mappings/activation.yaml:43)
+Value convert_elu(Builder& b, Value self, Scalar alpha, Scalar scale, Scalar input_scale);
+// selu  (codegen/mappings/activation.yaml:46)
+Value convert_selu(Builder& b, Value self);
+// celu  (codegen/mappings/activation.yaml:48)
+Value convert_celu(Builder& b, Value self, Scalar alpha);
+// relu6  (codegen/mappings/activation.yaml:51)
+Value convert_relu6(Builder& b, Value self);
+// hardshrink  (codegen/mappings/activation.yaml:53)
+Value convert_hardshrink(Builder& b, Value self, Scalar lambd);
+// softshrink  (codegen/mappings/activation.yaml:54)
+Value convert_softshrink(Builder& b, Value self, Scalar lambd);
+// log_sigmoid  (codegen/mappings/activation.yaml:58)
+Value convert_log_sigmoid(Builder& b, Value self);
+// log_sigmoid_forward  (codegen/mappings/activation.yaml:59)
+std::array<Value, 2> convert_log_sigmoid_forward(Builder& b, Value self);
+// threshold  (codegen/mappings/activation.yaml:60)
+Value convert_threshold(Builder& b, Value self, Scalar threshold, Scalar value);
+// _prelu_kernel  (codegen/mappings/activation.yaml:63)
+Value convert__prelu_kernel(Builder& b, Value self, Value weight);
+// prelu  (codegen/mappings/activation.yaml:64)
+Value convert_prelu(Builder& b, Value self, Value weight);
+// glu  (codegen/mappings/activation.yaml:65)
+Value convert_glu(Builder& b, Value self, int64_t dim);
+// rrelu  (codegen/mappings/activation.yaml:66)
+Value convert_rrelu(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
 // add.Tensor  (codegen/mappings/arithmetic.yaml:3)
 Value convert_add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // add.Scalar  (codegen/mappings/arithmetic.yaml:6)
@@ -231,6 +269,8 @@ Value convert_atanh_(Builder& b, Value self);
 Value convert_bitwise_not_(Builder& b, Value self);
 // ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
 Value convert_ceil_(Builder& b, Value self);
+// celu_  (in-place twin of celu (codegen/mappings/activation.yaml:48))
+Value convert_celu_(Builder& b, Value self, Scalar alpha);
 // cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
 Value convert_cos_(Builder& b, Value self);
 // cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
@@ -239,6 +279,8 @@ Value convert_cosh_(Builder& b, Value self);
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
 Value convert_div__Tensor(Builder& b, Value self, Value other);
+// elu_  (in-place twin of elu (codegen/mappings/activation.yaml:43))
+Value convert_elu_(Builder& b, Value self, Scalar alpha, Scalar scale, Scalar input_scale);
 // erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
 Value convert_erf_(Builder& b, Value self);
 // erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
@@ -253,9 +295,15 @@ Value convert_expm1_(Builder& b, Value self);
 Value convert_floor_(Builder& b, Value self);
 // frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
 Value convert_frac_(Builder& b, Value self);
-// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
+// gelu_  (in-place twin of gelu (codegen/mappings/activation.yaml:26))
+Value convert_gelu_(Builder& b, Value self, std::string approximate);
+// hardsigmoid_  (in-place twin of hardsigmoid (codegen/mappings/activation.yaml:31))
+Value convert_hardsigmoid_(Builder& b, Value self);
+// hardswish_  (in-place twin of hardswish (codegen/mappings/activation.yaml:32))
+Value convert_hardswish_(Builder& b, Value self);
+// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:8))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
+// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:7))
 Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
 // log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
 Value convert_log10_(Builder& b, Value self);
@@ -269,6 +317,8 @@ Value convert_log_(Builder& b, Value self);
 Value convert_logical_not_(Builder& b, Value self);
 // logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
 Value convert_logit_(Builder& b, Value self, std::optional<double> eps);
+// mish_  (in-place twin of mish (codegen/mappings/activation.yaml:35))
+Value convert_mish_(Builder& b, Value self);
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
 Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
 // mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
@@ -279,20 +329,28 @@ Value convert_nan_to_num_(Builder& b, Value self, std::optional<double> nan, std
 Value convert_neg_(Builder& b, Value self);
 // reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
 Value convert_reciprocal_(Builder& b, Value self);
-// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
+// relu6_  (in-place twin of relu6 (codegen/mappings/activation.yaml:51))
+Value convert_relu6_(Builder& b, Value self);
+// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:4))
 Value convert_relu_(Builder& b, Value self);
 // round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
 Value convert_round_(Builder& b, Value self);
 // round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
 Value convert_round__decimals(Builder& b, Value self, int64_t decimals);
+// rrelu_  (in-place twin of rrelu (codegen/mappings/activation.yaml:66))
+Value convert_rrelu_(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
 // rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
 Value convert_rsqrt_(Builder& b, Value self);
+// selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))
+Value convert_selu_(Builder& b, Value self);
 // sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
 Value convert_sgn_(Builder& b, Value self);
-// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
+// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:9))
 Value convert_sigmoid_(Builder& b, Value self);
 // sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
 Value convert_sign_(Builder& b, Value self);
+// silu_  (in-place twin of silu (codegen/mappings/activation.yaml:30))
+Value convert_silu_(Builder& b, Value self);
 // sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
 Value convert_sin_(Builder& b, Value self);
 // sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
@@ -309,12 +367,17 @@ Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 Value convert_t_(Builder& b, Value self);
 // tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
 Value convert_tan_(Builder& b, Value self);
-// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
+// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:10))
 Value convert_tanh_(Builder& b, Value self);
+// threshold_  (in-place twin of threshold (codegen/mappings/activation.yaml:60))
+Value convert_threshold_(Builder& b, Value self, Scalar threshold, Scalar value);
 // trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
 Value convert_trunc_(Builder& b, Value self);
 
 namespace manual {
+Value prelu(Builder& b, Value self, Value weight);
+Value glu(Builder& b, Value self, int64_t dim);
+Value rrelu(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);

@@ -80,6 +80,137 @@ void unpack__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs__log_softmax[] = {"self", "dim", "half_to_float"};
 
+void unpack_gelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::string approximate = given(args, 1) ? unpack_str(args[1], "approximate") : std::string(std::string("none"));
+  outs.push_back(convert_gelu(b, std::move(self), std::move(approximate)));
+}
+constexpr const char* kArgs_gelu[] = {"self", "approximate"};
+
+void unpack_silu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_silu(b, std::move(self)));
+}
+constexpr const char* kArgs_silu[] = {"self"};
+
+void unpack_hardsigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardsigmoid(b, std::move(self)));
+}
+constexpr const char* kArgs_hardsigmoid[] = {"self"};
+
+void unpack_hardswish([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardswish(b, std::move(self)));
+}
+constexpr const char* kArgs_hardswish[] = {"self"};
+
+void unpack_mish([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_mish(b, std::move(self)));
+}
+constexpr const char* kArgs_mish[] = {"self"};
+
+void unpack_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar beta = given(args, 1) ? unpack_scalar(args[1], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar threshold = given(args, 2) ? unpack_scalar(args[2], "threshold") : Scalar(Scalar(int64_t{20}));
+  outs.push_back(convert_softplus(b, std::move(self), std::move(beta), std::move(threshold)));
+}
+constexpr const char* kArgs_softplus[] = {"self", "beta", "threshold"};
+
+void unpack_elu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar scale = given(args, 2) ? unpack_scalar(args[2], "scale") : Scalar(Scalar(int64_t{1}));
+  Scalar input_scale = given(args, 3) ? unpack_scalar(args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_elu(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
+}
+constexpr const char* kArgs_elu[] = {"self", "alpha", "scale", "input_scale"};
+
+void unpack_selu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_selu(b, std::move(self)));
+}
+constexpr const char* kArgs_selu[] = {"self"};
+
+void unpack_celu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(1.0));
+  outs.push_back(convert_celu(b, std::move(self), std::move(alpha)));
+}
+constexpr const char* kArgs_celu[] = {"self", "alpha"};
+
+void unpack_relu6([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_relu6(b, std::move(self)));
+}
+constexpr const char* kArgs_relu6[] = {"self"};
+
+void unpack_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lambd = given(args, 1) ? unpack_scalar(args[1], "lambd") : Scalar(Scalar(0.5));
+  outs.push_back(convert_hardshrink(b, std::move(self), std::move(lambd)));
+}
+constexpr const char* kArgs_hardshrink[] = {"self", "lambd"};
+
+void unpack_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lambd = given(args, 1) ? unpack_scalar(args[1], "lambd") : Scalar(Scalar(0.5));
+  outs.push_back(convert_softshrink(b, std::move(self), std::move(lambd)));
+}
+constexpr const char* kArgs_softshrink[] = {"self", "lambd"};
+
+void unpack_log_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log_sigmoid(b, std::move(self)));
+}
+constexpr const char* kArgs_log_sigmoid[] = {"self"};
+
+void unpack_log_sigmoid_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  for (Value v : convert_log_sigmoid_forward(b, std::move(self))) outs.push_back(v);
+}
+constexpr const char* kArgs_log_sigmoid_forward[] = {"self"};
+
+void unpack_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar threshold = unpack_scalar(arg_at(args, 1), "threshold");
+  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  outs.push_back(convert_threshold(b, std::move(self), std::move(threshold), std::move(value)));
+}
+constexpr const char* kArgs_threshold[] = {"self", "threshold", "value"};
+
+void unpack__prelu_kernel([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  outs.push_back(convert__prelu_kernel(b, std::move(self), std::move(weight)));
+}
+constexpr const char* kArgs__prelu_kernel[] = {"self", "weight"};
+
+void unpack_prelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  outs.push_back(convert_prelu(b, std::move(self), std::move(weight)));
+}
+constexpr const char* kArgs_prelu[] = {"self", "weight"};
+
+void unpack_glu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
+  outs.push_back(convert_glu(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_glu[] = {"self", "dim"};
+
+void unpack_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lower = given(args, 1) ? unpack_scalar(args[1], "lower") : Scalar(Scalar(0.125));
+  Scalar upper = given(args, 2) ? unpack_scalar(args[2], "upper") : Scalar(Scalar(0.3333333333333333));
+  bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
+  outs.push_back(convert_rrelu(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
+}
+constexpr const char* kArgs_rrelu[] = {"self", "lower", "upper", "training", "generator"};
+
 void unpack_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
@@ -838,6 +969,13 @@ void unpack_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs_ceil_[] = {"self"};
 
+void unpack_celu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(1.0));
+  outs.push_back(convert_celu_(b, std::move(self), std::move(alpha)));
+}
+constexpr const char* kArgs_celu_[] = {"self", "alpha"};
+
 void unpack_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_cos_(b, std::move(self)));
@@ -863,6 +1001,15 @@ void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
+
+void unpack_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar scale = given(args, 2) ? unpack_scalar(args[2], "scale") : Scalar(Scalar(int64_t{1}));
+  Scalar input_scale = given(args, 3) ? unpack_scalar(args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_elu_(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
+}
+constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
 
 void unpack_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -905,6 +1052,25 @@ void unpack_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   outs.push_back(convert_frac_(b, std::move(self)));
 }
 constexpr const char* kArgs_frac_[] = {"self"};
+
+void unpack_gelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::string approximate = given(args, 1) ? unpack_str(args[1], "approximate") : std::string(std::string("none"));
+  outs.push_back(convert_gelu_(b, std::move(self), std::move(approximate)));
+}
+constexpr const char* kArgs_gelu_[] = {"self", "approximate"};
+
+void unpack_hardsigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardsigmoid_(b, std::move(self)));
+}
+constexpr const char* kArgs_hardsigmoid_[] = {"self"};
+
+void unpack_hardswish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardswish_(b, std::move(self)));
+}
+constexpr const char* kArgs_hardswish_[] = {"self"};
 
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -958,6 +1124,12 @@ void unpack_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_logit_[] = {"self", "eps"};
 
+void unpack_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_mish_(b, std::move(self)));
+}
+constexpr const char* kArgs_mish_[] = {"self"};
+
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -993,6 +1165,12 @@ void unpack_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_reciprocal_[] = {"self"};
 
+void unpack_relu6_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_relu6_(b, std::move(self)));
+}
+constexpr const char* kArgs_relu6_[] = {"self"};
+
 void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_relu_(b, std::move(self)));
@@ -1012,11 +1190,26 @@ void unpack_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] const 
 }
 constexpr const char* kArgs_round__decimals[] = {"self", "decimals"};
 
+void unpack_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lower = given(args, 1) ? unpack_scalar(args[1], "lower") : Scalar(Scalar(0.125));
+  Scalar upper = given(args, 2) ? unpack_scalar(args[2], "upper") : Scalar(Scalar(0.3333333333333333));
+  bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
+  outs.push_back(convert_rrelu_(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
+}
+constexpr const char* kArgs_rrelu_[] = {"self", "lower", "upper", "training", "generator"};
+
 void unpack_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_rsqrt_(b, std::move(self)));
 }
 constexpr const char* kArgs_rsqrt_[] = {"self"};
+
+void unpack_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_selu_(b, std::move(self)));
+}
+constexpr const char* kArgs_selu_[] = {"self"};
 
 void unpack_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1035,6 +1228,12 @@ void unpack_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   outs.push_back(convert_sign_(b, std::move(self)));
 }
 constexpr const char* kArgs_sign_[] = {"self"};
+
+void unpack_silu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_silu_(b, std::move(self)));
+}
+constexpr const char* kArgs_silu_[] = {"self"};
 
 void unpack_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1094,6 +1293,14 @@ void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
 
+void unpack_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar threshold = unpack_scalar(arg_at(args, 1), "threshold");
+  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  outs.push_back(convert_threshold_(b, std::move(self), std::move(threshold), std::move(value)));
+}
+constexpr const char* kArgs_threshold_[] = {"self", "threshold", "value"};
+
 void unpack_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_trunc_(b, std::move(self)));
@@ -1110,6 +1317,25 @@ const OpEntry kOps[] = {
     {"_softmax", &unpack__softmax, kArgs__softmax},
     {"log_softmax.int", &unpack_log_softmax_int, kArgs_log_softmax_int},
     {"_log_softmax", &unpack__log_softmax, kArgs__log_softmax},
+    {"gelu", &unpack_gelu, kArgs_gelu},
+    {"silu", &unpack_silu, kArgs_silu},
+    {"hardsigmoid", &unpack_hardsigmoid, kArgs_hardsigmoid},
+    {"hardswish", &unpack_hardswish, kArgs_hardswish},
+    {"mish", &unpack_mish, kArgs_mish},
+    {"softplus", &unpack_softplus, kArgs_softplus},
+    {"elu", &unpack_elu, kArgs_elu},
+    {"selu", &unpack_selu, kArgs_selu},
+    {"celu", &unpack_celu, kArgs_celu},
+    {"relu6", &unpack_relu6, kArgs_relu6},
+    {"hardshrink", &unpack_hardshrink, kArgs_hardshrink},
+    {"softshrink", &unpack_softshrink, kArgs_softshrink},
+    {"log_sigmoid", &unpack_log_sigmoid, kArgs_log_sigmoid},
+    {"log_sigmoid_forward", &unpack_log_sigmoid_forward, kArgs_log_sigmoid_forward},
+    {"threshold", &unpack_threshold, kArgs_threshold},
+    {"_prelu_kernel", &unpack__prelu_kernel, kArgs__prelu_kernel},
+    {"prelu", &unpack_prelu, kArgs_prelu},
+    {"glu", &unpack_glu, kArgs_glu},
+    {"rrelu", &unpack_rrelu, kArgs_rrelu},
     {"add.Tensor", &unpack_add_Tensor, kArgs_add_Tensor},
     {"add.Scalar", &unpack_add_Scalar, kArgs_add_Scalar},
     {"sub.Tensor", &unpack_sub_Tensor, kArgs_sub_Tensor},
@@ -1210,10 +1436,12 @@ const OpEntry kOps[] = {
     {"atanh_", &unpack_atanh_, kArgs_atanh_},
     {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_},
     {"ceil_", &unpack_ceil_, kArgs_ceil_},
+    {"celu_", &unpack_celu_, kArgs_celu_},
     {"cos_", &unpack_cos_, kArgs_cos_},
     {"cosh_", &unpack_cosh_, kArgs_cosh_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
+    {"elu_", &unpack_elu_, kArgs_elu_},
     {"erf_", &unpack_erf_, kArgs_erf_},
     {"erfinv_", &unpack_erfinv_, kArgs_erfinv_},
     {"exp2_", &unpack_exp2_, kArgs_exp2_},
@@ -1221,6 +1449,9 @@ const OpEntry kOps[] = {
     {"expm1_", &unpack_expm1_, kArgs_expm1_},
     {"floor_", &unpack_floor_, kArgs_floor_},
     {"frac_", &unpack_frac_, kArgs_frac_},
+    {"gelu_", &unpack_gelu_, kArgs_gelu_},
+    {"hardsigmoid_", &unpack_hardsigmoid_, kArgs_hardsigmoid_},
+    {"hardswish_", &unpack_hardswish_, kArgs_hardswish_},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
     {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
     {"log10_", &unpack_log10_, kArgs_log10_},
@@ -1229,18 +1460,23 @@ const OpEntry kOps[] = {
     {"log_", &unpack_log_, kArgs_log_},
     {"logical_not_", &unpack_logical_not_, kArgs_logical_not_},
     {"logit_", &unpack_logit_, kArgs_logit_},
+    {"mish_", &unpack_mish_, kArgs_mish_},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
     {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
     {"nan_to_num_", &unpack_nan_to_num_, kArgs_nan_to_num_},
     {"neg_", &unpack_neg_, kArgs_neg_},
     {"reciprocal_", &unpack_reciprocal_, kArgs_reciprocal_},
+    {"relu6_", &unpack_relu6_, kArgs_relu6_},
     {"relu_", &unpack_relu_, kArgs_relu_},
     {"round_", &unpack_round_, kArgs_round_},
     {"round_.decimals", &unpack_round__decimals, kArgs_round__decimals},
+    {"rrelu_", &unpack_rrelu_, kArgs_rrelu_},
     {"rsqrt_", &unpack_rsqrt_, kArgs_rsqrt_},
+    {"selu_", &unpack_selu_, kArgs_selu_},
     {"sgn_", &unpack_sgn_, kArgs_sgn_},
     {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
     {"sign_", &unpack_sign_, kArgs_sign_},
+    {"silu_", &unpack_silu_, kArgs_silu_},
     {"sin_", &unpack_sin_, kArgs_sin_},
     {"sinh_", &unpack_sinh_, kArgs_sinh_},
     {"sqrt_", &unpack_sqrt_, kArgs_sqrt_},
@@ -1250,6 +1486,7 @@ const OpEntry kOps[] = {
     {"t_", &unpack_t_, kArgs_t_},
     {"tan_", &unpack_tan_, kArgs_tan_},
     {"tanh_", &unpack_tanh_, kArgs_tanh_},
+    {"threshold_", &unpack_threshold_, kArgs_threshold_},
     {"trunc_", &unpack_trunc_, kArgs_trunc_},
 };
 
