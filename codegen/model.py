@@ -29,7 +29,11 @@ HELPERS = {
     "transpose_output_padding": 2,  # transpose_output_padding(padding, output_padding)
     "rank": 1,  # static rank of a tensor (guards only)
     "len": 1,  # length of a list argument (guards only)
+    "is_floating": 1,  # whether a tensor's dtype is a floating type (guards only)
+    "dtype": 1,  # a tensor's dtype, compared with a torch dtype name: dtype(self) == "bool" (guards only)
 }
+# Helpers that only `when:` guards may call.
+GUARD_HELPERS = ("rank", "len", "is_floating", "dtype")
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,14 +184,14 @@ class Guard:
             if not isinstance(node, allowed):
                 raise SpecError(f"`when:` may not use {type(node).__name__}: `{self.text}`")
             if isinstance(node, ast.Call) and not (
-                isinstance(node.func, ast.Name) and node.func.id in ("rank", "len") and len(node.args) == 1
+                isinstance(node.func, ast.Name) and node.func.id in GUARD_HELPERS and len(node.args) == 1
             ):
-                raise SpecError(f"`when:` may only call rank(x) or len(x): `{self.text}`")
+                raise SpecError(f"`when:` may only call {', '.join(f'{h}(x)' for h in GUARD_HELPERS)}: `{self.text}`")
         return tree
 
     def names(self) -> set[str]:
         return {
-            n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id not in ("rank", "len")
+            n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id not in GUARD_HELPERS
         }
 
     def __str__(self) -> str:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from dataclasses import dataclass
 
@@ -55,6 +57,23 @@ ONNX_TYPE_TO_SCALAR_TYPE = {
     "tensor(float8e4m3fnuz)": "ScalarType::Float8_e4m3fnuz",
     "tensor(float8e5m2)": "ScalarType::Float8_e5m2",
     "tensor(float8e5m2fnuz)": "ScalarType::Float8_e5m2fnuz",
+}
+
+# torch dtype names (as `torch.float16` prints without its module) -> ScalarType enumerators, for
+# `dtype(x) == "float16"` in guards.
+TORCH_DTYPE_TO_SCALAR_TYPE = {
+    "bool": "ScalarType::Bool",
+    "uint8": "ScalarType::Byte",
+    "int8": "ScalarType::Char",
+    "int16": "ScalarType::Short",
+    "int32": "ScalarType::Int",
+    "int64": "ScalarType::Long",
+    "float16": "ScalarType::Half",
+    "bfloat16": "ScalarType::BFloat16",
+    "float32": "ScalarType::Float",
+    "float64": "ScalarType::Double",
+    "complex64": "ScalarType::ComplexFloat",
+    "complex128": "ScalarType::ComplexDouble",
 }
 
 
@@ -134,7 +153,8 @@ def _default(arg: Argument, kind: str) -> str | None:
     if base == "bool":
         return {"True": "true", "False": "false"}[d]
     if base == "str":
-        return f"std::string({d})"
+        # The schema quotes like Python ('none' or "none"); C++ takes only double quotes.
+        return f"std::string({json.dumps(ast.literal_eval(d))})"
     if base == "scalar":
         return f"Scalar({d})" if re.search(r"[.e]", d) else f"Scalar(int64_t{{{d}}})"
     if base in ("int_list", "symint_list", "float_list", "bool_list"):

@@ -103,6 +103,14 @@ def rank(expr: str) -> str:
     return f"b.rank({expr})"
 
 
+def is_floating(expr: str) -> str:
+    return f"is_floating(b.dtype({expr}))"
+
+
+def dtype_of(expr: str) -> str:
+    return f"b.dtype({expr})"
+
+
 def length(expr: str) -> str:
     return f"static_cast<int64_t>({expr}.size())"
 

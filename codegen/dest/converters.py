@@ -13,7 +13,7 @@ import onnx.defs
 from .. import opsets
 from ..api import cpp, fragments as F
 from ..load import NativeFunctions
-from ..model import _COMPARE, HELPERS, Call, Expr, Item, Literal, Name, OpSpec, Rule, SpecError, Tuple
+from ..model import _COMPARE, GUARD_HELPERS, HELPERS, Call, Expr, Item, Literal, Name, OpSpec, Rule, SpecError, Tuple
 
 AttrType = onnx.defs.OpSchema.AttrType
 
@@ -230,9 +230,9 @@ class _RuleCompiler:
                 return F.attr("floats", name, F.float_vector([F.literal_value(float(x)) for x in v]))
             self.fail(f"{where} is {t.name}; `{e}` does not fit")
         if isinstance(e, Call) and not e.is_onnx:
-            if e.func not in HELPERS or e.func in ("rank", "len"):
+            if e.func not in HELPERS or e.func in GUARD_HELPERS:
                 self.fail(f"`{e.func}` is not a helper for attributes; helpers: "
-                          f"{', '.join(h for h in HELPERS if h not in ('rank', 'len'))}")
+                          f"{', '.join(h for h in HELPERS if h not in GUARD_HELPERS)}")
             if len(e.args) != HELPERS[e.func] or not all(isinstance(x, Name) for x in e.args):
                 self.fail(f"`{e.func}` takes {HELPERS[e.func]} argument name(s)")
             helper_args = [self.arg(x.id).name for x in e.args]  # type: ignore[union-attr]
@@ -282,10 +282,14 @@ class _RuleCompiler:
                     if not a.optional:
                         self.fail(f"`{left.id}` is not optional; it is never None")
                     parts.append(F.is_none(a.name, negate=isinstance(op, ast.IsNot)))
+                elif self.is_dtype_call(left) or self.is_dtype_call(right):
+                    parts.append(self.dtype_compare(left, op, right))
                 else:
                     parts.append(f"({self.guard_value(left)} {_COMPARE[type(op)]} {self.guard_value(right)})")
                 left = right
             return "(" + " && ".join(parts) + ")"
+        if isinstance(node, ast.Call) and node.func.id == "is_floating":  # type: ignore[attr-defined]
+            return F.is_floating(self.tensor_of(node, "is_floating"))
         if isinstance(node, ast.Name):
             a = self.arg(node.id)
             if a.kind != "bool":
@@ -295,6 +299,30 @@ class _RuleCompiler:
             return F.literal_value(node.value)
         self.fail(f"`{ast.unparse(node)}` is not a condition")
         raise AssertionError
+
+    def tensor_of(self, call: ast.Call, helper: str) -> str:
+        """The C++ name of the tensor argument of a dtype predicate in a guard."""
+        target = call.args[0]
+        if not isinstance(target, ast.Name):
+            self.fail(f"{helper}() takes an argument name")
+        a = self.arg(target.id)
+        if a.base_kind != "tensor" or a.optional:
+            self.fail(f"{helper}() takes a tensor argument; `{target.id}` is a {a.kind}")
+        return a.name
+
+    @staticmethod
+    def is_dtype_call(node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and node.func.id == "dtype"  # type: ignore[attr-defined]
+
+    def dtype_compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr) -> str:
+        """``dtype(x) == "float16"``: a tensor's dtype against a torch dtype name."""
+        call, name = (left, right) if self.is_dtype_call(left) else (right, left)
+        if not isinstance(op, (ast.Eq, ast.NotEq)) or self.is_dtype_call(name):
+            self.fail('dtype(x) is compared with == or != to a dtype name: `dtype(self) == "bool"`')
+        if not (isinstance(name, ast.Constant) and name.value in cpp.TORCH_DTYPE_TO_SCALAR_TYPE):
+            self.fail(f"`{ast.unparse(name)}` is not a dtype name; names: {', '.join(cpp.TORCH_DTYPE_TO_SCALAR_TYPE)}")
+        enumerator = cpp.TORCH_DTYPE_TO_SCALAR_TYPE[name.value]  # type: ignore[union-attr]
+        return f"({F.dtype_of(self.tensor_of(call, 'dtype'))} {_COMPARE[type(op)]} {enumerator})"  # type: ignore[arg-type]
 
     def guard_value(self, node: ast.expr) -> str:
         if isinstance(node, ast.Constant):
@@ -308,6 +336,8 @@ class _RuleCompiler:
         if isinstance(node, ast.List):
             return F.int_vector([self.guard_value(e) for e in node.elts])
         if isinstance(node, ast.Call):
+            if node.func.id in ("is_floating", "dtype"):  # type: ignore[attr-defined]
+                self.fail(f"{node.func.id}() is a condition of its own or compared to a dtype name, not a number")  # type: ignore[attr-defined]
             target = node.args[0]
             if not isinstance(target, ast.Name):
                 self.fail("rank() and len() take an argument name")

@@ -8,8 +8,13 @@
 
 namespace fastonnx {
 
-// relu  (codegen/mappings/activation.yaml:3)
+// relu  (codegen/mappings/activation.yaml:4)
 Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: Max(self, 0)
+  if (!(is_floating(b.dtype(self)))) {
+    const Value v0 = b.op("Max", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    return v0;
+  }
   // onnx: Relu(self)
   {
     const Value v0 = b.op("Relu", {self}, {});
@@ -17,7 +22,7 @@ Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// leaky_relu  (codegen/mappings/activation.yaml:4)
+// leaky_relu  (codegen/mappings/activation.yaml:7)
 Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   // onnx: LeakyRelu(self, alpha=negative_slope)
   {
@@ -26,7 +31,7 @@ Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// hardtanh  (codegen/mappings/activation.yaml:5)
+// hardtanh  (codegen/mappings/activation.yaml:8)
 Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // onnx: Clip(self, min_val, max_val)
   {
@@ -35,7 +40,7 @@ Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// sigmoid  (codegen/mappings/activation.yaml:6)
+// sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Sigmoid(self)
   {
@@ -46,7 +51,7 @@ Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) 
   }
 }
 
-// tanh  (codegen/mappings/activation.yaml:7)
+// tanh  (codegen/mappings/activation.yaml:10)
 Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Tanh(self)
   {
@@ -57,7 +62,7 @@ Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// softmax.int  (codegen/mappings/activation.yaml:8)
+// softmax.int  (codegen/mappings/activation.yaml:11)
 Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -77,7 +82,7 @@ Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// _softmax  (codegen/mappings/activation.yaml:11)
+// _softmax  (codegen/mappings/activation.yaml:14)
 Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(Softmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -97,7 +102,7 @@ Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// log_softmax.int  (codegen/mappings/activation.yaml:14)
+// log_softmax.int  (codegen/mappings/activation.yaml:17)
 Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -117,7 +122,7 @@ Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// _log_softmax  (codegen/mappings/activation.yaml:17)
+// _log_softmax  (codegen/mappings/activation.yaml:20)
 Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool half_to_float) {
   // when: rank(self) == 0, promote: [self], onnx: Squeeze(LogSoftmax(Unsqueeze(self, [0]), axis=0), [0])
   if (((b.rank(self) == int64_t{0}))) {
@@ -134,6 +139,263 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("LogSoftmax", {self}, {Attr::i("axis", dim)});
     return v0;
+  }
+}
+
+// gelu  (codegen/mappings/activation.yaml:26)
+Value convert_gelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::string approximate) {
+  // since: 20, onnx: Gelu(self, approximate=approximate)
+  if (b.opset() >= 20) {
+    const Value v0 = b.op("Gelu", {self}, {Attr::s("approximate", approximate)});
+    return v0;
+  }
+  // when: approximate == 'tanh', onnx: Mul(Mul(self, 0.5), Add(Tanh(Mul(Add(self, Mul(Mul(Mul(self, self), self), 0.044715)), 0.7978845608028654)), 1))
+  if (((approximate == "tanh"))) {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(0.5), self)}, {});
+    const Value v1 = b.op("Mul", {self, self}, {});
+    const Value v2 = b.op("Mul", {v1, self}, {});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(0.044715), v2)}, {});
+    const Value v4 = b.op("Add", {self, v3}, {});
+    const Value v5 = b.op("Mul", {v4, b.scalar_like(Scalar(0.7978845608028654), v4)}, {});
+    const Value v6 = b.op("Tanh", {v5}, {});
+    const Value v7 = b.op("Add", {v6, b.scalar_like(Scalar(int64_t{1}), v6)}, {});
+    const Value v8 = b.op("Mul", {v0, v7}, {});
+    return v8;
+  }
+  // onnx: Mul(Mul(self, 0.5), Add(Erf(Mul(self, 0.7071067811865476)), 1))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(0.5), self)}, {});
+    const Value v1 = b.op("Mul", {self, b.scalar_like(Scalar(0.7071067811865476), self)}, {});
+    const Value v2 = b.op("Erf", {v1}, {});
+    const Value v3 = b.op("Add", {v2, b.scalar_like(Scalar(int64_t{1}), v2)}, {});
+    const Value v4 = b.op("Mul", {v0, v3}, {});
+    return v4;
+  }
+}
+
+// silu  (codegen/mappings/activation.yaml:30)
+Value convert_silu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Mul(self, Sigmoid(self))
+  {
+    const Value v0 = b.op("Sigmoid", {self}, {});
+    const Value v1 = b.op("Mul", {self, v0}, {});
+    return v1;
+  }
+}
+
+// hardsigmoid  (codegen/mappings/activation.yaml:31)
+Value convert_hardsigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: HardSigmoid(self, alpha=0.16666666666666666, beta=0.5)
+  {
+    const Value v0 = b.op("HardSigmoid", {self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
+    return v0;
+  }
+}
+
+// hardswish  (codegen/mappings/activation.yaml:32)
+Value convert_hardswish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // since: 14, onnx: HardSwish(self)
+  if (b.opset() >= 14) {
+    const Value v0 = b.op("HardSwish", {self}, {});
+    return v0;
+  }
+  // onnx: Mul(self, HardSigmoid(self, alpha=0.16666666666666666, beta=0.5))
+  {
+    const Value v0 = b.op("HardSigmoid", {self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
+    const Value v1 = b.op("Mul", {self, v0}, {});
+    return v1;
+  }
+}
+
+// mish  (codegen/mappings/activation.yaml:35)
+Value convert_mish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // since: 18, onnx: Mish(self)
+  if (b.opset() >= 18) {
+    const Value v0 = b.op("Mish", {self}, {});
+    return v0;
+  }
+  // onnx: Mul(self, Tanh(Softplus(self)))
+  {
+    const Value v0 = b.op("Softplus", {self}, {});
+    const Value v1 = b.op("Tanh", {v0}, {});
+    const Value v2 = b.op("Mul", {self, v1}, {});
+    return v2;
+  }
+}
+
+// softplus  (codegen/mappings/activation.yaml:39)
+Value convert_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar threshold) {
+  // when: beta == 1, onnx: Where(Greater(self, threshold), self, Softplus(self))
+  if (((beta == int64_t{1}))) {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(threshold), self)}, {});
+    const Value v1 = b.op("Softplus", {self}, {});
+    const Value v2 = b.op("Where", {v0, self, v1}, {});
+    return v2;
+  }
+  // onnx: Where(Greater(Mul(self, beta), threshold), self, Div(Softplus(Mul(self, beta)), beta))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op("Greater", {v0, b.scalar_like(Scalar(threshold), v0)}, {});
+    const Value v2 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v3 = b.op("Softplus", {v2}, {});
+    const Value v4 = b.op("Div", {v3, b.scalar_like(Scalar(beta), v3)}, {});
+    const Value v5 = b.op("Where", {v1, self, v4}, {});
+    return v5;
+  }
+}
+
+// elu  (codegen/mappings/activation.yaml:43)
+Value convert_elu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha, [[maybe_unused]] Scalar scale, [[maybe_unused]] Scalar input_scale) {
+  // when: scale == 1 and input_scale == 1, onnx: Elu(self, alpha=alpha)
+  if ((((scale == int64_t{1})) && ((input_scale == int64_t{1})))) {
+    const Value v0 = b.op("Elu", {self}, {Attr::f("alpha", alpha)});
+    return v0;
+  }
+  // onnx: Where(Greater(self, 0), Mul(self, scale), Mul(Elu(Mul(self, input_scale), alpha=alpha), scale))
+  {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Mul", {self, b.scalar_like(Scalar(scale), self)}, {});
+    const Value v2 = b.op("Mul", {self, b.scalar_like(Scalar(input_scale), self)}, {});
+    const Value v3 = b.op("Elu", {v2}, {Attr::f("alpha", alpha)});
+    const Value v4 = b.op("Mul", {v3, b.scalar_like(Scalar(scale), v3)}, {});
+    const Value v5 = b.op("Where", {v0, v1, v4}, {});
+    return v5;
+  }
+}
+
+// selu  (codegen/mappings/activation.yaml:46)
+Value convert_selu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Selu(self)
+  {
+    const Value v0 = b.op("Selu", {self}, {});
+    return v0;
+  }
+}
+
+// celu  (codegen/mappings/activation.yaml:48)
+Value convert_celu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha) {
+  // when: dtype(self) == 'float32', onnx: Celu(self, alpha=alpha)
+  if (((b.dtype(self) == ScalarType::Float))) {
+    const Value v0 = b.op("Celu", {self}, {Attr::f("alpha", alpha)});
+    return v0;
+  }
+  // onnx: Where(Greater(self, 0), self, Mul(Elu(Div(self, alpha)), alpha))
+  {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Div", {self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v2 = b.op("Elu", {v1}, {});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(alpha), v2)}, {});
+    const Value v4 = b.op("Where", {v0, self, v3}, {});
+    return v4;
+  }
+}
+
+// relu6  (codegen/mappings/activation.yaml:51)
+Value convert_relu6([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Clip(self, 0, 6)
+  {
+    const Value v0 = b.op("Clip", {self, b.scalar_like(Scalar(int64_t{0}), self), b.scalar_like(Scalar(int64_t{6}), self)}, {});
+    return v0;
+  }
+}
+
+// hardshrink  (codegen/mappings/activation.yaml:53)
+Value convert_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lambd) {
+  // onnx: Where(LessOrEqual(Abs(self), lambd), 0, self)
+  {
+    const Value v0 = b.op("Abs", {self}, {});
+    const Value v1 = b.op("LessOrEqual", {v0, b.scalar_like(Scalar(lambd), v0)}, {});
+    const Value v2 = b.op("Where", {v1, b.scalar_like(Scalar(int64_t{0}), self), self}, {});
+    return v2;
+  }
+}
+
+// softshrink  (codegen/mappings/activation.yaml:54)
+Value convert_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lambd) {
+  // onnx: Where(Greater(Abs(self), lambd), Sub(self, Mul(Sign(self), lambd)), Mul(self, 0))
+  {
+    const Value v0 = b.op("Abs", {self}, {});
+    const Value v1 = b.op("Greater", {v0, b.scalar_like(Scalar(lambd), v0)}, {});
+    const Value v2 = b.op("Sign", {self}, {});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(lambd), v2)}, {});
+    const Value v4 = b.op("Sub", {self, v3}, {});
+    const Value v5 = b.op("Mul", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v6 = b.op("Where", {v1, v4, v5}, {});
+    return v6;
+  }
+}
+
+// log_sigmoid  (codegen/mappings/activation.yaml:58)
+Value convert_log_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Sub(Min(self, 0), Softplus(Neg(Abs(self))))
+  {
+    const Value v0 = b.op("Min", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Abs", {self}, {});
+    const Value v2 = b.op("Neg", {v1}, {});
+    const Value v3 = b.op("Softplus", {v2}, {});
+    const Value v4 = b.op("Sub", {v0, v3}, {});
+    return v4;
+  }
+}
+
+// log_sigmoid_forward  (codegen/mappings/activation.yaml:59)
+std::array<Value, 2> convert_log_sigmoid_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: (Sub(Min(self, 0), Softplus(Neg(Abs(self)))), Exp(Neg(Abs(self))))
+  {
+    const Value v0 = b.op("Min", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Abs", {self}, {});
+    const Value v2 = b.op("Neg", {v1}, {});
+    const Value v3 = b.op("Softplus", {v2}, {});
+    const Value v4 = b.op("Sub", {v0, v3}, {});
+    const Value v5 = b.op("Abs", {self}, {});
+    const Value v6 = b.op("Neg", {v5}, {});
+    const Value v7 = b.op("Exp", {v6}, {});
+    return {v4, v7};
+  }
+}
+
+// threshold  (codegen/mappings/activation.yaml:60)
+Value convert_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar threshold, [[maybe_unused]] Scalar value) {
+  // onnx: Where(LessOrEqual(self, threshold), value, self)
+  {
+    const Value v0 = b.op("LessOrEqual", {self, b.scalar_like(Scalar(threshold), self)}, {});
+    const Value v1 = b.op("Where", {v0, b.scalar_like(Scalar(value), self), self}, {});
+    return v1;
+  }
+}
+
+// _prelu_kernel  (codegen/mappings/activation.yaml:63)
+Value convert__prelu_kernel([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value weight) {
+  // onnx: Where(Greater(self, 0), self, Mul(weight, self))
+  {
+    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Mul", {weight, self}, {});
+    const Value v2 = b.op("Where", {v0, self, v1}, {});
+    return v2;
+  }
+}
+
+// prelu  (codegen/mappings/activation.yaml:64)
+Value convert_prelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value weight) {
+  // manual: True
+  {
+    return manual::prelu(b, self, weight);
+  }
+}
+
+// glu  (codegen/mappings/activation.yaml:65)
+Value convert_glu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::glu(b, self, dim);
+  }
+}
+
+// rrelu  (codegen/mappings/activation.yaml:66)
+Value convert_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lower, [[maybe_unused]] Scalar upper, [[maybe_unused]] bool training) {
+  // manual: True
+  {
+    return manual::rrelu(b, self, lower, upper, training);
   }
 }
 
@@ -1247,6 +1509,464 @@ Value convert__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] 
   }
 }
 
+// abs  (codegen/mappings/unary.yaml:4)
+Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Abs(self)
+  {
+    const Value v0 = b.op("Abs", {self}, {});
+    return v0;
+  }
+}
+
+// neg  (codegen/mappings/unary.yaml:5)
+Value convert_neg([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Neg(self)
+  {
+    const Value v0 = b.op("Neg", {self}, {});
+    return v0;
+  }
+}
+
+// acos  (codegen/mappings/unary.yaml:6)
+Value convert_acos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Acos(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Acos", {self}, {});
+    return v0;
+  }
+}
+
+// acosh  (codegen/mappings/unary.yaml:7)
+Value convert_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Acosh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Acosh", {self}, {});
+    return v0;
+  }
+}
+
+// asin  (codegen/mappings/unary.yaml:8)
+Value convert_asin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Asin(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Asin", {self}, {});
+    return v0;
+  }
+}
+
+// asinh  (codegen/mappings/unary.yaml:9)
+Value convert_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Asinh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Asinh", {self}, {});
+    return v0;
+  }
+}
+
+// atan  (codegen/mappings/unary.yaml:10)
+Value convert_atan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Atan(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Atan", {self}, {});
+    return v0;
+  }
+}
+
+// atanh  (codegen/mappings/unary.yaml:11)
+Value convert_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Atanh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Atanh", {self}, {});
+    return v0;
+  }
+}
+
+// cos  (codegen/mappings/unary.yaml:12)
+Value convert_cos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Cos(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Cos", {self}, {});
+    return v0;
+  }
+}
+
+// cosh  (codegen/mappings/unary.yaml:13)
+Value convert_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Cosh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Cosh", {self}, {});
+    return v0;
+  }
+}
+
+// sin  (codegen/mappings/unary.yaml:14)
+Value convert_sin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Sin(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sin", {self}, {});
+    return v0;
+  }
+}
+
+// sinh  (codegen/mappings/unary.yaml:15)
+Value convert_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Sinh(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sinh", {self}, {});
+    return v0;
+  }
+}
+
+// tan  (codegen/mappings/unary.yaml:16)
+Value convert_tan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Tan(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Tan", {self}, {});
+    return v0;
+  }
+}
+
+// erf  (codegen/mappings/unary.yaml:17)
+Value convert_erf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Erf(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Erf", {self}, {});
+    return v0;
+  }
+}
+
+// exp  (codegen/mappings/unary.yaml:18)
+Value convert_exp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Exp(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Exp", {self}, {});
+    return v0;
+  }
+}
+
+// exp2  (codegen/mappings/unary.yaml:19)
+Value convert_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Pow(2, self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Pow", {b.scalar_like(Scalar(int64_t{2}), self), self}, {});
+    return v0;
+  }
+}
+
+// log  (codegen/mappings/unary.yaml:20)
+Value convert_log([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Log(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Log", {self}, {});
+    return v0;
+  }
+}
+
+// log2  (codegen/mappings/unary.yaml:21)
+Value convert_log2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Div(Log(self), 0.6931471805599453)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Log", {self}, {});
+    const Value v1 = b.op("Div", {v0, b.scalar_like(Scalar(0.6931471805599453), v0)}, {});
+    return v1;
+  }
+}
+
+// log10  (codegen/mappings/unary.yaml:22)
+Value convert_log10([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Div(Log(self), 2.302585092994046)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Log", {self}, {});
+    const Value v1 = b.op("Div", {v0, b.scalar_like(Scalar(2.302585092994046), v0)}, {});
+    return v1;
+  }
+}
+
+// reciprocal  (codegen/mappings/unary.yaml:23)
+Value convert_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Reciprocal(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Reciprocal", {self}, {});
+    return v0;
+  }
+}
+
+// sqrt  (codegen/mappings/unary.yaml:24)
+Value convert_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Sqrt(self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sqrt", {self}, {});
+    return v0;
+  }
+}
+
+// rsqrt  (codegen/mappings/unary.yaml:25)
+Value convert_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Reciprocal(Sqrt(self))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Sqrt", {self}, {});
+    const Value v1 = b.op("Reciprocal", {v0}, {});
+    return v1;
+  }
+}
+
+// square  (codegen/mappings/unary.yaml:27)
+Value convert_square([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // promote: [self], onnx: Mul(self, self)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const Value v0 = b.op("Mul", {self, self}, {});
+    return v0;
+  }
+}
+
+// log1p  (codegen/mappings/unary.yaml:30)
+Value convert_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::log1p(b, self);
+  }
+}
+
+// expm1  (codegen/mappings/unary.yaml:31)
+Value convert_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::expm1(b, self);
+  }
+}
+
+// erfinv  (codegen/mappings/unary.yaml:32)
+Value convert_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::erfinv(b, self);
+  }
+}
+
+// logit  (codegen/mappings/unary.yaml:34)
+Value convert_logit([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> eps) {
+  // manual: True
+  {
+    return manual::logit(b, self, eps);
+  }
+}
+
+// ceil  (codegen/mappings/unary.yaml:38)
+Value convert_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Ceil(self)
+  {
+    const Value v0 = b.op("Ceil", {self}, {});
+    return v0;
+  }
+}
+
+// floor  (codegen/mappings/unary.yaml:41)
+Value convert_floor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Floor(self)
+  {
+    const Value v0 = b.op("Floor", {self}, {});
+    return v0;
+  }
+}
+
+// round  (codegen/mappings/unary.yaml:44)
+Value convert_round([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Round(self)
+  {
+    const Value v0 = b.op("Round", {self}, {});
+    return v0;
+  }
+}
+
+// trunc  (codegen/mappings/unary.yaml:47)
+Value convert_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: self
+  if (!(is_floating(b.dtype(self)))) {
+    return self;
+  }
+  // onnx: Where(Less(self, 0), Ceil(self), Floor(self))
+  {
+    const Value v0 = b.op("Less", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Ceil", {self}, {});
+    const Value v2 = b.op("Floor", {self}, {});
+    const Value v3 = b.op("Where", {v0, v1, v2}, {});
+    return v3;
+  }
+}
+
+// frac  (codegen/mappings/unary.yaml:50)
+Value convert_frac([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Sub(self, Where(Less(self, 0), Ceil(self), Floor(self)))
+  {
+    const Value v0 = b.op("Less", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op("Ceil", {self}, {});
+    const Value v2 = b.op("Floor", {self}, {});
+    const Value v3 = b.op("Where", {v0, v1, v2}, {});
+    const Value v4 = b.op("Sub", {self, v3}, {});
+    return v4;
+  }
+}
+
+// round.decimals  (codegen/mappings/unary.yaml:51)
+Value convert_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
+  // when: decimals == 0, onnx: Round(self)
+  if (((decimals == int64_t{0}))) {
+    const Value v0 = b.op("Round", {self}, {});
+    return v0;
+  }
+  // manual: True
+  {
+    return manual::round_decimals(b, self, decimals);
+  }
+}
+
+// sign  (codegen/mappings/unary.yaml:57)
+Value convert_sign([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: dtype(self) == 'bool', onnx: self
+  if (((b.dtype(self) == ScalarType::Bool))) {
+    return self;
+  }
+  // when: is_floating(self), onnx: Where(IsNaN(self), 0, Sign(self))
+  if (is_floating(b.dtype(self))) {
+    const Value v0 = b.op("IsNaN", {self}, {});
+    const Value v1 = b.op("Sign", {self}, {});
+    const Value v2 = b.op("Where", {v0, b.scalar_like(Scalar(int64_t{0}), v1), v1}, {});
+    return v2;
+  }
+  // onnx: Sign(self)
+  {
+    const Value v0 = b.op("Sign", {self}, {});
+    return v0;
+  }
+}
+
+// sgn  (codegen/mappings/unary.yaml:61)
+Value convert_sgn([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sign(b, self);
+}
+
+// isnan  (codegen/mappings/unary.yaml:64)
+Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::isnan(b, self);
+  }
+}
+
+// isinf  (codegen/mappings/unary.yaml:65)
+Value convert_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::isinf(b, self);
+  }
+}
+
+// nan_to_num  (codegen/mappings/unary.yaml:66)
+Value convert_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> nan, [[maybe_unused]] std::optional<double> posinf, [[maybe_unused]] std::optional<double> neginf) {
+  // manual: True
+  {
+    return manual::nan_to_num(b, self, nan, posinf, neginf);
+  }
+}
+
+// bitwise_not  (codegen/mappings/unary.yaml:70)
+Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: dtype(self) == 'bool', onnx: Not(self)
+  if (((b.dtype(self) == ScalarType::Bool))) {
+    const Value v0 = b.op("Not", {self}, {});
+    return v0;
+  }
+  // since: 18, onnx: BitwiseNot(self)
+  if (b.opset() >= 18) {
+    const Value v0 = b.op("BitwiseNot", {self}, {});
+    return v0;
+  }
+  // onnx: Sub(Neg(self), 1)
+  {
+    const Value v0 = b.op("Neg", {self}, {});
+    const Value v1 = b.op("Sub", {v0, b.scalar_like(Scalar(int64_t{1}), v0)}, {});
+    return v1;
+  }
+}
+
+// logical_not  (codegen/mappings/unary.yaml:75)
+Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Equal(self, 0)
+  {
+    const Value v0 = b.op("Equal", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    return v0;
+  }
+}
+
+// abs_  (in-place twin of abs (codegen/mappings/unary.yaml:4))
+Value convert_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_abs(b, self);
+}
+
+// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
+Value convert_acos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_acos(b, self);
+}
+
+// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:7))
+Value convert_acosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_acosh(b, self);
+}
+
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);
@@ -1272,9 +1992,29 @@ Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
 }
 
+// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
+Value convert_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_asin(b, self);
+}
+
+// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
+Value convert_asinh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_asinh(b, self);
+}
+
 // atan2_  (in-place twin of atan2 (codegen/mappings/arithmetic.yaml:35))
 Value convert_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_atan2(b, self, other);
+}
+
+// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:10))
+Value convert_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_atan(b, self);
+}
+
+// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
+Value convert_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_atanh(b, self);
 }
 
 // bitwise_and_.Scalar  (in-place twin of bitwise_and.Scalar (codegen/mappings/comparison.yaml:21))
@@ -1285,6 +2025,11 @@ Value convert_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] 
 // bitwise_and_.Tensor  (in-place twin of bitwise_and.Tensor (codegen/mappings/comparison.yaml:20))
 Value convert_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_bitwise_and_Tensor(b, self, other);
+}
+
+// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:70))
+Value convert_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_bitwise_not(b, self);
 }
 
 // bitwise_or_.Scalar  (in-place twin of bitwise_or.Scalar (codegen/mappings/comparison.yaml:23))
@@ -1305,6 +2050,16 @@ Value convert_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] 
 // bitwise_xor_.Tensor  (in-place twin of bitwise_xor.Tensor (codegen/mappings/comparison.yaml:24))
 Value convert_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_bitwise_xor_Tensor(b, self, other);
+}
+
+// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
+Value convert_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_ceil(b, self);
+}
+
+// celu_  (in-place twin of celu (codegen/mappings/activation.yaml:48))
+Value convert_celu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha) {
+  return convert_celu(b, self, alpha);
 }
 
 // clamp_  (in-place twin of clamp (codegen/mappings/comparison.yaml:42))
@@ -1337,6 +2092,16 @@ Value convert_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Va
   return convert_clamp_min_Tensor(b, self, min);
 }
 
+// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
+Value convert_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_cos(b, self);
+}
+
+// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
+Value convert_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_cosh(b, self);
+}
+
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
 Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_div_Scalar(b, self, other);
@@ -1357,6 +2122,11 @@ Value convert_div__Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Val
   return convert_div_Tensor_mode(b, self, other, rounding_mode);
 }
 
+// elu_  (in-place twin of elu (codegen/mappings/activation.yaml:43))
+Value convert_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha, [[maybe_unused]] Scalar scale, [[maybe_unused]] Scalar input_scale) {
+  return convert_elu(b, self, alpha, scale, input_scale);
+}
+
 // eq_.Scalar  (in-place twin of eq.Scalar (codegen/mappings/comparison.yaml:6))
 Value convert_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_eq_Scalar(b, self, other);
@@ -1365,6 +2135,36 @@ Value convert_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 // eq_.Tensor  (in-place twin of eq.Tensor (codegen/mappings/comparison.yaml:5))
 Value convert_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_eq_Tensor(b, self, other);
+}
+
+// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
+Value convert_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_erf(b, self);
+}
+
+// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
+Value convert_erfinv_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_erfinv(b, self);
+}
+
+// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:19))
+Value convert_exp2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_exp2(b, self);
+}
+
+// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:18))
+Value convert_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_exp(b, self);
+}
+
+// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
+Value convert_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_expm1(b, self);
+}
+
+// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
+Value convert_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_floor(b, self);
 }
 
 // floor_divide_.Scalar  (in-place twin of floor_divide.Scalar (codegen/mappings/arithmetic.yaml:26))
@@ -1382,6 +2182,11 @@ Value convert_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_fmod_Tensor(b, self, other);
 }
 
+// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
+Value convert_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_frac(b, self);
+}
+
 // ge_.Scalar  (in-place twin of ge.Scalar (codegen/mappings/comparison.yaml:12))
 Value convert_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_ge_Scalar(b, self, other);
@@ -1390,6 +2195,11 @@ Value convert_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 // ge_.Tensor  (in-place twin of ge.Tensor (codegen/mappings/comparison.yaml:11))
 Value convert_ge__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_ge_Tensor(b, self, other);
+}
+
+// gelu_  (in-place twin of gelu (codegen/mappings/activation.yaml:26))
+Value convert_gelu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::string approximate) {
+  return convert_gelu(b, self, approximate);
 }
 
 // gt_.Scalar  (in-place twin of gt.Scalar (codegen/mappings/comparison.yaml:10))
@@ -1402,7 +2212,17 @@ Value convert_gt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_gt_Tensor(b, self, other);
 }
 
-// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
+// hardsigmoid_  (in-place twin of hardsigmoid (codegen/mappings/activation.yaml:31))
+Value convert_hardsigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_hardsigmoid(b, self);
+}
+
+// hardswish_  (in-place twin of hardswish (codegen/mappings/activation.yaml:32))
+Value convert_hardswish_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_hardswish(b, self);
+}
+
+// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:8))
 Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   return convert_hardtanh(b, self, min_val, max_val);
 }
@@ -1417,7 +2237,7 @@ Value convert_le__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_le_Tensor(b, self, other);
 }
 
-// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
+// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:7))
 Value convert_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   return convert_leaky_relu(b, self, negative_slope);
 }
@@ -1432,9 +2252,34 @@ Value convert_lerp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_lerp_Tensor(b, self, end, weight);
 }
 
+// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
+Value convert_log10_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log10(b, self);
+}
+
+// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:30))
+Value convert_log1p_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log1p(b, self);
+}
+
+// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:21))
+Value convert_log2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log2(b, self);
+}
+
+// log_  (in-place twin of log (codegen/mappings/unary.yaml:20))
+Value convert_log_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_log(b, self);
+}
+
 // logical_and_  (in-place twin of logical_and (codegen/mappings/comparison.yaml:17))
 Value convert_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_logical_and(b, self, other);
+}
+
+// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:75))
+Value convert_logical_not_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_logical_not(b, self);
 }
 
 // logical_or_  (in-place twin of logical_or (codegen/mappings/comparison.yaml:18))
@@ -1445,6 +2290,11 @@ Value convert_logical_or_([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // logical_xor_  (in-place twin of logical_xor (codegen/mappings/comparison.yaml:19))
 Value convert_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_logical_xor(b, self, other);
+}
+
+// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
+Value convert_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> eps) {
+  return convert_logit(b, self, eps);
 }
 
 // lt_.Scalar  (in-place twin of lt.Scalar (codegen/mappings/comparison.yaml:14))
@@ -1467,6 +2317,11 @@ Value convert_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] 
   return convert_masked_fill_Tensor(b, self, mask, value);
 }
 
+// mish_  (in-place twin of mish (codegen/mappings/activation.yaml:35))
+Value convert_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_mish(b, self);
+}
+
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:20))
 Value convert_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_mul_Scalar(b, self, other);
@@ -1475,6 +2330,11 @@ Value convert_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:19))
 Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_mul_Tensor(b, self, other);
+}
+
+// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:66))
+Value convert_nan_to_num_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> nan, [[maybe_unused]] std::optional<double> posinf, [[maybe_unused]] std::optional<double> neginf) {
+  return convert_nan_to_num(b, self, nan, posinf, neginf);
 }
 
 // ne_.Scalar  (in-place twin of ne.Scalar (codegen/mappings/comparison.yaml:8))
@@ -1487,7 +2347,22 @@ Value convert_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_ne_Tensor(b, self, other);
 }
 
-// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
+// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:5))
+Value convert_neg_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_neg(b, self);
+}
+
+// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
+Value convert_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_reciprocal(b, self);
+}
+
+// relu6_  (in-place twin of relu6 (codegen/mappings/activation.yaml:51))
+Value convert_relu6_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_relu6(b, self);
+}
+
+// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:4))
 Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
@@ -1502,9 +2377,69 @@ Value convert_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Va
   return convert_remainder_Tensor(b, self, other);
 }
 
-// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
+// round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
+Value convert_round_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_round(b, self);
+}
+
+// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
+Value convert_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
+  return convert_round_decimals(b, self, decimals);
+}
+
+// rrelu_  (in-place twin of rrelu (codegen/mappings/activation.yaml:66))
+Value convert_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lower, [[maybe_unused]] Scalar upper, [[maybe_unused]] bool training) {
+  return convert_rrelu(b, self, lower, upper, training);
+}
+
+// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
+Value convert_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_rsqrt(b, self);
+}
+
+// selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))
+Value convert_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_selu(b, self);
+}
+
+// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
+Value convert_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sgn(b, self);
+}
+
+// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:9))
 Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sigmoid(b, self);
+}
+
+// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
+Value convert_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sign(b, self);
+}
+
+// silu_  (in-place twin of silu (codegen/mappings/activation.yaml:30))
+Value convert_silu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_silu(b, self);
+}
+
+// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
+Value convert_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sin(b, self);
+}
+
+// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
+Value convert_sinh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sinh(b, self);
+}
+
+// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:24))
+Value convert_sqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_sqrt(b, self);
+}
+
+// square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
+Value convert_square_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_square(b, self);
 }
 
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
@@ -1522,9 +2457,24 @@ Value convert_t_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_t(b, self);
 }
 
-// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
+// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
+Value convert_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_tan(b, self);
+}
+
+// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:10))
 Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
+}
+
+// threshold_  (in-place twin of threshold (codegen/mappings/activation.yaml:60))
+Value convert_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar threshold, [[maybe_unused]] Scalar value) {
+  return convert_threshold(b, self, threshold, value);
+}
+
+// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
+Value convert_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_trunc(b, self);
 }
 
 // xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))

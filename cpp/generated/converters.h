@@ -13,24 +13,62 @@
 
 namespace fastonnx {
 
-// relu  (codegen/mappings/activation.yaml:3)
+// relu  (codegen/mappings/activation.yaml:4)
 Value convert_relu(Builder& b, Value self);
-// leaky_relu  (codegen/mappings/activation.yaml:4)
+// leaky_relu  (codegen/mappings/activation.yaml:7)
 Value convert_leaky_relu(Builder& b, Value self, Scalar negative_slope);
-// hardtanh  (codegen/mappings/activation.yaml:5)
+// hardtanh  (codegen/mappings/activation.yaml:8)
 Value convert_hardtanh(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// sigmoid  (codegen/mappings/activation.yaml:6)
+// sigmoid  (codegen/mappings/activation.yaml:9)
 Value convert_sigmoid(Builder& b, Value self);
-// tanh  (codegen/mappings/activation.yaml:7)
+// tanh  (codegen/mappings/activation.yaml:10)
 Value convert_tanh(Builder& b, Value self);
-// softmax.int  (codegen/mappings/activation.yaml:8)
+// softmax.int  (codegen/mappings/activation.yaml:11)
 Value convert_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _softmax  (codegen/mappings/activation.yaml:11)
+// _softmax  (codegen/mappings/activation.yaml:14)
 Value convert__softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
-// log_softmax.int  (codegen/mappings/activation.yaml:14)
+// log_softmax.int  (codegen/mappings/activation.yaml:17)
 Value convert_log_softmax_int(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// _log_softmax  (codegen/mappings/activation.yaml:17)
+// _log_softmax  (codegen/mappings/activation.yaml:20)
 Value convert__log_softmax(Builder& b, Value self, int64_t dim, bool half_to_float);
+// gelu  (codegen/mappings/activation.yaml:26)
+Value convert_gelu(Builder& b, Value self, std::string approximate);
+// silu  (codegen/mappings/activation.yaml:30)
+Value convert_silu(Builder& b, Value self);
+// hardsigmoid  (codegen/mappings/activation.yaml:31)
+Value convert_hardsigmoid(Builder& b, Value self);
+// hardswish  (codegen/mappings/activation.yaml:32)
+Value convert_hardswish(Builder& b, Value self);
+// mish  (codegen/mappings/activation.yaml:35)
+Value convert_mish(Builder& b, Value self);
+// softplus  (codegen/mappings/activation.yaml:39)
+Value convert_softplus(Builder& b, Value self, Scalar beta, Scalar threshold);
+// elu  (codegen/mappings/activation.yaml:43)
+Value convert_elu(Builder& b, Value self, Scalar alpha, Scalar scale, Scalar input_scale);
+// selu  (codegen/mappings/activation.yaml:46)
+Value convert_selu(Builder& b, Value self);
+// celu  (codegen/mappings/activation.yaml:48)
+Value convert_celu(Builder& b, Value self, Scalar alpha);
+// relu6  (codegen/mappings/activation.yaml:51)
+Value convert_relu6(Builder& b, Value self);
+// hardshrink  (codegen/mappings/activation.yaml:53)
+Value convert_hardshrink(Builder& b, Value self, Scalar lambd);
+// softshrink  (codegen/mappings/activation.yaml:54)
+Value convert_softshrink(Builder& b, Value self, Scalar lambd);
+// log_sigmoid  (codegen/mappings/activation.yaml:58)
+Value convert_log_sigmoid(Builder& b, Value self);
+// log_sigmoid_forward  (codegen/mappings/activation.yaml:59)
+std::array<Value, 2> convert_log_sigmoid_forward(Builder& b, Value self);
+// threshold  (codegen/mappings/activation.yaml:60)
+Value convert_threshold(Builder& b, Value self, Scalar threshold, Scalar value);
+// _prelu_kernel  (codegen/mappings/activation.yaml:63)
+Value convert__prelu_kernel(Builder& b, Value self, Value weight);
+// prelu  (codegen/mappings/activation.yaml:64)
+Value convert_prelu(Builder& b, Value self, Value weight);
+// glu  (codegen/mappings/activation.yaml:65)
+Value convert_glu(Builder& b, Value self, int64_t dim);
+// rrelu  (codegen/mappings/activation.yaml:66)
+Value convert_rrelu(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
 // add.Tensor  (codegen/mappings/arithmetic.yaml:5)
 Value convert_add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // add.Scalar  (codegen/mappings/arithmetic.yaml:6)
@@ -265,6 +303,92 @@ Value convert_sym_storage_offset(Builder& b, Value self);
 Value convert_sym_is_contiguous(Builder& b, Value self);
 // _local_scalar_dense  (codegen/mappings/symbolic.yaml:11)
 Value convert__local_scalar_dense(Builder& b, Value self);
+// abs  (codegen/mappings/unary.yaml:4)
+Value convert_abs(Builder& b, Value self);
+// neg  (codegen/mappings/unary.yaml:5)
+Value convert_neg(Builder& b, Value self);
+// acos  (codegen/mappings/unary.yaml:6)
+Value convert_acos(Builder& b, Value self);
+// acosh  (codegen/mappings/unary.yaml:7)
+Value convert_acosh(Builder& b, Value self);
+// asin  (codegen/mappings/unary.yaml:8)
+Value convert_asin(Builder& b, Value self);
+// asinh  (codegen/mappings/unary.yaml:9)
+Value convert_asinh(Builder& b, Value self);
+// atan  (codegen/mappings/unary.yaml:10)
+Value convert_atan(Builder& b, Value self);
+// atanh  (codegen/mappings/unary.yaml:11)
+Value convert_atanh(Builder& b, Value self);
+// cos  (codegen/mappings/unary.yaml:12)
+Value convert_cos(Builder& b, Value self);
+// cosh  (codegen/mappings/unary.yaml:13)
+Value convert_cosh(Builder& b, Value self);
+// sin  (codegen/mappings/unary.yaml:14)
+Value convert_sin(Builder& b, Value self);
+// sinh  (codegen/mappings/unary.yaml:15)
+Value convert_sinh(Builder& b, Value self);
+// tan  (codegen/mappings/unary.yaml:16)
+Value convert_tan(Builder& b, Value self);
+// erf  (codegen/mappings/unary.yaml:17)
+Value convert_erf(Builder& b, Value self);
+// exp  (codegen/mappings/unary.yaml:18)
+Value convert_exp(Builder& b, Value self);
+// exp2  (codegen/mappings/unary.yaml:19)
+Value convert_exp2(Builder& b, Value self);
+// log  (codegen/mappings/unary.yaml:20)
+Value convert_log(Builder& b, Value self);
+// log2  (codegen/mappings/unary.yaml:21)
+Value convert_log2(Builder& b, Value self);
+// log10  (codegen/mappings/unary.yaml:22)
+Value convert_log10(Builder& b, Value self);
+// reciprocal  (codegen/mappings/unary.yaml:23)
+Value convert_reciprocal(Builder& b, Value self);
+// sqrt  (codegen/mappings/unary.yaml:24)
+Value convert_sqrt(Builder& b, Value self);
+// rsqrt  (codegen/mappings/unary.yaml:25)
+Value convert_rsqrt(Builder& b, Value self);
+// square  (codegen/mappings/unary.yaml:27)
+Value convert_square(Builder& b, Value self);
+// log1p  (codegen/mappings/unary.yaml:30)
+Value convert_log1p(Builder& b, Value self);
+// expm1  (codegen/mappings/unary.yaml:31)
+Value convert_expm1(Builder& b, Value self);
+// erfinv  (codegen/mappings/unary.yaml:32)
+Value convert_erfinv(Builder& b, Value self);
+// logit  (codegen/mappings/unary.yaml:34)
+Value convert_logit(Builder& b, Value self, std::optional<double> eps);
+// ceil  (codegen/mappings/unary.yaml:38)
+Value convert_ceil(Builder& b, Value self);
+// floor  (codegen/mappings/unary.yaml:41)
+Value convert_floor(Builder& b, Value self);
+// round  (codegen/mappings/unary.yaml:44)
+Value convert_round(Builder& b, Value self);
+// trunc  (codegen/mappings/unary.yaml:47)
+Value convert_trunc(Builder& b, Value self);
+// frac  (codegen/mappings/unary.yaml:50)
+Value convert_frac(Builder& b, Value self);
+// round.decimals  (codegen/mappings/unary.yaml:51)
+Value convert_round_decimals(Builder& b, Value self, int64_t decimals);
+// sign  (codegen/mappings/unary.yaml:57)
+Value convert_sign(Builder& b, Value self);
+// sgn  (codegen/mappings/unary.yaml:61)
+Value convert_sgn(Builder& b, Value self);
+// isnan  (codegen/mappings/unary.yaml:64)
+Value convert_isnan(Builder& b, Value self);
+// isinf  (codegen/mappings/unary.yaml:65)
+Value convert_isinf(Builder& b, Value self);
+// nan_to_num  (codegen/mappings/unary.yaml:66)
+Value convert_nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
+// bitwise_not  (codegen/mappings/unary.yaml:70)
+Value convert_bitwise_not(Builder& b, Value self);
+// logical_not  (codegen/mappings/unary.yaml:75)
+Value convert_logical_not(Builder& b, Value self);
+// abs_  (in-place twin of abs (codegen/mappings/unary.yaml:4))
+Value convert_abs_(Builder& b, Value self);
+// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
+Value convert_acos_(Builder& b, Value self);
+// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:7))
+Value convert_acosh_(Builder& b, Value self);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:5))
@@ -275,12 +399,22 @@ Value convert_addcdiv_(Builder& b, Value self, Value tensor1, Value tensor2, Sca
 Value convert_addcmul_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
+Value convert_asin_(Builder& b, Value self);
+// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
+Value convert_asinh_(Builder& b, Value self);
 // atan2_  (in-place twin of atan2 (codegen/mappings/arithmetic.yaml:35))
 Value convert_atan2_(Builder& b, Value self, Value other);
+// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:10))
+Value convert_atan_(Builder& b, Value self);
+// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
+Value convert_atanh_(Builder& b, Value self);
 // bitwise_and_.Scalar  (in-place twin of bitwise_and.Scalar (codegen/mappings/comparison.yaml:21))
 Value convert_bitwise_and__Scalar(Builder& b, Value self, Scalar other);
 // bitwise_and_.Tensor  (in-place twin of bitwise_and.Tensor (codegen/mappings/comparison.yaml:20))
 Value convert_bitwise_and__Tensor(Builder& b, Value self, Value other);
+// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:70))
+Value convert_bitwise_not_(Builder& b, Value self);
 // bitwise_or_.Scalar  (in-place twin of bitwise_or.Scalar (codegen/mappings/comparison.yaml:23))
 Value convert_bitwise_or__Scalar(Builder& b, Value self, Scalar other);
 // bitwise_or_.Tensor  (in-place twin of bitwise_or.Tensor (codegen/mappings/comparison.yaml:22))
@@ -289,6 +423,10 @@ Value convert_bitwise_or__Tensor(Builder& b, Value self, Value other);
 Value convert_bitwise_xor__Scalar(Builder& b, Value self, Scalar other);
 // bitwise_xor_.Tensor  (in-place twin of bitwise_xor.Tensor (codegen/mappings/comparison.yaml:24))
 Value convert_bitwise_xor__Tensor(Builder& b, Value self, Value other);
+// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
+Value convert_ceil_(Builder& b, Value self);
+// celu_  (in-place twin of celu (codegen/mappings/activation.yaml:48))
+Value convert_celu_(Builder& b, Value self, Scalar alpha);
 // clamp_  (in-place twin of clamp (codegen/mappings/comparison.yaml:42))
 Value convert_clamp_(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
 // clamp_.Tensor  (in-place twin of clamp.Tensor (codegen/mappings/comparison.yaml:43))
@@ -301,6 +439,10 @@ Value convert_clamp_max__Tensor(Builder& b, Value self, Value max);
 Value convert_clamp_min_(Builder& b, Value self, Scalar min);
 // clamp_min_.Tensor  (in-place twin of clamp_min.Tensor (codegen/mappings/comparison.yaml:45))
 Value convert_clamp_min__Tensor(Builder& b, Value self, Value min);
+// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
+Value convert_cos_(Builder& b, Value self);
+// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
+Value convert_cosh_(Builder& b, Value self);
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Scalar_mode  (in-place twin of div.Scalar_mode (codegen/mappings/arithmetic.yaml:24))
@@ -309,42 +451,76 @@ Value convert_div__Scalar_mode(Builder& b, Value self, Scalar other, std::option
 Value convert_div__Tensor(Builder& b, Value self, Value other);
 // div_.Tensor_mode  (in-place twin of div.Tensor_mode (codegen/mappings/arithmetic.yaml:23))
 Value convert_div__Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode);
+// elu_  (in-place twin of elu (codegen/mappings/activation.yaml:43))
+Value convert_elu_(Builder& b, Value self, Scalar alpha, Scalar scale, Scalar input_scale);
 // eq_.Scalar  (in-place twin of eq.Scalar (codegen/mappings/comparison.yaml:6))
 Value convert_eq__Scalar(Builder& b, Value self, Scalar other);
 // eq_.Tensor  (in-place twin of eq.Tensor (codegen/mappings/comparison.yaml:5))
 Value convert_eq__Tensor(Builder& b, Value self, Value other);
+// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
+Value convert_erf_(Builder& b, Value self);
+// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
+Value convert_erfinv_(Builder& b, Value self);
+// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:19))
+Value convert_exp2_(Builder& b, Value self);
+// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:18))
+Value convert_exp_(Builder& b, Value self);
+// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
+Value convert_expm1_(Builder& b, Value self);
+// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
+Value convert_floor_(Builder& b, Value self);
 // floor_divide_.Scalar  (in-place twin of floor_divide.Scalar (codegen/mappings/arithmetic.yaml:26))
 Value convert_floor_divide__Scalar(Builder& b, Value self, Scalar other);
 // fmod_.Scalar  (in-place twin of fmod.Scalar (codegen/mappings/arithmetic.yaml:29))
 Value convert_fmod__Scalar(Builder& b, Value self, Scalar other);
 // fmod_.Tensor  (in-place twin of fmod.Tensor (codegen/mappings/arithmetic.yaml:28))
 Value convert_fmod__Tensor(Builder& b, Value self, Value other);
+// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
+Value convert_frac_(Builder& b, Value self);
 // ge_.Scalar  (in-place twin of ge.Scalar (codegen/mappings/comparison.yaml:12))
 Value convert_ge__Scalar(Builder& b, Value self, Scalar other);
 // ge_.Tensor  (in-place twin of ge.Tensor (codegen/mappings/comparison.yaml:11))
 Value convert_ge__Tensor(Builder& b, Value self, Value other);
+// gelu_  (in-place twin of gelu (codegen/mappings/activation.yaml:26))
+Value convert_gelu_(Builder& b, Value self, std::string approximate);
 // gt_.Scalar  (in-place twin of gt.Scalar (codegen/mappings/comparison.yaml:10))
 Value convert_gt__Scalar(Builder& b, Value self, Scalar other);
 // gt_.Tensor  (in-place twin of gt.Tensor (codegen/mappings/comparison.yaml:9))
 Value convert_gt__Tensor(Builder& b, Value self, Value other);
-// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
+// hardsigmoid_  (in-place twin of hardsigmoid (codegen/mappings/activation.yaml:31))
+Value convert_hardsigmoid_(Builder& b, Value self);
+// hardswish_  (in-place twin of hardswish (codegen/mappings/activation.yaml:32))
+Value convert_hardswish_(Builder& b, Value self);
+// hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:8))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
 // le_.Scalar  (in-place twin of le.Scalar (codegen/mappings/comparison.yaml:16))
 Value convert_le__Scalar(Builder& b, Value self, Scalar other);
 // le_.Tensor  (in-place twin of le.Tensor (codegen/mappings/comparison.yaml:15))
 Value convert_le__Tensor(Builder& b, Value self, Value other);
-// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
+// leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:7))
 Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
 // lerp_.Scalar  (in-place twin of lerp.Scalar (codegen/mappings/arithmetic.yaml:37))
 Value convert_lerp__Scalar(Builder& b, Value self, Value end, Scalar weight);
 // lerp_.Tensor  (in-place twin of lerp.Tensor (codegen/mappings/arithmetic.yaml:38))
 Value convert_lerp__Tensor(Builder& b, Value self, Value end, Value weight);
+// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
+Value convert_log10_(Builder& b, Value self);
+// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:30))
+Value convert_log1p_(Builder& b, Value self);
+// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:21))
+Value convert_log2_(Builder& b, Value self);
+// log_  (in-place twin of log (codegen/mappings/unary.yaml:20))
+Value convert_log_(Builder& b, Value self);
 // logical_and_  (in-place twin of logical_and (codegen/mappings/comparison.yaml:17))
 Value convert_logical_and_(Builder& b, Value self, Value other);
+// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:75))
+Value convert_logical_not_(Builder& b, Value self);
 // logical_or_  (in-place twin of logical_or (codegen/mappings/comparison.yaml:18))
 Value convert_logical_or_(Builder& b, Value self, Value other);
 // logical_xor_  (in-place twin of logical_xor (codegen/mappings/comparison.yaml:19))
 Value convert_logical_xor_(Builder& b, Value self, Value other);
+// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
+Value convert_logit_(Builder& b, Value self, std::optional<double> eps);
 // lt_.Scalar  (in-place twin of lt.Scalar (codegen/mappings/comparison.yaml:14))
 Value convert_lt__Scalar(Builder& b, Value self, Scalar other);
 // lt_.Tensor  (in-place twin of lt.Tensor (codegen/mappings/comparison.yaml:13))
@@ -353,34 +529,77 @@ Value convert_lt__Tensor(Builder& b, Value self, Value other);
 Value convert_masked_fill__Scalar(Builder& b, Value self, Value mask, Scalar value);
 // masked_fill_.Tensor  (in-place twin of masked_fill.Tensor (codegen/mappings/comparison.yaml:37))
 Value convert_masked_fill__Tensor(Builder& b, Value self, Value mask, Value value);
+// mish_  (in-place twin of mish (codegen/mappings/activation.yaml:35))
+Value convert_mish_(Builder& b, Value self);
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:20))
 Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
 // mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:19))
 Value convert_mul__Tensor(Builder& b, Value self, Value other);
+// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:66))
+Value convert_nan_to_num_(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
 // ne_.Scalar  (in-place twin of ne.Scalar (codegen/mappings/comparison.yaml:8))
 Value convert_ne__Scalar(Builder& b, Value self, Scalar other);
 // ne_.Tensor  (in-place twin of ne.Tensor (codegen/mappings/comparison.yaml:7))
 Value convert_ne__Tensor(Builder& b, Value self, Value other);
-// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
+// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:5))
+Value convert_neg_(Builder& b, Value self);
+// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
+Value convert_reciprocal_(Builder& b, Value self);
+// relu6_  (in-place twin of relu6 (codegen/mappings/activation.yaml:51))
+Value convert_relu6_(Builder& b, Value self);
+// relu_  (in-place twin of relu (codegen/mappings/activation.yaml:4))
 Value convert_relu_(Builder& b, Value self);
 // remainder_.Scalar  (in-place twin of remainder.Scalar (codegen/mappings/arithmetic.yaml:31))
 Value convert_remainder__Scalar(Builder& b, Value self, Scalar other);
 // remainder_.Tensor  (in-place twin of remainder.Tensor (codegen/mappings/arithmetic.yaml:30))
 Value convert_remainder__Tensor(Builder& b, Value self, Value other);
-// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
+// round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
+Value convert_round_(Builder& b, Value self);
+// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
+Value convert_round__decimals(Builder& b, Value self, int64_t decimals);
+// rrelu_  (in-place twin of rrelu (codegen/mappings/activation.yaml:66))
+Value convert_rrelu_(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
+// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
+Value convert_rsqrt_(Builder& b, Value self);
+// selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))
+Value convert_selu_(Builder& b, Value self);
+// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
+Value convert_sgn_(Builder& b, Value self);
+// sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:9))
 Value convert_sigmoid_(Builder& b, Value self);
+// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
+Value convert_sign_(Builder& b, Value self);
+// silu_  (in-place twin of silu (codegen/mappings/activation.yaml:30))
+Value convert_silu_(Builder& b, Value self);
+// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
+Value convert_sin_(Builder& b, Value self);
+// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
+Value convert_sinh_(Builder& b, Value self);
+// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:24))
+Value convert_sqrt_(Builder& b, Value self);
+// square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
+Value convert_square_(Builder& b, Value self);
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
 Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:7))
 Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // t_  (in-place twin of t (codegen/mappings/shape.yaml:8))
 Value convert_t_(Builder& b, Value self);
-// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
+// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
+Value convert_tan_(Builder& b, Value self);
+// tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:10))
 Value convert_tanh_(Builder& b, Value self);
+// threshold_  (in-place twin of threshold (codegen/mappings/activation.yaml:60))
+Value convert_threshold_(Builder& b, Value self, Scalar threshold, Scalar value);
+// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
+Value convert_trunc_(Builder& b, Value self);
 // xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))
 Value convert_xlogy__Tensor(Builder& b, Value self, Value other);
 
 namespace manual {
+Value prelu(Builder& b, Value self, Value weight);
+Value glu(Builder& b, Value self, int64_t dim);
+Value rrelu(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
 Value add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
 Value add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 Value mul_Tensor(Builder& b, Value self, Value other);
@@ -452,6 +671,14 @@ Value sym_stride_int(Builder& b, Value self, int64_t dim);
 Value sym_storage_offset(Builder& b, Value self);
 Value sym_is_contiguous(Builder& b, Value self);
 Value _local_scalar_dense(Builder& b, Value self);
+Value log1p(Builder& b, Value self);
+Value expm1(Builder& b, Value self);
+Value erfinv(Builder& b, Value self);
+Value logit(Builder& b, Value self, std::optional<double> eps);
+Value round_decimals(Builder& b, Value self, int64_t decimals);
+Value isnan(Builder& b, Value self);
+Value isinf(Builder& b, Value self);
+Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
 }  // namespace manual
 
 }  // namespace fastonnx

@@ -80,6 +80,137 @@ void unpack__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs__log_softmax[] = {"self", "dim", "half_to_float"};
 
+void unpack_gelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::string approximate = given(args, 1) ? unpack_str(args[1], "approximate") : std::string(std::string("none"));
+  outs.push_back(convert_gelu(b, std::move(self), std::move(approximate)));
+}
+constexpr const char* kArgs_gelu[] = {"self", "approximate"};
+
+void unpack_silu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_silu(b, std::move(self)));
+}
+constexpr const char* kArgs_silu[] = {"self"};
+
+void unpack_hardsigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardsigmoid(b, std::move(self)));
+}
+constexpr const char* kArgs_hardsigmoid[] = {"self"};
+
+void unpack_hardswish([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardswish(b, std::move(self)));
+}
+constexpr const char* kArgs_hardswish[] = {"self"};
+
+void unpack_mish([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_mish(b, std::move(self)));
+}
+constexpr const char* kArgs_mish[] = {"self"};
+
+void unpack_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar beta = given(args, 1) ? unpack_scalar(args[1], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar threshold = given(args, 2) ? unpack_scalar(args[2], "threshold") : Scalar(Scalar(int64_t{20}));
+  outs.push_back(convert_softplus(b, std::move(self), std::move(beta), std::move(threshold)));
+}
+constexpr const char* kArgs_softplus[] = {"self", "beta", "threshold"};
+
+void unpack_elu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar scale = given(args, 2) ? unpack_scalar(args[2], "scale") : Scalar(Scalar(int64_t{1}));
+  Scalar input_scale = given(args, 3) ? unpack_scalar(args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_elu(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
+}
+constexpr const char* kArgs_elu[] = {"self", "alpha", "scale", "input_scale"};
+
+void unpack_selu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_selu(b, std::move(self)));
+}
+constexpr const char* kArgs_selu[] = {"self"};
+
+void unpack_celu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(1.0));
+  outs.push_back(convert_celu(b, std::move(self), std::move(alpha)));
+}
+constexpr const char* kArgs_celu[] = {"self", "alpha"};
+
+void unpack_relu6([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_relu6(b, std::move(self)));
+}
+constexpr const char* kArgs_relu6[] = {"self"};
+
+void unpack_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lambd = given(args, 1) ? unpack_scalar(args[1], "lambd") : Scalar(Scalar(0.5));
+  outs.push_back(convert_hardshrink(b, std::move(self), std::move(lambd)));
+}
+constexpr const char* kArgs_hardshrink[] = {"self", "lambd"};
+
+void unpack_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lambd = given(args, 1) ? unpack_scalar(args[1], "lambd") : Scalar(Scalar(0.5));
+  outs.push_back(convert_softshrink(b, std::move(self), std::move(lambd)));
+}
+constexpr const char* kArgs_softshrink[] = {"self", "lambd"};
+
+void unpack_log_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log_sigmoid(b, std::move(self)));
+}
+constexpr const char* kArgs_log_sigmoid[] = {"self"};
+
+void unpack_log_sigmoid_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  for (Value v : convert_log_sigmoid_forward(b, std::move(self))) outs.push_back(v);
+}
+constexpr const char* kArgs_log_sigmoid_forward[] = {"self"};
+
+void unpack_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar threshold = unpack_scalar(arg_at(args, 1), "threshold");
+  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  outs.push_back(convert_threshold(b, std::move(self), std::move(threshold), std::move(value)));
+}
+constexpr const char* kArgs_threshold[] = {"self", "threshold", "value"};
+
+void unpack__prelu_kernel([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  outs.push_back(convert__prelu_kernel(b, std::move(self), std::move(weight)));
+}
+constexpr const char* kArgs__prelu_kernel[] = {"self", "weight"};
+
+void unpack_prelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  outs.push_back(convert_prelu(b, std::move(self), std::move(weight)));
+}
+constexpr const char* kArgs_prelu[] = {"self", "weight"};
+
+void unpack_glu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
+  outs.push_back(convert_glu(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_glu[] = {"self", "dim"};
+
+void unpack_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lower = given(args, 1) ? unpack_scalar(args[1], "lower") : Scalar(Scalar(0.125));
+  Scalar upper = given(args, 2) ? unpack_scalar(args[2], "upper") : Scalar(Scalar(0.3333333333333333));
+  bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
+  outs.push_back(convert_rrelu(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
+}
+constexpr const char* kArgs_rrelu[] = {"self", "lower", "upper", "training", "generator"};
+
 void unpack_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
@@ -1011,6 +1142,269 @@ void unpack__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs__local_scalar_dense[] = {"self"};
 
+void unpack_abs([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_abs(b, std::move(self)));
+}
+constexpr const char* kArgs_abs[] = {"self"};
+
+void unpack_neg([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_neg(b, std::move(self)));
+}
+constexpr const char* kArgs_neg[] = {"self"};
+
+void unpack_acos([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acos(b, std::move(self)));
+}
+constexpr const char* kArgs_acos[] = {"self"};
+
+void unpack_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acosh(b, std::move(self)));
+}
+constexpr const char* kArgs_acosh[] = {"self"};
+
+void unpack_asin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asin(b, std::move(self)));
+}
+constexpr const char* kArgs_asin[] = {"self"};
+
+void unpack_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asinh(b, std::move(self)));
+}
+constexpr const char* kArgs_asinh[] = {"self"};
+
+void unpack_atan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atan(b, std::move(self)));
+}
+constexpr const char* kArgs_atan[] = {"self"};
+
+void unpack_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atanh(b, std::move(self)));
+}
+constexpr const char* kArgs_atanh[] = {"self"};
+
+void unpack_cos([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cos(b, std::move(self)));
+}
+constexpr const char* kArgs_cos[] = {"self"};
+
+void unpack_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cosh(b, std::move(self)));
+}
+constexpr const char* kArgs_cosh[] = {"self"};
+
+void unpack_sin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sin(b, std::move(self)));
+}
+constexpr const char* kArgs_sin[] = {"self"};
+
+void unpack_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sinh(b, std::move(self)));
+}
+constexpr const char* kArgs_sinh[] = {"self"};
+
+void unpack_tan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_tan(b, std::move(self)));
+}
+constexpr const char* kArgs_tan[] = {"self"};
+
+void unpack_erf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erf(b, std::move(self)));
+}
+constexpr const char* kArgs_erf[] = {"self"};
+
+void unpack_exp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp(b, std::move(self)));
+}
+constexpr const char* kArgs_exp[] = {"self"};
+
+void unpack_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp2(b, std::move(self)));
+}
+constexpr const char* kArgs_exp2[] = {"self"};
+
+void unpack_log([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log(b, std::move(self)));
+}
+constexpr const char* kArgs_log[] = {"self"};
+
+void unpack_log2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log2(b, std::move(self)));
+}
+constexpr const char* kArgs_log2[] = {"self"};
+
+void unpack_log10([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log10(b, std::move(self)));
+}
+constexpr const char* kArgs_log10[] = {"self"};
+
+void unpack_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_reciprocal(b, std::move(self)));
+}
+constexpr const char* kArgs_reciprocal[] = {"self"};
+
+void unpack_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sqrt(b, std::move(self)));
+}
+constexpr const char* kArgs_sqrt[] = {"self"};
+
+void unpack_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_rsqrt(b, std::move(self)));
+}
+constexpr const char* kArgs_rsqrt[] = {"self"};
+
+void unpack_square([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_square(b, std::move(self)));
+}
+constexpr const char* kArgs_square[] = {"self"};
+
+void unpack_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log1p(b, std::move(self)));
+}
+constexpr const char* kArgs_log1p[] = {"self"};
+
+void unpack_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_expm1(b, std::move(self)));
+}
+constexpr const char* kArgs_expm1[] = {"self"};
+
+void unpack_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erfinv(b, std::move(self)));
+}
+constexpr const char* kArgs_erfinv[] = {"self"};
+
+void unpack_logit([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> eps = given(args, 1) ? unpack_opt_float(args[1], "eps") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_logit(b, std::move(self), std::move(eps)));
+}
+constexpr const char* kArgs_logit[] = {"self", "eps"};
+
+void unpack_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_ceil(b, std::move(self)));
+}
+constexpr const char* kArgs_ceil[] = {"self"};
+
+void unpack_floor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_floor(b, std::move(self)));
+}
+constexpr const char* kArgs_floor[] = {"self"};
+
+void unpack_round([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_round(b, std::move(self)));
+}
+constexpr const char* kArgs_round[] = {"self"};
+
+void unpack_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_trunc(b, std::move(self)));
+}
+constexpr const char* kArgs_trunc[] = {"self"};
+
+void unpack_frac([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_frac(b, std::move(self)));
+}
+constexpr const char* kArgs_frac[] = {"self"};
+
+void unpack_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t decimals = unpack_int(arg_at(args, 1), "decimals");
+  outs.push_back(convert_round_decimals(b, std::move(self), std::move(decimals)));
+}
+constexpr const char* kArgs_round_decimals[] = {"self", "decimals"};
+
+void unpack_sign([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sign(b, std::move(self)));
+}
+constexpr const char* kArgs_sign[] = {"self"};
+
+void unpack_sgn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sgn(b, std::move(self)));
+}
+constexpr const char* kArgs_sgn[] = {"self"};
+
+void unpack_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_isnan(b, std::move(self)));
+}
+constexpr const char* kArgs_isnan[] = {"self"};
+
+void unpack_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_isinf(b, std::move(self)));
+}
+constexpr const char* kArgs_isinf[] = {"self"};
+
+void unpack_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> nan = given(args, 1) ? unpack_opt_float(args[1], "nan") : std::optional<double>(std::nullopt);
+  std::optional<double> posinf = given(args, 2) ? unpack_opt_float(args[2], "posinf") : std::optional<double>(std::nullopt);
+  std::optional<double> neginf = given(args, 3) ? unpack_opt_float(args[3], "neginf") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_nan_to_num(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
+}
+constexpr const char* kArgs_nan_to_num[] = {"self", "nan", "posinf", "neginf"};
+
+void unpack_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_bitwise_not(b, std::move(self)));
+}
+constexpr const char* kArgs_bitwise_not[] = {"self"};
+
+void unpack_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_logical_not(b, std::move(self)));
+}
+constexpr const char* kArgs_logical_not[] = {"self"};
+
+void unpack_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_abs_(b, std::move(self)));
+}
+constexpr const char* kArgs_abs_[] = {"self"};
+
+void unpack_acos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acos_(b, std::move(self)));
+}
+constexpr const char* kArgs_acos_[] = {"self"};
+
+void unpack_acosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_acosh_(b, std::move(self)));
+}
+constexpr const char* kArgs_acosh_[] = {"self"};
+
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1055,12 +1449,36 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
+void unpack_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asin_(b, std::move(self)));
+}
+constexpr const char* kArgs_asin_[] = {"self"};
+
+void unpack_asinh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_asinh_(b, std::move(self)));
+}
+constexpr const char* kArgs_asinh_[] = {"self"};
+
 void unpack_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_atan2_(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_atan2_[] = {"self", "other"};
+
+void unpack_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atan_(b, std::move(self)));
+}
+constexpr const char* kArgs_atan_[] = {"self"};
+
+void unpack_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_atanh_(b, std::move(self)));
+}
+constexpr const char* kArgs_atanh_[] = {"self"};
 
 void unpack_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1075,6 +1493,12 @@ void unpack_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
   outs.push_back(convert_bitwise_and__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_bitwise_not_(b, std::move(self)));
+}
+constexpr const char* kArgs_bitwise_not_[] = {"self"};
 
 void unpack_bitwise_or__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1103,6 +1527,19 @@ void unpack_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
   outs.push_back(convert_bitwise_xor__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor__Tensor[] = {"self", "other"};
+
+void unpack_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_ceil_(b, std::move(self)));
+}
+constexpr const char* kArgs_ceil_[] = {"self"};
+
+void unpack_celu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(1.0));
+  outs.push_back(convert_celu_(b, std::move(self), std::move(alpha)));
+}
+constexpr const char* kArgs_celu_[] = {"self", "alpha"};
 
 void unpack_clamp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1148,6 +1585,18 @@ void unpack_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] cons
 }
 constexpr const char* kArgs_clamp_min__Tensor[] = {"self", "min"};
 
+void unpack_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cos_(b, std::move(self)));
+}
+constexpr const char* kArgs_cos_[] = {"self"};
+
+void unpack_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_cosh_(b, std::move(self)));
+}
+constexpr const char* kArgs_cosh_[] = {"self"};
+
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1178,6 +1627,15 @@ void unpack_div__Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const
 }
 constexpr const char* kArgs_div__Tensor_mode[] = {"self", "other", "rounding_mode"};
 
+void unpack_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar scale = given(args, 2) ? unpack_scalar(args[2], "scale") : Scalar(Scalar(int64_t{1}));
+  Scalar input_scale = given(args, 3) ? unpack_scalar(args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_elu_(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
+}
+constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
+
 void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1191,6 +1649,42 @@ void unpack_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_eq__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq__Tensor[] = {"self", "other"};
+
+void unpack_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erf_(b, std::move(self)));
+}
+constexpr const char* kArgs_erf_[] = {"self"};
+
+void unpack_erfinv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_erfinv_(b, std::move(self)));
+}
+constexpr const char* kArgs_erfinv_[] = {"self"};
+
+void unpack_exp2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp2_(b, std::move(self)));
+}
+constexpr const char* kArgs_exp2_[] = {"self"};
+
+void unpack_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_exp_(b, std::move(self)));
+}
+constexpr const char* kArgs_exp_[] = {"self"};
+
+void unpack_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_expm1_(b, std::move(self)));
+}
+constexpr const char* kArgs_expm1_[] = {"self"};
+
+void unpack_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_floor_(b, std::move(self)));
+}
+constexpr const char* kArgs_floor_[] = {"self"};
 
 void unpack_floor_divide__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1213,6 +1707,12 @@ void unpack_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs_fmod__Tensor[] = {"self", "other"};
 
+void unpack_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_frac_(b, std::move(self)));
+}
+constexpr const char* kArgs_frac_[] = {"self"};
+
 void unpack_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1227,6 +1727,13 @@ void unpack_ge__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_ge__Tensor[] = {"self", "other"};
 
+void unpack_gelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::string approximate = given(args, 1) ? unpack_str(args[1], "approximate") : std::string(std::string("none"));
+  outs.push_back(convert_gelu_(b, std::move(self), std::move(approximate)));
+}
+constexpr const char* kArgs_gelu_[] = {"self", "approximate"};
+
 void unpack_gt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1240,6 +1747,18 @@ void unpack_gt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_gt__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt__Tensor[] = {"self", "other"};
+
+void unpack_hardsigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardsigmoid_(b, std::move(self)));
+}
+constexpr const char* kArgs_hardsigmoid_[] = {"self"};
+
+void unpack_hardswish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_hardswish_(b, std::move(self)));
+}
+constexpr const char* kArgs_hardswish_[] = {"self"};
 
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1286,12 +1805,42 @@ void unpack_lerp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs_lerp__Tensor[] = {"self", "end", "weight"};
 
+void unpack_log10_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log10_(b, std::move(self)));
+}
+constexpr const char* kArgs_log10_[] = {"self"};
+
+void unpack_log1p_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log1p_(b, std::move(self)));
+}
+constexpr const char* kArgs_log1p_[] = {"self"};
+
+void unpack_log2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log2_(b, std::move(self)));
+}
+constexpr const char* kArgs_log2_[] = {"self"};
+
+void unpack_log_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_log_(b, std::move(self)));
+}
+constexpr const char* kArgs_log_[] = {"self"};
+
 void unpack_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   outs.push_back(convert_logical_and_(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_and_[] = {"self", "other"};
+
+void unpack_logical_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_logical_not_(b, std::move(self)));
+}
+constexpr const char* kArgs_logical_not_[] = {"self"};
 
 void unpack_logical_or_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1306,6 +1855,13 @@ void unpack_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   outs.push_back(convert_logical_xor_(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_xor_[] = {"self", "other"};
+
+void unpack_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> eps = given(args, 1) ? unpack_opt_float(args[1], "eps") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_logit_(b, std::move(self), std::move(eps)));
+}
+constexpr const char* kArgs_logit_[] = {"self", "eps"};
 
 void unpack_lt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1337,6 +1893,12 @@ void unpack_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_masked_fill__Tensor[] = {"self", "mask", "value"};
 
+void unpack_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_mish_(b, std::move(self)));
+}
+constexpr const char* kArgs_mish_[] = {"self"};
+
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1351,6 +1913,15 @@ void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
 
+void unpack_nan_to_num_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<double> nan = given(args, 1) ? unpack_opt_float(args[1], "nan") : std::optional<double>(std::nullopt);
+  std::optional<double> posinf = given(args, 2) ? unpack_opt_float(args[2], "posinf") : std::optional<double>(std::nullopt);
+  std::optional<double> neginf = given(args, 3) ? unpack_opt_float(args[3], "neginf") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_nan_to_num_(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
+}
+constexpr const char* kArgs_nan_to_num_[] = {"self", "nan", "posinf", "neginf"};
+
 void unpack_ne__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1364,6 +1935,24 @@ void unpack_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_ne__Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne__Tensor[] = {"self", "other"};
+
+void unpack_neg_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_neg_(b, std::move(self)));
+}
+constexpr const char* kArgs_neg_[] = {"self"};
+
+void unpack_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_reciprocal_(b, std::move(self)));
+}
+constexpr const char* kArgs_reciprocal_[] = {"self"};
+
+void unpack_relu6_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_relu6_(b, std::move(self)));
+}
+constexpr const char* kArgs_relu6_[] = {"self"};
 
 void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1385,11 +1974,87 @@ void unpack_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] cons
 }
 constexpr const char* kArgs_remainder__Tensor[] = {"self", "other"};
 
+void unpack_round_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_round_(b, std::move(self)));
+}
+constexpr const char* kArgs_round_[] = {"self"};
+
+void unpack_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t decimals = unpack_int(arg_at(args, 1), "decimals");
+  outs.push_back(convert_round__decimals(b, std::move(self), std::move(decimals)));
+}
+constexpr const char* kArgs_round__decimals[] = {"self", "decimals"};
+
+void unpack_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar lower = given(args, 1) ? unpack_scalar(args[1], "lower") : Scalar(Scalar(0.125));
+  Scalar upper = given(args, 2) ? unpack_scalar(args[2], "upper") : Scalar(Scalar(0.3333333333333333));
+  bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
+  outs.push_back(convert_rrelu_(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
+}
+constexpr const char* kArgs_rrelu_[] = {"self", "lower", "upper", "training", "generator"};
+
+void unpack_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_rsqrt_(b, std::move(self)));
+}
+constexpr const char* kArgs_rsqrt_[] = {"self"};
+
+void unpack_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_selu_(b, std::move(self)));
+}
+constexpr const char* kArgs_selu_[] = {"self"};
+
+void unpack_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sgn_(b, std::move(self)));
+}
+constexpr const char* kArgs_sgn_[] = {"self"};
+
 void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_sigmoid_(b, std::move(self)));
 }
 constexpr const char* kArgs_sigmoid_[] = {"self"};
+
+void unpack_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sign_(b, std::move(self)));
+}
+constexpr const char* kArgs_sign_[] = {"self"};
+
+void unpack_silu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_silu_(b, std::move(self)));
+}
+constexpr const char* kArgs_silu_[] = {"self"};
+
+void unpack_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sin_(b, std::move(self)));
+}
+constexpr const char* kArgs_sin_[] = {"self"};
+
+void unpack_sinh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sinh_(b, std::move(self)));
+}
+constexpr const char* kArgs_sinh_[] = {"self"};
+
+void unpack_sqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_sqrt_(b, std::move(self)));
+}
+constexpr const char* kArgs_sqrt_[] = {"self"};
+
+void unpack_square_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_square_(b, std::move(self)));
+}
+constexpr const char* kArgs_square_[] = {"self"};
 
 void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1413,11 +2078,31 @@ void unpack_t_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [
 }
 constexpr const char* kArgs_t_[] = {"self"};
 
+void unpack_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_tan_(b, std::move(self)));
+}
+constexpr const char* kArgs_tan_[] = {"self"};
+
 void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_tanh_(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
+
+void unpack_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar threshold = unpack_scalar(arg_at(args, 1), "threshold");
+  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  outs.push_back(convert_threshold_(b, std::move(self), std::move(threshold), std::move(value)));
+}
+constexpr const char* kArgs_threshold_[] = {"self", "threshold", "value"};
+
+void unpack_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_trunc_(b, std::move(self)));
+}
+constexpr const char* kArgs_trunc_[] = {"self"};
 
 void unpack_xlogy__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1436,6 +2121,25 @@ const OpEntry kOps[] = {
     {"_softmax", &unpack__softmax, kArgs__softmax},
     {"log_softmax.int", &unpack_log_softmax_int, kArgs_log_softmax_int},
     {"_log_softmax", &unpack__log_softmax, kArgs__log_softmax},
+    {"gelu", &unpack_gelu, kArgs_gelu},
+    {"silu", &unpack_silu, kArgs_silu},
+    {"hardsigmoid", &unpack_hardsigmoid, kArgs_hardsigmoid},
+    {"hardswish", &unpack_hardswish, kArgs_hardswish},
+    {"mish", &unpack_mish, kArgs_mish},
+    {"softplus", &unpack_softplus, kArgs_softplus},
+    {"elu", &unpack_elu, kArgs_elu},
+    {"selu", &unpack_selu, kArgs_selu},
+    {"celu", &unpack_celu, kArgs_celu},
+    {"relu6", &unpack_relu6, kArgs_relu6},
+    {"hardshrink", &unpack_hardshrink, kArgs_hardshrink},
+    {"softshrink", &unpack_softshrink, kArgs_softshrink},
+    {"log_sigmoid", &unpack_log_sigmoid, kArgs_log_sigmoid},
+    {"log_sigmoid_forward", &unpack_log_sigmoid_forward, kArgs_log_sigmoid_forward},
+    {"threshold", &unpack_threshold, kArgs_threshold},
+    {"_prelu_kernel", &unpack__prelu_kernel, kArgs__prelu_kernel},
+    {"prelu", &unpack_prelu, kArgs_prelu},
+    {"glu", &unpack_glu, kArgs_glu},
+    {"rrelu", &unpack_rrelu, kArgs_rrelu},
     {"add.Tensor", &unpack_add_Tensor, kArgs_add_Tensor},
     {"add.Scalar", &unpack_add_Scalar, kArgs_add_Scalar},
     {"sub.Tensor", &unpack_sub_Tensor, kArgs_sub_Tensor},
@@ -1553,62 +2257,151 @@ const OpEntry kOps[] = {
     {"sym_storage_offset", &unpack_sym_storage_offset, kArgs_sym_storage_offset},
     {"sym_is_contiguous", &unpack_sym_is_contiguous, kArgs_sym_is_contiguous},
     {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense},
+    {"abs", &unpack_abs, kArgs_abs},
+    {"neg", &unpack_neg, kArgs_neg},
+    {"acos", &unpack_acos, kArgs_acos},
+    {"acosh", &unpack_acosh, kArgs_acosh},
+    {"asin", &unpack_asin, kArgs_asin},
+    {"asinh", &unpack_asinh, kArgs_asinh},
+    {"atan", &unpack_atan, kArgs_atan},
+    {"atanh", &unpack_atanh, kArgs_atanh},
+    {"cos", &unpack_cos, kArgs_cos},
+    {"cosh", &unpack_cosh, kArgs_cosh},
+    {"sin", &unpack_sin, kArgs_sin},
+    {"sinh", &unpack_sinh, kArgs_sinh},
+    {"tan", &unpack_tan, kArgs_tan},
+    {"erf", &unpack_erf, kArgs_erf},
+    {"exp", &unpack_exp, kArgs_exp},
+    {"exp2", &unpack_exp2, kArgs_exp2},
+    {"log", &unpack_log, kArgs_log},
+    {"log2", &unpack_log2, kArgs_log2},
+    {"log10", &unpack_log10, kArgs_log10},
+    {"reciprocal", &unpack_reciprocal, kArgs_reciprocal},
+    {"sqrt", &unpack_sqrt, kArgs_sqrt},
+    {"rsqrt", &unpack_rsqrt, kArgs_rsqrt},
+    {"square", &unpack_square, kArgs_square},
+    {"log1p", &unpack_log1p, kArgs_log1p},
+    {"expm1", &unpack_expm1, kArgs_expm1},
+    {"erfinv", &unpack_erfinv, kArgs_erfinv},
+    {"logit", &unpack_logit, kArgs_logit},
+    {"ceil", &unpack_ceil, kArgs_ceil},
+    {"floor", &unpack_floor, kArgs_floor},
+    {"round", &unpack_round, kArgs_round},
+    {"trunc", &unpack_trunc, kArgs_trunc},
+    {"frac", &unpack_frac, kArgs_frac},
+    {"round.decimals", &unpack_round_decimals, kArgs_round_decimals},
+    {"sign", &unpack_sign, kArgs_sign},
+    {"sgn", &unpack_sgn, kArgs_sgn},
+    {"isnan", &unpack_isnan, kArgs_isnan},
+    {"isinf", &unpack_isinf, kArgs_isinf},
+    {"nan_to_num", &unpack_nan_to_num, kArgs_nan_to_num},
+    {"bitwise_not", &unpack_bitwise_not, kArgs_bitwise_not},
+    {"logical_not", &unpack_logical_not, kArgs_logical_not},
+    {"abs_", &unpack_abs_, kArgs_abs_},
+    {"acos_", &unpack_acos_, kArgs_acos_},
+    {"acosh_", &unpack_acosh_, kArgs_acosh_},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addcdiv_", &unpack_addcdiv_, kArgs_addcdiv_},
     {"addcmul_", &unpack_addcmul_, kArgs_addcmul_},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"asin_", &unpack_asin_, kArgs_asin_},
+    {"asinh_", &unpack_asinh_, kArgs_asinh_},
     {"atan2_", &unpack_atan2_, kArgs_atan2_},
+    {"atan_", &unpack_atan_, kArgs_atan_},
+    {"atanh_", &unpack_atanh_, kArgs_atanh_},
     {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar},
     {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor},
+    {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_},
     {"bitwise_or_.Scalar", &unpack_bitwise_or__Scalar, kArgs_bitwise_or__Scalar},
     {"bitwise_or_.Tensor", &unpack_bitwise_or__Tensor, kArgs_bitwise_or__Tensor},
     {"bitwise_xor_.Scalar", &unpack_bitwise_xor__Scalar, kArgs_bitwise_xor__Scalar},
     {"bitwise_xor_.Tensor", &unpack_bitwise_xor__Tensor, kArgs_bitwise_xor__Tensor},
+    {"ceil_", &unpack_ceil_, kArgs_ceil_},
+    {"celu_", &unpack_celu_, kArgs_celu_},
     {"clamp_", &unpack_clamp_, kArgs_clamp_},
     {"clamp_.Tensor", &unpack_clamp__Tensor, kArgs_clamp__Tensor},
     {"clamp_max_", &unpack_clamp_max_, kArgs_clamp_max_},
     {"clamp_max_.Tensor", &unpack_clamp_max__Tensor, kArgs_clamp_max__Tensor},
     {"clamp_min_", &unpack_clamp_min_, kArgs_clamp_min_},
     {"clamp_min_.Tensor", &unpack_clamp_min__Tensor, kArgs_clamp_min__Tensor},
+    {"cos_", &unpack_cos_, kArgs_cos_},
+    {"cosh_", &unpack_cosh_, kArgs_cosh_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Scalar_mode", &unpack_div__Scalar_mode, kArgs_div__Scalar_mode},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
     {"div_.Tensor_mode", &unpack_div__Tensor_mode, kArgs_div__Tensor_mode},
+    {"elu_", &unpack_elu_, kArgs_elu_},
     {"eq_.Scalar", &unpack_eq__Scalar, kArgs_eq__Scalar},
     {"eq_.Tensor", &unpack_eq__Tensor, kArgs_eq__Tensor},
+    {"erf_", &unpack_erf_, kArgs_erf_},
+    {"erfinv_", &unpack_erfinv_, kArgs_erfinv_},
+    {"exp2_", &unpack_exp2_, kArgs_exp2_},
+    {"exp_", &unpack_exp_, kArgs_exp_},
+    {"expm1_", &unpack_expm1_, kArgs_expm1_},
+    {"floor_", &unpack_floor_, kArgs_floor_},
     {"floor_divide_.Scalar", &unpack_floor_divide__Scalar, kArgs_floor_divide__Scalar},
     {"fmod_.Scalar", &unpack_fmod__Scalar, kArgs_fmod__Scalar},
     {"fmod_.Tensor", &unpack_fmod__Tensor, kArgs_fmod__Tensor},
+    {"frac_", &unpack_frac_, kArgs_frac_},
     {"ge_.Scalar", &unpack_ge__Scalar, kArgs_ge__Scalar},
     {"ge_.Tensor", &unpack_ge__Tensor, kArgs_ge__Tensor},
+    {"gelu_", &unpack_gelu_, kArgs_gelu_},
     {"gt_.Scalar", &unpack_gt__Scalar, kArgs_gt__Scalar},
     {"gt_.Tensor", &unpack_gt__Tensor, kArgs_gt__Tensor},
+    {"hardsigmoid_", &unpack_hardsigmoid_, kArgs_hardsigmoid_},
+    {"hardswish_", &unpack_hardswish_, kArgs_hardswish_},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
     {"le_.Scalar", &unpack_le__Scalar, kArgs_le__Scalar},
     {"le_.Tensor", &unpack_le__Tensor, kArgs_le__Tensor},
     {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
     {"lerp_.Scalar", &unpack_lerp__Scalar, kArgs_lerp__Scalar},
     {"lerp_.Tensor", &unpack_lerp__Tensor, kArgs_lerp__Tensor},
+    {"log10_", &unpack_log10_, kArgs_log10_},
+    {"log1p_", &unpack_log1p_, kArgs_log1p_},
+    {"log2_", &unpack_log2_, kArgs_log2_},
+    {"log_", &unpack_log_, kArgs_log_},
     {"logical_and_", &unpack_logical_and_, kArgs_logical_and_},
+    {"logical_not_", &unpack_logical_not_, kArgs_logical_not_},
     {"logical_or_", &unpack_logical_or_, kArgs_logical_or_},
     {"logical_xor_", &unpack_logical_xor_, kArgs_logical_xor_},
+    {"logit_", &unpack_logit_, kArgs_logit_},
     {"lt_.Scalar", &unpack_lt__Scalar, kArgs_lt__Scalar},
     {"lt_.Tensor", &unpack_lt__Tensor, kArgs_lt__Tensor},
     {"masked_fill_.Scalar", &unpack_masked_fill__Scalar, kArgs_masked_fill__Scalar},
     {"masked_fill_.Tensor", &unpack_masked_fill__Tensor, kArgs_masked_fill__Tensor},
+    {"mish_", &unpack_mish_, kArgs_mish_},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
     {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
+    {"nan_to_num_", &unpack_nan_to_num_, kArgs_nan_to_num_},
     {"ne_.Scalar", &unpack_ne__Scalar, kArgs_ne__Scalar},
     {"ne_.Tensor", &unpack_ne__Tensor, kArgs_ne__Tensor},
+    {"neg_", &unpack_neg_, kArgs_neg_},
+    {"reciprocal_", &unpack_reciprocal_, kArgs_reciprocal_},
+    {"relu6_", &unpack_relu6_, kArgs_relu6_},
     {"relu_", &unpack_relu_, kArgs_relu_},
     {"remainder_.Scalar", &unpack_remainder__Scalar, kArgs_remainder__Scalar},
     {"remainder_.Tensor", &unpack_remainder__Tensor, kArgs_remainder__Tensor},
+    {"round_", &unpack_round_, kArgs_round_},
+    {"round_.decimals", &unpack_round__decimals, kArgs_round__decimals},
+    {"rrelu_", &unpack_rrelu_, kArgs_rrelu_},
+    {"rsqrt_", &unpack_rsqrt_, kArgs_rsqrt_},
+    {"selu_", &unpack_selu_, kArgs_selu_},
+    {"sgn_", &unpack_sgn_, kArgs_sgn_},
     {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
+    {"sign_", &unpack_sign_, kArgs_sign_},
+    {"silu_", &unpack_silu_, kArgs_silu_},
+    {"sin_", &unpack_sin_, kArgs_sin_},
+    {"sinh_", &unpack_sinh_, kArgs_sinh_},
+    {"sqrt_", &unpack_sqrt_, kArgs_sqrt_},
+    {"square_", &unpack_square_, kArgs_square_},
     {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
     {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
     {"t_", &unpack_t_, kArgs_t_},
+    {"tan_", &unpack_tan_, kArgs_tan_},
     {"tanh_", &unpack_tanh_, kArgs_tanh_},
+    {"threshold_", &unpack_threshold_, kArgs_threshold_},
+    {"trunc_", &unpack_trunc_, kArgs_trunc_},
     {"xlogy_.Tensor", &unpack_xlogy__Tensor, kArgs_xlogy__Tensor},
 };
 

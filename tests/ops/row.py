@@ -93,6 +93,18 @@ def unary(dtype: torch.dtype, **kwargs) -> Iterator[SampleInput]:
         yield SampleInput(tensor(shape, dtype), kwargs=kwargs)
 
 
+# Values where elementwise ops differ most easily: NaN, infinities, signed zeros, rounding ties,
+# values near 0 (log1p, expm1), at the edges of [-1, 1] and large enough to saturate.
+SPECIAL_VALUES = (
+    float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1e-10, -3e-7, 2e-4,
+    0.999, -1.0, 1.0, 1.2, -1.7, 40.0, -40.0, 1e4, -1e4,
+)
+
+
+def special_values(dtype: torch.dtype) -> Iterator[SampleInput]:
+    yield SampleInput(torch.tensor(SPECIAL_VALUES, dtype=dtype))
+
+
 def binary(dtype: torch.dtype, alphas: tuple = ()) -> Iterator[SampleInput]:
     for a, b in [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 4), ())]:
         yield SampleInput(tensor(a, dtype), args=(tensor(b, dtype, exclude_zero=True),))

@@ -41,9 +41,10 @@ def _compare(case: Case) -> None:
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     rtol, atol = case.row.tolerance.get(case.dtype, (None, None))
     for i, (got, want) in enumerate(zip(actual, expected)):
-        # NaN where torch has NaN (0/0, the log of a negative) is parity.
+        # NaN where torch gives NaN is parity (and NaN anywhere else is not).
         torch.testing.assert_close(
-            torch.from_numpy(np.array(got)), want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, i=i: f"output {i}: {m}"
+            torch.from_numpy(np.array(got)), want, rtol=rtol, atol=atol, equal_nan=True,
+            msg=lambda m, i=i: f"output {i}: {m}",
         )
 
 
