@@ -41,8 +41,14 @@ def _compare(case: Case) -> None:
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     rtol, atol = case.row.tolerance.get(case.dtype, (None, None))
     for i, (got, want) in enumerate(zip(actual, expected)):
+        # NaN where torch gives NaN is parity (a variance over no elements, 0/0).
         torch.testing.assert_close(
-            torch.from_numpy(np.array(got)), want, rtol=rtol, atol=atol, msg=lambda m, i=i: f"output {i}: {m}"
+            torch.from_numpy(np.array(got)),
+            want,
+            rtol=rtol,
+            atol=atol,
+            equal_nan=True,
+            msg=lambda m, i=i: f"output {i}: {m}",
         )
 
 
