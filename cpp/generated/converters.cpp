@@ -559,6 +559,310 @@ Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
+// amax  (codegen/mappings/reduction.yaml:17)
+Value convert_amax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::amax(b, self, dim, keepdim);
+  }
+}
+
+// amin  (codegen/mappings/reduction.yaml:18)
+Value convert_amin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::amin(b, self, dim, keepdim);
+  }
+}
+
+// max  (codegen/mappings/reduction.yaml:19)
+Value convert_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::max(b, self);
+  }
+}
+
+// min  (codegen/mappings/reduction.yaml:20)
+Value convert_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::min(b, self);
+  }
+}
+
+// max.dim  (codegen/mappings/reduction.yaml:21)
+std::array<Value, 2> convert_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::max_dim(b, self, dim, keepdim);
+  }
+}
+
+// min.dim  (codegen/mappings/reduction.yaml:22)
+std::array<Value, 2> convert_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::min_dim(b, self, dim, keepdim);
+  }
+}
+
+// argmax  (codegen/mappings/reduction.yaml:23)
+Value convert_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::argmax(b, self, dim, keepdim);
+  }
+}
+
+// argmin  (codegen/mappings/reduction.yaml:24)
+Value convert_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::argmin(b, self, dim, keepdim);
+  }
+}
+
+// any  (codegen/mappings/reduction.yaml:25)
+Value convert_any([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::any(b, self);
+  }
+}
+
+// any.dim  (codegen/mappings/reduction.yaml:26)
+Value convert_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::any_dim(b, self, dim, keepdim);
+  }
+}
+
+// any.dims  (codegen/mappings/reduction.yaml:27)
+Value convert_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::any_dims(b, self, dim, keepdim);
+  }
+}
+
+// all  (codegen/mappings/reduction.yaml:28)
+Value convert_all([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::all(b, self);
+  }
+}
+
+// all.dim  (codegen/mappings/reduction.yaml:29)
+Value convert_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::all_dim(b, self, dim, keepdim);
+  }
+}
+
+// all.dims  (codegen/mappings/reduction.yaml:30)
+Value convert_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::all_dims(b, self, dim, keepdim);
+  }
+}
+
+// prod  (codegen/mappings/reduction.yaml:31)
+Value convert_prod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::prod(b, self, dtype);
+  }
+}
+
+// prod.dim_int  (codegen/mappings/reduction.yaml:32)
+Value convert_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::prod_dim_int(b, self, dim, keepdim, dtype);
+  }
+}
+
+// count_nonzero  (codegen/mappings/reduction.yaml:33)
+Value convert_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim) {
+  // manual: True
+  {
+    return manual::count_nonzero(b, self, dim);
+  }
+}
+
+// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:34)
+Value convert_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  // manual: True
+  {
+    return manual::count_nonzero_dim_IntList(b, self, dim);
+  }
+}
+
+// logsumexp  (codegen/mappings/reduction.yaml:35)
+Value convert_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::logsumexp(b, self, dim, keepdim);
+  }
+}
+
+// linalg_vector_norm  (codegen/mappings/reduction.yaml:36)
+Value convert_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar ord, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::linalg_vector_norm(b, self, ord, dim, keepdim, dtype);
+  }
+}
+
+// norm.ScalarOpt_dim  (codegen/mappings/reduction.yaml:37)
+Value convert_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Scalar> p, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::norm_ScalarOpt_dim(b, self, p, dim, keepdim);
+  }
+}
+
+// var.correction  (codegen/mappings/reduction.yaml:39)
+Value convert_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// var.dim  (codegen/mappings/reduction.yaml:40)
+Value convert_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// var  (codegen/mappings/reduction.yaml:41)
+Value convert_var([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::var(b, self, unbiased);
+  }
+}
+
+// std.correction  (codegen/mappings/reduction.yaml:42)
+Value convert_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// std.dim  (codegen/mappings/reduction.yaml:43)
+Value convert_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// std  (codegen/mappings/reduction.yaml:44)
+Value convert_std([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::std(b, self, unbiased);
+  }
+}
+
+// var_mean.correction  (codegen/mappings/reduction.yaml:45)
+std::array<Value, 2> convert_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_mean_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// var_mean.dim  (codegen/mappings/reduction.yaml:46)
+std::array<Value, 2> convert_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_mean_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// var_mean  (codegen/mappings/reduction.yaml:47)
+std::array<Value, 2> convert_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::var_mean(b, self, unbiased);
+  }
+}
+
+// std_mean.correction  (codegen/mappings/reduction.yaml:48)
+std::array<Value, 2> convert_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_mean_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// std_mean.dim  (codegen/mappings/reduction.yaml:49)
+std::array<Value, 2> convert_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_mean_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// std_mean  (codegen/mappings/reduction.yaml:50)
+std::array<Value, 2> convert_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::std_mean(b, self, unbiased);
+  }
+}
+
+// cumsum  (codegen/mappings/reduction.yaml:52)
+Value convert_cumsum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::cumsum(b, self, dim, dtype);
+  }
+}
+
+// cumprod  (codegen/mappings/reduction.yaml:53)
+Value convert_cumprod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::cumprod(b, self, dim, dtype);
+  }
+}
+
+// cummax  (codegen/mappings/reduction.yaml:54)
+std::array<Value, 2> convert_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::cummax(b, self, dim);
+  }
+}
+
+// cummin  (codegen/mappings/reduction.yaml:55)
+std::array<Value, 2> convert_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::cummin(b, self, dim);
+  }
+}
+
+// logcumsumexp  (codegen/mappings/reduction.yaml:56)
+Value convert_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::logcumsumexp(b, self, dim);
+  }
+}
+
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
@@ -687,6 +991,16 @@ Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
+}
+
+// cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))
+Value convert_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  return convert_cumprod(b, self, dim, dtype);
+}
+
+// cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
+Value convert_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  return convert_cumsum(b, self, dim, dtype);
 }
 
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))

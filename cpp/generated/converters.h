@@ -101,6 +101,82 @@ Value convert_sum(Builder& b, Value self, std::optional<ScalarType> dtype);
 Value convert_sum_dim_IntList(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean(Builder& b, Value self, std::optional<ScalarType> dtype);
+// amax  (codegen/mappings/reduction.yaml:17)
+Value convert_amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// amin  (codegen/mappings/reduction.yaml:18)
+Value convert_amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// max  (codegen/mappings/reduction.yaml:19)
+Value convert_max(Builder& b, Value self);
+// min  (codegen/mappings/reduction.yaml:20)
+Value convert_min(Builder& b, Value self);
+// max.dim  (codegen/mappings/reduction.yaml:21)
+std::array<Value, 2> convert_max_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// min.dim  (codegen/mappings/reduction.yaml:22)
+std::array<Value, 2> convert_min_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// argmax  (codegen/mappings/reduction.yaml:23)
+Value convert_argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+// argmin  (codegen/mappings/reduction.yaml:24)
+Value convert_argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+// any  (codegen/mappings/reduction.yaml:25)
+Value convert_any(Builder& b, Value self);
+// any.dim  (codegen/mappings/reduction.yaml:26)
+Value convert_any_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// any.dims  (codegen/mappings/reduction.yaml:27)
+Value convert_any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+// all  (codegen/mappings/reduction.yaml:28)
+Value convert_all(Builder& b, Value self);
+// all.dim  (codegen/mappings/reduction.yaml:29)
+Value convert_all_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// all.dims  (codegen/mappings/reduction.yaml:30)
+Value convert_all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+// prod  (codegen/mappings/reduction.yaml:31)
+Value convert_prod(Builder& b, Value self, std::optional<ScalarType> dtype);
+// prod.dim_int  (codegen/mappings/reduction.yaml:32)
+Value convert_prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype);
+// count_nonzero  (codegen/mappings/reduction.yaml:33)
+Value convert_count_nonzero(Builder& b, Value self, std::optional<int64_t> dim);
+// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:34)
+Value convert_count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim);
+// logsumexp  (codegen/mappings/reduction.yaml:35)
+Value convert_logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// linalg_vector_norm  (codegen/mappings/reduction.yaml:36)
+Value convert_linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
+// norm.ScalarOpt_dim  (codegen/mappings/reduction.yaml:37)
+Value convert_norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim);
+// var.correction  (codegen/mappings/reduction.yaml:39)
+Value convert_var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// var.dim  (codegen/mappings/reduction.yaml:40)
+Value convert_var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// var  (codegen/mappings/reduction.yaml:41)
+Value convert_var(Builder& b, Value self, bool unbiased);
+// std.correction  (codegen/mappings/reduction.yaml:42)
+Value convert_std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// std.dim  (codegen/mappings/reduction.yaml:43)
+Value convert_std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// std  (codegen/mappings/reduction.yaml:44)
+Value convert_std(Builder& b, Value self, bool unbiased);
+// var_mean.correction  (codegen/mappings/reduction.yaml:45)
+std::array<Value, 2> convert_var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// var_mean.dim  (codegen/mappings/reduction.yaml:46)
+std::array<Value, 2> convert_var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// var_mean  (codegen/mappings/reduction.yaml:47)
+std::array<Value, 2> convert_var_mean(Builder& b, Value self, bool unbiased);
+// std_mean.correction  (codegen/mappings/reduction.yaml:48)
+std::array<Value, 2> convert_std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// std_mean.dim  (codegen/mappings/reduction.yaml:49)
+std::array<Value, 2> convert_std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// std_mean  (codegen/mappings/reduction.yaml:50)
+std::array<Value, 2> convert_std_mean(Builder& b, Value self, bool unbiased);
+// cumsum  (codegen/mappings/reduction.yaml:52)
+Value convert_cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// cumprod  (codegen/mappings/reduction.yaml:53)
+Value convert_cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// cummax  (codegen/mappings/reduction.yaml:54)
+std::array<Value, 2> convert_cummax(Builder& b, Value self, int64_t dim);
+// cummin  (codegen/mappings/reduction.yaml:55)
+std::array<Value, 2> convert_cummin(Builder& b, Value self, int64_t dim);
+// logcumsumexp  (codegen/mappings/reduction.yaml:56)
+Value convert_logcumsumexp(Builder& b, Value self, int64_t dim);
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, Value self);
 // contiguous  (codegen/mappings/shape.yaml:3)
@@ -133,6 +209,10 @@ Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))
+Value convert_cumprod_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
+Value convert_cumsum_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
@@ -166,6 +246,44 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+Value amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+Value max(Builder& b, Value self);
+Value min(Builder& b, Value self);
+std::array<Value, 2> max_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+std::array<Value, 2> min_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+Value argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+Value argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+Value any(Builder& b, Value self);
+Value any_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+Value any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+Value all(Builder& b, Value self);
+Value all_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+Value all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+Value prod(Builder& b, Value self, std::optional<ScalarType> dtype);
+Value prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype);
+Value count_nonzero(Builder& b, Value self, std::optional<int64_t> dim);
+Value count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim);
+Value logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
+Value norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim);
+Value var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+Value var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+Value var(Builder& b, Value self, bool unbiased);
+Value std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+Value std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+Value std(Builder& b, Value self, bool unbiased);
+std::array<Value, 2> var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+std::array<Value, 2> var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+std::array<Value, 2> var_mean(Builder& b, Value self, bool unbiased);
+std::array<Value, 2> std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+std::array<Value, 2> std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+std::array<Value, 2> std_mean(Builder& b, Value self, bool unbiased);
+Value cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+std::array<Value, 2> cummax(Builder& b, Value self, int64_t dim);
+std::array<Value, 2> cummin(Builder& b, Value self, int64_t dim);
+Value logcumsumexp(Builder& b, Value self, int64_t dim);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);

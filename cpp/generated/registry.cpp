@@ -417,6 +417,304 @@ void unpack_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
 }
 constexpr const char* kArgs_mean[] = {"self", "dtype"};
 
+void unpack_amax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = given(args, 1) ? unpack_int_list(args[1], "dim", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_amax(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_amax[] = {"self", "dim", "keepdim"};
+
+void unpack_amin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = given(args, 1) ? unpack_int_list(args[1], "dim", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_amin(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_amin[] = {"self", "dim", "keepdim"};
+
+void unpack_max([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_max(b, std::move(self)));
+}
+constexpr const char* kArgs_max[] = {"self"};
+
+void unpack_min([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_min(b, std::move(self)));
+}
+constexpr const char* kArgs_min[] = {"self"};
+
+void unpack_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  for (Value v : convert_max_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  for (Value v : convert_min_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_min_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_argmax(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_argmax[] = {"self", "dim", "keepdim"};
+
+void unpack_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_argmin(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_argmin[] = {"self", "dim", "keepdim"};
+
+void unpack_any([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_any(b, std::move(self)));
+}
+constexpr const char* kArgs_any[] = {"self"};
+
+void unpack_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_any_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_any_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim") : std::optional<std::vector<int64_t>>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_any_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_any_dims[] = {"self", "dim", "keepdim"};
+
+void unpack_all([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_all(b, std::move(self)));
+}
+constexpr const char* kArgs_all[] = {"self"};
+
+void unpack_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_all_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_all_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim") : std::optional<std::vector<int64_t>>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_all_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_all_dims[] = {"self", "dim", "keepdim"};
+
+void unpack_prod([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_prod(b, std::move(self), std::move(dtype)));
+}
+constexpr const char* kArgs_prod[] = {"self", "dtype"};
+
+void unpack_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_prod_dim_int(b, std::move(self), std::move(dim), std::move(keepdim), std::move(dtype)));
+}
+constexpr const char* kArgs_prod_dim_int[] = {"self", "dim", "keepdim", "dtype"};
+
+void unpack_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_count_nonzero(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_count_nonzero[] = {"self", "dim"};
+
+void unpack_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  outs.push_back(convert_count_nonzero_dim_IntList(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_count_nonzero_dim_IntList[] = {"self", "dim"};
+
+void unpack_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim", 1);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_logsumexp(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_logsumexp[] = {"self", "dim", "keepdim"};
+
+void unpack_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar ord = given(args, 1) ? unpack_scalar(args[1], "ord") : Scalar(Scalar(int64_t{2}));
+  std::optional<std::vector<int64_t>> dim = given(args, 2) ? unpack_opt_int_list(args[2], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  std::optional<ScalarType> dtype = given(args, 4) ? unpack_opt_scalar_type(args[4], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_linalg_vector_norm(b, std::move(self), std::move(ord), std::move(dim), std::move(keepdim), std::move(dtype)));
+}
+constexpr const char* kArgs_linalg_vector_norm[] = {"self", "ord", "dim", "keepdim", "dtype"};
+
+void unpack_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Scalar> p = unpack_opt_scalar(arg_at(args, 1), "p");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 2), "dim", 1);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_norm_ScalarOpt_dim(b, std::move(self), std::move(p), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_norm_ScalarOpt_dim[] = {"self", "p", "dim", "keepdim"};
+
+void unpack_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_var_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
+}
+constexpr const char* kArgs_var_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_var_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
+}
+constexpr const char* kArgs_var_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_var([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  outs.push_back(convert_var(b, std::move(self), std::move(unbiased)));
+}
+constexpr const char* kArgs_var[] = {"self", "unbiased"};
+
+void unpack_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_std_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
+}
+constexpr const char* kArgs_std_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_std_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
+}
+constexpr const char* kArgs_std_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_std([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  outs.push_back(convert_std(b, std::move(self), std::move(unbiased)));
+}
+constexpr const char* kArgs_std[] = {"self", "unbiased"};
+
+void unpack_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_var_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_var_mean_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_var_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_var_mean_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  for (Value v : convert_var_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
+}
+constexpr const char* kArgs_var_mean[] = {"self", "unbiased"};
+
+void unpack_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_std_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_std_mean_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_std_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_std_mean_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  for (Value v : convert_std_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
+}
+constexpr const char* kArgs_std_mean[] = {"self", "unbiased"};
+
+void unpack_cumsum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumsum(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumsum[] = {"self", "dim", "dtype"};
+
+void unpack_cumprod([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumprod(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumprod[] = {"self", "dim", "dtype"};
+
+void unpack_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  for (Value v : convert_cummax(b, std::move(self), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_cummax[] = {"self", "dim"};
+
+void unpack_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  for (Value v : convert_cummin(b, std::move(self), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_cummin[] = {"self", "dim"};
+
+void unpack_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_logcumsumexp(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_logcumsumexp[] = {"self", "dim"};
+
 void unpack_clone([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_clone(b, std::move(self)));
@@ -538,6 +836,22 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_addmm_(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
+
+void unpack_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumprod_(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumprod_[] = {"self", "dim", "dtype"};
+
+void unpack_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumsum_(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumsum_[] = {"self", "dim", "dtype"};
 
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -667,6 +981,44 @@ const OpEntry kOps[] = {
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
     {"mean", &unpack_mean, kArgs_mean},
+    {"amax", &unpack_amax, kArgs_amax},
+    {"amin", &unpack_amin, kArgs_amin},
+    {"max", &unpack_max, kArgs_max},
+    {"min", &unpack_min, kArgs_min},
+    {"max.dim", &unpack_max_dim, kArgs_max_dim},
+    {"min.dim", &unpack_min_dim, kArgs_min_dim},
+    {"argmax", &unpack_argmax, kArgs_argmax},
+    {"argmin", &unpack_argmin, kArgs_argmin},
+    {"any", &unpack_any, kArgs_any},
+    {"any.dim", &unpack_any_dim, kArgs_any_dim},
+    {"any.dims", &unpack_any_dims, kArgs_any_dims},
+    {"all", &unpack_all, kArgs_all},
+    {"all.dim", &unpack_all_dim, kArgs_all_dim},
+    {"all.dims", &unpack_all_dims, kArgs_all_dims},
+    {"prod", &unpack_prod, kArgs_prod},
+    {"prod.dim_int", &unpack_prod_dim_int, kArgs_prod_dim_int},
+    {"count_nonzero", &unpack_count_nonzero, kArgs_count_nonzero},
+    {"count_nonzero.dim_IntList", &unpack_count_nonzero_dim_IntList, kArgs_count_nonzero_dim_IntList},
+    {"logsumexp", &unpack_logsumexp, kArgs_logsumexp},
+    {"linalg_vector_norm", &unpack_linalg_vector_norm, kArgs_linalg_vector_norm},
+    {"norm.ScalarOpt_dim", &unpack_norm_ScalarOpt_dim, kArgs_norm_ScalarOpt_dim},
+    {"var.correction", &unpack_var_correction, kArgs_var_correction},
+    {"var.dim", &unpack_var_dim, kArgs_var_dim},
+    {"var", &unpack_var, kArgs_var},
+    {"std.correction", &unpack_std_correction, kArgs_std_correction},
+    {"std.dim", &unpack_std_dim, kArgs_std_dim},
+    {"std", &unpack_std, kArgs_std},
+    {"var_mean.correction", &unpack_var_mean_correction, kArgs_var_mean_correction},
+    {"var_mean.dim", &unpack_var_mean_dim, kArgs_var_mean_dim},
+    {"var_mean", &unpack_var_mean, kArgs_var_mean},
+    {"std_mean.correction", &unpack_std_mean_correction, kArgs_std_mean_correction},
+    {"std_mean.dim", &unpack_std_mean_dim, kArgs_std_mean_dim},
+    {"std_mean", &unpack_std_mean, kArgs_std_mean},
+    {"cumsum", &unpack_cumsum, kArgs_cumsum},
+    {"cumprod", &unpack_cumprod, kArgs_cumprod},
+    {"cummax", &unpack_cummax, kArgs_cummax},
+    {"cummin", &unpack_cummin, kArgs_cummin},
+    {"logcumsumexp", &unpack_logcumsumexp, kArgs_logcumsumexp},
     {"clone", &unpack_clone, kArgs_clone},
     {"contiguous", &unpack_contiguous, kArgs_contiguous},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy},
@@ -683,6 +1035,8 @@ const OpEntry kOps[] = {
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"cumprod_", &unpack_cumprod_, kArgs_cumprod_},
+    {"cumsum_", &unpack_cumsum_, kArgs_cumsum_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},

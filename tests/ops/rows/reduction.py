@@ -1,8 +1,58 @@
-"""Reductions."""
+"""Reductions and scans."""
 
-from row import from_opinfo
+import torch
+from row import aten, from_opinfo, hand_written, tensor
+from torch.testing._internal.opinfo.core import SampleInput
+
+
+def _norm_scalar_opt_dim(dtype):
+    # (p, dim, keepdim); p=None is the 2-norm, an empty dim list reduces every dim.
+    for shape, p, dim, keepdim in [
+        ((3, 4), 2, [1], False),
+        ((3, 4), None, [], False),
+        ((2, 3, 4), 1, [0, 2], True),
+        ((2, 3, 4), 3.5, [-1], False),
+        ((2, 3, 4), float("inf"), [1], True),
+        ((5,), 0, [0], False),
+        ((), 2, [0], False),
+    ]:
+        yield SampleInput(tensor(shape, dtype), args=(p, dim, keepdim))
+
 
 ROWS = (
     from_opinfo("mean", "mean", "mean.dim"),
     from_opinfo("sum", "sum", "sum.dim_IntList"),
+    from_opinfo("amax", "amax"),
+    from_opinfo("amin", "amin"),
+    from_opinfo("max", "max.dim", variant="reduction_with_dim"),
+    from_opinfo("max", "max", variant="reduction_no_dim"),
+    from_opinfo("min", "min.dim", variant="reduction_with_dim"),
+    from_opinfo("min", "min", variant="reduction_no_dim"),
+    from_opinfo("argmax", "argmax"),
+    from_opinfo("argmin", "argmin"),
+    from_opinfo("any", "any", "any.dim", "any.dims"),
+    from_opinfo("all", "all", "all.dim", "all.dims"),
+    from_opinfo("prod", "prod", "prod.dim_int"),
+    from_opinfo("count_nonzero", "count_nonzero", "count_nonzero.dim_IntList"),
+    from_opinfo("logsumexp", "logsumexp"),
+    from_opinfo("linalg.vector_norm", "linalg_vector_norm"),
+    from_opinfo("norm", "linalg_vector_norm", id="norm"),
+    from_opinfo("norm", "linalg_vector_norm", variant="fro"),
+    from_opinfo("norm", "linalg_vector_norm", variant="inf"),
+    hand_written(
+        "norm.ScalarOpt_dim", fn=lambda x, *args: aten.norm.ScalarOpt_dim(x, *args), samples=_norm_scalar_opt_dim
+    ),
+    from_opinfo("var", "var.correction", "var.dim"),
+    from_opinfo("var", "var", variant="unbiased"),
+    from_opinfo("std", "std.correction", "std.dim"),
+    from_opinfo("std", "std", variant="unbiased"),
+    from_opinfo("var_mean", "var_mean.correction", "var_mean.dim"),
+    from_opinfo("var_mean", "var_mean", variant="unbiased"),
+    from_opinfo("std_mean", "std_mean.correction", "std_mean.dim"),
+    from_opinfo("std_mean", "std_mean", variant="unbiased"),
+    from_opinfo("cumsum", "cumsum"),
+    from_opinfo("cumprod", "cumprod"),
+    from_opinfo("cummax", "cummax"),
+    from_opinfo("cummin", "cummin"),
+    from_opinfo("logcumsumexp", "logcumsumexp"),
 )
