@@ -8,7 +8,7 @@
 #include <limits>
 #include <numeric>
 
-#include "common.h"
+#include "reduction.h"
 
 namespace fastonnx {
 namespace {
@@ -114,19 +114,6 @@ Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim) {
   return b.op("Add", {b.op("Log", {sum}), keepdim ? shift : drop_axes(b, shift, self, axes)});
 }
 
-// The vector p-norm of torch.linalg.vector_norm.
-Value vector_norm(Builder& b, Value self, double p, const Axes& axes, bool keepdim) {
-  const Value x = b.cast(self, b.out_meta(0).dtype);
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  if (p == 2) return reduce(b, "ReduceL2", x, axes, keepdim);
-  if (p == 1) return reduce(b, "ReduceL1", x, axes, keepdim);
-  if (p == inf) return reduce(b, "ReduceMax", b.op("Abs", {x}), axes, keepdim);
-  if (p == -inf) return reduce(b, "ReduceMin", b.op("Abs", {x}), axes, keepdim);
-  if (p == 0) return reduce(b, "ReduceSum", b.cast(b.cast(x, ScalarType::Bool), b.dtype(x)), axes, keepdim);
-  const Value powered = b.op("Pow", {b.op("Abs", {x}), b.scalar_like(p, x)});
-  return b.op("Pow", {reduce(b, "ReduceSum", powered, axes, keepdim), b.scalar_like(1.0 / p, x)});
-}
-
 // The number of elements each reduced value covers, as a scalar of `x`'s dtype.
 Value reduced_count(Builder& b, Value x, const Axes& axes) {
   const std::vector<int64_t> reduced = explicit_axes(b, x, axes);
@@ -218,6 +205,17 @@ std::array<Value, 2> cumulative_extremum(Builder& b, bool is_max, Value self, in
 
 }  // namespace
 
+Value vector_norm(Builder& b, Value x, double p, const Axes& axes, bool keepdim) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  if (p == 2) return reduce(b, "ReduceL2", x, axes, keepdim);
+  if (p == 1) return reduce(b, "ReduceL1", x, axes, keepdim);
+  if (p == inf) return reduce(b, "ReduceMax", b.op("Abs", {x}), axes, keepdim);
+  if (p == -inf) return reduce(b, "ReduceMin", b.op("Abs", {x}), axes, keepdim);
+  if (p == 0) return reduce(b, "ReduceSum", b.cast(b.cast(x, ScalarType::Bool), b.dtype(x)), axes, keepdim);
+  const Value powered = b.op("Pow", {b.op("Abs", {x}), b.scalar_like(p, x)});
+  return b.op("Pow", {reduce(b, "ReduceSum", powered, axes, keepdim), b.scalar_like(1.0 / p, x)});
+}
+
 namespace manual {
 
 Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim) {
@@ -272,7 +270,8 @@ Value logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim) 
 
 Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim,
                          std::optional<ScalarType>) {
-  return vector_norm(b, self, ord.to_double(), axes_of(b, self, dim), keepdim);
+  // `dtype=` (the output's dtype) is what torch computes in.
+  return vector_norm(b, b.cast(self, b.out_meta(0).dtype), ord.to_double(), axes_of(b, self, dim), keepdim);
 }
 Value norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim) {
   return vector_norm(b, self, p ? p->to_double() : 2.0, axes_of(b, self, dim), keepdim);

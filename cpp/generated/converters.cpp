@@ -263,54 +263,23 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// linear  (codegen/mappings/linalg.yaml:2)
+// linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
-  // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)
-  if ((((b.rank(input) == int64_t{2})) && ((b.rank(weight) == int64_t{2})) && (bias.has_value()))) {
-    const Value v0 = b.op("Gemm", {input, weight, bias}, {Attr::i("transB", int64_t{1})});
-    return v0;
-  }
-  // when: rank(weight) == 1 and bias is None, onnx: MatMul(input, weight)
-  if ((((b.rank(weight) == int64_t{1})) && (!bias.has_value()))) {
-    const Value v0 = b.op("MatMul", {input, weight}, {});
-    return v0;
-  }
-  // when: rank(weight) == 1, onnx: Add(MatMul(input, weight), bias)
-  if (((b.rank(weight) == int64_t{1}))) {
-    const Value v0 = b.op("MatMul", {input, weight}, {});
-    const Value v1 = b.op("Add", {v0, bias}, {});
-    return v1;
-  }
-  // when: bias is None, onnx: MatMul(input, Transpose(weight, perm=[1, 0]))
-  if ((!bias.has_value())) {
-    const Value v0 = b.op("Transpose", {weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
-    const Value v1 = b.op("MatMul", {input, v0}, {});
-    return v1;
-  }
-  // onnx: Add(MatMul(input, Transpose(weight, perm=[1, 0])), bias)
+  // manual: True
   {
-    const Value v0 = b.op("Transpose", {weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
-    const Value v1 = b.op("MatMul", {input, v0}, {});
-    const Value v2 = b.op("Add", {v1, bias}, {});
-    return v2;
+    return manual::linear(b, input, weight, bias);
   }
 }
 
-// addmm  (codegen/mappings/linalg.yaml:8)
+// addmm  (codegen/mappings/linalg.yaml:4)
 Value convert_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
-  // when: beta == 0, onnx: Gemm(mat1, mat2, alpha=alpha, beta=0.0)
-  if (((beta == int64_t{0}))) {
-    const Value v0 = b.op("Gemm", {mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
-    return v0;
-  }
-  // onnx: Gemm(mat1, mat2, self, alpha=alpha, beta=beta)
+  // manual: True
   {
-    const Value v0 = b.op("Gemm", {mat1, mat2, self}, {Attr::f("alpha", alpha), Attr::f("beta", beta)});
-    return v0;
+    return manual::addmm(b, self, mat1, mat2, beta, alpha);
   }
 }
 
-// mm  (codegen/mappings/linalg.yaml:11)
+// mm  (codegen/mappings/linalg.yaml:5)
 Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
@@ -319,7 +288,7 @@ Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[may
   }
 }
 
-// bmm  (codegen/mappings/linalg.yaml:12)
+// bmm  (codegen/mappings/linalg.yaml:6)
 Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
@@ -328,12 +297,140 @@ Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// matmul  (codegen/mappings/linalg.yaml:13)
+// matmul  (codegen/mappings/linalg.yaml:7)
 Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
     const Value v0 = b.op("MatMul", {self, other}, {});
     return v0;
+  }
+}
+
+// baddbmm  (codegen/mappings/linalg.yaml:9)
+Value convert_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  // when: beta == 0 and alpha == 1, onnx: MatMul(batch1, batch2)
+  if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    return v0;
+  }
+  // when: beta == 0, onnx: Mul(MatMul(batch1, batch2), alpha)
+  if (((beta == int64_t{0}))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("Mul", {v0, b.scalar_like(Scalar(alpha), v0)}, {});
+    return v1;
+  }
+  // when: beta == 1 and alpha == 1, onnx: Add(self, MatMul(batch1, batch2))
+  if ((((beta == int64_t{1})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("Add", {self, v0}, {});
+    return v1;
+  }
+  // onnx: Add(Mul(self, beta), Mul(MatMul(batch1, batch2), alpha))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v2 = b.op("Mul", {v1, b.scalar_like(Scalar(alpha), v1)}, {});
+    const Value v3 = b.op("Add", {v0, v2}, {});
+    return v3;
+  }
+}
+
+// addbmm  (codegen/mappings/linalg.yaml:14)
+Value convert_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  // when: beta == 0 and alpha == 1, onnx: ReduceSum(MatMul(batch1, batch2), [0], keepdims=0)
+  if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    return v1;
+  }
+  // when: beta == 0, onnx: Mul(ReduceSum(MatMul(batch1, batch2), [0], keepdims=0), alpha)
+  if (((beta == int64_t{0}))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v2 = b.op("Mul", {v1, b.scalar_like(Scalar(alpha), v1)}, {});
+    return v2;
+  }
+  // when: beta == 1 and alpha == 1, onnx: Add(self, ReduceSum(MatMul(batch1, batch2), [0], keepdims=0))
+  if ((((beta == int64_t{1})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v2 = b.op("Add", {self, v1}, {});
+    return v2;
+  }
+  // onnx: Add(Mul(self, beta), Mul(ReduceSum(MatMul(batch1, batch2), [0], keepdims=0), alpha))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v2 = b.op("ReduceSum", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(alpha), v2)}, {});
+    const Value v4 = b.op("Add", {v0, v3}, {});
+    return v4;
+  }
+}
+
+// dot  (codegen/mappings/linalg.yaml:20)
+Value convert_dot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor) {
+  // onnx: MatMul(self, tensor)
+  {
+    const Value v0 = b.op("MatMul", {self, tensor}, {});
+    return v0;
+  }
+}
+
+// vdot  (codegen/mappings/linalg.yaml:21)
+Value convert_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: MatMul(self, other)
+  {
+    const Value v0 = b.op("MatMul", {self, other}, {});
+    return v0;
+  }
+}
+
+// outer  (codegen/mappings/linalg.yaml:22)
+Value convert_outer([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value vec2) {
+  // manual: True
+  {
+    return manual::outer(b, self, vec2);
+  }
+}
+
+// einsum  (codegen/mappings/linalg.yaml:23)
+Value convert_einsum([[maybe_unused]] Builder& b, [[maybe_unused]] std::string equation, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] std::optional<std::vector<int64_t>> path) {
+  // manual: True
+  {
+    return manual::einsum(b, equation, tensors, path);
+  }
+}
+
+// _cdist_forward  (codegen/mappings/linalg.yaml:25)
+Value convert__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
+  // manual: True
+  {
+    return manual::_cdist_forward(b, x1, x2, p, compute_mode);
+  }
+}
+
+// cdist  (codegen/mappings/linalg.yaml:26)
+Value convert_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
+  // manual: True
+  {
+    return manual::cdist(b, x1, x2, p, compute_mode);
+  }
+}
+
+// _pdist_forward  (codegen/mappings/linalg.yaml:27)
+Value convert__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // manual: True
+  {
+    return manual::_pdist_forward(b, self, p);
+  }
+}
+
+// pdist  (codegen/mappings/linalg.yaml:28)
+Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // manual: True
+  {
+    return manual::pdist(b, self, p);
   }
 }
 
@@ -988,9 +1085,19 @@ Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_add_Tensor(b, self, other, alpha);
 }
 
-// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
+// addbmm_  (in-place twin of addbmm (codegen/mappings/linalg.yaml:14))
+Value convert_addbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  return convert_addbmm(b, self, batch1, batch2, beta, alpha);
+}
+
+// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:4))
 Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
+}
+
+// baddbmm_  (in-place twin of baddbmm (codegen/mappings/linalg.yaml:9))
+Value convert_baddbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  return convert_baddbmm(b, self, batch1, batch2, beta, alpha);
 }
 
 // cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))

@@ -47,16 +47,36 @@ Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
 Value convert_div_Tensor(Builder& b, Value self, Value other);
 // div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
-// linear  (codegen/mappings/linalg.yaml:2)
+// linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
-// addmm  (codegen/mappings/linalg.yaml:8)
+// addmm  (codegen/mappings/linalg.yaml:4)
 Value convert_addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
-// mm  (codegen/mappings/linalg.yaml:11)
+// mm  (codegen/mappings/linalg.yaml:5)
 Value convert_mm(Builder& b, Value self, Value mat2);
-// bmm  (codegen/mappings/linalg.yaml:12)
+// bmm  (codegen/mappings/linalg.yaml:6)
 Value convert_bmm(Builder& b, Value self, Value mat2);
-// matmul  (codegen/mappings/linalg.yaml:13)
+// matmul  (codegen/mappings/linalg.yaml:7)
 Value convert_matmul(Builder& b, Value self, Value other);
+// baddbmm  (codegen/mappings/linalg.yaml:9)
+Value convert_baddbmm(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
+// addbmm  (codegen/mappings/linalg.yaml:14)
+Value convert_addbmm(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
+// dot  (codegen/mappings/linalg.yaml:20)
+Value convert_dot(Builder& b, Value self, Value tensor);
+// vdot  (codegen/mappings/linalg.yaml:21)
+Value convert_vdot(Builder& b, Value self, Value other);
+// outer  (codegen/mappings/linalg.yaml:22)
+Value convert_outer(Builder& b, Value self, Value vec2);
+// einsum  (codegen/mappings/linalg.yaml:23)
+Value convert_einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
+// _cdist_forward  (codegen/mappings/linalg.yaml:25)
+Value convert__cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+// cdist  (codegen/mappings/linalg.yaml:26)
+Value convert_cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+// _pdist_forward  (codegen/mappings/linalg.yaml:27)
+Value convert__pdist_forward(Builder& b, Value self, double p);
+// pdist  (codegen/mappings/linalg.yaml:28)
+Value convert_pdist(Builder& b, Value self, double p);
 // conv2d  (codegen/mappings/nn.yaml:4)
 Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
 // conv1d  (codegen/mappings/nn.yaml:7)
@@ -207,8 +227,12 @@ void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntLi
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
 Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
+// addbmm_  (in-place twin of addbmm (codegen/mappings/linalg.yaml:14))
+Value convert_addbmm_(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
+// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:4))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// baddbmm_  (in-place twin of baddbmm (codegen/mappings/linalg.yaml:9))
+Value convert_baddbmm_(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
 // cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))
 Value convert_cumprod_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
@@ -239,6 +263,14 @@ Value convert_t_(Builder& b, Value self);
 Value convert_tanh_(Builder& b, Value self);
 
 namespace manual {
+Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
+Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+Value outer(Builder& b, Value self, Value vec2);
+Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
+Value _cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+Value cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+Value _pdist_forward(Builder& b, Value self, double p);
+Value pdist(Builder& b, Value self, double p);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);

@@ -179,6 +179,87 @@ void unpack_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_matmul[] = {"self", "other"};
 
+void unpack_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_baddbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_baddbmm[] = {"self", "batch1", "batch2", "beta", "alpha"};
+
+void unpack_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_addbmm[] = {"self", "batch1", "batch2", "beta", "alpha"};
+
+void unpack_dot([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value tensor = unpack_tensor(b, arg_at(args, 1), "tensor");
+  outs.push_back(convert_dot(b, std::move(self), std::move(tensor)));
+}
+constexpr const char* kArgs_dot[] = {"self", "tensor"};
+
+void unpack_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_vdot(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_vdot[] = {"self", "other"};
+
+void unpack_outer([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value vec2 = unpack_tensor(b, arg_at(args, 1), "vec2");
+  outs.push_back(convert_outer(b, std::move(self), std::move(vec2)));
+}
+constexpr const char* kArgs_outer[] = {"self", "vec2"};
+
+void unpack_einsum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  std::string equation = unpack_str(arg_at(args, 0), "equation");
+  std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 1), "tensors");
+  std::optional<std::vector<int64_t>> path = given(args, 2) ? unpack_opt_int_list(args[2], "path") : std::optional<std::vector<int64_t>>(std::nullopt);
+  outs.push_back(convert_einsum(b, std::move(equation), std::move(tensors), std::move(path)));
+}
+constexpr const char* kArgs_einsum[] = {"equation", "tensors", "path"};
+
+void unpack__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value x1 = unpack_tensor(b, arg_at(args, 0), "x1");
+  Value x2 = unpack_tensor(b, arg_at(args, 1), "x2");
+  double p = unpack_float(arg_at(args, 2), "p");
+  std::optional<int64_t> compute_mode = unpack_opt_int(arg_at(args, 3), "compute_mode");
+  outs.push_back(convert__cdist_forward(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
+}
+constexpr const char* kArgs__cdist_forward[] = {"x1", "x2", "p", "compute_mode"};
+
+void unpack_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value x1 = unpack_tensor(b, arg_at(args, 0), "x1");
+  Value x2 = unpack_tensor(b, arg_at(args, 1), "x2");
+  double p = given(args, 2) ? unpack_float(args[2], "p") : double(2.0);
+  std::optional<int64_t> compute_mode = given(args, 3) ? unpack_opt_int(args[3], "compute_mode") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_cdist(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
+}
+constexpr const char* kArgs_cdist[] = {"x1", "x2", "p", "compute_mode"};
+
+void unpack__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double p = given(args, 1) ? unpack_float(args[1], "p") : double(2.0);
+  outs.push_back(convert__pdist_forward(b, std::move(self), std::move(p)));
+}
+constexpr const char* kArgs__pdist_forward[] = {"self", "p"};
+
+void unpack_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double p = given(args, 1) ? unpack_float(args[1], "p") : double(2.0);
+  outs.push_back(convert_pdist(b, std::move(self), std::move(p)));
+}
+constexpr const char* kArgs_pdist[] = {"self", "p"};
+
 void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -827,6 +908,16 @@ void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
 
+void unpack_addbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_addbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
+
 void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mat1 = unpack_tensor(b, arg_at(args, 1), "mat1");
@@ -836,6 +927,16 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_addmm_(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
+
+void unpack_baddbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_baddbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_baddbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
 
 void unpack_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -959,6 +1060,16 @@ const OpEntry kOps[] = {
     {"mm", &unpack_mm, kArgs_mm},
     {"bmm", &unpack_bmm, kArgs_bmm},
     {"matmul", &unpack_matmul, kArgs_matmul},
+    {"baddbmm", &unpack_baddbmm, kArgs_baddbmm},
+    {"addbmm", &unpack_addbmm, kArgs_addbmm},
+    {"dot", &unpack_dot, kArgs_dot},
+    {"vdot", &unpack_vdot, kArgs_vdot},
+    {"outer", &unpack_outer, kArgs_outer},
+    {"einsum", &unpack_einsum, kArgs_einsum},
+    {"_cdist_forward", &unpack__cdist_forward, kArgs__cdist_forward},
+    {"cdist", &unpack_cdist, kArgs_cdist},
+    {"_pdist_forward", &unpack__pdist_forward, kArgs__pdist_forward},
+    {"pdist", &unpack_pdist, kArgs_pdist},
     {"conv2d", &unpack_conv2d, kArgs_conv2d},
     {"conv1d", &unpack_conv1d, kArgs_conv1d},
     {"conv3d", &unpack_conv3d, kArgs_conv3d},
@@ -1034,7 +1145,9 @@ const OpEntry kOps[] = {
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
+    {"addbmm_", &unpack_addbmm_, kArgs_addbmm_},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"baddbmm_", &unpack_baddbmm_, kArgs_baddbmm_},
     {"cumprod_", &unpack_cumprod_, kArgs_cumprod_},
     {"cumsum_", &unpack_cumsum_, kArgs_cumsum_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
