@@ -520,32 +520,16 @@ Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value in
   }
 }
 
-// batch_norm  (codegen/mappings/nn.yaml:21)
-Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
-  // manual: True
-  {
-    return manual::batch_norm(b, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
-  }
-}
-
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
-std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
-  // manual: True
-  {
-    return manual::_native_batch_norm_legit_no_training(b, input, weight, bias, running_mean, running_var, momentum, eps);
-  }
-}
-
-// dropout  (codegen/mappings/nn.yaml:24)
+// dropout  (codegen/mappings/nn.yaml:21)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // when: not train, onnx: input
   if (!(train)) {
     return input;
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:24)");
+  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:21)");
 }
 
-// embedding  (codegen/mappings/nn.yaml:25)
+// embedding  (codegen/mappings/nn.yaml:22)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
@@ -554,11 +538,99 @@ Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weig
   }
 }
 
-// pixel_shuffle  (codegen/mappings/nn.yaml:26)
+// pixel_shuffle  (codegen/mappings/nn.yaml:23)
 Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // manual: True
   {
     return manual::pixel_shuffle(b, self, upscale_factor);
+  }
+}
+
+// batch_norm  (codegen/mappings/norm.yaml:4)
+Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+  // manual: True
+  {
+    return manual::batch_norm(b, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
+  }
+}
+
+// _native_batch_norm_legit_no_training  (codegen/mappings/norm.yaml:5)
+std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::_native_batch_norm_legit_no_training(b, input, weight, bias, running_mean, running_var, momentum, eps);
+  }
+}
+
+// _native_batch_norm_legit  (codegen/mappings/norm.yaml:8)
+std::array<Value, 3> convert__native_batch_norm_legit([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::_native_batch_norm_legit(b, input, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+}
+
+// _native_batch_norm_legit.no_stats  (codegen/mappings/norm.yaml:9)
+std::array<Value, 3> convert__native_batch_norm_legit_no_stats([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::_native_batch_norm_legit_no_stats(b, input, weight, bias, training, momentum, eps);
+  }
+}
+
+// native_layer_norm  (codegen/mappings/norm.yaml:10)
+std::array<Value, 3> convert_native_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::native_layer_norm(b, input, normalized_shape, weight, bias, eps);
+  }
+}
+
+// layer_norm  (codegen/mappings/norm.yaml:11)
+Value convert_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enable) {
+  // manual: True
+  {
+    return manual::layer_norm(b, input, normalized_shape, weight, bias, eps, cudnn_enable);
+  }
+}
+
+// native_group_norm  (codegen/mappings/norm.yaml:12)
+std::array<Value, 3> convert_native_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymInt N, [[maybe_unused]] SymInt C, [[maybe_unused]] SymInt HxW, [[maybe_unused]] int64_t group, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::native_group_norm(b, input, weight, bias, N, C, HxW, group, eps);
+  }
+}
+
+// group_norm  (codegen/mappings/norm.yaml:13)
+Value convert_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] int64_t num_groups, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+  // manual: True
+  {
+    return manual::group_norm(b, input, num_groups, weight, bias, eps, cudnn_enabled);
+  }
+}
+
+// instance_norm  (codegen/mappings/norm.yaml:14)
+Value convert_instance_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool use_input_stats, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+  // manual: True
+  {
+    return manual::instance_norm(b, input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled);
+  }
+}
+
+// rms_norm  (codegen/mappings/norm.yaml:15)
+Value convert_rms_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<double> eps) {
+  // manual: True
+  {
+    return manual::rms_norm(b, input, normalized_shape, weight, eps);
+  }
+}
+
+// native_dropout  (codegen/mappings/norm.yaml:17)
+std::array<Value, 2> convert_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] std::optional<bool> train) {
+  // manual: True
+  {
+    return manual::native_dropout(b, input, p, train);
   }
 }
 

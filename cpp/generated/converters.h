@@ -97,16 +97,34 @@ Value convert_conv_transpose1d(Builder& b, Value input, Value weight, std::optio
 Value convert_conv_transpose3d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
 // convolution  (codegen/mappings/nn.yaml:19)
 Value convert_convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
-// batch_norm  (codegen/mappings/nn.yaml:21)
-Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
-std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
-// dropout  (codegen/mappings/nn.yaml:24)
+// dropout  (codegen/mappings/nn.yaml:21)
 Value convert_dropout(Builder& b, Value input, double p, bool train);
-// embedding  (codegen/mappings/nn.yaml:25)
+// embedding  (codegen/mappings/nn.yaml:22)
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
-// pixel_shuffle  (codegen/mappings/nn.yaml:26)
+// pixel_shuffle  (codegen/mappings/nn.yaml:23)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+// batch_norm  (codegen/mappings/norm.yaml:4)
+Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
+// _native_batch_norm_legit_no_training  (codegen/mappings/norm.yaml:5)
+std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
+// _native_batch_norm_legit  (codegen/mappings/norm.yaml:8)
+std::array<Value, 3> convert__native_batch_norm_legit(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, bool training, double momentum, double eps);
+// _native_batch_norm_legit.no_stats  (codegen/mappings/norm.yaml:9)
+std::array<Value, 3> convert__native_batch_norm_legit_no_stats(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, bool training, double momentum, double eps);
+// native_layer_norm  (codegen/mappings/norm.yaml:10)
+std::array<Value, 3> convert_native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps);
+// layer_norm  (codegen/mappings/norm.yaml:11)
+Value convert_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enable);
+// native_group_norm  (codegen/mappings/norm.yaml:12)
+std::array<Value, 3> convert_native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, SymInt N, SymInt C, SymInt HxW, int64_t group, double eps);
+// group_norm  (codegen/mappings/norm.yaml:13)
+Value convert_group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enabled);
+// instance_norm  (codegen/mappings/norm.yaml:14)
+Value convert_instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
+// rms_norm  (codegen/mappings/norm.yaml:15)
+Value convert_rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
+// native_dropout  (codegen/mappings/norm.yaml:17)
+std::array<Value, 2> convert_native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 // avg_pool2d  (codegen/mappings/pooling.yaml:4)
@@ -272,9 +290,18 @@ Value cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> com
 Value _pdist_forward(Builder& b, Value self, double p);
 Value pdist(Builder& b, Value self, double p);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
+Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
-Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+std::array<Value, 3> _native_batch_norm_legit(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, bool training, double momentum, double eps);
+std::array<Value, 3> _native_batch_norm_legit_no_stats(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, bool training, double momentum, double eps);
+std::array<Value, 3> native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps);
+Value layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enable);
+std::array<Value, 3> native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, SymInt N, SymInt C, SymInt HxW, int64_t group, double eps);
+Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enabled);
+Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
+Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
+std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);

@@ -385,6 +385,31 @@ void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"};
 
+void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  double p = unpack_float(arg_at(args, 1), "p");
+  bool train = unpack_bool(arg_at(args, 2), "train");
+  outs.push_back(convert_dropout(b, std::move(input), std::move(p), std::move(train)));
+}
+constexpr const char* kArgs_dropout[] = {"input", "p", "train"};
+
+void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  SymInt padding_idx = given(args, 2) ? unpack_symint(args[2], "padding_idx") : SymInt(SymInt(-1));
+  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
+  bool sparse = given(args, 4) ? unpack_bool(args[4], "sparse") : bool(false);
+  outs.push_back(convert_embedding(b, std::move(weight), std::move(indices), std::move(padding_idx), std::move(scale_grad_by_freq), std::move(sparse)));
+}
+constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
+
+void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
+  outs.push_back(convert_pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
+}
+constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
+
 void unpack_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
@@ -411,30 +436,105 @@ void unpack__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[
 }
 constexpr const char* kArgs__native_batch_norm_legit_no_training[] = {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"};
 
-void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+void unpack__native_batch_norm_legit([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  Value running_mean = unpack_tensor(b, arg_at(args, 3), "running_mean");
+  Value running_var = unpack_tensor(b, arg_at(args, 4), "running_var");
+  bool training = unpack_bool(arg_at(args, 5), "training");
+  double momentum = unpack_float(arg_at(args, 6), "momentum");
+  double eps = unpack_float(arg_at(args, 7), "eps");
+  for (Value v : convert__native_batch_norm_legit(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs__native_batch_norm_legit[] = {"input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps"};
+
+void unpack__native_batch_norm_legit_no_stats([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  bool training = unpack_bool(arg_at(args, 3), "training");
+  double momentum = unpack_float(arg_at(args, 4), "momentum");
+  double eps = unpack_float(arg_at(args, 5), "eps");
+  for (Value v : convert__native_batch_norm_legit_no_stats(b, std::move(input), std::move(weight), std::move(bias), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs__native_batch_norm_legit_no_stats[] = {"input", "weight", "bias", "training", "momentum", "eps"};
+
+void unpack_native_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 2), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 3), "bias");
+  double eps = unpack_float(arg_at(args, 4), "eps");
+  for (Value v : convert_native_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_layer_norm[] = {"input", "normalized_shape", "weight", "bias", "eps"};
+
+void unpack_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
+  std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
+  std::optional<Value> bias = given(args, 3) ? unpack_opt_tensor(b, args[3], "bias") : std::optional<Value>(std::nullopt);
+  double eps = given(args, 4) ? unpack_float(args[4], "eps") : double(1e-05);
+  bool cudnn_enable = given(args, 5) ? unpack_bool(args[5], "cudnn_enable") : bool(true);
+  outs.push_back(convert_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enable)));
+}
+constexpr const char* kArgs_layer_norm[] = {"input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"};
+
+void unpack_native_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  SymInt N = unpack_symint(arg_at(args, 3), "N");
+  SymInt C = unpack_symint(arg_at(args, 4), "C");
+  SymInt HxW = unpack_symint(arg_at(args, 5), "HxW");
+  int64_t group = unpack_int(arg_at(args, 6), "group");
+  double eps = unpack_float(arg_at(args, 7), "eps");
+  for (Value v : convert_native_group_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_group_norm[] = {"input", "weight", "bias", "N", "C", "HxW", "group", "eps"};
+
+void unpack_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  int64_t num_groups = unpack_int(arg_at(args, 1), "num_groups");
+  std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
+  std::optional<Value> bias = given(args, 3) ? unpack_opt_tensor(b, args[3], "bias") : std::optional<Value>(std::nullopt);
+  double eps = given(args, 4) ? unpack_float(args[4], "eps") : double(1e-05);
+  bool cudnn_enabled = given(args, 5) ? unpack_bool(args[5], "cudnn_enabled") : bool(true);
+  outs.push_back(convert_group_norm(b, std::move(input), std::move(num_groups), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enabled)));
+}
+constexpr const char* kArgs_group_norm[] = {"input", "num_groups", "weight", "bias", "eps", "cudnn_enabled"};
+
+void unpack_instance_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  std::optional<Value> running_mean = unpack_opt_tensor(b, arg_at(args, 3), "running_mean");
+  std::optional<Value> running_var = unpack_opt_tensor(b, arg_at(args, 4), "running_var");
+  bool use_input_stats = unpack_bool(arg_at(args, 5), "use_input_stats");
+  double momentum = unpack_float(arg_at(args, 6), "momentum");
+  double eps = unpack_float(arg_at(args, 7), "eps");
+  bool cudnn_enabled = unpack_bool(arg_at(args, 8), "cudnn_enabled");
+  outs.push_back(convert_instance_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(use_input_stats), std::move(momentum), std::move(eps), std::move(cudnn_enabled)));
+}
+constexpr const char* kArgs_instance_norm[] = {"input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps", "cudnn_enabled"};
+
+void unpack_rms_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
+  std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
+  std::optional<double> eps = given(args, 3) ? unpack_opt_float(args[3], "eps") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_rms_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(eps)));
+}
+constexpr const char* kArgs_rms_norm[] = {"input", "normalized_shape", "weight", "eps"};
+
+void unpack_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   double p = unpack_float(arg_at(args, 1), "p");
-  bool train = unpack_bool(arg_at(args, 2), "train");
-  outs.push_back(convert_dropout(b, std::move(input), std::move(p), std::move(train)));
+  std::optional<bool> train = unpack_opt_bool(arg_at(args, 2), "train");
+  for (Value v : convert_native_dropout(b, std::move(input), std::move(p), std::move(train))) outs.push_back(v);
 }
-constexpr const char* kArgs_dropout[] = {"input", "p", "train"};
-
-void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
-  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
-  SymInt padding_idx = given(args, 2) ? unpack_symint(args[2], "padding_idx") : SymInt(SymInt(-1));
-  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
-  bool sparse = given(args, 4) ? unpack_bool(args[4], "sparse") : bool(false);
-  outs.push_back(convert_embedding(b, std::move(weight), std::move(indices), std::move(padding_idx), std::move(scale_grad_by_freq), std::move(sparse)));
-}
-constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
-
-void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
-  outs.push_back(convert_pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
-}
-constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
+constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 
 void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1080,11 +1180,20 @@ const OpEntry kOps[] = {
     {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d},
     {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input},
     {"convolution", &unpack_convolution, kArgs_convolution},
-    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm},
-    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training},
     {"dropout", &unpack_dropout, kArgs_dropout},
     {"embedding", &unpack_embedding, kArgs_embedding},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle},
+    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm},
+    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training},
+    {"_native_batch_norm_legit", &unpack__native_batch_norm_legit, kArgs__native_batch_norm_legit},
+    {"_native_batch_norm_legit.no_stats", &unpack__native_batch_norm_legit_no_stats, kArgs__native_batch_norm_legit_no_stats},
+    {"native_layer_norm", &unpack_native_layer_norm, kArgs_native_layer_norm},
+    {"layer_norm", &unpack_layer_norm, kArgs_layer_norm},
+    {"native_group_norm", &unpack_native_group_norm, kArgs_native_group_norm},
+    {"group_norm", &unpack_group_norm, kArgs_group_norm},
+    {"instance_norm", &unpack_instance_norm, kArgs_instance_norm},
+    {"rms_norm", &unpack_rms_norm, kArgs_rms_norm},
+    {"native_dropout", &unpack_native_dropout, kArgs_native_dropout},
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
     {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
     {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
