@@ -263,6 +263,14 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
+// scaled_dot_product_attention  (codegen/mappings/attention.yaml:3)
+Value convert_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_unused]] Value query, [[maybe_unused]] Value key, [[maybe_unused]] Value value, [[maybe_unused]] std::optional<Value> attn_mask, [[maybe_unused]] double dropout_p, [[maybe_unused]] bool is_causal, [[maybe_unused]] std::optional<double> scale, [[maybe_unused]] bool enable_gqa) {
+  // manual: True
+  {
+    return manual::scaled_dot_product_attention(b, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  }
+}
+
 // linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
   // manual: True

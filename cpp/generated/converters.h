@@ -47,6 +47,8 @@ Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
 Value convert_div_Tensor(Builder& b, Value self, Value other);
 // div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
+// scaled_dot_product_attention  (codegen/mappings/attention.yaml:3)
+Value convert_scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa);
 // linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:4)
@@ -281,6 +283,7 @@ Value convert_t_(Builder& b, Value self);
 Value convert_tanh_(Builder& b, Value self);
 
 namespace manual {
+Value scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa);
 Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
 Value outer(Builder& b, Value self, Value vec2);

@@ -140,6 +140,19 @@ void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_div_Scalar[] = {"self", "other"};
 
+void unpack_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value query = unpack_tensor(b, arg_at(args, 0), "query");
+  Value key = unpack_tensor(b, arg_at(args, 1), "key");
+  Value value = unpack_tensor(b, arg_at(args, 2), "value");
+  std::optional<Value> attn_mask = given(args, 3) ? unpack_opt_tensor(b, args[3], "attn_mask") : std::optional<Value>(std::nullopt);
+  double dropout_p = given(args, 4) ? unpack_float(args[4], "dropout_p") : double(0.0);
+  bool is_causal = given(args, 5) ? unpack_bool(args[5], "is_causal") : bool(false);
+  std::optional<double> scale = given(args, 6) ? unpack_opt_float(args[6], "scale") : std::optional<double>(std::nullopt);
+  bool enable_gqa = given(args, 7) ? unpack_bool(args[7], "enable_gqa") : bool(false);
+  outs.push_back(convert_scaled_dot_product_attention(b, std::move(query), std::move(key), std::move(value), std::move(attn_mask), std::move(dropout_p), std::move(is_causal), std::move(scale), std::move(enable_gqa)));
+}
+constexpr const char* kArgs_scaled_dot_product_attention[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"};
+
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -1155,6 +1168,7 @@ const OpEntry kOps[] = {
     {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar},
     {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor},
     {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar},
+    {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
     {"mm", &unpack_mm, kArgs_mm},
