@@ -49,8 +49,8 @@ Value repeat_heads(Builder& b, Value kv, int64_t query_heads) {
   expanded.insert(expanded.end() - 2, query_heads / heads);
   std::vector<int64_t> merged(*shape);
   merged[rank - 3] = query_heads;
-  const Value spread_out = b.op("Expand", {b.op("Unsqueeze", {kv, b.ints(std::vector<int64_t>{rank - 2})}), b.ints(expanded)});
-  return b.op("Reshape", {spread_out, b.ints(merged)});
+  const Value with_group_axis = b.op("Unsqueeze", {kv, b.ints(std::vector<int64_t>{rank - 2})});
+  return b.op("Reshape", {b.op("Expand", {with_group_axis, b.ints(expanded)}), b.ints(merged)});
 }
 
 // `key_rank` is given: `key` may be computed (enable_gqa), and then its shape is not tracked.

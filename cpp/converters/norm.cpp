@@ -1,5 +1,6 @@
 // Normalization: batch (inference and batch statistics), layer, group, instance and RMS norm,
 // and dropout's two modes.
+#include <algorithm>
 #include <limits>
 
 #include "common.h"
@@ -179,8 +180,8 @@ std::array<Value, 3> _native_batch_norm_legit_no_stats(Builder& b, Value input, 
   return {s.out, s.mean, s.rstd};
 }
 
-std::array<Value, 3> native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight,
-                                       std::optional<Value> bias, double eps) {
+std::array<Value, 3> native_layer_norm(Builder& b, Value input, SymIntList normalized_shape,
+                                       std::optional<Value> weight, std::optional<Value> bias, double eps) {
   return layer_norm_with_stats(b, input, normalized_shape, weight, bias, eps, b.out_meta(1).dtype);
 }
 

@@ -4,7 +4,6 @@
 // torch's conventions, shared by all of them: an absent or empty dim list reduces every dim; a
 // 0-d tensor accepts dim 0 or -1 and reduces to itself; bool inputs, which onnxruntime's Reduce*,
 // ArgMax, Max and Min kernels do not take, are computed on uint8 0/1 values (exact).
-#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -108,7 +107,8 @@ Value count_nonzero_over(Builder& b, Value self, const Axes& axes) {
 Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim) {
   const Value x = b.cast(self, b.out_meta(0).dtype);  // ints and bool compute in float
   const Value max = reduce(b, "ReduceMax", x, axes, true);
-  const Value infinite = b.op("Equal", {b.op("Abs", {max}), b.scalar_like(std::numeric_limits<double>::infinity(), max)});
+  const Value inf = b.scalar_like(std::numeric_limits<double>::infinity(), max);
+  const Value infinite = b.op("Equal", {b.op("Abs", {max}), inf});
   const Value shift = b.op("Where", {infinite, b.scalar_like(0.0, max), max});
   const Value sum = reduce(b, "ReduceSum", b.op("Exp", {b.op("Sub", {x, shift})}), axes, keepdim);
   return b.op("Add", {b.op("Log", {sum}), keepdim ? shift : drop_axes(b, shift, self, axes)});
@@ -195,7 +195,8 @@ std::array<Value, 2> cumulative_extremum(Builder& b, bool is_max, Value self, in
     const Value earlier_index = shifted(b, index, rank, axis, n, s, std::nullopt);
     Value take_later = b.op(is_max ? "GreaterOrEqual" : "LessOrEqual", {value, earlier});
     if (floating) {
-      take_later = b.op("Or", {b.op("IsNaN", {value}), b.op("And", {take_later, b.op("Not", {b.op("IsNaN", {earlier})})})});
+      const Value earlier_is_number = b.op("Not", {b.op("IsNaN", {earlier})});
+      take_later = b.op("Or", {b.op("IsNaN", {value}), b.op("And", {take_later, earlier_is_number})});
     }
     value = b.op("Where", {take_later, value, earlier});
     index = b.op("Where", {take_later, index, earlier_index});
@@ -242,12 +243,16 @@ Value argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Value any(Builder& b, Value self) { return any_of(b, self, std::nullopt, false); }
-Value any_dim(Builder& b, Value self, int64_t dim, bool keepdim) { return any_of(b, self, axis_of(b, self, dim), keepdim); }
+Value any_dim(Builder& b, Value self, int64_t dim, bool keepdim) {
+  return any_of(b, self, axis_of(b, self, dim), keepdim);
+}
 Value any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim) {
   return any_of(b, self, axes_of(b, self, dim), keepdim);
 }
 Value all(Builder& b, Value self) { return all_of(b, self, std::nullopt, false); }
-Value all_dim(Builder& b, Value self, int64_t dim, bool keepdim) { return all_of(b, self, axis_of(b, self, dim), keepdim); }
+Value all_dim(Builder& b, Value self, int64_t dim, bool keepdim) {
+  return all_of(b, self, axis_of(b, self, dim), keepdim);
+}
 Value all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim) {
   return all_of(b, self, axes_of(b, self, dim), keepdim);
 }

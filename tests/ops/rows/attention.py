@@ -23,7 +23,8 @@ def _attention(dtype):
         tensor(q, dtype), args=(tensor(kv, dtype), tensor(kv, dtype)), kwargs={"attn_mask": tensor((2, 1, 5, 7), dtype)}
     )
     yield SampleInput(tensor(q, dtype), args=(tensor(kv, dtype), tensor(kv, dtype)), kwargs={"scale": 0.3})
-    yield SampleInput(tensor(q, dtype), args=(tensor(kv, dtype), tensor(kv, dtype)), kwargs={"is_causal": True, "scale": 2.0})
+    causal = {"is_causal": True, "scale": 2.0}
+    yield SampleInput(tensor(q, dtype), args=(tensor(kv, dtype), tensor(kv, dtype)), kwargs=causal)
     yield SampleInput(
         tensor((2, 6, 5, 8), dtype),
         args=(tensor((2, 2, 7, 8), dtype), tensor((2, 2, 7, 8), dtype)),
@@ -36,7 +37,9 @@ ROWS = (
     from_opinfo(
         "nn.functional.scaled_dot_product_attention",
         "scaled_dot_product_attention",
-        sample_filter=SampleRule("dropout_p > 0 drops attention weights at random", lambda s: kwarg("dropout_p", 0.0)(s) > 0),
+        sample_filter=SampleRule(
+            "dropout_p > 0 drops attention weights at random", lambda s: kwarg("dropout_p", 0.0)(s) > 0
+        ),
         tolerance=ATTENTION_TOLERANCE,
     ),
     hand_written(

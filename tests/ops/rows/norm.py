@@ -28,12 +28,19 @@ ROWS = (
     from_opinfo("nn.functional.group_norm", "group_norm"),
     from_opinfo("native_group_norm", "native_group_norm"),
     from_opinfo("nn.functional.instance_norm", "instance_norm", tolerance=FLOAT16_NORM_TOLERANCE),
-    from_opinfo("_native_batch_norm_legit", "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats", tolerance=FLOAT16_NORM_TOLERANCE),
+    from_opinfo(
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit.no_stats",
+        tolerance=FLOAT16_NORM_TOLERANCE,
+    ),
     from_opinfo("nn.functional.rms_norm", "rms_norm"),
     hand_written(
         "native_dropout",
         fn=lambda x, *args: aten.native_dropout(x, *args),
         samples=_native_dropout,
-        sample_filter=SampleRule("training-mode dropout with p > 0 is random (ONNX Dropout, training_mode)", _random_dropout),
+        sample_filter=SampleRule(
+            "training-mode dropout with p > 0 is random (ONNX Dropout, training_mode)", _random_dropout
+        ),
     ),
 )

@@ -19,6 +19,28 @@ def _norm_scalar_opt_dim(dtype):
         yield SampleInput(tensor(shape, dtype), args=(p, dim, keepdim))
 
 
+def _zero_dim(dtype):
+    """0-d tensors, which torch lets every reduction and scan take dim 0 or -1 of."""
+    cases = [
+        (torch.amax, (0,), {"keepdim": True}),
+        (torch.argmax, (), {"dim": -1, "keepdim": True}),
+        (torch.argmin, (), {}),
+        (torch.max, (0,), {}),
+        (torch.min, (-1,), {"keepdim": True}),
+        (torch.prod, (0,), {}),
+        (torch.var, (), {"dim": 0, "correction": 0}),
+        (torch.std_mean, (), {"dim": [-1], "correction": 0, "keepdim": True}),
+        (torch.logsumexp, (0,), {}),
+        (torch.count_nonzero, (), {"dim": 0}),
+        (torch.cumsum, (0,), {}),
+        (torch.cumprod, (-1,), {}),
+        (torch.cummax, (0,), {}),
+        (torch.logcumsumexp, (0,), {}),
+    ]
+    for op, args, kwargs in cases:
+        yield SampleInput(tensor((), dtype), args=(op, *args), kwargs=kwargs)
+
+
 ROWS = (
     from_opinfo("mean", "mean", "mean.dim"),
     from_opinfo("sum", "sum", "sum.dim_IntList"),
@@ -55,4 +77,24 @@ ROWS = (
     from_opinfo("cummax", "cummax"),
     from_opinfo("cummin", "cummin"),
     from_opinfo("logcumsumexp", "logcumsumexp"),
+    hand_written(
+        "amax",
+        "argmax",
+        "argmin",
+        "max.dim",
+        "min.dim",
+        "prod.dim_int",
+        "var.correction",
+        "std_mean.correction",
+        "logsumexp",
+        "count_nonzero",
+        "cumsum",
+        "cumprod",
+        "cummax",
+        "logcumsumexp",
+        id="reductions.zero_dim",
+        fn=lambda x, op, *args, **kwargs: op(x, *args, **kwargs),
+        samples=_zero_dim,
+        max_samples=14,
+    ),
 )
