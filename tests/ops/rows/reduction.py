@@ -5,6 +5,11 @@ from row import aten, from_opinfo, hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
 
+# torch accumulates float16 p-norms in float32 and rounds once; ONNX's ReduceSum of |x|^p sums in
+# float16, which for sums in the hundreds (OpInfo's 125 values up to 9) is an ulp or two (~1e-3).
+FLOAT16_NORM_TOLERANCE = {torch.float16: (2e-3, 1e-5)}
+
+
 def _norm_scalar_opt_dim(dtype):
     # (p, dim, keepdim); p=None is the 2-norm, an empty dim list reduces every dim.
     for shape, p, dim, keepdim in [
@@ -57,8 +62,8 @@ ROWS = (
     from_opinfo("prod", "prod", "prod.dim_int"),
     from_opinfo("count_nonzero", "count_nonzero", "count_nonzero.dim_IntList"),
     from_opinfo("logsumexp", "logsumexp"),
-    from_opinfo("linalg.vector_norm", "linalg_vector_norm"),
-    from_opinfo("norm", "linalg_vector_norm", id="norm"),
+    from_opinfo("linalg.vector_norm", "linalg_vector_norm", tolerance=FLOAT16_NORM_TOLERANCE),
+    from_opinfo("norm", "linalg_vector_norm", id="norm", tolerance=FLOAT16_NORM_TOLERANCE),
     from_opinfo("norm", "linalg_vector_norm", variant="fro"),
     from_opinfo("norm", "linalg_vector_norm", variant="inf"),
     hand_written(
