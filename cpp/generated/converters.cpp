@@ -729,6 +729,14 @@ Value convert_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
+// scaled_dot_product_attention  (codegen/mappings/attention.yaml:3)
+Value convert_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_unused]] Value query, [[maybe_unused]] Value key, [[maybe_unused]] Value value, [[maybe_unused]] std::optional<Value> attn_mask, [[maybe_unused]] double dropout_p, [[maybe_unused]] bool is_causal, [[maybe_unused]] std::optional<double> scale, [[maybe_unused]] bool enable_gqa) {
+  // manual: True
+  {
+    return manual::scaled_dot_product_attention(b, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  }
+}
+
 // eq.Tensor  (codegen/mappings/comparison.yaml:5)
 Value convert_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // manual: True
@@ -1049,54 +1057,23 @@ Value convert_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Val
   }
 }
 
-// linear  (codegen/mappings/linalg.yaml:2)
+// linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
-  // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)
-  if ((((b.rank(input) == int64_t{2})) && ((b.rank(weight) == int64_t{2})) && (bias.has_value()))) {
-    const Value v0 = b.op("Gemm", {input, weight, bias}, {Attr::i("transB", int64_t{1})});
-    return v0;
-  }
-  // when: rank(weight) == 1 and bias is None, onnx: MatMul(input, weight)
-  if ((((b.rank(weight) == int64_t{1})) && (!bias.has_value()))) {
-    const Value v0 = b.op("MatMul", {input, weight}, {});
-    return v0;
-  }
-  // when: rank(weight) == 1, onnx: Add(MatMul(input, weight), bias)
-  if (((b.rank(weight) == int64_t{1}))) {
-    const Value v0 = b.op("MatMul", {input, weight}, {});
-    const Value v1 = b.op("Add", {v0, bias}, {});
-    return v1;
-  }
-  // when: bias is None, onnx: MatMul(input, Transpose(weight, perm=[1, 0]))
-  if ((!bias.has_value())) {
-    const Value v0 = b.op("Transpose", {weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
-    const Value v1 = b.op("MatMul", {input, v0}, {});
-    return v1;
-  }
-  // onnx: Add(MatMul(input, Transpose(weight, perm=[1, 0])), bias)
+  // manual: True
   {
-    const Value v0 = b.op("Transpose", {weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
-    const Value v1 = b.op("MatMul", {input, v0}, {});
-    const Value v2 = b.op("Add", {v1, bias}, {});
-    return v2;
+    return manual::linear(b, input, weight, bias);
   }
 }
 
-// addmm  (codegen/mappings/linalg.yaml:8)
+// addmm  (codegen/mappings/linalg.yaml:4)
 Value convert_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
-  // when: beta == 0, onnx: Gemm(mat1, mat2, alpha=alpha, beta=0.0)
-  if (((beta == int64_t{0}))) {
-    const Value v0 = b.op("Gemm", {mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
-    return v0;
-  }
-  // onnx: Gemm(mat1, mat2, self, alpha=alpha, beta=beta)
+  // manual: True
   {
-    const Value v0 = b.op("Gemm", {mat1, mat2, self}, {Attr::f("alpha", alpha), Attr::f("beta", beta)});
-    return v0;
+    return manual::addmm(b, self, mat1, mat2, beta, alpha);
   }
 }
 
-// mm  (codegen/mappings/linalg.yaml:11)
+// mm  (codegen/mappings/linalg.yaml:5)
 Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
@@ -1105,7 +1082,7 @@ Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[may
   }
 }
 
-// bmm  (codegen/mappings/linalg.yaml:12)
+// bmm  (codegen/mappings/linalg.yaml:6)
 Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
@@ -1114,12 +1091,140 @@ Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// matmul  (codegen/mappings/linalg.yaml:13)
+// matmul  (codegen/mappings/linalg.yaml:7)
 Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
     const Value v0 = b.op("MatMul", {self, other}, {});
     return v0;
+  }
+}
+
+// baddbmm  (codegen/mappings/linalg.yaml:9)
+Value convert_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  // when: beta == 0 and alpha == 1, onnx: MatMul(batch1, batch2)
+  if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    return v0;
+  }
+  // when: beta == 0, onnx: Mul(MatMul(batch1, batch2), alpha)
+  if (((beta == int64_t{0}))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("Mul", {v0, b.scalar_like(Scalar(alpha), v0)}, {});
+    return v1;
+  }
+  // when: beta == 1 and alpha == 1, onnx: Add(self, MatMul(batch1, batch2))
+  if ((((beta == int64_t{1})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("Add", {self, v0}, {});
+    return v1;
+  }
+  // onnx: Add(Mul(self, beta), Mul(MatMul(batch1, batch2), alpha))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v2 = b.op("Mul", {v1, b.scalar_like(Scalar(alpha), v1)}, {});
+    const Value v3 = b.op("Add", {v0, v2}, {});
+    return v3;
+  }
+}
+
+// addbmm  (codegen/mappings/linalg.yaml:14)
+Value convert_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  // when: beta == 0 and alpha == 1, onnx: ReduceSum(MatMul(batch1, batch2), [0], keepdims=0)
+  if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    return v1;
+  }
+  // when: beta == 0, onnx: Mul(ReduceSum(MatMul(batch1, batch2), [0], keepdims=0), alpha)
+  if (((beta == int64_t{0}))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v2 = b.op("Mul", {v1, b.scalar_like(Scalar(alpha), v1)}, {});
+    return v2;
+  }
+  // when: beta == 1 and alpha == 1, onnx: Add(self, ReduceSum(MatMul(batch1, batch2), [0], keepdims=0))
+  if ((((beta == int64_t{1})) && ((alpha == int64_t{1})))) {
+    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v2 = b.op("Add", {self, v1}, {});
+    return v2;
+  }
+  // onnx: Add(Mul(self, beta), Mul(ReduceSum(MatMul(batch1, batch2), [0], keepdims=0), alpha))
+  {
+    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v2 = b.op("ReduceSum", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(alpha), v2)}, {});
+    const Value v4 = b.op("Add", {v0, v3}, {});
+    return v4;
+  }
+}
+
+// dot  (codegen/mappings/linalg.yaml:20)
+Value convert_dot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor) {
+  // onnx: MatMul(self, tensor)
+  {
+    const Value v0 = b.op("MatMul", {self, tensor}, {});
+    return v0;
+  }
+}
+
+// vdot  (codegen/mappings/linalg.yaml:21)
+Value convert_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: MatMul(self, other)
+  {
+    const Value v0 = b.op("MatMul", {self, other}, {});
+    return v0;
+  }
+}
+
+// outer  (codegen/mappings/linalg.yaml:22)
+Value convert_outer([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value vec2) {
+  // manual: True
+  {
+    return manual::outer(b, self, vec2);
+  }
+}
+
+// einsum  (codegen/mappings/linalg.yaml:23)
+Value convert_einsum([[maybe_unused]] Builder& b, [[maybe_unused]] std::string equation, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] std::optional<std::vector<int64_t>> path) {
+  // manual: True
+  {
+    return manual::einsum(b, equation, tensors, path);
+  }
+}
+
+// _cdist_forward  (codegen/mappings/linalg.yaml:25)
+Value convert__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
+  // manual: True
+  {
+    return manual::_cdist_forward(b, x1, x2, p, compute_mode);
+  }
+}
+
+// cdist  (codegen/mappings/linalg.yaml:26)
+Value convert_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
+  // manual: True
+  {
+    return manual::cdist(b, x1, x2, p, compute_mode);
+  }
+}
+
+// _pdist_forward  (codegen/mappings/linalg.yaml:27)
+Value convert__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // manual: True
+  {
+    return manual::_pdist_forward(b, self, p);
+  }
+}
+
+// pdist  (codegen/mappings/linalg.yaml:28)
+Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // manual: True
+  {
+    return manual::pdist(b, self, p);
   }
 }
 
@@ -1209,32 +1314,16 @@ Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value in
   }
 }
 
-// batch_norm  (codegen/mappings/nn.yaml:21)
-Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
-  // manual: True
-  {
-    return manual::batch_norm(b, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
-  }
-}
-
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
-std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
-  // manual: True
-  {
-    return manual::_native_batch_norm_legit_no_training(b, input, weight, bias, running_mean, running_var, momentum, eps);
-  }
-}
-
-// dropout  (codegen/mappings/nn.yaml:24)
+// dropout  (codegen/mappings/nn.yaml:21)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // when: not train, onnx: input
   if (!(train)) {
     return input;
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:24)");
+  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:21)");
 }
 
-// embedding  (codegen/mappings/nn.yaml:25)
+// embedding  (codegen/mappings/nn.yaml:22)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
@@ -1243,11 +1332,99 @@ Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weig
   }
 }
 
-// pixel_shuffle  (codegen/mappings/nn.yaml:26)
+// pixel_shuffle  (codegen/mappings/nn.yaml:23)
 Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // manual: True
   {
     return manual::pixel_shuffle(b, self, upscale_factor);
+  }
+}
+
+// batch_norm  (codegen/mappings/norm.yaml:4)
+Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+  // manual: True
+  {
+    return manual::batch_norm(b, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled);
+  }
+}
+
+// _native_batch_norm_legit_no_training  (codegen/mappings/norm.yaml:5)
+std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::_native_batch_norm_legit_no_training(b, input, weight, bias, running_mean, running_var, momentum, eps);
+  }
+}
+
+// _native_batch_norm_legit  (codegen/mappings/norm.yaml:8)
+std::array<Value, 3> convert__native_batch_norm_legit([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::_native_batch_norm_legit(b, input, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+}
+
+// _native_batch_norm_legit.no_stats  (codegen/mappings/norm.yaml:9)
+std::array<Value, 3> convert__native_batch_norm_legit_no_stats([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::_native_batch_norm_legit_no_stats(b, input, weight, bias, training, momentum, eps);
+  }
+}
+
+// native_layer_norm  (codegen/mappings/norm.yaml:10)
+std::array<Value, 3> convert_native_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::native_layer_norm(b, input, normalized_shape, weight, bias, eps);
+  }
+}
+
+// layer_norm  (codegen/mappings/norm.yaml:11)
+Value convert_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enable) {
+  // manual: True
+  {
+    return manual::layer_norm(b, input, normalized_shape, weight, bias, eps, cudnn_enable);
+  }
+}
+
+// native_group_norm  (codegen/mappings/norm.yaml:12)
+std::array<Value, 3> convert_native_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymInt N, [[maybe_unused]] SymInt C, [[maybe_unused]] SymInt HxW, [[maybe_unused]] int64_t group, [[maybe_unused]] double eps) {
+  // manual: True
+  {
+    return manual::native_group_norm(b, input, weight, bias, N, C, HxW, group, eps);
+  }
+}
+
+// group_norm  (codegen/mappings/norm.yaml:13)
+Value convert_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] int64_t num_groups, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+  // manual: True
+  {
+    return manual::group_norm(b, input, num_groups, weight, bias, eps, cudnn_enabled);
+  }
+}
+
+// instance_norm  (codegen/mappings/norm.yaml:14)
+Value convert_instance_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool use_input_stats, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
+  // manual: True
+  {
+    return manual::instance_norm(b, input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled);
+  }
+}
+
+// rms_norm  (codegen/mappings/norm.yaml:15)
+Value convert_rms_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<double> eps) {
+  // manual: True
+  {
+    return manual::rms_norm(b, input, normalized_shape, weight, eps);
+  }
+}
+
+// native_dropout  (codegen/mappings/norm.yaml:17)
+std::array<Value, 2> convert_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] std::optional<bool> train) {
+  // manual: True
+  {
+    return manual::native_dropout(b, input, p, train);
   }
 }
 
@@ -1342,6 +1519,310 @@ Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
     self = b.cast(self, computed_dtype_);
     const Value v0 = b.op("ReduceMean", {self}, {Attr::i("keepdims", int64_t{0})});
     return v0;
+  }
+}
+
+// amax  (codegen/mappings/reduction.yaml:17)
+Value convert_amax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::amax(b, self, dim, keepdim);
+  }
+}
+
+// amin  (codegen/mappings/reduction.yaml:18)
+Value convert_amin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::amin(b, self, dim, keepdim);
+  }
+}
+
+// max  (codegen/mappings/reduction.yaml:19)
+Value convert_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::max(b, self);
+  }
+}
+
+// min  (codegen/mappings/reduction.yaml:20)
+Value convert_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::min(b, self);
+  }
+}
+
+// max.dim  (codegen/mappings/reduction.yaml:21)
+std::array<Value, 2> convert_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::max_dim(b, self, dim, keepdim);
+  }
+}
+
+// min.dim  (codegen/mappings/reduction.yaml:22)
+std::array<Value, 2> convert_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::min_dim(b, self, dim, keepdim);
+  }
+}
+
+// argmax  (codegen/mappings/reduction.yaml:23)
+Value convert_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::argmax(b, self, dim, keepdim);
+  }
+}
+
+// argmin  (codegen/mappings/reduction.yaml:24)
+Value convert_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::argmin(b, self, dim, keepdim);
+  }
+}
+
+// any  (codegen/mappings/reduction.yaml:25)
+Value convert_any([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::any(b, self);
+  }
+}
+
+// any.dim  (codegen/mappings/reduction.yaml:26)
+Value convert_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::any_dim(b, self, dim, keepdim);
+  }
+}
+
+// any.dims  (codegen/mappings/reduction.yaml:27)
+Value convert_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::any_dims(b, self, dim, keepdim);
+  }
+}
+
+// all  (codegen/mappings/reduction.yaml:28)
+Value convert_all([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::all(b, self);
+  }
+}
+
+// all.dim  (codegen/mappings/reduction.yaml:29)
+Value convert_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::all_dim(b, self, dim, keepdim);
+  }
+}
+
+// all.dims  (codegen/mappings/reduction.yaml:30)
+Value convert_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::all_dims(b, self, dim, keepdim);
+  }
+}
+
+// prod  (codegen/mappings/reduction.yaml:31)
+Value convert_prod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::prod(b, self, dtype);
+  }
+}
+
+// prod.dim_int  (codegen/mappings/reduction.yaml:32)
+Value convert_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::prod_dim_int(b, self, dim, keepdim, dtype);
+  }
+}
+
+// count_nonzero  (codegen/mappings/reduction.yaml:33)
+Value convert_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim) {
+  // manual: True
+  {
+    return manual::count_nonzero(b, self, dim);
+  }
+}
+
+// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:34)
+Value convert_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  // manual: True
+  {
+    return manual::count_nonzero_dim_IntList(b, self, dim);
+  }
+}
+
+// logsumexp  (codegen/mappings/reduction.yaml:35)
+Value convert_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::logsumexp(b, self, dim, keepdim);
+  }
+}
+
+// linalg_vector_norm  (codegen/mappings/reduction.yaml:36)
+Value convert_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar ord, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::linalg_vector_norm(b, self, ord, dim, keepdim, dtype);
+  }
+}
+
+// norm.ScalarOpt_dim  (codegen/mappings/reduction.yaml:37)
+Value convert_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Scalar> p, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::norm_ScalarOpt_dim(b, self, p, dim, keepdim);
+  }
+}
+
+// var.correction  (codegen/mappings/reduction.yaml:39)
+Value convert_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// var.dim  (codegen/mappings/reduction.yaml:40)
+Value convert_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// var  (codegen/mappings/reduction.yaml:41)
+Value convert_var([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::var(b, self, unbiased);
+  }
+}
+
+// std.correction  (codegen/mappings/reduction.yaml:42)
+Value convert_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// std.dim  (codegen/mappings/reduction.yaml:43)
+Value convert_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// std  (codegen/mappings/reduction.yaml:44)
+Value convert_std([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::std(b, self, unbiased);
+  }
+}
+
+// var_mean.correction  (codegen/mappings/reduction.yaml:45)
+std::array<Value, 2> convert_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_mean_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// var_mean.dim  (codegen/mappings/reduction.yaml:46)
+std::array<Value, 2> convert_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::var_mean_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// var_mean  (codegen/mappings/reduction.yaml:47)
+std::array<Value, 2> convert_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::var_mean(b, self, unbiased);
+  }
+}
+
+// std_mean.correction  (codegen/mappings/reduction.yaml:48)
+std::array<Value, 2> convert_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_mean_correction(b, self, dim, correction, keepdim);
+  }
+}
+
+// std_mean.dim  (codegen/mappings/reduction.yaml:49)
+std::array<Value, 2> convert_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // manual: True
+  {
+    return manual::std_mean_dim(b, self, dim, unbiased, keepdim);
+  }
+}
+
+// std_mean  (codegen/mappings/reduction.yaml:50)
+std::array<Value, 2> convert_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // manual: True
+  {
+    return manual::std_mean(b, self, unbiased);
+  }
+}
+
+// cumsum  (codegen/mappings/reduction.yaml:52)
+Value convert_cumsum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::cumsum(b, self, dim, dtype);
+  }
+}
+
+// cumprod  (codegen/mappings/reduction.yaml:53)
+Value convert_cumprod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // manual: True
+  {
+    return manual::cumprod(b, self, dim, dtype);
+  }
+}
+
+// cummax  (codegen/mappings/reduction.yaml:54)
+std::array<Value, 2> convert_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::cummax(b, self, dim);
+  }
+}
+
+// cummin  (codegen/mappings/reduction.yaml:55)
+std::array<Value, 2> convert_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::cummin(b, self, dim);
+  }
+}
+
+// logcumsumexp  (codegen/mappings/reduction.yaml:56)
+Value convert_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::logcumsumexp(b, self, dim);
   }
 }
 
@@ -1977,6 +2458,11 @@ Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_add_Tensor(b, self, other, alpha);
 }
 
+// addbmm_  (in-place twin of addbmm (codegen/mappings/linalg.yaml:14))
+Value convert_addbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  return convert_addbmm(b, self, batch1, batch2, beta, alpha);
+}
+
 // addcdiv_  (in-place twin of addcdiv (codegen/mappings/arithmetic.yaml:43))
 Value convert_addcdiv_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   return convert_addcdiv(b, self, tensor1, tensor2, value);
@@ -1987,7 +2473,7 @@ Value convert_addcmul_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   return convert_addcmul(b, self, tensor1, tensor2, value);
 }
 
-// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
+// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:4))
 Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
 }
@@ -2015,6 +2501,11 @@ Value convert_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 // atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
 Value convert_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_atanh(b, self);
+}
+
+// baddbmm_  (in-place twin of baddbmm (codegen/mappings/linalg.yaml:9))
+Value convert_baddbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
+  return convert_baddbmm(b, self, batch1, batch2, beta, alpha);
 }
 
 // bitwise_and_.Scalar  (in-place twin of bitwise_and.Scalar (codegen/mappings/comparison.yaml:21))
@@ -2100,6 +2591,16 @@ Value convert_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 // cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
 Value convert_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_cosh(b, self);
+}
+
+// cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))
+Value convert_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  return convert_cumprod(b, self, dim, dtype);
+}
+
+// cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
+Value convert_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  return convert_cumsum(b, self, dim, dtype);
 }
 
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))

@@ -125,6 +125,8 @@ Value convert_addcmul(Builder& b, Value self, Value tensor1, Value tensor2, Scal
 Value convert_addcdiv(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // xlogy.Tensor  (codegen/mappings/arithmetic.yaml:47)
 Value convert_xlogy_Tensor(Builder& b, Value self, Value other);
+// scaled_dot_product_attention  (codegen/mappings/attention.yaml:3)
+Value convert_scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa);
 // eq.Tensor  (codegen/mappings/comparison.yaml:5)
 Value convert_eq_Tensor(Builder& b, Value self, Value other);
 // eq.Scalar  (codegen/mappings/comparison.yaml:6)
@@ -211,16 +213,36 @@ Value convert_clamp_min_Tensor(Builder& b, Value self, Value min);
 Value convert_clamp_max(Builder& b, Value self, Scalar max);
 // clamp_max.Tensor  (codegen/mappings/comparison.yaml:47)
 Value convert_clamp_max_Tensor(Builder& b, Value self, Value max);
-// linear  (codegen/mappings/linalg.yaml:2)
+// linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
-// addmm  (codegen/mappings/linalg.yaml:8)
+// addmm  (codegen/mappings/linalg.yaml:4)
 Value convert_addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
-// mm  (codegen/mappings/linalg.yaml:11)
+// mm  (codegen/mappings/linalg.yaml:5)
 Value convert_mm(Builder& b, Value self, Value mat2);
-// bmm  (codegen/mappings/linalg.yaml:12)
+// bmm  (codegen/mappings/linalg.yaml:6)
 Value convert_bmm(Builder& b, Value self, Value mat2);
-// matmul  (codegen/mappings/linalg.yaml:13)
+// matmul  (codegen/mappings/linalg.yaml:7)
 Value convert_matmul(Builder& b, Value self, Value other);
+// baddbmm  (codegen/mappings/linalg.yaml:9)
+Value convert_baddbmm(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
+// addbmm  (codegen/mappings/linalg.yaml:14)
+Value convert_addbmm(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
+// dot  (codegen/mappings/linalg.yaml:20)
+Value convert_dot(Builder& b, Value self, Value tensor);
+// vdot  (codegen/mappings/linalg.yaml:21)
+Value convert_vdot(Builder& b, Value self, Value other);
+// outer  (codegen/mappings/linalg.yaml:22)
+Value convert_outer(Builder& b, Value self, Value vec2);
+// einsum  (codegen/mappings/linalg.yaml:23)
+Value convert_einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
+// _cdist_forward  (codegen/mappings/linalg.yaml:25)
+Value convert__cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+// cdist  (codegen/mappings/linalg.yaml:26)
+Value convert_cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+// _pdist_forward  (codegen/mappings/linalg.yaml:27)
+Value convert__pdist_forward(Builder& b, Value self, double p);
+// pdist  (codegen/mappings/linalg.yaml:28)
+Value convert_pdist(Builder& b, Value self, double p);
 // conv2d  (codegen/mappings/nn.yaml:4)
 Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
 // conv1d  (codegen/mappings/nn.yaml:7)
@@ -241,16 +263,34 @@ Value convert_conv_transpose1d(Builder& b, Value input, Value weight, std::optio
 Value convert_conv_transpose3d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
 // convolution  (codegen/mappings/nn.yaml:19)
 Value convert_convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
-// batch_norm  (codegen/mappings/nn.yaml:21)
-Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
-std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
-// dropout  (codegen/mappings/nn.yaml:24)
+// dropout  (codegen/mappings/nn.yaml:21)
 Value convert_dropout(Builder& b, Value input, double p, bool train);
-// embedding  (codegen/mappings/nn.yaml:25)
+// embedding  (codegen/mappings/nn.yaml:22)
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
-// pixel_shuffle  (codegen/mappings/nn.yaml:26)
+// pixel_shuffle  (codegen/mappings/nn.yaml:23)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+// batch_norm  (codegen/mappings/norm.yaml:4)
+Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
+// _native_batch_norm_legit_no_training  (codegen/mappings/norm.yaml:5)
+std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
+// _native_batch_norm_legit  (codegen/mappings/norm.yaml:8)
+std::array<Value, 3> convert__native_batch_norm_legit(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, bool training, double momentum, double eps);
+// _native_batch_norm_legit.no_stats  (codegen/mappings/norm.yaml:9)
+std::array<Value, 3> convert__native_batch_norm_legit_no_stats(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, bool training, double momentum, double eps);
+// native_layer_norm  (codegen/mappings/norm.yaml:10)
+std::array<Value, 3> convert_native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps);
+// layer_norm  (codegen/mappings/norm.yaml:11)
+Value convert_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enable);
+// native_group_norm  (codegen/mappings/norm.yaml:12)
+std::array<Value, 3> convert_native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, SymInt N, SymInt C, SymInt HxW, int64_t group, double eps);
+// group_norm  (codegen/mappings/norm.yaml:13)
+Value convert_group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enabled);
+// instance_norm  (codegen/mappings/norm.yaml:14)
+Value convert_instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
+// rms_norm  (codegen/mappings/norm.yaml:15)
+Value convert_rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
+// native_dropout  (codegen/mappings/norm.yaml:17)
+std::array<Value, 2> convert_native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 // avg_pool2d  (codegen/mappings/pooling.yaml:4)
@@ -265,6 +305,82 @@ Value convert_sum(Builder& b, Value self, std::optional<ScalarType> dtype);
 Value convert_sum_dim_IntList(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean(Builder& b, Value self, std::optional<ScalarType> dtype);
+// amax  (codegen/mappings/reduction.yaml:17)
+Value convert_amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// amin  (codegen/mappings/reduction.yaml:18)
+Value convert_amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// max  (codegen/mappings/reduction.yaml:19)
+Value convert_max(Builder& b, Value self);
+// min  (codegen/mappings/reduction.yaml:20)
+Value convert_min(Builder& b, Value self);
+// max.dim  (codegen/mappings/reduction.yaml:21)
+std::array<Value, 2> convert_max_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// min.dim  (codegen/mappings/reduction.yaml:22)
+std::array<Value, 2> convert_min_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// argmax  (codegen/mappings/reduction.yaml:23)
+Value convert_argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+// argmin  (codegen/mappings/reduction.yaml:24)
+Value convert_argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+// any  (codegen/mappings/reduction.yaml:25)
+Value convert_any(Builder& b, Value self);
+// any.dim  (codegen/mappings/reduction.yaml:26)
+Value convert_any_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// any.dims  (codegen/mappings/reduction.yaml:27)
+Value convert_any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+// all  (codegen/mappings/reduction.yaml:28)
+Value convert_all(Builder& b, Value self);
+// all.dim  (codegen/mappings/reduction.yaml:29)
+Value convert_all_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// all.dims  (codegen/mappings/reduction.yaml:30)
+Value convert_all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+// prod  (codegen/mappings/reduction.yaml:31)
+Value convert_prod(Builder& b, Value self, std::optional<ScalarType> dtype);
+// prod.dim_int  (codegen/mappings/reduction.yaml:32)
+Value convert_prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype);
+// count_nonzero  (codegen/mappings/reduction.yaml:33)
+Value convert_count_nonzero(Builder& b, Value self, std::optional<int64_t> dim);
+// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:34)
+Value convert_count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim);
+// logsumexp  (codegen/mappings/reduction.yaml:35)
+Value convert_logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// linalg_vector_norm  (codegen/mappings/reduction.yaml:36)
+Value convert_linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
+// norm.ScalarOpt_dim  (codegen/mappings/reduction.yaml:37)
+Value convert_norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim);
+// var.correction  (codegen/mappings/reduction.yaml:39)
+Value convert_var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// var.dim  (codegen/mappings/reduction.yaml:40)
+Value convert_var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// var  (codegen/mappings/reduction.yaml:41)
+Value convert_var(Builder& b, Value self, bool unbiased);
+// std.correction  (codegen/mappings/reduction.yaml:42)
+Value convert_std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// std.dim  (codegen/mappings/reduction.yaml:43)
+Value convert_std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// std  (codegen/mappings/reduction.yaml:44)
+Value convert_std(Builder& b, Value self, bool unbiased);
+// var_mean.correction  (codegen/mappings/reduction.yaml:45)
+std::array<Value, 2> convert_var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// var_mean.dim  (codegen/mappings/reduction.yaml:46)
+std::array<Value, 2> convert_var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// var_mean  (codegen/mappings/reduction.yaml:47)
+std::array<Value, 2> convert_var_mean(Builder& b, Value self, bool unbiased);
+// std_mean.correction  (codegen/mappings/reduction.yaml:48)
+std::array<Value, 2> convert_std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// std_mean.dim  (codegen/mappings/reduction.yaml:49)
+std::array<Value, 2> convert_std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// std_mean  (codegen/mappings/reduction.yaml:50)
+std::array<Value, 2> convert_std_mean(Builder& b, Value self, bool unbiased);
+// cumsum  (codegen/mappings/reduction.yaml:52)
+Value convert_cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// cumprod  (codegen/mappings/reduction.yaml:53)
+Value convert_cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// cummax  (codegen/mappings/reduction.yaml:54)
+std::array<Value, 2> convert_cummax(Builder& b, Value self, int64_t dim);
+// cummin  (codegen/mappings/reduction.yaml:55)
+std::array<Value, 2> convert_cummin(Builder& b, Value self, int64_t dim);
+// logcumsumexp  (codegen/mappings/reduction.yaml:56)
+Value convert_logcumsumexp(Builder& b, Value self, int64_t dim);
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, Value self);
 // contiguous  (codegen/mappings/shape.yaml:3)
@@ -393,11 +509,13 @@ Value convert_acosh_(Builder& b, Value self);
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:5))
 Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
+// addbmm_  (in-place twin of addbmm (codegen/mappings/linalg.yaml:14))
+Value convert_addbmm_(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
 // addcdiv_  (in-place twin of addcdiv (codegen/mappings/arithmetic.yaml:43))
 Value convert_addcdiv_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addcmul_  (in-place twin of addcmul (codegen/mappings/arithmetic.yaml:40))
 Value convert_addcmul_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
-// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
+// addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:4))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
 // asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
 Value convert_asin_(Builder& b, Value self);
@@ -409,6 +527,8 @@ Value convert_atan2_(Builder& b, Value self, Value other);
 Value convert_atan_(Builder& b, Value self);
 // atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
 Value convert_atanh_(Builder& b, Value self);
+// baddbmm_  (in-place twin of baddbmm (codegen/mappings/linalg.yaml:9))
+Value convert_baddbmm_(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
 // bitwise_and_.Scalar  (in-place twin of bitwise_and.Scalar (codegen/mappings/comparison.yaml:21))
 Value convert_bitwise_and__Scalar(Builder& b, Value self, Scalar other);
 // bitwise_and_.Tensor  (in-place twin of bitwise_and.Tensor (codegen/mappings/comparison.yaml:20))
@@ -443,6 +563,10 @@ Value convert_clamp_min__Tensor(Builder& b, Value self, Value min);
 Value convert_cos_(Builder& b, Value self);
 // cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
 Value convert_cosh_(Builder& b, Value self);
+// cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))
+Value convert_cumprod_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
+Value convert_cumsum_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Scalar_mode  (in-place twin of div.Scalar_mode (codegen/mappings/arithmetic.yaml:24))
@@ -617,6 +741,7 @@ Value atan2(Builder& b, Value self, Value other);
 Value atan2_out(Builder& b, Value self, Value other, Value out);
 Value lerp_Scalar(Builder& b, Value self, Value end, Scalar weight);
 Value lerp_Tensor(Builder& b, Value self, Value end, Value weight);
+Value scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa);
 Value eq_Tensor(Builder& b, Value self, Value other);
 Value eq_Scalar(Builder& b, Value self, Scalar other);
 Value ne_Tensor(Builder& b, Value self, Value other);
@@ -652,13 +777,68 @@ Value clamp_min(Builder& b, Value self, Scalar min);
 Value clamp_min_Tensor(Builder& b, Value self, Value min);
 Value clamp_max(Builder& b, Value self, Scalar max);
 Value clamp_max_Tensor(Builder& b, Value self, Value max);
+Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
+Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+Value outer(Builder& b, Value self, Value vec2);
+Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
+Value _cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+Value cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+Value _pdist_forward(Builder& b, Value self, double p);
+Value pdist(Builder& b, Value self, double p);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
+Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
-Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+std::array<Value, 3> _native_batch_norm_legit(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, bool training, double momentum, double eps);
+std::array<Value, 3> _native_batch_norm_legit_no_stats(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, bool training, double momentum, double eps);
+std::array<Value, 3> native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps);
+Value layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enable);
+std::array<Value, 3> native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, SymInt N, SymInt C, SymInt HxW, int64_t group, double eps);
+Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enabled);
+Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
+Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
+std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+Value amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+Value max(Builder& b, Value self);
+Value min(Builder& b, Value self);
+std::array<Value, 2> max_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+std::array<Value, 2> min_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+Value argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+Value argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+Value any(Builder& b, Value self);
+Value any_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+Value any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+Value all(Builder& b, Value self);
+Value all_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+Value all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+Value prod(Builder& b, Value self, std::optional<ScalarType> dtype);
+Value prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype);
+Value count_nonzero(Builder& b, Value self, std::optional<int64_t> dim);
+Value count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim);
+Value logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
+Value norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim);
+Value var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+Value var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+Value var(Builder& b, Value self, bool unbiased);
+Value std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+Value std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+Value std(Builder& b, Value self, bool unbiased);
+std::array<Value, 2> var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+std::array<Value, 2> var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+std::array<Value, 2> var_mean(Builder& b, Value self, bool unbiased);
+std::array<Value, 2> std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+std::array<Value, 2> std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+std::array<Value, 2> std_mean(Builder& b, Value self, bool unbiased);
+Value cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+std::array<Value, 2> cummax(Builder& b, Value self, int64_t dim);
+std::array<Value, 2> cummin(Builder& b, Value self, int64_t dim);
+Value logcumsumexp(Builder& b, Value self, int64_t dim);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);

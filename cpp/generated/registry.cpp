@@ -422,6 +422,19 @@ void unpack_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs_xlogy_Tensor[] = {"self", "other"};
 
+void unpack_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value query = unpack_tensor(b, arg_at(args, 0), "query");
+  Value key = unpack_tensor(b, arg_at(args, 1), "key");
+  Value value = unpack_tensor(b, arg_at(args, 2), "value");
+  std::optional<Value> attn_mask = given(args, 3) ? unpack_opt_tensor(b, args[3], "attn_mask") : std::optional<Value>(std::nullopt);
+  double dropout_p = given(args, 4) ? unpack_float(args[4], "dropout_p") : double(0.0);
+  bool is_causal = given(args, 5) ? unpack_bool(args[5], "is_causal") : bool(false);
+  std::optional<double> scale = given(args, 6) ? unpack_opt_float(args[6], "scale") : std::optional<double>(std::nullopt);
+  bool enable_gqa = given(args, 7) ? unpack_bool(args[7], "enable_gqa") : bool(false);
+  outs.push_back(convert_scaled_dot_product_attention(b, std::move(query), std::move(key), std::move(value), std::move(attn_mask), std::move(dropout_p), std::move(is_causal), std::move(scale), std::move(enable_gqa)));
+}
+constexpr const char* kArgs_scaled_dot_product_attention[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"};
+
 void unpack_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
@@ -770,6 +783,87 @@ void unpack_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_matmul[] = {"self", "other"};
 
+void unpack_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_baddbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_baddbmm[] = {"self", "batch1", "batch2", "beta", "alpha"};
+
+void unpack_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_addbmm[] = {"self", "batch1", "batch2", "beta", "alpha"};
+
+void unpack_dot([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value tensor = unpack_tensor(b, arg_at(args, 1), "tensor");
+  outs.push_back(convert_dot(b, std::move(self), std::move(tensor)));
+}
+constexpr const char* kArgs_dot[] = {"self", "tensor"};
+
+void unpack_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_vdot(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_vdot[] = {"self", "other"};
+
+void unpack_outer([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value vec2 = unpack_tensor(b, arg_at(args, 1), "vec2");
+  outs.push_back(convert_outer(b, std::move(self), std::move(vec2)));
+}
+constexpr const char* kArgs_outer[] = {"self", "vec2"};
+
+void unpack_einsum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  std::string equation = unpack_str(arg_at(args, 0), "equation");
+  std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 1), "tensors");
+  std::optional<std::vector<int64_t>> path = given(args, 2) ? unpack_opt_int_list(args[2], "path") : std::optional<std::vector<int64_t>>(std::nullopt);
+  outs.push_back(convert_einsum(b, std::move(equation), std::move(tensors), std::move(path)));
+}
+constexpr const char* kArgs_einsum[] = {"equation", "tensors", "path"};
+
+void unpack__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value x1 = unpack_tensor(b, arg_at(args, 0), "x1");
+  Value x2 = unpack_tensor(b, arg_at(args, 1), "x2");
+  double p = unpack_float(arg_at(args, 2), "p");
+  std::optional<int64_t> compute_mode = unpack_opt_int(arg_at(args, 3), "compute_mode");
+  outs.push_back(convert__cdist_forward(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
+}
+constexpr const char* kArgs__cdist_forward[] = {"x1", "x2", "p", "compute_mode"};
+
+void unpack_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value x1 = unpack_tensor(b, arg_at(args, 0), "x1");
+  Value x2 = unpack_tensor(b, arg_at(args, 1), "x2");
+  double p = given(args, 2) ? unpack_float(args[2], "p") : double(2.0);
+  std::optional<int64_t> compute_mode = given(args, 3) ? unpack_opt_int(args[3], "compute_mode") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_cdist(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
+}
+constexpr const char* kArgs_cdist[] = {"x1", "x2", "p", "compute_mode"};
+
+void unpack__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double p = given(args, 1) ? unpack_float(args[1], "p") : double(2.0);
+  outs.push_back(convert__pdist_forward(b, std::move(self), std::move(p)));
+}
+constexpr const char* kArgs__pdist_forward[] = {"self", "p"};
+
+void unpack_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double p = given(args, 1) ? unpack_float(args[1], "p") : double(2.0);
+  outs.push_back(convert_pdist(b, std::move(self), std::move(p)));
+}
+constexpr const char* kArgs_pdist[] = {"self", "p"};
+
 void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -895,6 +989,31 @@ void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"};
 
+void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  double p = unpack_float(arg_at(args, 1), "p");
+  bool train = unpack_bool(arg_at(args, 2), "train");
+  outs.push_back(convert_dropout(b, std::move(input), std::move(p), std::move(train)));
+}
+constexpr const char* kArgs_dropout[] = {"input", "p", "train"};
+
+void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  SymInt padding_idx = given(args, 2) ? unpack_symint(args[2], "padding_idx") : SymInt(SymInt(-1));
+  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
+  bool sparse = given(args, 4) ? unpack_bool(args[4], "sparse") : bool(false);
+  outs.push_back(convert_embedding(b, std::move(weight), std::move(indices), std::move(padding_idx), std::move(scale_grad_by_freq), std::move(sparse)));
+}
+constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
+
+void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
+  outs.push_back(convert_pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
+}
+constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
+
 void unpack_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
@@ -921,30 +1040,105 @@ void unpack__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[
 }
 constexpr const char* kArgs__native_batch_norm_legit_no_training[] = {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"};
 
-void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+void unpack__native_batch_norm_legit([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  Value running_mean = unpack_tensor(b, arg_at(args, 3), "running_mean");
+  Value running_var = unpack_tensor(b, arg_at(args, 4), "running_var");
+  bool training = unpack_bool(arg_at(args, 5), "training");
+  double momentum = unpack_float(arg_at(args, 6), "momentum");
+  double eps = unpack_float(arg_at(args, 7), "eps");
+  for (Value v : convert__native_batch_norm_legit(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs__native_batch_norm_legit[] = {"input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps"};
+
+void unpack__native_batch_norm_legit_no_stats([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  bool training = unpack_bool(arg_at(args, 3), "training");
+  double momentum = unpack_float(arg_at(args, 4), "momentum");
+  double eps = unpack_float(arg_at(args, 5), "eps");
+  for (Value v : convert__native_batch_norm_legit_no_stats(b, std::move(input), std::move(weight), std::move(bias), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs__native_batch_norm_legit_no_stats[] = {"input", "weight", "bias", "training", "momentum", "eps"};
+
+void unpack_native_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 2), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 3), "bias");
+  double eps = unpack_float(arg_at(args, 4), "eps");
+  for (Value v : convert_native_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_layer_norm[] = {"input", "normalized_shape", "weight", "bias", "eps"};
+
+void unpack_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
+  std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
+  std::optional<Value> bias = given(args, 3) ? unpack_opt_tensor(b, args[3], "bias") : std::optional<Value>(std::nullopt);
+  double eps = given(args, 4) ? unpack_float(args[4], "eps") : double(1e-05);
+  bool cudnn_enable = given(args, 5) ? unpack_bool(args[5], "cudnn_enable") : bool(true);
+  outs.push_back(convert_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enable)));
+}
+constexpr const char* kArgs_layer_norm[] = {"input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"};
+
+void unpack_native_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  SymInt N = unpack_symint(arg_at(args, 3), "N");
+  SymInt C = unpack_symint(arg_at(args, 4), "C");
+  SymInt HxW = unpack_symint(arg_at(args, 5), "HxW");
+  int64_t group = unpack_int(arg_at(args, 6), "group");
+  double eps = unpack_float(arg_at(args, 7), "eps");
+  for (Value v : convert_native_group_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(eps))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_group_norm[] = {"input", "weight", "bias", "N", "C", "HxW", "group", "eps"};
+
+void unpack_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  int64_t num_groups = unpack_int(arg_at(args, 1), "num_groups");
+  std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
+  std::optional<Value> bias = given(args, 3) ? unpack_opt_tensor(b, args[3], "bias") : std::optional<Value>(std::nullopt);
+  double eps = given(args, 4) ? unpack_float(args[4], "eps") : double(1e-05);
+  bool cudnn_enabled = given(args, 5) ? unpack_bool(args[5], "cudnn_enabled") : bool(true);
+  outs.push_back(convert_group_norm(b, std::move(input), std::move(num_groups), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enabled)));
+}
+constexpr const char* kArgs_group_norm[] = {"input", "num_groups", "weight", "bias", "eps", "cudnn_enabled"};
+
+void unpack_instance_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  std::optional<Value> running_mean = unpack_opt_tensor(b, arg_at(args, 3), "running_mean");
+  std::optional<Value> running_var = unpack_opt_tensor(b, arg_at(args, 4), "running_var");
+  bool use_input_stats = unpack_bool(arg_at(args, 5), "use_input_stats");
+  double momentum = unpack_float(arg_at(args, 6), "momentum");
+  double eps = unpack_float(arg_at(args, 7), "eps");
+  bool cudnn_enabled = unpack_bool(arg_at(args, 8), "cudnn_enabled");
+  outs.push_back(convert_instance_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(use_input_stats), std::move(momentum), std::move(eps), std::move(cudnn_enabled)));
+}
+constexpr const char* kArgs_instance_norm[] = {"input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps", "cudnn_enabled"};
+
+void unpack_rms_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
+  std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
+  std::optional<double> eps = given(args, 3) ? unpack_opt_float(args[3], "eps") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_rms_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(eps)));
+}
+constexpr const char* kArgs_rms_norm[] = {"input", "normalized_shape", "weight", "eps"};
+
+void unpack_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   double p = unpack_float(arg_at(args, 1), "p");
-  bool train = unpack_bool(arg_at(args, 2), "train");
-  outs.push_back(convert_dropout(b, std::move(input), std::move(p), std::move(train)));
+  std::optional<bool> train = unpack_opt_bool(arg_at(args, 2), "train");
+  for (Value v : convert_native_dropout(b, std::move(input), std::move(p), std::move(train))) outs.push_back(v);
 }
-constexpr const char* kArgs_dropout[] = {"input", "p", "train"};
-
-void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
-  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
-  SymInt padding_idx = given(args, 2) ? unpack_symint(args[2], "padding_idx") : SymInt(SymInt(-1));
-  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
-  bool sparse = given(args, 4) ? unpack_bool(args[4], "sparse") : bool(false);
-  outs.push_back(convert_embedding(b, std::move(weight), std::move(indices), std::move(padding_idx), std::move(scale_grad_by_freq), std::move(sparse)));
-}
-constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
-
-void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
-  outs.push_back(convert_pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
-}
-constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
+constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 
 void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1007,6 +1201,304 @@ void unpack_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   outs.push_back(convert_mean(b, std::move(self), std::move(dtype)));
 }
 constexpr const char* kArgs_mean[] = {"self", "dtype"};
+
+void unpack_amax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = given(args, 1) ? unpack_int_list(args[1], "dim", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_amax(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_amax[] = {"self", "dim", "keepdim"};
+
+void unpack_amin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = given(args, 1) ? unpack_int_list(args[1], "dim", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_amin(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_amin[] = {"self", "dim", "keepdim"};
+
+void unpack_max([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_max(b, std::move(self)));
+}
+constexpr const char* kArgs_max[] = {"self"};
+
+void unpack_min([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_min(b, std::move(self)));
+}
+constexpr const char* kArgs_min[] = {"self"};
+
+void unpack_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  for (Value v : convert_max_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  for (Value v : convert_min_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_min_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_argmax(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_argmax[] = {"self", "dim", "keepdim"};
+
+void unpack_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_argmin(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_argmin[] = {"self", "dim", "keepdim"};
+
+void unpack_any([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_any(b, std::move(self)));
+}
+constexpr const char* kArgs_any[] = {"self"};
+
+void unpack_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_any_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_any_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim") : std::optional<std::vector<int64_t>>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_any_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_any_dims[] = {"self", "dim", "keepdim"};
+
+void unpack_all([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_all(b, std::move(self)));
+}
+constexpr const char* kArgs_all[] = {"self"};
+
+void unpack_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_all_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_all_dim[] = {"self", "dim", "keepdim"};
+
+void unpack_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim") : std::optional<std::vector<int64_t>>(std::nullopt);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_all_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_all_dims[] = {"self", "dim", "keepdim"};
+
+void unpack_prod([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_prod(b, std::move(self), std::move(dtype)));
+}
+constexpr const char* kArgs_prod[] = {"self", "dtype"};
+
+void unpack_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_prod_dim_int(b, std::move(self), std::move(dim), std::move(keepdim), std::move(dtype)));
+}
+constexpr const char* kArgs_prod_dim_int[] = {"self", "dim", "keepdim", "dtype"};
+
+void unpack_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_count_nonzero(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_count_nonzero[] = {"self", "dim"};
+
+void unpack_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  outs.push_back(convert_count_nonzero_dim_IntList(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_count_nonzero_dim_IntList[] = {"self", "dim"};
+
+void unpack_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim", 1);
+  bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
+  outs.push_back(convert_logsumexp(b, std::move(self), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_logsumexp[] = {"self", "dim", "keepdim"};
+
+void unpack_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar ord = given(args, 1) ? unpack_scalar(args[1], "ord") : Scalar(Scalar(int64_t{2}));
+  std::optional<std::vector<int64_t>> dim = given(args, 2) ? unpack_opt_int_list(args[2], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  std::optional<ScalarType> dtype = given(args, 4) ? unpack_opt_scalar_type(args[4], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_linalg_vector_norm(b, std::move(self), std::move(ord), std::move(dim), std::move(keepdim), std::move(dtype)));
+}
+constexpr const char* kArgs_linalg_vector_norm[] = {"self", "ord", "dim", "keepdim", "dtype"};
+
+void unpack_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Scalar> p = unpack_opt_scalar(arg_at(args, 1), "p");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 2), "dim", 1);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_norm_ScalarOpt_dim(b, std::move(self), std::move(p), std::move(dim), std::move(keepdim)));
+}
+constexpr const char* kArgs_norm_ScalarOpt_dim[] = {"self", "p", "dim", "keepdim"};
+
+void unpack_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_var_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
+}
+constexpr const char* kArgs_var_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_var_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
+}
+constexpr const char* kArgs_var_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_var([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  outs.push_back(convert_var(b, std::move(self), std::move(unbiased)));
+}
+constexpr const char* kArgs_var[] = {"self", "unbiased"};
+
+void unpack_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_std_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
+}
+constexpr const char* kArgs_std_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  outs.push_back(convert_std_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
+}
+constexpr const char* kArgs_std_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_std([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  outs.push_back(convert_std(b, std::move(self), std::move(unbiased)));
+}
+constexpr const char* kArgs_std[] = {"self", "unbiased"};
+
+void unpack_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_var_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_var_mean_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_var_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_var_mean_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  for (Value v : convert_var_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
+}
+constexpr const char* kArgs_var_mean[] = {"self", "unbiased"};
+
+void unpack_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_std_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_std_mean_correction[] = {"self", "dim", "correction", "keepdim"};
+
+void unpack_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
+  bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
+  bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
+  for (Value v : convert_std_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
+}
+constexpr const char* kArgs_std_mean_dim[] = {"self", "dim", "unbiased", "keepdim"};
+
+void unpack_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
+  for (Value v : convert_std_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
+}
+constexpr const char* kArgs_std_mean[] = {"self", "unbiased"};
+
+void unpack_cumsum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumsum(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumsum[] = {"self", "dim", "dtype"};
+
+void unpack_cumprod([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumprod(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumprod[] = {"self", "dim", "dtype"};
+
+void unpack_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  for (Value v : convert_cummax(b, std::move(self), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_cummax[] = {"self", "dim"};
+
+void unpack_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  for (Value v : convert_cummin(b, std::move(self), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_cummin[] = {"self", "dim"};
+
+void unpack_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_logcumsumexp(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_logcumsumexp[] = {"self", "dim"};
 
 void unpack_clone([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1421,6 +1913,16 @@ void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
 
+void unpack_addbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_addbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_addbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
+
 void unpack_addcdiv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
@@ -1479,6 +1981,16 @@ void unpack_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_atanh_(b, std::move(self)));
 }
 constexpr const char* kArgs_atanh_[] = {"self"};
+
+void unpack_baddbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
+  Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
+  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_baddbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+}
+constexpr const char* kArgs_baddbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
 
 void unpack_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1596,6 +2108,22 @@ void unpack_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   outs.push_back(convert_cosh_(b, std::move(self)));
 }
 constexpr const char* kArgs_cosh_[] = {"self"};
+
+void unpack_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumprod_(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumprod_[] = {"self", "dim", "dtype"};
+
+void unpack_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  outs.push_back(convert_cumsum_(b, std::move(self), std::move(dim), std::move(dtype)));
+}
+constexpr const char* kArgs_cumsum_[] = {"self", "dim", "dtype"};
 
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2168,6 +2696,7 @@ const OpEntry kOps[] = {
     {"addcmul", &unpack_addcmul, kArgs_addcmul},
     {"addcdiv", &unpack_addcdiv, kArgs_addcdiv},
     {"xlogy.Tensor", &unpack_xlogy_Tensor, kArgs_xlogy_Tensor},
+    {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention},
     {"eq.Tensor", &unpack_eq_Tensor, kArgs_eq_Tensor},
     {"eq.Scalar", &unpack_eq_Scalar, kArgs_eq_Scalar},
     {"ne.Tensor", &unpack_ne_Tensor, kArgs_ne_Tensor},
@@ -2216,6 +2745,16 @@ const OpEntry kOps[] = {
     {"mm", &unpack_mm, kArgs_mm},
     {"bmm", &unpack_bmm, kArgs_bmm},
     {"matmul", &unpack_matmul, kArgs_matmul},
+    {"baddbmm", &unpack_baddbmm, kArgs_baddbmm},
+    {"addbmm", &unpack_addbmm, kArgs_addbmm},
+    {"dot", &unpack_dot, kArgs_dot},
+    {"vdot", &unpack_vdot, kArgs_vdot},
+    {"outer", &unpack_outer, kArgs_outer},
+    {"einsum", &unpack_einsum, kArgs_einsum},
+    {"_cdist_forward", &unpack__cdist_forward, kArgs__cdist_forward},
+    {"cdist", &unpack_cdist, kArgs_cdist},
+    {"_pdist_forward", &unpack__pdist_forward, kArgs__pdist_forward},
+    {"pdist", &unpack_pdist, kArgs_pdist},
     {"conv2d", &unpack_conv2d, kArgs_conv2d},
     {"conv1d", &unpack_conv1d, kArgs_conv1d},
     {"conv3d", &unpack_conv3d, kArgs_conv3d},
@@ -2226,11 +2765,20 @@ const OpEntry kOps[] = {
     {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d},
     {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input},
     {"convolution", &unpack_convolution, kArgs_convolution},
-    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm},
-    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training},
     {"dropout", &unpack_dropout, kArgs_dropout},
     {"embedding", &unpack_embedding, kArgs_embedding},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle},
+    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm},
+    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training},
+    {"_native_batch_norm_legit", &unpack__native_batch_norm_legit, kArgs__native_batch_norm_legit},
+    {"_native_batch_norm_legit.no_stats", &unpack__native_batch_norm_legit_no_stats, kArgs__native_batch_norm_legit_no_stats},
+    {"native_layer_norm", &unpack_native_layer_norm, kArgs_native_layer_norm},
+    {"layer_norm", &unpack_layer_norm, kArgs_layer_norm},
+    {"native_group_norm", &unpack_native_group_norm, kArgs_native_group_norm},
+    {"group_norm", &unpack_group_norm, kArgs_group_norm},
+    {"instance_norm", &unpack_instance_norm, kArgs_instance_norm},
+    {"rms_norm", &unpack_rms_norm, kArgs_rms_norm},
+    {"native_dropout", &unpack_native_dropout, kArgs_native_dropout},
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
     {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
     {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
@@ -2238,6 +2786,44 @@ const OpEntry kOps[] = {
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
     {"mean", &unpack_mean, kArgs_mean},
+    {"amax", &unpack_amax, kArgs_amax},
+    {"amin", &unpack_amin, kArgs_amin},
+    {"max", &unpack_max, kArgs_max},
+    {"min", &unpack_min, kArgs_min},
+    {"max.dim", &unpack_max_dim, kArgs_max_dim},
+    {"min.dim", &unpack_min_dim, kArgs_min_dim},
+    {"argmax", &unpack_argmax, kArgs_argmax},
+    {"argmin", &unpack_argmin, kArgs_argmin},
+    {"any", &unpack_any, kArgs_any},
+    {"any.dim", &unpack_any_dim, kArgs_any_dim},
+    {"any.dims", &unpack_any_dims, kArgs_any_dims},
+    {"all", &unpack_all, kArgs_all},
+    {"all.dim", &unpack_all_dim, kArgs_all_dim},
+    {"all.dims", &unpack_all_dims, kArgs_all_dims},
+    {"prod", &unpack_prod, kArgs_prod},
+    {"prod.dim_int", &unpack_prod_dim_int, kArgs_prod_dim_int},
+    {"count_nonzero", &unpack_count_nonzero, kArgs_count_nonzero},
+    {"count_nonzero.dim_IntList", &unpack_count_nonzero_dim_IntList, kArgs_count_nonzero_dim_IntList},
+    {"logsumexp", &unpack_logsumexp, kArgs_logsumexp},
+    {"linalg_vector_norm", &unpack_linalg_vector_norm, kArgs_linalg_vector_norm},
+    {"norm.ScalarOpt_dim", &unpack_norm_ScalarOpt_dim, kArgs_norm_ScalarOpt_dim},
+    {"var.correction", &unpack_var_correction, kArgs_var_correction},
+    {"var.dim", &unpack_var_dim, kArgs_var_dim},
+    {"var", &unpack_var, kArgs_var},
+    {"std.correction", &unpack_std_correction, kArgs_std_correction},
+    {"std.dim", &unpack_std_dim, kArgs_std_dim},
+    {"std", &unpack_std, kArgs_std},
+    {"var_mean.correction", &unpack_var_mean_correction, kArgs_var_mean_correction},
+    {"var_mean.dim", &unpack_var_mean_dim, kArgs_var_mean_dim},
+    {"var_mean", &unpack_var_mean, kArgs_var_mean},
+    {"std_mean.correction", &unpack_std_mean_correction, kArgs_std_mean_correction},
+    {"std_mean.dim", &unpack_std_mean_dim, kArgs_std_mean_dim},
+    {"std_mean", &unpack_std_mean, kArgs_std_mean},
+    {"cumsum", &unpack_cumsum, kArgs_cumsum},
+    {"cumprod", &unpack_cumprod, kArgs_cumprod},
+    {"cummax", &unpack_cummax, kArgs_cummax},
+    {"cummin", &unpack_cummin, kArgs_cummin},
+    {"logcumsumexp", &unpack_logcumsumexp, kArgs_logcumsumexp},
     {"clone", &unpack_clone, kArgs_clone},
     {"contiguous", &unpack_contiguous, kArgs_contiguous},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy},
@@ -2302,6 +2888,7 @@ const OpEntry kOps[] = {
     {"acosh_", &unpack_acosh_, kArgs_acosh_},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
+    {"addbmm_", &unpack_addbmm_, kArgs_addbmm_},
     {"addcdiv_", &unpack_addcdiv_, kArgs_addcdiv_},
     {"addcmul_", &unpack_addcmul_, kArgs_addcmul_},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
@@ -2310,6 +2897,7 @@ const OpEntry kOps[] = {
     {"atan2_", &unpack_atan2_, kArgs_atan2_},
     {"atan_", &unpack_atan_, kArgs_atan_},
     {"atanh_", &unpack_atanh_, kArgs_atanh_},
+    {"baddbmm_", &unpack_baddbmm_, kArgs_baddbmm_},
     {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar},
     {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor},
     {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_},
@@ -2327,6 +2915,8 @@ const OpEntry kOps[] = {
     {"clamp_min_.Tensor", &unpack_clamp_min__Tensor, kArgs_clamp_min__Tensor},
     {"cos_", &unpack_cos_, kArgs_cos_},
     {"cosh_", &unpack_cosh_, kArgs_cosh_},
+    {"cumprod_", &unpack_cumprod_, kArgs_cumprod_},
+    {"cumsum_", &unpack_cumsum_, kArgs_cumsum_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Scalar_mode", &unpack_div__Scalar_mode, kArgs_div__Scalar_mode},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},

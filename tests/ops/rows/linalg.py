@@ -1,6 +1,33 @@
-"""Matrix products."""
+"""Matrix products, einsum and distances."""
 
-from row import from_opinfo
+import torch
+from row import aten, from_opinfo, hand_written, tensor
+from torch.testing._internal.opinfo.core import SampleInput
+
+# Sums of products of OpInfo's values (up to 9 in magnitude) reach the hundreds, where one float16
+# ulp is 0.0625; torch and onnxruntime add the batch products in different orders (torch rounds
+# after each batch's addmm_), so results differ by an ulp, which near a cancellation is a large
+# relative error. float32 differs in the last bits the same way.
+BATCH_SUM_TOLERANCE = {torch.float16: (1e-3, 0.13), torch.float32: (1.3e-6, 1e-4)}
+# baddbmm in float16: torch computes alpha * (b1 @ b2) + beta * self in float32 and rounds once;
+# ONNX rounds the product, each scaling and the sum to float16.
+SCALED_PRODUCT_TOLERANCE = {torch.float16: (1e-3, 2e-3)}
+
+DISTANCE_NORMS = (0.0, 1.0, 2.0, 3.5, 0.5, float("inf"))
+
+
+def _cdist_forward(dtype):
+    shapes = [((4, 3), (5, 3)), ((2, 4, 3), (2, 6, 3)), ((2, 1, 3, 2), (4, 5, 2))]
+    for p in DISTANCE_NORMS:
+        for a, b in shapes:
+            yield SampleInput(tensor(a, dtype), args=(tensor(b, dtype), p, None))
+
+
+def _pdist_forward(dtype):
+    for p in DISTANCE_NORMS:
+        for shape in [(5, 3), (1, 4), (6, 1)]:
+            yield SampleInput(tensor(shape, dtype), args=(p,))
+
 
 ROWS = (
     from_opinfo("nn.functional.linear", "linear"),
@@ -8,4 +35,18 @@ ROWS = (
     from_opinfo("mm", "mm"),
     from_opinfo("bmm", "bmm"),
     from_opinfo("matmul", "matmul"),
+    from_opinfo("baddbmm", "baddbmm", tolerance=SCALED_PRODUCT_TOLERANCE),
+    from_opinfo("addbmm", "addbmm", tolerance=BATCH_SUM_TOLERANCE),
+    from_opinfo("dot", "dot"),
+    from_opinfo("vdot", "vdot"),
+    from_opinfo("outer", "outer"),
+    from_opinfo("einsum", "einsum"),
+    from_opinfo("cdist", "cdist"),
+    from_opinfo("nn.functional.pdist", "pdist"),
+    hand_written(
+        "_cdist_forward", fn=lambda x, *args: aten._cdist_forward(x, *args), samples=_cdist_forward, max_samples=18
+    ),
+    hand_written(
+        "_pdist_forward", fn=lambda x, *args: aten._pdist_forward(x, *args), samples=_pdist_forward, max_samples=18
+    ),
 )
