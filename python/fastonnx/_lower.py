@@ -104,12 +104,28 @@ def _yaml_hint(op) -> str:
     return f"register a converter for {op}"
 
 
+# Checks torch.export inserts on data-dependent sizes (after nonzero, masked_select or boolean
+# indexing: `u0 >= 0`). ONNX has no runtime assertion, so they, and the size arithmetic that
+# only feeds them, stay out of the ONNX graph.
+_RUNTIME_CHECKS = frozenset({torch.ops.aten._assert_scalar.default, torch.ops.aten.sym_constrain_range_for_size.default})
+
+
+def runtime_checks(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The runtime-check nodes of ``graph`` and the nodes whose results only they use."""
+    checks: set[torch.fx.Node] = set()
+    for n in reversed(graph.nodes):
+        if n.op == "call_function" and (n.target in _RUNTIME_CHECKS or (n.users and n.users.keys() <= checks)):
+            checks.add(n)
+    return checks
+
+
 def check_supported(graph: torch.fx.Graph) -> None:
     """Raise one error naming every op of the graph that has no converter."""
     missing: Counter = Counter()
     first: dict = {}
+    skipped = runtime_checks(graph)
     for n in graph.nodes:
-        if n.op != "call_function" or n.target is operator.getitem:
+        if n.op != "call_function" or n.target is operator.getitem or n in skipped:
             continue
         if plan_for(n.target) is not None:
             continue
@@ -198,8 +214,9 @@ class Lowering:
 
     def convert_nodes(self) -> None:
         convert = self.session.convert
+        skipped = runtime_checks(self.ep.graph)
         for node in self.ep.graph.nodes:
-            if node.op != "call_function":
+            if node.op != "call_function" or node in skipped:
                 continue
             if node.target is operator.getitem:
                 self.env[node] = self.env[node.args[0]][node.args[1]]
