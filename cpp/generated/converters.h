@@ -47,6 +47,52 @@ Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
 Value convert_div_Tensor(Builder& b, Value self, Value other);
 // div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
+// index.Tensor  (codegen/mappings/indexing.yaml:8)
+Value convert_index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
+// index_put  (codegen/mappings/indexing.yaml:9)
+Value convert_index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
+// nonzero  (codegen/mappings/indexing.yaml:10)
+Value convert_nonzero(Builder& b, Value self);
+// nonzero_numpy  (codegen/mappings/indexing.yaml:11)
+std::vector<Value> convert_nonzero_numpy(Builder& b, Value self);
+// take_along_dim  (codegen/mappings/indexing.yaml:12)
+Value convert_take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_t> dim);
+// masked_scatter  (codegen/mappings/indexing.yaml:13)
+Value convert_masked_scatter(Builder& b, Value self, Value mask, Value source);
+// masked_select  (codegen/mappings/indexing.yaml:15)
+Value convert_masked_select(Builder& b, Value self, Value mask);
+// take  (codegen/mappings/indexing.yaml:16)
+Value convert_take(Builder& b, Value self, Value index);
+// index_select  (codegen/mappings/indexing.yaml:17)
+Value convert_index_select(Builder& b, Value self, int64_t dim, Value index);
+// gather  (codegen/mappings/indexing.yaml:21)
+Value convert_gather(Builder& b, Value self, int64_t dim, Value index, bool sparse_grad);
+// scatter.src  (codegen/mappings/indexing.yaml:24)
+Value convert_scatter_src(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter.value  (codegen/mappings/indexing.yaml:25)
+Value convert_scatter_value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// scatter.reduce  (codegen/mappings/indexing.yaml:26)
+Value convert_scatter_reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
+// scatter.value_reduce  (codegen/mappings/indexing.yaml:27)
+Value convert_scatter_value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
+// scatter_add  (codegen/mappings/indexing.yaml:28)
+Value convert_scatter_add(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter_reduce.two  (codegen/mappings/indexing.yaml:29)
+Value convert_scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
+// index_add  (codegen/mappings/indexing.yaml:30)
+Value convert_index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
+// index_copy  (codegen/mappings/indexing.yaml:31)
+Value convert_index_copy(Builder& b, Value self, int64_t dim, Value index, Value source);
+// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:32)
+Value convert_index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:33)
+Value convert_index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+// slice_scatter  (codegen/mappings/indexing.yaml:34)
+Value convert_slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+// select_scatter  (codegen/mappings/indexing.yaml:35)
+Value convert_select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt index);
+// diagonal_scatter  (codegen/mappings/indexing.yaml:36)
+Value convert_diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_t dim1, int64_t dim2);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:8)
@@ -127,6 +173,16 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// sort  (codegen/mappings/sorting.yaml:3)
+std::array<Value, 2> convert_sort(Builder& b, Value self, int64_t dim, bool descending);
+// sort.stable  (codegen/mappings/sorting.yaml:4)
+std::array<Value, 2> convert_sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
+// argsort  (codegen/mappings/sorting.yaml:5)
+Value convert_argsort(Builder& b, Value self, int64_t dim, bool descending);
+// argsort.stable  (codegen/mappings/sorting.yaml:6)
+Value convert_argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
+// topk  (codegen/mappings/sorting.yaml:7)
+std::array<Value, 2> convert_topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
@@ -139,14 +195,38 @@ Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 Value convert_div__Tensor(Builder& b, Value self, Value other);
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
+// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:30))
+Value convert_index_add_(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
+// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:31))
+Value convert_index_copy_(Builder& b, Value self, int64_t dim, Value index, Value source);
+// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:32))
+Value convert_index_fill__int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:33))
+Value convert_index_fill__int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+// index_put_  (in-place twin of index_put (codegen/mappings/indexing.yaml:9))
+Value convert_index_put_(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
 // leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
 Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
+// masked_scatter_  (in-place twin of masked_scatter (codegen/mappings/indexing.yaml:13))
+Value convert_masked_scatter_(Builder& b, Value self, Value mask, Value source);
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:16))
 Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
 // mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:15))
 Value convert_mul__Tensor(Builder& b, Value self, Value other);
 // relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
 Value convert_relu_(Builder& b, Value self);
+// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:26))
+Value convert_scatter__reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
+// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:24))
+Value convert_scatter__src(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:25))
+Value convert_scatter__value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:27))
+Value convert_scatter__value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
+// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:28))
+Value convert_scatter_add_(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:29))
+Value convert_scatter_reduce__two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_(Builder& b, Value self);
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
@@ -159,6 +239,26 @@ Value convert_t_(Builder& b, Value self);
 Value convert_tanh_(Builder& b, Value self);
 
 namespace manual {
+Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
+Value index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
+Value nonzero(Builder& b, Value self);
+std::vector<Value> nonzero_numpy(Builder& b, Value self);
+Value take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_t> dim);
+Value masked_scatter(Builder& b, Value self, Value mask, Value source);
+Value gather(Builder& b, Value self, int64_t dim, Value index, bool sparse_grad);
+Value scatter_src(Builder& b, Value self, int64_t dim, Value index, Value src);
+Value scatter_value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+Value scatter_reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
+Value scatter_value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
+Value scatter_add(Builder& b, Value self, int64_t dim, Value index, Value src);
+Value scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
+Value index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
+Value index_copy(Builder& b, Value self, int64_t dim, Value index, Value source);
+Value index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+Value index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+Value select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt index);
+Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_t dim1, int64_t dim2);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
@@ -173,6 +273,11 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+std::array<Value, 2> sort(Builder& b, Value self, int64_t dim, bool descending);
+std::array<Value, 2> sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
+Value argsort(Builder& b, Value self, int64_t dim, bool descending);
+Value argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
+std::array<Value, 2> topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
 }  // namespace manual
 
 }  // namespace fastonnx
