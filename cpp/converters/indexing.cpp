@@ -1,4 +1,4 @@
-// Advanced indexing (x[i, None, mask] and its assignment), nonzero, masked_scatter and
+// Advanced indexing (x[i, None, mask] and its assignment), gather, nonzero, masked_scatter and
 // take_along_dim.
 #include "indexing.h"
 
@@ -10,6 +10,7 @@
 namespace fastonnx {
 
 Value sizes_of(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return b.ints(dims);
   if (const auto shape = b.static_shape(x)) {
     std::vector<int64_t> sizes;
     for (int64_t d : dims) sizes.push_back((*shape)[d]);
@@ -21,6 +22,19 @@ Value sizes_of(Builder& b, Value x, const std::vector<int64_t>& dims) {
 Value shape_of(Builder& b, Value x) {
   if (const auto shape = b.static_shape(x)) return b.ints(*shape);
   return b.op("Shape", {x});
+}
+
+Value transpose(Builder& b, Value x, const std::vector<int64_t>& perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int64_t>(i);
+  if (identity) return x;
+  return b.op("Transpose", {x}, {Attr::ints("perm", perm)});
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> out(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) out[perm[i]] = static_cast<int64_t>(i);
+  return out;
 }
 
 namespace {
@@ -43,17 +57,6 @@ Value where(Builder& b, Value condition, Value x, Value y) {
   if (b.dtype(x) != ScalarType::Bool) return b.op("Where", {condition, x, y});
   const Value picked = b.op("Where", {condition, b.cast(x, ScalarType::Byte), b.cast(y, ScalarType::Byte)});
   return b.cast(picked, ScalarType::Bool);
-}
-
-Value transpose(Builder& b, Value x, const std::vector<int64_t>& perm) {
-  if (perm == iota(0, static_cast<int64_t>(perm.size()))) return x;
-  return b.op("Transpose", {x}, {Attr::ints("perm", perm)});
-}
-
-std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
-  std::vector<int64_t> out(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) out[perm[i]] = static_cast<int64_t>(i);
-  return out;
 }
 
 // torch's index tensors resolved for ONNX's GatherND/ScatterND: a boolean mask over k dims is
@@ -179,9 +182,11 @@ Value index_put(Builder& b, Value self, std::vector<std::optional<Value>> indice
   const int64_t at = ai.adjacent ? ai.dims[0] : 0;
   const std::vector<int64_t> before(ai.others.begin(), ai.others.begin() + at);
   const std::vector<int64_t> after(ai.others.begin() + at, ai.others.end());
-  const Value target = b.op("Concat", {sizes_of(b, self, before), batch, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
+  const Value target =
+      b.op("Concat", {sizes_of(b, self, before), batch, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
   const auto updates_rank = static_cast<int64_t>(ai.batch_rank + ai.others.size());
-  const Value updates = transpose(b, b.op("Expand", {values, target}), inverse(batch_to(at, ai.batch_rank, updates_rank)));
+  const Value updates =
+      transpose(b, b.op("Expand", {values, target}), inverse(batch_to(at, ai.batch_rank, updates_rank)));
   const Value scattered =
       scatter(b, "ScatterND", data, stacked_indices(b, ai, batch), updates, accumulate ? "add" : "none");
   return transpose(b, scattered, inverse(perm));
@@ -210,8 +215,8 @@ Value nonzero(Builder& b, Value self) {
   if (b.rank(self) > 0) return b.op("Transpose", {b.op("NonZero", {self})}, {Attr::ints("perm", swap)});
   // torch finds [n, 0] in a 0-d tensor (n = 1 when it is nonzero). onnxruntime's NonZero of a
   // 0-d input differs from ONNX's spec, so it looks at a 1-element vector and drops the column.
-  const Value found = b.op("Transpose", {b.op("NonZero", {b.op("Reshape", {self, b.ints(std::vector<int64_t>{1})})})},
-                           {Attr::ints("perm", swap)});
+  const Value as_vector = b.op("Reshape", {self, b.ints(std::vector<int64_t>{1})});
+  const Value found = b.op("Transpose", {b.op("NonZero", {as_vector})}, {Attr::ints("perm", swap)});
   const Value none = b.ints(std::vector<int64_t>{0});
   return b.op("Slice", {found, none, none, b.ints(std::vector<int64_t>{1})});
 }
@@ -219,7 +224,8 @@ Value nonzero(Builder& b, Value self) {
 std::vector<Value> nonzero_numpy(Builder& b, Value self) {
   const int64_t rank = b.rank(self);
   // torch looks at a 0-d tensor as a 1-element vector here.
-  const Value positions = b.op("NonZero", {rank == 0 ? b.op("Reshape", {self, b.ints(std::vector<int64_t>{1})}) : self});
+  const Value x = rank == 0 ? b.op("Reshape", {self, b.ints(std::vector<int64_t>{1})}) : self;
+  const Value positions = b.op("NonZero", {x});
   std::vector<Value> out;
   for (int64_t d = 0; d < std::max<int64_t>(rank, 1); ++d) {
     out.push_back(b.op("Gather", {positions, b.scalar(d, ScalarType::Long)}, {Attr::i("axis", 0)}));
@@ -229,40 +235,30 @@ std::vector<Value> nonzero_numpy(Builder& b, Value self) {
 
 Value take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_t> dim) {
   const int64_t rank = b.rank(self);
+  // No dim: along the flattened self (a 0-d self is one element, whatever the dim).
   if (!dim || rank == 0) {
     const Value minus_one = b.ints(std::vector<int64_t>{-1});
     const Value taken = b.op("Gather", {b.op("Reshape", {self, minus_one}), b.op("Reshape", {indices, minus_one})});
     return dim ? b.op("Reshape", {taken, shape_of(b, indices)}) : taken;
   }
   const int64_t d = wrap_dim(b, *dim, rank);
-  // torch broadcasts self and indices over every dim but `dim`.
+  // torch broadcasts self and indices over every dim but `dim` (torch.export makes the shapes
+  // static: it specializes take_along_dim's size checks).
   const auto self_shape = b.static_shape(self), index_shape = b.static_shape(indices);
-  if (self_shape && index_shape) {
-    std::vector<int64_t> data_to = *self_shape, index_to = *index_shape;
-    for (int64_t i = 0; i < rank; ++i) {
-      if (i == d) continue;
-      data_to[i] = index_to[i] = (*self_shape)[i] == 1 ? (*index_shape)[i] : (*self_shape)[i];
-    }
-    const Value data = data_to == *self_shape ? self : b.op("Expand", {self, b.ints(data_to)});
-    const Value index = index_to == *index_shape ? indices : b.op("Expand", {indices, b.ints(index_to)});
-    return b.op("GatherElements", {data, index}, {Attr::i("axis", d)});
+  if (!self_shape || !index_shape) b.fail("take_along_dim needs static shapes");
+  std::vector<int64_t> data_to = *self_shape, index_to = *index_shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != d) data_to[i] = index_to[i] = (*self_shape)[i] == 1 ? (*index_shape)[i] : (*self_shape)[i];
   }
-  // Expand broadcasts both ways, and a 1 at `dim` keeps the other side's size there.
-  const Value one = b.ints(std::vector<int64_t>{1});
-  const auto with_one_at_dim = [&](Value shape) {
-    return b.op("Concat",
-                {b.op("Gather", {shape, b.ints(iota(0, d))}, {Attr::i("axis", 0)}), one,
-                 b.op("Gather", {shape, b.ints(iota(d + 1, rank))}, {Attr::i("axis", 0)})},
-                {Attr::i("axis", 0)});
-  };
-  const Value index = b.op("Expand", {indices, with_one_at_dim(b.op("Shape", {self}))});
-  const Value data = b.op("Expand", {self, with_one_at_dim(b.op("Shape", {index}))});
+  const Value data = data_to == *self_shape ? self : b.op("Expand", {self, b.ints(data_to)});
+  const Value index = index_to == *index_shape ? indices : b.op("Expand", {indices, b.ints(index_to)});
   return b.op("GatherElements", {data, index}, {Attr::i("axis", d)});
 }
 
 Value masked_scatter(Builder& b, Value self, Value mask, Value source) {
   // self and mask broadcast to one shape (Expand broadcasts both ways).
-  const bool same_shape = b.static_shape(self) && b.static_shape(self) == b.static_shape(mask);
+  const auto self_shape = b.static_shape(self);
+  const bool same_shape = self_shape && self_shape == b.static_shape(mask);
   const Value data = same_shape ? self : b.op("Expand", {self, b.op("Shape", {mask})});
   const Value mask_b = b.cast(same_shape ? mask : b.op("Expand", {mask, b.op("Shape", {self})}), ScalarType::Bool);
   const auto source_shape = b.static_shape(source);

@@ -13,6 +13,11 @@ Value sizes_of(Builder& b, Value x, const std::vector<int64_t>& dims);
 // The whole shape of `x` as a 1-D int64 tensor: a constant when it is static.
 Value shape_of(Builder& b, Value x);
 
+// Transpose by `perm`; `x` itself when perm keeps every dim in place.
+Value transpose(Builder& b, Value x, const std::vector<int64_t>& perm);
+// The permutation that undoes `perm`.
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm);
+
 // ONNX ScatterElements or ScatterND (`op`) with `reduction` ("none", "add", "mul", "max",
 // "min"). Reductions exist from opset 16 (add, mul) and 18 (max, min); below that this fails
 // clearly. Dtypes onnxruntime has no reduction kernel for are reduced in a dtype that holds

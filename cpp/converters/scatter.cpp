@@ -16,8 +16,9 @@ Value scatter(Builder& b, std::string_view op, Value data, Value indices, Value 
   if (reduction == "none") return b.op(op, {data, indices, updates}, attrs);
   const ScalarType dtype = b.dtype(data);
   if (dtype == ScalarType::Bool) {
-    // onnxruntime has no bool reductions of its own: on 0/1 in int64, a sum is nonzero where any
-    // update is true (max) and a product where all are (min).
+    // ONNX leaves + and * of bools undefined and onnxruntime has no bool max/min. On 0/1 in
+    // int64, a sum is nonzero where any update is true (max, or) and a product where all are
+    // (min, and).
     const std::string_view as = reduction == "max" ? "add" : reduction == "min" ? "mul" : reduction;
     const Value reduced = scatter(b, op, b.cast(data, ScalarType::Long), indices, b.cast(updates, ScalarType::Long), as,
                                   std::move(attrs));
@@ -197,7 +198,8 @@ Value index_fill(Builder& b, Value self, int64_t dim, Value index, Value value) 
   std::iota(before.begin(), before.end(), 0);
   std::iota(after.begin(), after.end(), d + 1);
   const Value count = b.op("Shape", {b.op("Reshape", {index, b.ints(std::vector<int64_t>{-1})})});
-  const Value shape = b.op("Concat", {sizes_of(b, self, before), count, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
+  const Value shape =
+      b.op("Concat", {sizes_of(b, self, before), count, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
   const Value updates = b.op("Expand", {value, shape});
   return scatter_elements(b, self, rank, d, along_dim(b, index, d, rank, shape), updates, "none");
 }
@@ -272,10 +274,7 @@ Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_
   for (int64_t d = 0; d < rank; ++d) {
     if (d != d1 && d != d2) perm.push_back(d);
   }
-  std::vector<int64_t> inverse(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
-  const bool moved = d1 != 0 || d2 != 1;
-  const Value data = moved ? b.op("Transpose", {self}, {Attr::ints("perm", perm)}) : self;
+  const Value data = transpose(b, self, perm);
   const int64_t row = std::max<int64_t>(-offset, 0), column = std::max<int64_t>(offset, 0);
   const SymInt length = size_at(b, src, rank - 2);
   Value pairs;
@@ -295,9 +294,8 @@ Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_
   }
   std::vector<int64_t> src_perm = {rank - 2};
   for (int64_t d = 0; d < rank - 2; ++d) src_perm.push_back(d);
-  const Value updates = rank > 2 ? b.op("Transpose", {src}, {Attr::ints("perm", src_perm)}) : src;
-  const Value scattered = b.op("ScatterND", {data, pairs, updates});
-  return moved ? b.op("Transpose", {scattered}, {Attr::ints("perm", inverse)}) : scattered;
+  const Value scattered = b.op("ScatterND", {data, pairs, transpose(b, src, src_perm)});
+  return transpose(b, scattered, inverse(perm));
 }
 
 }  // namespace manual

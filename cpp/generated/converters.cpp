@@ -363,7 +363,7 @@ Value convert_gather([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// scatter.src  (codegen/mappings/indexing.yaml:24)
+// scatter.src  (codegen/mappings/indexing.yaml:25)
 Value convert_scatter_src([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
   // manual: True
   {
@@ -371,7 +371,7 @@ Value convert_scatter_src([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// scatter.value  (codegen/mappings/indexing.yaml:25)
+// scatter.value  (codegen/mappings/indexing.yaml:26)
 Value convert_scatter_value([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
   // manual: True
   {
@@ -379,7 +379,7 @@ Value convert_scatter_value([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
   }
 }
 
-// scatter.reduce  (codegen/mappings/indexing.yaml:26)
+// scatter.reduce  (codegen/mappings/indexing.yaml:27)
 Value convert_scatter_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce) {
   // manual: True
   {
@@ -387,7 +387,7 @@ Value convert_scatter_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// scatter.value_reduce  (codegen/mappings/indexing.yaml:27)
+// scatter.value_reduce  (codegen/mappings/indexing.yaml:28)
 Value convert_scatter_value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value, [[maybe_unused]] std::string reduce) {
   // manual: True
   {
@@ -395,7 +395,7 @@ Value convert_scatter_value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]]
   }
 }
 
-// scatter_add  (codegen/mappings/indexing.yaml:28)
+// scatter_add  (codegen/mappings/indexing.yaml:29)
 Value convert_scatter_add([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
   // manual: True
   {
@@ -403,7 +403,7 @@ Value convert_scatter_add([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// scatter_reduce.two  (codegen/mappings/indexing.yaml:29)
+// scatter_reduce.two  (codegen/mappings/indexing.yaml:30)
 Value convert_scatter_reduce_two([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce, [[maybe_unused]] bool include_self) {
   // manual: True
   {
@@ -411,7 +411,7 @@ Value convert_scatter_reduce_two([[maybe_unused]] Builder& b, [[maybe_unused]] V
   }
 }
 
-// index_add  (codegen/mappings/indexing.yaml:30)
+// index_add  (codegen/mappings/indexing.yaml:31)
 Value convert_index_add([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source, [[maybe_unused]] Scalar alpha) {
   // manual: True
   {
@@ -419,7 +419,7 @@ Value convert_index_add([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// index_copy  (codegen/mappings/indexing.yaml:31)
+// index_copy  (codegen/mappings/indexing.yaml:32)
 Value convert_index_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source) {
   // manual: True
   {
@@ -427,7 +427,7 @@ Value convert_index_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:32)
+// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:33)
 Value convert_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
   // manual: True
   {
@@ -435,7 +435,7 @@ Value convert_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]
   }
 }
 
-// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:33)
+// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:34)
 Value convert_index_fill_int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value value) {
   // manual: True
   {
@@ -443,7 +443,7 @@ Value convert_index_fill_int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]
   }
 }
 
-// slice_scatter  (codegen/mappings/indexing.yaml:34)
+// slice_scatter  (codegen/mappings/indexing.yaml:35)
 Value convert_slice_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<SymInt> start, [[maybe_unused]] std::optional<SymInt> end, [[maybe_unused]] SymInt step) {
   // manual: True
   {
@@ -451,7 +451,7 @@ Value convert_slice_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
   }
 }
 
-// select_scatter  (codegen/mappings/indexing.yaml:35)
+// select_scatter  (codegen/mappings/indexing.yaml:36)
 Value convert_select_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt index) {
   // manual: True
   {
@@ -459,7 +459,7 @@ Value convert_select_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// diagonal_scatter  (codegen/mappings/indexing.yaml:36)
+// diagonal_scatter  (codegen/mappings/indexing.yaml:37)
 Value convert_diagonal_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] int64_t offset, [[maybe_unused]] int64_t dim1, [[maybe_unused]] int64_t dim2) {
   // manual: True
   {
@@ -948,22 +948,22 @@ Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   return convert_hardtanh(b, self, min_val, max_val);
 }
 
-// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:30))
+// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:31))
 Value convert_index_add_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source, [[maybe_unused]] Scalar alpha) {
   return convert_index_add(b, self, dim, index, source, alpha);
 }
 
-// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:31))
+// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:32))
 Value convert_index_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source) {
   return convert_index_copy(b, self, dim, index, source);
 }
 
-// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:32))
+// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:33))
 Value convert_index_fill__int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
   return convert_index_fill_int_Scalar(b, self, dim, index, value);
 }
 
-// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:33))
+// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:34))
 Value convert_index_fill__int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value value) {
   return convert_index_fill_int_Tensor(b, self, dim, index, value);
 }
@@ -998,32 +998,32 @@ Value convert_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_relu(b, self);
 }
 
-// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:26))
+// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:27))
 Value convert_scatter__reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce) {
   return convert_scatter_reduce(b, self, dim, index, src, reduce);
 }
 
-// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:24))
+// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:25))
 Value convert_scatter__src([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
   return convert_scatter_src(b, self, dim, index, src);
 }
 
-// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:25))
+// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:26))
 Value convert_scatter__value([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
   return convert_scatter_value(b, self, dim, index, value);
 }
 
-// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:27))
+// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:28))
 Value convert_scatter__value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value, [[maybe_unused]] std::string reduce) {
   return convert_scatter_value_reduce(b, self, dim, index, value, reduce);
 }
 
-// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:28))
+// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:29))
 Value convert_scatter_add_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
   return convert_scatter_add(b, self, dim, index, src);
 }
 
-// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:29))
+// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:30))
 Value convert_scatter_reduce__two([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce, [[maybe_unused]] bool include_self) {
   return convert_scatter_reduce_two(b, self, dim, index, src, reduce, include_self);
 }

@@ -67,31 +67,31 @@ Value convert_take(Builder& b, Value self, Value index);
 Value convert_index_select(Builder& b, Value self, int64_t dim, Value index);
 // gather  (codegen/mappings/indexing.yaml:21)
 Value convert_gather(Builder& b, Value self, int64_t dim, Value index, bool sparse_grad);
-// scatter.src  (codegen/mappings/indexing.yaml:24)
+// scatter.src  (codegen/mappings/indexing.yaml:25)
 Value convert_scatter_src(Builder& b, Value self, int64_t dim, Value index, Value src);
-// scatter.value  (codegen/mappings/indexing.yaml:25)
+// scatter.value  (codegen/mappings/indexing.yaml:26)
 Value convert_scatter_value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
-// scatter.reduce  (codegen/mappings/indexing.yaml:26)
+// scatter.reduce  (codegen/mappings/indexing.yaml:27)
 Value convert_scatter_reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
-// scatter.value_reduce  (codegen/mappings/indexing.yaml:27)
+// scatter.value_reduce  (codegen/mappings/indexing.yaml:28)
 Value convert_scatter_value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
-// scatter_add  (codegen/mappings/indexing.yaml:28)
+// scatter_add  (codegen/mappings/indexing.yaml:29)
 Value convert_scatter_add(Builder& b, Value self, int64_t dim, Value index, Value src);
-// scatter_reduce.two  (codegen/mappings/indexing.yaml:29)
+// scatter_reduce.two  (codegen/mappings/indexing.yaml:30)
 Value convert_scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
-// index_add  (codegen/mappings/indexing.yaml:30)
+// index_add  (codegen/mappings/indexing.yaml:31)
 Value convert_index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
-// index_copy  (codegen/mappings/indexing.yaml:31)
+// index_copy  (codegen/mappings/indexing.yaml:32)
 Value convert_index_copy(Builder& b, Value self, int64_t dim, Value index, Value source);
-// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:32)
+// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:33)
 Value convert_index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
-// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:33)
+// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:34)
 Value convert_index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
-// slice_scatter  (codegen/mappings/indexing.yaml:34)
+// slice_scatter  (codegen/mappings/indexing.yaml:35)
 Value convert_slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
-// select_scatter  (codegen/mappings/indexing.yaml:35)
+// select_scatter  (codegen/mappings/indexing.yaml:36)
 Value convert_select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt index);
-// diagonal_scatter  (codegen/mappings/indexing.yaml:36)
+// diagonal_scatter  (codegen/mappings/indexing.yaml:37)
 Value convert_diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_t dim1, int64_t dim2);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
@@ -195,13 +195,13 @@ Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 Value convert_div__Tensor(Builder& b, Value self, Value other);
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
-// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:30))
+// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:31))
 Value convert_index_add_(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
-// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:31))
+// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:32))
 Value convert_index_copy_(Builder& b, Value self, int64_t dim, Value index, Value source);
-// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:32))
+// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:33))
 Value convert_index_fill__int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
-// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:33))
+// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:34))
 Value convert_index_fill__int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
 // index_put_  (in-place twin of index_put (codegen/mappings/indexing.yaml:9))
 Value convert_index_put_(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
@@ -215,17 +215,17 @@ Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
 Value convert_mul__Tensor(Builder& b, Value self, Value other);
 // relu_  (in-place twin of relu (codegen/mappings/activation.yaml:3))
 Value convert_relu_(Builder& b, Value self);
-// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:26))
+// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:27))
 Value convert_scatter__reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
-// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:24))
+// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:25))
 Value convert_scatter__src(Builder& b, Value self, int64_t dim, Value index, Value src);
-// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:25))
+// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:26))
 Value convert_scatter__value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
-// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:27))
+// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:28))
 Value convert_scatter__value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
-// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:28))
+// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:29))
 Value convert_scatter_add_(Builder& b, Value self, int64_t dim, Value index, Value src);
-// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:29))
+// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:30))
 Value convert_scatter_reduce__two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_(Builder& b, Value self);
