@@ -1057,6 +1057,210 @@ Value convert_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Val
   }
 }
 
+// index.Tensor  (codegen/mappings/indexing.yaml:8)
+Value convert_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<std::optional<Value>> indices) {
+  // manual: True
+  {
+    return manual::index_Tensor(b, self, indices);
+  }
+}
+
+// index_put  (codegen/mappings/indexing.yaml:9)
+Value convert_index_put([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<std::optional<Value>> indices, [[maybe_unused]] Value values, [[maybe_unused]] bool accumulate) {
+  // manual: True
+  {
+    return manual::index_put(b, self, indices, values, accumulate);
+  }
+}
+
+// nonzero  (codegen/mappings/indexing.yaml:10)
+Value convert_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::nonzero(b, self);
+  }
+}
+
+// nonzero_numpy  (codegen/mappings/indexing.yaml:11)
+std::vector<Value> convert_nonzero_numpy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::nonzero_numpy(b, self);
+  }
+}
+
+// take_along_dim  (codegen/mappings/indexing.yaml:12)
+Value convert_take_along_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value indices, [[maybe_unused]] std::optional<int64_t> dim) {
+  // manual: True
+  {
+    return manual::take_along_dim(b, self, indices, dim);
+  }
+}
+
+// masked_scatter  (codegen/mappings/indexing.yaml:13)
+Value convert_masked_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Value source) {
+  // manual: True
+  {
+    return manual::masked_scatter(b, self, mask, source);
+  }
+}
+
+// masked_select  (codegen/mappings/indexing.yaml:15)
+Value convert_masked_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask) {
+  // onnx: Compress(Reshape(Expand(self, Shape(mask)), [-1]), Reshape(Expand(mask, Shape(self)), [-1]), axis=0)
+  {
+    const Value v0 = b.op("Shape", {mask}, {});
+    const Value v1 = b.op("Expand", {self, v0}, {});
+    const Value v2 = b.op("Reshape", {v1, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v3 = b.op("Shape", {self}, {});
+    const Value v4 = b.op("Expand", {mask, v3}, {});
+    const Value v5 = b.op("Reshape", {v4, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v6 = b.op("Compress", {v2, v5}, {Attr::i("axis", int64_t{0})});
+    return v6;
+  }
+}
+
+// take  (codegen/mappings/indexing.yaml:16)
+Value convert_take([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value index) {
+  // onnx: Gather(Reshape(self, [-1]), index)
+  {
+    const Value v0 = b.op("Reshape", {self, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("Gather", {v0, index}, {});
+    return v1;
+  }
+}
+
+// index_select  (codegen/mappings/indexing.yaml:17)
+Value convert_index_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index) {
+  // when: rank(self) == 0, onnx: self
+  if (((b.rank(self) == int64_t{0}))) {
+    return self;
+  }
+  // when: rank(index) == 0, onnx: Gather(self, Reshape(index, [1]), axis=dim)
+  if (((b.rank(index) == int64_t{0}))) {
+    const Value v0 = b.op("Reshape", {index, b.list({Scalar(int64_t{1})}, ScalarType::Long)}, {});
+    const Value v1 = b.op("Gather", {self, v0}, {Attr::i("axis", dim)});
+    return v1;
+  }
+  // onnx: Gather(self, index, axis=dim)
+  {
+    const Value v0 = b.op("Gather", {self, index}, {Attr::i("axis", dim)});
+    return v0;
+  }
+}
+
+// gather  (codegen/mappings/indexing.yaml:21)
+Value convert_gather([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] bool sparse_grad) {
+  // manual: True
+  {
+    return manual::gather(b, self, dim, index, sparse_grad);
+  }
+}
+
+// scatter.src  (codegen/mappings/indexing.yaml:25)
+Value convert_scatter_src([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
+  // manual: True
+  {
+    return manual::scatter_src(b, self, dim, index, src);
+  }
+}
+
+// scatter.value  (codegen/mappings/indexing.yaml:26)
+Value convert_scatter_value([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::scatter_value(b, self, dim, index, value);
+  }
+}
+
+// scatter.reduce  (codegen/mappings/indexing.yaml:27)
+Value convert_scatter_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce) {
+  // manual: True
+  {
+    return manual::scatter_reduce(b, self, dim, index, src, reduce);
+  }
+}
+
+// scatter.value_reduce  (codegen/mappings/indexing.yaml:28)
+Value convert_scatter_value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value, [[maybe_unused]] std::string reduce) {
+  // manual: True
+  {
+    return manual::scatter_value_reduce(b, self, dim, index, value, reduce);
+  }
+}
+
+// scatter_add  (codegen/mappings/indexing.yaml:29)
+Value convert_scatter_add([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
+  // manual: True
+  {
+    return manual::scatter_add(b, self, dim, index, src);
+  }
+}
+
+// scatter_reduce.two  (codegen/mappings/indexing.yaml:30)
+Value convert_scatter_reduce_two([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce, [[maybe_unused]] bool include_self) {
+  // manual: True
+  {
+    return manual::scatter_reduce_two(b, self, dim, index, src, reduce, include_self);
+  }
+}
+
+// index_add  (codegen/mappings/indexing.yaml:31)
+Value convert_index_add([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source, [[maybe_unused]] Scalar alpha) {
+  // manual: True
+  {
+    return manual::index_add(b, self, dim, index, source, alpha);
+  }
+}
+
+// index_copy  (codegen/mappings/indexing.yaml:32)
+Value convert_index_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source) {
+  // manual: True
+  {
+    return manual::index_copy(b, self, dim, index, source);
+  }
+}
+
+// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:33)
+Value convert_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::index_fill_int_Scalar(b, self, dim, index, value);
+  }
+}
+
+// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:34)
+Value convert_index_fill_int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value value) {
+  // manual: True
+  {
+    return manual::index_fill_int_Tensor(b, self, dim, index, value);
+  }
+}
+
+// slice_scatter  (codegen/mappings/indexing.yaml:35)
+Value convert_slice_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<SymInt> start, [[maybe_unused]] std::optional<SymInt> end, [[maybe_unused]] SymInt step) {
+  // manual: True
+  {
+    return manual::slice_scatter(b, self, src, dim, start, end, step);
+  }
+}
+
+// select_scatter  (codegen/mappings/indexing.yaml:36)
+Value convert_select_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt index) {
+  // manual: True
+  {
+    return manual::select_scatter(b, self, src, dim, index);
+  }
+}
+
+// diagonal_scatter  (codegen/mappings/indexing.yaml:37)
+Value convert_diagonal_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] int64_t offset, [[maybe_unused]] int64_t dim1, [[maybe_unused]] int64_t dim2) {
+  // manual: True
+  {
+    return manual::diagonal_scatter(b, self, src, offset, dim1, dim2);
+  }
+}
+
 // linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
   // manual: True
@@ -1941,6 +2145,46 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// sort  (codegen/mappings/sorting.yaml:3)
+std::array<Value, 2> convert_sort([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool descending) {
+  // manual: True
+  {
+    return manual::sort(b, self, dim, descending);
+  }
+}
+
+// sort.stable  (codegen/mappings/sorting.yaml:4)
+std::array<Value, 2> convert_sort_stable([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<bool> stable, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool descending) {
+  // manual: True
+  {
+    return manual::sort_stable(b, self, stable, dim, descending);
+  }
+}
+
+// argsort  (codegen/mappings/sorting.yaml:5)
+Value convert_argsort([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool descending) {
+  // manual: True
+  {
+    return manual::argsort(b, self, dim, descending);
+  }
+}
+
+// argsort.stable  (codegen/mappings/sorting.yaml:6)
+Value convert_argsort_stable([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool stable, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool descending) {
+  // manual: True
+  {
+    return manual::argsort_stable(b, self, stable, dim, descending);
+  }
+}
+
+// topk  (codegen/mappings/sorting.yaml:7)
+std::array<Value, 2> convert_topk([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt k, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool largest, [[maybe_unused]] bool sorted) {
+  // manual: True
+  {
+    return manual::topk(b, self, k, dim, largest, sorted);
+  }
+}
+
 // sym_size.int  (codegen/mappings/symbolic.yaml:4)
 Value convert_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // manual: True
@@ -2728,6 +2972,31 @@ Value convert_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   return convert_hardtanh(b, self, min_val, max_val);
 }
 
+// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:31))
+Value convert_index_add_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source, [[maybe_unused]] Scalar alpha) {
+  return convert_index_add(b, self, dim, index, source, alpha);
+}
+
+// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:32))
+Value convert_index_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value source) {
+  return convert_index_copy(b, self, dim, index, source);
+}
+
+// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:33))
+Value convert_index_fill__int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
+  return convert_index_fill_int_Scalar(b, self, dim, index, value);
+}
+
+// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:34))
+Value convert_index_fill__int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value value) {
+  return convert_index_fill_int_Tensor(b, self, dim, index, value);
+}
+
+// index_put_  (in-place twin of index_put (codegen/mappings/indexing.yaml:9))
+Value convert_index_put_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<std::optional<Value>> indices, [[maybe_unused]] Value values, [[maybe_unused]] bool accumulate) {
+  return convert_index_put(b, self, indices, values, accumulate);
+}
+
 // le_.Scalar  (in-place twin of le.Scalar (codegen/mappings/comparison.yaml:16))
 Value convert_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   return convert_le_Scalar(b, self, other);
@@ -2818,6 +3087,11 @@ Value convert_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] 
   return convert_masked_fill_Tensor(b, self, mask, value);
 }
 
+// masked_scatter_  (in-place twin of masked_scatter (codegen/mappings/indexing.yaml:13))
+Value convert_masked_scatter_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Value source) {
+  return convert_masked_scatter(b, self, mask, source);
+}
+
 // mish_  (in-place twin of mish (codegen/mappings/activation.yaml:35))
 Value convert_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_mish(b, self);
@@ -2896,6 +3170,36 @@ Value convert_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
 // rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
 Value convert_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_rsqrt(b, self);
+}
+
+// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:27))
+Value convert_scatter__reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce) {
+  return convert_scatter_reduce(b, self, dim, index, src, reduce);
+}
+
+// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:25))
+Value convert_scatter__src([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
+  return convert_scatter_src(b, self, dim, index, src);
+}
+
+// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:26))
+Value convert_scatter__value([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
+  return convert_scatter_value(b, self, dim, index, value);
+}
+
+// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:28))
+Value convert_scatter__value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value, [[maybe_unused]] std::string reduce) {
+  return convert_scatter_value_reduce(b, self, dim, index, value, reduce);
+}
+
+// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:29))
+Value convert_scatter_add_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src) {
+  return convert_scatter_add(b, self, dim, index, src);
+}
+
+// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:30))
+Value convert_scatter_reduce__two([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value src, [[maybe_unused]] std::string reduce, [[maybe_unused]] bool include_self) {
+  return convert_scatter_reduce_two(b, self, dim, index, src, reduce, include_self);
 }
 
 // selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))

@@ -213,6 +213,52 @@ Value convert_clamp_min_Tensor(Builder& b, Value self, Value min);
 Value convert_clamp_max(Builder& b, Value self, Scalar max);
 // clamp_max.Tensor  (codegen/mappings/comparison.yaml:47)
 Value convert_clamp_max_Tensor(Builder& b, Value self, Value max);
+// index.Tensor  (codegen/mappings/indexing.yaml:8)
+Value convert_index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
+// index_put  (codegen/mappings/indexing.yaml:9)
+Value convert_index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
+// nonzero  (codegen/mappings/indexing.yaml:10)
+Value convert_nonzero(Builder& b, Value self);
+// nonzero_numpy  (codegen/mappings/indexing.yaml:11)
+std::vector<Value> convert_nonzero_numpy(Builder& b, Value self);
+// take_along_dim  (codegen/mappings/indexing.yaml:12)
+Value convert_take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_t> dim);
+// masked_scatter  (codegen/mappings/indexing.yaml:13)
+Value convert_masked_scatter(Builder& b, Value self, Value mask, Value source);
+// masked_select  (codegen/mappings/indexing.yaml:15)
+Value convert_masked_select(Builder& b, Value self, Value mask);
+// take  (codegen/mappings/indexing.yaml:16)
+Value convert_take(Builder& b, Value self, Value index);
+// index_select  (codegen/mappings/indexing.yaml:17)
+Value convert_index_select(Builder& b, Value self, int64_t dim, Value index);
+// gather  (codegen/mappings/indexing.yaml:21)
+Value convert_gather(Builder& b, Value self, int64_t dim, Value index, bool sparse_grad);
+// scatter.src  (codegen/mappings/indexing.yaml:25)
+Value convert_scatter_src(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter.value  (codegen/mappings/indexing.yaml:26)
+Value convert_scatter_value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// scatter.reduce  (codegen/mappings/indexing.yaml:27)
+Value convert_scatter_reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
+// scatter.value_reduce  (codegen/mappings/indexing.yaml:28)
+Value convert_scatter_value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
+// scatter_add  (codegen/mappings/indexing.yaml:29)
+Value convert_scatter_add(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter_reduce.two  (codegen/mappings/indexing.yaml:30)
+Value convert_scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
+// index_add  (codegen/mappings/indexing.yaml:31)
+Value convert_index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
+// index_copy  (codegen/mappings/indexing.yaml:32)
+Value convert_index_copy(Builder& b, Value self, int64_t dim, Value index, Value source);
+// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:33)
+Value convert_index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:34)
+Value convert_index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+// slice_scatter  (codegen/mappings/indexing.yaml:35)
+Value convert_slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+// select_scatter  (codegen/mappings/indexing.yaml:36)
+Value convert_select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt index);
+// diagonal_scatter  (codegen/mappings/indexing.yaml:37)
+Value convert_diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_t dim1, int64_t dim2);
 // linear  (codegen/mappings/linalg.yaml:3)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:4)
@@ -407,6 +453,16 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// sort  (codegen/mappings/sorting.yaml:3)
+std::array<Value, 2> convert_sort(Builder& b, Value self, int64_t dim, bool descending);
+// sort.stable  (codegen/mappings/sorting.yaml:4)
+std::array<Value, 2> convert_sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
+// argsort  (codegen/mappings/sorting.yaml:5)
+Value convert_argsort(Builder& b, Value self, int64_t dim, bool descending);
+// argsort.stable  (codegen/mappings/sorting.yaml:6)
+Value convert_argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
+// topk  (codegen/mappings/sorting.yaml:7)
+std::array<Value, 2> convert_topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
 // sym_size.int  (codegen/mappings/symbolic.yaml:4)
 Value convert_sym_size_int(Builder& b, Value self, int64_t dim);
 // sym_numel  (codegen/mappings/symbolic.yaml:5)
@@ -617,6 +673,16 @@ Value convert_hardsigmoid_(Builder& b, Value self);
 Value convert_hardswish_(Builder& b, Value self);
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:8))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
+// index_add_  (in-place twin of index_add (codegen/mappings/indexing.yaml:31))
+Value convert_index_add_(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
+// index_copy_  (in-place twin of index_copy (codegen/mappings/indexing.yaml:32))
+Value convert_index_copy_(Builder& b, Value self, int64_t dim, Value index, Value source);
+// index_fill_.int_Scalar  (in-place twin of index_fill.int_Scalar (codegen/mappings/indexing.yaml:33))
+Value convert_index_fill__int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// index_fill_.int_Tensor  (in-place twin of index_fill.int_Tensor (codegen/mappings/indexing.yaml:34))
+Value convert_index_fill__int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+// index_put_  (in-place twin of index_put (codegen/mappings/indexing.yaml:9))
+Value convert_index_put_(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
 // le_.Scalar  (in-place twin of le.Scalar (codegen/mappings/comparison.yaml:16))
 Value convert_le__Scalar(Builder& b, Value self, Scalar other);
 // le_.Tensor  (in-place twin of le.Tensor (codegen/mappings/comparison.yaml:15))
@@ -653,6 +719,8 @@ Value convert_lt__Tensor(Builder& b, Value self, Value other);
 Value convert_masked_fill__Scalar(Builder& b, Value self, Value mask, Scalar value);
 // masked_fill_.Tensor  (in-place twin of masked_fill.Tensor (codegen/mappings/comparison.yaml:37))
 Value convert_masked_fill__Tensor(Builder& b, Value self, Value mask, Value value);
+// masked_scatter_  (in-place twin of masked_scatter (codegen/mappings/indexing.yaml:13))
+Value convert_masked_scatter_(Builder& b, Value self, Value mask, Value source);
 // mish_  (in-place twin of mish (codegen/mappings/activation.yaml:35))
 Value convert_mish_(Builder& b, Value self);
 // mul_.Scalar  (in-place twin of mul.Scalar (codegen/mappings/arithmetic.yaml:20))
@@ -685,6 +753,18 @@ Value convert_round__decimals(Builder& b, Value self, int64_t decimals);
 Value convert_rrelu_(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
 // rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
 Value convert_rsqrt_(Builder& b, Value self);
+// scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:27))
+Value convert_scatter__reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
+// scatter_.src  (in-place twin of scatter.src (codegen/mappings/indexing.yaml:25))
+Value convert_scatter__src(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter_.value  (in-place twin of scatter.value (codegen/mappings/indexing.yaml:26))
+Value convert_scatter__value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// scatter_.value_reduce  (in-place twin of scatter.value_reduce (codegen/mappings/indexing.yaml:28))
+Value convert_scatter__value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
+// scatter_add_  (in-place twin of scatter_add (codegen/mappings/indexing.yaml:29))
+Value convert_scatter_add_(Builder& b, Value self, int64_t dim, Value index, Value src);
+// scatter_reduce_.two  (in-place twin of scatter_reduce.two (codegen/mappings/indexing.yaml:30))
+Value convert_scatter_reduce__two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
 // selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))
 Value convert_selu_(Builder& b, Value self);
 // sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
@@ -777,6 +857,26 @@ Value clamp_min(Builder& b, Value self, Scalar min);
 Value clamp_min_Tensor(Builder& b, Value self, Value min);
 Value clamp_max(Builder& b, Value self, Scalar max);
 Value clamp_max_Tensor(Builder& b, Value self, Value max);
+Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
+Value index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
+Value nonzero(Builder& b, Value self);
+std::vector<Value> nonzero_numpy(Builder& b, Value self);
+Value take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_t> dim);
+Value masked_scatter(Builder& b, Value self, Value mask, Value source);
+Value gather(Builder& b, Value self, int64_t dim, Value index, bool sparse_grad);
+Value scatter_src(Builder& b, Value self, int64_t dim, Value index, Value src);
+Value scatter_value(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+Value scatter_reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
+Value scatter_value_reduce(Builder& b, Value self, int64_t dim, Value index, Scalar value, std::string reduce);
+Value scatter_add(Builder& b, Value self, int64_t dim, Value index, Value src);
+Value scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
+Value index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
+Value index_copy(Builder& b, Value self, int64_t dim, Value index, Value source);
+Value index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+Value index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+Value select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt index);
+Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_t dim1, int64_t dim2);
 Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
 Value outer(Builder& b, Value self, Value vec2);
@@ -846,6 +946,11 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+std::array<Value, 2> sort(Builder& b, Value self, int64_t dim, bool descending);
+std::array<Value, 2> sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
+Value argsort(Builder& b, Value self, int64_t dim, bool descending);
+Value argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
+std::array<Value, 2> topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
 Value sym_size_int(Builder& b, Value self, int64_t dim);
 Value sym_stride_int(Builder& b, Value self, int64_t dim);
 Value sym_storage_offset(Builder& b, Value self);

@@ -744,6 +744,206 @@ void unpack_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const
 }
 constexpr const char* kArgs_clamp_max_Tensor[] = {"self", "max"};
 
+void unpack_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
+  outs.push_back(convert_index_Tensor(b, std::move(self), std::move(indices)));
+}
+constexpr const char* kArgs_index_Tensor[] = {"self", "indices"};
+
+void unpack_index_put([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
+  Value values = unpack_tensor(b, arg_at(args, 2), "values");
+  bool accumulate = given(args, 3) ? unpack_bool(args[3], "accumulate") : bool(false);
+  outs.push_back(convert_index_put(b, std::move(self), std::move(indices), std::move(values), std::move(accumulate)));
+}
+constexpr const char* kArgs_index_put[] = {"self", "indices", "values", "accumulate"};
+
+void unpack_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_nonzero(b, std::move(self)));
+}
+constexpr const char* kArgs_nonzero[] = {"self"};
+
+void unpack_nonzero_numpy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  for (Value v : convert_nonzero_numpy(b, std::move(self))) outs.push_back(v);
+}
+constexpr const char* kArgs_nonzero_numpy[] = {"self"};
+
+void unpack_take_along_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_take_along_dim(b, std::move(self), std::move(indices), std::move(dim)));
+}
+constexpr const char* kArgs_take_along_dim[] = {"self", "indices", "dim"};
+
+void unpack_masked_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  Value source = unpack_tensor(b, arg_at(args, 2), "source");
+  outs.push_back(convert_masked_scatter(b, std::move(self), std::move(mask), std::move(source)));
+}
+constexpr const char* kArgs_masked_scatter[] = {"self", "mask", "source"};
+
+void unpack_masked_select([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  outs.push_back(convert_masked_select(b, std::move(self), std::move(mask)));
+}
+constexpr const char* kArgs_masked_select[] = {"self", "mask"};
+
+void unpack_take([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value index = unpack_tensor(b, arg_at(args, 1), "index");
+  outs.push_back(convert_take(b, std::move(self), std::move(index)));
+}
+constexpr const char* kArgs_take[] = {"self", "index"};
+
+void unpack_index_select([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  outs.push_back(convert_index_select(b, std::move(self), std::move(dim), std::move(index)));
+}
+constexpr const char* kArgs_index_select[] = {"self", "dim", "index"};
+
+void unpack_gather([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  bool sparse_grad = given(args, 3) ? unpack_bool(args[3], "sparse_grad") : bool(false);
+  outs.push_back(convert_gather(b, std::move(self), std::move(dim), std::move(index), std::move(sparse_grad)));
+}
+constexpr const char* kArgs_gather[] = {"self", "dim", "index", "sparse_grad"};
+
+void unpack_scatter_src([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  outs.push_back(convert_scatter_src(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+}
+constexpr const char* kArgs_scatter_src[] = {"self", "dim", "index", "src"};
+
+void unpack_scatter_value([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  outs.push_back(convert_scatter_value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+}
+constexpr const char* kArgs_scatter_value[] = {"self", "dim", "index", "value"};
+
+void unpack_scatter_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  std::string reduce = unpack_str(arg_at(args, 4), "reduce");
+  outs.push_back(convert_scatter_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce)));
+}
+constexpr const char* kArgs_scatter_reduce[] = {"self", "dim", "index", "src", "reduce"};
+
+void unpack_scatter_value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  std::string reduce = unpack_str(arg_at(args, 4), "reduce");
+  outs.push_back(convert_scatter_value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
+}
+constexpr const char* kArgs_scatter_value_reduce[] = {"self", "dim", "index", "value", "reduce"};
+
+void unpack_scatter_add([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  outs.push_back(convert_scatter_add(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+}
+constexpr const char* kArgs_scatter_add[] = {"self", "dim", "index", "src"};
+
+void unpack_scatter_reduce_two([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  std::string reduce = unpack_str(arg_at(args, 4), "reduce");
+  bool include_self = given(args, 5) ? unpack_bool(args[5], "include_self") : bool(true);
+  outs.push_back(convert_scatter_reduce_two(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce), std::move(include_self)));
+}
+constexpr const char* kArgs_scatter_reduce_two[] = {"self", "dim", "index", "src", "reduce", "include_self"};
+
+void unpack_index_add([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value source = unpack_tensor(b, arg_at(args, 3), "source");
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_index_add(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
+}
+constexpr const char* kArgs_index_add[] = {"self", "dim", "index", "source", "alpha"};
+
+void unpack_index_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value source = unpack_tensor(b, arg_at(args, 3), "source");
+  outs.push_back(convert_index_copy(b, std::move(self), std::move(dim), std::move(index), std::move(source)));
+}
+constexpr const char* kArgs_index_copy[] = {"self", "dim", "index", "source"};
+
+void unpack_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  outs.push_back(convert_index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+}
+constexpr const char* kArgs_index_fill_int_Scalar[] = {"self", "dim", "index", "value"};
+
+void unpack_index_fill_int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value value = unpack_tensor(b, arg_at(args, 3), "value");
+  outs.push_back(convert_index_fill_int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+}
+constexpr const char* kArgs_index_fill_int_Tensor[] = {"self", "dim", "index", "value"};
+
+void unpack_slice_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  std::optional<SymInt> start = given(args, 3) ? unpack_opt_symint(args[3], "start") : std::optional<SymInt>(std::nullopt);
+  std::optional<SymInt> end = given(args, 4) ? unpack_opt_symint(args[4], "end") : std::optional<SymInt>(std::nullopt);
+  SymInt step = given(args, 5) ? unpack_symint(args[5], "step") : SymInt(SymInt(1));
+  outs.push_back(convert_slice_scatter(b, std::move(self), std::move(src), std::move(dim), std::move(start), std::move(end), std::move(step)));
+}
+constexpr const char* kArgs_slice_scatter[] = {"self", "src", "dim", "start", "end", "step"};
+
+void unpack_select_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  int64_t dim = unpack_int(arg_at(args, 2), "dim");
+  SymInt index = unpack_symint(arg_at(args, 3), "index");
+  outs.push_back(convert_select_scatter(b, std::move(self), std::move(src), std::move(dim), std::move(index)));
+}
+constexpr const char* kArgs_select_scatter[] = {"self", "src", "dim", "index"};
+
+void unpack_diagonal_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  int64_t offset = given(args, 2) ? unpack_int(args[2], "offset") : int64_t(0);
+  int64_t dim1 = given(args, 3) ? unpack_int(args[3], "dim1") : int64_t(0);
+  int64_t dim2 = given(args, 4) ? unpack_int(args[4], "dim2") : int64_t(1);
+  outs.push_back(convert_diagonal_scatter(b, std::move(self), std::move(src), std::move(offset), std::move(dim1), std::move(dim2)));
+}
+constexpr const char* kArgs_diagonal_scatter[] = {"self", "src", "offset", "dim1", "dim2"};
+
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -1596,6 +1796,50 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
 
+void unpack_sort([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
+  bool descending = given(args, 2) ? unpack_bool(args[2], "descending") : bool(false);
+  for (Value v : convert_sort(b, std::move(self), std::move(dim), std::move(descending))) outs.push_back(v);
+}
+constexpr const char* kArgs_sort[] = {"self", "dim", "descending"};
+
+void unpack_sort_stable([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<bool> stable = unpack_opt_bool(arg_at(args, 1), "stable");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(-1);
+  bool descending = given(args, 3) ? unpack_bool(args[3], "descending") : bool(false);
+  for (Value v : convert_sort_stable(b, std::move(self), std::move(stable), std::move(dim), std::move(descending))) outs.push_back(v);
+}
+constexpr const char* kArgs_sort_stable[] = {"self", "stable", "dim", "descending"};
+
+void unpack_argsort([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
+  bool descending = given(args, 2) ? unpack_bool(args[2], "descending") : bool(false);
+  outs.push_back(convert_argsort(b, std::move(self), std::move(dim), std::move(descending)));
+}
+constexpr const char* kArgs_argsort[] = {"self", "dim", "descending"};
+
+void unpack_argsort_stable([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool stable = unpack_bool(arg_at(args, 1), "stable");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(-1);
+  bool descending = given(args, 3) ? unpack_bool(args[3], "descending") : bool(false);
+  outs.push_back(convert_argsort_stable(b, std::move(self), std::move(stable), std::move(dim), std::move(descending)));
+}
+constexpr const char* kArgs_argsort_stable[] = {"self", "stable", "dim", "descending"};
+
+void unpack_topk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt k = unpack_symint(arg_at(args, 1), "k");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(-1);
+  bool largest = given(args, 3) ? unpack_bool(args[3], "largest") : bool(true);
+  bool sorted = given(args, 4) ? unpack_bool(args[4], "sorted") : bool(true);
+  for (Value v : convert_topk(b, std::move(self), std::move(k), std::move(dim), std::move(largest), std::move(sorted))) outs.push_back(v);
+}
+constexpr const char* kArgs_topk[] = {"self", "k", "dim", "largest", "sorted"};
+
 void unpack_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
@@ -2296,6 +2540,52 @@ void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 }
 constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
 
+void unpack_index_add_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value source = unpack_tensor(b, arg_at(args, 3), "source");
+  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  outs.push_back(convert_index_add_(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
+}
+constexpr const char* kArgs_index_add_[] = {"self", "dim", "index", "source", "alpha"};
+
+void unpack_index_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value source = unpack_tensor(b, arg_at(args, 3), "source");
+  outs.push_back(convert_index_copy_(b, std::move(self), std::move(dim), std::move(index), std::move(source)));
+}
+constexpr const char* kArgs_index_copy_[] = {"self", "dim", "index", "source"};
+
+void unpack_index_fill__int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  outs.push_back(convert_index_fill__int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+}
+constexpr const char* kArgs_index_fill__int_Scalar[] = {"self", "dim", "index", "value"};
+
+void unpack_index_fill__int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value value = unpack_tensor(b, arg_at(args, 3), "value");
+  outs.push_back(convert_index_fill__int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+}
+constexpr const char* kArgs_index_fill__int_Tensor[] = {"self", "dim", "index", "value"};
+
+void unpack_index_put_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
+  Value values = unpack_tensor(b, arg_at(args, 2), "values");
+  bool accumulate = given(args, 3) ? unpack_bool(args[3], "accumulate") : bool(false);
+  outs.push_back(convert_index_put_(b, std::move(self), std::move(indices), std::move(values), std::move(accumulate)));
+}
+constexpr const char* kArgs_index_put_[] = {"self", "indices", "values", "accumulate"};
+
 void unpack_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -2421,6 +2711,14 @@ void unpack_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_masked_fill__Tensor[] = {"self", "mask", "value"};
 
+void unpack_masked_scatter_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
+  Value source = unpack_tensor(b, arg_at(args, 2), "source");
+  outs.push_back(convert_masked_scatter_(b, std::move(self), std::move(mask), std::move(source)));
+}
+constexpr const char* kArgs_masked_scatter_[] = {"self", "mask", "source"};
+
 void unpack_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_mish_(b, std::move(self)));
@@ -2529,6 +2827,64 @@ void unpack_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_rsqrt_(b, std::move(self)));
 }
 constexpr const char* kArgs_rsqrt_[] = {"self"};
+
+void unpack_scatter__reduce([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  std::string reduce = unpack_str(arg_at(args, 4), "reduce");
+  outs.push_back(convert_scatter__reduce(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce)));
+}
+constexpr const char* kArgs_scatter__reduce[] = {"self", "dim", "index", "src", "reduce"};
+
+void unpack_scatter__src([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  outs.push_back(convert_scatter__src(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+}
+constexpr const char* kArgs_scatter__src[] = {"self", "dim", "index", "src"};
+
+void unpack_scatter__value([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  outs.push_back(convert_scatter__value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+}
+constexpr const char* kArgs_scatter__value[] = {"self", "dim", "index", "value"};
+
+void unpack_scatter__value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  std::string reduce = unpack_str(arg_at(args, 4), "reduce");
+  outs.push_back(convert_scatter__value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
+}
+constexpr const char* kArgs_scatter__value_reduce[] = {"self", "dim", "index", "value", "reduce"};
+
+void unpack_scatter_add_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  outs.push_back(convert_scatter_add_(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+}
+constexpr const char* kArgs_scatter_add_[] = {"self", "dim", "index", "src"};
+
+void unpack_scatter_reduce__two([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  Value index = unpack_tensor(b, arg_at(args, 2), "index");
+  Value src = unpack_tensor(b, arg_at(args, 3), "src");
+  std::string reduce = unpack_str(arg_at(args, 4), "reduce");
+  bool include_self = given(args, 5) ? unpack_bool(args[5], "include_self") : bool(true);
+  outs.push_back(convert_scatter_reduce__two(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce), std::move(include_self)));
+}
+constexpr const char* kArgs_scatter_reduce__two[] = {"self", "dim", "index", "src", "reduce", "include_self"};
 
 void unpack_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2740,6 +3096,29 @@ const OpEntry kOps[] = {
     {"clamp_min.Tensor", &unpack_clamp_min_Tensor, kArgs_clamp_min_Tensor},
     {"clamp_max", &unpack_clamp_max, kArgs_clamp_max},
     {"clamp_max.Tensor", &unpack_clamp_max_Tensor, kArgs_clamp_max_Tensor},
+    {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor},
+    {"index_put", &unpack_index_put, kArgs_index_put},
+    {"nonzero", &unpack_nonzero, kArgs_nonzero},
+    {"nonzero_numpy", &unpack_nonzero_numpy, kArgs_nonzero_numpy},
+    {"take_along_dim", &unpack_take_along_dim, kArgs_take_along_dim},
+    {"masked_scatter", &unpack_masked_scatter, kArgs_masked_scatter},
+    {"masked_select", &unpack_masked_select, kArgs_masked_select},
+    {"take", &unpack_take, kArgs_take},
+    {"index_select", &unpack_index_select, kArgs_index_select},
+    {"gather", &unpack_gather, kArgs_gather},
+    {"scatter.src", &unpack_scatter_src, kArgs_scatter_src},
+    {"scatter.value", &unpack_scatter_value, kArgs_scatter_value},
+    {"scatter.reduce", &unpack_scatter_reduce, kArgs_scatter_reduce},
+    {"scatter.value_reduce", &unpack_scatter_value_reduce, kArgs_scatter_value_reduce},
+    {"scatter_add", &unpack_scatter_add, kArgs_scatter_add},
+    {"scatter_reduce.two", &unpack_scatter_reduce_two, kArgs_scatter_reduce_two},
+    {"index_add", &unpack_index_add, kArgs_index_add},
+    {"index_copy", &unpack_index_copy, kArgs_index_copy},
+    {"index_fill.int_Scalar", &unpack_index_fill_int_Scalar, kArgs_index_fill_int_Scalar},
+    {"index_fill.int_Tensor", &unpack_index_fill_int_Tensor, kArgs_index_fill_int_Tensor},
+    {"slice_scatter", &unpack_slice_scatter, kArgs_slice_scatter},
+    {"select_scatter", &unpack_select_scatter, kArgs_select_scatter},
+    {"diagonal_scatter", &unpack_diagonal_scatter, kArgs_diagonal_scatter},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
     {"mm", &unpack_mm, kArgs_mm},
@@ -2837,6 +3216,11 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"sort", &unpack_sort, kArgs_sort},
+    {"sort.stable", &unpack_sort_stable, kArgs_sort_stable},
+    {"argsort", &unpack_argsort, kArgs_argsort},
+    {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable},
+    {"topk", &unpack_topk, kArgs_topk},
     {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int},
     {"sym_numel", &unpack_sym_numel, kArgs_sym_numel},
     {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int},
@@ -2942,6 +3326,11 @@ const OpEntry kOps[] = {
     {"hardsigmoid_", &unpack_hardsigmoid_, kArgs_hardsigmoid_},
     {"hardswish_", &unpack_hardswish_, kArgs_hardswish_},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
+    {"index_add_", &unpack_index_add_, kArgs_index_add_},
+    {"index_copy_", &unpack_index_copy_, kArgs_index_copy_},
+    {"index_fill_.int_Scalar", &unpack_index_fill__int_Scalar, kArgs_index_fill__int_Scalar},
+    {"index_fill_.int_Tensor", &unpack_index_fill__int_Tensor, kArgs_index_fill__int_Tensor},
+    {"index_put_", &unpack_index_put_, kArgs_index_put_},
     {"le_.Scalar", &unpack_le__Scalar, kArgs_le__Scalar},
     {"le_.Tensor", &unpack_le__Tensor, kArgs_le__Tensor},
     {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
@@ -2960,6 +3349,7 @@ const OpEntry kOps[] = {
     {"lt_.Tensor", &unpack_lt__Tensor, kArgs_lt__Tensor},
     {"masked_fill_.Scalar", &unpack_masked_fill__Scalar, kArgs_masked_fill__Scalar},
     {"masked_fill_.Tensor", &unpack_masked_fill__Tensor, kArgs_masked_fill__Tensor},
+    {"masked_scatter_", &unpack_masked_scatter_, kArgs_masked_scatter_},
     {"mish_", &unpack_mish_, kArgs_mish_},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
     {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
@@ -2976,6 +3366,12 @@ const OpEntry kOps[] = {
     {"round_.decimals", &unpack_round__decimals, kArgs_round__decimals},
     {"rrelu_", &unpack_rrelu_, kArgs_rrelu_},
     {"rsqrt_", &unpack_rsqrt_, kArgs_rsqrt_},
+    {"scatter_.reduce", &unpack_scatter__reduce, kArgs_scatter__reduce},
+    {"scatter_.src", &unpack_scatter__src, kArgs_scatter__src},
+    {"scatter_.value", &unpack_scatter__value, kArgs_scatter__value},
+    {"scatter_.value_reduce", &unpack_scatter__value_reduce, kArgs_scatter__value_reduce},
+    {"scatter_add_", &unpack_scatter_add_, kArgs_scatter_add_},
+    {"scatter_reduce_.two", &unpack_scatter_reduce__two, kArgs_scatter_reduce__two},
     {"selu_", &unpack_selu_, kArgs_selu_},
     {"sgn_", &unpack_sgn_, kArgs_sgn_},
     {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},

@@ -14,6 +14,7 @@ fix shows up as XPASS and the entry must go).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ from torch.testing._internal.opinfo.core import SampleInput
 aten = torch.ops.aten
 
 PARITY_DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)
+# FASTONNX_PARITY_OPSET runs the table at another opset (default: fastonnx's default, 18).
+PARITY_OPSET = int(os.environ.get("FASTONNX_PARITY_OPSET", "18"))
 # Samples run per row and dtype, spread over the OpInfo's argument grid: float32 is the reference
 # dtype and gets the most; the others check typing rules more than arithmetic.
 MAX_SAMPLES = {torch.float32: 12}
@@ -32,14 +35,20 @@ MAX_SAMPLES_OTHER_DTYPES = 6
 
 @dataclass(frozen=True)
 class SampleRule:
-    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None), and why."""
+    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None) at opsets below
+    ``below_opset`` (every opset when None), and why."""
 
     reason: str
     matches: Callable[[SampleInput], bool] = lambda sample: True
     dtypes: tuple[torch.dtype, ...] | None = None
+    below_opset: int | None = None
 
     def applies(self, sample: SampleInput, dtype: torch.dtype) -> bool:
-        return (self.dtypes is None or dtype in self.dtypes) and bool(self.matches(sample))
+        return (
+            (self.dtypes is None or dtype in self.dtypes)
+            and (self.below_opset is None or PARITY_OPSET < self.below_opset)
+            and bool(self.matches(sample))
+        )
 
 
 @dataclass(frozen=True)

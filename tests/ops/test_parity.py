@@ -12,10 +12,8 @@ import torch
 import fastonnx
 from rows import ALL_ROWS
 from parity_cases import SEEN_OVERLOADS, Case, build_cases
+from row import PARITY_OPSET
 from support import check, flat_tensors, run_ort
-
-# FASTONNX_PARITY_OPSET runs the table at another opset (default: fastonnx's default, 18).
-OPSET = int(os.environ.get("FASTONNX_PARITY_OPSET", "18"))
 
 # FASTONNX_PARITY_ROWS=relu,conv2d (row ids) or =activation,nn (rows modules) narrows the run
 # while working on a family; unset, every row runs.
@@ -34,7 +32,7 @@ def _compare(case: Case) -> None:
     module, inputs = case.module(), case.inputs()
     with torch.no_grad():
         expected = flat_tensors(module(*(t.clone() for t in inputs)))
-    proto = fastonnx.export(case.program, inputs, opset_version=OPSET).model_proto
+    proto = fastonnx.export(case.program, inputs, opset_version=PARITY_OPSET).model_proto
     check(proto)
     assert len(proto.graph.input) == len(inputs), f"{len(proto.graph.input)} graph inputs for {len(inputs)} tensors"
     actual = run_ort(proto, list(inputs))
