@@ -465,7 +465,15 @@ Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
   }
 }
 
-// max_pool2d  (codegen/mappings/pooling.yaml:3)
+// max_pool1d  (codegen/mappings/pooling.yaml:6)
+Value convert_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool1d(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool2d  (codegen/mappings/pooling.yaml:7)
 Value convert_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
   // manual: True
   {
@@ -473,7 +481,47 @@ Value convert_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// avg_pool2d  (codegen/mappings/pooling.yaml:4)
+// max_pool3d  (codegen/mappings/pooling.yaml:8)
+Value convert_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool3d(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool1d_with_indices  (codegen/mappings/pooling.yaml:9)
+std::array<Value, 2> convert_max_pool1d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool1d_with_indices(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool2d_with_indices  (codegen/mappings/pooling.yaml:10)
+std::array<Value, 2> convert_max_pool2d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool2d_with_indices(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool3d_with_indices  (codegen/mappings/pooling.yaml:11)
+std::array<Value, 2> convert_max_pool3d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool3d_with_indices(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// avg_pool1d  (codegen/mappings/pooling.yaml:12)
+Value convert_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad) {
+  // manual: True
+  {
+    return manual::avg_pool1d(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  }
+}
+
+// avg_pool2d  (codegen/mappings/pooling.yaml:13)
 Value convert_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
   // manual: True
   {
@@ -481,11 +529,75 @@ Value convert_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
+// avg_pool3d  (codegen/mappings/pooling.yaml:14)
+Value convert_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
+  // manual: True
+  {
+    return manual::avg_pool3d(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+}
+
+// adaptive_avg_pool1d  (codegen/mappings/pooling.yaml:15)
+Value convert_adaptive_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_avg_pool1d(b, self, output_size);
+  }
+}
+
+// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:16)
 Value convert_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
   // manual: True
   {
     return manual::adaptive_avg_pool2d(b, self, output_size);
+  }
+}
+
+// adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:17)
+Value convert_adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+  // manual: True
+  {
+    return manual::adaptive_avg_pool3d(b, self, output_size);
+  }
+}
+
+// _adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:18)
+Value convert__adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+  // manual: True
+  {
+    return manual::_adaptive_avg_pool2d(b, self, output_size);
+  }
+}
+
+// _adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:19)
+Value convert__adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+  // manual: True
+  {
+    return manual::_adaptive_avg_pool3d(b, self, output_size);
+  }
+}
+
+// adaptive_max_pool1d  (codegen/mappings/pooling.yaml:20)
+std::array<Value, 2> convert_adaptive_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_max_pool1d(b, self, output_size);
+  }
+}
+
+// adaptive_max_pool2d  (codegen/mappings/pooling.yaml:21)
+std::array<Value, 2> convert_adaptive_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_max_pool2d(b, self, output_size);
+  }
+}
+
+// adaptive_max_pool3d  (codegen/mappings/pooling.yaml:22)
+std::array<Value, 2> convert_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_max_pool3d(b, self, output_size);
   }
 }
 

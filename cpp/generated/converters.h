@@ -87,12 +87,40 @@ Value convert_dropout(Builder& b, Value input, double p, bool train);
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
 // pixel_shuffle  (codegen/mappings/nn.yaml:26)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
-// max_pool2d  (codegen/mappings/pooling.yaml:3)
+// max_pool1d  (codegen/mappings/pooling.yaml:6)
+Value convert_max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool2d  (codegen/mappings/pooling.yaml:7)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// avg_pool2d  (codegen/mappings/pooling.yaml:4)
+// max_pool3d  (codegen/mappings/pooling.yaml:8)
+Value convert_max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool1d_with_indices  (codegen/mappings/pooling.yaml:9)
+std::array<Value, 2> convert_max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool2d_with_indices  (codegen/mappings/pooling.yaml:10)
+std::array<Value, 2> convert_max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool3d_with_indices  (codegen/mappings/pooling.yaml:11)
+std::array<Value, 2> convert_max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// avg_pool1d  (codegen/mappings/pooling.yaml:12)
+Value convert_avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad);
+// avg_pool2d  (codegen/mappings/pooling.yaml:13)
 Value convert_avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
-// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
+// avg_pool3d  (codegen/mappings/pooling.yaml:14)
+Value convert_avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+// adaptive_avg_pool1d  (codegen/mappings/pooling.yaml:15)
+Value convert_adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:16)
 Value convert_adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:17)
+Value convert_adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+// _adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:18)
+Value convert__adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// _adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:19)
+Value convert__adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+// adaptive_max_pool1d  (codegen/mappings/pooling.yaml:20)
+std::array<Value, 2> convert_adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_max_pool2d  (codegen/mappings/pooling.yaml:21)
+std::array<Value, 2> convert_adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_max_pool3d  (codegen/mappings/pooling.yaml:22)
+std::array<Value, 2> convert_adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // sum  (codegen/mappings/reduction.yaml:9)
@@ -163,9 +191,23 @@ Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bi
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+Value max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+Value max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+std::array<Value, 2> max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+std::array<Value, 2> max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+std::array<Value, 2> max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+Value avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Value avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+std::array<Value, 2> adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
+std::array<Value, 2> adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);

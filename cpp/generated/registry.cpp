@@ -355,6 +355,17 @@ void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
 }
 constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
 
+void unpack_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 1) : std::vector<int64_t>(std::vector<int64_t>{1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  outs.push_back(convert_max_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+}
+constexpr const char* kArgs_max_pool1d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
 void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
@@ -365,6 +376,61 @@ void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_max_pool2d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
 }
 constexpr const char* kArgs_max_pool2d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 3);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 3) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 3) : std::vector<int64_t>(std::vector<int64_t>{1, 1, 1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  outs.push_back(convert_max_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+}
+constexpr const char* kArgs_max_pool3d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool1d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 1) : std::vector<int64_t>(std::vector<int64_t>{1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  for (Value v : convert_max_pool1d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_pool1d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool2d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 2) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 2) : std::vector<int64_t>(std::vector<int64_t>{0, 0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 2) : std::vector<int64_t>(std::vector<int64_t>{1, 1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  for (Value v : convert_max_pool2d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_pool2d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool3d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 3);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 3) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 3) : std::vector<int64_t>(std::vector<int64_t>{1, 1, 1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  for (Value v : convert_max_pool3d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_pool3d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
+  bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
+  bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
+  outs.push_back(convert_avg_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad)));
+}
+constexpr const char* kArgs_avg_pool1d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"};
 
 void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -378,12 +444,73 @@ void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_avg_pool2d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
 
+void unpack_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 3);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 3) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
+  bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
+  bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
+  std::optional<int64_t> divisor_override = given(args, 6) ? unpack_opt_int(args[6], "divisor_override") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_avg_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+}
+constexpr const char* kArgs_avg_pool3d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
+
+void unpack_adaptive_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 1);
+  outs.push_back(convert_adaptive_avg_pool1d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs_adaptive_avg_pool1d[] = {"self", "output_size"};
+
 void unpack_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
   outs.push_back(convert_adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs_adaptive_avg_pool2d[] = {"self", "output_size"};
+
+void unpack_adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  outs.push_back(convert_adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs_adaptive_avg_pool3d[] = {"self", "output_size"};
+
+void unpack__adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  outs.push_back(convert__adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs__adaptive_avg_pool2d[] = {"self", "output_size"};
+
+void unpack__adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  outs.push_back(convert__adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs__adaptive_avg_pool3d[] = {"self", "output_size"};
+
+void unpack_adaptive_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 1);
+  for (Value v : convert_adaptive_max_pool1d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+}
+constexpr const char* kArgs_adaptive_max_pool1d[] = {"self", "output_size"};
+
+void unpack_adaptive_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 2);
+  for (Value v : convert_adaptive_max_pool2d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+}
+constexpr const char* kArgs_adaptive_max_pool2d[] = {"self", "output_size"};
+
+void unpack_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 3);
+  for (Value v : convert_adaptive_max_pool3d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+}
+constexpr const char* kArgs_adaptive_max_pool3d[] = {"self", "output_size"};
 
 void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -660,9 +787,23 @@ const OpEntry kOps[] = {
     {"dropout", &unpack_dropout, kArgs_dropout},
     {"embedding", &unpack_embedding, kArgs_embedding},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle},
+    {"max_pool1d", &unpack_max_pool1d, kArgs_max_pool1d},
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
+    {"max_pool3d", &unpack_max_pool3d, kArgs_max_pool3d},
+    {"max_pool1d_with_indices", &unpack_max_pool1d_with_indices, kArgs_max_pool1d_with_indices},
+    {"max_pool2d_with_indices", &unpack_max_pool2d_with_indices, kArgs_max_pool2d_with_indices},
+    {"max_pool3d_with_indices", &unpack_max_pool3d_with_indices, kArgs_max_pool3d_with_indices},
+    {"avg_pool1d", &unpack_avg_pool1d, kArgs_avg_pool1d},
     {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
+    {"avg_pool3d", &unpack_avg_pool3d, kArgs_avg_pool3d},
+    {"adaptive_avg_pool1d", &unpack_adaptive_avg_pool1d, kArgs_adaptive_avg_pool1d},
     {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
+    {"adaptive_avg_pool3d", &unpack_adaptive_avg_pool3d, kArgs_adaptive_avg_pool3d},
+    {"_adaptive_avg_pool2d", &unpack__adaptive_avg_pool2d, kArgs__adaptive_avg_pool2d},
+    {"_adaptive_avg_pool3d", &unpack__adaptive_avg_pool3d, kArgs__adaptive_avg_pool3d},
+    {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d},
+    {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d},
+    {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d},
     {"mean.dim", &unpack_mean_dim, kArgs_mean_dim},
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
