@@ -786,6 +786,174 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// upsample_nearest1d.vec  (codegen/mappings/upsample.yaml:6)
+Value convert_upsample_nearest1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_nearest1d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// upsample_nearest2d.vec  (codegen/mappings/upsample.yaml:7)
+Value convert_upsample_nearest2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_nearest2d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// upsample_nearest3d.vec  (codegen/mappings/upsample.yaml:8)
+Value convert_upsample_nearest3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_nearest3d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// _upsample_nearest_exact1d.vec  (codegen/mappings/upsample.yaml:9)
+Value convert__upsample_nearest_exact1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_nearest_exact1d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// _upsample_nearest_exact2d.vec  (codegen/mappings/upsample.yaml:10)
+Value convert__upsample_nearest_exact2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_nearest_exact2d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// _upsample_nearest_exact3d.vec  (codegen/mappings/upsample.yaml:11)
+Value convert__upsample_nearest_exact3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_nearest_exact3d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// upsample_linear1d.vec  (codegen/mappings/upsample.yaml:12)
+Value convert_upsample_linear1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_linear1d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_bilinear2d.vec  (codegen/mappings/upsample.yaml:13)
+Value convert_upsample_bilinear2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_bilinear2d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_trilinear3d.vec  (codegen/mappings/upsample.yaml:14)
+Value convert_upsample_trilinear3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_trilinear3d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_bicubic2d.vec  (codegen/mappings/upsample.yaml:15)
+Value convert_upsample_bicubic2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_bicubic2d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// _upsample_bilinear2d_aa.vec  (codegen/mappings/upsample.yaml:16)
+Value convert__upsample_bilinear2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_bilinear2d_aa_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// _upsample_bicubic2d_aa.vec  (codegen/mappings/upsample.yaml:17)
+Value convert__upsample_bicubic2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_bicubic2d_aa_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_nearest1d  (codegen/mappings/upsample.yaml:18)
+Value convert_upsample_nearest1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::optional<double> scales) {
+  // manual: True
+  {
+    return manual::upsample_nearest1d(b, self, output_size, scales);
+  }
+}
+
+// upsample_nearest2d  (codegen/mappings/upsample.yaml:19)
+Value convert_upsample_nearest2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_nearest2d(b, self, output_size, scales_h, scales_w);
+  }
+}
+
+// upsample_nearest3d  (codegen/mappings/upsample.yaml:20)
+Value convert_upsample_nearest3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::optional<double> scales_d, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_nearest3d(b, self, output_size, scales_d, scales_h, scales_w);
+  }
+}
+
+// upsample_linear1d  (codegen/mappings/upsample.yaml:21)
+Value convert_upsample_linear1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales) {
+  // manual: True
+  {
+    return manual::upsample_linear1d(b, self, output_size, align_corners, scales);
+  }
+}
+
+// upsample_bilinear2d  (codegen/mappings/upsample.yaml:22)
+Value convert_upsample_bilinear2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_bilinear2d(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// upsample_trilinear3d  (codegen/mappings/upsample.yaml:23)
+Value convert_upsample_trilinear3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_d, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_trilinear3d(b, self, output_size, align_corners, scales_d, scales_h, scales_w);
+  }
+}
+
+// upsample_bicubic2d  (codegen/mappings/upsample.yaml:24)
+Value convert_upsample_bicubic2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_bicubic2d(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// _upsample_bilinear2d_aa  (codegen/mappings/upsample.yaml:25)
+Value convert__upsample_bilinear2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::_upsample_bilinear2d_aa(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// _upsample_bicubic2d_aa  (codegen/mappings/upsample.yaml:26)
+Value convert__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::_upsample_bicubic2d_aa(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);

@@ -155,6 +155,48 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// upsample_nearest1d.vec  (codegen/mappings/upsample.yaml:6)
+Value convert_upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest2d.vec  (codegen/mappings/upsample.yaml:7)
+Value convert_upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest3d.vec  (codegen/mappings/upsample.yaml:8)
+Value convert_upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact1d.vec  (codegen/mappings/upsample.yaml:9)
+Value convert__upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact2d.vec  (codegen/mappings/upsample.yaml:10)
+Value convert__upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact3d.vec  (codegen/mappings/upsample.yaml:11)
+Value convert__upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_linear1d.vec  (codegen/mappings/upsample.yaml:12)
+Value convert_upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_bilinear2d.vec  (codegen/mappings/upsample.yaml:13)
+Value convert_upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_trilinear3d.vec  (codegen/mappings/upsample.yaml:14)
+Value convert_upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_bicubic2d.vec  (codegen/mappings/upsample.yaml:15)
+Value convert_upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// _upsample_bilinear2d_aa.vec  (codegen/mappings/upsample.yaml:16)
+Value convert__upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// _upsample_bicubic2d_aa.vec  (codegen/mappings/upsample.yaml:17)
+Value convert__upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest1d  (codegen/mappings/upsample.yaml:18)
+Value convert_upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales);
+// upsample_nearest2d  (codegen/mappings/upsample.yaml:19)
+Value convert_upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_nearest3d  (codegen/mappings/upsample.yaml:20)
+Value convert_upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_linear1d  (codegen/mappings/upsample.yaml:21)
+Value convert_upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales);
+// upsample_bilinear2d  (codegen/mappings/upsample.yaml:22)
+Value convert_upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_trilinear3d  (codegen/mappings/upsample.yaml:23)
+Value convert_upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_bicubic2d  (codegen/mappings/upsample.yaml:24)
+Value convert_upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// _upsample_bilinear2d_aa  (codegen/mappings/upsample.yaml:25)
+Value convert__upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// _upsample_bicubic2d_aa  (codegen/mappings/upsample.yaml:26)
+Value convert__upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
@@ -215,6 +257,27 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+Value upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value _upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value _upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value _upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value _upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value _upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales);
+Value upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales);
+Value upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value _upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value _upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
 }  // namespace manual
 
 }  // namespace fastonnx

@@ -640,6 +640,195 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
 
+void unpack_upsample_nearest1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert_upsample_nearest1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_nearest1d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack_upsample_nearest2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert_upsample_nearest2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_nearest2d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack_upsample_nearest3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert_upsample_nearest3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_nearest3d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack__upsample_nearest_exact1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert__upsample_nearest_exact1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_nearest_exact1d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack__upsample_nearest_exact2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert__upsample_nearest_exact2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_nearest_exact2d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack__upsample_nearest_exact3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert__upsample_nearest_exact3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_nearest_exact3d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack_upsample_linear1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_linear1d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_linear1d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_bilinear2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_bilinear2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_bilinear2d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_trilinear3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_trilinear3d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_trilinear3d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_bicubic2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_bicubic2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_bicubic2d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack__upsample_bilinear2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert__upsample_bilinear2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_bilinear2d_aa_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack__upsample_bicubic2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert__upsample_bicubic2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_bicubic2d_aa_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_nearest1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 1);
+  std::optional<double> scales = given(args, 2) ? unpack_opt_float(args[2], "scales") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_nearest1d(b, std::move(self), std::move(output_size), std::move(scales)));
+}
+constexpr const char* kArgs_upsample_nearest1d[] = {"self", "output_size", "scales"};
+
+void unpack_upsample_nearest2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  std::optional<double> scales_h = given(args, 2) ? unpack_opt_float(args[2], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 3) ? unpack_opt_float(args[3], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_nearest2d(b, std::move(self), std::move(output_size), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_nearest2d[] = {"self", "output_size", "scales_h", "scales_w"};
+
+void unpack_upsample_nearest3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  std::optional<double> scales_d = given(args, 2) ? unpack_opt_float(args[2], "scales_d") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_nearest3d(b, std::move(self), std::move(output_size), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_nearest3d[] = {"self", "output_size", "scales_d", "scales_h", "scales_w"};
+
+void unpack_upsample_linear1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 1);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales = given(args, 3) ? unpack_opt_float(args[3], "scales") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_linear1d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales)));
+}
+constexpr const char* kArgs_upsample_linear1d[] = {"self", "output_size", "align_corners", "scales"};
+
+void unpack_upsample_bilinear2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_bilinear2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_bilinear2d[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack_upsample_trilinear3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_d = given(args, 3) ? unpack_opt_float(args[3], "scales_d") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_h = given(args, 4) ? unpack_opt_float(args[4], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 5) ? unpack_opt_float(args[5], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_trilinear3d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_trilinear3d[] = {"self", "output_size", "align_corners", "scales_d", "scales_h", "scales_w"};
+
+void unpack_upsample_bicubic2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_bicubic2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_bicubic2d[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack__upsample_bilinear2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert__upsample_bilinear2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs__upsample_bilinear2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert__upsample_bicubic2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs__upsample_bicubic2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -821,6 +1010,27 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"upsample_nearest1d.vec", &unpack_upsample_nearest1d_vec, kArgs_upsample_nearest1d_vec},
+    {"upsample_nearest2d.vec", &unpack_upsample_nearest2d_vec, kArgs_upsample_nearest2d_vec},
+    {"upsample_nearest3d.vec", &unpack_upsample_nearest3d_vec, kArgs_upsample_nearest3d_vec},
+    {"_upsample_nearest_exact1d.vec", &unpack__upsample_nearest_exact1d_vec, kArgs__upsample_nearest_exact1d_vec},
+    {"_upsample_nearest_exact2d.vec", &unpack__upsample_nearest_exact2d_vec, kArgs__upsample_nearest_exact2d_vec},
+    {"_upsample_nearest_exact3d.vec", &unpack__upsample_nearest_exact3d_vec, kArgs__upsample_nearest_exact3d_vec},
+    {"upsample_linear1d.vec", &unpack_upsample_linear1d_vec, kArgs_upsample_linear1d_vec},
+    {"upsample_bilinear2d.vec", &unpack_upsample_bilinear2d_vec, kArgs_upsample_bilinear2d_vec},
+    {"upsample_trilinear3d.vec", &unpack_upsample_trilinear3d_vec, kArgs_upsample_trilinear3d_vec},
+    {"upsample_bicubic2d.vec", &unpack_upsample_bicubic2d_vec, kArgs_upsample_bicubic2d_vec},
+    {"_upsample_bilinear2d_aa.vec", &unpack__upsample_bilinear2d_aa_vec, kArgs__upsample_bilinear2d_aa_vec},
+    {"_upsample_bicubic2d_aa.vec", &unpack__upsample_bicubic2d_aa_vec, kArgs__upsample_bicubic2d_aa_vec},
+    {"upsample_nearest1d", &unpack_upsample_nearest1d, kArgs_upsample_nearest1d},
+    {"upsample_nearest2d", &unpack_upsample_nearest2d, kArgs_upsample_nearest2d},
+    {"upsample_nearest3d", &unpack_upsample_nearest3d, kArgs_upsample_nearest3d},
+    {"upsample_linear1d", &unpack_upsample_linear1d, kArgs_upsample_linear1d},
+    {"upsample_bilinear2d", &unpack_upsample_bilinear2d, kArgs_upsample_bilinear2d},
+    {"upsample_trilinear3d", &unpack_upsample_trilinear3d, kArgs_upsample_trilinear3d},
+    {"upsample_bicubic2d", &unpack_upsample_bicubic2d, kArgs_upsample_bicubic2d},
+    {"_upsample_bilinear2d_aa", &unpack__upsample_bilinear2d_aa, kArgs__upsample_bilinear2d_aa},
+    {"_upsample_bicubic2d_aa", &unpack__upsample_bicubic2d_aa, kArgs__upsample_bicubic2d_aa},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
