@@ -91,9 +91,8 @@ class Case:
             parts.append(_describe(self.sample.kwargs))
         return f"{self.row.id}({', '.join(parts)})"
 
-    @property
-    def xfail_reason(self) -> str | None:
-        return next((x.reason for x in self.row.xfails if x.applies(self.sample, self.dtype)), None)
+    def xfail_reason(self, opset: int) -> str | None:
+        return next((x.reason for x in self.row.xfails if x.applies(self.sample, self.dtype, opset)), None)
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,18 @@ MAX_SAMPLES_OTHER_DTYPES = 6
 
 @dataclass(frozen=True)
 class SampleRule:
-    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None), and why."""
+    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None), and why. With
+    ``before_opset``, an xfail holds only when the table runs at a lower target opset (the ONNX
+    op or form the sample needs comes with that opset)."""
 
     reason: str
     matches: Callable[[SampleInput], bool] = lambda sample: True
     dtypes: tuple[torch.dtype, ...] | None = None
+    before_opset: int | None = None
 
-    def applies(self, sample: SampleInput, dtype: torch.dtype) -> bool:
+    def applies(self, sample: SampleInput, dtype: torch.dtype, opset: int | None = None) -> bool:
+        if self.before_opset is not None and opset is not None and opset >= self.before_opset:
+            return False
         return (self.dtypes is None or dtype in self.dtypes) and bool(self.matches(sample))
 
 

@@ -25,7 +25,7 @@ CASES = build_cases(SELECTED_ROWS)
 
 
 def _param(case: Case):
-    reason = case.xfail_reason
+    reason = case.xfail_reason(OPSET)
     marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
     return pytest.param(case, id=case.id, marks=marks)
 
