@@ -80,38 +80,12 @@ std::vector<Value> onnx_max_pool(Builder& b, Value self, const std::vector<int64
 // inside the input.
 std::vector<Value> sliced_max_pool(Builder& b, Value self, const Windows& w, bool with_indices) {
   const ScalarType dtype = b.dtype(self);
-  const int64_t outputs = [&] {
-    int64_t n = 1;
-    for (int64_t o : w.out) n *= o;
-    return n;
-  }();
-  std::vector<int64_t> plane_stride(w.rank(), 1);
-  for (size_t i = w.rank() - 1; i-- > 0;) plane_stride[i] = plane_stride[i + 1] * w.in[i + 1];
-  // positions[k][j]: flat input position of kernel offset k in output window j (-1: padding).
-  std::vector<std::vector<Scalar>> positions;
-  std::vector<Scalar> first_inside(static_cast<size_t>(outputs), Scalar(int64_t{-1}));
-  std::vector<int64_t> offset(w.rank(), 0);
-  for (int64_t k = 0; k < w.positions(); ++k) {
-    std::vector<Scalar>& at = positions.emplace_back();
-    std::vector<int64_t> o(w.rank(), 0);
-    for (int64_t j = 0; j < outputs; ++j) {
-      int64_t flat = 0;
-      bool inside = true;
-      for (size_t i = 0; i < w.rank(); ++i) {
-        const int64_t c = w.coordinate(i, o[i], offset[i]);
-        inside = inside && c >= 0 && c < w.in[i];
-        flat += c * plane_stride[i];
-      }
-      at.emplace_back(inside ? flat : int64_t{-1});
-      if (inside && first_inside[static_cast<size_t>(j)].to_int() < 0) first_inside[static_cast<size_t>(j)] = at.back();
-      for (size_t i = w.rank(); i-- > 0;) {
-        if (++o[i] < w.out[i]) break;
-        o[i] = 0;
-      }
-    }
-    for (size_t i = w.rank(); i-- > 0;) {
-      if (++offset[i] < w.kernel[i]) break;
-      offset[i] = 0;
+  const std::vector<std::vector<Scalar>> positions = window_positions(w);
+  // torch's index starts at the first position of the window inside the input.
+  std::vector<Scalar> first_inside(positions[0].size(), Scalar(int64_t{-1}));
+  for (const std::vector<Scalar>& at : positions) {
+    for (size_t j = 0; j < at.size(); ++j) {
+      if (first_inside[j].to_int() < 0) first_inside[j] = at[j];
     }
   }
   const std::vector<Value> slices = window_slices(b, self, w, lowest(dtype));
@@ -142,36 +116,6 @@ std::vector<Value> max_pool(Builder& b, Value self, const std::vector<int64_t>& 
            (onnx_type ? " in ceil mode" : "") + " needs static spatial input sizes");
   }
   return sliced_max_pool(b, self, *w, with_indices);
-}
-
-// torch's divisor of each window's sum, in output order: `divisor_override`, else the window's
-// size clipped to the padded input (count_include_pad) or to the input.
-std::vector<int64_t> avg_divisors(const Windows& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
-  std::vector<std::vector<int64_t>> per_axis(w.rank());
-  for (size_t i = 0; i < w.rank(); ++i) {
-    for (int64_t o = 0; o < w.out[i]; ++o) {
-      const int64_t start = w.coordinate(i, o, 0);
-      const int64_t end = std::min(start + w.kernel[i], w.in[i] + w.padding[i]);
-      per_axis[i].push_back(count_include_pad ? end - start : std::min(end, w.in[i]) - std::max<int64_t>(start, 0));
-    }
-  }
-  std::vector<int64_t> divisors = {1};
-  for (const std::vector<int64_t>& axis : per_axis) {
-    std::vector<int64_t> next;
-    for (int64_t d : divisors) {
-      for (int64_t a : axis) next.push_back(divisor_override ? *divisor_override : d * a);
-    }
-    divisors = std::move(next);
-  }
-  return divisors;
-}
-
-// One value per window: a scalar when all are equal.
-Value per_window(Builder& b, const std::vector<Scalar>& values, const Windows& w, ScalarType dtype) {
-  for (const Scalar& v : values) {
-    if (v.to_double() != values.front().to_double()) return b.tensor(values, w.out, dtype);
-  }
-  return b.scalar(values.front(), dtype);
 }
 
 // Average pooling as torch divides: each window's sum over zero padding by avg_divisors.

@@ -39,7 +39,7 @@ std::vector<int64_t> static_spatial_sizes(Builder& b, Value x, size_t n, std::st
 Windows pooling_windows(Builder& b, Value x, const std::vector<int64_t>& kernel, std::vector<int64_t> stride,
                         const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode) {
   if (stride.empty()) stride = kernel;
-  Windows w{static_spatial_sizes(b, x, kernel.size(), "this pooling"), kernel, stride, padding, dilation, {}};
+  Windows w{static_spatial_sizes(b, x, kernel.size(), "the op"), kernel, stride, padding, dilation, {}};
   for (size_t i = 0; i < w.rank(); ++i) {
     w.out.push_back(pooled_length(w.in[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode));
   }
@@ -78,13 +78,48 @@ std::vector<Value> window_slices(Builder& b, Value x, const Windows& w, const Sc
   return slices;
 }
 
-Value scatter_windows(Builder& b, Value cols, const Windows& w) {
+std::vector<std::vector<Scalar>> window_positions(const Windows& w) {
+  int64_t windows = 1;
+  for (int64_t o : w.out) windows *= o;
+  std::vector<int64_t> plane_stride(w.rank(), 1);
+  for (size_t i = w.rank() - 1; i-- > 0;) plane_stride[i] = plane_stride[i + 1] * w.in[i + 1];
+  std::vector<std::vector<Scalar>> positions;
+  std::vector<int64_t> offset(w.rank(), 0);
+  for (int64_t k = 0; k < w.positions(); ++k) {
+    std::vector<Scalar>& at = positions.emplace_back();
+    std::vector<int64_t> o(w.rank(), 0);
+    for (int64_t j = 0; j < windows; ++j) {
+      int64_t flat = 0;
+      bool inside = true;
+      for (size_t i = 0; i < w.rank(); ++i) {
+        const int64_t c = w.coordinate(i, o[i], offset[i]);
+        inside = inside && c >= 0 && c < w.in[i];
+        flat += c * plane_stride[i];
+      }
+      at.emplace_back(inside ? flat : int64_t{-1});
+      for (size_t i = w.rank(); i-- > 0;) {
+        if (++o[i] < w.out[i]) break;
+        o[i] = 0;
+      }
+    }
+    for (size_t i = w.rank(); i-- > 0;) {
+      if (++offset[i] < w.kernel[i]) break;
+      offset[i] = 0;
+    }
+  }
+  return positions;
+}
+
+Value scatter_windows(Builder& b, Value cols, const Windows& w, bool whole_window) {
   const int64_t positions = w.positions();
-  std::vector<Scalar> one_hot(static_cast<size_t>(positions * positions), Scalar(0.0));
-  for (int64_t k = 0; k < positions; ++k) one_hot[static_cast<size_t>(k * positions + k)] = Scalar(1.0);
-  std::vector<int64_t> kernel_shape = {positions, 1};
+  const int64_t channels = whole_window ? 1 : positions;
+  std::vector<Scalar> kernel(static_cast<size_t>(channels * positions), Scalar(whole_window ? 1.0 : 0.0));
+  if (!whole_window) {
+    for (int64_t k = 0; k < positions; ++k) kernel[static_cast<size_t>(k * positions + k)] = Scalar(1.0);
+  }
+  std::vector<int64_t> kernel_shape = {channels, 1};
   kernel_shape.insert(kernel_shape.end(), w.kernel.begin(), w.kernel.end());
-  const Value kernels = b.tensor(one_hot, kernel_shape, b.dtype(cols));
+  const Value kernels = b.tensor(kernel, kernel_shape, b.dtype(cols));
   // Without pads the output covers the padded input (and whatever the last windows reach past
   // it); crop torch's padding at the start and cut or zero-fill the end to the input's size.
   const Value full = b.op("ConvTranspose", {cols, kernels},
@@ -102,6 +137,33 @@ Value scatter_windows(Builder& b, Value cols, const Windows& w) {
   }
   const Value cropped = b.op("Slice", {full, b.ints(starts), b.ints(ends), b.ints(axes)});
   return short_end ? b.op("Pad", {cropped, b.ints(fill)}) : cropped;
+}
+
+std::vector<int64_t> avg_divisors(const Windows& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  std::vector<std::vector<int64_t>> per_axis(w.rank());
+  for (size_t i = 0; i < w.rank(); ++i) {
+    for (int64_t o = 0; o < w.out[i]; ++o) {
+      const int64_t start = w.coordinate(i, o, 0);
+      const int64_t end = std::min(start + w.kernel[i], w.in[i] + w.padding[i]);
+      per_axis[i].push_back(count_include_pad ? end - start : std::min(end, w.in[i]) - std::max<int64_t>(start, 0));
+    }
+  }
+  std::vector<int64_t> divisors = {1};
+  for (const std::vector<int64_t>& axis : per_axis) {
+    std::vector<int64_t> next;
+    for (int64_t d : divisors) {
+      for (int64_t a : axis) next.push_back(divisor_override ? *divisor_override : d * a);
+    }
+    divisors = std::move(next);
+  }
+  return divisors;
+}
+
+Value per_window(Builder& b, const std::vector<Scalar>& values, const Windows& w, ScalarType dtype) {
+  for (const Scalar& v : values) {
+    if (v.to_double() != values.front().to_double()) return b.tensor(values, w.out, dtype);
+  }
+  return b.scalar(values.front(), dtype);
 }
 
 bool onnx_takes(Builder& b, std::string_view op, ScalarType t) {

@@ -40,10 +40,22 @@ std::vector<int64_t> static_spatial_sizes(Builder& b, Value x, size_t n, std::st
 // `fill` first (torch's padding plus what the last windows need).
 std::vector<Value> window_slices(Builder& b, Value x, const Windows& w, const Scalar& fill);
 
+// For each kernel offset (in scan order), the flat position in the input's spatial plane of that
+// offset in every window (row-major over the windows); -1 where it falls in the padding.
+std::vector<std::vector<Scalar>> window_positions(const Windows& w);
+
 // The inverse scatter of window_slices, summing where windows overlap: `cols` (M, K, out...)
 // holds a value per kernel offset and window; the result (M, 1, in...) adds each at its input
-// position (padding positions are dropped). A ConvTranspose with one-hot kernels.
-Value scatter_windows(Builder& b, Value cols, const Windows& w);
+// position (padding positions are dropped). A ConvTranspose with one-hot kernels. With
+// `whole_window`, `cols` is (M, 1, out...) and its value goes to every offset of the window.
+Value scatter_windows(Builder& b, Value cols, const Windows& w, bool whole_window = false);
+
+// torch's divisor of each window's sum in average pooling, in window order: `divisor_override`,
+// else the window's size clipped to the padded input (count_include_pad) or to the input.
+std::vector<int64_t> avg_divisors(const Windows& w, bool count_include_pad, std::optional<int64_t> divisor_override);
+
+// A constant with one value per window (shape `w.out`), or a scalar when all are equal.
+Value per_window(Builder& b, const std::vector<Scalar>& values, const Windows& w, ScalarType dtype);
 
 // Whether ONNX `op` takes element type `t` as its first input at the target opset.
 bool onnx_takes(Builder& b, std::string_view op, ScalarType t);

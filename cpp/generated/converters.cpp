@@ -954,6 +954,70 @@ Value convert__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// grid_sampler_2d  (codegen/mappings/vision.yaml:4)
+Value convert_grid_sampler_2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value grid, [[maybe_unused]] int64_t interpolation_mode, [[maybe_unused]] int64_t padding_mode, [[maybe_unused]] bool align_corners) {
+  // manual: True
+  {
+    return manual::grid_sampler_2d(b, input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+}
+
+// grid_sampler  (codegen/mappings/vision.yaml:5)
+Value convert_grid_sampler([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value grid, [[maybe_unused]] int64_t interpolation_mode, [[maybe_unused]] int64_t padding_mode, [[maybe_unused]] bool align_corners) {
+  // manual: True
+  {
+    return manual::grid_sampler(b, input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+}
+
+// im2col  (codegen/mappings/vision.yaml:6)
+Value convert_im2col([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> stride) {
+  // manual: True
+  {
+    return manual::im2col(b, self, kernel_size, dilation, padding, stride);
+  }
+}
+
+// col2im  (codegen/mappings/vision.yaml:7)
+Value convert_col2im([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> stride) {
+  // manual: True
+  {
+    return manual::col2im(b, self, output_size, kernel_size, dilation, padding, stride);
+  }
+}
+
+// pixel_unshuffle  (codegen/mappings/vision.yaml:8)
+Value convert_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t downscale_factor) {
+  // manual: True
+  {
+    return manual::pixel_unshuffle(b, self, downscale_factor);
+  }
+}
+
+// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:9)
+Value convert__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::_adaptive_avg_pool2d_backward(b, grad_output, self);
+  }
+}
+
+// avg_pool2d_backward  (codegen/mappings/vision.yaml:10)
+Value convert_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
+  // manual: True
+  {
+    return manual::avg_pool2d_backward(b, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+}
+
+// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:11)
+Value convert_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] Value indices) {
+  // manual: True
+  {
+    return manual::max_pool2d_with_indices_backward(b, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+  }
+}
+
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);

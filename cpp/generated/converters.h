@@ -197,6 +197,22 @@ Value convert_upsample_bicubic2d(Builder& b, Value self, SymIntList output_size,
 Value convert__upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
 // _upsample_bicubic2d_aa  (codegen/mappings/upsample.yaml:26)
 Value convert__upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// grid_sampler_2d  (codegen/mappings/vision.yaml:4)
+Value convert_grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+// grid_sampler  (codegen/mappings/vision.yaml:5)
+Value convert_grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+// im2col  (codegen/mappings/vision.yaml:6)
+Value convert_im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+// col2im  (codegen/mappings/vision.yaml:7)
+Value convert_col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+// pixel_unshuffle  (codegen/mappings/vision.yaml:8)
+Value convert_pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
+// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:9)
+Value convert__adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
+// avg_pool2d_backward  (codegen/mappings/vision.yaml:10)
+Value convert_avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:11)
+Value convert_max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
@@ -278,6 +294,14 @@ Value upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool 
 Value upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
 Value _upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
 Value _upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+Value grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
+Value _adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
+Value avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Value max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);
 }  // namespace manual
 
 }  // namespace fastonnx

@@ -829,6 +829,87 @@ void unpack__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]]
 }
 constexpr const char* kArgs__upsample_bicubic2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
 
+void unpack_grid_sampler_2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value grid = unpack_tensor(b, arg_at(args, 1), "grid");
+  int64_t interpolation_mode = unpack_int(arg_at(args, 2), "interpolation_mode");
+  int64_t padding_mode = unpack_int(arg_at(args, 3), "padding_mode");
+  bool align_corners = unpack_bool(arg_at(args, 4), "align_corners");
+  outs.push_back(convert_grid_sampler_2d(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
+}
+constexpr const char* kArgs_grid_sampler_2d[] = {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"};
+
+void unpack_grid_sampler([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value grid = unpack_tensor(b, arg_at(args, 1), "grid");
+  int64_t interpolation_mode = unpack_int(arg_at(args, 2), "interpolation_mode");
+  int64_t padding_mode = unpack_int(arg_at(args, 3), "padding_mode");
+  bool align_corners = unpack_bool(arg_at(args, 4), "align_corners");
+  outs.push_back(convert_grid_sampler(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
+}
+constexpr const char* kArgs_grid_sampler[] = {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"};
+
+void unpack_im2col([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
+  std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 2), "dilation", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 3), "padding", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 4), "stride", 2);
+  outs.push_back(convert_im2col(b, std::move(self), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
+}
+constexpr const char* kArgs_im2col[] = {"self", "kernel_size", "dilation", "padding", "stride"};
+
+void unpack_col2im([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 2), "kernel_size", 2);
+  std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 3), "dilation", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 5), "stride", 2);
+  outs.push_back(convert_col2im(b, std::move(self), std::move(output_size), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
+}
+constexpr const char* kArgs_col2im[] = {"self", "output_size", "kernel_size", "dilation", "padding", "stride"};
+
+void unpack_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t downscale_factor = unpack_int(arg_at(args, 1), "downscale_factor");
+  outs.push_back(convert_pixel_unshuffle(b, std::move(self), std::move(downscale_factor)));
+}
+constexpr const char* kArgs_pixel_unshuffle[] = {"self", "downscale_factor"};
+
+void unpack__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  outs.push_back(convert__adaptive_avg_pool2d_backward(b, std::move(grad_output), std::move(self)));
+}
+constexpr const char* kArgs__adaptive_avg_pool2d_backward[] = {"grad_output", "self"};
+
+void unpack_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 2), "kernel_size", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 3), "stride", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
+  bool ceil_mode = unpack_bool(arg_at(args, 5), "ceil_mode");
+  bool count_include_pad = unpack_bool(arg_at(args, 6), "count_include_pad");
+  std::optional<int64_t> divisor_override = unpack_opt_int(arg_at(args, 7), "divisor_override");
+  outs.push_back(convert_avg_pool2d_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+}
+constexpr const char* kArgs_avg_pool2d_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
+
+void unpack_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 2), "kernel_size", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 3), "stride", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
+  std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 5), "dilation", 2);
+  bool ceil_mode = unpack_bool(arg_at(args, 6), "ceil_mode");
+  Value indices = unpack_tensor(b, arg_at(args, 7), "indices");
+  outs.push_back(convert_max_pool2d_with_indices_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode), std::move(indices)));
+}
+constexpr const char* kArgs_max_pool2d_with_indices_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "indices"};
+
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -1031,6 +1112,14 @@ const OpEntry kOps[] = {
     {"upsample_bicubic2d", &unpack_upsample_bicubic2d, kArgs_upsample_bicubic2d},
     {"_upsample_bilinear2d_aa", &unpack__upsample_bilinear2d_aa, kArgs__upsample_bilinear2d_aa},
     {"_upsample_bicubic2d_aa", &unpack__upsample_bicubic2d_aa, kArgs__upsample_bicubic2d_aa},
+    {"grid_sampler_2d", &unpack_grid_sampler_2d, kArgs_grid_sampler_2d},
+    {"grid_sampler", &unpack_grid_sampler, kArgs_grid_sampler},
+    {"im2col", &unpack_im2col, kArgs_im2col},
+    {"col2im", &unpack_col2im, kArgs_col2im},
+    {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle},
+    {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward},
+    {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward},
+    {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
