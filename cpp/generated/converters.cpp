@@ -994,7 +994,31 @@ Value convert_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:9)
+// embedding_bag  (codegen/mappings/vision.yaml:9)
+std::array<Value, 4> convert_embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset) {
+  // manual: True
+  {
+    return manual::embedding_bag(b, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset);
+  }
+}
+
+// embedding_bag.padding_idx  (codegen/mappings/vision.yaml:10)
+std::array<Value, 4> convert_embedding_bag_padding_idx([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset, [[maybe_unused]] std::optional<int64_t> padding_idx) {
+  // manual: True
+  {
+    return manual::embedding_bag_padding_idx(b, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  }
+}
+
+// _embedding_bag  (codegen/mappings/vision.yaml:11)
+std::array<Value, 4> convert__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset, [[maybe_unused]] int64_t padding_idx) {
+  // manual: True
+  {
+    return manual::_embedding_bag(b, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  }
+}
+
+// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:12)
 Value convert__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -1002,7 +1026,7 @@ Value convert__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe
   }
 }
 
-// avg_pool2d_backward  (codegen/mappings/vision.yaml:10)
+// avg_pool2d_backward  (codegen/mappings/vision.yaml:13)
 Value convert_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
   // manual: True
   {
@@ -1010,7 +1034,7 @@ Value convert_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] 
   }
 }
 
-// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:11)
+// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:14)
 Value convert_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] Value indices) {
   // manual: True
   {

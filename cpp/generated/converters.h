@@ -207,11 +207,17 @@ Value convert_im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, s
 Value convert_col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
 // pixel_unshuffle  (codegen/mappings/vision.yaml:8)
 Value convert_pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
-// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:9)
+// embedding_bag  (codegen/mappings/vision.yaml:9)
+std::array<Value, 4> convert_embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
+// embedding_bag.padding_idx  (codegen/mappings/vision.yaml:10)
+std::array<Value, 4> convert_embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx);
+// _embedding_bag  (codegen/mappings/vision.yaml:11)
+std::array<Value, 4> convert__embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
+// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:12)
 Value convert__adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
-// avg_pool2d_backward  (codegen/mappings/vision.yaml:10)
+// avg_pool2d_backward  (codegen/mappings/vision.yaml:13)
 Value convert_avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
-// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:11)
+// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:14)
 Value convert_max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
@@ -299,6 +305,9 @@ Value grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mo
 Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
 Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
 Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
+std::array<Value, 4> embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
+std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx);
+std::array<Value, 4> _embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
 Value _adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
 Value avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);

@@ -877,6 +877,47 @@ void unpack_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const 
 }
 constexpr const char* kArgs_pixel_unshuffle[] = {"self", "downscale_factor"};
 
+void unpack_embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  Value offsets = unpack_tensor(b, arg_at(args, 2), "offsets");
+  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
+  int64_t mode = given(args, 4) ? unpack_int(args[4], "mode") : int64_t(0);
+  bool sparse = given(args, 5) ? unpack_bool(args[5], "sparse") : bool(false);
+  std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
+  bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
+  for (Value v : convert_embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset))) outs.push_back(v);
+}
+constexpr const char* kArgs_embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset"};
+
+void unpack_embedding_bag_padding_idx([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  Value offsets = unpack_tensor(b, arg_at(args, 2), "offsets");
+  bool scale_grad_by_freq = unpack_bool(arg_at(args, 3), "scale_grad_by_freq");
+  int64_t mode = unpack_int(arg_at(args, 4), "mode");
+  bool sparse = unpack_bool(arg_at(args, 5), "sparse");
+  std::optional<Value> per_sample_weights = unpack_opt_tensor(b, arg_at(args, 6), "per_sample_weights");
+  bool include_last_offset = unpack_bool(arg_at(args, 7), "include_last_offset");
+  std::optional<int64_t> padding_idx = unpack_opt_int(arg_at(args, 8), "padding_idx");
+  for (Value v : convert_embedding_bag_padding_idx(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+}
+constexpr const char* kArgs_embedding_bag_padding_idx[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
+
+void unpack__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  Value offsets = unpack_tensor(b, arg_at(args, 2), "offsets");
+  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
+  int64_t mode = given(args, 4) ? unpack_int(args[4], "mode") : int64_t(0);
+  bool sparse = given(args, 5) ? unpack_bool(args[5], "sparse") : bool(false);
+  std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
+  bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
+  int64_t padding_idx = given(args, 8) ? unpack_int(args[8], "padding_idx") : int64_t(-1);
+  for (Value v : convert__embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+}
+constexpr const char* kArgs__embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
+
 void unpack__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
@@ -1117,6 +1158,9 @@ const OpEntry kOps[] = {
     {"im2col", &unpack_im2col, kArgs_im2col},
     {"col2im", &unpack_col2im, kArgs_col2im},
     {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle},
+    {"embedding_bag", &unpack_embedding_bag, kArgs_embedding_bag},
+    {"embedding_bag.padding_idx", &unpack_embedding_bag_padding_idx, kArgs_embedding_bag_padding_idx},
+    {"_embedding_bag", &unpack__embedding_bag, kArgs__embedding_bag},
     {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward},
     {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward},
     {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward},

@@ -18,6 +18,28 @@ GRID_SAMPLE_TOLERANCE = {torch.float16: (1e-2, 5e-2)}
 GRADIENT_TOLERANCE = {torch.float16: (2e-3, 1e-2)}
 
 
+def _embedding_bag(dtype):
+    """aten._embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+    per_sample_weights, include_last_offset, padding_idx): every mode, empty bags (repeated
+    offsets, a trailing one), padding_idx inside and outside bags, include_last_offset,
+    per-sample weights, int32 indices."""
+    weight = tensor((10, 4), dtype)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 4])
+    for mode in (0, 1, 2):
+        for offsets, include_last, padding_idx in [
+            ([0, 4, 4, 6], False, -1),
+            ([0, 4, 4, 6, 9], False, 4),
+            ([0, 3, 3, 9], True, -1),
+            ([0, 2, 5, 9], True, 4),
+        ]:
+            args = (torch.tensor(offsets), False, mode, False, None, include_last, padding_idx)
+            yield SampleInput(weight, args=(indices, *args))
+    for offsets, padding_idx in [([0, 3, 3, 6], -1), ([0, 5], 2)]:
+        per_sample = tensor((9,), dtype)
+        yield SampleInput(weight, args=(indices, torch.tensor(offsets), False, 0, False, per_sample, False, padding_idx))
+    yield SampleInput(weight, args=(indices.int(), torch.tensor([0, 4, 6], dtype=torch.int32), False, 2, False, None, False, 3))
+
+
 def _fold(dtype):
     # (input shape, output_size, kernel_size, dilation, padding, stride)
     for shape, size, kernel, dilation, padding, stride in [
@@ -71,6 +93,23 @@ ROWS = (
     from_opinfo("nn.functional.unfold", "im2col"),
     hand_written("col2im", fn=F.fold, samples=_fold),
     from_opinfo("nn.functional.pixel_unshuffle", "pixel_unshuffle"),
+    from_opinfo(
+        "nn.functional.embedding_bag",
+        "embedding_bag.padding_idx",
+        sample_filter=SampleRule(
+            "2-D indices get their offsets from arange and max_norm renormalizes through embedding_renorm_: other ops",
+            lambda sample: sample.args[0].dim() == 2 or sample.kwargs.get("max_norm") is not None,
+        ),
+    ),
+    hand_written("_embedding_bag", fn=aten._embedding_bag, samples=_embedding_bag, dtypes=(torch.float32, torch.float16)),
+    # The result only: with include_last_offset, torch's eager and export-time (meta) sizes of the
+    # bag_size and max_indices outputs of this overload disagree.
+    hand_written(
+        "embedding_bag",
+        id="embedding_bag.aten",
+        fn=lambda weight, *args: aten.embedding_bag(weight, *args[:-1])[0],  # no padding_idx
+        samples=_embedding_bag,
+    ),
     hand_written(
         "_adaptive_avg_pool2d_backward",
         fn=aten._adaptive_avg_pool2d_backward,
