@@ -38,8 +38,7 @@ bool onnx_keeps_dropped_window(Builder& b, const Windows& w) {
 std::optional<Windows> known_windows(Builder& b, Value self, const std::vector<int64_t>& kernel,
                                      const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                                      const std::vector<int64_t>& dilation, bool ceil_mode) {
-  const auto shape = b.static_shape(self);
-  if (!shape || shape->size() < kernel.size()) return std::nullopt;
+  if (!static_trailing_sizes(b, self, kernel.size())) return std::nullopt;
   return pooling_windows(b, self, kernel, stride, padding, dilation, ceil_mode);
 }
 
@@ -47,14 +46,14 @@ std::optional<Windows> known_windows(Builder& b, Value self, const std::vector<i
 // MaxPool's count over the whole tensor, so the plane's offset is dropped.
 Value plane_indices(Builder& b, Value onnx_indices, Value input, size_t spatial_rank) {
   Value plane;
-  if (auto shape = b.static_shape(input)) {
+  if (auto sizes = static_trailing_sizes(b, input, spatial_rank)) {
     int64_t size = 1;
-    for (size_t i = shape->size() - spatial_rank; i < shape->size(); ++i) size *= (*shape)[i];
+    for (int64_t s : *sizes) size *= s;
     plane = b.scalar(Scalar(size), ScalarType::Long);
   } else {
-    const Value sizes = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
+    const Value dims = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
                                        b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
-    plane = reduce(b, "ReduceProd", sizes, std::vector<int64_t>{0}, false);
+    plane = reduce(b, "ReduceProd", dims, std::vector<int64_t>{0}, false);
   }
   return b.op("Mod", {onnx_indices, plane});
 }
@@ -81,7 +80,6 @@ std::vector<Value> onnx_max_pool(Builder& b, Value self, const std::vector<int64
 std::vector<Value> sliced_max_pool(Builder& b, Value self, const Windows& w, bool with_indices) {
   const ScalarType dtype = b.dtype(self);
   const std::vector<std::vector<Scalar>> positions = window_positions(w);
-  // torch's index starts at the first position of the window inside the input.
   std::vector<Scalar> first_inside(positions[0].size(), Scalar(int64_t{-1}));
   for (const std::vector<Scalar>& at : positions) {
     for (size_t j = 0; j < at.size(); ++j) {

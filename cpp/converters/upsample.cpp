@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "windows.h"
 
 namespace fastonnx {
 namespace {
@@ -28,11 +29,16 @@ Scales given_scales(const std::optional<std::vector<double>>& factors, size_t nd
   return out;
 }
 
-// The output's spatial sizes: torch's recorded output shape, else `output_size`.
+// The output's spatial sizes: `output_size`, else torch's recorded output shape.
 SymIntList output_sizes(Builder& b, const std::optional<SymIntList>& output_size, size_t nd) {
-  if (auto shape = b.out_static_shape()) return SymIntList(shape->end() - static_cast<std::ptrdiff_t>(nd), shape->end());
-  if (!output_size) b.fail("upsampling by scale factors with dynamic output sizes needs static input sizes");
-  return *output_size;
+  if (output_size) return *output_size;
+  const std::vector<Dim>& shape = b.out_meta().shape;
+  SymIntList sizes;
+  for (size_t i = shape.size() - nd; i < shape.size(); ++i) {
+    if (!shape[i].is_static()) b.fail("upsampling by scale factors needs static spatial sizes");
+    sizes.emplace_back(shape[i].value);
+  }
+  return sizes;
 }
 
 // The float32 scale for Resize nearest to `scale` that makes torch's output size: ONNX makes
@@ -60,9 +66,8 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
   const size_t nd = scales.size();
   const int64_t rank = b.rank(input);
   const SymIntList out = output_sizes(b, output_size, nd);
-  const auto shape = b.static_shape(input);
-  std::vector<int64_t> in;
-  if (shape) in.assign(shape->end() - static_cast<std::ptrdiff_t>(nd), shape->end());
+  const auto shape = static_trailing_sizes(b, input, nd);
+  const std::vector<int64_t> in = shape.value_or(std::vector<int64_t>{});
 
   if (how.method == Method::Linear && shape && out == in) return input;  // torch copies when no size changes
   // The scale ONNX divides output coordinates by, per axis: torch uses a given scale (as 1/scale)
@@ -99,17 +104,13 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
     inputs.push_back(b.list(items, ScalarType::Float));
   } else {
     inputs.push_back(absent);
-    SymIntList sizes = out;
+    Value sizes = b.ints(out);
     if (b.opset() < 18) {  // sizes of every axis: the leading ones unchanged
-      SymIntList lead;
-      for (int64_t d = 0; d < rank - static_cast<int64_t>(nd); ++d) {
-        const Dim& dim = b.shape(input)[static_cast<size_t>(d)];
-        if (!dim.is_static()) b.fail("upsampling with a dynamic batch or channel size needs opset 18");
-        lead.emplace_back(dim.value);
-      }
-      sizes.insert(sizes.begin(), lead.begin(), lead.end());
+      const Value lead = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{0}),
+                                        b.ints(std::vector<int64_t>{rank - static_cast<int64_t>(nd)})});
+      sizes = b.op("Concat", {lead, sizes}, {Attr::i("axis", 0)});
     }
-    inputs.push_back(b.ints(sizes));
+    inputs.push_back(sizes);
   }
 
   Attrs attrs;
@@ -182,11 +183,7 @@ std::vector<Scalar> antialias_weights(Method method, int64_t in, int64_t out, bo
 Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
                          const Scales& scales) {
   const size_t nd = scales.size();
-  const std::vector<int64_t> in = [&] {
-    const auto shape = b.static_shape(input);
-    if (!shape) b.fail("antialiased upsampling needs static input sizes");
-    return std::vector<int64_t>(shape->end() - static_cast<std::ptrdiff_t>(nd), shape->end());
-  }();
+  const std::vector<int64_t> in = static_spatial_sizes(b, input, nd, "antialiased upsampling");
   const std::vector<int64_t> out = b.static_ints(output_sizes(b, output_size, nd));
   const ScalarType dtype = b.dtype(input);
   Value x = input;

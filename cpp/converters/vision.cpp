@@ -98,18 +98,17 @@ Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t
 Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor) {
   const int64_t r = downscale_factor;
   if (r == 1) return self;
-  const auto in = b.static_shape(self);
-  if (!in || in->size() < 3) b.fail("pixel_unshuffle needs a static input shape of rank 3 or more");
-  const size_t lead = in->size() - 3;
-  std::vector<int64_t> split(in->begin(), in->begin() + static_cast<std::ptrdiff_t>(lead));
-  const int64_t c = (*in)[lead], h = (*in)[lead + 1] / r, w = (*in)[lead + 2] / r;
+  const std::vector<int64_t> in = static_spatial_sizes(b, self, 3, "pixel_unshuffle");
+  const auto lead = static_cast<size_t>(b.rank(self)) - 3;
+  const int64_t c = in[0], h = in[1] / r, w = in[2] / r;
+  std::vector<int64_t> split(lead, 0);  // 0: the leading sizes stay
   for (int64_t d : {c, h, r, w, r}) split.push_back(d);
   std::vector<int64_t> perm(lead);
   std::iota(perm.begin(), perm.end(), 0);
   const auto at = static_cast<int64_t>(lead);
   for (int64_t d : {0, 2, 4, 1, 3}) perm.push_back(at + d);
   const Value moved = b.op("Transpose", {b.op("Reshape", {self, b.ints(split)})}, {Attr::ints("perm", perm)});
-  std::vector<int64_t> shape(in->begin(), in->begin() + static_cast<std::ptrdiff_t>(lead));
+  std::vector<int64_t> shape(lead, 0);
   for (int64_t d : {c * r * r, h, w}) shape.push_back(d);
   return b.op("Reshape", {moved, b.ints(shape)});
 }

@@ -28,12 +28,22 @@ int64_t pooled_length(int64_t in, int64_t kernel, int64_t stride, int64_t paddin
   return out;
 }
 
-std::vector<int64_t> static_spatial_sizes(Builder& b, Value x, size_t n, std::string_view what) {
-  const auto shape = b.static_shape(x);
-  if (!shape || shape->size() < n) {
-    b.fail(std::string(what) + " needs static sizes of the last " + std::to_string(n) + " axes of its input");
+std::optional<std::vector<int64_t>> static_trailing_sizes(Builder& b, Value x, size_t n) {
+  if (!b.has_shape(x)) return std::nullopt;
+  const std::span<const Dim> shape = b.shape(x);
+  if (shape.size() < n) return std::nullopt;
+  std::vector<int64_t> sizes;
+  for (size_t i = shape.size() - n; i < shape.size(); ++i) {
+    if (!shape[i].is_static()) return std::nullopt;
+    sizes.push_back(shape[i].value);
   }
-  return {shape->end() - static_cast<std::ptrdiff_t>(n), shape->end()};
+  return sizes;
+}
+
+std::vector<int64_t> static_spatial_sizes(Builder& b, Value x, size_t n, std::string_view what) {
+  auto sizes = static_trailing_sizes(b, x, n);
+  if (!sizes) b.fail(std::string(what) + " needs static sizes of the last " + std::to_string(n) + " axes of its input");
+  return *sizes;
 }
 
 Windows pooling_windows(Builder& b, Value x, const std::vector<int64_t>& kernel, std::vector<int64_t> stride,

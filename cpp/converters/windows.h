@@ -32,7 +32,9 @@ int64_t pooled_length(int64_t in, int64_t kernel, int64_t stride, int64_t paddin
 Windows pooling_windows(Builder& b, Value x, const std::vector<int64_t>& kernel, std::vector<int64_t> stride,
                         const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode);
 
-// The static sizes of the last `n` axes of `x`; fails naming `what` when they are not static.
+// The sizes of the last `n` axes of `x` when they are static (the leading ones may not be).
+std::optional<std::vector<int64_t>> static_trailing_sizes(Builder& b, Value x, size_t n);
+// The same, failing naming `what` when they are not static.
 std::vector<int64_t> static_spatial_sizes(Builder& b, Value x, size_t n, std::string_view what);
 
 // One strided slice of `x` per kernel offset, in torch's scan order (row-major over the kernel):
