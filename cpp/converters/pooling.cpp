@@ -1,104 +1,332 @@
-// 2-D pooling.
+// Pooling over 1 to 3 spatial axes: max (with torch's indices), average and adaptive pooling.
+#include <array>
+#include <limits>
 #include <string>
 
 #include "common.h"
 #include "fastonnx/helpers.h"
+#include "windows.h"
 
-namespace fastonnx::manual {
-
-Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
-  if (stride.empty()) stride = kernel_size;  // torch's default stride is the kernel size
-  const Attrs attrs = {Attr::ints("kernel_shape", kernel_size), Attr::ints("strides", stride),
-                       Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", dilation),
-                       Attr::i("ceil_mode", ceil_mode)};
-  return with_batch(b, self, 4, [&](Value x) { return b.op("MaxPool", {x}, attrs); });
-}
-
+namespace fastonnx {
 namespace {
 
-// torch's output length of a pooling window sweep; in ceil mode the last window must start
-// inside the input or its left padding.
-int64_t pooled_length(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
-  const int64_t span = in + 2 * p - k;
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
+// The padding of a max pool: no element of type `t` is below it.
+Scalar lowest(ScalarType t) {
+  switch (t) {
+    case ScalarType::Long: return Scalar(std::numeric_limits<int64_t>::min());
+    case ScalarType::Int: return Scalar(int64_t{std::numeric_limits<int32_t>::min()});
+    case ScalarType::Short: return Scalar(int64_t{std::numeric_limits<int16_t>::min()});
+    case ScalarType::Char: return Scalar(int64_t{std::numeric_limits<int8_t>::min()});
+    case ScalarType::Byte: return Scalar(int64_t{0});
+    case ScalarType::Bool: return Scalar(false);
+    default: return Scalar(-std::numeric_limits<double>::infinity());
+  }
 }
 
-// Sum pooling divided by `divisor`: zero-pad so that every window torch makes is whole, then an
-// average over whole windows times the window size is the sum.
-// `spatial` holds the input's height and width.
-Value divided_sum_pool(Builder& b, Value x, const std::vector<int64_t>& spatial, const std::vector<int64_t>& kernel,
-                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, bool ceil_mode,
-                       int64_t divisor) {
-  const int64_t rank = 4;
-  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
-  for (int64_t i = 0; i < 2; ++i) {
-    const int64_t in = spatial[i];
-    const int64_t out = pooled_length(in, kernel[i], stride[i], padding[i], ceil_mode);
-    pads[rank - 2 + i] = padding[i];
-    pads[2 * rank - 2 + i] = (out - 1) * stride[i] + kernel[i] - in - padding[i];
+// ONNX's pooling ops before opset 22 keep a last ceil-mode window that starts in the right
+// padding, where torch drops it (so the output is one longer).
+bool onnx_keeps_dropped_window(Builder& b, const Windows& w) {
+  if (b.opset() >= 22) return false;
+  for (size_t i = 0; i < w.rank(); ++i) {
+    const int64_t span = w.in[i] + 2 * w.padding[i] - w.dilation[i] * (w.kernel[i] - 1) - 1;
+    if ((span + w.stride[i] - 1) / w.stride[i] + 1 != w.out[i]) return true;
   }
-  const Value padded = b.op("Pad", {x, b.ints(pads)});
-  const Value avg = b.op("AveragePool", {padded}, {Attr::ints("kernel_shape", kernel), Attr::ints("strides", stride)});
-  const double factor = static_cast<double>(kernel[0] * kernel[1]) / static_cast<double>(divisor);
-  return b.op("Mul", {avg, b.scalar_like(factor, avg)});
+  return false;
 }
 
-}  // namespace
+// The windows of a pooling op when the input's spatial sizes are static.
+std::optional<Windows> known_windows(Builder& b, Value self, const std::vector<int64_t>& kernel,
+                                     const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                     const std::vector<int64_t>& dilation, bool ceil_mode) {
+  if (!static_trailing_sizes(b, self, kernel.size())) return std::nullopt;
+  return pooling_windows(b, self, kernel, stride, padding, dilation, ceil_mode);
+}
 
-Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
-                 std::optional<int64_t> divisor_override) {
-  if (stride.empty()) stride = kernel_size;
-  std::vector<int64_t> spatial;
-  if (divisor_override) {
-    const auto shape = b.static_shape(self);
-    if (!shape || shape->size() < 3) b.fail("avg_pool2d with divisor_override needs a static input shape");
-    spatial.assign(shape->end() - 2, shape->end());
+// torch's max-pool indices count positions in each (batch, channel) plane of the input; ONNX
+// MaxPool's count over the whole tensor, so the plane's offset is dropped.
+Value plane_indices(Builder& b, Value onnx_indices, Value input, size_t spatial_rank) {
+  Value plane;
+  if (auto sizes = static_trailing_sizes(b, input, spatial_rank)) {
+    int64_t size = 1;
+    for (int64_t s : *sizes) size *= s;
+    plane = b.scalar(Scalar(size), ScalarType::Long);
+  } else {
+    const Value dims = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
+                                       b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
+    plane = reduce(b, "ReduceProd", dims, std::vector<int64_t>{0}, false);
   }
-  return with_batch(b, self, 4, [&](Value x) {
-    if (divisor_override) {
-      return divided_sum_pool(b, x, spatial, kernel_size, stride, padding, ceil_mode, *divisor_override);
-    }
-    return b.op("AveragePool", {x},
-                {Attr::ints("kernel_shape", kernel_size), Attr::ints("strides", stride),
-                 Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
-                 Attr::i("count_include_pad", count_include_pad)});
+  return b.op("Mod", {onnx_indices, plane});
+}
+
+// Max pooling by ONNX MaxPool (floating point and 8-bit inputs).
+std::vector<Value> onnx_max_pool(Builder& b, Value self, const std::vector<int64_t>& kernel,
+                                 const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                 const std::vector<int64_t>& dilation, bool ceil_mode, bool with_indices) {
+  const size_t nd = kernel.size();
+  const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", stride.empty() ? kernel : stride),
+                       Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", dilation),
+                       Attr::i("ceil_mode", ceil_mode)};
+  return with_batch_n(b, self, static_cast<int64_t>(nd) + 2, [&](Value x) -> std::vector<Value> {
+    if (!with_indices) return {b.op("MaxPool", {x}, attrs)};
+    const std::vector<Value> outs = b.op_n("MaxPool", {x}, attrs, 2);
+    return {outs[0], plane_indices(b, outs[1], x, nd)};
   });
 }
 
-Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  const std::vector<int64_t> out = b.static_ints(output_size);
-  const auto in = b.static_shape(self);
-  if (!in || in->size() < 3) b.fail("adaptive_avg_pool2d needs a static input shape of rank 3 or 4");
-  const int64_t h = (*in)[in->size() - 2], w = (*in)[in->size() - 1];
-  if (out[0] == 1 && out[1] == 1) {
-    return with_batch(b, self, 4, [&](Value x) { return b.op("GlobalAveragePool", {x}); });
+// Max pooling over strided slices, one per kernel offset, for what MaxPool cannot do: element
+// types it lacks and ceil-mode windows it would keep. Scans like torch: a later offset wins
+// only when strictly greater (or NaN), and the index starts at the window's first position
+// inside the input.
+std::vector<Value> sliced_max_pool(Builder& b, Value self, const Windows& w, bool with_indices) {
+  const ScalarType dtype = b.dtype(self);
+  const std::vector<std::vector<Scalar>> positions = window_positions(w);
+  std::vector<Scalar> first_inside(positions[0].size(), Scalar(int64_t{-1}));
+  for (const std::vector<Scalar>& at : positions) {
+    for (size_t j = 0; j < at.size(); ++j) {
+      if (first_inside[j].to_int() < 0) first_inside[j] = at[j];
+    }
   }
-  if (h % out[0] == 0 && w % out[1] == 0) {
-    const std::vector<int64_t> kernel = {h / out[0], w / out[1]};
-    if (kernel[0] == 1 && kernel[1] == 1) return self;
+  const std::vector<Value> slices = window_slices(b, self, w, lowest(dtype));
+  if (!with_indices && !is_floating(dtype)) return {b.op("Max", spread(slices))};
+  Value best = b.scalar(lowest(dtype), dtype);
+  Value index = b.tensor(first_inside, w.out, ScalarType::Long);
+  for (size_t k = 0; k < slices.size(); ++k) {
+    Value better = b.op("Greater", {slices[k], best});
+    if (is_floating(dtype)) better = b.op("Or", {better, b.op("IsNaN", {slices[k]})});
+    best = b.op("Where", {better, slices[k], best});
+    if (with_indices) index = b.op("Where", {better, b.tensor(positions[k], w.out, ScalarType::Long), index});
+  }
+  if (!with_indices) return {best};
+  return {best, index};
+}
+
+std::vector<Value> max_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                            const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode,
+                            bool with_indices) {
+  const bool onnx_type = onnx_takes(b, "MaxPool", b.dtype(self));
+  if (onnx_type && !ceil_mode) return onnx_max_pool(b, self, kernel, stride, padding, dilation, false, with_indices);
+  const auto w = known_windows(b, self, kernel, stride, padding, dilation, ceil_mode);
+  if (onnx_type && (!w || !onnx_keeps_dropped_window(b, *w))) {
+    return onnx_max_pool(b, self, kernel, stride, padding, dilation, ceil_mode, with_indices);
+  }
+  if (!w) {
+    b.fail(std::string("max pooling of ") + dtype_name(b.dtype(self)) +
+           (onnx_type ? " in ceil mode" : "") + " needs static spatial input sizes");
+  }
+  return sliced_max_pool(b, self, *w, with_indices);
+}
+
+// Average pooling as torch divides: each window's sum over zero padding by avg_divisors.
+Value divided_sum_pool(Builder& b, Value x, const Windows& w, bool count_include_pad,
+                       std::optional<int64_t> divisor_override) {
+  const std::vector<int64_t> divisors = avg_divisors(w, count_include_pad, divisor_override);
+  const ScalarType dtype = b.dtype(x);
+  if (!onnx_takes(b, "AveragePool", dtype)) {
+    // Integers: a sum of strided slices, divided (truncating) like torch's integer division.
+    const std::vector<Value> slices = window_slices(b, x, w, Scalar(int64_t{0}));
+    Value sum = slices[0];
+    for (size_t k = 1; k < slices.size(); ++k) sum = b.op("Add", {sum, slices[k]});
+    return b.op("Div", {sum, per_window(b, std::vector<Scalar>(divisors.begin(), divisors.end()), w, dtype)});
+  }
+  // Zero-padded so every window is whole, the average over the whole window times
+  // window size / divisor is torch's quotient.
+  const size_t rank = w.rank() + 2;  // batched
+  std::vector<int64_t> pads(2 * rank, 0);
+  const std::vector<int64_t> end = w.end_padding();
+  for (size_t i = 0; i < w.rank(); ++i) {
+    pads[2 + i] = w.padding[i];
+    pads[rank + 2 + i] = end[i];
+  }
+  const Attrs attrs = {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride)};
+  const Value avg = with_batch(b, x, static_cast<int64_t>(rank), [&](Value batched) {
+    return b.op("AveragePool", {b.op("Pad", {batched, b.ints(pads)})}, attrs);
+  });
+  std::vector<Scalar> factors;
+  for (int64_t d : divisors) factors.emplace_back(static_cast<double>(w.positions()) / static_cast<double>(d));
+  return b.op("Mul", {avg, per_window(b, factors, w, dtype)});
+}
+
+Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+               const std::vector<int64_t>& padding, bool ceil_mode, bool count_include_pad,
+               std::optional<int64_t> divisor_override) {
+  const size_t nd = kernel.size();
+  const std::vector<int64_t> dilation(nd, 1);
+  const auto w = known_windows(b, self, kernel, stride, padding, dilation, ceil_mode);
+  const bool direct = onnx_takes(b, "AveragePool", b.dtype(self)) && !divisor_override &&
+                      !(ceil_mode && w && onnx_keeps_dropped_window(b, *w));
+  const auto batched_rank = static_cast<int64_t>(nd) + 2;
+  if (direct) {
+    const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", stride.empty() ? kernel : stride),
+                         Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
+                         Attr::i("count_include_pad", count_include_pad)};
+    return with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+  }
+  if (!w) b.fail("average pooling with divisor_override or of integers needs static spatial input sizes");
+  return divided_sum_pool(b, self, *w, count_include_pad, divisor_override);
+}
+
+// Output i of adaptive pooling along an axis of length `in` covers [floor(i*in/out), ceil((i+1)*in/out)).
+std::pair<int64_t, int64_t> adaptive_window(int64_t i, int64_t in, int64_t out) {
+  return {(i * in) / out, ((i + 1) * in + out - 1) / out};
+}
+
+Value slice_axis(Builder& b, Value x, int64_t axis, int64_t start, int64_t end) {
+  return b.op("Slice", {x, b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end}),
+                        b.ints(std::vector<int64_t>{axis})});
+}
+
+Value adaptive_avg_pool(Builder& b, Value self, const std::vector<int64_t>& out) {
+  const size_t nd = out.size();
+  const std::vector<int64_t> in = static_spatial_sizes(b, self, nd, "adaptive average pooling");
+  const auto batched_rank = static_cast<int64_t>(nd) + 2;
+  bool ones = true, divisible = true, same = true;
+  for (size_t i = 0; i < nd; ++i) {
+    ones = ones && out[i] == 1;
+    divisible = divisible && in[i] % out[i] == 0;
+    same = same && in[i] == out[i];
+  }
+  if (same) return self;
+  if (ones) return with_batch(b, self, batched_rank, [&](Value x) { return b.op("GlobalAveragePool", {x}); });
+  if (divisible) {
+    std::vector<int64_t> kernel;
+    for (size_t i = 0; i < nd; ++i) kernel.push_back(in[i] / out[i]);
     const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", kernel)};
-    return with_batch(b, self, 4, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+    return with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
   }
-  // Windows of unequal size: torch averages [floor(i*in/out), ceil((i+1)*in/out)) for output
-  // i along each axis; the two axes are separable.
-  const auto rank = static_cast<int64_t>(in->size());
+  // Windows of unequal size: the axes are separable, each averaged window by window.
+  const int64_t rank = b.rank(self);
   Value x = self;
-  for (int64_t axis : {rank - 2, rank - 1}) {
-    const int64_t n_in = (*in)[axis], n_out = out[axis - (rank - 2)];
+  for (size_t i = 0; i < nd; ++i) {
+    if (in[i] == out[i]) continue;
+    const int64_t axis = rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i);
     Inputs parts;
-    for (int64_t i = 0; i < n_out; ++i) {
-      const int64_t start = (i * n_in) / n_out, end = ((i + 1) * n_in + n_out - 1) / n_out;
-      const Value window = b.op("Slice", {x, b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end}),
-                                          b.ints(std::vector<int64_t>{axis})});
-      parts.push_back(reduce_mean_keepdims(b, window, {axis}));
+    for (int64_t o = 0; o < out[i]; ++o) {
+      const auto [start, end] = adaptive_window(o, in[i], out[i]);
+      parts.push_back(reduce_mean_keepdims(b, slice_axis(b, x, axis, start, end), {axis}));
     }
     x = b.op("Concat", parts, {Attr::i("axis", axis)});
   }
   return x;
 }
 
-}  // namespace fastonnx::manual
+// Adaptive max pooling with torch's indices. Separable: the last axis is reduced first, each
+// window keeping its maximum and where it is; an earlier axis then picks, per window, the first
+// row holding the maximum and carries that row's index along. Ties go to the first position in
+// torch's scan order.
+std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector<int64_t>& out) {
+  const size_t nd = out.size();
+  const std::vector<int64_t> in = static_spatial_sizes(b, self, nd, "adaptive max pooling");
+  bool divisible = true;
+  for (size_t i = 0; i < nd; ++i) divisible = divisible && in[i] % out[i] == 0;
+  if (divisible && onnx_takes(b, "MaxPool", b.dtype(self))) {
+    std::vector<int64_t> kernel;
+    for (size_t i = 0; i < nd; ++i) kernel.push_back(in[i] / out[i]);
+    const std::vector<Value> outs = onnx_max_pool(b, self, kernel, kernel, std::vector<int64_t>(nd, 0),
+                                                  std::vector<int64_t>(nd, 1), false, true);
+    return {outs[0], outs[1]};
+  }
+  const int64_t rank = b.rank(self);
+  Value values = self;
+  std::optional<Value> index;  // flat position within the axes reduced so far
+  int64_t inner = 1;           // how many positions those axes hold
+  for (size_t i = nd; i-- > 0;) {
+    const int64_t axis = rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i);
+    Inputs value_parts, index_parts;
+    for (int64_t o = 0; o < out[i]; ++o) {
+      const auto [start, end] = adaptive_window(o, in[i], out[i]);
+      const Value window = slice_axis(b, values, axis, start, end);
+      value_parts.push_back(reduce(b, "ReduceMax", window, std::vector<int64_t>{axis}, true));
+      const Value at = b.op("ArgMax", {window}, {Attr::i("axis", axis), Attr::i("keepdims", 1)});
+      Value position = b.op("Add", {at, b.scalar(Scalar(start), ScalarType::Long)});
+      if (index) {
+        const Value carried = b.op("GatherElements", {slice_axis(b, *index, axis, start, end), at}, {Attr::i("axis", axis)});
+        position = b.op("Add", {b.op("Mul", {position, b.scalar(Scalar(inner), ScalarType::Long)}), carried});
+      }
+      index_parts.push_back(position);
+    }
+    values = b.op("Concat", value_parts, {Attr::i("axis", axis)});
+    index = b.op("Concat", index_parts, {Attr::i("axis", axis)});
+    inner *= in[i];
+  }
+  return {values, *index};
+}
+
+}  // namespace
+
+namespace manual {
+
+Value max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  return max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, false)[0];
+}
+Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  return max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, false)[0];
+}
+Value max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  return max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, false)[0];
+}
+
+std::array<Value, 2> max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size,
+                                             std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                             std::vector<int64_t> dilation, bool ceil_mode) {
+  const auto outs = max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, true);
+  return {outs[0], outs[1]};
+}
+std::array<Value, 2> max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size,
+                                             std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                             std::vector<int64_t> dilation, bool ceil_mode) {
+  const auto outs = max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, true);
+  return {outs[0], outs[1]};
+}
+std::array<Value, 2> max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size,
+                                             std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                             std::vector<int64_t> dilation, bool ceil_mode) {
+  const auto outs = max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, true);
+  return {outs[0], outs[1]};
+}
+
+Value avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad) {
+  return avg_pool(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, std::nullopt);
+}
+Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
+                 std::optional<int64_t> divisor_override) {
+  return avg_pool(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+Value avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
+                 std::optional<int64_t> divisor_override) {
+  return avg_pool(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size) {
+  return adaptive_avg_pool(b, self, output_size);
+}
+Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
+  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+}
+Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
+  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+}
+Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
+  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+}
+Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
+  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+}
+
+std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size) {
+  return adaptive_max_pool(b, self, output_size);
+}
+std::array<Value, 2> adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size) {
+  return adaptive_max_pool(b, self, output_size);
+}
+std::array<Value, 2> adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size) {
+  return adaptive_max_pool(b, self, output_size);
+}
+
+}  // namespace manual
+}  // namespace fastonnx

@@ -1632,7 +1632,15 @@ std::array<Value, 2> convert_native_dropout([[maybe_unused]] Builder& b, [[maybe
   }
 }
 
-// max_pool2d  (codegen/mappings/pooling.yaml:3)
+// max_pool1d  (codegen/mappings/pooling.yaml:6)
+Value convert_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool1d(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool2d  (codegen/mappings/pooling.yaml:7)
 Value convert_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
   // manual: True
   {
@@ -1640,7 +1648,47 @@ Value convert_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// avg_pool2d  (codegen/mappings/pooling.yaml:4)
+// max_pool3d  (codegen/mappings/pooling.yaml:8)
+Value convert_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool3d(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool1d_with_indices  (codegen/mappings/pooling.yaml:9)
+std::array<Value, 2> convert_max_pool1d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool1d_with_indices(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool2d_with_indices  (codegen/mappings/pooling.yaml:10)
+std::array<Value, 2> convert_max_pool2d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool2d_with_indices(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// max_pool3d_with_indices  (codegen/mappings/pooling.yaml:11)
+std::array<Value, 2> convert_max_pool3d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
+  // manual: True
+  {
+    return manual::max_pool3d_with_indices(b, self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+}
+
+// avg_pool1d  (codegen/mappings/pooling.yaml:12)
+Value convert_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad) {
+  // manual: True
+  {
+    return manual::avg_pool1d(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  }
+}
+
+// avg_pool2d  (codegen/mappings/pooling.yaml:13)
 Value convert_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
   // manual: True
   {
@@ -1648,11 +1696,75 @@ Value convert_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
+// avg_pool3d  (codegen/mappings/pooling.yaml:14)
+Value convert_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
+  // manual: True
+  {
+    return manual::avg_pool3d(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+}
+
+// adaptive_avg_pool1d  (codegen/mappings/pooling.yaml:15)
+Value convert_adaptive_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_avg_pool1d(b, self, output_size);
+  }
+}
+
+// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:16)
 Value convert_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
   // manual: True
   {
     return manual::adaptive_avg_pool2d(b, self, output_size);
+  }
+}
+
+// adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:17)
+Value convert_adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+  // manual: True
+  {
+    return manual::adaptive_avg_pool3d(b, self, output_size);
+  }
+}
+
+// _adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:18)
+Value convert__adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+  // manual: True
+  {
+    return manual::_adaptive_avg_pool2d(b, self, output_size);
+  }
+}
+
+// _adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:19)
+Value convert__adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size) {
+  // manual: True
+  {
+    return manual::_adaptive_avg_pool3d(b, self, output_size);
+  }
+}
+
+// adaptive_max_pool1d  (codegen/mappings/pooling.yaml:20)
+std::array<Value, 2> convert_adaptive_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_max_pool1d(b, self, output_size);
+  }
+}
+
+// adaptive_max_pool2d  (codegen/mappings/pooling.yaml:21)
+std::array<Value, 2> convert_adaptive_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_max_pool2d(b, self, output_size);
+  }
+}
+
+// adaptive_max_pool3d  (codegen/mappings/pooling.yaml:22)
+std::array<Value, 2> convert_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> output_size) {
+  // manual: True
+  {
+    return manual::adaptive_max_pool3d(b, self, output_size);
   }
 }
 
@@ -2674,6 +2786,262 @@ Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   {
     const Value v0 = b.op("Equal", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
     return v0;
+  }
+}
+
+// upsample_nearest1d.vec  (codegen/mappings/upsample.yaml:6)
+Value convert_upsample_nearest1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_nearest1d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// upsample_nearest2d.vec  (codegen/mappings/upsample.yaml:7)
+Value convert_upsample_nearest2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_nearest2d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// upsample_nearest3d.vec  (codegen/mappings/upsample.yaml:8)
+Value convert_upsample_nearest3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_nearest3d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// _upsample_nearest_exact1d.vec  (codegen/mappings/upsample.yaml:9)
+Value convert__upsample_nearest_exact1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_nearest_exact1d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// _upsample_nearest_exact2d.vec  (codegen/mappings/upsample.yaml:10)
+Value convert__upsample_nearest_exact2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_nearest_exact2d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// _upsample_nearest_exact3d.vec  (codegen/mappings/upsample.yaml:11)
+Value convert__upsample_nearest_exact3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_nearest_exact3d_vec(b, input, output_size, scale_factors);
+  }
+}
+
+// upsample_linear1d.vec  (codegen/mappings/upsample.yaml:12)
+Value convert_upsample_linear1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_linear1d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_bilinear2d.vec  (codegen/mappings/upsample.yaml:13)
+Value convert_upsample_bilinear2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_bilinear2d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_trilinear3d.vec  (codegen/mappings/upsample.yaml:14)
+Value convert_upsample_trilinear3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_trilinear3d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_bicubic2d.vec  (codegen/mappings/upsample.yaml:15)
+Value convert_upsample_bicubic2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::upsample_bicubic2d_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// _upsample_bilinear2d_aa.vec  (codegen/mappings/upsample.yaml:16)
+Value convert__upsample_bilinear2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_bilinear2d_aa_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// _upsample_bicubic2d_aa.vec  (codegen/mappings/upsample.yaml:17)
+Value convert__upsample_bicubic2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<SymIntList> output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<std::vector<double>> scale_factors) {
+  // manual: True
+  {
+    return manual::_upsample_bicubic2d_aa_vec(b, input, output_size, align_corners, scale_factors);
+  }
+}
+
+// upsample_nearest1d  (codegen/mappings/upsample.yaml:18)
+Value convert_upsample_nearest1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::optional<double> scales) {
+  // manual: True
+  {
+    return manual::upsample_nearest1d(b, self, output_size, scales);
+  }
+}
+
+// upsample_nearest2d  (codegen/mappings/upsample.yaml:19)
+Value convert_upsample_nearest2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_nearest2d(b, self, output_size, scales_h, scales_w);
+  }
+}
+
+// upsample_nearest3d  (codegen/mappings/upsample.yaml:20)
+Value convert_upsample_nearest3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::optional<double> scales_d, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_nearest3d(b, self, output_size, scales_d, scales_h, scales_w);
+  }
+}
+
+// upsample_linear1d  (codegen/mappings/upsample.yaml:21)
+Value convert_upsample_linear1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales) {
+  // manual: True
+  {
+    return manual::upsample_linear1d(b, self, output_size, align_corners, scales);
+  }
+}
+
+// upsample_bilinear2d  (codegen/mappings/upsample.yaml:22)
+Value convert_upsample_bilinear2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_bilinear2d(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// upsample_trilinear3d  (codegen/mappings/upsample.yaml:23)
+Value convert_upsample_trilinear3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_d, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_trilinear3d(b, self, output_size, align_corners, scales_d, scales_h, scales_w);
+  }
+}
+
+// upsample_bicubic2d  (codegen/mappings/upsample.yaml:24)
+Value convert_upsample_bicubic2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::upsample_bicubic2d(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// _upsample_bilinear2d_aa  (codegen/mappings/upsample.yaml:25)
+Value convert__upsample_bilinear2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::_upsample_bilinear2d_aa(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// _upsample_bicubic2d_aa  (codegen/mappings/upsample.yaml:26)
+Value convert__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] bool align_corners, [[maybe_unused]] std::optional<double> scales_h, [[maybe_unused]] std::optional<double> scales_w) {
+  // manual: True
+  {
+    return manual::_upsample_bicubic2d_aa(b, self, output_size, align_corners, scales_h, scales_w);
+  }
+}
+
+// grid_sampler_2d  (codegen/mappings/vision.yaml:4)
+Value convert_grid_sampler_2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value grid, [[maybe_unused]] int64_t interpolation_mode, [[maybe_unused]] int64_t padding_mode, [[maybe_unused]] bool align_corners) {
+  // manual: True
+  {
+    return manual::grid_sampler_2d(b, input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+}
+
+// grid_sampler  (codegen/mappings/vision.yaml:5)
+Value convert_grid_sampler([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value grid, [[maybe_unused]] int64_t interpolation_mode, [[maybe_unused]] int64_t padding_mode, [[maybe_unused]] bool align_corners) {
+  // manual: True
+  {
+    return manual::grid_sampler(b, input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+}
+
+// im2col  (codegen/mappings/vision.yaml:6)
+Value convert_im2col([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> stride) {
+  // manual: True
+  {
+    return manual::im2col(b, self, kernel_size, dilation, padding, stride);
+  }
+}
+
+// col2im  (codegen/mappings/vision.yaml:7)
+Value convert_col2im([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList output_size, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> stride) {
+  // manual: True
+  {
+    return manual::col2im(b, self, output_size, kernel_size, dilation, padding, stride);
+  }
+}
+
+// pixel_unshuffle  (codegen/mappings/vision.yaml:8)
+Value convert_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t downscale_factor) {
+  // manual: True
+  {
+    return manual::pixel_unshuffle(b, self, downscale_factor);
+  }
+}
+
+// embedding_bag  (codegen/mappings/vision.yaml:9)
+std::array<Value, 4> convert_embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset) {
+  // manual: True
+  {
+    return manual::embedding_bag(b, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset);
+  }
+}
+
+// embedding_bag.padding_idx  (codegen/mappings/vision.yaml:10)
+std::array<Value, 4> convert_embedding_bag_padding_idx([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset, [[maybe_unused]] std::optional<int64_t> padding_idx) {
+  // manual: True
+  {
+    return manual::embedding_bag_padding_idx(b, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  }
+}
+
+// _embedding_bag  (codegen/mappings/vision.yaml:11)
+std::array<Value, 4> convert__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset, [[maybe_unused]] int64_t padding_idx) {
+  // manual: True
+  {
+    return manual::_embedding_bag(b, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  }
+}
+
+// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:12)
+Value convert__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::_adaptive_avg_pool2d_backward(b, grad_output, self);
+  }
+}
+
+// avg_pool2d_backward  (codegen/mappings/vision.yaml:13)
+Value convert_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] bool count_include_pad, [[maybe_unused]] std::optional<int64_t> divisor_override) {
+  // manual: True
+  {
+    return manual::avg_pool2d_backward(b, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+}
+
+// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:14)
+Value convert_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode, [[maybe_unused]] Value indices) {
+  // manual: True
+  {
+    return manual::max_pool2d_with_indices_backward(b, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
   }
 }
 

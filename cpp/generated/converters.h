@@ -337,12 +337,40 @@ Value convert_instance_norm(Builder& b, Value input, std::optional<Value> weight
 Value convert_rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
 // native_dropout  (codegen/mappings/norm.yaml:17)
 std::array<Value, 2> convert_native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
-// max_pool2d  (codegen/mappings/pooling.yaml:3)
+// max_pool1d  (codegen/mappings/pooling.yaml:6)
+Value convert_max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool2d  (codegen/mappings/pooling.yaml:7)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// avg_pool2d  (codegen/mappings/pooling.yaml:4)
+// max_pool3d  (codegen/mappings/pooling.yaml:8)
+Value convert_max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool1d_with_indices  (codegen/mappings/pooling.yaml:9)
+std::array<Value, 2> convert_max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool2d_with_indices  (codegen/mappings/pooling.yaml:10)
+std::array<Value, 2> convert_max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool3d_with_indices  (codegen/mappings/pooling.yaml:11)
+std::array<Value, 2> convert_max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// avg_pool1d  (codegen/mappings/pooling.yaml:12)
+Value convert_avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad);
+// avg_pool2d  (codegen/mappings/pooling.yaml:13)
 Value convert_avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
-// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
+// avg_pool3d  (codegen/mappings/pooling.yaml:14)
+Value convert_avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+// adaptive_avg_pool1d  (codegen/mappings/pooling.yaml:15)
+Value convert_adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:16)
 Value convert_adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:17)
+Value convert_adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+// _adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:18)
+Value convert__adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// _adaptive_avg_pool3d  (codegen/mappings/pooling.yaml:19)
+Value convert__adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+// adaptive_max_pool1d  (codegen/mappings/pooling.yaml:20)
+std::array<Value, 2> convert_adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_max_pool2d  (codegen/mappings/pooling.yaml:21)
+std::array<Value, 2> convert_adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_max_pool3d  (codegen/mappings/pooling.yaml:22)
+std::array<Value, 2> convert_adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // sum  (codegen/mappings/reduction.yaml:9)
@@ -555,6 +583,70 @@ Value convert_nan_to_num(Builder& b, Value self, std::optional<double> nan, std:
 Value convert_bitwise_not(Builder& b, Value self);
 // logical_not  (codegen/mappings/unary.yaml:75)
 Value convert_logical_not(Builder& b, Value self);
+// upsample_nearest1d.vec  (codegen/mappings/upsample.yaml:6)
+Value convert_upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest2d.vec  (codegen/mappings/upsample.yaml:7)
+Value convert_upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest3d.vec  (codegen/mappings/upsample.yaml:8)
+Value convert_upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact1d.vec  (codegen/mappings/upsample.yaml:9)
+Value convert__upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact2d.vec  (codegen/mappings/upsample.yaml:10)
+Value convert__upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact3d.vec  (codegen/mappings/upsample.yaml:11)
+Value convert__upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_linear1d.vec  (codegen/mappings/upsample.yaml:12)
+Value convert_upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_bilinear2d.vec  (codegen/mappings/upsample.yaml:13)
+Value convert_upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_trilinear3d.vec  (codegen/mappings/upsample.yaml:14)
+Value convert_upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_bicubic2d.vec  (codegen/mappings/upsample.yaml:15)
+Value convert_upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// _upsample_bilinear2d_aa.vec  (codegen/mappings/upsample.yaml:16)
+Value convert__upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// _upsample_bicubic2d_aa.vec  (codegen/mappings/upsample.yaml:17)
+Value convert__upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest1d  (codegen/mappings/upsample.yaml:18)
+Value convert_upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales);
+// upsample_nearest2d  (codegen/mappings/upsample.yaml:19)
+Value convert_upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_nearest3d  (codegen/mappings/upsample.yaml:20)
+Value convert_upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_linear1d  (codegen/mappings/upsample.yaml:21)
+Value convert_upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales);
+// upsample_bilinear2d  (codegen/mappings/upsample.yaml:22)
+Value convert_upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_trilinear3d  (codegen/mappings/upsample.yaml:23)
+Value convert_upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_bicubic2d  (codegen/mappings/upsample.yaml:24)
+Value convert_upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// _upsample_bilinear2d_aa  (codegen/mappings/upsample.yaml:25)
+Value convert__upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// _upsample_bicubic2d_aa  (codegen/mappings/upsample.yaml:26)
+Value convert__upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// grid_sampler_2d  (codegen/mappings/vision.yaml:4)
+Value convert_grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+// grid_sampler  (codegen/mappings/vision.yaml:5)
+Value convert_grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+// im2col  (codegen/mappings/vision.yaml:6)
+Value convert_im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+// col2im  (codegen/mappings/vision.yaml:7)
+Value convert_col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+// pixel_unshuffle  (codegen/mappings/vision.yaml:8)
+Value convert_pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
+// embedding_bag  (codegen/mappings/vision.yaml:9)
+std::array<Value, 4> convert_embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
+// embedding_bag.padding_idx  (codegen/mappings/vision.yaml:10)
+std::array<Value, 4> convert_embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx);
+// _embedding_bag  (codegen/mappings/vision.yaml:11)
+std::array<Value, 4> convert__embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
+// _adaptive_avg_pool2d_backward  (codegen/mappings/vision.yaml:12)
+Value convert__adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
+// avg_pool2d_backward  (codegen/mappings/vision.yaml:13)
+Value convert_avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+// max_pool2d_with_indices_backward  (codegen/mappings/vision.yaml:14)
+Value convert_max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);
 // abs_  (in-place twin of abs (codegen/mappings/unary.yaml:4))
 Value convert_abs_(Builder& b, Value self);
 // acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
@@ -898,9 +990,23 @@ Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Valu
 Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
 Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
 std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
+Value max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+Value max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+std::array<Value, 2> max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+std::array<Value, 2> max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+std::array<Value, 2> max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+Value avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Value avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+std::array<Value, 2> adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
+std::array<Value, 2> adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
 Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
 Value amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
 Value max(Builder& b, Value self);
@@ -964,6 +1070,38 @@ Value round_decimals(Builder& b, Value self, int64_t decimals);
 Value isnan(Builder& b, Value self);
 Value isinf(Builder& b, Value self);
 Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
+Value upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value _upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value _upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value _upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+Value upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value _upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value _upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+Value upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales);
+Value upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales);
+Value upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+Value upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value _upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value _upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+Value grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+Value grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
+Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
+std::array<Value, 4> embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
+std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx);
+std::array<Value, 4> _embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
+Value _adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
+Value avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Value max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);
 }  // namespace manual
 
 }  // namespace fastonnx

@@ -1340,6 +1340,17 @@ void unpack_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 
+void unpack_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 1) : std::vector<int64_t>(std::vector<int64_t>{1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  outs.push_back(convert_max_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+}
+constexpr const char* kArgs_max_pool1d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
 void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
@@ -1350,6 +1361,61 @@ void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   outs.push_back(convert_max_pool2d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
 }
 constexpr const char* kArgs_max_pool2d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 3);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 3) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 3) : std::vector<int64_t>(std::vector<int64_t>{1, 1, 1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  outs.push_back(convert_max_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+}
+constexpr const char* kArgs_max_pool3d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool1d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 1) : std::vector<int64_t>(std::vector<int64_t>{1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  for (Value v : convert_max_pool1d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_pool1d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool2d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 2) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 2) : std::vector<int64_t>(std::vector<int64_t>{0, 0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 2) : std::vector<int64_t>(std::vector<int64_t>{1, 1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  for (Value v : convert_max_pool2d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_pool2d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_max_pool3d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 3);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 3) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
+  std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 3) : std::vector<int64_t>(std::vector<int64_t>{1, 1, 1});
+  bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
+  for (Value v : convert_max_pool3d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+}
+constexpr const char* kArgs_max_pool3d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+
+void unpack_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
+  bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
+  bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
+  outs.push_back(convert_avg_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad)));
+}
+constexpr const char* kArgs_avg_pool1d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"};
 
 void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1363,12 +1429,73 @@ void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_avg_pool2d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
 
+void unpack_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 3);
+  std::vector<int64_t> stride = given(args, 2) ? unpack_int_list(args[2], "stride", 3) : std::vector<int64_t>(std::vector<int64_t>{});
+  std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
+  bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
+  bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
+  std::optional<int64_t> divisor_override = given(args, 6) ? unpack_opt_int(args[6], "divisor_override") : std::optional<int64_t>(std::nullopt);
+  outs.push_back(convert_avg_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+}
+constexpr const char* kArgs_avg_pool3d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
+
+void unpack_adaptive_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 1);
+  outs.push_back(convert_adaptive_avg_pool1d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs_adaptive_avg_pool1d[] = {"self", "output_size"};
+
 void unpack_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
   outs.push_back(convert_adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs_adaptive_avg_pool2d[] = {"self", "output_size"};
+
+void unpack_adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  outs.push_back(convert_adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs_adaptive_avg_pool3d[] = {"self", "output_size"};
+
+void unpack__adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  outs.push_back(convert__adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs__adaptive_avg_pool2d[] = {"self", "output_size"};
+
+void unpack__adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  outs.push_back(convert__adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
+}
+constexpr const char* kArgs__adaptive_avg_pool3d[] = {"self", "output_size"};
+
+void unpack_adaptive_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 1);
+  for (Value v : convert_adaptive_max_pool1d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+}
+constexpr const char* kArgs_adaptive_max_pool1d[] = {"self", "output_size"};
+
+void unpack_adaptive_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 2);
+  for (Value v : convert_adaptive_max_pool2d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+}
+constexpr const char* kArgs_adaptive_max_pool2d[] = {"self", "output_size"};
+
+void unpack_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 3);
+  for (Value v : convert_adaptive_max_pool3d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+}
+constexpr const char* kArgs_adaptive_max_pool3d[] = {"self", "output_size"};
 
 void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2122,6 +2249,317 @@ void unpack_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   outs.push_back(convert_logical_not(b, std::move(self)));
 }
 constexpr const char* kArgs_logical_not[] = {"self"};
+
+void unpack_upsample_nearest1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert_upsample_nearest1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_nearest1d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack_upsample_nearest2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert_upsample_nearest2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_nearest2d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack_upsample_nearest3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert_upsample_nearest3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_nearest3d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack__upsample_nearest_exact1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert__upsample_nearest_exact1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_nearest_exact1d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack__upsample_nearest_exact2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert__upsample_nearest_exact2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_nearest_exact2d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack__upsample_nearest_exact3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
+  outs.push_back(convert__upsample_nearest_exact3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_nearest_exact3d_vec[] = {"input", "output_size", "scale_factors"};
+
+void unpack_upsample_linear1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_linear1d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_linear1d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_bilinear2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_bilinear2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_bilinear2d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_trilinear3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_trilinear3d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_trilinear3d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_bicubic2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert_upsample_bicubic2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs_upsample_bicubic2d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack__upsample_bilinear2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert__upsample_bilinear2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_bilinear2d_aa_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack__upsample_bicubic2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
+  outs.push_back(convert__upsample_bicubic2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+}
+constexpr const char* kArgs__upsample_bicubic2d_aa_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
+
+void unpack_upsample_nearest1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 1);
+  std::optional<double> scales = given(args, 2) ? unpack_opt_float(args[2], "scales") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_nearest1d(b, std::move(self), std::move(output_size), std::move(scales)));
+}
+constexpr const char* kArgs_upsample_nearest1d[] = {"self", "output_size", "scales"};
+
+void unpack_upsample_nearest2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  std::optional<double> scales_h = given(args, 2) ? unpack_opt_float(args[2], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 3) ? unpack_opt_float(args[3], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_nearest2d(b, std::move(self), std::move(output_size), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_nearest2d[] = {"self", "output_size", "scales_h", "scales_w"};
+
+void unpack_upsample_nearest3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  std::optional<double> scales_d = given(args, 2) ? unpack_opt_float(args[2], "scales_d") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_nearest3d(b, std::move(self), std::move(output_size), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_nearest3d[] = {"self", "output_size", "scales_d", "scales_h", "scales_w"};
+
+void unpack_upsample_linear1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 1);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales = given(args, 3) ? unpack_opt_float(args[3], "scales") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_linear1d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales)));
+}
+constexpr const char* kArgs_upsample_linear1d[] = {"self", "output_size", "align_corners", "scales"};
+
+void unpack_upsample_bilinear2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_bilinear2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_bilinear2d[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack_upsample_trilinear3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_d = given(args, 3) ? unpack_opt_float(args[3], "scales_d") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_h = given(args, 4) ? unpack_opt_float(args[4], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 5) ? unpack_opt_float(args[5], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_trilinear3d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_trilinear3d[] = {"self", "output_size", "align_corners", "scales_d", "scales_h", "scales_w"};
+
+void unpack_upsample_bicubic2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_upsample_bicubic2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs_upsample_bicubic2d[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack__upsample_bilinear2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert__upsample_bilinear2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs__upsample_bilinear2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
+  std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
+  std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
+  outs.push_back(convert__upsample_bicubic2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+}
+constexpr const char* kArgs__upsample_bicubic2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
+
+void unpack_grid_sampler_2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value grid = unpack_tensor(b, arg_at(args, 1), "grid");
+  int64_t interpolation_mode = unpack_int(arg_at(args, 2), "interpolation_mode");
+  int64_t padding_mode = unpack_int(arg_at(args, 3), "padding_mode");
+  bool align_corners = unpack_bool(arg_at(args, 4), "align_corners");
+  outs.push_back(convert_grid_sampler_2d(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
+}
+constexpr const char* kArgs_grid_sampler_2d[] = {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"};
+
+void unpack_grid_sampler([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value grid = unpack_tensor(b, arg_at(args, 1), "grid");
+  int64_t interpolation_mode = unpack_int(arg_at(args, 2), "interpolation_mode");
+  int64_t padding_mode = unpack_int(arg_at(args, 3), "padding_mode");
+  bool align_corners = unpack_bool(arg_at(args, 4), "align_corners");
+  outs.push_back(convert_grid_sampler(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
+}
+constexpr const char* kArgs_grid_sampler[] = {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"};
+
+void unpack_im2col([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
+  std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 2), "dilation", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 3), "padding", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 4), "stride", 2);
+  outs.push_back(convert_im2col(b, std::move(self), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
+}
+constexpr const char* kArgs_im2col[] = {"self", "kernel_size", "dilation", "padding", "stride"};
+
+void unpack_col2im([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 2), "kernel_size", 2);
+  std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 3), "dilation", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 5), "stride", 2);
+  outs.push_back(convert_col2im(b, std::move(self), std::move(output_size), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
+}
+constexpr const char* kArgs_col2im[] = {"self", "output_size", "kernel_size", "dilation", "padding", "stride"};
+
+void unpack_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t downscale_factor = unpack_int(arg_at(args, 1), "downscale_factor");
+  outs.push_back(convert_pixel_unshuffle(b, std::move(self), std::move(downscale_factor)));
+}
+constexpr const char* kArgs_pixel_unshuffle[] = {"self", "downscale_factor"};
+
+void unpack_embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  Value offsets = unpack_tensor(b, arg_at(args, 2), "offsets");
+  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
+  int64_t mode = given(args, 4) ? unpack_int(args[4], "mode") : int64_t(0);
+  bool sparse = given(args, 5) ? unpack_bool(args[5], "sparse") : bool(false);
+  std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
+  bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
+  for (Value v : convert_embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset))) outs.push_back(v);
+}
+constexpr const char* kArgs_embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset"};
+
+void unpack_embedding_bag_padding_idx([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  Value offsets = unpack_tensor(b, arg_at(args, 2), "offsets");
+  bool scale_grad_by_freq = unpack_bool(arg_at(args, 3), "scale_grad_by_freq");
+  int64_t mode = unpack_int(arg_at(args, 4), "mode");
+  bool sparse = unpack_bool(arg_at(args, 5), "sparse");
+  std::optional<Value> per_sample_weights = unpack_opt_tensor(b, arg_at(args, 6), "per_sample_weights");
+  bool include_last_offset = unpack_bool(arg_at(args, 7), "include_last_offset");
+  std::optional<int64_t> padding_idx = unpack_opt_int(arg_at(args, 8), "padding_idx");
+  for (Value v : convert_embedding_bag_padding_idx(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+}
+constexpr const char* kArgs_embedding_bag_padding_idx[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
+
+void unpack__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value weight = unpack_tensor(b, arg_at(args, 0), "weight");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  Value offsets = unpack_tensor(b, arg_at(args, 2), "offsets");
+  bool scale_grad_by_freq = given(args, 3) ? unpack_bool(args[3], "scale_grad_by_freq") : bool(false);
+  int64_t mode = given(args, 4) ? unpack_int(args[4], "mode") : int64_t(0);
+  bool sparse = given(args, 5) ? unpack_bool(args[5], "sparse") : bool(false);
+  std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
+  bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
+  int64_t padding_idx = given(args, 8) ? unpack_int(args[8], "padding_idx") : int64_t(-1);
+  for (Value v : convert__embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+}
+constexpr const char* kArgs__embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
+
+void unpack__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  outs.push_back(convert__adaptive_avg_pool2d_backward(b, std::move(grad_output), std::move(self)));
+}
+constexpr const char* kArgs__adaptive_avg_pool2d_backward[] = {"grad_output", "self"};
+
+void unpack_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 2), "kernel_size", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 3), "stride", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
+  bool ceil_mode = unpack_bool(arg_at(args, 5), "ceil_mode");
+  bool count_include_pad = unpack_bool(arg_at(args, 6), "count_include_pad");
+  std::optional<int64_t> divisor_override = unpack_opt_int(arg_at(args, 7), "divisor_override");
+  outs.push_back(convert_avg_pool2d_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+}
+constexpr const char* kArgs_avg_pool2d_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
+
+void unpack_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value self = unpack_tensor(b, arg_at(args, 1), "self");
+  std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 2), "kernel_size", 2);
+  std::vector<int64_t> stride = unpack_int_list(arg_at(args, 3), "stride", 2);
+  std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
+  std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 5), "dilation", 2);
+  bool ceil_mode = unpack_bool(arg_at(args, 6), "ceil_mode");
+  Value indices = unpack_tensor(b, arg_at(args, 7), "indices");
+  outs.push_back(convert_max_pool2d_with_indices_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode), std::move(indices)));
+}
+constexpr const char* kArgs_max_pool2d_with_indices_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "indices"};
 
 void unpack_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -3158,9 +3596,23 @@ const OpEntry kOps[] = {
     {"instance_norm", &unpack_instance_norm, kArgs_instance_norm},
     {"rms_norm", &unpack_rms_norm, kArgs_rms_norm},
     {"native_dropout", &unpack_native_dropout, kArgs_native_dropout},
+    {"max_pool1d", &unpack_max_pool1d, kArgs_max_pool1d},
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
+    {"max_pool3d", &unpack_max_pool3d, kArgs_max_pool3d},
+    {"max_pool1d_with_indices", &unpack_max_pool1d_with_indices, kArgs_max_pool1d_with_indices},
+    {"max_pool2d_with_indices", &unpack_max_pool2d_with_indices, kArgs_max_pool2d_with_indices},
+    {"max_pool3d_with_indices", &unpack_max_pool3d_with_indices, kArgs_max_pool3d_with_indices},
+    {"avg_pool1d", &unpack_avg_pool1d, kArgs_avg_pool1d},
     {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
+    {"avg_pool3d", &unpack_avg_pool3d, kArgs_avg_pool3d},
+    {"adaptive_avg_pool1d", &unpack_adaptive_avg_pool1d, kArgs_adaptive_avg_pool1d},
     {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
+    {"adaptive_avg_pool3d", &unpack_adaptive_avg_pool3d, kArgs_adaptive_avg_pool3d},
+    {"_adaptive_avg_pool2d", &unpack__adaptive_avg_pool2d, kArgs__adaptive_avg_pool2d},
+    {"_adaptive_avg_pool3d", &unpack__adaptive_avg_pool3d, kArgs__adaptive_avg_pool3d},
+    {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d},
+    {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d},
+    {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d},
     {"mean.dim", &unpack_mean_dim, kArgs_mean_dim},
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
@@ -3267,6 +3719,38 @@ const OpEntry kOps[] = {
     {"nan_to_num", &unpack_nan_to_num, kArgs_nan_to_num},
     {"bitwise_not", &unpack_bitwise_not, kArgs_bitwise_not},
     {"logical_not", &unpack_logical_not, kArgs_logical_not},
+    {"upsample_nearest1d.vec", &unpack_upsample_nearest1d_vec, kArgs_upsample_nearest1d_vec},
+    {"upsample_nearest2d.vec", &unpack_upsample_nearest2d_vec, kArgs_upsample_nearest2d_vec},
+    {"upsample_nearest3d.vec", &unpack_upsample_nearest3d_vec, kArgs_upsample_nearest3d_vec},
+    {"_upsample_nearest_exact1d.vec", &unpack__upsample_nearest_exact1d_vec, kArgs__upsample_nearest_exact1d_vec},
+    {"_upsample_nearest_exact2d.vec", &unpack__upsample_nearest_exact2d_vec, kArgs__upsample_nearest_exact2d_vec},
+    {"_upsample_nearest_exact3d.vec", &unpack__upsample_nearest_exact3d_vec, kArgs__upsample_nearest_exact3d_vec},
+    {"upsample_linear1d.vec", &unpack_upsample_linear1d_vec, kArgs_upsample_linear1d_vec},
+    {"upsample_bilinear2d.vec", &unpack_upsample_bilinear2d_vec, kArgs_upsample_bilinear2d_vec},
+    {"upsample_trilinear3d.vec", &unpack_upsample_trilinear3d_vec, kArgs_upsample_trilinear3d_vec},
+    {"upsample_bicubic2d.vec", &unpack_upsample_bicubic2d_vec, kArgs_upsample_bicubic2d_vec},
+    {"_upsample_bilinear2d_aa.vec", &unpack__upsample_bilinear2d_aa_vec, kArgs__upsample_bilinear2d_aa_vec},
+    {"_upsample_bicubic2d_aa.vec", &unpack__upsample_bicubic2d_aa_vec, kArgs__upsample_bicubic2d_aa_vec},
+    {"upsample_nearest1d", &unpack_upsample_nearest1d, kArgs_upsample_nearest1d},
+    {"upsample_nearest2d", &unpack_upsample_nearest2d, kArgs_upsample_nearest2d},
+    {"upsample_nearest3d", &unpack_upsample_nearest3d, kArgs_upsample_nearest3d},
+    {"upsample_linear1d", &unpack_upsample_linear1d, kArgs_upsample_linear1d},
+    {"upsample_bilinear2d", &unpack_upsample_bilinear2d, kArgs_upsample_bilinear2d},
+    {"upsample_trilinear3d", &unpack_upsample_trilinear3d, kArgs_upsample_trilinear3d},
+    {"upsample_bicubic2d", &unpack_upsample_bicubic2d, kArgs_upsample_bicubic2d},
+    {"_upsample_bilinear2d_aa", &unpack__upsample_bilinear2d_aa, kArgs__upsample_bilinear2d_aa},
+    {"_upsample_bicubic2d_aa", &unpack__upsample_bicubic2d_aa, kArgs__upsample_bicubic2d_aa},
+    {"grid_sampler_2d", &unpack_grid_sampler_2d, kArgs_grid_sampler_2d},
+    {"grid_sampler", &unpack_grid_sampler, kArgs_grid_sampler},
+    {"im2col", &unpack_im2col, kArgs_im2col},
+    {"col2im", &unpack_col2im, kArgs_col2im},
+    {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle},
+    {"embedding_bag", &unpack_embedding_bag, kArgs_embedding_bag},
+    {"embedding_bag.padding_idx", &unpack_embedding_bag_padding_idx, kArgs_embedding_bag_padding_idx},
+    {"_embedding_bag", &unpack__embedding_bag, kArgs__embedding_bag},
+    {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward},
+    {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward},
+    {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward},
     {"abs_", &unpack_abs_, kArgs_abs_},
     {"acos_", &unpack_acos_, kArgs_acos_},
     {"acosh_", &unpack_acosh_, kArgs_acosh_},

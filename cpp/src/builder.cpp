@@ -182,6 +182,16 @@ Value Builder::list(const std::vector<Scalar>& items, ScalarType dtype) {
   return constant(dtype, std::span<const int64_t>(&n, 1), std::move(bytes));
 }
 
+Value Builder::tensor(const std::vector<Scalar>& items, const std::vector<int64_t>& shape, ScalarType dtype) {
+  if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n != static_cast<int64_t>(items.size())) fail("constant with " + std::to_string(items.size()) + " items for its shape");
+  std::vector<uint8_t> bytes;
+  for (const Scalar& s : items) encode(bytes, s, dtype);
+  return constant(dtype, shape, std::move(bytes));
+}
+
 Value Builder::ints(const std::vector<int64_t>& items) {
   std::vector<uint8_t> bytes(items.size() * sizeof(int64_t));
   if (!items.empty()) std::memcpy(bytes.data(), items.data(), bytes.size());

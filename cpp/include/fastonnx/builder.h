@@ -42,6 +42,8 @@ class Builder {
   Value scalar_like(const Scalar& s, Value like) { return scalar(s, dtype(like)); }
   Value list(const std::vector<Scalar>& items, ScalarType dtype);
   Value list_like(const std::vector<Scalar>& items, Value like) { return list(items, dtype(like)); }
+  // A constant of any shape, from its items in row-major order.
+  Value tensor(const std::vector<Scalar>& items, const std::vector<int64_t>& shape, ScalarType dtype);
   Value constant(ScalarType dtype, std::span<const int64_t> shape, std::vector<uint8_t> bytes);
   // An int list as a 1-D int64 tensor: a constant when every item is static, else a Concat of
   // the symbolic items.

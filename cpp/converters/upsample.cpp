@@ -1,0 +1,307 @@
+// Upsampling (torch's upsample_* and interpolate) as ONNX Resize.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "common.h"
+#include "windows.h"
+
+namespace fastonnx {
+namespace {
+
+enum class Method { Nearest, NearestExact, Linear, Cubic };
+
+struct Interpolation {
+  Method method;
+  bool align_corners = false;
+  bool antialias = false;
+};
+
+// Per-axis scales the caller gave (the .vec overloads' scale_factors, or scales_h/scales_w);
+// torch ignores a scale that is absent or not positive.
+using Scales = std::vector<std::optional<double>>;
+
+Scales given_scales(const std::optional<std::vector<double>>& factors, size_t nd) {
+  Scales out(nd);
+  if (factors) {
+    for (size_t i = 0; i < nd && i < factors->size(); ++i) out[i] = (*factors)[i];
+  }
+  return out;
+}
+
+// The output's spatial sizes: `output_size`, else torch's recorded output shape.
+SymIntList output_sizes(Builder& b, const std::optional<SymIntList>& output_size, size_t nd) {
+  if (output_size) return *output_size;
+  const std::vector<Dim>& shape = b.out_meta().shape;
+  SymIntList sizes;
+  for (size_t i = shape.size() - nd; i < shape.size(); ++i) {
+    if (!shape[i].is_static()) b.fail("upsampling by scale factors needs static spatial sizes");
+    sizes.emplace_back(shape[i].value);
+  }
+  return sizes;
+}
+
+// The float32 scale for Resize nearest to `scale` that makes torch's output size: ONNX makes
+// floor(in * scale) with the scale in float32, while torch rounded in double (1.8 makes 5 -> 9
+// in torch, 8 with float32(1.8)). The output coordinates move by an ulp at most.
+float float_scale(Builder& b, int64_t in, int64_t out, double scale) {
+  float s = static_cast<float>(scale);
+  const auto size = [&](float f) { return static_cast<int64_t>(std::floor(static_cast<double>(f) * static_cast<double>(in))); };
+  for (int step = 0; step < 4 && size(s) != out; ++step) {
+    s = std::nextafter(s, size(s) < out ? std::numeric_limits<float>::infinity() : 0.0f);
+  }
+  if (size(s) != out) {
+    b.fail("upsampling from " + std::to_string(in) + " to " + std::to_string(out) + " with scale " +
+           std::to_string(scale) + ": ONNX Resize makes floor(size * scale), a different size");
+  }
+  return s;
+}
+
+Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
+                         const Scales& scales);
+
+Value resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
+             const Scales& scales) {
+  if (how.antialias) return antialiased_resize(b, input, how, output_size, scales);
+  const size_t nd = scales.size();
+  const int64_t rank = b.rank(input);
+  const SymIntList out = output_sizes(b, output_size, nd);
+  const auto shape = static_trailing_sizes(b, input, nd);
+  const std::vector<int64_t> in = shape.value_or(std::vector<int64_t>{});
+
+  if (how.method == Method::Linear && shape && out == in) return input;  // torch copies when no size changes
+  // The scale ONNX divides output coordinates by, per axis: torch uses a given scale (as 1/scale)
+  // unless corners are aligned; otherwise in/out, which is what ONNX derives from sizes.
+  std::vector<std::optional<double>> onnx_scale(nd);
+  bool any_scale = false;
+  for (size_t i = 0; i < nd; ++i) {
+    if (scales[i] && *scales[i] > 0 && !how.align_corners) onnx_scale[i] = *scales[i];
+    // Whatever the given scale, torch's linear kernels copy along an axis whose size stays, and
+    // its 2-d nearest kernel (not the 1-d or 3-d one) copies or halves the index along an axis
+    // whose size stays or doubles; bicubic uses the scale.
+    if (onnx_scale[i] && shape && out[i].is_static()) {
+      const bool nearest_2d = how.method == Method::Nearest && nd == 2;
+      if (out[i].value == in[i] && (how.method == Method::Linear || nearest_2d)) onnx_scale[i] = 1.0;
+      if (out[i].value == 2 * in[i] && nearest_2d) onnx_scale[i] = 2.0;
+    }
+    any_scale = any_scale || onnx_scale[i].has_value();
+  }
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < nd; ++i) axes.push_back(rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i));
+
+  const std::optional<Value> absent;
+  Inputs inputs = {input, absent};  // no roi
+  if (any_scale) {
+    // ONNX takes scales or sizes, not both, and makes the output floor(in * scale) in float32:
+    // every axis needs a scale that reproduces torch's size.
+    if (!shape) b.fail("upsampling with scale factors needs static input sizes");
+    std::vector<Scalar> items(static_cast<size_t>(b.opset() >= 18 ? 0 : rank - static_cast<int64_t>(nd)), Scalar(1.0));
+    for (size_t i = 0; i < nd; ++i) {
+      const int64_t o = b.static_int(out[i]);
+      const double s = onnx_scale[i].value_or(static_cast<double>(o) / static_cast<double>(in[i]));
+      items.emplace_back(static_cast<double>(float_scale(b, in[i], o, s)));
+    }
+    inputs.push_back(b.list(items, ScalarType::Float));
+  } else {
+    inputs.push_back(absent);
+    Value sizes = b.ints(out);
+    if (b.opset() < 18) {  // sizes of every axis: the leading ones unchanged
+      const Value lead = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{0}),
+                                        b.ints(std::vector<int64_t>{rank - static_cast<int64_t>(nd)})});
+      sizes = b.op("Concat", {lead, sizes}, {Attr::i("axis", 0)});
+    }
+    inputs.push_back(sizes);
+  }
+
+  Attrs attrs;
+  switch (how.method) {
+    case Method::Nearest:  // source index floor(dst / scale)
+      attrs = {Attr::s("mode", "nearest"), Attr::s("coordinate_transformation_mode", "asymmetric"),
+               Attr::s("nearest_mode", "floor")};
+      break;
+    case Method::NearestExact:  // source index floor((dst + 0.5) / scale)
+      attrs = {Attr::s("mode", "nearest"), Attr::s("coordinate_transformation_mode", "half_pixel"),
+               Attr::s("nearest_mode", "round_prefer_ceil")};
+      break;
+    case Method::Linear:
+    case Method::Cubic:
+      attrs = {Attr::s("mode", how.method == Method::Linear ? "linear" : "cubic"),
+               Attr::s("coordinate_transformation_mode", how.align_corners ? "align_corners" : "half_pixel")};
+      if (how.method == Method::Cubic) attrs.push_back(Attr::f("cubic_coeff_a", -0.75));
+      break;
+  }
+  if (b.opset() >= 18) attrs.push_back(Attr::ints("axes", axes));
+  return b.op("Resize", inputs, attrs);
+}
+
+// torch's antialiased filters (PIL's): a triangle for bilinear, Keys' cubic with a = -0.5 (not
+// the -0.75 of plain bicubic) for bicubic.
+float antialias_filter(Method method, float x) {
+  x = std::fabs(x);
+  if (method == Method::Linear) return x < 1.0f ? 1.0f - x : 0.0f;
+  constexpr float a = -0.5f;
+  if (x < 1.0f) return ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
+  if (x < 2.0f) return ((a * x - 5.0f * a) * x + 8.0f * a) * x - 4.0f * a;
+  return 0.0f;
+}
+
+// The (out, in) matrix of torch's antialiased resampling along one axis: each output averages
+// the inputs under a filter stretched by the downscaling factor, renormalized where it leaves
+// the input. In float32 arithmetic, as torch computes it for float inputs.
+std::vector<Scalar> antialias_weights(Method method, int64_t in, int64_t out, bool align_corners,
+                                      std::optional<double> given) {
+  float scale;
+  if (align_corners) {
+    scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  } else {
+    scale = given && *given > 0 ? static_cast<float>(1.0 / *given) : static_cast<float>(in) / static_cast<float>(out);
+  }
+  const float half_width = method == Method::Linear ? 1.0f : 2.0f;
+  const float support = scale >= 1.0f ? half_width * scale : half_width;
+  const float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+  std::vector<Scalar> weights(static_cast<size_t>(out * in), Scalar(0.0));
+  for (int64_t i = 0; i < out; ++i) {
+    const float center = scale * (static_cast<float>(i) + 0.5f);
+    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5f), 0);
+    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5f), in);
+    std::vector<float> w;
+    float total = 0.0f;
+    for (int64_t j = lo; j < hi; ++j) {
+      w.push_back(antialias_filter(method, (static_cast<float>(j) - center + 0.5f) * invscale));
+      total += w.back();
+    }
+    for (int64_t j = lo; j < hi; ++j) {
+      const float v = total != 0.0f ? w[static_cast<size_t>(j - lo)] / total : 0.0f;
+      weights[static_cast<size_t>(i * in + j)] = Scalar(static_cast<double>(v));
+    }
+  }
+  return weights;
+}
+
+// Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis.
+// ONNX Resize's antialias filters the border windows differently (it does not renormalize).
+Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
+                         const Scales& scales) {
+  const size_t nd = scales.size();
+  const std::vector<int64_t> in = static_spatial_sizes(b, input, nd, "antialiased upsampling");
+  const std::vector<int64_t> out = b.static_ints(output_sizes(b, output_size, nd));
+  const ScalarType dtype = b.dtype(input);
+  Value x = input;
+  for (size_t i = nd; i-- > 0;) {
+    if (out[i] == in[i]) continue;  // torch copies along an axis whose size stays, whatever the scale
+    const std::vector<Scalar> w = antialias_weights(how.method, in[i], out[i], how.align_corners, scales[i]);
+    if (i == nd - 1) {  // x @ W^T over the last axis
+      std::vector<Scalar> transposed(w.size(), Scalar(0.0));
+      for (int64_t o = 0; o < out[i]; ++o) {
+        for (int64_t j = 0; j < in[i]; ++j) transposed[static_cast<size_t>(j * out[i] + o)] = w[static_cast<size_t>(o * in[i] + j)];
+      }
+      x = b.op("MatMul", {x, b.tensor(transposed, {in[i], out[i]}, dtype)});
+    } else if (i == nd - 2) {  // W @ x over the second last axis, broadcast over the leading ones
+      x = b.op("MatMul", {b.tensor(w, {out[i], in[i]}, dtype), x});
+    } else {
+      b.fail("antialiased upsampling over more than 2 axes");
+    }
+  }
+  return x;
+}
+
+Value resize_vec(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
+                 const std::optional<std::vector<double>>& scale_factors, size_t nd) {
+  if (!output_size && !scale_factors) b.fail("upsampling needs an output size or scale factors");
+  return resize(b, input, how, output_size, given_scales(scale_factors, nd));
+}
+
+}  // namespace
+
+namespace manual {
+
+// The .vec overloads: an output size or scale factors.
+Value upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
+                             std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Nearest}, output_size, scale_factors, 1);
+}
+Value upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
+                             std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Nearest}, output_size, scale_factors, 2);
+}
+Value upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
+                             std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Nearest}, output_size, scale_factors, 3);
+}
+Value _upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
+                                    std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::NearestExact}, output_size, scale_factors, 1);
+}
+Value _upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
+                                    std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::NearestExact}, output_size, scale_factors, 2);
+}
+Value _upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
+                                    std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::NearestExact}, output_size, scale_factors, 3);
+}
+Value upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
+                            std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Linear, align_corners}, output_size, scale_factors, 1);
+}
+Value upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
+                              std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Linear, align_corners}, output_size, scale_factors, 2);
+}
+Value upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
+                               std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Linear, align_corners}, output_size, scale_factors, 3);
+}
+Value upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
+                             std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Cubic, align_corners}, output_size, scale_factors, 2);
+}
+Value _upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
+                                  std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Linear, align_corners, true}, output_size, scale_factors, 2);
+}
+Value _upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
+                                 std::optional<std::vector<double>> scale_factors) {
+  return resize_vec(b, input, {Method::Cubic, align_corners, true}, output_size, scale_factors, 2);
+}
+
+// The overloads with an output size and optional per-axis scales.
+Value upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales) {
+  return resize(b, self, {Method::Nearest}, output_size, {scales});
+}
+Value upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h,
+                         std::optional<double> scales_w) {
+  return resize(b, self, {Method::Nearest}, output_size, {scales_h, scales_w});
+}
+Value upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d,
+                         std::optional<double> scales_h, std::optional<double> scales_w) {
+  return resize(b, self, {Method::Nearest}, output_size, {scales_d, scales_h, scales_w});
+}
+Value upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners,
+                        std::optional<double> scales) {
+  return resize(b, self, {Method::Linear, align_corners}, output_size, {scales});
+}
+Value upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners,
+                          std::optional<double> scales_h, std::optional<double> scales_w) {
+  return resize(b, self, {Method::Linear, align_corners}, output_size, {scales_h, scales_w});
+}
+Value upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners,
+                           std::optional<double> scales_d, std::optional<double> scales_h,
+                           std::optional<double> scales_w) {
+  return resize(b, self, {Method::Linear, align_corners}, output_size, {scales_d, scales_h, scales_w});
+}
+Value upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners,
+                         std::optional<double> scales_h, std::optional<double> scales_w) {
+  return resize(b, self, {Method::Cubic, align_corners}, output_size, {scales_h, scales_w});
+}
+Value _upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners,
+                              std::optional<double> scales_h, std::optional<double> scales_w) {
+  return resize(b, self, {Method::Linear, align_corners, true}, output_size, {scales_h, scales_w});
+}
+Value _upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners,
+                             std::optional<double> scales_h, std::optional<double> scales_w) {
+  return resize(b, self, {Method::Cubic, align_corners, true}, output_size, {scales_h, scales_w});
+}
+
+}  // namespace manual
+}  // namespace fastonnx
