@@ -30,6 +30,11 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
   return b.op("Reshape", {x, b.ints(size)}, attrs);
 }
 
+Value shape_of(Builder& b, Value x) {
+  if (auto shape = b.static_shape(x)) return b.ints(*shape);
+  return b.op("Shape", {x});
+}
+
 Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {
   const Attr keep = Attr::i("keepdims", keepdims);
   if (!axes) return b.op(op, {x}, {keep});
