@@ -75,7 +75,7 @@ def plan_for(op) -> _Plan | None:
             position=tuple(index.get(a.name) for a in schema.arguments),
             names=tuple(a.name for a in schema.arguments),
             defaults=tuple(a.default_value if a.has_default_value() else _REQUIRED for a in schema.arguments),
-            multi_output=len(schema.returns) != 1 or str(schema.returns[0].type).endswith("[]"),
+            multi_output=len(schema.returns) != 1 or isinstance(schema.returns[0].type, torch.ListType),
         )
     _PLANS[op] = plan
     return plan
