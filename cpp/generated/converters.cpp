@@ -674,6 +674,284 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// alias  (codegen/mappings/shape.yaml:21)
+Value convert_alias([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// detach  (codegen/mappings/shape.yaml:22)
+Value convert_detach([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// lift_fresh_copy  (codegen/mappings/shape.yaml:23)
+Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// to.dtype_layout  (codegen/mappings/shape.yaml:24)
+Value convert_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // when: dtype is not None, onnx: Cast(self, to=dtype)
+  if ((dtype.has_value())) {
+    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype((*dtype)))});
+    return v0;
+  }
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// to.device  (codegen/mappings/shape.yaml:27)
+Value convert_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // onnx: Cast(self, to=dtype)
+  {
+    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype(dtype))});
+    return v0;
+  }
+}
+
+// copy  (codegen/mappings/shape.yaml:29)
+Value convert_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] bool non_blocking) {
+  // manual: True
+  {
+    return manual::copy(b, self, src, non_blocking);
+  }
+}
+
+// resize_  (codegen/mappings/shape.yaml:30)
+Value convert_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
+  // manual: True
+  {
+    return manual::resize_(b, self, size);
+  }
+}
+
+// expand  (codegen/mappings/shape.yaml:31)
+Value convert_expand([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] bool implicit) {
+  // manual: True
+  {
+    return manual::expand(b, self, size, implicit);
+  }
+}
+
+// repeat  (codegen/mappings/shape.yaml:32)
+Value convert_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList repeats) {
+  // manual: True
+  {
+    return manual::repeat(b, self, repeats);
+  }
+}
+
+// tile  (codegen/mappings/shape.yaml:33)
+Value convert_tile([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList dims) {
+  // manual: True
+  {
+    return manual::tile(b, self, dims);
+  }
+}
+
+// squeeze  (codegen/mappings/shape.yaml:34)
+Value convert_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::squeeze(b, self);
+  }
+}
+
+// squeeze.dim  (codegen/mappings/shape.yaml:35)
+Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::squeeze_dim(b, self, dim);
+  }
+}
+
+// squeeze.dims  (codegen/mappings/shape.yaml:36)
+Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  // manual: True
+  {
+    return manual::squeeze_dims(b, self, dim);
+  }
+}
+
+// unsqueeze  (codegen/mappings/shape.yaml:37)
+Value convert_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::unsqueeze(b, self, dim);
+  }
+}
+
+// unflatten.int  (codegen/mappings/shape.yaml:38)
+Value convert_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymIntList sizes) {
+  // manual: True
+  {
+    return manual::unflatten_int(b, self, dim, sizes);
+  }
+}
+
+// stack  (codegen/mappings/shape.yaml:39)
+Value convert_stack([[maybe_unused]] Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::stack(b, tensors, dim);
+  }
+}
+
+// movedim.int  (codegen/mappings/shape.yaml:40)
+Value convert_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t source, [[maybe_unused]] int64_t destination) {
+  // manual: True
+  {
+    return manual::movedim_int(b, self, source, destination);
+  }
+}
+
+// movedim.intlist  (codegen/mappings/shape.yaml:41)
+Value convert_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> source, [[maybe_unused]] std::vector<int64_t> destination) {
+  // manual: True
+  {
+    return manual::movedim_intlist(b, self, source, destination);
+  }
+}
+
+// repeat_interleave.self_int  (codegen/mappings/shape.yaml:42)
+Value convert_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt repeats, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // manual: True
+  {
+    return manual::repeat_interleave_self_int(b, self, repeats, dim, output_size);
+  }
+}
+
+// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:43)
+Value convert_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // manual: True
+  {
+    return manual::repeat_interleave_self_Tensor(b, self, repeats, dim, output_size);
+  }
+}
+
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
+Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // manual: True
+  {
+    return manual::repeat_interleave_Tensor(b, repeats, output_size);
+  }
+}
+
+// narrow  (codegen/mappings/shape.yaml:46)
+Value convert_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt start, [[maybe_unused]] SymInt length) {
+  // manual: True
+  {
+    return manual::narrow(b, self, dim, start, length);
+  }
+}
+
+// select.int  (codegen/mappings/shape.yaml:47)
+Value convert_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt index) {
+  // manual: True
+  {
+    return manual::select_int(b, self, dim, index);
+  }
+}
+
+// slice.Tensor  (codegen/mappings/shape.yaml:48)
+Value convert_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<SymInt> start, [[maybe_unused]] std::optional<SymInt> end, [[maybe_unused]] SymInt step) {
+  // manual: True
+  {
+    return manual::slice_Tensor(b, self, dim, start, end, step);
+  }
+}
+
+// split.Tensor  (codegen/mappings/shape.yaml:49)
+std::vector<Value> convert_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt split_size, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::split_Tensor(b, self, split_size, dim);
+  }
+}
+
+// split_with_sizes  (codegen/mappings/shape.yaml:50)
+std::vector<Value> convert_split_with_sizes([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList split_sizes, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::split_with_sizes(b, self, split_sizes, dim);
+  }
+}
+
+// chunk  (codegen/mappings/shape.yaml:51)
+std::vector<Value> convert_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t chunks, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::chunk(b, self, chunks, dim);
+  }
+}
+
+// unbind.int  (codegen/mappings/shape.yaml:52)
+std::vector<Value> convert_unbind_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::unbind_int(b, self, dim);
+  }
+}
+
+// flip  (codegen/mappings/shape.yaml:53)
+Value convert_flip([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dims) {
+  // manual: True
+  {
+    return manual::flip(b, self, dims);
+  }
+}
+
+// roll  (codegen/mappings/shape.yaml:54)
+Value convert_roll([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shifts, [[maybe_unused]] std::vector<int64_t> dims) {
+  // manual: True
+  {
+    return manual::roll(b, self, shifts, dims);
+  }
+}
+
+// diagonal  (codegen/mappings/shape.yaml:55)
+Value convert_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t offset, [[maybe_unused]] int64_t dim1, [[maybe_unused]] int64_t dim2) {
+  // manual: True
+  {
+    return manual::diagonal(b, self, offset, dim1, dim2);
+  }
+}
+
+// as_strided  (codegen/mappings/shape.yaml:56)
+Value convert_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<SymInt> storage_offset) {
+  // manual: True
+  {
+    return manual::as_strided(b, self, size, stride, storage_offset);
+  }
+}
+
+// triu  (codegen/mappings/shape.yaml:57)
+Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  // manual: True
+  {
+    return manual::triu(b, self, diagonal);
+  }
+}
+
+// tril  (codegen/mappings/shape.yaml:58)
+Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  // manual: True
+  {
+    return manual::tril(b, self, diagonal);
+  }
+}
+
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_add_Scalar(b, self, other, alpha);
@@ -687,6 +965,21 @@ Value convert_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat1, [[maybe_unused]] Value mat2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
+}
+
+// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:56))
+Value convert_as_strided_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<SymInt> storage_offset) {
+  return convert_as_strided(b, self, size, stride, storage_offset);
+}
+
+// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:29))
+Value convert_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] bool non_blocking) {
+  return convert_copy(b, self, src, non_blocking);
+}
+
+// detach_  (in-place twin of detach (codegen/mappings/shape.yaml:22))
+Value convert_detach_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_detach(b, self);
 }
 
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
@@ -729,6 +1022,21 @@ Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self)
   return convert_sigmoid(b, self);
 }
 
+// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:34))
+Value convert_squeeze_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_squeeze(b, self);
+}
+
+// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:35))
+Value convert_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  return convert_squeeze_dim(b, self, dim);
+}
+
+// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:36))
+Value convert_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  return convert_squeeze_dims(b, self, dim);
+}
+
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
 Value convert_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_sub_Scalar(b, self, other, alpha);
@@ -747,6 +1055,21 @@ Value convert_t_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
 Value convert_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tanh(b, self);
+}
+
+// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:58))
+Value convert_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  return convert_tril(b, self, diagonal);
+}
+
+// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:57))
+Value convert_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  return convert_triu(b, self, diagonal);
+}
+
+// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:37))
+Value convert_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  return convert_unsqueeze(b, self, dim);
 }
 
 }  // namespace fastonnx

@@ -127,12 +127,86 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// alias  (codegen/mappings/shape.yaml:21)
+Value convert_alias(Builder& b, Value self);
+// detach  (codegen/mappings/shape.yaml:22)
+Value convert_detach(Builder& b, Value self);
+// lift_fresh_copy  (codegen/mappings/shape.yaml:23)
+Value convert_lift_fresh_copy(Builder& b, Value self);
+// to.dtype_layout  (codegen/mappings/shape.yaml:24)
+Value convert_to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking, bool copy);
+// to.device  (codegen/mappings/shape.yaml:27)
+Value convert_to_device(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
+// copy  (codegen/mappings/shape.yaml:29)
+Value convert_copy(Builder& b, Value self, Value src, bool non_blocking);
+// resize_  (codegen/mappings/shape.yaml:30)
+Value convert_resize_(Builder& b, Value self, SymIntList size);
+// expand  (codegen/mappings/shape.yaml:31)
+Value convert_expand(Builder& b, Value self, SymIntList size, bool implicit);
+// repeat  (codegen/mappings/shape.yaml:32)
+Value convert_repeat(Builder& b, Value self, SymIntList repeats);
+// tile  (codegen/mappings/shape.yaml:33)
+Value convert_tile(Builder& b, Value self, SymIntList dims);
+// squeeze  (codegen/mappings/shape.yaml:34)
+Value convert_squeeze(Builder& b, Value self);
+// squeeze.dim  (codegen/mappings/shape.yaml:35)
+Value convert_squeeze_dim(Builder& b, Value self, int64_t dim);
+// squeeze.dims  (codegen/mappings/shape.yaml:36)
+Value convert_squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
+// unsqueeze  (codegen/mappings/shape.yaml:37)
+Value convert_unsqueeze(Builder& b, Value self, int64_t dim);
+// unflatten.int  (codegen/mappings/shape.yaml:38)
+Value convert_unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes);
+// stack  (codegen/mappings/shape.yaml:39)
+Value convert_stack(Builder& b, std::vector<Value> tensors, int64_t dim);
+// movedim.int  (codegen/mappings/shape.yaml:40)
+Value convert_movedim_int(Builder& b, Value self, int64_t source, int64_t destination);
+// movedim.intlist  (codegen/mappings/shape.yaml:41)
+Value convert_movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination);
+// repeat_interleave.self_int  (codegen/mappings/shape.yaml:42)
+Value convert_repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:43)
+Value convert_repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
+Value convert_repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
+// narrow  (codegen/mappings/shape.yaml:46)
+Value convert_narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length);
+// select.int  (codegen/mappings/shape.yaml:47)
+Value convert_select_int(Builder& b, Value self, int64_t dim, SymInt index);
+// slice.Tensor  (codegen/mappings/shape.yaml:48)
+Value convert_slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+// split.Tensor  (codegen/mappings/shape.yaml:49)
+std::vector<Value> convert_split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim);
+// split_with_sizes  (codegen/mappings/shape.yaml:50)
+std::vector<Value> convert_split_with_sizes(Builder& b, Value self, SymIntList split_sizes, int64_t dim);
+// chunk  (codegen/mappings/shape.yaml:51)
+std::vector<Value> convert_chunk(Builder& b, Value self, int64_t chunks, int64_t dim);
+// unbind.int  (codegen/mappings/shape.yaml:52)
+std::vector<Value> convert_unbind_int(Builder& b, Value self, int64_t dim);
+// flip  (codegen/mappings/shape.yaml:53)
+Value convert_flip(Builder& b, Value self, std::vector<int64_t> dims);
+// roll  (codegen/mappings/shape.yaml:54)
+Value convert_roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims);
+// diagonal  (codegen/mappings/shape.yaml:55)
+Value convert_diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
+// as_strided  (codegen/mappings/shape.yaml:56)
+Value convert_as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
+// triu  (codegen/mappings/shape.yaml:57)
+Value convert_triu(Builder& b, Value self, SymInt diagonal);
+// tril  (codegen/mappings/shape.yaml:58)
+Value convert_tril(Builder& b, Value self, SymInt diagonal);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // add_.Tensor  (in-place twin of add.Tensor (codegen/mappings/arithmetic.yaml:3))
 Value convert_add__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:8))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:56))
+Value convert_as_strided_(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
+// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:29))
+Value convert_copy_(Builder& b, Value self, Value src, bool non_blocking);
+// detach_  (in-place twin of detach (codegen/mappings/shape.yaml:22))
+Value convert_detach_(Builder& b, Value self);
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:18))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
@@ -149,6 +223,12 @@ Value convert_mul__Tensor(Builder& b, Value self, Value other);
 Value convert_relu_(Builder& b, Value self);
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:6))
 Value convert_sigmoid_(Builder& b, Value self);
+// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:34))
+Value convert_squeeze_(Builder& b, Value self);
+// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:35))
+Value convert_squeeze__dim(Builder& b, Value self, int64_t dim);
+// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:36))
+Value convert_squeeze__dims(Builder& b, Value self, std::vector<int64_t> dim);
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:12))
 Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:9))
@@ -157,6 +237,12 @@ Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 Value convert_t_(Builder& b, Value self);
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:7))
 Value convert_tanh_(Builder& b, Value self);
+// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:58))
+Value convert_tril_(Builder& b, Value self, SymInt diagonal);
+// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:57))
+Value convert_triu_(Builder& b, Value self, SymInt diagonal);
+// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:37))
+Value convert_unsqueeze_(Builder& b, Value self, int64_t dim);
 
 namespace manual {
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
@@ -173,6 +259,35 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+Value copy(Builder& b, Value self, Value src, bool non_blocking);
+Value resize_(Builder& b, Value self, SymIntList size);
+Value expand(Builder& b, Value self, SymIntList size, bool implicit);
+Value repeat(Builder& b, Value self, SymIntList repeats);
+Value tile(Builder& b, Value self, SymIntList dims);
+Value squeeze(Builder& b, Value self);
+Value squeeze_dim(Builder& b, Value self, int64_t dim);
+Value squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
+Value unsqueeze(Builder& b, Value self, int64_t dim);
+Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes);
+Value stack(Builder& b, std::vector<Value> tensors, int64_t dim);
+Value movedim_int(Builder& b, Value self, int64_t source, int64_t destination);
+Value movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination);
+Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+Value repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
+Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length);
+Value select_int(Builder& b, Value self, int64_t dim, SymInt index);
+Value slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+std::vector<Value> split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim);
+std::vector<Value> split_with_sizes(Builder& b, Value self, SymIntList split_sizes, int64_t dim);
+std::vector<Value> chunk(Builder& b, Value self, int64_t chunks, int64_t dim);
+std::vector<Value> unbind_int(Builder& b, Value self, int64_t dim);
+Value flip(Builder& b, Value self, std::vector<int64_t> dims);
+Value roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims);
+Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
+Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
+Value triu(Builder& b, Value self, SymInt diagonal);
+Value tril(Builder& b, Value self, SymInt diagonal);
 }  // namespace manual
 
 }  // namespace fastonnx

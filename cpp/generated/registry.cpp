@@ -513,6 +513,268 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
 
+void unpack_alias([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_alias(b, std::move(self)));
+}
+constexpr const char* kArgs_alias[] = {"self"};
+
+void unpack_detach([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_detach(b, std::move(self)));
+}
+constexpr const char* kArgs_detach[] = {"self"};
+
+void unpack_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_lift_fresh_copy(b, std::move(self)));
+}
+constexpr const char* kArgs_lift_fresh_copy[] = {"self"};
+
+void unpack_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
+  bool copy = given(args, 6) ? unpack_bool(args[6], "copy") : bool(false);
+  outs.push_back(convert_to_dtype_layout(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_dtype_layout[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy", "memory_format"};
+
+void unpack_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  ScalarType dtype = unpack_scalar_type(arg_at(args, 2), "dtype");
+  bool non_blocking = given(args, 3) ? unpack_bool(args[3], "non_blocking") : bool(false);
+  bool copy = given(args, 4) ? unpack_bool(args[4], "copy") : bool(false);
+  outs.push_back(convert_to_device(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_device[] = {"self", "device", "dtype", "non_blocking", "copy", "memory_format"};
+
+void unpack_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
+  outs.push_back(convert_copy(b, std::move(self), std::move(src), std::move(non_blocking)));
+}
+constexpr const char* kArgs_copy[] = {"self", "src", "non_blocking"};
+
+void unpack_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  outs.push_back(convert_resize_(b, std::move(self), std::move(size)));
+}
+constexpr const char* kArgs_resize_[] = {"self", "size", "memory_format"};
+
+void unpack_expand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  bool implicit = given(args, 2) ? unpack_bool(args[2], "implicit") : bool(false);
+  outs.push_back(convert_expand(b, std::move(self), std::move(size), std::move(implicit)));
+}
+constexpr const char* kArgs_expand[] = {"self", "size", "implicit"};
+
+void unpack_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList repeats = unpack_symint_list(arg_at(args, 1), "repeats");
+  outs.push_back(convert_repeat(b, std::move(self), std::move(repeats)));
+}
+constexpr const char* kArgs_repeat[] = {"self", "repeats"};
+
+void unpack_tile([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList dims = unpack_symint_list(arg_at(args, 1), "dims");
+  outs.push_back(convert_tile(b, std::move(self), std::move(dims)));
+}
+constexpr const char* kArgs_tile[] = {"self", "dims"};
+
+void unpack_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_squeeze(b, std::move(self)));
+}
+constexpr const char* kArgs_squeeze[] = {"self"};
+
+void unpack_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze_dim(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze_dim[] = {"self", "dim"};
+
+void unpack_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze_dims(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze_dims[] = {"self", "dim"};
+
+void unpack_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_unsqueeze(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_unsqueeze[] = {"self", "dim"};
+
+void unpack_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  SymIntList sizes = unpack_symint_list(arg_at(args, 2), "sizes");
+  outs.push_back(convert_unflatten_int(b, std::move(self), std::move(dim), std::move(sizes)));
+}
+constexpr const char* kArgs_unflatten_int[] = {"self", "dim", "sizes"};
+
+void unpack_stack([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 0), "tensors");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
+  outs.push_back(convert_stack(b, std::move(tensors), std::move(dim)));
+}
+constexpr const char* kArgs_stack[] = {"tensors", "dim"};
+
+void unpack_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t source = unpack_int(arg_at(args, 1), "source");
+  int64_t destination = unpack_int(arg_at(args, 2), "destination");
+  outs.push_back(convert_movedim_int(b, std::move(self), std::move(source), std::move(destination)));
+}
+constexpr const char* kArgs_movedim_int[] = {"self", "source", "destination"};
+
+void unpack_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> source = unpack_int_list(arg_at(args, 1), "source");
+  std::vector<int64_t> destination = unpack_int_list(arg_at(args, 2), "destination");
+  outs.push_back(convert_movedim_intlist(b, std::move(self), std::move(source), std::move(destination)));
+}
+constexpr const char* kArgs_movedim_intlist[] = {"self", "source", "destination"};
+
+void unpack_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt repeats = unpack_symint(arg_at(args, 1), "repeats");
+  std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
+  std::optional<SymInt> output_size = given(args, 3) ? unpack_opt_symint(args[3], "output_size") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_repeat_interleave_self_int(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
+}
+constexpr const char* kArgs_repeat_interleave_self_int[] = {"self", "repeats", "dim", "output_size"};
+
+void unpack_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value repeats = unpack_tensor(b, arg_at(args, 1), "repeats");
+  std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
+  std::optional<SymInt> output_size = given(args, 3) ? unpack_opt_symint(args[3], "output_size") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_repeat_interleave_self_Tensor(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
+}
+constexpr const char* kArgs_repeat_interleave_self_Tensor[] = {"self", "repeats", "dim", "output_size"};
+
+void unpack_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value repeats = unpack_tensor(b, arg_at(args, 0), "repeats");
+  std::optional<SymInt> output_size = given(args, 1) ? unpack_opt_symint(args[1], "output_size") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_repeat_interleave_Tensor(b, std::move(repeats), std::move(output_size)));
+}
+constexpr const char* kArgs_repeat_interleave_Tensor[] = {"repeats", "output_size"};
+
+void unpack_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  SymInt start = unpack_symint(arg_at(args, 2), "start");
+  SymInt length = unpack_symint(arg_at(args, 3), "length");
+  outs.push_back(convert_narrow(b, std::move(self), std::move(dim), std::move(start), std::move(length)));
+}
+constexpr const char* kArgs_narrow[] = {"self", "dim", "start", "length"};
+
+void unpack_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  SymInt index = unpack_symint(arg_at(args, 2), "index");
+  outs.push_back(convert_select_int(b, std::move(self), std::move(dim), std::move(index)));
+}
+constexpr const char* kArgs_select_int[] = {"self", "dim", "index"};
+
+void unpack_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
+  std::optional<SymInt> start = given(args, 2) ? unpack_opt_symint(args[2], "start") : std::optional<SymInt>(std::nullopt);
+  std::optional<SymInt> end = given(args, 3) ? unpack_opt_symint(args[3], "end") : std::optional<SymInt>(std::nullopt);
+  SymInt step = given(args, 4) ? unpack_symint(args[4], "step") : SymInt(SymInt(1));
+  outs.push_back(convert_slice_Tensor(b, std::move(self), std::move(dim), std::move(start), std::move(end), std::move(step)));
+}
+constexpr const char* kArgs_slice_Tensor[] = {"self", "dim", "start", "end", "step"};
+
+void unpack_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt split_size = unpack_symint(arg_at(args, 1), "split_size");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  for (Value v : convert_split_Tensor(b, std::move(self), std::move(split_size), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_split_Tensor[] = {"self", "split_size", "dim"};
+
+void unpack_split_with_sizes([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList split_sizes = unpack_symint_list(arg_at(args, 1), "split_sizes");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  for (Value v : convert_split_with_sizes(b, std::move(self), std::move(split_sizes), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_split_with_sizes[] = {"self", "split_sizes", "dim"};
+
+void unpack_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t chunks = unpack_int(arg_at(args, 1), "chunks");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  for (Value v : convert_chunk(b, std::move(self), std::move(chunks), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_chunk[] = {"self", "chunks", "dim"};
+
+void unpack_unbind_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
+  for (Value v : convert_unbind_int(b, std::move(self), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_unbind_int[] = {"self", "dim"};
+
+void unpack_flip([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dims = unpack_int_list(arg_at(args, 1), "dims");
+  outs.push_back(convert_flip(b, std::move(self), std::move(dims)));
+}
+constexpr const char* kArgs_flip[] = {"self", "dims"};
+
+void unpack_roll([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList shifts = unpack_symint_list(arg_at(args, 1), "shifts", 1);
+  std::vector<int64_t> dims = given(args, 2) ? unpack_int_list(args[2], "dims", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  outs.push_back(convert_roll(b, std::move(self), std::move(shifts), std::move(dims)));
+}
+constexpr const char* kArgs_roll[] = {"self", "shifts", "dims"};
+
+void unpack_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t offset = given(args, 1) ? unpack_int(args[1], "offset") : int64_t(0);
+  int64_t dim1 = given(args, 2) ? unpack_int(args[2], "dim1") : int64_t(0);
+  int64_t dim2 = given(args, 3) ? unpack_int(args[3], "dim2") : int64_t(1);
+  outs.push_back(convert_diagonal(b, std::move(self), std::move(offset), std::move(dim1), std::move(dim2)));
+}
+constexpr const char* kArgs_diagonal[] = {"self", "offset", "dim1", "dim2"};
+
+void unpack_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  SymIntList stride = unpack_symint_list(arg_at(args, 2), "stride");
+  std::optional<SymInt> storage_offset = given(args, 3) ? unpack_opt_symint(args[3], "storage_offset") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_as_strided(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
+}
+constexpr const char* kArgs_as_strided[] = {"self", "size", "stride", "storage_offset"};
+
+void unpack_triu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_triu(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_triu[] = {"self", "diagonal"};
+
+void unpack_tril([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_tril(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_tril[] = {"self", "diagonal"};
+
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -538,6 +800,29 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_addmm_(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
+
+void unpack_as_strided_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  SymIntList stride = unpack_symint_list(arg_at(args, 2), "stride");
+  std::optional<SymInt> storage_offset = given(args, 3) ? unpack_opt_symint(args[3], "storage_offset") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_as_strided_(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
+}
+constexpr const char* kArgs_as_strided_[] = {"self", "size", "stride", "storage_offset"};
+
+void unpack_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
+  outs.push_back(convert_copy_(b, std::move(self), std::move(src), std::move(non_blocking)));
+}
+constexpr const char* kArgs_copy_[] = {"self", "src", "non_blocking"};
+
+void unpack_detach_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_detach_(b, std::move(self)));
+}
+constexpr const char* kArgs_detach_[] = {"self"};
 
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -594,6 +879,26 @@ void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 }
 constexpr const char* kArgs_sigmoid_[] = {"self"};
 
+void unpack_squeeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_squeeze_(b, std::move(self)));
+}
+constexpr const char* kArgs_squeeze_[] = {"self"};
+
+void unpack_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze__dim(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze__dim[] = {"self", "dim"};
+
+void unpack_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze__dims(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze__dims[] = {"self", "dim"};
+
 void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -621,6 +926,27 @@ void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   outs.push_back(convert_tanh_(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
+
+void unpack_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_tril_(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_tril_[] = {"self", "diagonal"};
+
+void unpack_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_triu_(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_triu_[] = {"self", "diagonal"};
+
+void unpack_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_unsqueeze_(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_unsqueeze_[] = {"self", "dim"};
 
 const OpEntry kOps[] = {
     {"relu", &unpack_relu, kArgs_relu},
@@ -680,9 +1006,46 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"alias", &unpack_alias, kArgs_alias},
+    {"detach", &unpack_detach, kArgs_detach},
+    {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy},
+    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout},
+    {"to.device", &unpack_to_device, kArgs_to_device},
+    {"copy", &unpack_copy, kArgs_copy},
+    {"resize_", &unpack_resize_, kArgs_resize_},
+    {"expand", &unpack_expand, kArgs_expand},
+    {"repeat", &unpack_repeat, kArgs_repeat},
+    {"tile", &unpack_tile, kArgs_tile},
+    {"squeeze", &unpack_squeeze, kArgs_squeeze},
+    {"squeeze.dim", &unpack_squeeze_dim, kArgs_squeeze_dim},
+    {"squeeze.dims", &unpack_squeeze_dims, kArgs_squeeze_dims},
+    {"unsqueeze", &unpack_unsqueeze, kArgs_unsqueeze},
+    {"unflatten.int", &unpack_unflatten_int, kArgs_unflatten_int},
+    {"stack", &unpack_stack, kArgs_stack},
+    {"movedim.int", &unpack_movedim_int, kArgs_movedim_int},
+    {"movedim.intlist", &unpack_movedim_intlist, kArgs_movedim_intlist},
+    {"repeat_interleave.self_int", &unpack_repeat_interleave_self_int, kArgs_repeat_interleave_self_int},
+    {"repeat_interleave.self_Tensor", &unpack_repeat_interleave_self_Tensor, kArgs_repeat_interleave_self_Tensor},
+    {"repeat_interleave.Tensor", &unpack_repeat_interleave_Tensor, kArgs_repeat_interleave_Tensor},
+    {"narrow", &unpack_narrow, kArgs_narrow},
+    {"select.int", &unpack_select_int, kArgs_select_int},
+    {"slice.Tensor", &unpack_slice_Tensor, kArgs_slice_Tensor},
+    {"split.Tensor", &unpack_split_Tensor, kArgs_split_Tensor},
+    {"split_with_sizes", &unpack_split_with_sizes, kArgs_split_with_sizes},
+    {"chunk", &unpack_chunk, kArgs_chunk},
+    {"unbind.int", &unpack_unbind_int, kArgs_unbind_int},
+    {"flip", &unpack_flip, kArgs_flip},
+    {"roll", &unpack_roll, kArgs_roll},
+    {"diagonal", &unpack_diagonal, kArgs_diagonal},
+    {"as_strided", &unpack_as_strided, kArgs_as_strided},
+    {"triu", &unpack_triu, kArgs_triu},
+    {"tril", &unpack_tril, kArgs_tril},
     {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
     {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"as_strided_", &unpack_as_strided_, kArgs_as_strided_},
+    {"copy_", &unpack_copy_, kArgs_copy_},
+    {"detach_", &unpack_detach_, kArgs_detach_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
@@ -691,10 +1054,16 @@ const OpEntry kOps[] = {
     {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
     {"relu_", &unpack_relu_, kArgs_relu_},
     {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
+    {"squeeze_", &unpack_squeeze_, kArgs_squeeze_},
+    {"squeeze_.dim", &unpack_squeeze__dim, kArgs_squeeze__dim},
+    {"squeeze_.dims", &unpack_squeeze__dims, kArgs_squeeze__dims},
     {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
     {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
     {"t_", &unpack_t_, kArgs_t_},
     {"tanh_", &unpack_tanh_, kArgs_tanh_},
+    {"tril_", &unpack_tril_, kArgs_tril_},
+    {"triu_", &unpack_triu_, kArgs_triu_},
+    {"unsqueeze_", &unpack_unsqueeze_, kArgs_unsqueeze_},
 };
 
 }  // namespace
