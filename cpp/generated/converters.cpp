@@ -465,6 +465,70 @@ Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
   }
 }
 
+// constant_pad_nd  (codegen/mappings/padding.yaml:4)
+Value convert_constant_pad_nd([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList pad, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::constant_pad_nd(b, self, pad, value);
+  }
+}
+
+// pad  (codegen/mappings/padding.yaml:5)
+Value convert_pad([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList pad, [[maybe_unused]] std::string mode, [[maybe_unused]] std::optional<double> value) {
+  // manual: True
+  {
+    return manual::pad(b, self, pad, mode, value);
+  }
+}
+
+// reflection_pad1d  (codegen/mappings/padding.yaml:6)
+Value convert_reflection_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::reflection_pad1d(b, self, padding);
+  }
+}
+
+// reflection_pad2d  (codegen/mappings/padding.yaml:7)
+Value convert_reflection_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::reflection_pad2d(b, self, padding);
+  }
+}
+
+// reflection_pad3d  (codegen/mappings/padding.yaml:8)
+Value convert_reflection_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::reflection_pad3d(b, self, padding);
+  }
+}
+
+// replication_pad1d  (codegen/mappings/padding.yaml:9)
+Value convert_replication_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::replication_pad1d(b, self, padding);
+  }
+}
+
+// replication_pad2d  (codegen/mappings/padding.yaml:10)
+Value convert_replication_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::replication_pad2d(b, self, padding);
+  }
+}
+
+// replication_pad3d  (codegen/mappings/padding.yaml:11)
+Value convert_replication_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::replication_pad3d(b, self, padding);
+  }
+}
+
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> kernel_size, [[maybe_unused]] std::vector<int64_t> stride, [[maybe_unused]] std::vector<int64_t> padding, [[maybe_unused]] std::vector<int64_t> dilation, [[maybe_unused]] bool ceil_mode) {
   // manual: True

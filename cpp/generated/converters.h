@@ -87,6 +87,22 @@ Value convert_dropout(Builder& b, Value input, double p, bool train);
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
 // pixel_shuffle  (codegen/mappings/nn.yaml:26)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+// constant_pad_nd  (codegen/mappings/padding.yaml:4)
+Value convert_constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value);
+// pad  (codegen/mappings/padding.yaml:5)
+Value convert_pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
+// reflection_pad1d  (codegen/mappings/padding.yaml:6)
+Value convert_reflection_pad1d(Builder& b, Value self, SymIntList padding);
+// reflection_pad2d  (codegen/mappings/padding.yaml:7)
+Value convert_reflection_pad2d(Builder& b, Value self, SymIntList padding);
+// reflection_pad3d  (codegen/mappings/padding.yaml:8)
+Value convert_reflection_pad3d(Builder& b, Value self, SymIntList padding);
+// replication_pad1d  (codegen/mappings/padding.yaml:9)
+Value convert_replication_pad1d(Builder& b, Value self, SymIntList padding);
+// replication_pad2d  (codegen/mappings/padding.yaml:10)
+Value convert_replication_pad2d(Builder& b, Value self, SymIntList padding);
+// replication_pad3d  (codegen/mappings/padding.yaml:11)
+Value convert_replication_pad3d(Builder& b, Value self, SymIntList padding);
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 // avg_pool2d  (codegen/mappings/pooling.yaml:4)
@@ -249,6 +265,14 @@ Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bi
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
+Value constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value);
+Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
+Value reflection_pad1d(Builder& b, Value self, SymIntList padding);
+Value reflection_pad2d(Builder& b, Value self, SymIntList padding);
+Value reflection_pad3d(Builder& b, Value self, SymIntList padding);
+Value replication_pad1d(Builder& b, Value self, SymIntList padding);
+Value replication_pad2d(Builder& b, Value self, SymIntList padding);
+Value replication_pad3d(Builder& b, Value self, SymIntList padding);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);

@@ -355,6 +355,65 @@ void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
 }
 constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
 
+void unpack_constant_pad_nd([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
+  Scalar value = given(args, 2) ? unpack_scalar(args[2], "value") : Scalar(Scalar(int64_t{0}));
+  outs.push_back(convert_constant_pad_nd(b, std::move(self), std::move(pad), std::move(value)));
+}
+constexpr const char* kArgs_constant_pad_nd[] = {"self", "pad", "value"};
+
+void unpack_pad([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
+  std::string mode = given(args, 2) ? unpack_str(args[2], "mode") : std::string(std::string("constant"));
+  std::optional<double> value = given(args, 3) ? unpack_opt_float(args[3], "value") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_pad(b, std::move(self), std::move(pad), std::move(mode), std::move(value)));
+}
+constexpr const char* kArgs_pad[] = {"self", "pad", "mode", "value"};
+
+void unpack_reflection_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 2);
+  outs.push_back(convert_reflection_pad1d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_reflection_pad1d[] = {"self", "padding"};
+
+void unpack_reflection_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 4);
+  outs.push_back(convert_reflection_pad2d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_reflection_pad2d[] = {"self", "padding"};
+
+void unpack_reflection_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 6);
+  outs.push_back(convert_reflection_pad3d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_reflection_pad3d[] = {"self", "padding"};
+
+void unpack_replication_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 2);
+  outs.push_back(convert_replication_pad1d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_replication_pad1d[] = {"self", "padding"};
+
+void unpack_replication_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 4);
+  outs.push_back(convert_replication_pad2d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_replication_pad2d[] = {"self", "padding"};
+
+void unpack_replication_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 6);
+  outs.push_back(convert_replication_pad3d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_replication_pad3d[] = {"self", "padding"};
+
 void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 2);
@@ -986,6 +1045,14 @@ const OpEntry kOps[] = {
     {"dropout", &unpack_dropout, kArgs_dropout},
     {"embedding", &unpack_embedding, kArgs_embedding},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle},
+    {"constant_pad_nd", &unpack_constant_pad_nd, kArgs_constant_pad_nd},
+    {"pad", &unpack_pad, kArgs_pad},
+    {"reflection_pad1d", &unpack_reflection_pad1d, kArgs_reflection_pad1d},
+    {"reflection_pad2d", &unpack_reflection_pad2d, kArgs_reflection_pad2d},
+    {"reflection_pad3d", &unpack_reflection_pad3d, kArgs_reflection_pad3d},
+    {"replication_pad1d", &unpack_replication_pad1d, kArgs_replication_pad1d},
+    {"replication_pad2d", &unpack_replication_pad2d, kArgs_replication_pad2d},
+    {"replication_pad3d", &unpack_replication_pad3d, kArgs_replication_pad3d},
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
     {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
     {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
