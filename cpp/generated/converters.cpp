@@ -263,6 +263,158 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
+// arange  (codegen/mappings/creation.yaml:4)
+Value convert_arange([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar end, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::arange(b, end, dtype, pin_memory);
+  }
+}
+
+// arange.start  (codegen/mappings/creation.yaml:5)
+Value convert_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar start, [[maybe_unused]] Scalar end, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::arange_start(b, start, end, dtype, pin_memory);
+  }
+}
+
+// arange.start_step  (codegen/mappings/creation.yaml:6)
+Value convert_arange_start_step([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar start, [[maybe_unused]] Scalar end, [[maybe_unused]] Scalar step, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::arange_start_step(b, start, end, step, dtype, pin_memory);
+  }
+}
+
+// full  (codegen/mappings/creation.yaml:7)
+Value convert_full([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] Scalar fill_value, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::full(b, size, fill_value, dtype, pin_memory);
+  }
+}
+
+// full_like  (codegen/mappings/creation.yaml:8)
+Value convert_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar fill_value, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::full_like(b, self, fill_value, dtype, pin_memory);
+  }
+}
+
+// zeros  (codegen/mappings/creation.yaml:9)
+Value convert_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::zeros(b, size, dtype, pin_memory);
+  }
+}
+
+// ones  (codegen/mappings/creation.yaml:10)
+Value convert_ones([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::ones(b, size, dtype, pin_memory);
+  }
+}
+
+// zeros_like  (codegen/mappings/creation.yaml:11)
+Value convert_zeros_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::zeros_like(b, self, dtype, pin_memory);
+  }
+}
+
+// ones_like  (codegen/mappings/creation.yaml:12)
+Value convert_ones_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::ones_like(b, self, dtype, pin_memory);
+  }
+}
+
+// scalar_tensor  (codegen/mappings/creation.yaml:13)
+Value convert_scalar_tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar s, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::scalar_tensor(b, s, dtype, pin_memory);
+  }
+}
+
+// fill.Scalar  (codegen/mappings/creation.yaml:14)
+Value convert_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::fill_Scalar(b, self, value);
+  }
+}
+
+// fill.Tensor  (codegen/mappings/creation.yaml:15)
+Value convert_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value value) {
+  // manual: True
+  {
+    return manual::fill_Tensor(b, self, value);
+  }
+}
+
+// new_zeros  (codegen/mappings/creation.yaml:16)
+Value convert_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_zeros(b, self, size, dtype, pin_memory);
+  }
+}
+
+// new_ones  (codegen/mappings/creation.yaml:17)
+Value convert_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_ones(b, self, size, dtype, pin_memory);
+  }
+}
+
+// new_full  (codegen/mappings/creation.yaml:18)
+Value convert_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] Scalar fill_value, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_full(b, self, size, fill_value, dtype, pin_memory);
+  }
+}
+
+// empty.memory_format  (codegen/mappings/creation.yaml:20)
+Value convert_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::empty_memory_format(b, size, dtype, pin_memory);
+  }
+}
+
+// empty_strided  (codegen/mappings/creation.yaml:21)
+Value convert_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::empty_strided(b, size, stride, dtype, pin_memory);
+  }
+}
+
+// empty_like  (codegen/mappings/creation.yaml:22)
+Value convert_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::empty_like(b, self, dtype, pin_memory);
+  }
+}
+
+// new_empty  (codegen/mappings/creation.yaml:23)
+Value convert_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_empty(b, self, size, dtype, pin_memory);
+  }
+}
+
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
   // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)
@@ -1054,6 +1206,16 @@ Value convert_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
 Value convert_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   return convert_div_Tensor(b, self, other);
+}
+
+// fill_.Scalar  (in-place twin of fill.Scalar (codegen/mappings/creation.yaml:14))
+Value convert_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar value) {
+  return convert_fill_Scalar(b, self, value);
+}
+
+// fill_.Tensor  (in-place twin of fill.Tensor (codegen/mappings/creation.yaml:15))
+Value convert_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value value) {
+  return convert_fill_Tensor(b, self, value);
 }
 
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))

@@ -47,6 +47,44 @@ Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
 Value convert_div_Tensor(Builder& b, Value self, Value other);
 // div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
+// arange  (codegen/mappings/creation.yaml:4)
+Value convert_arange(Builder& b, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// arange.start  (codegen/mappings/creation.yaml:5)
+Value convert_arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// arange.start_step  (codegen/mappings/creation.yaml:6)
+Value convert_arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// full  (codegen/mappings/creation.yaml:7)
+Value convert_full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// full_like  (codegen/mappings/creation.yaml:8)
+Value convert_full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// zeros  (codegen/mappings/creation.yaml:9)
+Value convert_zeros(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// ones  (codegen/mappings/creation.yaml:10)
+Value convert_ones(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// zeros_like  (codegen/mappings/creation.yaml:11)
+Value convert_zeros_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// ones_like  (codegen/mappings/creation.yaml:12)
+Value convert_ones_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// scalar_tensor  (codegen/mappings/creation.yaml:13)
+Value convert_scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// fill.Scalar  (codegen/mappings/creation.yaml:14)
+Value convert_fill_Scalar(Builder& b, Value self, Scalar value);
+// fill.Tensor  (codegen/mappings/creation.yaml:15)
+Value convert_fill_Tensor(Builder& b, Value self, Value value);
+// new_zeros  (codegen/mappings/creation.yaml:16)
+Value convert_new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_ones  (codegen/mappings/creation.yaml:17)
+Value convert_new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_full  (codegen/mappings/creation.yaml:18)
+Value convert_new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty.memory_format  (codegen/mappings/creation.yaml:20)
+Value convert_empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty_strided  (codegen/mappings/creation.yaml:21)
+Value convert_empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty_like  (codegen/mappings/creation.yaml:22)
+Value convert_empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_empty  (codegen/mappings/creation.yaml:23)
+Value convert_new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:8)
@@ -227,6 +265,10 @@ Value convert_detach_(Builder& b, Value self);
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Tensor  (in-place twin of div.Tensor (codegen/mappings/arithmetic.yaml:17))
 Value convert_div__Tensor(Builder& b, Value self, Value other);
+// fill_.Scalar  (in-place twin of fill.Scalar (codegen/mappings/creation.yaml:14))
+Value convert_fill__Scalar(Builder& b, Value self, Scalar value);
+// fill_.Tensor  (in-place twin of fill.Tensor (codegen/mappings/creation.yaml:15))
+Value convert_fill__Tensor(Builder& b, Value self, Value value);
 // hardtanh_  (in-place twin of hardtanh (codegen/mappings/activation.yaml:5))
 Value convert_hardtanh_(Builder& b, Value self, Scalar min_val, Scalar max_val);
 // leaky_relu_  (in-place twin of leaky_relu (codegen/mappings/activation.yaml:4))
@@ -261,6 +303,25 @@ Value convert_triu_(Builder& b, Value self, SymInt diagonal);
 Value convert_unsqueeze_(Builder& b, Value self, int64_t dim);
 
 namespace manual {
+Value arange(Builder& b, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value zeros(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value ones(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value zeros_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value ones_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value fill_Scalar(Builder& b, Value self, Scalar value);
+Value fill_Tensor(Builder& b, Value self, Value value);
+Value new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);

@@ -140,6 +140,167 @@ void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_div_Scalar[] = {"self", "other"};
 
+void unpack_arange([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar end = unpack_scalar(arg_at(args, 0), "end");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_arange(b, std::move(end), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_arange[] = {"end", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar start = unpack_scalar(arg_at(args, 0), "start");
+  Scalar end = unpack_scalar(arg_at(args, 1), "end");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_arange_start(b, std::move(start), std::move(end), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_arange_start[] = {"start", "end", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_arange_start_step([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar start = unpack_scalar(arg_at(args, 0), "start");
+  Scalar end = unpack_scalar(arg_at(args, 1), "end");
+  Scalar step = given(args, 2) ? unpack_scalar(args[2], "step") : Scalar(Scalar(int64_t{1}));
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_arange_start_step(b, std::move(start), std::move(end), std::move(step), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_arange_start_step[] = {"start", "end", "step", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  Scalar fill_value = unpack_scalar(arg_at(args, 1), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_full(b, std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_full[] = {"size", "fill_value", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar fill_value = unpack_scalar(arg_at(args, 1), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_full_like(b, std::move(self), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_full_like[] = {"self", "fill_value", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_zeros(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_zeros[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_ones(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_ones[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_zeros_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_zeros_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_zeros_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_ones_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_ones_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_ones_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_scalar_tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar s = unpack_scalar(arg_at(args, 0), "s");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_scalar_tensor(b, std::move(s), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_scalar_tensor[] = {"s", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar value = unpack_scalar(arg_at(args, 1), "value");
+  outs.push_back(convert_fill_Scalar(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill_Scalar[] = {"self", "value"};
+
+void unpack_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value value = unpack_tensor(b, arg_at(args, 1), "value");
+  outs.push_back(convert_fill_Tensor(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill_Tensor[] = {"self", "value"};
+
+void unpack_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_zeros(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_zeros[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_ones(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  Scalar fill_value = unpack_scalar(arg_at(args, 2), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_memory_format(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_memory_format[] = {"size", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  SymIntList stride = unpack_symint_list(arg_at(args, 1), "stride");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_strided(b, std::move(size), std::move(stride), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_strided[] = {"size", "stride", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_empty(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_empty[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -897,6 +1058,20 @@ void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
 
+void unpack_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar value = unpack_scalar(arg_at(args, 1), "value");
+  outs.push_back(convert_fill__Scalar(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill__Scalar[] = {"self", "value"};
+
+void unpack_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value value = unpack_tensor(b, arg_at(args, 1), "value");
+  outs.push_back(convert_fill__Tensor(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill__Tensor[] = {"self", "value"};
+
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
@@ -1025,6 +1200,25 @@ const OpEntry kOps[] = {
     {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar},
     {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor},
     {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar},
+    {"arange", &unpack_arange, kArgs_arange},
+    {"arange.start", &unpack_arange_start, kArgs_arange_start},
+    {"arange.start_step", &unpack_arange_start_step, kArgs_arange_start_step},
+    {"full", &unpack_full, kArgs_full},
+    {"full_like", &unpack_full_like, kArgs_full_like},
+    {"zeros", &unpack_zeros, kArgs_zeros},
+    {"ones", &unpack_ones, kArgs_ones},
+    {"zeros_like", &unpack_zeros_like, kArgs_zeros_like},
+    {"ones_like", &unpack_ones_like, kArgs_ones_like},
+    {"scalar_tensor", &unpack_scalar_tensor, kArgs_scalar_tensor},
+    {"fill.Scalar", &unpack_fill_Scalar, kArgs_fill_Scalar},
+    {"fill.Tensor", &unpack_fill_Tensor, kArgs_fill_Tensor},
+    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros},
+    {"new_ones", &unpack_new_ones, kArgs_new_ones},
+    {"new_full", &unpack_new_full, kArgs_new_full},
+    {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format},
+    {"empty_strided", &unpack_empty_strided, kArgs_empty_strided},
+    {"empty_like", &unpack_empty_like, kArgs_empty_like},
+    {"new_empty", &unpack_new_empty, kArgs_new_empty},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
     {"mm", &unpack_mm, kArgs_mm},
@@ -1115,6 +1309,8 @@ const OpEntry kOps[] = {
     {"detach_", &unpack_detach_, kArgs_detach_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
+    {"fill_.Scalar", &unpack_fill__Scalar, kArgs_fill__Scalar},
+    {"fill_.Tensor", &unpack_fill__Tensor, kArgs_fill__Tensor},
     {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
     {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
