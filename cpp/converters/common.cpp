@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <algorithm>
 #include <string>
 
 namespace fastonnx {
@@ -12,10 +13,25 @@ int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
+namespace {
+
+// Reshape to a static shape. ONNX's 0 copies the input's size unless allowzero is set (opset
+// 14); before that, an empty result is an empty tensor broadcast to the shape.
+Value reshape_static(Builder& b, Value x, const std::vector<int64_t>& shape) {
+  const auto zero = std::find(shape.begin(), shape.end(), 0);
+  if (zero == shape.end()) return b.op("Reshape", {x, b.ints(shape)});
+  if (b.opset() >= 14) return b.op("Reshape", {x, b.ints(shape)}, {Attr::i("allowzero", 1)});
+  std::vector<int64_t> ones(shape.size(), 1);
+  ones[zero - shape.begin()] = -1;
+  return b.op("Expand", {b.op("Reshape", {x, b.ints(ones)}), b.ints(shape)});
+}
+
+}  // namespace
+
 Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
   if (auto out = b.out_static_shape()) {
     if (b.static_shape(x) == *out) return x;
-    return b.op("Reshape", {x, b.ints(*out)});
+    return reshape_static(b, x, *out);
   }
   bool has_zero = false, has_minus_one = false;
   for (const SymInt& s : size) {
@@ -28,6 +44,11 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
     attrs.push_back(Attr::i("allowzero", 1));
   }
   return b.op("Reshape", {x, b.ints(size)}, attrs);
+}
+
+Value shape_of(Builder& b, Value x) {
+  if (auto shape = b.static_shape(x)) return b.ints(*shape);
+  return b.op("Shape", {x});
 }
 
 Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {

@@ -17,6 +17,9 @@ int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank);
 // that shape is dynamic. Returns `x` itself when the shape does not change.
 Value reshape_to_output(Builder& b, Value x, const SymIntList& size);
 
+// The shape of `x` as a 1-D int64 tensor: a constant when it is static, else a Shape node.
+Value shape_of(Builder& b, Value x);
+
 // An ONNX Reduce* op (ReduceMean, ReduceMax, ...) over `axes` (every axis when absent). The axes
 // are an input from opset 18 (ReduceSum: 13), an attribute before.
 Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims);

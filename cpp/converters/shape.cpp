@@ -80,3 +80,235 @@ Value cat(Builder& b, std::vector<Value> tensors, int64_t dim) {
 }
 
 }  // namespace fastonnx::manual
+
+// Copies, broadcasts, and the ops that add, remove or reorder dimensions.
+namespace fastonnx::manual {
+
+namespace {
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::vector<int64_t> iota_vector(int64_t begin, int64_t end) {
+  std::vector<int64_t> out(static_cast<size_t>(std::max<int64_t>(end - begin, 0)));
+  std::iota(out.begin(), out.end(), begin);
+  return out;
+}
+
+// The size of `x` along `axis` as a 1-D int64 tensor of one item.
+Value dim_size(Builder& b, Value x, int64_t axis) {
+  if (auto shape = b.static_shape(x)) return b.ints(std::vector<int64_t>{(*shape)[axis]});
+  const Value shape = b.op("Shape", {x});
+  return b.op("Slice", {shape, b.ints(std::vector<int64_t>{axis}), b.ints(std::vector<int64_t>{axis + 1})});
+}
+
+// The shape of `x` with the size at `axis` replaced by the 1-D int64 `sizes`, built in the graph.
+Value shape_replacing(Builder& b, Value x, int64_t axis, Value sizes) {
+  const Value shape = b.op("Shape", {x});
+  const Value rank = b.ints(std::vector<int64_t>{b.rank(x)});
+  return b.op("Concat",
+              {b.op("Slice", {shape, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{axis})}), sizes,
+               b.op("Slice", {shape, b.ints(std::vector<int64_t>{axis + 1}), rank})},
+              {Attr::i("axis", 0)});
+}
+
+// Squeezes the dims of `dims` that have size 1; torch leaves the others alone. A symbolic size is
+// never 1: torch.export specializes sizes 0 and 1.
+Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims) {
+  const int64_t rank = b.rank(self);
+  if (rank == 0) return self;  // torch lets a scalar be squeezed at dim 0 or -1
+  const auto shape = b.shape(self);
+  std::vector<bool> squeezed(static_cast<size_t>(rank), false);
+  for (int64_t d : dims) {
+    d = wrap_dim(b, d, rank);
+    squeezed[d] = shape[d].is_static() && shape[d].value == 1;
+  }
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (squeezed[d]) axes.push_back(d);
+  }
+  if (axes.empty()) return self;
+  return b.op("Squeeze", {self, b.ints(axes)});
+}
+
+// Gathers `indices` along `dim`, or from the flattened tensor when dim is absent.
+Value gather_repeated(Builder& b, Value self, std::optional<int64_t> dim, Value indices) {
+  if (!dim || b.rank(self) == 0) {
+    return b.op("Gather", {b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})}), indices});
+  }
+  return b.op("Gather", {self, indices}, {Attr::i("axis", wrap_dim(b, *dim, b.rank(self)))});
+}
+
+// The indices i of `counts` each repeated counts[i] times, `total` of them: output position j
+// holds how many running totals of `counts` are at most j.
+Value repeated_indices(Builder& b, Value counts, const std::optional<SymInt>& total) {
+  counts = b.cast(counts, ScalarType::Long);
+  const Value ends = b.op("CumSum", {counts, b.scalar(int64_t{0}, ScalarType::Long)});
+  Value length;
+  if (!total) {
+    length = reduce(b, "ReduceSum", counts, std::nullopt, false);
+  } else {
+    length = total->is_static() ? b.scalar(total->value, ScalarType::Long) : total->sym;
+  }
+  const Value positions =
+      b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), length, b.scalar(int64_t{1}, ScalarType::Long)});
+  const Value passed = b.op("LessOrEqual", {b.op("Unsqueeze", {ends, b.ints(std::vector<int64_t>{0})}),
+                                            b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{1})})});
+  return reduce(b, "ReduceSum", b.cast(passed, ScalarType::Long), std::vector<int64_t>{1}, false);
+}
+
+}  // namespace
+
+Value copy(Builder& b, Value self, Value src, bool /*non_blocking*/) {
+  // torch writes src into self's memory: src broadcast to self's shape, in self's dtype.
+  const Value converted = b.cast(src, b.dtype(self));
+  const auto shape = b.static_shape(self);
+  if (shape && b.static_shape(src) == shape) return converted;
+  return b.op("Expand", {converted, shape_of(b, self)});
+}
+
+Value resize_(Builder& b, Value self, SymIntList size) {
+  const auto in = b.static_shape(self);
+  const auto out = b.out_static_shape();
+  if (!in || !out) b.fail("resize_ needs static shapes (its result depends on how many elements it keeps)");
+  const int64_t have = numel(*in), want = numel(*out);
+  if (have == want) return reshape_to_output(b, self, size);
+  // The result reads self's storage from the start: fewer elements keep a prefix; the elements
+  // torch adds are uninitialized memory, made zeros here.
+  Value flat = b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})});
+  if (want < have) {
+    flat = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
+  } else {
+    flat = b.op("Pad", {flat, b.ints(std::vector<int64_t>{0, want - have})});
+  }
+  return reshape_to_output(b, flat, size);
+}
+
+Value expand(Builder& b, Value self, SymIntList size, bool /*implicit*/) {
+  if (b.out_static_shape() && b.out_static_shape() == b.static_shape(self)) return self;
+  // ONNX's Expand broadcasts both ways, so torch's -1 (keep the size) can be written 1.
+  for (SymInt& s : size) {
+    if (s.is_static() && s.value == -1) s = SymInt(int64_t{1});
+  }
+  return b.op("Expand", {self, b.ints(size)});
+}
+
+Value repeat(Builder& b, Value self, SymIntList repeats) {
+  const int64_t rank = b.rank(self);
+  const int64_t extra = static_cast<int64_t>(repeats.size()) - rank;
+  if (extra < 0) b.fail("repeat needs at least as many repeats as the tensor has dims");
+  if (repeats.empty()) return self;
+  // ONNX's Tile takes one repeat per dim; torch's extra repeats make new leading dims.
+  const Value x = extra > 0 ? b.op("Unsqueeze", {self, b.ints(iota_vector(0, extra))}) : self;
+  return b.op("Tile", {x, b.ints(repeats)});
+}
+
+Value tile(Builder& b, Value self, SymIntList dims) {
+  // torch's tile repeats the leading dims once when it is given fewer repeats than dims.
+  const auto rank = static_cast<size_t>(b.rank(self));
+  if (dims.size() < rank) dims.insert(dims.begin(), rank - dims.size(), SymInt(int64_t{1}));
+  return repeat(b, self, dims);
+}
+
+Value squeeze(Builder& b, Value self) { return squeeze_size_one(b, self, iota_vector(0, b.rank(self))); }
+Value squeeze_dim(Builder& b, Value self, int64_t dim) { return squeeze_size_one(b, self, {dim}); }
+Value squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim) { return squeeze_size_one(b, self, dim); }
+
+Value unsqueeze(Builder& b, Value self, int64_t dim) {
+  // A negative dim counts from the end of the result, in torch and in ONNX.
+  return b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{dim})});
+}
+
+Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
+  if (b.out_static_shape()) return reshape_to_output(b, self, {});
+  // Dynamic: self's sizes, with `sizes` (one of them may be -1) in place of dim's.
+  dim = wrap_dim(b, dim, b.rank(self));
+  for (const SymInt& s : sizes) {
+    if (s.is_static() && s.value == 0) b.fail("a dynamic unflatten into a size of 0 has no ONNX Reshape form");
+  }
+  return b.op("Reshape", {self, shape_replacing(b, self, dim, b.ints(sizes))});
+}
+
+Value stack(Builder& b, std::vector<Value> tensors, int64_t dim) {
+  const int64_t rank = b.rank(tensors.front()) + 1;
+  dim = wrap_dim(b, dim, rank);
+  b.cast_all(tensors, b.compute_dtype(tensors));
+  const Value axes = b.ints(std::vector<int64_t>{dim});
+  std::vector<Value> parts;
+  for (Value t : tensors) parts.push_back(b.op("Unsqueeze", {t, axes}));
+  if (parts.size() == 1) return parts.front();
+  return b.op("Concat", spread(parts), {Attr::i("axis", dim)});
+}
+
+Value movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination) {
+  const int64_t rank = b.rank(self);
+  if (rank == 0) return self;
+  if (source.size() != destination.size()) b.fail("movedim needs as many destinations as sources");
+  // torch's order: the moved dims at their destinations, the others in their order around them.
+  std::vector<int64_t> perm(static_cast<size_t>(rank), -1);
+  std::vector<bool> moved(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    const int64_t from = wrap_dim(b, source[i], rank);
+    perm[wrap_dim(b, destination[i], rank)] = from;
+    moved[from] = true;
+  }
+  int64_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (moved[next]) ++next;
+    p = next++;
+  }
+  return permute(b, self, perm);
+}
+
+Value movedim_int(Builder& b, Value self, int64_t source, int64_t destination) {
+  return movedim_intlist(b, self, {source}, {destination});
+}
+
+Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim,
+                                 std::optional<SymInt> /*output_size*/) {
+  // Each element repeated in place: (.., n, ..) -> (.., n, r, ..) by broadcasting -> (.., n*r, ..).
+  Value x = self;
+  int64_t rank = b.rank(self), axis = 0;
+  if (!dim || rank == 0) {
+    x = b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})});
+    rank = 1;
+  } else {
+    axis = wrap_dim(b, *dim, rank);
+  }
+  SymIntList broadcast(static_cast<size_t>(rank + 1), SymInt(int64_t{1}));
+  broadcast[axis + 1] = repeats;
+  const Value expanded =
+      b.op("Expand", {b.op("Unsqueeze", {x, b.ints(std::vector<int64_t>{axis + 1})}), b.ints(broadcast)});
+  if (b.out_static_shape()) return reshape_to_output(b, expanded, {});
+  if (rank == 1) return b.op("Reshape", {expanded, b.ints(std::vector<int64_t>{-1})});
+  // Dynamic: self's sizes with the axis's replaced by -1.
+  return b.op("Reshape", {expanded, shape_replacing(b, self, axis, b.ints(std::vector<int64_t>{-1}))});
+}
+
+Value repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size) {
+  return b.cast(repeated_indices(b, repeats, output_size), b.out_meta().dtype);
+}
+
+Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim,
+                                    std::optional<SymInt> output_size) {
+  const int64_t rank = b.rank(self);
+  Value counts = repeats;
+  const auto repeats_shape = b.static_shape(repeats);
+  if (repeats_shape && numel(*repeats_shape) == 1) {
+    // One count for every element along the axis (of the flattened tensor when dim is absent).
+    Value along;
+    if (dim && rank > 0) {
+      along = dim_size(b, self, wrap_dim(b, *dim, rank));
+    } else if (auto shape = b.static_shape(self)) {
+      along = b.ints(std::vector<int64_t>{numel(*shape)});
+    } else {
+      along = b.op("Reshape", {b.op("Size", {self}), b.ints(std::vector<int64_t>{1})});
+    }
+    counts = b.op("Expand", {b.op("Reshape", {repeats, b.ints(std::vector<int64_t>{1})}), along});
+  }
+  return gather_repeated(b, self, dim, repeated_indices(b, counts, output_size));
+}
+
+}  // namespace fastonnx::manual

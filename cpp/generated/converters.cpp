@@ -1057,6 +1057,158 @@ Value convert_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Val
   }
 }
 
+// arange  (codegen/mappings/creation.yaml:4)
+Value convert_arange([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar end, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::arange(b, end, dtype, pin_memory);
+  }
+}
+
+// arange.start  (codegen/mappings/creation.yaml:5)
+Value convert_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar start, [[maybe_unused]] Scalar end, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::arange_start(b, start, end, dtype, pin_memory);
+  }
+}
+
+// arange.start_step  (codegen/mappings/creation.yaml:6)
+Value convert_arange_start_step([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar start, [[maybe_unused]] Scalar end, [[maybe_unused]] Scalar step, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::arange_start_step(b, start, end, step, dtype, pin_memory);
+  }
+}
+
+// full  (codegen/mappings/creation.yaml:7)
+Value convert_full([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] Scalar fill_value, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::full(b, size, fill_value, dtype, pin_memory);
+  }
+}
+
+// full_like  (codegen/mappings/creation.yaml:8)
+Value convert_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar fill_value, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::full_like(b, self, fill_value, dtype, pin_memory);
+  }
+}
+
+// zeros  (codegen/mappings/creation.yaml:9)
+Value convert_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::zeros(b, size, dtype, pin_memory);
+  }
+}
+
+// ones  (codegen/mappings/creation.yaml:10)
+Value convert_ones([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::ones(b, size, dtype, pin_memory);
+  }
+}
+
+// zeros_like  (codegen/mappings/creation.yaml:11)
+Value convert_zeros_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::zeros_like(b, self, dtype, pin_memory);
+  }
+}
+
+// ones_like  (codegen/mappings/creation.yaml:12)
+Value convert_ones_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::ones_like(b, self, dtype, pin_memory);
+  }
+}
+
+// scalar_tensor  (codegen/mappings/creation.yaml:13)
+Value convert_scalar_tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Scalar s, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::scalar_tensor(b, s, dtype, pin_memory);
+  }
+}
+
+// fill.Scalar  (codegen/mappings/creation.yaml:14)
+Value convert_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::fill_Scalar(b, self, value);
+  }
+}
+
+// fill.Tensor  (codegen/mappings/creation.yaml:15)
+Value convert_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value value) {
+  // manual: True
+  {
+    return manual::fill_Tensor(b, self, value);
+  }
+}
+
+// new_zeros  (codegen/mappings/creation.yaml:16)
+Value convert_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_zeros(b, self, size, dtype, pin_memory);
+  }
+}
+
+// new_ones  (codegen/mappings/creation.yaml:17)
+Value convert_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_ones(b, self, size, dtype, pin_memory);
+  }
+}
+
+// new_full  (codegen/mappings/creation.yaml:18)
+Value convert_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] Scalar fill_value, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_full(b, self, size, fill_value, dtype, pin_memory);
+  }
+}
+
+// empty.memory_format  (codegen/mappings/creation.yaml:20)
+Value convert_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::empty_memory_format(b, size, dtype, pin_memory);
+  }
+}
+
+// empty_strided  (codegen/mappings/creation.yaml:21)
+Value convert_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::empty_strided(b, size, stride, dtype, pin_memory);
+  }
+}
+
+// empty_like  (codegen/mappings/creation.yaml:22)
+Value convert_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::empty_like(b, self, dtype, pin_memory);
+  }
+}
+
+// new_empty  (codegen/mappings/creation.yaml:23)
+Value convert_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::new_empty(b, self, size, dtype, pin_memory);
+  }
+}
+
 // index.Tensor  (codegen/mappings/indexing.yaml:8)
 Value convert_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<std::optional<Value>> indices) {
   // manual: True
@@ -1629,6 +1781,70 @@ std::array<Value, 2> convert_native_dropout([[maybe_unused]] Builder& b, [[maybe
   // manual: True
   {
     return manual::native_dropout(b, input, p, train);
+  }
+}
+
+// constant_pad_nd  (codegen/mappings/padding.yaml:4)
+Value convert_constant_pad_nd([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList pad, [[maybe_unused]] Scalar value) {
+  // manual: True
+  {
+    return manual::constant_pad_nd(b, self, pad, value);
+  }
+}
+
+// pad  (codegen/mappings/padding.yaml:5)
+Value convert_pad([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList pad, [[maybe_unused]] std::string mode, [[maybe_unused]] std::optional<double> value) {
+  // manual: True
+  {
+    return manual::pad(b, self, pad, mode, value);
+  }
+}
+
+// reflection_pad1d  (codegen/mappings/padding.yaml:6)
+Value convert_reflection_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::reflection_pad1d(b, self, padding);
+  }
+}
+
+// reflection_pad2d  (codegen/mappings/padding.yaml:7)
+Value convert_reflection_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::reflection_pad2d(b, self, padding);
+  }
+}
+
+// reflection_pad3d  (codegen/mappings/padding.yaml:8)
+Value convert_reflection_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::reflection_pad3d(b, self, padding);
+  }
+}
+
+// replication_pad1d  (codegen/mappings/padding.yaml:9)
+Value convert_replication_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::replication_pad1d(b, self, padding);
+  }
+}
+
+// replication_pad2d  (codegen/mappings/padding.yaml:10)
+Value convert_replication_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::replication_pad2d(b, self, padding);
+  }
+}
+
+// replication_pad3d  (codegen/mappings/padding.yaml:11)
+Value convert_replication_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList padding) {
+  // manual: True
+  {
+    return manual::replication_pad3d(b, self, padding);
   }
 }
 
@@ -2254,6 +2470,284 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   // onnx: ()
   {
     return;
+  }
+}
+
+// alias  (codegen/mappings/shape.yaml:21)
+Value convert_alias([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// detach  (codegen/mappings/shape.yaml:22)
+Value convert_detach([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// lift_fresh_copy  (codegen/mappings/shape.yaml:23)
+Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// to.dtype_layout  (codegen/mappings/shape.yaml:24)
+Value convert_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // when: dtype is not None, onnx: Cast(self, to=dtype)
+  if ((dtype.has_value())) {
+    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype((*dtype)))});
+    return v0;
+  }
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// to.device  (codegen/mappings/shape.yaml:27)
+Value convert_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // onnx: Cast(self, to=dtype)
+  {
+    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype(dtype))});
+    return v0;
+  }
+}
+
+// copy  (codegen/mappings/shape.yaml:29)
+Value convert_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] bool non_blocking) {
+  // manual: True
+  {
+    return manual::copy(b, self, src, non_blocking);
+  }
+}
+
+// resize_  (codegen/mappings/shape.yaml:30)
+Value convert_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
+  // manual: True
+  {
+    return manual::resize_(b, self, size);
+  }
+}
+
+// expand  (codegen/mappings/shape.yaml:31)
+Value convert_expand([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] bool implicit) {
+  // manual: True
+  {
+    return manual::expand(b, self, size, implicit);
+  }
+}
+
+// repeat  (codegen/mappings/shape.yaml:32)
+Value convert_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList repeats) {
+  // manual: True
+  {
+    return manual::repeat(b, self, repeats);
+  }
+}
+
+// tile  (codegen/mappings/shape.yaml:33)
+Value convert_tile([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList dims) {
+  // manual: True
+  {
+    return manual::tile(b, self, dims);
+  }
+}
+
+// squeeze  (codegen/mappings/shape.yaml:34)
+Value convert_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::squeeze(b, self);
+  }
+}
+
+// squeeze.dim  (codegen/mappings/shape.yaml:35)
+Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::squeeze_dim(b, self, dim);
+  }
+}
+
+// squeeze.dims  (codegen/mappings/shape.yaml:36)
+Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  // manual: True
+  {
+    return manual::squeeze_dims(b, self, dim);
+  }
+}
+
+// unsqueeze  (codegen/mappings/shape.yaml:37)
+Value convert_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::unsqueeze(b, self, dim);
+  }
+}
+
+// unflatten.int  (codegen/mappings/shape.yaml:38)
+Value convert_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymIntList sizes) {
+  // manual: True
+  {
+    return manual::unflatten_int(b, self, dim, sizes);
+  }
+}
+
+// stack  (codegen/mappings/shape.yaml:39)
+Value convert_stack([[maybe_unused]] Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::stack(b, tensors, dim);
+  }
+}
+
+// movedim.int  (codegen/mappings/shape.yaml:40)
+Value convert_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t source, [[maybe_unused]] int64_t destination) {
+  // manual: True
+  {
+    return manual::movedim_int(b, self, source, destination);
+  }
+}
+
+// movedim.intlist  (codegen/mappings/shape.yaml:41)
+Value convert_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> source, [[maybe_unused]] std::vector<int64_t> destination) {
+  // manual: True
+  {
+    return manual::movedim_intlist(b, self, source, destination);
+  }
+}
+
+// repeat_interleave.self_int  (codegen/mappings/shape.yaml:42)
+Value convert_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt repeats, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // manual: True
+  {
+    return manual::repeat_interleave_self_int(b, self, repeats, dim, output_size);
+  }
+}
+
+// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:43)
+Value convert_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // manual: True
+  {
+    return manual::repeat_interleave_self_Tensor(b, self, repeats, dim, output_size);
+  }
+}
+
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
+Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // manual: True
+  {
+    return manual::repeat_interleave_Tensor(b, repeats, output_size);
+  }
+}
+
+// narrow  (codegen/mappings/shape.yaml:46)
+Value convert_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt start, [[maybe_unused]] SymInt length) {
+  // manual: True
+  {
+    return manual::narrow(b, self, dim, start, length);
+  }
+}
+
+// select.int  (codegen/mappings/shape.yaml:47)
+Value convert_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt index) {
+  // manual: True
+  {
+    return manual::select_int(b, self, dim, index);
+  }
+}
+
+// slice.Tensor  (codegen/mappings/shape.yaml:48)
+Value convert_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<SymInt> start, [[maybe_unused]] std::optional<SymInt> end, [[maybe_unused]] SymInt step) {
+  // manual: True
+  {
+    return manual::slice_Tensor(b, self, dim, start, end, step);
+  }
+}
+
+// split.Tensor  (codegen/mappings/shape.yaml:49)
+std::vector<Value> convert_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt split_size, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::split_Tensor(b, self, split_size, dim);
+  }
+}
+
+// split_with_sizes  (codegen/mappings/shape.yaml:50)
+std::vector<Value> convert_split_with_sizes([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList split_sizes, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::split_with_sizes(b, self, split_sizes, dim);
+  }
+}
+
+// chunk  (codegen/mappings/shape.yaml:51)
+std::vector<Value> convert_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t chunks, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::chunk(b, self, chunks, dim);
+  }
+}
+
+// unbind.int  (codegen/mappings/shape.yaml:52)
+std::vector<Value> convert_unbind_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // manual: True
+  {
+    return manual::unbind_int(b, self, dim);
+  }
+}
+
+// flip  (codegen/mappings/shape.yaml:53)
+Value convert_flip([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dims) {
+  // manual: True
+  {
+    return manual::flip(b, self, dims);
+  }
+}
+
+// roll  (codegen/mappings/shape.yaml:54)
+Value convert_roll([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shifts, [[maybe_unused]] std::vector<int64_t> dims) {
+  // manual: True
+  {
+    return manual::roll(b, self, shifts, dims);
+  }
+}
+
+// diagonal  (codegen/mappings/shape.yaml:55)
+Value convert_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t offset, [[maybe_unused]] int64_t dim1, [[maybe_unused]] int64_t dim2) {
+  // manual: True
+  {
+    return manual::diagonal(b, self, offset, dim1, dim2);
+  }
+}
+
+// as_strided  (codegen/mappings/shape.yaml:56)
+Value convert_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<SymInt> storage_offset) {
+  // manual: True
+  {
+    return manual::as_strided(b, self, size, stride, storage_offset);
+  }
+}
+
+// triu  (codegen/mappings/shape.yaml:57)
+Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  // manual: True
+  {
+    return manual::triu(b, self, diagonal);
+  }
+}
+
+// tril  (codegen/mappings/shape.yaml:58)
+Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  // manual: True
+  {
+    return manual::tril(b, self, diagonal);
   }
 }
 
@@ -3090,6 +3584,11 @@ Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
 }
 
+// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:56))
+Value convert_as_strided_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<SymInt> storage_offset) {
+  return convert_as_strided(b, self, size, stride, storage_offset);
+}
+
 // asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
 Value convert_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_asin(b, self);
@@ -3195,6 +3694,11 @@ Value convert_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Va
   return convert_clamp_min_Tensor(b, self, min);
 }
 
+// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:29))
+Value convert_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] bool non_blocking) {
+  return convert_copy(b, self, src, non_blocking);
+}
+
 // cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
 Value convert_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_cos(b, self);
@@ -3213,6 +3717,11 @@ Value convert_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
 // cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
 Value convert_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   return convert_cumsum(b, self, dim, dtype);
+}
+
+// detach_  (in-place twin of detach (codegen/mappings/shape.yaml:22))
+Value convert_detach_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_detach(b, self);
 }
 
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
@@ -3273,6 +3782,16 @@ Value convert_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 // expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
 Value convert_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_expm1(b, self);
+}
+
+// fill_.Scalar  (in-place twin of fill.Scalar (codegen/mappings/creation.yaml:14))
+Value convert_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar value) {
+  return convert_fill_Scalar(b, self, value);
+}
+
+// fill_.Tensor  (in-place twin of fill.Tensor (codegen/mappings/creation.yaml:15))
+Value convert_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value value) {
+  return convert_fill_Tensor(b, self, value);
 }
 
 // floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
@@ -3615,6 +4134,21 @@ Value convert_square_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) 
   return convert_square(b, self);
 }
 
+// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:34))
+Value convert_squeeze_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  return convert_squeeze(b, self);
+}
+
+// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:35))
+Value convert_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  return convert_squeeze_dim(b, self, dim);
+}
+
+// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:36))
+Value convert_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  return convert_squeeze_dims(b, self, dim);
+}
+
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
 Value convert_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
   return convert_sub_Scalar(b, self, other, alpha);
@@ -3645,9 +4179,24 @@ Value convert_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_threshold(b, self, threshold, value);
 }
 
+// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:58))
+Value convert_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  return convert_tril(b, self, diagonal);
+}
+
+// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:57))
+Value convert_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  return convert_triu(b, self, diagonal);
+}
+
 // trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
 Value convert_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_trunc(b, self);
+}
+
+// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:37))
+Value convert_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  return convert_unsqueeze(b, self, dim);
 }
 
 // xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))

@@ -213,6 +213,44 @@ Value convert_clamp_min_Tensor(Builder& b, Value self, Value min);
 Value convert_clamp_max(Builder& b, Value self, Scalar max);
 // clamp_max.Tensor  (codegen/mappings/comparison.yaml:47)
 Value convert_clamp_max_Tensor(Builder& b, Value self, Value max);
+// arange  (codegen/mappings/creation.yaml:4)
+Value convert_arange(Builder& b, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// arange.start  (codegen/mappings/creation.yaml:5)
+Value convert_arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// arange.start_step  (codegen/mappings/creation.yaml:6)
+Value convert_arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// full  (codegen/mappings/creation.yaml:7)
+Value convert_full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// full_like  (codegen/mappings/creation.yaml:8)
+Value convert_full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// zeros  (codegen/mappings/creation.yaml:9)
+Value convert_zeros(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// ones  (codegen/mappings/creation.yaml:10)
+Value convert_ones(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// zeros_like  (codegen/mappings/creation.yaml:11)
+Value convert_zeros_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// ones_like  (codegen/mappings/creation.yaml:12)
+Value convert_ones_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// scalar_tensor  (codegen/mappings/creation.yaml:13)
+Value convert_scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// fill.Scalar  (codegen/mappings/creation.yaml:14)
+Value convert_fill_Scalar(Builder& b, Value self, Scalar value);
+// fill.Tensor  (codegen/mappings/creation.yaml:15)
+Value convert_fill_Tensor(Builder& b, Value self, Value value);
+// new_zeros  (codegen/mappings/creation.yaml:16)
+Value convert_new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_ones  (codegen/mappings/creation.yaml:17)
+Value convert_new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_full  (codegen/mappings/creation.yaml:18)
+Value convert_new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty.memory_format  (codegen/mappings/creation.yaml:20)
+Value convert_empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty_strided  (codegen/mappings/creation.yaml:21)
+Value convert_empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty_like  (codegen/mappings/creation.yaml:22)
+Value convert_empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_empty  (codegen/mappings/creation.yaml:23)
+Value convert_new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // index.Tensor  (codegen/mappings/indexing.yaml:8)
 Value convert_index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 // index_put  (codegen/mappings/indexing.yaml:9)
@@ -337,6 +375,22 @@ Value convert_instance_norm(Builder& b, Value input, std::optional<Value> weight
 Value convert_rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
 // native_dropout  (codegen/mappings/norm.yaml:17)
 std::array<Value, 2> convert_native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
+// constant_pad_nd  (codegen/mappings/padding.yaml:4)
+Value convert_constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value);
+// pad  (codegen/mappings/padding.yaml:5)
+Value convert_pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
+// reflection_pad1d  (codegen/mappings/padding.yaml:6)
+Value convert_reflection_pad1d(Builder& b, Value self, SymIntList padding);
+// reflection_pad2d  (codegen/mappings/padding.yaml:7)
+Value convert_reflection_pad2d(Builder& b, Value self, SymIntList padding);
+// reflection_pad3d  (codegen/mappings/padding.yaml:8)
+Value convert_reflection_pad3d(Builder& b, Value self, SymIntList padding);
+// replication_pad1d  (codegen/mappings/padding.yaml:9)
+Value convert_replication_pad1d(Builder& b, Value self, SymIntList padding);
+// replication_pad2d  (codegen/mappings/padding.yaml:10)
+Value convert_replication_pad2d(Builder& b, Value self, SymIntList padding);
+// replication_pad3d  (codegen/mappings/padding.yaml:11)
+Value convert_replication_pad3d(Builder& b, Value self, SymIntList padding);
 // max_pool1d  (codegen/mappings/pooling.yaml:6)
 Value convert_max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 // max_pool2d  (codegen/mappings/pooling.yaml:7)
@@ -481,6 +535,74 @@ Value convert_permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value convert_transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
 // _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
+// alias  (codegen/mappings/shape.yaml:21)
+Value convert_alias(Builder& b, Value self);
+// detach  (codegen/mappings/shape.yaml:22)
+Value convert_detach(Builder& b, Value self);
+// lift_fresh_copy  (codegen/mappings/shape.yaml:23)
+Value convert_lift_fresh_copy(Builder& b, Value self);
+// to.dtype_layout  (codegen/mappings/shape.yaml:24)
+Value convert_to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking, bool copy);
+// to.device  (codegen/mappings/shape.yaml:27)
+Value convert_to_device(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
+// copy  (codegen/mappings/shape.yaml:29)
+Value convert_copy(Builder& b, Value self, Value src, bool non_blocking);
+// resize_  (codegen/mappings/shape.yaml:30)
+Value convert_resize_(Builder& b, Value self, SymIntList size);
+// expand  (codegen/mappings/shape.yaml:31)
+Value convert_expand(Builder& b, Value self, SymIntList size, bool implicit);
+// repeat  (codegen/mappings/shape.yaml:32)
+Value convert_repeat(Builder& b, Value self, SymIntList repeats);
+// tile  (codegen/mappings/shape.yaml:33)
+Value convert_tile(Builder& b, Value self, SymIntList dims);
+// squeeze  (codegen/mappings/shape.yaml:34)
+Value convert_squeeze(Builder& b, Value self);
+// squeeze.dim  (codegen/mappings/shape.yaml:35)
+Value convert_squeeze_dim(Builder& b, Value self, int64_t dim);
+// squeeze.dims  (codegen/mappings/shape.yaml:36)
+Value convert_squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
+// unsqueeze  (codegen/mappings/shape.yaml:37)
+Value convert_unsqueeze(Builder& b, Value self, int64_t dim);
+// unflatten.int  (codegen/mappings/shape.yaml:38)
+Value convert_unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes);
+// stack  (codegen/mappings/shape.yaml:39)
+Value convert_stack(Builder& b, std::vector<Value> tensors, int64_t dim);
+// movedim.int  (codegen/mappings/shape.yaml:40)
+Value convert_movedim_int(Builder& b, Value self, int64_t source, int64_t destination);
+// movedim.intlist  (codegen/mappings/shape.yaml:41)
+Value convert_movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination);
+// repeat_interleave.self_int  (codegen/mappings/shape.yaml:42)
+Value convert_repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:43)
+Value convert_repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
+Value convert_repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
+// narrow  (codegen/mappings/shape.yaml:46)
+Value convert_narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length);
+// select.int  (codegen/mappings/shape.yaml:47)
+Value convert_select_int(Builder& b, Value self, int64_t dim, SymInt index);
+// slice.Tensor  (codegen/mappings/shape.yaml:48)
+Value convert_slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+// split.Tensor  (codegen/mappings/shape.yaml:49)
+std::vector<Value> convert_split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim);
+// split_with_sizes  (codegen/mappings/shape.yaml:50)
+std::vector<Value> convert_split_with_sizes(Builder& b, Value self, SymIntList split_sizes, int64_t dim);
+// chunk  (codegen/mappings/shape.yaml:51)
+std::vector<Value> convert_chunk(Builder& b, Value self, int64_t chunks, int64_t dim);
+// unbind.int  (codegen/mappings/shape.yaml:52)
+std::vector<Value> convert_unbind_int(Builder& b, Value self, int64_t dim);
+// flip  (codegen/mappings/shape.yaml:53)
+Value convert_flip(Builder& b, Value self, std::vector<int64_t> dims);
+// roll  (codegen/mappings/shape.yaml:54)
+Value convert_roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims);
+// diagonal  (codegen/mappings/shape.yaml:55)
+Value convert_diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
+// as_strided  (codegen/mappings/shape.yaml:56)
+Value convert_as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
+// triu  (codegen/mappings/shape.yaml:57)
+Value convert_triu(Builder& b, Value self, SymInt diagonal);
+// tril  (codegen/mappings/shape.yaml:58)
+Value convert_tril(Builder& b, Value self, SymInt diagonal);
 // sort  (codegen/mappings/sorting.yaml:3)
 std::array<Value, 2> convert_sort(Builder& b, Value self, int64_t dim, bool descending);
 // sort.stable  (codegen/mappings/sorting.yaml:4)
@@ -665,6 +787,8 @@ Value convert_addcdiv_(Builder& b, Value self, Value tensor1, Value tensor2, Sca
 Value convert_addcmul_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:4))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
+// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:56))
+Value convert_as_strided_(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
 // asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
 Value convert_asin_(Builder& b, Value self);
 // asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
@@ -707,6 +831,8 @@ Value convert_clamp_max__Tensor(Builder& b, Value self, Value max);
 Value convert_clamp_min_(Builder& b, Value self, Scalar min);
 // clamp_min_.Tensor  (in-place twin of clamp_min.Tensor (codegen/mappings/comparison.yaml:45))
 Value convert_clamp_min__Tensor(Builder& b, Value self, Value min);
+// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:29))
+Value convert_copy_(Builder& b, Value self, Value src, bool non_blocking);
 // cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
 Value convert_cos_(Builder& b, Value self);
 // cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
@@ -715,6 +841,8 @@ Value convert_cosh_(Builder& b, Value self);
 Value convert_cumprod_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // cumsum_  (in-place twin of cumsum (codegen/mappings/reduction.yaml:52))
 Value convert_cumsum_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
+// detach_  (in-place twin of detach (codegen/mappings/shape.yaml:22))
+Value convert_detach_(Builder& b, Value self);
 // div_.Scalar  (in-place twin of div.Scalar (codegen/mappings/arithmetic.yaml:22))
 Value convert_div__Scalar(Builder& b, Value self, Scalar other);
 // div_.Scalar_mode  (in-place twin of div.Scalar_mode (codegen/mappings/arithmetic.yaml:24))
@@ -739,6 +867,10 @@ Value convert_exp2_(Builder& b, Value self);
 Value convert_exp_(Builder& b, Value self);
 // expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
 Value convert_expm1_(Builder& b, Value self);
+// fill_.Scalar  (in-place twin of fill.Scalar (codegen/mappings/creation.yaml:14))
+Value convert_fill__Scalar(Builder& b, Value self, Scalar value);
+// fill_.Tensor  (in-place twin of fill.Tensor (codegen/mappings/creation.yaml:15))
+Value convert_fill__Tensor(Builder& b, Value self, Value value);
 // floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
 Value convert_floor_(Builder& b, Value self);
 // floor_divide_.Scalar  (in-place twin of floor_divide.Scalar (codegen/mappings/arithmetic.yaml:26))
@@ -875,6 +1007,12 @@ Value convert_sinh_(Builder& b, Value self);
 Value convert_sqrt_(Builder& b, Value self);
 // square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
 Value convert_square_(Builder& b, Value self);
+// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:34))
+Value convert_squeeze_(Builder& b, Value self);
+// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:35))
+Value convert_squeeze__dim(Builder& b, Value self, int64_t dim);
+// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:36))
+Value convert_squeeze__dims(Builder& b, Value self, std::vector<int64_t> dim);
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
 Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // sub_.Tensor  (in-place twin of sub.Tensor (codegen/mappings/arithmetic.yaml:7))
@@ -887,8 +1025,14 @@ Value convert_tan_(Builder& b, Value self);
 Value convert_tanh_(Builder& b, Value self);
 // threshold_  (in-place twin of threshold (codegen/mappings/activation.yaml:60))
 Value convert_threshold_(Builder& b, Value self, Scalar threshold, Scalar value);
+// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:58))
+Value convert_tril_(Builder& b, Value self, SymInt diagonal);
+// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:57))
+Value convert_triu_(Builder& b, Value self, SymInt diagonal);
 // trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
 Value convert_trunc_(Builder& b, Value self);
+// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:37))
+Value convert_unsqueeze_(Builder& b, Value self, int64_t dim);
 // xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))
 Value convert_xlogy__Tensor(Builder& b, Value self, Value other);
 
@@ -949,6 +1093,25 @@ Value clamp_min(Builder& b, Value self, Scalar min);
 Value clamp_min_Tensor(Builder& b, Value self, Value min);
 Value clamp_max(Builder& b, Value self, Scalar max);
 Value clamp_max_Tensor(Builder& b, Value self, Value max);
+Value arange(Builder& b, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value zeros(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value ones(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value zeros_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value ones_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value fill_Scalar(Builder& b, Value self, Scalar value);
+Value fill_Tensor(Builder& b, Value self, Value value);
+Value new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 Value index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
 Value nonzero(Builder& b, Value self);
@@ -990,6 +1153,14 @@ Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Valu
 Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
 Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
 std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
+Value constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value);
+Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
+Value reflection_pad1d(Builder& b, Value self, SymIntList padding);
+Value reflection_pad2d(Builder& b, Value self, SymIntList padding);
+Value reflection_pad3d(Builder& b, Value self, SymIntList padding);
+Value replication_pad1d(Builder& b, Value self, SymIntList padding);
+Value replication_pad2d(Builder& b, Value self, SymIntList padding);
+Value replication_pad3d(Builder& b, Value self, SymIntList padding);
 Value max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
@@ -1052,6 +1223,35 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+Value copy(Builder& b, Value self, Value src, bool non_blocking);
+Value resize_(Builder& b, Value self, SymIntList size);
+Value expand(Builder& b, Value self, SymIntList size, bool implicit);
+Value repeat(Builder& b, Value self, SymIntList repeats);
+Value tile(Builder& b, Value self, SymIntList dims);
+Value squeeze(Builder& b, Value self);
+Value squeeze_dim(Builder& b, Value self, int64_t dim);
+Value squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
+Value unsqueeze(Builder& b, Value self, int64_t dim);
+Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes);
+Value stack(Builder& b, std::vector<Value> tensors, int64_t dim);
+Value movedim_int(Builder& b, Value self, int64_t source, int64_t destination);
+Value movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination);
+Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
+Value repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
+Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length);
+Value select_int(Builder& b, Value self, int64_t dim, SymInt index);
+Value slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
+std::vector<Value> split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim);
+std::vector<Value> split_with_sizes(Builder& b, Value self, SymIntList split_sizes, int64_t dim);
+std::vector<Value> chunk(Builder& b, Value self, int64_t chunks, int64_t dim);
+std::vector<Value> unbind_int(Builder& b, Value self, int64_t dim);
+Value flip(Builder& b, Value self, std::vector<int64_t> dims);
+Value roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims);
+Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
+Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
+Value triu(Builder& b, Value self, SymInt diagonal);
+Value tril(Builder& b, Value self, SymInt diagonal);
 std::array<Value, 2> sort(Builder& b, Value self, int64_t dim, bool descending);
 std::array<Value, 2> sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
 Value argsort(Builder& b, Value self, int64_t dim, bool descending);

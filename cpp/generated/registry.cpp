@@ -744,6 +744,167 @@ void unpack_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const
 }
 constexpr const char* kArgs_clamp_max_Tensor[] = {"self", "max"};
 
+void unpack_arange([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar end = unpack_scalar(arg_at(args, 0), "end");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_arange(b, std::move(end), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_arange[] = {"end", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar start = unpack_scalar(arg_at(args, 0), "start");
+  Scalar end = unpack_scalar(arg_at(args, 1), "end");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_arange_start(b, std::move(start), std::move(end), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_arange_start[] = {"start", "end", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_arange_start_step([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar start = unpack_scalar(arg_at(args, 0), "start");
+  Scalar end = unpack_scalar(arg_at(args, 1), "end");
+  Scalar step = given(args, 2) ? unpack_scalar(args[2], "step") : Scalar(Scalar(int64_t{1}));
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_arange_start_step(b, std::move(start), std::move(end), std::move(step), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_arange_start_step[] = {"start", "end", "step", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  Scalar fill_value = unpack_scalar(arg_at(args, 1), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_full(b, std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_full[] = {"size", "fill_value", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar fill_value = unpack_scalar(arg_at(args, 1), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_full_like(b, std::move(self), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_full_like[] = {"self", "fill_value", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_zeros(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_zeros[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_ones(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_ones[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_zeros_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_zeros_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_zeros_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_ones_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_ones_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_ones_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_scalar_tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Scalar s = unpack_scalar(arg_at(args, 0), "s");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_scalar_tensor(b, std::move(s), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_scalar_tensor[] = {"s", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar value = unpack_scalar(arg_at(args, 1), "value");
+  outs.push_back(convert_fill_Scalar(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill_Scalar[] = {"self", "value"};
+
+void unpack_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value value = unpack_tensor(b, arg_at(args, 1), "value");
+  outs.push_back(convert_fill_Tensor(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill_Tensor[] = {"self", "value"};
+
+void unpack_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_zeros(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_zeros[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_ones(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  Scalar fill_value = unpack_scalar(arg_at(args, 2), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_memory_format(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_memory_format[] = {"size", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  SymIntList stride = unpack_symint_list(arg_at(args, 1), "stride");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_strided(b, std::move(size), std::move(stride), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_strided[] = {"size", "stride", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_empty(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_empty[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
 void unpack_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
@@ -1340,6 +1501,65 @@ void unpack_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 
+void unpack_constant_pad_nd([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
+  Scalar value = given(args, 2) ? unpack_scalar(args[2], "value") : Scalar(Scalar(int64_t{0}));
+  outs.push_back(convert_constant_pad_nd(b, std::move(self), std::move(pad), std::move(value)));
+}
+constexpr const char* kArgs_constant_pad_nd[] = {"self", "pad", "value"};
+
+void unpack_pad([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
+  std::string mode = given(args, 2) ? unpack_str(args[2], "mode") : std::string(std::string("constant"));
+  std::optional<double> value = given(args, 3) ? unpack_opt_float(args[3], "value") : std::optional<double>(std::nullopt);
+  outs.push_back(convert_pad(b, std::move(self), std::move(pad), std::move(mode), std::move(value)));
+}
+constexpr const char* kArgs_pad[] = {"self", "pad", "mode", "value"};
+
+void unpack_reflection_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 2);
+  outs.push_back(convert_reflection_pad1d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_reflection_pad1d[] = {"self", "padding"};
+
+void unpack_reflection_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 4);
+  outs.push_back(convert_reflection_pad2d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_reflection_pad2d[] = {"self", "padding"};
+
+void unpack_reflection_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 6);
+  outs.push_back(convert_reflection_pad3d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_reflection_pad3d[] = {"self", "padding"};
+
+void unpack_replication_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 2);
+  outs.push_back(convert_replication_pad1d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_replication_pad1d[] = {"self", "padding"};
+
+void unpack_replication_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 4);
+  outs.push_back(convert_replication_pad2d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_replication_pad2d[] = {"self", "padding"};
+
+void unpack_replication_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 6);
+  outs.push_back(convert_replication_pad3d(b, std::move(self), std::move(padding)));
+}
+constexpr const char* kArgs_replication_pad3d[] = {"self", "padding"};
+
 void unpack_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> kernel_size = unpack_int_list(arg_at(args, 1), "kernel_size", 1);
@@ -1922,6 +2142,268 @@ void unpack__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]
   convert__assert_tensor_metadata(b, std::move(a), std::move(size), std::move(stride), std::move(dtype));
 }
 constexpr const char* kArgs__assert_tensor_metadata[] = {"a", "size", "stride", "dtype", "device", "layout"};
+
+void unpack_alias([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_alias(b, std::move(self)));
+}
+constexpr const char* kArgs_alias[] = {"self"};
+
+void unpack_detach([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_detach(b, std::move(self)));
+}
+constexpr const char* kArgs_detach[] = {"self"};
+
+void unpack_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_lift_fresh_copy(b, std::move(self)));
+}
+constexpr const char* kArgs_lift_fresh_copy[] = {"self"};
+
+void unpack_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
+  bool copy = given(args, 6) ? unpack_bool(args[6], "copy") : bool(false);
+  outs.push_back(convert_to_dtype_layout(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_dtype_layout[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy", "memory_format"};
+
+void unpack_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  ScalarType dtype = unpack_scalar_type(arg_at(args, 2), "dtype");
+  bool non_blocking = given(args, 3) ? unpack_bool(args[3], "non_blocking") : bool(false);
+  bool copy = given(args, 4) ? unpack_bool(args[4], "copy") : bool(false);
+  outs.push_back(convert_to_device(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_device[] = {"self", "device", "dtype", "non_blocking", "copy", "memory_format"};
+
+void unpack_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
+  outs.push_back(convert_copy(b, std::move(self), std::move(src), std::move(non_blocking)));
+}
+constexpr const char* kArgs_copy[] = {"self", "src", "non_blocking"};
+
+void unpack_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  outs.push_back(convert_resize_(b, std::move(self), std::move(size)));
+}
+constexpr const char* kArgs_resize_[] = {"self", "size", "memory_format"};
+
+void unpack_expand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  bool implicit = given(args, 2) ? unpack_bool(args[2], "implicit") : bool(false);
+  outs.push_back(convert_expand(b, std::move(self), std::move(size), std::move(implicit)));
+}
+constexpr const char* kArgs_expand[] = {"self", "size", "implicit"};
+
+void unpack_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList repeats = unpack_symint_list(arg_at(args, 1), "repeats");
+  outs.push_back(convert_repeat(b, std::move(self), std::move(repeats)));
+}
+constexpr const char* kArgs_repeat[] = {"self", "repeats"};
+
+void unpack_tile([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList dims = unpack_symint_list(arg_at(args, 1), "dims");
+  outs.push_back(convert_tile(b, std::move(self), std::move(dims)));
+}
+constexpr const char* kArgs_tile[] = {"self", "dims"};
+
+void unpack_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_squeeze(b, std::move(self)));
+}
+constexpr const char* kArgs_squeeze[] = {"self"};
+
+void unpack_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze_dim(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze_dim[] = {"self", "dim"};
+
+void unpack_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze_dims(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze_dims[] = {"self", "dim"};
+
+void unpack_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_unsqueeze(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_unsqueeze[] = {"self", "dim"};
+
+void unpack_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  SymIntList sizes = unpack_symint_list(arg_at(args, 2), "sizes");
+  outs.push_back(convert_unflatten_int(b, std::move(self), std::move(dim), std::move(sizes)));
+}
+constexpr const char* kArgs_unflatten_int[] = {"self", "dim", "sizes"};
+
+void unpack_stack([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 0), "tensors");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
+  outs.push_back(convert_stack(b, std::move(tensors), std::move(dim)));
+}
+constexpr const char* kArgs_stack[] = {"tensors", "dim"};
+
+void unpack_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t source = unpack_int(arg_at(args, 1), "source");
+  int64_t destination = unpack_int(arg_at(args, 2), "destination");
+  outs.push_back(convert_movedim_int(b, std::move(self), std::move(source), std::move(destination)));
+}
+constexpr const char* kArgs_movedim_int[] = {"self", "source", "destination"};
+
+void unpack_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> source = unpack_int_list(arg_at(args, 1), "source");
+  std::vector<int64_t> destination = unpack_int_list(arg_at(args, 2), "destination");
+  outs.push_back(convert_movedim_intlist(b, std::move(self), std::move(source), std::move(destination)));
+}
+constexpr const char* kArgs_movedim_intlist[] = {"self", "source", "destination"};
+
+void unpack_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt repeats = unpack_symint(arg_at(args, 1), "repeats");
+  std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
+  std::optional<SymInt> output_size = given(args, 3) ? unpack_opt_symint(args[3], "output_size") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_repeat_interleave_self_int(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
+}
+constexpr const char* kArgs_repeat_interleave_self_int[] = {"self", "repeats", "dim", "output_size"};
+
+void unpack_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value repeats = unpack_tensor(b, arg_at(args, 1), "repeats");
+  std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
+  std::optional<SymInt> output_size = given(args, 3) ? unpack_opt_symint(args[3], "output_size") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_repeat_interleave_self_Tensor(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
+}
+constexpr const char* kArgs_repeat_interleave_self_Tensor[] = {"self", "repeats", "dim", "output_size"};
+
+void unpack_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value repeats = unpack_tensor(b, arg_at(args, 0), "repeats");
+  std::optional<SymInt> output_size = given(args, 1) ? unpack_opt_symint(args[1], "output_size") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_repeat_interleave_Tensor(b, std::move(repeats), std::move(output_size)));
+}
+constexpr const char* kArgs_repeat_interleave_Tensor[] = {"repeats", "output_size"};
+
+void unpack_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  SymInt start = unpack_symint(arg_at(args, 2), "start");
+  SymInt length = unpack_symint(arg_at(args, 3), "length");
+  outs.push_back(convert_narrow(b, std::move(self), std::move(dim), std::move(start), std::move(length)));
+}
+constexpr const char* kArgs_narrow[] = {"self", "dim", "start", "length"};
+
+void unpack_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  SymInt index = unpack_symint(arg_at(args, 2), "index");
+  outs.push_back(convert_select_int(b, std::move(self), std::move(dim), std::move(index)));
+}
+constexpr const char* kArgs_select_int[] = {"self", "dim", "index"};
+
+void unpack_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
+  std::optional<SymInt> start = given(args, 2) ? unpack_opt_symint(args[2], "start") : std::optional<SymInt>(std::nullopt);
+  std::optional<SymInt> end = given(args, 3) ? unpack_opt_symint(args[3], "end") : std::optional<SymInt>(std::nullopt);
+  SymInt step = given(args, 4) ? unpack_symint(args[4], "step") : SymInt(SymInt(1));
+  outs.push_back(convert_slice_Tensor(b, std::move(self), std::move(dim), std::move(start), std::move(end), std::move(step)));
+}
+constexpr const char* kArgs_slice_Tensor[] = {"self", "dim", "start", "end", "step"};
+
+void unpack_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt split_size = unpack_symint(arg_at(args, 1), "split_size");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  for (Value v : convert_split_Tensor(b, std::move(self), std::move(split_size), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_split_Tensor[] = {"self", "split_size", "dim"};
+
+void unpack_split_with_sizes([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList split_sizes = unpack_symint_list(arg_at(args, 1), "split_sizes");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  for (Value v : convert_split_with_sizes(b, std::move(self), std::move(split_sizes), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_split_with_sizes[] = {"self", "split_sizes", "dim"};
+
+void unpack_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t chunks = unpack_int(arg_at(args, 1), "chunks");
+  int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
+  for (Value v : convert_chunk(b, std::move(self), std::move(chunks), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_chunk[] = {"self", "chunks", "dim"};
+
+void unpack_unbind_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
+  for (Value v : convert_unbind_int(b, std::move(self), std::move(dim))) outs.push_back(v);
+}
+constexpr const char* kArgs_unbind_int[] = {"self", "dim"};
+
+void unpack_flip([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dims = unpack_int_list(arg_at(args, 1), "dims");
+  outs.push_back(convert_flip(b, std::move(self), std::move(dims)));
+}
+constexpr const char* kArgs_flip[] = {"self", "dims"};
+
+void unpack_roll([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList shifts = unpack_symint_list(arg_at(args, 1), "shifts", 1);
+  std::vector<int64_t> dims = given(args, 2) ? unpack_int_list(args[2], "dims", 1) : std::vector<int64_t>(std::vector<int64_t>{});
+  outs.push_back(convert_roll(b, std::move(self), std::move(shifts), std::move(dims)));
+}
+constexpr const char* kArgs_roll[] = {"self", "shifts", "dims"};
+
+void unpack_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t offset = given(args, 1) ? unpack_int(args[1], "offset") : int64_t(0);
+  int64_t dim1 = given(args, 2) ? unpack_int(args[2], "dim1") : int64_t(0);
+  int64_t dim2 = given(args, 3) ? unpack_int(args[3], "dim2") : int64_t(1);
+  outs.push_back(convert_diagonal(b, std::move(self), std::move(offset), std::move(dim1), std::move(dim2)));
+}
+constexpr const char* kArgs_diagonal[] = {"self", "offset", "dim1", "dim2"};
+
+void unpack_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  SymIntList stride = unpack_symint_list(arg_at(args, 2), "stride");
+  std::optional<SymInt> storage_offset = given(args, 3) ? unpack_opt_symint(args[3], "storage_offset") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_as_strided(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
+}
+constexpr const char* kArgs_as_strided[] = {"self", "size", "stride", "storage_offset"};
+
+void unpack_triu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_triu(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_triu[] = {"self", "diagonal"};
+
+void unpack_tril([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_tril(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_tril[] = {"self", "diagonal"};
 
 void unpack_sort([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2633,6 +3115,15 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
+void unpack_as_strided_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  SymIntList stride = unpack_symint_list(arg_at(args, 2), "stride");
+  std::optional<SymInt> storage_offset = given(args, 3) ? unpack_opt_symint(args[3], "storage_offset") : std::optional<SymInt>(std::nullopt);
+  outs.push_back(convert_as_strided_(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
+}
+constexpr const char* kArgs_as_strided_[] = {"self", "size", "stride", "storage_offset"};
+
 void unpack_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_asin_(b, std::move(self)));
@@ -2779,6 +3270,14 @@ void unpack_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] cons
 }
 constexpr const char* kArgs_clamp_min__Tensor[] = {"self", "min"};
 
+void unpack_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value src = unpack_tensor(b, arg_at(args, 1), "src");
+  bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
+  outs.push_back(convert_copy_(b, std::move(self), std::move(src), std::move(non_blocking)));
+}
+constexpr const char* kArgs_copy_[] = {"self", "src", "non_blocking"};
+
 void unpack_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_cos_(b, std::move(self)));
@@ -2806,6 +3305,12 @@ void unpack_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   outs.push_back(convert_cumsum_(b, std::move(self), std::move(dim), std::move(dtype)));
 }
 constexpr const char* kArgs_cumsum_[] = {"self", "dim", "dtype"};
+
+void unpack_detach_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_detach_(b, std::move(self)));
+}
+constexpr const char* kArgs_detach_[] = {"self"};
 
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2889,6 +3394,20 @@ void unpack_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   outs.push_back(convert_expm1_(b, std::move(self)));
 }
 constexpr const char* kArgs_expm1_[] = {"self"};
+
+void unpack_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar value = unpack_scalar(arg_at(args, 1), "value");
+  outs.push_back(convert_fill__Scalar(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill__Scalar[] = {"self", "value"};
+
+void unpack_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value value = unpack_tensor(b, arg_at(args, 1), "value");
+  outs.push_back(convert_fill__Tensor(b, std::move(self), std::move(value)));
+}
+constexpr const char* kArgs_fill__Tensor[] = {"self", "value"};
 
 void unpack_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -3378,6 +3897,26 @@ void unpack_square_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
 }
 constexpr const char* kArgs_square_[] = {"self"};
 
+void unpack_squeeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_squeeze_(b, std::move(self)));
+}
+constexpr const char* kArgs_squeeze_[] = {"self"};
+
+void unpack_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze__dim(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze__dim[] = {"self", "dim"};
+
+void unpack_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  outs.push_back(convert_squeeze__dims(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_squeeze__dims[] = {"self", "dim"};
+
 void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(arg_at(args, 1), "other");
@@ -3420,11 +3959,32 @@ void unpack_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_threshold_[] = {"self", "threshold", "value"};
 
+void unpack_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_tril_(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_tril_[] = {"self", "diagonal"};
+
+void unpack_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
+  outs.push_back(convert_triu_(b, std::move(self), std::move(diagonal)));
+}
+constexpr const char* kArgs_triu_[] = {"self", "diagonal"};
+
 void unpack_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_trunc_(b, std::move(self)));
 }
 constexpr const char* kArgs_trunc_[] = {"self"};
+
+void unpack_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  outs.push_back(convert_unsqueeze_(b, std::move(self), std::move(dim)));
+}
+constexpr const char* kArgs_unsqueeze_[] = {"self", "dim"};
 
 void unpack_xlogy__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -3534,6 +4094,25 @@ const OpEntry kOps[] = {
     {"clamp_min.Tensor", &unpack_clamp_min_Tensor, kArgs_clamp_min_Tensor},
     {"clamp_max", &unpack_clamp_max, kArgs_clamp_max},
     {"clamp_max.Tensor", &unpack_clamp_max_Tensor, kArgs_clamp_max_Tensor},
+    {"arange", &unpack_arange, kArgs_arange},
+    {"arange.start", &unpack_arange_start, kArgs_arange_start},
+    {"arange.start_step", &unpack_arange_start_step, kArgs_arange_start_step},
+    {"full", &unpack_full, kArgs_full},
+    {"full_like", &unpack_full_like, kArgs_full_like},
+    {"zeros", &unpack_zeros, kArgs_zeros},
+    {"ones", &unpack_ones, kArgs_ones},
+    {"zeros_like", &unpack_zeros_like, kArgs_zeros_like},
+    {"ones_like", &unpack_ones_like, kArgs_ones_like},
+    {"scalar_tensor", &unpack_scalar_tensor, kArgs_scalar_tensor},
+    {"fill.Scalar", &unpack_fill_Scalar, kArgs_fill_Scalar},
+    {"fill.Tensor", &unpack_fill_Tensor, kArgs_fill_Tensor},
+    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros},
+    {"new_ones", &unpack_new_ones, kArgs_new_ones},
+    {"new_full", &unpack_new_full, kArgs_new_full},
+    {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format},
+    {"empty_strided", &unpack_empty_strided, kArgs_empty_strided},
+    {"empty_like", &unpack_empty_like, kArgs_empty_like},
+    {"new_empty", &unpack_new_empty, kArgs_new_empty},
     {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor},
     {"index_put", &unpack_index_put, kArgs_index_put},
     {"nonzero", &unpack_nonzero, kArgs_nonzero},
@@ -3596,6 +4175,14 @@ const OpEntry kOps[] = {
     {"instance_norm", &unpack_instance_norm, kArgs_instance_norm},
     {"rms_norm", &unpack_rms_norm, kArgs_rms_norm},
     {"native_dropout", &unpack_native_dropout, kArgs_native_dropout},
+    {"constant_pad_nd", &unpack_constant_pad_nd, kArgs_constant_pad_nd},
+    {"pad", &unpack_pad, kArgs_pad},
+    {"reflection_pad1d", &unpack_reflection_pad1d, kArgs_reflection_pad1d},
+    {"reflection_pad2d", &unpack_reflection_pad2d, kArgs_reflection_pad2d},
+    {"reflection_pad3d", &unpack_reflection_pad3d, kArgs_reflection_pad3d},
+    {"replication_pad1d", &unpack_replication_pad1d, kArgs_replication_pad1d},
+    {"replication_pad2d", &unpack_replication_pad2d, kArgs_replication_pad2d},
+    {"replication_pad3d", &unpack_replication_pad3d, kArgs_replication_pad3d},
     {"max_pool1d", &unpack_max_pool1d, kArgs_max_pool1d},
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
     {"max_pool3d", &unpack_max_pool3d, kArgs_max_pool3d},
@@ -3668,6 +4255,40 @@ const OpEntry kOps[] = {
     {"permute", &unpack_permute, kArgs_permute},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
     {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
+    {"alias", &unpack_alias, kArgs_alias},
+    {"detach", &unpack_detach, kArgs_detach},
+    {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy},
+    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout},
+    {"to.device", &unpack_to_device, kArgs_to_device},
+    {"copy", &unpack_copy, kArgs_copy},
+    {"resize_", &unpack_resize_, kArgs_resize_},
+    {"expand", &unpack_expand, kArgs_expand},
+    {"repeat", &unpack_repeat, kArgs_repeat},
+    {"tile", &unpack_tile, kArgs_tile},
+    {"squeeze", &unpack_squeeze, kArgs_squeeze},
+    {"squeeze.dim", &unpack_squeeze_dim, kArgs_squeeze_dim},
+    {"squeeze.dims", &unpack_squeeze_dims, kArgs_squeeze_dims},
+    {"unsqueeze", &unpack_unsqueeze, kArgs_unsqueeze},
+    {"unflatten.int", &unpack_unflatten_int, kArgs_unflatten_int},
+    {"stack", &unpack_stack, kArgs_stack},
+    {"movedim.int", &unpack_movedim_int, kArgs_movedim_int},
+    {"movedim.intlist", &unpack_movedim_intlist, kArgs_movedim_intlist},
+    {"repeat_interleave.self_int", &unpack_repeat_interleave_self_int, kArgs_repeat_interleave_self_int},
+    {"repeat_interleave.self_Tensor", &unpack_repeat_interleave_self_Tensor, kArgs_repeat_interleave_self_Tensor},
+    {"repeat_interleave.Tensor", &unpack_repeat_interleave_Tensor, kArgs_repeat_interleave_Tensor},
+    {"narrow", &unpack_narrow, kArgs_narrow},
+    {"select.int", &unpack_select_int, kArgs_select_int},
+    {"slice.Tensor", &unpack_slice_Tensor, kArgs_slice_Tensor},
+    {"split.Tensor", &unpack_split_Tensor, kArgs_split_Tensor},
+    {"split_with_sizes", &unpack_split_with_sizes, kArgs_split_with_sizes},
+    {"chunk", &unpack_chunk, kArgs_chunk},
+    {"unbind.int", &unpack_unbind_int, kArgs_unbind_int},
+    {"flip", &unpack_flip, kArgs_flip},
+    {"roll", &unpack_roll, kArgs_roll},
+    {"diagonal", &unpack_diagonal, kArgs_diagonal},
+    {"as_strided", &unpack_as_strided, kArgs_as_strided},
+    {"triu", &unpack_triu, kArgs_triu},
+    {"tril", &unpack_tril, kArgs_tril},
     {"sort", &unpack_sort, kArgs_sort},
     {"sort.stable", &unpack_sort_stable, kArgs_sort_stable},
     {"argsort", &unpack_argsort, kArgs_argsort},
@@ -3760,6 +4381,7 @@ const OpEntry kOps[] = {
     {"addcdiv_", &unpack_addcdiv_, kArgs_addcdiv_},
     {"addcmul_", &unpack_addcmul_, kArgs_addcmul_},
     {"addmm_", &unpack_addmm_, kArgs_addmm_},
+    {"as_strided_", &unpack_as_strided_, kArgs_as_strided_},
     {"asin_", &unpack_asin_, kArgs_asin_},
     {"asinh_", &unpack_asinh_, kArgs_asinh_},
     {"atan2_", &unpack_atan2_, kArgs_atan2_},
@@ -3781,10 +4403,12 @@ const OpEntry kOps[] = {
     {"clamp_max_.Tensor", &unpack_clamp_max__Tensor, kArgs_clamp_max__Tensor},
     {"clamp_min_", &unpack_clamp_min_, kArgs_clamp_min_},
     {"clamp_min_.Tensor", &unpack_clamp_min__Tensor, kArgs_clamp_min__Tensor},
+    {"copy_", &unpack_copy_, kArgs_copy_},
     {"cos_", &unpack_cos_, kArgs_cos_},
     {"cosh_", &unpack_cosh_, kArgs_cosh_},
     {"cumprod_", &unpack_cumprod_, kArgs_cumprod_},
     {"cumsum_", &unpack_cumsum_, kArgs_cumsum_},
+    {"detach_", &unpack_detach_, kArgs_detach_},
     {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
     {"div_.Scalar_mode", &unpack_div__Scalar_mode, kArgs_div__Scalar_mode},
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
@@ -3797,6 +4421,8 @@ const OpEntry kOps[] = {
     {"exp2_", &unpack_exp2_, kArgs_exp2_},
     {"exp_", &unpack_exp_, kArgs_exp_},
     {"expm1_", &unpack_expm1_, kArgs_expm1_},
+    {"fill_.Scalar", &unpack_fill__Scalar, kArgs_fill__Scalar},
+    {"fill_.Tensor", &unpack_fill__Tensor, kArgs_fill__Tensor},
     {"floor_", &unpack_floor_, kArgs_floor_},
     {"floor_divide_.Scalar", &unpack_floor_divide__Scalar, kArgs_floor_divide__Scalar},
     {"fmod_.Scalar", &unpack_fmod__Scalar, kArgs_fmod__Scalar},
@@ -3865,13 +4491,19 @@ const OpEntry kOps[] = {
     {"sinh_", &unpack_sinh_, kArgs_sinh_},
     {"sqrt_", &unpack_sqrt_, kArgs_sqrt_},
     {"square_", &unpack_square_, kArgs_square_},
+    {"squeeze_", &unpack_squeeze_, kArgs_squeeze_},
+    {"squeeze_.dim", &unpack_squeeze__dim, kArgs_squeeze__dim},
+    {"squeeze_.dims", &unpack_squeeze__dims, kArgs_squeeze__dims},
     {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
     {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
     {"t_", &unpack_t_, kArgs_t_},
     {"tan_", &unpack_tan_, kArgs_tan_},
     {"tanh_", &unpack_tanh_, kArgs_tanh_},
     {"threshold_", &unpack_threshold_, kArgs_threshold_},
+    {"tril_", &unpack_tril_, kArgs_tril_},
+    {"triu_", &unpack_triu_, kArgs_triu_},
     {"trunc_", &unpack_trunc_, kArgs_trunc_},
+    {"unsqueeze_", &unpack_unsqueeze_, kArgs_unsqueeze_},
     {"xlogy_.Tensor", &unpack_xlogy__Tensor, kArgs_xlogy__Tensor},
 };
 

@@ -64,6 +64,9 @@ class Row:
     sample_filter: SampleRule | None = None
     xfails: tuple[SampleRule, ...] = ()
     max_samples: int | None = None  # None: MAX_SAMPLES for the dtype
+    # False for ops whose result is uninitialized memory in torch (empty, resize_ growing): only
+    # the outputs' shapes and dtypes are compared.
+    check_values: bool = True
     family: str = ""  # the rows module that defines it (set when the table is collected)
     # Trace with every dimension dynamic (size queries and arithmetic on sizes stay in the graph).
     dynamic: bool = False

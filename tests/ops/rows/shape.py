@@ -1,7 +1,7 @@
-"""Views, copies and type conversions."""
+"""Views, copies, type conversions, and the ops that take parts of a tensor."""
 
 import torch
-from row import SampleRule, aten, from_opinfo, hand_written, tensor
+from row import PARITY_DTYPES, SampleRule, aten, from_opinfo, hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
 
@@ -13,6 +13,74 @@ def _unsafe_view(dtype):
 def _to_copy(dtype):
     for target in [torch.float64, torch.float16, torch.int64, torch.bool, None]:
         yield SampleInput(tensor((3, 4), dtype), kwargs={"dtype": target})
+
+
+def _views(dtype):
+    for shape in [(), (0,), (3, 4), (2, 0, 3)]:
+        yield SampleInput(tensor(shape, dtype))
+
+
+def _to_dtype_layout(dtype):
+    for target in [torch.float64, torch.int64, torch.bool, None]:
+        yield SampleInput(tensor((3, 4), dtype), kwargs={"dtype": target, "layout": torch.strided})
+
+
+def _copy(dtype):
+    """src broadcast to self's shape and converted to self's dtype."""
+    for shape, src_shape, src_dtype in [
+        ((3, 4), (3, 4), dtype),
+        ((2, 3, 4), (4,), dtype),
+        ((2, 3), (), torch.float64),
+        ((2, 3), (1, 3), torch.int64),
+        ((0, 3), (3,), dtype),
+        ((), (), torch.bool),
+    ]:
+        yield SampleInput(tensor(shape, dtype), args=(tensor(src_shape, src_dtype),))
+
+
+def _slices(dtype):
+    """Steps above 1, negative bounds, bounds beyond the size (torch clamps) and empty results."""
+    x = tensor((5, 6), dtype)
+    for dim, start, end, step in [
+        (0, 1, 4, 2),
+        (1, -4, -1, 1),
+        (1, -100, 100, 3),
+        (0, 3, 100, 1),
+        (1, 4, 2, 1),
+        (-1, None, None, 4),
+        (0, 7, None, 1),
+        (1, None, -2, 2),
+    ]:
+        yield SampleInput(x.clone(), args=(dim, start, end, step))
+    yield SampleInput(tensor((0, 3), dtype), args=(0, 0, 2, 1))
+
+
+def _narrow(dtype):
+    """Negative starts, one of them running to the end."""
+    for dim, start, length in [(0, -2, 2), (1, -3, 1), (-1, 0, 0)]:
+        yield SampleInput(tensor((4, 5), dtype), args=(dim, start, length))
+
+
+def _movedim_int(dtype):
+    for shape, source, destination in [((2, 3, 4), 0, 2), ((2, 3, 4), -1, 0), ((2, 3, 4, 5), 1, -1), ((), 0, -1)]:
+        yield SampleInput(tensor(shape, dtype), args=(source, destination))
+
+
+def _repeat_interleave_counts(dtype):
+    for counts, output_size in [([1, 2, 3], 6), ([0, 2, 0, 1], 3), ([4], 4), ([], 0)]:
+        yield SampleInput(torch.tensor(counts, dtype=torch.int64), kwargs={"output_size": output_size})
+    yield SampleInput(torch.tensor([2, 0, 1], dtype=torch.int32), kwargs={"output_size": 3})
+
+
+def _resize(grow: bool):
+    def samples(dtype):
+        cases = [((2, 3, 4), (5, 5)), ((6,), (3, 3)), ((), (2, 2)), ((0,), (2, 3))] if grow else [
+            ((2, 3, 4), (4, 5)), ((6,), (2, 2)), ((3, 4), (2, 2, 1)), ((3, 4), (0,))
+        ]
+        for shape, size in cases:
+            yield SampleInput(tensor(shape, dtype), args=(size,))
+
+    return samples
 
 
 def _transposed(dtype):
@@ -30,18 +98,84 @@ ROWS = (
     from_opinfo("flatten", "flatten.using_ints"),
     from_opinfo("cat", "cat"),
     from_opinfo("clone", "clone"),
-    # torch.export records Tensor.to(dtype) as a metadata assert followed by to.dtype.
-    from_opinfo(
-        "to",
-        "to.dtype",
-        "_assert_tensor_metadata",
-        sample_filter=SampleRule(
-            "to(device, ...) and to(other_tensor, ...) are aten.to.device, not in this row",
-            lambda s: bool(s.args) and not isinstance(s.args[0], torch.dtype),
-        ),
+    # torch.export records Tensor.to(dtype) (and to(other_tensor)) as a metadata assert followed
+    # by to.dtype, to(device, dtype) as to.device.
+    from_opinfo("to", "to.dtype", "to.device", "_assert_tensor_metadata"),
+    hand_written(
+        "to.dtype_layout", fn=lambda x, **kw: aten.to.dtype_layout(x, **kw), samples=_to_dtype_layout,
+        dtypes=PARITY_DTYPES,
     ),
     hand_written("_unsafe_view", fn=lambda x, size: aten._unsafe_view.default(x, size), samples=_unsafe_view),
     hand_written("_to_copy", fn=lambda x, **kw: aten._to_copy.default(x, **kw), samples=_to_copy),
     # OpInfo's contiguous samples are already contiguous, so torch.export records no op for them.
     hand_written("contiguous", fn=lambda x, **kw: x.transpose(0, -1).contiguous(**kw), samples=_transposed),
+    hand_written("alias", fn=lambda x: aten.alias.default(x), samples=_views, dtypes=PARITY_DTYPES),
+    hand_written("detach", fn=lambda x: x.detach(), samples=_views, dtypes=PARITY_DTYPES),
+    hand_written(
+        "lift_fresh_copy", fn=lambda x: aten.lift_fresh_copy.default(x), samples=_views, dtypes=PARITY_DTYPES
+    ),
+    hand_written("copy", fn=lambda x, src: aten.copy.default(x, src), samples=_copy, dtypes=PARITY_DTYPES),
+    from_opinfo("resize_", "resize_"),
+    hand_written(
+        "resize_", id="resize_.shrink", fn=lambda x, size: x.clone().resize_(size), samples=_resize(grow=False),
+        dtypes=PARITY_DTYPES,
+    ),
+    # Growing leaves the new elements uninitialized in torch.
+    hand_written(
+        "resize_", id="resize_.grow", fn=lambda x, size: x.clone().resize_(size), samples=_resize(grow=True),
+        check_values=False,
+        dtypes=PARITY_DTYPES,
+    ),
+    from_opinfo("expand", "expand"),
+    from_opinfo("repeat", "repeat"),
+    from_opinfo("tile", "tile"),
+    from_opinfo("squeeze", "squeeze", "squeeze.dim"),
+    from_opinfo("squeeze", "squeeze.dims", variant="multiple"),
+    from_opinfo("unsqueeze", "unsqueeze"),
+    from_opinfo("unflatten", "unflatten.int"),
+    from_opinfo("stack", "stack"),
+    from_opinfo("movedim", "movedim.intlist"),
+    hand_written(
+        "movedim.int", fn=lambda x, source, destination: x.movedim(source, destination), samples=_movedim_int,
+        dtypes=PARITY_DTYPES,
+    ),
+    from_opinfo(
+        "repeat_interleave",
+        "repeat_interleave.self_int",
+        "repeat_interleave.self_Tensor",
+        xfails=(
+            SampleRule(
+                "tensor repeats without output_size: torch.export checks the data-dependent size with "
+                "sym_size.int, operator.ge and _assert_scalar, which have no converter",
+                lambda s: isinstance(s.kwargs.get("repeats"), torch.Tensor) and "output_size" not in s.kwargs,
+            ),
+        ),
+    ),
+    hand_written(
+        "repeat_interleave.Tensor",
+        fn=lambda repeats, **kw: torch.repeat_interleave(repeats, **kw),
+        samples=_repeat_interleave_counts,
+    ),
+    from_opinfo("narrow", "narrow"),
+    hand_written(
+        "narrow", id="narrow.negative_start", fn=lambda x, *args: x.narrow(*args), samples=_narrow, dtypes=PARITY_DTYPES
+    ),
+    from_opinfo("select", "select.int"),
+    from_opinfo("slice", "slice.Tensor"),
+    hand_written(
+        "slice.Tensor", id="slice.bounds", fn=lambda x, *args: aten.slice.Tensor(x, *args), samples=_slices,
+        dtypes=PARITY_DTYPES,
+    ),
+    from_opinfo("split", "split.Tensor"),
+    from_opinfo("split", "split_with_sizes", variant="list_args"),
+    from_opinfo("split_with_sizes", "split_with_sizes"),
+    from_opinfo("chunk", "chunk"),
+    from_opinfo("unbind", "unbind.int"),
+    from_opinfo("flip", "flip"),
+    from_opinfo("roll", "roll"),
+    from_opinfo("diagonal", "diagonal"),
+    from_opinfo("as_strided", "as_strided"),
+    from_opinfo("as_strided", "as_strided", variant="partial_views"),
+    from_opinfo("triu", "triu"),
+    from_opinfo("tril", "tril"),
 )

@@ -1,0 +1,126 @@
+// Tensor creation: ranges, filled tensors and fills. The element type is the one torch.export
+// recorded for the result, which settles torch's defaults (a float Scalar makes float32, an int
+// one int64) and explicit dtypes alike.
+#include "common.h"
+
+namespace fastonnx::manual {
+
+namespace {
+
+// A tensor of `size` filled with `value`: a scalar constant, expanded.
+Value filled(Builder& b, const Scalar& value, const SymIntList& size) {
+  const Value scalar = b.scalar(value, b.out_meta().dtype);
+  if (size.empty()) return scalar;
+  return b.op("Expand", {scalar, b.ints(size)});
+}
+
+// A tensor of the shape of `like` filled with `value`.
+Value filled_like(Builder& b, const Scalar& value, Value like) {
+  const Value scalar = b.scalar(value, b.out_meta().dtype);
+  if (b.rank(like) == 0) return scalar;
+  return b.op("Expand", {scalar, shape_of(b, like)});
+}
+
+Value range(Builder& b, const Scalar& start, const Scalar& step) {
+  const ScalarType dtype = b.out_meta().dtype;
+  const auto shape = b.out_static_shape();
+  if (!shape) b.fail("arange of a symbolic length is not supported");
+  // torch.export recorded the length torch computed (ceil((end - start) / step) in the Scalars'
+  // own arithmetic), so it is not recomputed here.
+  const int64_t length = (*shape)[0];
+  if (is_integral(dtype)) {
+    const int64_t first = start.to_int(), delta = step.to_int();
+    const Value r = b.op("Range", {b.scalar(first, ScalarType::Long),
+                                   b.scalar(first + length * delta, ScalarType::Long), b.scalar(delta, ScalarType::Long)});
+    return b.cast(r, dtype);
+  }
+  // torch computes element i as start + i * step in double (float for half types) and rounds
+  // once; a floating Range adds the step up instead, so range over indices.
+  const Value index = b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), b.scalar(length, ScalarType::Long),
+                                     b.scalar(int64_t{1}, ScalarType::Long)});
+  const Value offset = b.op("Mul", {b.cast(index, ScalarType::Double), b.scalar(step, ScalarType::Double)});
+  return b.cast(b.op("Add", {offset, b.scalar(start, ScalarType::Double)}), dtype);
+}
+
+}  // namespace
+
+Value arange(Builder& b, Scalar /*end*/, std::optional<ScalarType>, std::optional<bool>) {
+  return range(b, int64_t{0}, int64_t{1});
+}
+
+Value arange_start(Builder& b, Scalar start, Scalar /*end*/, std::optional<ScalarType>, std::optional<bool>) {
+  return range(b, start, int64_t{1});
+}
+
+Value arange_start_step(Builder& b, Scalar start, Scalar /*end*/, Scalar step, std::optional<ScalarType>,
+                        std::optional<bool>) {
+  return range(b, start, step);
+}
+
+Value full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, fill_value, size);
+}
+
+Value zeros(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, int64_t{0}, size);
+}
+
+Value ones(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, int64_t{1}, size);
+}
+
+Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, int64_t{0}, size);
+}
+
+Value empty_strided(Builder& b, SymIntList size, SymIntList /*stride*/, std::optional<ScalarType>,
+                    std::optional<bool>) {
+  return filled(b, int64_t{0}, size);
+}
+
+Value full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType>, std::optional<bool>) {
+  return filled_like(b, fill_value, self);
+}
+
+Value zeros_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
+  return filled_like(b, int64_t{0}, self);
+}
+
+Value ones_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
+  return filled_like(b, int64_t{1}, self);
+}
+
+Value empty_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
+  return filled_like(b, int64_t{0}, self);
+}
+
+Value new_zeros(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, int64_t{0}, size);
+}
+
+Value new_ones(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, int64_t{1}, size);
+}
+
+Value new_full(Builder& b, Value /*self*/, SymIntList size, Scalar fill_value, std::optional<ScalarType>,
+               std::optional<bool>) {
+  return filled(b, fill_value, size);
+}
+
+Value new_empty(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return filled(b, int64_t{0}, size);
+}
+
+Value scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType>, std::optional<bool>) {
+  return b.scalar(s, b.out_meta().dtype);
+}
+
+Value fill_Scalar(Builder& b, Value self, Scalar value) { return filled_like(b, value, self); }
+
+Value fill_Tensor(Builder& b, Value self, Value value) {
+  const Value scalar = b.cast(value, b.dtype(self));
+  if (b.rank(self) == 0) return scalar;
+  return b.op("Expand", {scalar, shape_of(b, self)});
+}
+
+}  // namespace fastonnx::manual
