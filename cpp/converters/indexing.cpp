@@ -19,11 +19,6 @@ Value sizes_of(Builder& b, Value x, const std::vector<int64_t>& dims) {
   return b.op("Gather", {b.op("Shape", {x}), b.ints(dims)}, {Attr::i("axis", 0)});
 }
 
-Value shape_of(Builder& b, Value x) {
-  if (const auto shape = b.static_shape(x)) return b.ints(*shape);
-  return b.op("Shape", {x});
-}
-
 Value transpose(Builder& b, Value x, const std::vector<int64_t>& perm) {
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int64_t>(i);

@@ -10,9 +10,6 @@ namespace fastonnx {
 
 // The sizes of `x` along `dims` as a 1-D int64 tensor: a constant when they are static.
 Value sizes_of(Builder& b, Value x, const std::vector<int64_t>& dims);
-// The whole shape of `x` as a 1-D int64 tensor: a constant when it is static.
-Value shape_of(Builder& b, Value x);
-
 // Transpose by `perm`; `x` itself when perm keeps every dim in place.
 Value transpose(Builder& b, Value x, const std::vector<int64_t>& perm);
 // The permutation that undoes `perm`.

@@ -1,5 +1,6 @@
 """fastonnx: a fast PyTorch -> ONNX exporter (torch.export front end, native C++ core)."""
 
+from ._custom import register_converter, unregister_converter
 from ._export import __version__, export
 from ._lower import supported_ops
 from ._program import ExportResult
@@ -7,6 +8,8 @@ from .errors import ConversionError, ExportError, TraceError, UnsupportedOp, Uns
 
 __all__ = [
     "export",
+    "register_converter",
+    "unregister_converter",
     "supported_ops",
     "ExportResult",
     "ExportError",

@@ -83,6 +83,7 @@ def export(
     export_params: bool = True,
     keep_initializers_as_inputs: bool = False,
     training: TrainingMode = TrainingMode.EVAL,
+    custom_opsets: dict[str, int] | None = None,
     external_data: bool | None = None,
     verify: bool = False,
     report: bool | str | os.PathLike = False,
@@ -103,7 +104,8 @@ def export(
     initializers; ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so
     a runtime may override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in
     eval mode, ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and
-    batch statistics). ``external_data`` writes the weights to ``<f>.data`` beside the model (by
+    batch statistics). ``custom_opsets`` gives the version of each custom domain the nodes of
+    Python converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to ``<f>.data`` beside the model (by
     default only above protobuf's 2 GB). ``verify`` runs the model in onnxruntime on the example
     inputs, prints the largest differences per output and raises ``VerificationError`` on a
     mismatch. ``report`` writes a Markdown report (``<f>.report.md`` for True, or the path
@@ -122,6 +124,9 @@ def export(
     output_names = _check_names("output_names", output_names)
     opset = _check_opset(opset_version)
     training = _check_training(training)
+    if custom_opsets is not None and not (isinstance(custom_opsets, dict) and all(
+            isinstance(k, str) and k and isinstance(v, int) for k, v in custom_opsets.items())):
+        raise TypeError(f"custom_opsets maps domain names to versions, e.g. {{'mylib': 1}}; got {custom_opsets!r}")
     if f is not None:
         check_writable(f)
     report_path = _report_path(f, report)
@@ -130,7 +135,7 @@ def export(
     exporter = _Exporter(opset, Progress(verbose))
     try:
         result = exporter.run(model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
-                              export_params, keep_initializers_as_inputs)
+                              export_params, keep_initializers_as_inputs, custom_opsets or {})
     except (UnsupportedOpsError, ConversionError) as e:
         if report_path is not None:
             exporter.write_report(model, report_path, error=e)
@@ -176,7 +181,7 @@ class _Exporter:
         self.decomposed: Counter = Counter()
 
     def run(self, model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
-            export_params, keep_initializers_as_inputs) -> ExportResult:
+            export_params, keep_initializers_as_inputs, custom_opsets) -> ExportResult:
         timings = self.timings
         t0 = time.perf_counter()
         ep = trace(model, args, kwargs, trace_shapes, training)
@@ -200,7 +205,9 @@ class _Exporter:
         self.aten_ops = aten_histogram(graph, live)
         check_supported(graph, live)
         session = _C.Session(self.opset, keep_initializers_as_inputs)
-        lowering = Lowering(ep, session, graph, live, attribute)
+        for domain, version in custom_opsets.items():
+            session.set_domain_version(domain, version)
+        lowering = Lowering(ep, session, graph, live, attribute, self.opset)
         t0 = time.perf_counter()
         lowering.add_placeholders(input_names, dim_names, export_params)
         if input_names is not None and len(input_names) > len(lowering.input_names):

@@ -21,6 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
 
 from . import _C
+from ._custom import GraphContext, Value, converter_for, is_registered
 from ._decompose import DECOMPOSED_FROM
 from ._dtypes import dtype_code
 from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
@@ -138,7 +139,7 @@ def symbolic_op(target) -> tuple[torch._ops.OpOverload, dict] | None:
 
 def is_mapped(target) -> bool:
     """Whether the lowering converts nodes of this target (without decomposing them)."""
-    if target in _DROPPED:
+    if target in _DROPPED or is_registered(target):
         return True
     sym = symbolic_op(target)
     if sym is not None:
@@ -247,8 +248,10 @@ class Lowering:
     ``attribute`` resolves) into the session's ONNX graph."""
 
     def __init__(self, ep: ExportedProgram, session: _C.Session, graph: torch.fx.Graph, live: set[torch.fx.Node],
-                 attribute=None):
+                 attribute=None, opset: int = _C.DEFAULT_OPSET):
         self.ep = ep
+        self.opset = opset
+        self.keep_alive: list = []  # tensors Python converters made constants of
         self.session = session
         self.graph = graph
         self.live = live
@@ -378,12 +381,47 @@ class Lowering:
                 self.env[node] = number
                 continue
             metas = [_meta(v, self.dim_name) for v in val] if isinstance(val, (list, tuple)) else [_meta(val, self.dim_name)]
+            python_converter = converter_for(node.target, self.opset)
+            if python_converter is not None:
+                self.env[node] = self._convert_in_python(node, python_converter, metas)
+                continue
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
             self.env[node] = self._convert(node, target, args, kwargs, metas)
 
+    def _convert_in_python(self, node: torch.fx.Node, fn, metas: list):
+        """A node whose op has a registered Python converter: ``fn(g, *args, **kwargs)`` with the
+        graph values as ``Value``s; the results take torch.export's recorded types and shapes."""
+
+        def value(a):
+            if not isinstance(a, torch.fx.Node):
+                return a
+            ref, val = self.env[a], a.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                return Value(ref, val.dtype, tuple(int(d) if isinstance(d, int) else str(d) for d in val.shape))
+            return Value(ref)
+
+        args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), value)
+        try:
+            out = fn(GraphContext(self.session, self.opset, self.keep_alive), *args, **kwargs)
+        except (_C.ConvertError, TypeError, ValueError) as e:
+            raise ConversionError(f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) "
+                                  f"failed: {e}") from e
+        results = list(out) if isinstance(out, (list, tuple)) else [out]
+        if len(results) != len(metas) or not all(isinstance(r, Value) for r in results):
+            raise ConversionError(f"the Python converter of {qualified_name(node.target)} returned {out!r}; it must "
+                                  f"return {len(metas)} value(s) made with g.op")
+        for r, meta in zip(results, metas):
+            if meta is not None:
+                self.session.set_meta(r.ref, meta[0], meta[1])
+        refs = [r.ref for r in results]
+        return refs if isinstance(out, (list, tuple)) else refs[0]
+
     def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):
         plan = plan_for(target)
+        if plan is None:  # only a Python converter registered for later opsets
+            raise ConversionError(f"{qualified_name(target)} (FX node `{node.name}`): its Python converter does not "
+                                  f"apply at opset {self.opset} (see the opset= of register_converter)")
         try:
             refs = self.session.convert(plan.op_id, self._args(target, plan, args, kwargs), metas, node.name)
         except _C.ConvertError as e:

@@ -1,0 +1,145 @@
+"""Python converters for custom ops (torch.library) and for overriding built-in ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import fastonnx
+from support import check, export_and_compare
+
+
+@torch.library.custom_op("fastonnx_test::scaled_tanh", mutates_args=())
+def scaled_tanh(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.tanh(x) * scale
+
+
+@scaled_tanh.register_fake
+def _(x, scale):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("fastonnx_test::split_signs", mutates_args=())
+def split_signs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.clamp(min=0), x.clamp(max=0)
+
+
+@split_signs.register_fake
+def _(x):
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+class UsesCustomOps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        pos, neg = split_signs(self.lin(x))
+        return scaled_tanh(pos, 2.5) + neg
+
+
+@pytest.fixture
+def converters():
+    def convert_scaled_tanh(g, x, scale):
+        assert x.dtype == torch.float32 and x.shape == (4, 6)
+        return g.op("Mul", g.op("Tanh", x), g.constant(scale, dtype=x.dtype))
+
+    def convert_split_signs(g, x):
+        zero = g.constant(0.0)
+        return g.op("Max", x, zero), g.op("Min", x, zero)
+
+    fastonnx.register_converter("fastonnx_test::scaled_tanh", convert_scaled_tanh)
+    fastonnx.register_converter("fastonnx_test::split_signs", convert_split_signs)
+    yield
+    fastonnx.unregister_converter("fastonnx_test::scaled_tanh")
+    fastonnx.unregister_converter("fastonnx_test::split_signs")
+
+
+def test_torch_library_custom_ops_end_to_end(converters):
+    proto = export_and_compare(UsesCustomOps().eval(), (torch.randn(4, 6),), rtol=1e-5, atol=1e-6)
+    assert {"Tanh", "Max", "Min"} <= {n.op_type for n in proto.graph.node}
+
+
+def test_without_a_converter_the_custom_op_is_listed():
+    with pytest.raises(fastonnx.UnsupportedOpsError, match="fastonnx_test::scaled_tanh"):
+        fastonnx.export(UsesCustomOps().eval(), (torch.randn(4, 6),))
+
+
+def test_custom_domain_and_attributes():
+    """torch.onnx-style attribute suffixes, several outputs, a custom domain with its version."""
+
+    def convert(g, x, scale):
+        y, z = g.op("ScaledTanh", x, domain="mylib", outputs=2, scale_f=scale, mode_s="fast", axes_i=[0, 1])
+        return g.op("Add", y, z)
+
+    fastonnx.register_converter("fastonnx_test::scaled_tanh", convert)
+    try:
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return scaled_tanh(x, 0.5)
+
+        proto = fastonnx.export(M(), (torch.randn(3),), custom_opsets={"mylib": 2}).model_proto
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::scaled_tanh")
+    node = next(n for n in proto.graph.node if n.op_type == "ScaledTanh")
+    assert node.domain == "mylib" and len(node.output) == 2
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs == {"scale": 0.5, "mode": b"fast", "axes": [0, 1]}
+    assert {(o.domain, o.version) for o in proto.opset_import} == {("", 18), ("mylib", 2)}
+    onnx.checker.check_model(proto)
+
+
+def test_override_a_builtin_converter():
+    def relu_as_max(g, x):
+        return g.op("Max", x, g.constant(0.0, dtype=x.dtype))
+
+    fastonnx.register_converter("aten::relu", relu_as_max)
+    try:
+        proto = export_and_compare(torch.nn.ReLU(), (torch.randn(5),))
+    finally:
+        fastonnx.unregister_converter("aten::relu")
+    assert [n.op_type for n in proto.graph.node] == ["Max"]
+
+
+def test_converter_only_from_an_opset():
+    def convert(g, x, scale):
+        return g.op("Mul", g.op("Tanh", x), g.constant(scale, dtype=x.dtype))
+
+    fastonnx.register_converter("fastonnx_test::scaled_tanh", convert, opset=20)
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return scaled_tanh(x, 2.0)
+
+    try:
+        check(fastonnx.export(M(), (torch.randn(3),), opset_version=20).model_proto)
+        with pytest.raises(fastonnx.ConversionError, match="scaled_tanh"):
+            fastonnx.export(M(), (torch.randn(3),), opset_version=18)
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::scaled_tanh")
+
+
+@pytest.mark.parametrize(
+    "name, fn, error",
+    [("scaled_tanh", lambda g, x: x, "namespace::op"), ("a::b", 3, "must be callable")],
+)
+def test_bad_registrations(name, fn, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        fastonnx.register_converter(name, fn)
+
+
+def test_a_converter_that_returns_the_wrong_thing():
+    fastonnx.register_converter("fastonnx_test::split_signs", lambda g, x: x)
+    try:
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return split_signs(x)
+
+        with pytest.raises(fastonnx.ConversionError, match="must return 2 value"):
+            fastonnx.export(M(), (torch.randn(3),))
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::split_signs")
