@@ -337,85 +337,61 @@ Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// conv2d  (codegen/mappings/nn.yaml:4)
+// conv2d  (codegen/mappings/nn.yaml:5)
 Value convert_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == rank(weight), onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == b.rank(weight)))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
+  // manual: True
   {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
+    return manual::conv2d(b, input, weight, bias, stride, padding, dilation, groups);
   }
 }
 
-// conv1d  (codegen/mappings/nn.yaml:7)
+// conv1d  (codegen/mappings/nn.yaml:6)
 Value convert_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv3d  (codegen/mappings/nn.yaml:8)
+// conv3d  (codegen/mappings/nn.yaml:7)
 Value convert_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv2d.padding  (codegen/mappings/nn.yaml:9)
+// conv2d.padding  (codegen/mappings/nn.yaml:8)
 Value convert_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == rank(weight), onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
-  if (((b.rank(input) == b.rank(weight)))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
+  // manual: True
   {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
+    return manual::conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
   }
 }
 
-// conv1d.padding  (codegen/mappings/nn.yaml:12)
+// conv1d.padding  (codegen/mappings/nn.yaml:9)
 Value convert_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv3d.padding  (codegen/mappings/nn.yaml:13)
+// conv3d.padding  (codegen/mappings/nn.yaml:10)
 Value convert_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:14)
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:11)
 Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // when: rank(input) == rank(weight), onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == b.rank(weight)))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
+  // manual: True
   {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
+    return manual::conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
   }
 }
 
-// conv_transpose1d  (codegen/mappings/nn.yaml:17)
+// conv_transpose1d  (codegen/mappings/nn.yaml:12)
 Value convert_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   return convert_conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
 }
 
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:18)
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:13)
 Value convert_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   return convert_conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
 }
 
-// convolution  (codegen/mappings/nn.yaml:19)
+// convolution  (codegen/mappings/nn.yaml:14)
 Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
   // manual: True
   {
@@ -423,7 +399,7 @@ Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value in
   }
 }
 
-// batch_norm  (codegen/mappings/nn.yaml:21)
+// batch_norm  (codegen/mappings/nn.yaml:16)
 Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::optional<Value> running_mean, [[maybe_unused]] std::optional<Value> running_var, [[maybe_unused]] bool training, [[maybe_unused]] double momentum, [[maybe_unused]] double eps, [[maybe_unused]] bool cudnn_enabled) {
   // manual: True
   {
@@ -431,7 +407,7 @@ Value convert_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value inp
   }
 }
 
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
+// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:17)
 std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] Value running_mean, [[maybe_unused]] Value running_var, [[maybe_unused]] double momentum, [[maybe_unused]] double eps) {
   // manual: True
   {
@@ -439,16 +415,16 @@ std::array<Value, 3> convert__native_batch_norm_legit_no_training([[maybe_unused
   }
 }
 
-// dropout  (codegen/mappings/nn.yaml:24)
+// dropout  (codegen/mappings/nn.yaml:19)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // when: not train, onnx: input
   if (!(train)) {
     return input;
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:24)");
+  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:19)");
 }
 
-// embedding  (codegen/mappings/nn.yaml:25)
+// embedding  (codegen/mappings/nn.yaml:20)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
@@ -457,7 +433,7 @@ Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weig
   }
 }
 
-// pixel_shuffle  (codegen/mappings/nn.yaml:26)
+// pixel_shuffle  (codegen/mappings/nn.yaml:21)
 Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // manual: True
   {

@@ -57,35 +57,35 @@ Value convert_mm(Builder& b, Value self, Value mat2);
 Value convert_bmm(Builder& b, Value self, Value mat2);
 // matmul  (codegen/mappings/linalg.yaml:13)
 Value convert_matmul(Builder& b, Value self, Value other);
-// conv2d  (codegen/mappings/nn.yaml:4)
+// conv2d  (codegen/mappings/nn.yaml:5)
 Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv1d  (codegen/mappings/nn.yaml:7)
+// conv1d  (codegen/mappings/nn.yaml:6)
 Value convert_conv1d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv3d  (codegen/mappings/nn.yaml:8)
+// conv3d  (codegen/mappings/nn.yaml:7)
 Value convert_conv3d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv2d.padding  (codegen/mappings/nn.yaml:9)
+// conv2d.padding  (codegen/mappings/nn.yaml:8)
 Value convert_conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv1d.padding  (codegen/mappings/nn.yaml:12)
+// conv1d.padding  (codegen/mappings/nn.yaml:9)
 Value convert_conv1d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv3d.padding  (codegen/mappings/nn.yaml:13)
+// conv3d.padding  (codegen/mappings/nn.yaml:10)
 Value convert_conv3d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:14)
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:11)
 Value convert_conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// conv_transpose1d  (codegen/mappings/nn.yaml:17)
+// conv_transpose1d  (codegen/mappings/nn.yaml:12)
 Value convert_conv_transpose1d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:18)
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:13)
 Value convert_conv_transpose3d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// convolution  (codegen/mappings/nn.yaml:19)
+// convolution  (codegen/mappings/nn.yaml:14)
 Value convert_convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
-// batch_norm  (codegen/mappings/nn.yaml:21)
+// batch_norm  (codegen/mappings/nn.yaml:16)
 Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
-// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:22)
+// _native_batch_norm_legit_no_training  (codegen/mappings/nn.yaml:17)
 std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
-// dropout  (codegen/mappings/nn.yaml:24)
+// dropout  (codegen/mappings/nn.yaml:19)
 Value convert_dropout(Builder& b, Value input, double p, bool train);
-// embedding  (codegen/mappings/nn.yaml:25)
+// embedding  (codegen/mappings/nn.yaml:20)
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
-// pixel_shuffle  (codegen/mappings/nn.yaml:26)
+// pixel_shuffle  (codegen/mappings/nn.yaml:21)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 // max_pool2d  (codegen/mappings/pooling.yaml:3)
 Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
@@ -159,6 +159,9 @@ Value convert_t_(Builder& b, Value self);
 Value convert_tanh_(Builder& b, Value self);
 
 namespace manual {
+Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
+Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
+Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
