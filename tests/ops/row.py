@@ -9,11 +9,14 @@ A row runs for each of its ``dtypes``; when it names none, an OpInfo row runs fo
 ``PARITY_DTYPES`` the OpInfo supports on CPU and a hand-written row for float32.
 ``sample_filter`` drops samples outside the row's scope (another overload, or arguments the row
 does not cover); ``xfails`` mark samples known to fail, in fastonnx or onnxruntime (strict, so a
-fix shows up as XPASS and the entry must go).
+fix shows up as XPASS and the entry must go). ``compare`` replaces the element-wise comparison
+with torch for ops whose values cannot match (random ops): it gets each output of onnxruntime,
+the matching output of torch (same shape and dtype, checked first) and the sample.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -24,6 +27,8 @@ from torch.testing._internal.opinfo.core import SampleInput
 aten = torch.ops.aten
 
 PARITY_DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)
+# FASTONNX_PARITY_OPSET runs the table at another opset (default: fastonnx's default, 18).
+PARITY_OPSET = int(os.environ.get("FASTONNX_PARITY_OPSET", "18"))
 # Samples run per row and dtype, spread over the OpInfo's argument grid: float32 is the reference
 # dtype and gets the most; the others check typing rules more than arithmetic.
 MAX_SAMPLES = {torch.float32: 12}
@@ -32,14 +37,20 @@ MAX_SAMPLES_OTHER_DTYPES = 6
 
 @dataclass(frozen=True)
 class SampleRule:
-    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None), and why."""
+    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None) at the target
+    ``opsets`` (every opset when None), and why."""
 
     reason: str
     matches: Callable[[SampleInput], bool] = lambda sample: True
     dtypes: tuple[torch.dtype, ...] | None = None
+    opsets: range | None = None
 
     def applies(self, sample: SampleInput, dtype: torch.dtype) -> bool:
-        return (self.dtypes is None or dtype in self.dtypes) and bool(self.matches(sample))
+        return (
+            (self.dtypes is None or dtype in self.dtypes)
+            and (self.opsets is None or PARITY_OPSET in self.opsets)
+            and bool(self.matches(sample))
+        )
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,7 @@ class Row:
     sample_filter: SampleRule | None = None
     xfails: tuple[SampleRule, ...] = ()
     max_samples: int | None = None  # None: MAX_SAMPLES for the dtype
+    compare: Callable[[torch.Tensor, torch.Tensor, SampleInput], None] | None = None  # (got, torch's, sample)
     family: str = ""  # the rows module that defines it (set when the table is collected)
 
     def cap(self, dtype: torch.dtype) -> int:
