@@ -465,6 +465,62 @@ Value convert_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] 
   }
 }
 
+// rand  (codegen/mappings/random.yaml:4)
+Value convert_rand([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::rand(b, size, dtype, pin_memory);
+  }
+}
+
+// randn  (codegen/mappings/random.yaml:5)
+Value convert_randn([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::randn(b, size, dtype, pin_memory);
+  }
+}
+
+// rand_like  (codegen/mappings/random.yaml:6)
+Value convert_rand_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::rand_like(b, self, dtype, pin_memory);
+  }
+}
+
+// randn_like  (codegen/mappings/random.yaml:7)
+Value convert_randn_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::randn_like(b, self, dtype, pin_memory);
+  }
+}
+
+// randperm  (codegen/mappings/random.yaml:8)
+Value convert_randperm([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::randperm(b, n, dtype, pin_memory);
+  }
+}
+
+// bernoulli  (codegen/mappings/random.yaml:11)
+Value convert_bernoulli([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::bernoulli(b, self);
+  }
+}
+
+// bernoulli.p  (codegen/mappings/random.yaml:12)
+Value convert_bernoulli_p([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // manual: True
+  {
+    return manual::bernoulli_p(b, self, p);
+  }
+}
+
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: self

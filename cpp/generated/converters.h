@@ -93,6 +93,20 @@ Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_siz
 Value convert_avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 // adaptive_avg_pool2d  (codegen/mappings/pooling.yaml:5)
 Value convert_adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// rand  (codegen/mappings/random.yaml:4)
+Value convert_rand(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randn  (codegen/mappings/random.yaml:5)
+Value convert_randn(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// rand_like  (codegen/mappings/random.yaml:6)
+Value convert_rand_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randn_like  (codegen/mappings/random.yaml:7)
+Value convert_randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randperm  (codegen/mappings/random.yaml:8)
+Value convert_randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// bernoulli  (codegen/mappings/random.yaml:11)
+Value convert_bernoulli(Builder& b, Value self);
+// bernoulli.p  (codegen/mappings/random.yaml:12)
+Value convert_bernoulli_p(Builder& b, Value self, double p);
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // sum  (codegen/mappings/reduction.yaml:9)
@@ -169,6 +183,13 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
 Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+Value rand(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value randn(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value rand_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value bernoulli(Builder& b, Value self);
+Value bernoulli_p(Builder& b, Value self, double p);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);

@@ -385,6 +385,59 @@ void unpack_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_adaptive_avg_pool2d[] = {"self", "output_size"};
 
+void unpack_rand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_rand(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_rand[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_randn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randn(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randn[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_rand_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_rand_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_rand_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_randn_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randn_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randn_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_randperm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymInt n = unpack_symint(arg_at(args, 0), "n");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(ScalarType::Long);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randperm(b, std::move(n), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randperm[] = {"n", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_bernoulli([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_bernoulli(b, std::move(self)));
+}
+constexpr const char* kArgs_bernoulli[] = {"self", "generator"};
+
+void unpack_bernoulli_p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double p = unpack_float(arg_at(args, 1), "p");
+  outs.push_back(convert_bernoulli_p(b, std::move(self), std::move(p)));
+}
+constexpr const char* kArgs_bernoulli_p[] = {"self", "p", "generator"};
+
 void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
@@ -663,6 +716,13 @@ const OpEntry kOps[] = {
     {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
     {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
     {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
+    {"rand", &unpack_rand, kArgs_rand},
+    {"randn", &unpack_randn, kArgs_randn},
+    {"rand_like", &unpack_rand_like, kArgs_rand_like},
+    {"randn_like", &unpack_randn_like, kArgs_randn_like},
+    {"randperm", &unpack_randperm, kArgs_randperm},
+    {"bernoulli", &unpack_bernoulli, kArgs_bernoulli},
+    {"bernoulli.p", &unpack_bernoulli_p, kArgs_bernoulli_p},
     {"mean.dim", &unpack_mean_dim, kArgs_mean_dim},
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
