@@ -263,6 +263,46 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
+// convolution_backward  (codegen/mappings/backward.yaml:3)
+std::array<Value, 3> convert_convolution_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<SymIntList> bias_sizes, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] std::vector<bool> output_mask) {
+  // manual: True
+  {
+    return manual::convolution_backward(b, grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  }
+}
+
+// native_layer_norm_backward  (codegen/mappings/backward.yaml:4)
+std::array<Value, 3> convert_native_layer_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_out, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] Value mean, [[maybe_unused]] Value rstd, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::vector<bool> output_mask) {
+  // manual: True
+  {
+    return manual::native_layer_norm_backward(b, grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
+  }
+}
+
+// native_group_norm_backward  (codegen/mappings/backward.yaml:5)
+std::array<Value, 3> convert_native_group_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_out, [[maybe_unused]] Value input, [[maybe_unused]] Value mean, [[maybe_unused]] Value rstd, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] SymInt N, [[maybe_unused]] SymInt C, [[maybe_unused]] SymInt HxW, [[maybe_unused]] int64_t group, [[maybe_unused]] std::vector<bool> output_mask) {
+  // manual: True
+  {
+    return manual::native_group_norm_backward(b, grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask);
+  }
+}
+
+// embedding_dense_backward  (codegen/mappings/backward.yaml:6)
+Value convert_embedding_dense_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt num_weights, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq) {
+  // manual: True
+  {
+    return manual::embedding_dense_backward(b, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+  }
+}
+
+// _softmax_backward_data  (codegen/mappings/backward.yaml:7)
+Value convert__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value output, [[maybe_unused]] int64_t dim, [[maybe_unused]] ScalarType input_dtype) {
+  // manual: True
+  {
+    return manual::_softmax_backward_data(b, grad_output, output, dim, input_dtype);
+  }
+}
+
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
   // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)

@@ -47,6 +47,16 @@ Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
 Value convert_div_Tensor(Builder& b, Value self, Value other);
 // div.Scalar  (codegen/mappings/arithmetic.yaml:18)
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
+// convolution_backward  (codegen/mappings/backward.yaml:3)
+std::array<Value, 3> convert_convolution_backward(Builder& b, Value grad_output, Value input, Value weight, std::optional<SymIntList> bias_sizes, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups, std::vector<bool> output_mask);
+// native_layer_norm_backward  (codegen/mappings/backward.yaml:4)
+std::array<Value, 3> convert_native_layer_norm_backward(Builder& b, Value grad_out, Value input, SymIntList normalized_shape, Value mean, Value rstd, std::optional<Value> weight, std::optional<Value> bias, std::vector<bool> output_mask);
+// native_group_norm_backward  (codegen/mappings/backward.yaml:5)
+std::array<Value, 3> convert_native_group_norm_backward(Builder& b, Value grad_out, Value input, Value mean, Value rstd, std::optional<Value> weight, SymInt N, SymInt C, SymInt HxW, int64_t group, std::vector<bool> output_mask);
+// embedding_dense_backward  (codegen/mappings/backward.yaml:6)
+Value convert_embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
+// _softmax_backward_data  (codegen/mappings/backward.yaml:7)
+Value convert__softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:8)
@@ -173,6 +183,11 @@ Value convert_t_(Builder& b, Value self);
 Value convert_tanh_(Builder& b, Value self);
 
 namespace manual {
+std::array<Value, 3> convolution_backward(Builder& b, Value grad_output, Value input, Value weight, std::optional<SymIntList> bias_sizes, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups, std::vector<bool> output_mask);
+std::array<Value, 3> native_layer_norm_backward(Builder& b, Value grad_out, Value input, SymIntList normalized_shape, Value mean, Value rstd, std::optional<Value> weight, std::optional<Value> bias, std::vector<bool> output_mask);
+std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Value input, Value mean, Value rstd, std::optional<Value> weight, SymInt N, SymInt C, SymInt HxW, int64_t group, std::vector<bool> output_mask);
+Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
+Value _softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
 Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
 Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
 Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);

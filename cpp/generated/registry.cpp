@@ -140,6 +140,69 @@ void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_div_Scalar[] = {"self", "other"};
 
+void unpack_convolution_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 2), "weight");
+  std::optional<SymIntList> bias_sizes = unpack_opt_symint_list(arg_at(args, 3), "bias_sizes");
+  SymIntList stride = unpack_symint_list(arg_at(args, 4), "stride");
+  SymIntList padding = unpack_symint_list(arg_at(args, 5), "padding");
+  SymIntList dilation = unpack_symint_list(arg_at(args, 6), "dilation");
+  bool transposed = unpack_bool(arg_at(args, 7), "transposed");
+  SymIntList output_padding = unpack_symint_list(arg_at(args, 8), "output_padding");
+  SymInt groups = unpack_symint(arg_at(args, 9), "groups");
+  std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 10), "output_mask", 3);
+  for (Value v : convert_convolution_backward(b, std::move(grad_output), std::move(input), std::move(weight), std::move(bias_sizes), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups), std::move(output_mask))) outs.push_back(v);
+}
+constexpr const char* kArgs_convolution_backward[] = {"grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation", "transposed", "output_padding", "groups", "output_mask"};
+
+void unpack_native_layer_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_out = unpack_tensor(b, arg_at(args, 0), "grad_out");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 2), "normalized_shape");
+  Value mean = unpack_tensor(b, arg_at(args, 3), "mean");
+  Value rstd = unpack_tensor(b, arg_at(args, 4), "rstd");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 5), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 6), "bias");
+  std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 7), "output_mask", 3);
+  for (Value v : convert_native_layer_norm_backward(b, std::move(grad_out), std::move(input), std::move(normalized_shape), std::move(mean), std::move(rstd), std::move(weight), std::move(bias), std::move(output_mask))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_layer_norm_backward[] = {"grad_out", "input", "normalized_shape", "mean", "rstd", "weight", "bias", "output_mask"};
+
+void unpack_native_group_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_out = unpack_tensor(b, arg_at(args, 0), "grad_out");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  Value mean = unpack_tensor(b, arg_at(args, 2), "mean");
+  Value rstd = unpack_tensor(b, arg_at(args, 3), "rstd");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 4), "weight");
+  SymInt N = unpack_symint(arg_at(args, 5), "N");
+  SymInt C = unpack_symint(arg_at(args, 6), "C");
+  SymInt HxW = unpack_symint(arg_at(args, 7), "HxW");
+  int64_t group = unpack_int(arg_at(args, 8), "group");
+  std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 9), "output_mask", 3);
+  for (Value v : convert_native_group_norm_backward(b, std::move(grad_out), std::move(input), std::move(mean), std::move(rstd), std::move(weight), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(output_mask))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_group_norm_backward[] = {"grad_out", "input", "mean", "rstd", "weight", "N", "C", "HxW", "group", "output_mask"};
+
+void unpack_embedding_dense_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  SymInt num_weights = unpack_symint(arg_at(args, 2), "num_weights");
+  SymInt padding_idx = unpack_symint(arg_at(args, 3), "padding_idx");
+  bool scale_grad_by_freq = unpack_bool(arg_at(args, 4), "scale_grad_by_freq");
+  outs.push_back(convert_embedding_dense_backward(b, std::move(grad_output), std::move(indices), std::move(num_weights), std::move(padding_idx), std::move(scale_grad_by_freq)));
+}
+constexpr const char* kArgs_embedding_dense_backward[] = {"grad_output", "indices", "num_weights", "padding_idx", "scale_grad_by_freq"};
+
+void unpack__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value output = unpack_tensor(b, arg_at(args, 1), "output");
+  int64_t dim = unpack_int(arg_at(args, 2), "dim");
+  ScalarType input_dtype = unpack_scalar_type(arg_at(args, 3), "input_dtype");
+  outs.push_back(convert__softmax_backward_data(b, std::move(grad_output), std::move(output), std::move(dim), std::move(input_dtype)));
+}
+constexpr const char* kArgs__softmax_backward_data[] = {"grad_output", "output", "dim", "input_dtype"};
+
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -693,6 +756,11 @@ const OpEntry kOps[] = {
     {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar},
     {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor},
     {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar},
+    {"convolution_backward", &unpack_convolution_backward, kArgs_convolution_backward},
+    {"native_layer_norm_backward", &unpack_native_layer_norm_backward, kArgs_native_layer_norm_backward},
+    {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward},
+    {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward},
+    {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
     {"mm", &unpack_mm, kArgs_mm},
