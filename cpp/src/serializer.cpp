@@ -11,8 +11,8 @@ namespace {
 namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, producer_version = 3, graph = 7, opset_import = 8 }; }
 namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 }; }
 namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
-namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, floats = 7, ints = 8, type = 20 }; }
-namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, FLOATS = 6, INTS = 7 }; }
+namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, floats = 7, ints = 8, strings = 9, type = 20 }; }
+namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
 namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9 }; }
 namespace vi_f { enum : uint32_t { name = 1, type = 2 }; }
 namespace type_f { enum : uint32_t { tensor_type = 1 }; }
@@ -44,6 +44,10 @@ ProtoMessage attribute(const Attr& a) {
     case Attr::Kind::Floats:
       m.packed_float_field(attr_f::floats, std::vector<float>(a.float_values.begin(), a.float_values.end()));
       m.varint_field(attr_f::type, attr_type::FLOATS);
+      break;
+    case Attr::Kind::Strings:
+      for (const std::string& v : a.string_values) m.bytes_field(attr_f::strings, v);
+      m.varint_field(attr_f::type, attr_type::STRINGS);
       break;
   }
   return m;

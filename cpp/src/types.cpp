@@ -160,5 +160,10 @@ Attr Attr::floats(std::string n, std::vector<double> v) {
   a.float_values = std::move(v);
   return a;
 }
+Attr Attr::strings(std::string n, std::vector<std::string> v) {
+  Attr a = named(std::move(n), Kind::Strings);
+  a.string_values = std::move(v);
+  return a;
+}
 
 }  // namespace fastonnx

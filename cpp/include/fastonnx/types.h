@@ -106,7 +106,7 @@ class ConvertError : public std::runtime_error {
 
 // An ONNX attribute.
 struct Attr {
-  enum class Kind : uint8_t { Int, Float, String, Ints, Floats };
+  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings };
   std::string name;
   Kind kind = Kind::Int;
   int64_t int_value = 0;
@@ -114,6 +114,7 @@ struct Attr {
   std::string string_value;
   std::vector<int64_t> int_values;
   std::vector<double> float_values;
+  std::vector<std::string> string_values;
 
   static Attr i(std::string n, int64_t v);
   static Attr f(std::string n, double v);
@@ -121,6 +122,7 @@ struct Attr {
   static Attr s(std::string n, std::string v);
   static Attr ints(std::string n, std::vector<int64_t> v);
   static Attr floats(std::string n, std::vector<double> v);
+  static Attr strings(std::string n, std::vector<std::string> v);
 };
 using Attrs = std::vector<Attr>;
 
