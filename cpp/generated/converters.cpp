@@ -631,6 +631,38 @@ Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
+// lstm.input  (codegen/mappings/rnn.yaml:3)
+std::array<Value, 3> convert_lstm_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::vector<Value> hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::lstm_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
+// gru.input  (codegen/mappings/rnn.yaml:4)
+std::array<Value, 2> convert_gru_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::gru_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
+// rnn_tanh.input  (codegen/mappings/rnn.yaml:5)
+std::array<Value, 2> convert_rnn_tanh_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::rnn_tanh_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
+// rnn_relu.input  (codegen/mappings/rnn.yaml:6)
+std::array<Value, 2> convert_rnn_relu_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::rnn_relu_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self

@@ -125,6 +125,14 @@ Value convert_sum(Builder& b, Value self, std::optional<ScalarType> dtype);
 Value convert_sum_dim_IntList(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // mean  (codegen/mappings/reduction.yaml:13)
 Value convert_mean(Builder& b, Value self, std::optional<ScalarType> dtype);
+// lstm.input  (codegen/mappings/rnn.yaml:3)
+std::array<Value, 3> convert_lstm_input(Builder& b, Value input, std::vector<Value> hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// gru.input  (codegen/mappings/rnn.yaml:4)
+std::array<Value, 2> convert_gru_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// rnn_tanh.input  (codegen/mappings/rnn.yaml:5)
+std::array<Value, 2> convert_rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// rnn_relu.input  (codegen/mappings/rnn.yaml:6)
+std::array<Value, 2> convert_rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, Value self);
 // contiguous  (codegen/mappings/shape.yaml:3)
@@ -205,6 +213,10 @@ Value randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::o
 Value randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value bernoulli(Builder& b, Value self);
 Value bernoulli_p(Builder& b, Value self, double p);
+std::array<Value, 3> lstm_input(Builder& b, Value input, std::vector<Value> hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+std::array<Value, 2> gru_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+std::array<Value, 2> rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+std::array<Value, 2> rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);

@@ -533,6 +533,62 @@ void unpack_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
 }
 constexpr const char* kArgs_mean[] = {"self", "dtype"};
 
+void unpack_lstm_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::vector<Value> hx = unpack_tensor_list(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_lstm_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_lstm_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
+void unpack_gru_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value hx = unpack_tensor(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_gru_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_gru_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
+void unpack_rnn_tanh_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value hx = unpack_tensor(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_rnn_tanh_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_rnn_tanh_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
+void unpack_rnn_relu_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value hx = unpack_tensor(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_rnn_relu_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_rnn_relu_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
 void unpack_clone([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_clone(b, std::move(self)));
@@ -795,6 +851,10 @@ const OpEntry kOps[] = {
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
     {"mean", &unpack_mean, kArgs_mean},
+    {"lstm.input", &unpack_lstm_input, kArgs_lstm_input},
+    {"gru.input", &unpack_gru_input, kArgs_gru_input},
+    {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input},
+    {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input},
     {"clone", &unpack_clone, kArgs_clone},
     {"contiguous", &unpack_contiguous, kArgs_contiguous},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy},
