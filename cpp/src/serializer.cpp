@@ -53,10 +53,14 @@ ProtoMessage attribute(const Attr& a) {
   return m;
 }
 
+// A complex value is a real tensor with a trailing dimension of 2 (real, imaginary): ONNX's DFT
+// layout; onnxruntime runs no op on complex tensors.
+int stored_dtype(ScalarType t) { return onnx_dtype(real_part_type(t)); }
+
 ProtoMessage value_info(const Graph& g, Value v) {
   const ValueInfo& info = g.info(v);
   ProtoMessage tensor_type;
-  tensor_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(onnx_dtype(info.dtype)));
+  tensor_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(stored_dtype(info.dtype)));
   if (info.has_shape) {
     ProtoMessage shape;
     for (const Dim& d : g.shape(v)) {
@@ -67,6 +71,11 @@ ProtoMessage value_info(const Graph& g, Value v) {
         dim.int64_field(dim_f::dim_value, d.value);
       }
       shape.message_field(shape_f::dim, dim);
+    }
+    if (is_complex(info.dtype)) {
+      ProtoMessage pair;
+      pair.int64_field(dim_f::dim_value, 2);
+      shape.message_field(shape_f::dim, pair);
     }
     tensor_type.message_field(ttype_f::shape, shape);
   }
@@ -82,8 +91,10 @@ ProtoMessage tensor(const Graph& g, const Initializer& init) {
   ProtoMessage m;
   std::vector<int64_t> dims;
   for (const Dim& d : g.shape(init.value)) dims.push_back(d.value);
+  const ScalarType dtype = g.info(init.value).dtype;
+  if (is_complex(dtype)) dims.push_back(2);  // complex bytes are (real, imaginary) pairs already
   if (!dims.empty()) m.packed_int64_field(tensor_f::dims, dims);
-  m.varint_field(tensor_f::data_type, static_cast<uint64_t>(onnx_dtype(g.info(init.value).dtype)));
+  m.varint_field(tensor_f::data_type, static_cast<uint64_t>(stored_dtype(dtype)));
   m.bytes_field(tensor_f::name, g.name(init.value));
   m.borrowed_bytes_field(tensor_f::raw_data, init.data, init.nbytes);
   return m;

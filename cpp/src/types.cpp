@@ -40,6 +40,15 @@ bool is_complex(ScalarType t) {
   return t == ScalarType::ComplexHalf || t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
 }
 
+ScalarType real_part_type(ScalarType t) {
+  switch (t) {
+    case ScalarType::ComplexHalf: return ScalarType::Half;
+    case ScalarType::ComplexFloat: return ScalarType::Float;
+    case ScalarType::ComplexDouble: return ScalarType::Double;
+    default: return t;
+  }
+}
+
 namespace {
 struct DtypeRow {
   ScalarType torch;

@@ -13,7 +13,7 @@ import fastonnx
 from row import PARITY_OPSET
 from rows import ALL_ROWS
 from parity_cases import SEEN_OVERLOADS, Case, build_cases
-from support import check, flat_tensors, run_ort
+from support import check, flat_tensors, onnx_layout, run_ort
 
 # FASTONNX_PARITY_ROWS=relu,conv2d (row ids) or =activation,nn (rows modules) narrows the run
 # while working on a family; unset, every row runs.
@@ -31,7 +31,7 @@ def _param(case: Case):
 def _compare(case: Case) -> None:
     module, inputs = case.module(), case.inputs()
     with torch.no_grad():
-        expected = flat_tensors(module(*(t.clone() for t in inputs)))
+        expected = [onnx_layout(t) for t in flat_tensors(module(*(t.clone() for t in inputs)))]
     proto = fastonnx.export(case.program, inputs, opset_version=PARITY_OPSET).model_proto
     check(proto)
     assert len(proto.graph.input) == len(inputs), f"{len(proto.graph.input)} graph inputs for {len(inputs)} tensors"

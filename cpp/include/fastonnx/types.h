@@ -58,6 +58,9 @@ enum class ScalarType : int8_t {
 bool is_floating(ScalarType t);
 bool is_integral(ScalarType t);  // bool excluded
 bool is_complex(ScalarType t);
+// The type of the real and imaginary parts of a complex type (complex64 -> float32); other
+// types are their own.
+ScalarType real_part_type(ScalarType t);
 int element_size(ScalarType t);
 const char* dtype_name(ScalarType t);
 // ONNX TensorProto.DataType of a torch dtype; throws ConvertError for dtypes ONNX cannot hold.
