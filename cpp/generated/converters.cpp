@@ -303,6 +303,62 @@ Value convert__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
+// _fft_r2c  (codegen/mappings/fft.yaml:4)
+Value convert__fft_r2c([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] int64_t normalization, [[maybe_unused]] bool onesided) {
+  // manual: True
+  {
+    return manual::_fft_r2c(b, self, dim, normalization, onesided);
+  }
+}
+
+// _fft_c2r  (codegen/mappings/fft.yaml:5)
+Value convert__fft_c2r([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] int64_t normalization, [[maybe_unused]] SymInt last_dim_size) {
+  // manual: True
+  {
+    return manual::_fft_c2r(b, self, dim, normalization, last_dim_size);
+  }
+}
+
+// _fft_c2c  (codegen/mappings/fft.yaml:6)
+Value convert__fft_c2c([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList dim, [[maybe_unused]] int64_t normalization, [[maybe_unused]] bool forward) {
+  // manual: True
+  {
+    return manual::_fft_c2c(b, self, dim, normalization, forward);
+  }
+}
+
+// view_as_real  (codegen/mappings/fft.yaml:7)
+Value convert_view_as_real([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::view_as_real(b, self);
+  }
+}
+
+// view_as_complex  (codegen/mappings/fft.yaml:8)
+Value convert_view_as_complex([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::view_as_complex(b, self);
+  }
+}
+
+// real  (codegen/mappings/fft.yaml:9)
+Value convert_real([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::real(b, self);
+  }
+}
+
+// imag  (codegen/mappings/fft.yaml:10)
+Value convert_imag([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::imag(b, self);
+  }
+}
+
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
   // when: rank(input) == 2 and rank(weight) == 2 and (bias is not None), onnx: Gemm(input, weight, bias, transB=1)

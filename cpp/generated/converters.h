@@ -57,6 +57,20 @@ std::array<Value, 3> convert_native_group_norm_backward(Builder& b, Value grad_o
 Value convert_embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
 // _softmax_backward_data  (codegen/mappings/backward.yaml:7)
 Value convert__softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
+// _fft_r2c  (codegen/mappings/fft.yaml:4)
+Value convert__fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
+// _fft_c2r  (codegen/mappings/fft.yaml:5)
+Value convert__fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size);
+// _fft_c2c  (codegen/mappings/fft.yaml:6)
+Value convert__fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward);
+// view_as_real  (codegen/mappings/fft.yaml:7)
+Value convert_view_as_real(Builder& b, Value self);
+// view_as_complex  (codegen/mappings/fft.yaml:8)
+Value convert_view_as_complex(Builder& b, Value self);
+// real  (codegen/mappings/fft.yaml:9)
+Value convert_real(Builder& b, Value self);
+// imag  (codegen/mappings/fft.yaml:10)
+Value convert_imag(Builder& b, Value self);
 // linear  (codegen/mappings/linalg.yaml:2)
 Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm  (codegen/mappings/linalg.yaml:8)
@@ -196,6 +210,13 @@ std::array<Value, 3> native_layer_norm_backward(Builder& b, Value grad_out, Valu
 std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Value input, Value mean, Value rstd, std::optional<Value> weight, SymInt N, SymInt C, SymInt HxW, int64_t group, std::vector<bool> output_mask);
 Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
 Value _softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
+Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
+Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size);
+Value _fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward);
+Value view_as_real(Builder& b, Value self);
+Value view_as_complex(Builder& b, Value self);
+Value real(Builder& b, Value self);
+Value imag(Builder& b, Value self);
 Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
 Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
 Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);

@@ -203,6 +203,57 @@ void unpack__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]]
 }
 constexpr const char* kArgs__softmax_backward_data[] = {"grad_output", "output", "dim", "input_dtype"};
 
+void unpack__fft_r2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
+  bool onesided = unpack_bool(arg_at(args, 3), "onesided");
+  outs.push_back(convert__fft_r2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(onesided)));
+}
+constexpr const char* kArgs__fft_r2c[] = {"self", "dim", "normalization", "onesided"};
+
+void unpack__fft_c2r([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
+  SymInt last_dim_size = unpack_symint(arg_at(args, 3), "last_dim_size");
+  outs.push_back(convert__fft_c2r(b, std::move(self), std::move(dim), std::move(normalization), std::move(last_dim_size)));
+}
+constexpr const char* kArgs__fft_c2r[] = {"self", "dim", "normalization", "last_dim_size"};
+
+void unpack__fft_c2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList dim = unpack_symint_list(arg_at(args, 1), "dim");
+  int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
+  bool forward = unpack_bool(arg_at(args, 3), "forward");
+  outs.push_back(convert__fft_c2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(forward)));
+}
+constexpr const char* kArgs__fft_c2c[] = {"self", "dim", "normalization", "forward"};
+
+void unpack_view_as_real([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_view_as_real(b, std::move(self)));
+}
+constexpr const char* kArgs_view_as_real[] = {"self"};
+
+void unpack_view_as_complex([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_view_as_complex(b, std::move(self)));
+}
+constexpr const char* kArgs_view_as_complex[] = {"self"};
+
+void unpack_real([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_real(b, std::move(self)));
+}
+constexpr const char* kArgs_real[] = {"self"};
+
+void unpack_imag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_imag(b, std::move(self)));
+}
+constexpr const char* kArgs_imag[] = {"self"};
+
 void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -817,6 +868,13 @@ const OpEntry kOps[] = {
     {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward},
     {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward},
     {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data},
+    {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c},
+    {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r},
+    {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c},
+    {"view_as_real", &unpack_view_as_real, kArgs_view_as_real},
+    {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex},
+    {"real", &unpack_real, kArgs_real},
+    {"imag", &unpack_imag, kArgs_imag},
     {"linear", &unpack_linear, kArgs_linear},
     {"addmm", &unpack_addmm, kArgs_addmm},
     {"mm", &unpack_mm, kArgs_mm},
