@@ -2,7 +2,7 @@
 eval mode, initial states given: without them torch.export adds aten.zeros)."""
 
 import torch
-from row import SampleRule, hand_written, tensor
+from row import hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
 # (input_size, hidden_size, module options)
@@ -28,12 +28,14 @@ def _states(module, dtype, n: int):
     return tuple(tensor((layers, BATCH, size), dtype, low=-1, high=1) for size in sizes)
 
 
-def _samples(make, n_states: int, extra_modules=()):
+def _samples(make, n_states: int, extra=()):
+    """A sample per CONFIGS entry, then per (module factory, sequence length) of ``extra``."""
+
     def samples(dtype):
-        modules = [make(input_size, hidden_size, **options) for input_size, hidden_size, options in CONFIGS]
-        for module in [*modules, *(m() for m in extra_modules)]:
+        modules = [(make(input_size, hidden_size, **options), SEQ_LEN) for input_size, hidden_size, options in CONFIGS]
+        for module, seq_len in [*modules, *((factory(), seq_len) for factory, seq_len in extra)]:
             module = module.to(dtype).eval()
-            shape = (BATCH, SEQ_LEN) if module.batch_first else (SEQ_LEN, BATCH)
+            shape = (BATCH, seq_len) if module.batch_first else (seq_len, BATCH)
             x = tensor((*shape, module.input_size), dtype, low=-1, high=1)
             states = _states(module, dtype, n_states)
             yield SampleInput(x, args=(states if n_states > 1 else states[0],), kwargs={"module": module})
@@ -45,23 +47,20 @@ def _run(x, hx, module):
     return module(x, hx)
 
 
-def _projected_lstm():
-    return torch.nn.LSTM(4, 5, num_layers=2, proj_size=3)
-
-
-PROJECTION = SampleRule(
-    "LSTM with proj_size has no ONNX form (ONNX's LSTM has no projection of the hidden state)",
-    lambda s: s.kwargs["module"].proj_size > 0,
+# LSTMs that project their hidden state (proj_size): ONNX's LSTM computes all but the first step.
+PROJECTED = (
+    (lambda: torch.nn.LSTM(4, 5, num_layers=2, proj_size=3), SEQ_LEN),
+    (lambda: torch.nn.LSTM(3, 4, num_layers=2, proj_size=2, bias=False, batch_first=True, bidirectional=True), SEQ_LEN),
+    (lambda: torch.nn.LSTM(3, 4, proj_size=2, bidirectional=True), 1),
 )
 
 ROWS = (
     hand_written(
         "lstm.input",
         fn=_run,
-        samples=_samples(torch.nn.LSTM, 2, extra_modules=(_projected_lstm,)),
+        samples=_samples(torch.nn.LSTM, 2, extra=PROJECTED),
         dtypes=FLOATS,
         tolerance=TOLERANCE,
-        xfails=(PROJECTION,),
     ),
     hand_written("gru.input", fn=_run, samples=_samples(torch.nn.GRU, 1), dtypes=FLOATS, tolerance=TOLERANCE),
     hand_written(
