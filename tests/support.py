@@ -16,13 +16,19 @@ def check(model_proto: onnx.ModelProto) -> None:
     onnx.checker.check_model(model_proto, full_check=True)
 
 
+def onnx_layout(t: torch.Tensor) -> torch.Tensor:
+    """A tensor as the ONNX graph holds it: a complex tensor as its (real, imaginary) pairs in a
+    trailing dimension of 2."""
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
 def run_ort(model_proto: onnx.ModelProto, inputs: list[torch.Tensor]) -> list[np.ndarray]:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(
         model_proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
     )
-    feeds = {i.name: t.detach().cpu().numpy() for i, t in zip(sess.get_inputs(), inputs)}
+    feeds = {i.name: onnx_layout(t).detach().cpu().numpy() for i, t in zip(sess.get_inputs(), inputs)}
     return sess.run(None, feeds)
 
 
@@ -56,7 +62,7 @@ def assert_matches(proto: onnx.ModelProto, model: torch.nn.Module, args: tuple, 
     check(proto)
     kwargs = kwargs or {}
     with torch.no_grad():
-        expected = flat_tensors(model(*args, **kwargs))
+        expected = [onnx_layout(t) for t in flat_tensors(model(*args, **kwargs))]
     actual = run_ort(proto, flat_tensors((args, kwargs)))
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     for i, (got, want) in enumerate(zip(actual, expected)):

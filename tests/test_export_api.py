@@ -204,18 +204,45 @@ def test_argument_unknown_to_the_generated_converter(monkeypatch):
 
 
 def test_dtype_onnx_lacks_is_a_clear_error():
-    """An int64 convolution has no ONNX form: a ConversionError naming the op and the types it
+    """An int64 max pooling has no ONNX form: a ConversionError naming the op and the types it
     takes, not a model that fails to load."""
-    conv = torch.nn.Conv1d(2, 2, 3)
 
-    class IntConv(torch.nn.Module):
-        def forward(self, x, w):
-            return torch.nn.functional.conv1d(x, w)
+    class IntPool(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.max_pool2d(x, 2)
 
-    x = torch.randint(0, 5, (1, 2, 6))
-    w = conv.weight.detach().round().long()
-    with pytest.raises(fastonnx.ConversionError, match=r"ONNX Conv \(opset 18\) has no int64 version.*float32"):
-        fastonnx.export(IntConv(), (x, w))
+    x = torch.randint(0, 5, (1, 2, 6, 6))
+    with pytest.raises(fastonnx.ConversionError, match=r"ONNX MaxPool \(opset 18\) has no int64 version.*float32"):
+        fastonnx.export(IntPool(), (x,))
+
+
+def test_complex_values_are_real_pairs():
+    """A complex input or output is a real tensor with a trailing (real, imaginary) dimension."""
+
+    class Spectrum(torch.nn.Module):
+        def forward(self, z):
+            return torch.view_as_complex(torch.view_as_real(z) * 2), z.real
+
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    proto = fastonnx.export(Spectrum(), (z,)).model_proto
+    check(proto)
+    for value in (proto.graph.input[0], proto.graph.output[0]):
+        assert [d.dim_value for d in value.type.tensor_type.shape.dim] == [3, 4, 2]
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    doubled, real = run_ort(proto, [z])
+    torch.testing.assert_close(torch.from_numpy(doubled), torch.view_as_real(z * 2))
+    torch.testing.assert_close(torch.from_numpy(real), z.real)
+
+
+def test_complex_input_to_a_converter_that_does_not_take_it():
+    """Elementwise ONNX ops would misread (real, imaginary) pairs: a clear error instead."""
+
+    class Square(torch.nn.Module):
+        def forward(self, z):
+            return z * z
+
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::mul.Tensor .*complex tensors are not supported"):
+        fastonnx.export(Square(), (torch.randn(3, dtype=torch.complex64),))
 
 
 def test_supported_ops():

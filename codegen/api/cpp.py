@@ -137,6 +137,10 @@ def _kind(t: Type) -> tuple[str, str]:
     raise SpecError(f"schema type `{t}` has no C++ spelling in codegen/api/cpp.py")
 
 
+# ScalarType defaults as native_functions.yaml writes them (`ScalarType? dtype=long`).
+_DTYPE_DEFAULTS = {"long": "ScalarType::Long", "int": "ScalarType::Int", "float": "ScalarType::Float", "double": "ScalarType::Double"}
+
+
 def _default(arg: Argument, kind: str) -> str | None:
     d = arg.default
     if d is None:
@@ -155,6 +159,8 @@ def _default(arg: Argument, kind: str) -> str | None:
     if base == "str":
         # The schema quotes like Python ('none' or "none"); C++ takes only double quotes.
         return f"std::string({json.dumps(ast.literal_eval(d))})"
+    if base == "scalar_type" and d in _DTYPE_DEFAULTS:
+        return _DTYPE_DEFAULTS[d]
     if base == "scalar":
         return f"Scalar({d})" if re.search(r"[.e]", d) else f"Scalar(int64_t{{{d}}})"
     if base in ("int_list", "symint_list", "float_list", "bool_list"):

@@ -1,4 +1,5 @@
 // Reshapes and permutations.
+#include <algorithm>
 #include <numeric>
 
 #include "common.h"
@@ -46,10 +47,18 @@ Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1) {
 
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
   const int64_t r = upscale_factor;
-  if (b.rank(self) == 4) return b.op("DepthToSpace", {self}, {Attr::i("blocksize", r), Attr::s("mode", "CRD")});
-  // Other ranks: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r).
+  // onnxruntime implements DepthToSpace for floating types only (no int64 or bool kernels).
+  if (b.rank(self) == 4 && is_floating(b.dtype(self))) {
+    return b.op("DepthToSpace", {self}, {Attr::i("blocksize", r), Attr::s("mode", "CRD")});
+  }
+  // Otherwise: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r).
   const auto in = b.static_shape(self);
   if (!in || in->size() < 3) b.fail("pixel_shuffle needs a static input shape of rank 3 or more");
+  // An empty input shuffles to an empty output; Reshape cannot make zero-size dims before opset 14.
+  if (std::find(in->begin(), in->end(), 0) != in->end()) {
+    const std::vector<int64_t> out = *b.out_static_shape();
+    return b.constant(b.dtype(self), out, {});
+  }
   const size_t lead = in->size() - 3;
   std::vector<int64_t> split(in->begin(), in->begin() + static_cast<std::ptrdiff_t>(lead));
   const int64_t c = (*in)[lead] / (r * r), h = (*in)[lead + 1], w = (*in)[lead + 2];

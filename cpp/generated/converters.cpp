@@ -737,6 +737,46 @@ Value convert_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_
   }
 }
 
+// convolution_backward  (codegen/mappings/backward.yaml:3)
+std::array<Value, 3> convert_convolution_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<SymIntList> bias_sizes, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] std::vector<bool> output_mask) {
+  // manual: True
+  {
+    return manual::convolution_backward(b, grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  }
+}
+
+// native_layer_norm_backward  (codegen/mappings/backward.yaml:4)
+std::array<Value, 3> convert_native_layer_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_out, [[maybe_unused]] Value input, [[maybe_unused]] SymIntList normalized_shape, [[maybe_unused]] Value mean, [[maybe_unused]] Value rstd, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] std::vector<bool> output_mask) {
+  // manual: True
+  {
+    return manual::native_layer_norm_backward(b, grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
+  }
+}
+
+// native_group_norm_backward  (codegen/mappings/backward.yaml:5)
+std::array<Value, 3> convert_native_group_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_out, [[maybe_unused]] Value input, [[maybe_unused]] Value mean, [[maybe_unused]] Value rstd, [[maybe_unused]] std::optional<Value> weight, [[maybe_unused]] SymInt N, [[maybe_unused]] SymInt C, [[maybe_unused]] SymInt HxW, [[maybe_unused]] int64_t group, [[maybe_unused]] std::vector<bool> output_mask) {
+  // manual: True
+  {
+    return manual::native_group_norm_backward(b, grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask);
+  }
+}
+
+// embedding_dense_backward  (codegen/mappings/backward.yaml:6)
+Value convert_embedding_dense_backward([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt num_weights, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq) {
+  // manual: True
+  {
+    return manual::embedding_dense_backward(b, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+  }
+}
+
+// _softmax_backward_data  (codegen/mappings/backward.yaml:7)
+Value convert__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]] Value grad_output, [[maybe_unused]] Value output, [[maybe_unused]] int64_t dim, [[maybe_unused]] ScalarType input_dtype) {
+  // manual: True
+  {
+    return manual::_softmax_backward_data(b, grad_output, output, dim, input_dtype);
+  }
+}
+
 // eq.Tensor  (codegen/mappings/comparison.yaml:5)
 Value convert_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // manual: True
@@ -1209,6 +1249,62 @@ Value convert_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
+// _fft_r2c  (codegen/mappings/fft.yaml:4)
+Value convert__fft_r2c([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] int64_t normalization, [[maybe_unused]] bool onesided) {
+  // manual: True
+  {
+    return manual::_fft_r2c(b, self, dim, normalization, onesided);
+  }
+}
+
+// _fft_c2r  (codegen/mappings/fft.yaml:5)
+Value convert__fft_c2r([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] int64_t normalization, [[maybe_unused]] SymInt last_dim_size) {
+  // manual: True
+  {
+    return manual::_fft_c2r(b, self, dim, normalization, last_dim_size);
+  }
+}
+
+// _fft_c2c  (codegen/mappings/fft.yaml:6)
+Value convert__fft_c2c([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList dim, [[maybe_unused]] int64_t normalization, [[maybe_unused]] bool forward) {
+  // manual: True
+  {
+    return manual::_fft_c2c(b, self, dim, normalization, forward);
+  }
+}
+
+// view_as_real  (codegen/mappings/fft.yaml:7)
+Value convert_view_as_real([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::view_as_real(b, self);
+  }
+}
+
+// view_as_complex  (codegen/mappings/fft.yaml:8)
+Value convert_view_as_complex([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::view_as_complex(b, self);
+  }
+}
+
+// real  (codegen/mappings/fft.yaml:9)
+Value convert_real([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::real(b, self);
+  }
+}
+
+// imag  (codegen/mappings/fft.yaml:10)
+Value convert_imag([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::imag(b, self);
+  }
+}
+
 // index.Tensor  (codegen/mappings/indexing.yaml:8)
 Value convert_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<std::optional<Value>> indices) {
   // manual: True
@@ -1584,85 +1680,61 @@ Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[
   }
 }
 
-// conv2d  (codegen/mappings/nn.yaml:4)
+// conv2d  (codegen/mappings/nn.yaml:5)
 Value convert_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == rank(weight), onnx: Conv(input, weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == b.rank(weight)))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=twice(padding), dilations=dilation, group=groups), [0])
+  // manual: True
   {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
+    return manual::conv2d(b, input, weight, bias, stride, padding, dilation, groups);
   }
 }
 
-// conv1d  (codegen/mappings/nn.yaml:7)
+// conv1d  (codegen/mappings/nn.yaml:6)
 Value convert_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv3d  (codegen/mappings/nn.yaml:8)
+// conv3d  (codegen/mappings/nn.yaml:7)
 Value convert_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv2d.padding  (codegen/mappings/nn.yaml:9)
+// conv2d.padding  (codegen/mappings/nn.yaml:8)
 Value convert_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
-  // when: rank(input) == rank(weight), onnx: Conv(input, weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups)
-  if (((b.rank(input) == b.rank(weight)))) {
-    const Value v0 = b.op("Conv", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(Conv(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=conv_pads(padding, weight, dilation), dilations=dilation, group=groups), [0])
+  // manual: True
   {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Conv", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_conv_pads(b, padding, weight, dilation)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
+    return manual::conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
   }
 }
 
-// conv1d.padding  (codegen/mappings/nn.yaml:12)
+// conv1d.padding  (codegen/mappings/nn.yaml:9)
 Value convert_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv3d.padding  (codegen/mappings/nn.yaml:13)
+// conv3d.padding  (codegen/mappings/nn.yaml:10)
 Value convert_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
   return convert_conv2d_padding(b, input, weight, bias, stride, padding, dilation, groups);
 }
 
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:14)
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:11)
 Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
-  // when: rank(input) == rank(weight), onnx: ConvTranspose(input, weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups)
-  if (((b.rank(input) == b.rank(weight)))) {
-    const Value v0 = b.op("ConvTranspose", {input, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    return v0;
-  }
-  // onnx: Squeeze(ConvTranspose(Unsqueeze(input, [0]), weight, bias, strides=stride, pads=transpose_pads(padding, output_padding), output_padding=transpose_output_padding(padding, output_padding), dilations=dilation, group=groups), [0])
+  // manual: True
   {
-    const Value v0 = b.op("Unsqueeze", {input, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("ConvTranspose", {v0, weight, bias}, {Attr::ints("strides", b.static_ints(stride)), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)), Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)), Attr::ints("dilations", b.static_ints(dilation)), Attr::i("group", b.static_int(groups))});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    return v2;
+    return manual::conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
   }
 }
 
-// conv_transpose1d  (codegen/mappings/nn.yaml:17)
+// conv_transpose1d  (codegen/mappings/nn.yaml:12)
 Value convert_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   return convert_conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
 }
 
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:18)
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:13)
 Value convert_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
   return convert_conv_transpose2d_input(b, input, weight, bias, stride, padding, output_padding, groups, dilation);
 }
 
-// convolution  (codegen/mappings/nn.yaml:19)
+// convolution  (codegen/mappings/nn.yaml:14)
 Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups) {
   // manual: True
   {
@@ -1670,16 +1742,16 @@ Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value in
   }
 }
 
-// dropout  (codegen/mappings/nn.yaml:21)
+// dropout  (codegen/mappings/nn.yaml:16)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // when: not train, onnx: input
   if (!(train)) {
     return input;
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:21)");
+  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:16)");
 }
 
-// embedding  (codegen/mappings/nn.yaml:22)
+// embedding  (codegen/mappings/nn.yaml:17)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
@@ -1688,7 +1760,7 @@ Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weig
   }
 }
 
-// pixel_shuffle  (codegen/mappings/nn.yaml:23)
+// pixel_shuffle  (codegen/mappings/nn.yaml:18)
 Value convert_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t upscale_factor) {
   // manual: True
   {
@@ -1981,6 +2053,62 @@ std::array<Value, 2> convert_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[
   // manual: True
   {
     return manual::adaptive_max_pool3d(b, self, output_size);
+  }
+}
+
+// rand  (codegen/mappings/random.yaml:4)
+Value convert_rand([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::rand(b, size, dtype, pin_memory);
+  }
+}
+
+// randn  (codegen/mappings/random.yaml:5)
+Value convert_randn([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::randn(b, size, dtype, pin_memory);
+  }
+}
+
+// rand_like  (codegen/mappings/random.yaml:6)
+Value convert_rand_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::rand_like(b, self, dtype, pin_memory);
+  }
+}
+
+// randn_like  (codegen/mappings/random.yaml:7)
+Value convert_randn_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::randn_like(b, self, dtype, pin_memory);
+  }
+}
+
+// randperm  (codegen/mappings/random.yaml:8)
+Value convert_randperm([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::randperm(b, n, dtype, pin_memory);
+  }
+}
+
+// bernoulli  (codegen/mappings/random.yaml:11)
+Value convert_bernoulli([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::bernoulli(b, self);
+  }
+}
+
+// bernoulli.p  (codegen/mappings/random.yaml:12)
+Value convert_bernoulli_p([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // manual: True
+  {
+    return manual::bernoulli_p(b, self, p);
   }
 }
 
@@ -2355,6 +2483,38 @@ Value convert_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   // manual: True
   {
     return manual::logcumsumexp(b, self, dim);
+  }
+}
+
+// lstm.input  (codegen/mappings/rnn.yaml:3)
+std::array<Value, 3> convert_lstm_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] std::vector<Value> hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::lstm_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
+// gru.input  (codegen/mappings/rnn.yaml:4)
+std::array<Value, 2> convert_gru_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::gru_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
+// rnn_tanh.input  (codegen/mappings/rnn.yaml:5)
+std::array<Value, 2> convert_rnn_tanh_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::rnn_tanh_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+}
+
+// rnn_relu.input  (codegen/mappings/rnn.yaml:6)
+std::array<Value, 2> convert_rnn_relu_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value hx, [[maybe_unused]] std::vector<Value> params, [[maybe_unused]] bool has_biases, [[maybe_unused]] int64_t num_layers, [[maybe_unused]] double dropout, [[maybe_unused]] bool train, [[maybe_unused]] bool bidirectional, [[maybe_unused]] bool batch_first) {
+  // manual: True
+  {
+    return manual::rnn_relu_input(b, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   }
 }
 

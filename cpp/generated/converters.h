@@ -127,6 +127,16 @@ Value convert_addcdiv(Builder& b, Value self, Value tensor1, Value tensor2, Scal
 Value convert_xlogy_Tensor(Builder& b, Value self, Value other);
 // scaled_dot_product_attention  (codegen/mappings/attention.yaml:3)
 Value convert_scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa);
+// convolution_backward  (codegen/mappings/backward.yaml:3)
+std::array<Value, 3> convert_convolution_backward(Builder& b, Value grad_output, Value input, Value weight, std::optional<SymIntList> bias_sizes, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups, std::vector<bool> output_mask);
+// native_layer_norm_backward  (codegen/mappings/backward.yaml:4)
+std::array<Value, 3> convert_native_layer_norm_backward(Builder& b, Value grad_out, Value input, SymIntList normalized_shape, Value mean, Value rstd, std::optional<Value> weight, std::optional<Value> bias, std::vector<bool> output_mask);
+// native_group_norm_backward  (codegen/mappings/backward.yaml:5)
+std::array<Value, 3> convert_native_group_norm_backward(Builder& b, Value grad_out, Value input, Value mean, Value rstd, std::optional<Value> weight, SymInt N, SymInt C, SymInt HxW, int64_t group, std::vector<bool> output_mask);
+// embedding_dense_backward  (codegen/mappings/backward.yaml:6)
+Value convert_embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
+// _softmax_backward_data  (codegen/mappings/backward.yaml:7)
+Value convert__softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
 // eq.Tensor  (codegen/mappings/comparison.yaml:5)
 Value convert_eq_Tensor(Builder& b, Value self, Value other);
 // eq.Scalar  (codegen/mappings/comparison.yaml:6)
@@ -251,6 +261,20 @@ Value convert_empty_strided(Builder& b, SymIntList size, SymIntList stride, std:
 Value convert_empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // new_empty  (codegen/mappings/creation.yaml:23)
 Value convert_new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// _fft_r2c  (codegen/mappings/fft.yaml:4)
+Value convert__fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
+// _fft_c2r  (codegen/mappings/fft.yaml:5)
+Value convert__fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size);
+// _fft_c2c  (codegen/mappings/fft.yaml:6)
+Value convert__fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward);
+// view_as_real  (codegen/mappings/fft.yaml:7)
+Value convert_view_as_real(Builder& b, Value self);
+// view_as_complex  (codegen/mappings/fft.yaml:8)
+Value convert_view_as_complex(Builder& b, Value self);
+// real  (codegen/mappings/fft.yaml:9)
+Value convert_real(Builder& b, Value self);
+// imag  (codegen/mappings/fft.yaml:10)
+Value convert_imag(Builder& b, Value self);
 // index.Tensor  (codegen/mappings/indexing.yaml:8)
 Value convert_index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 // index_put  (codegen/mappings/indexing.yaml:9)
@@ -327,31 +351,31 @@ Value convert_cdist(Builder& b, Value x1, Value x2, double p, std::optional<int6
 Value convert__pdist_forward(Builder& b, Value self, double p);
 // pdist  (codegen/mappings/linalg.yaml:28)
 Value convert_pdist(Builder& b, Value self, double p);
-// conv2d  (codegen/mappings/nn.yaml:4)
+// conv2d  (codegen/mappings/nn.yaml:5)
 Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv1d  (codegen/mappings/nn.yaml:7)
+// conv1d  (codegen/mappings/nn.yaml:6)
 Value convert_conv1d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv3d  (codegen/mappings/nn.yaml:8)
+// conv3d  (codegen/mappings/nn.yaml:7)
 Value convert_conv3d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv2d.padding  (codegen/mappings/nn.yaml:9)
+// conv2d.padding  (codegen/mappings/nn.yaml:8)
 Value convert_conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv1d.padding  (codegen/mappings/nn.yaml:12)
+// conv1d.padding  (codegen/mappings/nn.yaml:9)
 Value convert_conv1d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv3d.padding  (codegen/mappings/nn.yaml:13)
+// conv3d.padding  (codegen/mappings/nn.yaml:10)
 Value convert_conv3d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv_transpose2d.input  (codegen/mappings/nn.yaml:14)
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:11)
 Value convert_conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// conv_transpose1d  (codegen/mappings/nn.yaml:17)
+// conv_transpose1d  (codegen/mappings/nn.yaml:12)
 Value convert_conv_transpose1d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// conv_transpose3d.input  (codegen/mappings/nn.yaml:18)
+// conv_transpose3d.input  (codegen/mappings/nn.yaml:13)
 Value convert_conv_transpose3d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
-// convolution  (codegen/mappings/nn.yaml:19)
+// convolution  (codegen/mappings/nn.yaml:14)
 Value convert_convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
-// dropout  (codegen/mappings/nn.yaml:21)
+// dropout  (codegen/mappings/nn.yaml:16)
 Value convert_dropout(Builder& b, Value input, double p, bool train);
-// embedding  (codegen/mappings/nn.yaml:22)
+// embedding  (codegen/mappings/nn.yaml:17)
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
-// pixel_shuffle  (codegen/mappings/nn.yaml:23)
+// pixel_shuffle  (codegen/mappings/nn.yaml:18)
 Value convert_pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 // batch_norm  (codegen/mappings/norm.yaml:4)
 Value convert_batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
@@ -425,6 +449,20 @@ std::array<Value, 2> convert_adaptive_max_pool1d(Builder& b, Value self, std::ve
 std::array<Value, 2> convert_adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
 // adaptive_max_pool3d  (codegen/mappings/pooling.yaml:22)
 std::array<Value, 2> convert_adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
+// rand  (codegen/mappings/random.yaml:4)
+Value convert_rand(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randn  (codegen/mappings/random.yaml:5)
+Value convert_randn(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// rand_like  (codegen/mappings/random.yaml:6)
+Value convert_rand_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randn_like  (codegen/mappings/random.yaml:7)
+Value convert_randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randperm  (codegen/mappings/random.yaml:8)
+Value convert_randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// bernoulli  (codegen/mappings/random.yaml:11)
+Value convert_bernoulli(Builder& b, Value self);
+// bernoulli.p  (codegen/mappings/random.yaml:12)
+Value convert_bernoulli_p(Builder& b, Value self, double p);
 // mean.dim  (codegen/mappings/reduction.yaml:4)
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // sum  (codegen/mappings/reduction.yaml:9)
@@ -509,6 +547,14 @@ std::array<Value, 2> convert_cummax(Builder& b, Value self, int64_t dim);
 std::array<Value, 2> convert_cummin(Builder& b, Value self, int64_t dim);
 // logcumsumexp  (codegen/mappings/reduction.yaml:56)
 Value convert_logcumsumexp(Builder& b, Value self, int64_t dim);
+// lstm.input  (codegen/mappings/rnn.yaml:3)
+std::array<Value, 3> convert_lstm_input(Builder& b, Value input, std::vector<Value> hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// gru.input  (codegen/mappings/rnn.yaml:4)
+std::array<Value, 2> convert_gru_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// rnn_tanh.input  (codegen/mappings/rnn.yaml:5)
+std::array<Value, 2> convert_rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// rnn_relu.input  (codegen/mappings/rnn.yaml:6)
+std::array<Value, 2> convert_rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 // clone  (codegen/mappings/shape.yaml:2)
 Value convert_clone(Builder& b, Value self);
 // contiguous  (codegen/mappings/shape.yaml:3)
@@ -1058,6 +1104,11 @@ Value atan2_out(Builder& b, Value self, Value other, Value out);
 Value lerp_Scalar(Builder& b, Value self, Value end, Scalar weight);
 Value lerp_Tensor(Builder& b, Value self, Value end, Value weight);
 Value scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa);
+std::array<Value, 3> convolution_backward(Builder& b, Value grad_output, Value input, Value weight, std::optional<SymIntList> bias_sizes, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups, std::vector<bool> output_mask);
+std::array<Value, 3> native_layer_norm_backward(Builder& b, Value grad_out, Value input, SymIntList normalized_shape, Value mean, Value rstd, std::optional<Value> weight, std::optional<Value> bias, std::vector<bool> output_mask);
+std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Value input, Value mean, Value rstd, std::optional<Value> weight, SymInt N, SymInt C, SymInt HxW, int64_t group, std::vector<bool> output_mask);
+Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
+Value _softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
 Value eq_Tensor(Builder& b, Value self, Value other);
 Value eq_Scalar(Builder& b, Value self, Scalar other);
 Value ne_Tensor(Builder& b, Value self, Value other);
@@ -1112,6 +1163,13 @@ Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType>
 Value empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
+Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size);
+Value _fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward);
+Value view_as_real(Builder& b, Value self);
+Value view_as_complex(Builder& b, Value self);
+Value real(Builder& b, Value self);
+Value imag(Builder& b, Value self);
 Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 Value index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
 Value nonzero(Builder& b, Value self);
@@ -1140,6 +1198,9 @@ Value _cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int
 Value cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
 Value _pdist_forward(Builder& b, Value self, double p);
 Value pdist(Builder& b, Value self, double p);
+Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
+Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
+Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
@@ -1178,6 +1239,13 @@ Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
 std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
 std::array<Value, 2> adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
 std::array<Value, 2> adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
+Value rand(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value randn(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value rand_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value bernoulli(Builder& b, Value self);
+Value bernoulli_p(Builder& b, Value self, double p);
 Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
 Value amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
 Value max(Builder& b, Value self);
@@ -1216,6 +1284,10 @@ Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dty
 std::array<Value, 2> cummax(Builder& b, Value self, int64_t dim);
 std::array<Value, 2> cummin(Builder& b, Value self, int64_t dim);
 Value logcumsumexp(Builder& b, Value self, int64_t dim);
+std::array<Value, 3> lstm_input(Builder& b, Value input, std::vector<Value> hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+std::array<Value, 2> gru_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+std::array<Value, 2> rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+std::array<Value, 2> rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);

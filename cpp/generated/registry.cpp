@@ -435,6 +435,69 @@ void unpack_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_un
 }
 constexpr const char* kArgs_scaled_dot_product_attention[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"};
 
+void unpack_convolution_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 2), "weight");
+  std::optional<SymIntList> bias_sizes = unpack_opt_symint_list(arg_at(args, 3), "bias_sizes");
+  SymIntList stride = unpack_symint_list(arg_at(args, 4), "stride");
+  SymIntList padding = unpack_symint_list(arg_at(args, 5), "padding");
+  SymIntList dilation = unpack_symint_list(arg_at(args, 6), "dilation");
+  bool transposed = unpack_bool(arg_at(args, 7), "transposed");
+  SymIntList output_padding = unpack_symint_list(arg_at(args, 8), "output_padding");
+  SymInt groups = unpack_symint(arg_at(args, 9), "groups");
+  std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 10), "output_mask", 3);
+  for (Value v : convert_convolution_backward(b, std::move(grad_output), std::move(input), std::move(weight), std::move(bias_sizes), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups), std::move(output_mask))) outs.push_back(v);
+}
+constexpr const char* kArgs_convolution_backward[] = {"grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation", "transposed", "output_padding", "groups", "output_mask"};
+
+void unpack_native_layer_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_out = unpack_tensor(b, arg_at(args, 0), "grad_out");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  SymIntList normalized_shape = unpack_symint_list(arg_at(args, 2), "normalized_shape");
+  Value mean = unpack_tensor(b, arg_at(args, 3), "mean");
+  Value rstd = unpack_tensor(b, arg_at(args, 4), "rstd");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 5), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 6), "bias");
+  std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 7), "output_mask", 3);
+  for (Value v : convert_native_layer_norm_backward(b, std::move(grad_out), std::move(input), std::move(normalized_shape), std::move(mean), std::move(rstd), std::move(weight), std::move(bias), std::move(output_mask))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_layer_norm_backward[] = {"grad_out", "input", "normalized_shape", "mean", "rstd", "weight", "bias", "output_mask"};
+
+void unpack_native_group_norm_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_out = unpack_tensor(b, arg_at(args, 0), "grad_out");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  Value mean = unpack_tensor(b, arg_at(args, 2), "mean");
+  Value rstd = unpack_tensor(b, arg_at(args, 3), "rstd");
+  std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 4), "weight");
+  SymInt N = unpack_symint(arg_at(args, 5), "N");
+  SymInt C = unpack_symint(arg_at(args, 6), "C");
+  SymInt HxW = unpack_symint(arg_at(args, 7), "HxW");
+  int64_t group = unpack_int(arg_at(args, 8), "group");
+  std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 9), "output_mask", 3);
+  for (Value v : convert_native_group_norm_backward(b, std::move(grad_out), std::move(input), std::move(mean), std::move(rstd), std::move(weight), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(output_mask))) outs.push_back(v);
+}
+constexpr const char* kArgs_native_group_norm_backward[] = {"grad_out", "input", "mean", "rstd", "weight", "N", "C", "HxW", "group", "output_mask"};
+
+void unpack_embedding_dense_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  SymInt num_weights = unpack_symint(arg_at(args, 2), "num_weights");
+  SymInt padding_idx = unpack_symint(arg_at(args, 3), "padding_idx");
+  bool scale_grad_by_freq = unpack_bool(arg_at(args, 4), "scale_grad_by_freq");
+  outs.push_back(convert_embedding_dense_backward(b, std::move(grad_output), std::move(indices), std::move(num_weights), std::move(padding_idx), std::move(scale_grad_by_freq)));
+}
+constexpr const char* kArgs_embedding_dense_backward[] = {"grad_output", "indices", "num_weights", "padding_idx", "scale_grad_by_freq"};
+
+void unpack__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
+  Value output = unpack_tensor(b, arg_at(args, 1), "output");
+  int64_t dim = unpack_int(arg_at(args, 2), "dim");
+  ScalarType input_dtype = unpack_scalar_type(arg_at(args, 3), "input_dtype");
+  outs.push_back(convert__softmax_backward_data(b, std::move(grad_output), std::move(output), std::move(dim), std::move(input_dtype)));
+}
+constexpr const char* kArgs__softmax_backward_data[] = {"grad_output", "output", "dim", "input_dtype"};
+
 void unpack_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
@@ -904,6 +967,57 @@ void unpack_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   outs.push_back(convert_new_empty(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_new_empty[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack__fft_r2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
+  bool onesided = unpack_bool(arg_at(args, 3), "onesided");
+  outs.push_back(convert__fft_r2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(onesided)));
+}
+constexpr const char* kArgs__fft_r2c[] = {"self", "dim", "normalization", "onesided"};
+
+void unpack__fft_c2r([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
+  int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
+  SymInt last_dim_size = unpack_symint(arg_at(args, 3), "last_dim_size");
+  outs.push_back(convert__fft_c2r(b, std::move(self), std::move(dim), std::move(normalization), std::move(last_dim_size)));
+}
+constexpr const char* kArgs__fft_c2r[] = {"self", "dim", "normalization", "last_dim_size"};
+
+void unpack__fft_c2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList dim = unpack_symint_list(arg_at(args, 1), "dim");
+  int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
+  bool forward = unpack_bool(arg_at(args, 3), "forward");
+  outs.push_back(convert__fft_c2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(forward)));
+}
+constexpr const char* kArgs__fft_c2c[] = {"self", "dim", "normalization", "forward"};
+
+void unpack_view_as_real([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_view_as_real(b, std::move(self)));
+}
+constexpr const char* kArgs_view_as_real[] = {"self"};
+
+void unpack_view_as_complex([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_view_as_complex(b, std::move(self)));
+}
+constexpr const char* kArgs_view_as_complex[] = {"self"};
+
+void unpack_real([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_real(b, std::move(self)));
+}
+constexpr const char* kArgs_real[] = {"self"};
+
+void unpack_imag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_imag(b, std::move(self)));
+}
+constexpr const char* kArgs_imag[] = {"self"};
 
 void unpack_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1717,6 +1831,59 @@ void unpack_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_adaptive_max_pool3d[] = {"self", "output_size"};
 
+void unpack_rand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_rand(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_rand[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_randn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randn(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randn[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_rand_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_rand_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_rand_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_randn_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randn_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randn_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_randperm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymInt n = unpack_symint(arg_at(args, 0), "n");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(ScalarType::Long);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randperm(b, std::move(n), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randperm[] = {"n", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_bernoulli([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_bernoulli(b, std::move(self)));
+}
+constexpr const char* kArgs_bernoulli[] = {"self", "generator"};
+
+void unpack_bernoulli_p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double p = unpack_float(arg_at(args, 1), "p");
+  outs.push_back(convert_bernoulli_p(b, std::move(self), std::move(p)));
+}
+constexpr const char* kArgs_bernoulli_p[] = {"self", "p", "generator"};
+
 void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
@@ -2046,6 +2213,62 @@ void unpack_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   outs.push_back(convert_logcumsumexp(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_logcumsumexp[] = {"self", "dim"};
+
+void unpack_lstm_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  std::vector<Value> hx = unpack_tensor_list(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_lstm_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_lstm_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
+void unpack_gru_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value hx = unpack_tensor(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_gru_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_gru_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
+void unpack_rnn_tanh_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value hx = unpack_tensor(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_rnn_tanh_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_rnn_tanh_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
+
+void unpack_rnn_relu_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value hx = unpack_tensor(b, arg_at(args, 1), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 2), "params");
+  bool has_biases = unpack_bool(arg_at(args, 3), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 4), "num_layers");
+  double dropout = unpack_float(arg_at(args, 5), "dropout");
+  bool train = unpack_bool(arg_at(args, 6), "train");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
+  for (Value v : convert_rnn_relu_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+}
+constexpr const char* kArgs_rnn_relu_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
 
 void unpack_clone([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -4051,6 +4274,11 @@ const OpEntry kOps[] = {
     {"addcdiv", &unpack_addcdiv, kArgs_addcdiv},
     {"xlogy.Tensor", &unpack_xlogy_Tensor, kArgs_xlogy_Tensor},
     {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention},
+    {"convolution_backward", &unpack_convolution_backward, kArgs_convolution_backward},
+    {"native_layer_norm_backward", &unpack_native_layer_norm_backward, kArgs_native_layer_norm_backward},
+    {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward},
+    {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward},
+    {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data},
     {"eq.Tensor", &unpack_eq_Tensor, kArgs_eq_Tensor},
     {"eq.Scalar", &unpack_eq_Scalar, kArgs_eq_Scalar},
     {"ne.Tensor", &unpack_ne_Tensor, kArgs_ne_Tensor},
@@ -4113,6 +4341,13 @@ const OpEntry kOps[] = {
     {"empty_strided", &unpack_empty_strided, kArgs_empty_strided},
     {"empty_like", &unpack_empty_like, kArgs_empty_like},
     {"new_empty", &unpack_new_empty, kArgs_new_empty},
+    {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c},
+    {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r},
+    {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c},
+    {"view_as_real", &unpack_view_as_real, kArgs_view_as_real},
+    {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex},
+    {"real", &unpack_real, kArgs_real},
+    {"imag", &unpack_imag, kArgs_imag},
     {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor},
     {"index_put", &unpack_index_put, kArgs_index_put},
     {"nonzero", &unpack_nonzero, kArgs_nonzero},
@@ -4200,6 +4435,13 @@ const OpEntry kOps[] = {
     {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d},
     {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d},
     {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d},
+    {"rand", &unpack_rand, kArgs_rand},
+    {"randn", &unpack_randn, kArgs_randn},
+    {"rand_like", &unpack_rand_like, kArgs_rand_like},
+    {"randn_like", &unpack_randn_like, kArgs_randn_like},
+    {"randperm", &unpack_randperm, kArgs_randperm},
+    {"bernoulli", &unpack_bernoulli, kArgs_bernoulli},
+    {"bernoulli.p", &unpack_bernoulli_p, kArgs_bernoulli_p},
     {"mean.dim", &unpack_mean_dim, kArgs_mean_dim},
     {"sum", &unpack_sum, kArgs_sum},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
@@ -4242,6 +4484,10 @@ const OpEntry kOps[] = {
     {"cummax", &unpack_cummax, kArgs_cummax},
     {"cummin", &unpack_cummin, kArgs_cummin},
     {"logcumsumexp", &unpack_logcumsumexp, kArgs_logcumsumexp},
+    {"lstm.input", &unpack_lstm_input, kArgs_lstm_input},
+    {"gru.input", &unpack_gru_input, kArgs_gru_input},
+    {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input},
+    {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input},
     {"clone", &unpack_clone, kArgs_clone},
     {"contiguous", &unpack_contiguous, kArgs_contiguous},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy},

@@ -55,8 +55,12 @@ void Builder::check_input_types(std::string_view type, const OpTypes& spec, cons
     if (inputs[i].id == Value::kNone) continue;
     const FormalInput& formal = spec.inputs[std::min(i, n_formal - 1)];
     if (i >= n_formal && !formal.variadic) break;  // more inputs than ONNX has: the checker says so
-    const ScalarType t = dtype(Value{inputs[i].id});
+    ScalarType t = dtype(Value{inputs[i].id});
     if (t == ScalarType::Undefined) continue;
+    if (is_complex(t)) {
+      if (!complex_pairs_) fail("complex tensors are not supported by this converter (ONNX " + std::string(type) + ")");
+      t = real_part_type(t);
+    }
     if ((formal.allowed & (uint64_t{1} << static_cast<int>(t))) == 0) {
       std::string allowed;
       for (int code = 0; code < 64; ++code) {
@@ -226,6 +230,28 @@ std::optional<Value> Builder::ints(const std::optional<SymIntList>& items) {
   return ints(*items);
 }
 
+Value Builder::as_complex(Value pairs) {
+  const ScalarType t = dtype(pairs);
+  const ScalarType complex = t == ScalarType::Double ? ScalarType::ComplexDouble
+                             : t == ScalarType::Float ? ScalarType::ComplexFloat
+                             : t == ScalarType::Half  ? ScalarType::ComplexHalf
+                                                      : ScalarType::Undefined;
+  if (complex == ScalarType::Undefined) fail(std::string("no complex type has parts of type ") + dtype_name(t));
+  const Value v = op("Identity", {pairs});
+  g_.set_dtype(v, complex);
+  return v;
+}
+
+Value Builder::as_real(Value complex) {
+  if (!is_complex(dtype(complex))) fail(std::string("expected a complex tensor, got ") + dtype_name(dtype(complex)));
+  const bool accepted = complex_pairs_;
+  complex_pairs_ = true;
+  const Value v = op("Identity", {complex});
+  complex_pairs_ = accepted;
+  g_.set_dtype(v, real_part_type(dtype(complex)));
+  return v;
+}
+
 Value Builder::cast(Value v, ScalarType to) {
   if (dtype(v) == to) return v;
   if (auto it = scalars_.find(v.id); it != scalars_.end()) return scalar(it->second, to);
@@ -331,6 +357,7 @@ std::optional<std::vector<int64_t>> Builder::out_static_shape(size_t i) const {
 void Builder::set_current(std::string_view fx_name, std::span<const TensorMeta> metas) {
   fx_name_ = fx_name;
   metas_ = metas;
+  complex_pairs_ = false;
 }
 
 void Builder::fail(const std::string& message) const { throw ConvertError(message); }

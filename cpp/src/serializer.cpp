@@ -13,8 +13,8 @@ namespace {
 namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, producer_version = 3, graph = 7, opset_import = 8 }; }
 namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 }; }
 namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
-namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, floats = 7, ints = 8, type = 20 }; }
-namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, FLOATS = 6, INTS = 7 }; }
+namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, floats = 7, ints = 8, strings = 9, type = 20 }; }
+namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
 namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 }; }
 namespace entry_f { enum : uint32_t { key = 1, value = 2 }; }
 constexpr uint64_t kDataLocationExternal = 1;
@@ -54,14 +54,22 @@ ProtoMessage attribute(const Attr& a) {
       m.packed_float_field(attr_f::floats, std::vector<float>(a.float_values.begin(), a.float_values.end()));
       m.varint_field(attr_f::type, attr_type::FLOATS);
       break;
+    case Attr::Kind::Strings:
+      for (const std::string& v : a.string_values) m.bytes_field(attr_f::strings, v);
+      m.varint_field(attr_f::type, attr_type::STRINGS);
+      break;
   }
   return m;
 }
 
+// A complex value is a real tensor with a trailing dimension of 2 (real, imaginary): ONNX's DFT
+// layout; onnxruntime runs no op on complex tensors.
+int stored_dtype(ScalarType t) { return onnx_dtype(real_part_type(t)); }
+
 ProtoMessage value_info(const Graph& g, Value v) {
   const ValueInfo& info = g.info(v);
   ProtoMessage tensor_type;
-  tensor_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(onnx_dtype(info.dtype)));
+  tensor_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(stored_dtype(info.dtype)));
   if (info.has_shape) {
     ProtoMessage shape;
     for (const Dim& d : g.shape(v)) {
@@ -72,6 +80,11 @@ ProtoMessage value_info(const Graph& g, Value v) {
         dim.int64_field(dim_f::dim_value, d.value);
       }
       shape.message_field(shape_f::dim, dim);
+    }
+    if (is_complex(info.dtype)) {
+      ProtoMessage pair;
+      pair.int64_field(dim_f::dim_value, 2);
+      shape.message_field(shape_f::dim, pair);
     }
     tensor_type.message_field(ttype_f::shape, shape);
   }
@@ -94,8 +107,10 @@ ProtoMessage tensor(const Graph& g, const Initializer& init, ExternalData* exter
   ProtoMessage m;
   std::vector<int64_t> dims;
   for (const Dim& d : g.shape(init.value)) dims.push_back(d.value);
+  const ScalarType dtype = g.info(init.value).dtype;
+  if (is_complex(dtype)) dims.push_back(2);  // complex bytes are (real, imaginary) pairs already
   if (!dims.empty()) m.packed_int64_field(tensor_f::dims, dims);
-  m.varint_field(tensor_f::data_type, static_cast<uint64_t>(onnx_dtype(g.info(init.value).dtype)));
+  m.varint_field(tensor_f::data_type, static_cast<uint64_t>(stored_dtype(dtype)));
   m.bytes_field(tensor_f::name, g.name(init.value));
   if (external != nullptr && init.nbytes >= external->threshold) {
     const size_t align = init.nbytes >= kPageAlignedBytes ? kPage : kSmallAlignment;

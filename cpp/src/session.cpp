@@ -64,6 +64,7 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
 
 void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outputs) {
   std::vector<bool> taken(graph_.num_values(), false);
+  builder_.accept_complex_pairs();  // an Identity copies complex values as their real pairs
   for (const auto& [value, name] : outputs) {
     Value v = value;
     // A graph output must be produced by a node of its own: a passed-through input or weight,

@@ -40,6 +40,15 @@ bool is_complex(ScalarType t) {
   return t == ScalarType::ComplexHalf || t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
 }
 
+ScalarType real_part_type(ScalarType t) {
+  switch (t) {
+    case ScalarType::ComplexHalf: return ScalarType::Half;
+    case ScalarType::ComplexFloat: return ScalarType::Float;
+    case ScalarType::ComplexDouble: return ScalarType::Double;
+    default: return t;
+  }
+}
+
 namespace {
 struct DtypeRow {
   ScalarType torch;
@@ -158,6 +167,11 @@ Attr Attr::ints(std::string n, std::vector<int64_t> v) {
 Attr Attr::floats(std::string n, std::vector<double> v) {
   Attr a = named(std::move(n), Kind::Floats);
   a.float_values = std::move(v);
+  return a;
+}
+Attr Attr::strings(std::string n, std::vector<std::string> v) {
+  Attr a = named(std::move(n), Kind::Strings);
+  a.string_values = std::move(v);
   return a;
 }
 

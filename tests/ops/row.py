@@ -9,7 +9,9 @@ A row runs for each of its ``dtypes``; when it names none, an OpInfo row runs fo
 ``PARITY_DTYPES`` the OpInfo supports on CPU and a hand-written row for float32.
 ``sample_filter`` drops samples outside the row's scope (another overload, or arguments the row
 does not cover); ``xfails`` mark samples known to fail, in fastonnx or onnxruntime (strict, so a
-fix shows up as XPASS and the entry must go).
+fix shows up as XPASS and the entry must go). ``compare`` replaces the element-wise comparison
+with torch for ops whose values cannot match (random ops): it gets each output of onnxruntime,
+the matching output of torch (same shape and dtype, checked first) and the sample.
 """
 
 from __future__ import annotations
@@ -35,18 +37,18 @@ MAX_SAMPLES_OTHER_DTYPES = 6
 
 @dataclass(frozen=True)
 class SampleRule:
-    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None) at opsets below
-    ``below_opset`` (every opset when None), and why."""
+    """The samples ``matches`` selects, for ``dtypes`` (every dtype when None) at the target
+    ``opsets`` (every opset when None), and why."""
 
     reason: str
     matches: Callable[[SampleInput], bool] = lambda sample: True
     dtypes: tuple[torch.dtype, ...] | None = None
-    below_opset: int | None = None
+    opsets: range | None = None
 
     def applies(self, sample: SampleInput, dtype: torch.dtype) -> bool:
         return (
             (self.dtypes is None or dtype in self.dtypes)
-            and (self.below_opset is None or PARITY_OPSET < self.below_opset)
+            and (self.opsets is None or PARITY_OPSET in self.opsets)
             and bool(self.matches(sample))
         )
 
@@ -64,9 +66,9 @@ class Row:
     sample_filter: SampleRule | None = None
     xfails: tuple[SampleRule, ...] = ()
     max_samples: int | None = None  # None: MAX_SAMPLES for the dtype
-    # False for ops whose result is uninitialized memory in torch (empty, resize_ growing): only
-    # the outputs' shapes and dtypes are compared.
-    check_values: bool = True
+    # A check of its own (got, torch's, sample) after shapes and dtypes matched: for random ops,
+    # and `shapes_only` for results torch leaves uninitialized (empty, resize_ growing).
+    compare: Callable[[torch.Tensor, torch.Tensor, SampleInput], None] | None = None
     family: str = ""  # the rows module that defines it (set when the table is collected)
     # Trace with every dimension dynamic (size queries and arithmetic on sizes stay in the graph).
     dynamic: bool = False
@@ -75,6 +77,10 @@ class Row:
 
     def cap(self, dtype: torch.dtype) -> int:
         return self.max_samples or MAX_SAMPLES.get(dtype, MAX_SAMPLES_OTHER_DTYPES)
+
+
+def shapes_only(got: torch.Tensor, want: torch.Tensor, sample: SampleInput) -> None:
+    """For results torch leaves uninitialized: their shape and dtype are all there is to compare."""
 
 
 def from_opinfo(name: str, *overloads: str, variant: str = "", id: str | None = None, **options) -> Row:

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import fastonnx
+from row import PARITY_OPSET
 from rows import ALL_ROWS
 from parity_cases import SEEN_OVERLOADS, Case, build_cases
-from row import PARITY_OPSET
-from support import check, flat_tensors, run_ort
+from support import check, flat_tensors, onnx_layout, run_ort
 
 # FASTONNX_PARITY_ROWS=relu,conv2d (row ids) or =activation,nn (rows modules) narrows the run
 # while working on a family; unset, every row runs.
@@ -31,7 +31,7 @@ def _param(case: Case):
 def _compare(case: Case) -> None:
     module, inputs = case.module(), case.inputs()
     with torch.no_grad():
-        expected = flat_tensors(module(*(t.clone() for t in inputs)))
+        expected = [onnx_layout(t) for t in flat_tensors(module(*(t.clone() for t in inputs)))]
     proto = fastonnx.export(case.program, inputs, opset_version=PARITY_OPSET).model_proto
     check(proto)
     assert len(proto.graph.input) == len(inputs), f"{len(proto.graph.input)} graph inputs for {len(inputs)} tensors"
@@ -40,12 +40,14 @@ def _compare(case: Case) -> None:
     rtol, atol = case.row.tolerance.get(case.dtype, (None, None))
     for i, (got, want) in enumerate(zip(actual, expected)):
         got = torch.from_numpy(np.array(got))
-        if not case.row.check_values:  # torch leaves the values uninitialized (empty, resize_)
-            found, wanted = f"{got.dtype}{list(got.shape)}", f"{want.dtype}{list(want.shape)}"
-            assert found == wanted, f"output {i}: {found}, expected {wanted}"
+        if case.row.compare is None:
+            # NaN where torch gives NaN is parity (and NaN anywhere else is not).
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, i=i: f"output {i}: {m}")
             continue
-        # NaN where torch gives NaN is parity (and NaN anywhere else is not).
-        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, i=i: f"output {i}: {m}")
+        assert (got.dtype, got.shape) == (want.dtype, want.shape), (
+            f"output {i}: {got.dtype}{list(got.shape)}, torch has {want.dtype}{list(want.shape)}"
+        )
+        case.row.compare(got, want, case.sample)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])

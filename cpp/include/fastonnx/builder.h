@@ -52,6 +52,16 @@ class Builder {
   std::optional<Value> ints(const std::optional<std::vector<int64_t>>& items);
   std::optional<Value> ints(const std::optional<SymIntList>& items);
 
+  // Complex values. ONNX (and onnxruntime) cannot hold complex tensors, so a complex tensor of
+  // shape S is carried as a real tensor of shape S + [2] (real, imaginary: torch.view_as_real's
+  // layout) while its dtype in the graph stays complex. A converter that knows this calls
+  // accept_complex_pairs() before feeding complex values to ONNX ops (which then see their real
+  // parts type); in any other converter a complex input is an error, not a silent misreading.
+  // as_complex/as_real relabel a value between the two views without moving data.
+  void accept_complex_pairs() { complex_pairs_ = true; }
+  Value as_complex(Value pairs);
+  Value as_real(Value complex);
+
   // Element types.
   ScalarType dtype(Value v) const { return g_.info(v).dtype; }
   Value cast(Value v, ScalarType to);
@@ -101,6 +111,7 @@ class Builder {
   std::unordered_map<uint32_t, Scalar> scalars_;
   std::string_view fx_name_;
   std::span<const TensorMeta> metas_;
+  bool complex_pairs_ = false;  // the current converter handles complex values (as real pairs)
 };
 
 }  // namespace fastonnx

@@ -58,6 +58,9 @@ enum class ScalarType : int8_t {
 bool is_floating(ScalarType t);
 bool is_integral(ScalarType t);  // bool excluded
 bool is_complex(ScalarType t);
+// The type of the real and imaginary parts of a complex type (complex64 -> float32); other
+// types are their own.
+ScalarType real_part_type(ScalarType t);
 int element_size(ScalarType t);
 const char* dtype_name(ScalarType t);
 // ONNX TensorProto.DataType of a torch dtype; throws ConvertError for dtypes ONNX cannot hold.
@@ -106,7 +109,7 @@ class ConvertError : public std::runtime_error {
 
 // An ONNX attribute.
 struct Attr {
-  enum class Kind : uint8_t { Int, Float, String, Ints, Floats };
+  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings };
   std::string name;
   Kind kind = Kind::Int;
   int64_t int_value = 0;
@@ -114,6 +117,7 @@ struct Attr {
   std::string string_value;
   std::vector<int64_t> int_values;
   std::vector<double> float_values;
+  std::vector<std::string> string_values;
 
   static Attr i(std::string n, int64_t v);
   static Attr f(std::string n, double v);
@@ -121,6 +125,7 @@ struct Attr {
   static Attr s(std::string n, std::string v);
   static Attr ints(std::string n, std::vector<int64_t> v);
   static Attr floats(std::string n, std::vector<double> v);
+  static Attr strings(std::string n, std::vector<std::string> v);
 };
 using Attrs = std::vector<Attr>;
 

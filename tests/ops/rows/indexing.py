@@ -66,7 +66,7 @@ def _accumulates(sample) -> bool:
 # (add, mul) and 18 (max, min); below that the converters fail clearly.
 def _reduction_before(opset: int, reduction: str, matches=lambda sample: True, dtypes=None) -> SampleRule:
     reason = f"ONNX Scatter* ops have reduction '{reduction}' only from opset {opset}; fastonnx fails clearly below"
-    return SampleRule(reason, matches, dtypes=dtypes, below_opset=opset)
+    return SampleRule(reason, matches, dtypes=dtypes, opsets=range(opset))
 
 
 NUMBERS = (torch.float32, torch.float16, torch.int64)

@@ -5,9 +5,9 @@ import torch.nn.functional as F
 from row import SampleRule, aten, from_opinfo, hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
-_GRID_SAMPLE_16 = SampleRule("ONNX GridSample is new in opset 16", below_opset=16)
+_GRID_SAMPLE_16 = SampleRule("ONNX GridSample is new in opset 16", opsets=range(16))
 _GRID_SAMPLE_5D_20 = SampleRule(
-    "ONNX GridSample takes 5-D inputs from opset 20", lambda sample: sample.input.dim() == 5, below_opset=20
+    "ONNX GridSample takes 5-D inputs from opset 20", lambda sample: sample.input.dim() == 5, opsets=range(20)
 )
 
 

@@ -1,0 +1,202 @@
+// Fourier transforms and the complex views FFT users need. A complex tensor travels as a real
+// tensor with a trailing (real, imaginary) dimension of 2 (see Builder::accept_complex_pairs),
+// which is the layout ONNX's DFT reads and writes; a real DFT input has a trailing 1.
+//
+// torch's normalization: 0 none, 1 by 1/sqrt(n), 2 by 1/n, n the number of transformed points.
+// ONNX's inverse DFT divides by n itself, so inverse transforms are rescaled by n.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common.h"
+
+namespace fastonnx {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+double torch_scale(Builder& b, int64_t normalization, double n) {
+  switch (normalization) {
+    case 0: return 1.0;
+    case 1: return 1.0 / std::sqrt(n);
+    case 2: return 1.0 / n;
+    default: b.fail("unknown FFT normalization " + std::to_string(normalization) + " (0, 1 or 2)");
+  }
+}
+
+int64_t signal_size(Builder& b, Value x, int64_t axis) {
+  const auto shape = b.static_shape(x);
+  if (!shape) b.fail("a Fourier transform needs the static length of every transformed dimension");
+  return (*shape)[static_cast<size_t>(axis)];
+}
+
+std::vector<int64_t> wrapped(Builder& b, const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(wrap_dim(b, d, rank));
+  return out;
+}
+
+// The DFT along `axis` as a MatMul (ONNX has no DFT before opset 17): the axis moved next to the
+// (real, imaginary) dimension, the two flattened, times the real matrix of the complex DFT.
+Value dft_matmul(Builder& b, Value x, int64_t axis, int64_t rank, int64_t n, bool inverse, bool onesided,
+                 bool real_input) {
+  const ScalarType parts = real_part_type(b.dtype(x));
+  if (parts != ScalarType::Float && parts != ScalarType::Double) {
+    b.fail(std::string("a Fourier transform of ") + dtype_name(parts) + " values has no ONNX form before opset 17");
+  }
+  const int64_t m = onesided ? n / 2 + 1 : n, in_parts = real_input ? 1 : 2;
+  // out[k] = sum_t in[t] * e^(-+2 pi i k t / n) (/ n when inverse, as ONNX's DFT does):
+  // re += a cos - (+-) b sin ... written per (t, part) row and (k, part) column.
+  std::vector<double> matrix(static_cast<size_t>(n * in_parts * m * 2));
+  const double sign = inverse ? 1.0 : -1.0, scale = inverse ? 1.0 / static_cast<double>(n) : 1.0;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t k = 0; k < m; ++k) {
+      const double angle = 2 * kPi * static_cast<double>((k * t) % n) / static_cast<double>(n);
+      const double c = std::cos(angle) * scale, s = sign * std::sin(angle) * scale;
+      const auto at = [&](int64_t part_in, int64_t part_out) {
+        return static_cast<size_t>(((t * in_parts + part_in) * m + k) * 2 + part_out);
+      };
+      matrix[at(0, 0)] = c;  // re * cos
+      matrix[at(0, 1)] = s;  // re * (+-sin) -> im
+      if (!real_input) {
+        matrix[at(1, 0)] = -s;  // im * (-+sin) -> re
+        matrix[at(1, 1)] = c;   // im * cos -> im
+      }
+    }
+  }
+  std::vector<uint8_t> bytes;
+  for (double v : matrix) {
+    const size_t at = bytes.size();
+    if (parts == ScalarType::Float) {
+      const float f = static_cast<float>(v);
+      bytes.resize(at + sizeof f);
+      std::memcpy(bytes.data() + at, &f, sizeof f);
+    } else {
+      bytes.resize(at + sizeof v);
+      std::memcpy(bytes.data() + at, &v, sizeof v);
+    }
+  }
+  const int64_t matrix_shape[] = {n * in_parts, m * 2};
+  const Value dft = b.constant(parts, matrix_shape, std::move(bytes));
+  // Physical rank rank + 1: the signal axis goes to rank - 1, next to the parts.
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i <= rank; ++i) perm.push_back(i);
+  std::swap(perm[static_cast<size_t>(axis)], perm[static_cast<size_t>(rank - 1)]);
+  const bool move = axis != rank - 1;
+  const Value moved = move ? b.op("Transpose", {x}, {Attr::ints("perm", perm)}) : x;
+  std::vector<int64_t> flat(static_cast<size_t>(rank - 1), 0), split(flat);
+  flat.push_back(-1);
+  split.insert(split.end(), {m, 2});
+  const Value product = b.op("MatMul", {b.op("Reshape", {moved, b.ints(flat)}), dft});
+  const Value out = b.op("Reshape", {product, b.ints(split)});
+  return move ? b.op("Transpose", {out}, {Attr::ints("perm", perm)}) : out;
+}
+
+// ONNX DFT semantics along `axis` of `x` (torch rank `rank`, pair layout).
+Value dft(Builder& b, Value x, int64_t axis, int64_t rank, int64_t n, bool inverse, bool onesided, bool real_input) {
+  const Attr inverse_attr = Attr::i("inverse", inverse), onesided_attr = Attr::i("onesided", onesided);
+  if (b.opset() >= 20) {
+    return b.op("DFT", {x, std::optional<Value>(), b.scalar(axis, ScalarType::Long)}, {inverse_attr, onesided_attr});
+  }
+  if (b.opset() >= 17) return b.op("DFT", {x}, {Attr::i("axis", axis), inverse_attr, onesided_attr});
+  return dft_matmul(b, x, axis, rank, n, inverse, onesided, real_input);
+}
+
+Value scaled(Builder& b, Value x, double factor) {
+  if (factor == 1.0) return x;
+  return b.op("Mul", {x, b.scalar(factor, real_part_type(b.dtype(x)))});
+}
+
+// Part 0 (real) or 1 (imaginary) of a complex tensor of torch rank `rank`.
+Value part(Builder& b, Value complex, int64_t rank, int64_t index) {
+  const Value pairs = b.as_real(complex);
+  return b.op("Gather", {pairs, b.scalar(index, ScalarType::Long)}, {Attr::i("axis", rank)});
+}
+
+}  // namespace
+
+namespace manual {
+
+Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided) {
+  b.accept_complex_pairs();
+  const int64_t rank = b.rank(self);
+  const std::vector<int64_t> dims = wrapped(b, dim, rank);
+  if (dims.empty()) b.fail("_fft_r2c needs at least one dimension");
+  // The one-sided half is taken along the last of `dim`, on the real input; then full transforms.
+  double points = 1;
+  Value x = b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{rank})});
+  for (size_t i = dims.size(); i-- > 0;) {
+    const int64_t n = signal_size(b, self, dims[i]);
+    points *= static_cast<double>(n);
+    const bool last = i + 1 == dims.size();
+    x = dft(b, x, dims[i], rank, n, false, onesided && last, last);
+  }
+  return b.as_complex(scaled(b, x, torch_scale(b, normalization, points)));
+}
+
+Value _fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward) {
+  b.accept_complex_pairs();
+  const int64_t rank = b.rank(self);
+  double points = 1;
+  Value x = self;
+  for (int64_t d : wrapped(b, b.static_ints(dim), rank)) {
+    const int64_t n = signal_size(b, self, d);
+    points *= static_cast<double>(n);
+    x = dft(b, x, d, rank, n, !forward, false, false);
+  }
+  return scaled(b, x, torch_scale(b, normalization, points) * (forward ? 1.0 : points));
+}
+
+Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size) {
+  b.accept_complex_pairs();
+  const int64_t rank = b.rank(self);
+  const std::vector<int64_t> dims = wrapped(b, dim, rank);
+  if (dims.empty()) b.fail("_fft_c2r needs at least one dimension");
+  double points = 1;
+  Value x = self;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    const int64_t n = signal_size(b, self, dims[i]);
+    points *= static_cast<double>(n);
+    x = dft(b, x, dims[i], rank, n, true, false, false);
+  }
+  // The last dim holds the one-sided half of a Hermitian signal of length L: X[L-k] = conj(X[k])
+  // restores the rest before the inverse transform (the imaginary parts of X[0] and, for even
+  // L, X[L/2] drop out of its real part, as in torch).
+  const int64_t axis = dims.back(), length = b.static_int(last_dim_size), half = length / 2 + 1;
+  const int64_t given = signal_size(b, self, axis);
+  if (given < half) {
+    b.fail("_fft_c2r of length " + std::to_string(length) + " needs " + std::to_string(half) + " input points, got " +
+           std::to_string(given));
+  }
+  const Value axes = b.ints(std::vector<int64_t>{axis});
+  if (given > half) x = b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
+  if (length - half > 0) {
+    // X[L-h], ..., X[1], conjugated.
+    const Value mirrored = b.op("Slice", {x, b.ints(std::vector<int64_t>{length - half}), b.ints(std::vector<int64_t>{0}),
+                                          axes, b.ints(std::vector<int64_t>{-1})});
+    const Value conjugate = b.list({Scalar(1.0), Scalar(-1.0)}, real_part_type(b.dtype(self)));
+    x = b.op("Concat", {x, b.op("Mul", {mirrored, conjugate})}, {Attr::i("axis", axis)});
+  }
+  points *= static_cast<double>(length);
+  const Value signal = part(b, dft(b, x, axis, rank, length, true, false, false), rank, 0);
+  return scaled(b, signal, torch_scale(b, normalization, points) * points);
+}
+
+Value view_as_real(Builder& b, Value self) { return b.as_real(self); }
+
+Value view_as_complex(Builder& b, Value self) { return b.as_complex(self); }
+
+Value real(Builder& b, Value self) {
+  if (!is_complex(b.dtype(self))) return self;  // a real tensor is its own real part
+  b.accept_complex_pairs();
+  return part(b, self, b.rank(self), 0);
+}
+
+Value imag(Builder& b, Value self) {
+  if (!is_complex(b.dtype(self))) b.fail("imag is defined for complex tensors only");
+  b.accept_complex_pairs();
+  return part(b, self, b.rank(self), 1);
+}
+
+}  // namespace manual
+}  // namespace fastonnx

@@ -1,0 +1,94 @@
+// Random tensors: uniform and normal draws, permutations and Bernoulli trials.
+#include <cmath>
+#include <string>
+
+#include "common.h"
+
+namespace fastonnx {
+namespace {
+
+enum class Distribution { Uniform, Normal };
+
+// The type onnxruntime draws in for an output of `dtype` (it has float32 and float64
+// generators only).
+ScalarType draw_dtype(Builder& b, ScalarType dtype) {
+  if (!is_floating(dtype)) {
+    b.fail(std::string("random values of dtype ") + dtype_name(dtype) + " have no ONNX form (ONNX draws floats)");
+  }
+  return dtype == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+}
+
+Attrs distribution_attrs(Distribution d, ScalarType dtype, ScalarType drawn) {
+  Attrs attrs = {Attr::i("dtype", onnx_dtype(drawn))};
+  // torch's uniform values lie in [0, 1); a float32 draw just below 1 would round up to 1 in a
+  // narrower type, so the draw stops at that type's largest value below 1.
+  if (d == Distribution::Uniform && drawn != dtype) {
+    const int mantissa_bits = dtype == ScalarType::Half ? 11 : dtype == ScalarType::BFloat16 ? 8 : 24;
+    attrs.push_back(Attr::f("high", 1.0 - std::ldexp(1.0, -mantissa_bits)));
+  }
+  return attrs;
+}
+
+// Draws of `dtype` shaped like `like` (whatever its element type).
+Value random_like(Builder& b, Distribution d, Value like, ScalarType dtype) {
+  const ScalarType drawn = draw_dtype(b, dtype);
+  const char* op = d == Distribution::Uniform ? "RandomUniformLike" : "RandomNormalLike";
+  return b.cast(b.op(op, {like}, distribution_attrs(d, dtype, drawn)), dtype);
+}
+
+// Draws of `dtype` of shape `size`: a static shape is an attribute, a dynamic one is the shape of
+// a tensor the draws are made like.
+Value random_of_size(Builder& b, Distribution d, const SymIntList& size, ScalarType dtype) {
+  bool dynamic = false;
+  for (const SymInt& s : size) dynamic = dynamic || !s.is_static();
+  if (dynamic) return random_like(b, d, b.op("ConstantOfShape", {b.ints(size)}), dtype);
+  const ScalarType drawn = draw_dtype(b, dtype);
+  Attrs attrs = distribution_attrs(d, dtype, drawn);
+  attrs.push_back(Attr::ints("shape", b.static_ints(size)));
+  return b.cast(b.op(d == Distribution::Uniform ? "RandomUniform" : "RandomNormal", {}, attrs), dtype);
+}
+
+// 1 where a uniform draw shaped like `self` falls below the probability `p`, in the dtype of the
+// node's output.
+Value bernoulli_trials(Builder& b, Value self, Value p) {
+  const ScalarType drawn = b.dtype(p) == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+  const Value draws = b.op("RandomUniformLike", {self}, {Attr::i("dtype", onnx_dtype(drawn))});
+  return b.cast(b.op("Less", {draws, b.cast(p, drawn)}), b.out_meta().dtype);
+}
+
+}  // namespace
+
+namespace manual {
+
+Value rand(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return random_of_size(b, Distribution::Uniform, size, b.out_meta().dtype);
+}
+
+Value randn(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
+  return random_of_size(b, Distribution::Normal, size, b.out_meta().dtype);
+}
+
+Value rand_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
+  return random_like(b, Distribution::Uniform, self, b.out_meta().dtype);
+}
+
+Value randn_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
+  return random_like(b, Distribution::Normal, self, b.out_meta().dtype);
+}
+
+Value randperm(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bool>) {
+  // Ranking n independent uniform keys gives every permutation the same probability.
+  const Value keys = random_of_size(b, Distribution::Uniform, {n}, ScalarType::Float);
+  const Value k = b.ints(SymIntList{n});
+  const Value order = b.op_n("TopK", {keys, k}, {Attr::i("axis", 0)}, 2)[1];
+  return b.cast(order, b.out_meta().dtype);
+}
+
+Value bernoulli(Builder& b, Value self) { return bernoulli_trials(b, self, self); }
+
+Value bernoulli_p(Builder& b, Value self, double p) {
+  return bernoulli_trials(b, self, b.scalar(p, ScalarType::Double));
+}
+
+}  // namespace manual
+}  // namespace fastonnx
