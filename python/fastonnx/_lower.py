@@ -456,9 +456,11 @@ def output_paths(out_spec, count: int) -> list[str]:
     (``output_1_h``)."""
     if out_spec is None or out_spec.num_leaves != count:
         return [f"output_{i}" for i in range(count)]
-    leaves = pytree.tree_unflatten([None] * count, out_spec)
+    # Distinct placeholder leaves (not None: a ModelOutput drops the fields that are None).
+    markers = [_Leaf() for _ in range(count)]
     names = []
-    for path, _ in pytree.tree_flatten_with_path(leaves, is_leaf=lambda x: x is None)[0]:
+    structure = pytree.tree_unflatten(markers, out_spec)
+    for path, _ in pytree.tree_flatten_with_path(structure, is_leaf=lambda x: isinstance(x, _Leaf))[0]:
         parts = []
         for key in path:
             if isinstance(key, pytree.SequenceKey):
@@ -470,4 +472,10 @@ def output_paths(out_spec, count: int) -> list[str]:
         if not parts or isinstance(path[0], pytree.SequenceKey):
             parts.insert(0, "output")
         names.append("_".join(parts))
+    if len(names) != count:  # a container type whose flattening does not round-trip
+        return [f"output_{i}" for i in range(count)]
     return names
+
+
+class _Leaf:
+    """Stands in for an output tensor while its place in the returned structure is read."""
