@@ -3,16 +3,28 @@
 from ._export import __version__, export
 from ._lower import supported_ops
 from ._program import ExportResult
-from .errors import ConversionError, ExportError, TraceError, UnsupportedOp, UnsupportedOpsError
+from .errors import (
+    ArgumentError,
+    ConversionError,
+    ExportError,
+    InternalError,
+    TraceError,
+    UnsupportedOp,
+    UnsupportedOpsError,
+    WriteError,
+)
 
 __all__ = [
     "export",
     "supported_ops",
     "ExportResult",
     "ExportError",
+    "ArgumentError",
     "TraceError",
-    "ConversionError",
-    "UnsupportedOp",
     "UnsupportedOpsError",
+    "UnsupportedOp",
+    "ConversionError",
+    "WriteError",
+    "InternalError",
     "__version__",
 ]

@@ -10,12 +10,13 @@ import torch
 from torch.export import ExportedProgram
 
 from . import _C
+from ._calls import check_weights_have_data, checked_call, one_at_a_time
 from ._files import check_writable
 from ._decompose import Decomposer, copy_graph, decomposition_of
 from ._lower import Lowering, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
 from ._trace import functionalize, needs_functionalization, trace
-from .errors import ExportError
+from .errors import ArgumentError, ExportError
 
 __version__ = "0.1.0"
 
@@ -23,19 +24,19 @@ __version__ = "0.1.0"
 def _check_names(kind: str, names: Sequence[str] | None) -> list[str] | None:
     if names is None:
         return None
-    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-        raise TypeError(f"{kind} must be a list of non-empty strings, got {names!r}")
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise ArgumentError(f"{kind} must be a list of non-empty strings, got {names!r}")
     dupes = sorted({n for n in names if list(names).count(n) > 1})
     if dupes:
-        raise ValueError(f"{kind} has duplicate names: {dupes}")
+        raise ArgumentError(f"{kind} has duplicate names: {dupes}; each graph input and output needs its own")
     return list(names)
 
 
 def _check_opset(opset_version: int | None) -> int:
     if opset_version is None:
         return _C.DEFAULT_OPSET
-    if not isinstance(opset_version, int) or not _C.MIN_OPSET <= opset_version <= _C.MAX_OPSET:
-        raise ValueError(
+    if type(opset_version) is not int or not _C.MIN_OPSET <= opset_version <= _C.MAX_OPSET:
+        raise ArgumentError(
             f"opset_version={opset_version!r} is not supported; fastonnx produces opsets "
             f"{_C.MIN_OPSET} to {_C.MAX_OPSET} (default {_C.DEFAULT_OPSET})"
         )
@@ -48,6 +49,8 @@ def _needs_decomposition(node) -> bool:
     return Decomposer.inlines(node) or (not is_mapped(node.target) and decomposition_of(node.target) is not None)
 
 
+@checked_call
+@one_at_a_time
 def export(
     model: torch.nn.Module | ExportedProgram,
     args: tuple | torch.Tensor = (),
@@ -68,15 +71,18 @@ def export(
     ``ExportedProgram``. The model is traced in eval mode.
     """
     if not isinstance(model, (torch.nn.Module, ExportedProgram)):
-        raise TypeError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
+        raise ArgumentError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
     if isinstance(args, torch.Tensor):
         args = (args,)
     if not isinstance(args, tuple):
-        raise TypeError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
+        raise ArgumentError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError(f"kwargs must be a dict, got {type(kwargs).__name__}")
+        raise ArgumentError(f"kwargs must be a dict, got {type(kwargs).__name__}")
     input_names = _check_names("input_names", input_names)
     output_names = _check_names("output_names", output_names)
+    shared = sorted(set(input_names or ()) & set(output_names or ()))
+    if shared:
+        raise ArgumentError(f"input_names and output_names share {shared}; each graph input and output needs its own name")
     opset = _check_opset(opset_version)
     if f is not None:
         check_writable(f)
@@ -85,6 +91,7 @@ def export(
     t0 = time.perf_counter()
     ep = trace(model, args, kwargs)
     timings["trace"] = time.perf_counter() - t0
+    check_weights_have_data(ep)
 
     t0 = time.perf_counter()
     if needs_functionalization(ep.graph):
@@ -106,13 +113,13 @@ def export(
     t0 = time.perf_counter()
     lowering.add_placeholders(input_names)
     if input_names is not None and len(input_names) > len(lowering.input_names):
-        raise ValueError(
+        raise ArgumentError(
             f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
         )
     lowering.convert_nodes()
     outputs = lowering.set_outputs(output_names)
     if output_names is not None and len(output_names) > len(outputs):
-        raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
+        raise ArgumentError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
     timings["convert"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

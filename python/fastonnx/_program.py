@@ -36,4 +36,4 @@ class ExportResult:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model to ``path`` (atomically: a temporary file renamed when complete)."""
-        write_atomically(path, self.native.write)
+        write_atomically({path: self.native.write})
