@@ -1,5 +1,6 @@
 #include "fastonnx/proto_writer.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace fastonnx {
@@ -62,16 +63,20 @@ void ProtoMessage::message_field(uint32_t field, const ProtoMessage& child) {
   size_ += child.size_;
 }
 
-bool ProtoMessage::write(std::FILE* f) const {
-  size_t written = 0;  // bytes of runs_ already written
+bool ProtoMessage::for_each_piece(size_t max_piece, const std::function<bool(const char*, size_t)>& sink) const {
+  auto pieces = [&](const char* data, size_t size) {
+    for (size_t at = 0; at < size; at += max_piece) {
+      if (!sink(data + at, std::min(max_piece, size - at))) return false;
+    }
+    return true;
+  };
+  size_t written = 0;  // bytes of runs_ already handed over
   for (const Span& s : spans_) {
-    const size_t n = s.run_end - written;
-    if (n && std::fwrite(runs_.data() + written, 1, n, f) != n) return false;
+    if (!pieces(runs_.data() + written, s.run_end - written)) return false;
     written = s.run_end;
-    if (s.size && std::fwrite(s.data, 1, s.size, f) != s.size) return false;
+    if (!pieces(static_cast<const char*>(s.data), s.size)) return false;
   }
-  const size_t rest = runs_.size() - written;
-  return rest == 0 || std::fwrite(runs_.data() + written, 1, rest, f) == rest;
+  return pieces(runs_.data() + written, runs_.size() - written);
 }
 
 std::string ProtoMessage::to_string() const {

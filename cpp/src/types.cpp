@@ -89,9 +89,10 @@ int onnx_dtype(ScalarType t) {
 }
 
 ScalarType scalar_type_from_code(int64_t code) {
-  const auto t = static_cast<ScalarType>(code);
-  if (row(t) == nullptr) throw ConvertError("unknown torch dtype code " + std::to_string(code));
-  return t;
+  for (const auto& r : kDtypes) {
+    if (static_cast<int64_t>(r.torch) == code) return r.torch;
+  }
+  throw ConvertError("unknown torch dtype code " + std::to_string(code));
 }
 
 ScalarType scalar_type_from_onnx(int onnx_code) {

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,8 +25,9 @@ class ProtoMessage {
   void message_field(uint32_t field, const ProtoMessage& child);
 
   size_t size() const { return size_; }
-  // Writes the message; returns false on an I/O error.
-  bool write(std::FILE* f) const;
+  // Hands the message's bytes to `sink(data, size)` in order, in pieces of at most `max_piece`
+  // bytes (so a writer can stop between them); stops and returns false when `sink` does.
+  bool for_each_piece(size_t max_piece, const std::function<bool(const char*, size_t)>& sink) const;
   std::string to_string() const;
 
  private:

@@ -31,8 +31,13 @@ class Session {
 
   StrId intern(std::string_view s) { return graph_.strings.intern(s); }
   size_t num_nodes() const { return graph_.num_nodes(); }
+  // "aten::relu (FX node `relu_1`)": how errors name the node being converted.
+  static std::string node_label(int op_id, std::string_view fx_name);
 
  private:
+  // Rejects an argument that refers to a value the graph does not have.
+  void check_refs(const Arg& a) const;
+
   Graph graph_;
   Builder builder_;
   int opset_;
