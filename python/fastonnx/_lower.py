@@ -260,7 +260,14 @@ class Lowering:
             return None
         return a
 
-    def _args(self, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
+    def _args(self, node: torch.fx.Node, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
+        label = f"{qualified_name(target)} (FX node `{node.name}`)"
+        unknown = [k for k in kwargs if k not in plan.names]
+        if len(args) > len(plan.names) or unknown:
+            raise ConversionError(
+                f"{label}: {len(args)} positional argument(s) and keyword(s) {list(kwargs)} do not fit the schema's "
+                f"arguments ({', '.join(plan.names)})"
+            )
         out: list = [...] * plan.n_args
         items = list(enumerate(args)) + [(plan.names.index(k), v) for k, v in kwargs.items()]
         for j, value in items:
@@ -269,7 +276,7 @@ class Lowering:
                 out[pos] = self._encode(value)
             elif plan.defaults[j] is _REQUIRED or value != plan.defaults[j]:
                 raise ConversionError(
-                    f"{target}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
+                    f"{label}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
                     f"converter predates it; only its default ({plan.defaults[j]!r}) is supported"
                 )
         while out and out[-1] is ...:
@@ -335,7 +342,7 @@ class Lowering:
     def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):
         plan = plan_for(target)
         try:
-            refs = self.session.convert(plan.op_id, self._args(target, plan, args, kwargs), metas, node.name)
+            refs = self.session.convert(plan.op_id, self._args(node, target, plan, args, kwargs), metas, node.name)
         except _C.ConvertError as e:
             source = _first_source_line(node)
             raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None
