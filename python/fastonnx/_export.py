@@ -68,7 +68,8 @@ def export(
     (written atomically; nothing is written when ``f`` is None), ``input_names`` and
     ``output_names`` name the graph's inputs and outputs in order (a shorter list names the
     first ones), ``opset_version`` the ONNX opset (default 18). ``model`` may also be an
-    ``ExportedProgram``. The model is traced in eval mode.
+    ``ExportedProgram``. The model is traced in eval mode. Safe to call from several threads:
+    exports run one at a time. Errors are ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
     if not isinstance(model, (torch.nn.Module, ExportedProgram)):
         raise ArgumentError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
