@@ -283,3 +283,13 @@ def test_weight_buffer_must_match_its_shape():
         session.add_initializer("w", dtype_code(torch.float32), [4], 0, 16, t)
     with pytest.raises(fastonnx.ConversionError, match="weight `w` has a dynamic shape"):
         session.add_initializer("w", dtype_code(torch.float32), ["s0"], t.data_ptr(), 16, t)
+
+
+def test_a_float_beyond_int64_in_an_int_constant():
+    """Found by the fuzzer under UBSan: a float constant made for an int64 tensor was cast
+    whatever its size (undefined behaviour)."""
+    session = _C.Session(18)
+    x = session.add_input("x", dtype_code(torch.int64), [2])
+    add = next(op_id for op_id, name, _ in CONVERTERS if name == "add.Scalar")
+    with pytest.raises(fastonnx.ConversionError, match=r"\(FX node `add`\): the number -2\.18506e\+226 has no int64 value"):
+        session.convert(add, [x, -2.18506e226, 1], [None], "add")
