@@ -163,3 +163,13 @@ def test_a_symbolic_link_is_written_through(tmp_path):
     fastonnx.export(torch.nn.ReLU(), (torch.randn(2),), str(link))
     assert link.is_symlink()
     onnx.checker.check_model(onnx.load(str(target)))
+
+
+def test_a_native_io_error_is_the_os_error_of_its_errno(tmp_path):
+    """The core's I/O errors reach Python as OSError subclasses (which the writer reports as
+    WriteError), never as a bare RuntimeError."""
+    native = fastonnx.export(torch.nn.ReLU(), (torch.randn(2),)).native
+    with pytest.raises(FileNotFoundError):
+        native.write(str(tmp_path / "missing" / "m.onnx"))
+    with pytest.raises(IsADirectoryError):
+        native.write(str(tmp_path))
