@@ -261,12 +261,11 @@ class Lowering:
         return a
 
     def _args(self, node: torch.fx.Node, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
-        label = f"{qualified_name(target)} (FX node `{node.name}`)"
-        unknown = [k for k in kwargs if k not in plan.names]
-        if len(args) > len(plan.names) or unknown:
+        label = lambda: f"{qualified_name(target)} (FX node `{node.name}`)"  # noqa: E731 - for errors only
+        if len(args) > len(plan.names) or any(k not in plan.names for k in kwargs):
             raise ConversionError(
-                f"{label}: {len(args)} positional argument(s) and keyword(s) {list(kwargs)} do not fit the schema's "
-                f"arguments ({', '.join(plan.names)})"
+                f"{label()}: {len(args)} positional argument(s) and keyword(s) {list(kwargs)} do not fit the "
+                f"schema's arguments ({', '.join(plan.names)})"
             )
         out: list = [...] * plan.n_args
         items = list(enumerate(args)) + [(plan.names.index(k), v) for k, v in kwargs.items()]
@@ -276,7 +275,7 @@ class Lowering:
                 out[pos] = self._encode(value)
             elif plan.defaults[j] is _REQUIRED or value != plan.defaults[j]:
                 raise ConversionError(
-                    f"{label}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
+                    f"{label()}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
                     f"converter predates it; only its default ({plan.defaults[j]!r}) is supported"
                 )
         while out and out[-1] is ...:
