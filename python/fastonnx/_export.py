@@ -115,12 +115,16 @@ def export(
     lowering.add_placeholders(input_names)
     if input_names is not None and len(input_names) > len(lowering.input_names):
         raise ArgumentError(
-            f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
+            f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs; "
+            f"give at most {len(lowering.input_names)}"
         )
     lowering.convert_nodes()
     outputs = lowering.set_outputs(output_names)
     if output_names is not None and len(output_names) > len(outputs):
-        raise ArgumentError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
+        raise ArgumentError(
+            f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs; "
+            f"give at most {len(outputs)}"
+        )
     timings["convert"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
