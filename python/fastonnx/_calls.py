@@ -40,7 +40,7 @@ def checked_call(fn):
 
 # torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
 # (two traces at once fail or corrupt each other), and the conversion holds the GIL anyway.
-# Re-entrant, so that an export started while one is running fails as an export, not a deadlock.
+# Re-entrant: an export started from inside another (a forward that exports) must not deadlock.
 _EXPORT_LOCK = threading.RLock()
 
 
