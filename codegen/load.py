@@ -19,6 +19,7 @@ from .model import Guard, OpSpec, Rule, SpecError, parse_expr
 
 RULE_KEYS = ("since", "when", "onnx", "manual", "promote")
 ENTRY_KEYS = RULE_KEYS + ("same_as",)
+_LINE_KEYS = ("__line__", "__key_lines__")  # what LineLoader adds to every mapping
 
 
 def default_native_functions() -> Path:
@@ -32,8 +33,16 @@ class LineLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):  # type: ignore[override]
         mapping = super().construct_mapping(node, deep=deep)
+        key_lines: dict = {}
+        for k, _ in node.value:
+            key = self.construct_object(k)
+            if key in key_lines:  # YAML would keep the last silently
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"`{key}` appears twice in one mapping (first at line {key_lines[key]})", k.start_mark
+                )
+            key_lines[key] = k.start_mark.line + 1
         mapping["__line__"] = node.start_mark.line + 1
-        mapping["__key_lines__"] = {self.construct_object(k): k.start_mark.line + 1 for k, _ in node.value}
+        mapping["__key_lines__"] = key_lines
         return mapping
 
 
@@ -87,7 +96,7 @@ class NativeFunctions:
 
 
 def _pop_rule(d: dict, where: str) -> Rule:
-    unknown = sorted(k for k in d if k not in RULE_KEYS and not k.startswith("__"))
+    unknown = sorted(str(k) for k in d if k not in RULE_KEYS and k not in _LINE_KEYS)
     if unknown:
         hint = ""
         if any(c in k for k in unknown for c in "()="):
@@ -96,8 +105,8 @@ def _pop_rule(d: dict, where: str) -> Rule:
     since = d.get("since")
     if since is not None and type(since) is not int:
         raise SpecError(f"{where}: `since:` must be an opset number, got {since!r}")
-    promote = d.get("promote", ())
-    if isinstance(promote, str) or not all(isinstance(p, str) for p in promote):
+    promote = d.get("promote", [])
+    if not isinstance(promote, list) or not all(isinstance(p, str) for p in promote):
         raise SpecError(f"{where}: `promote:` is a list of argument names, e.g. [self, other]")
     try:
         return Rule(
@@ -113,11 +122,14 @@ def _pop_rule(d: dict, where: str) -> Rule:
 
 
 def load_spec_file(path: Path) -> list[OpSpec]:
-    with open(path) as f:
-        try:
-            doc = yaml.load(f, Loader=LineLoader)
-        except yaml.YAMLError as e:
-            raise SpecError(f"{path}: YAML does not parse: {e}") from None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: the file is not UTF-8 ({e.reason} at byte {e.start})") from None
+    try:
+        doc = yaml.load(text, Loader=LineLoader)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: YAML does not parse: {e}") from None
     if doc is None:
         return []
     if not isinstance(doc, dict):
@@ -129,7 +141,7 @@ def load_spec_file(path: Path) -> list[OpSpec]:
         line = key_lines.get(key, 1)
         where = f"{path}:{line}"
         if isinstance(body, dict) and "same_as" in body:
-            extra = sorted(k for k in body if k not in ("same_as",) and not k.startswith("__"))
+            extra = sorted(str(k) for k in body if k != "same_as" and k not in _LINE_KEYS)
             if extra:
                 raise SpecError(f"{where}: `same_as:` stands alone; remove {extra}")
             specs.append(OpSpec(str(key), same_as=str(body["same_as"]), file=str(path), line=line))

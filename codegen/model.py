@@ -147,8 +147,8 @@ def _expr(node: ast.AST) -> Expr:
 def parse_expr(text: str) -> Expr:
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError as e:
-        raise SpecError(f"expression does not parse: {e.msg} in `{text}`") from None
+    except (SyntaxError, ValueError) as e:  # ValueError: a null byte, before Python 3.11.4
+        raise SpecError(f"expression does not parse: {getattr(e, 'msg', e)} in `{text}`") from None
     return _expr(tree.body)
 
 
@@ -174,8 +174,8 @@ class Guard:
     def tree(self) -> ast.expr:
         try:
             tree = ast.parse(self.text, mode="eval").body
-        except SyntaxError as e:
-            raise SpecError(f"`when:` does not parse: {e.msg} in `{self.text}`") from None
+        except (SyntaxError, ValueError) as e:  # ValueError: a null byte, before Python 3.11.4
+            raise SpecError(f"`when:` does not parse: {getattr(e, 'msg', e)} in `{self.text}`") from None
         for node in ast.walk(tree):
             allowed = (
                 ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare, ast.Name,

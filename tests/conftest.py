@@ -1,8 +1,32 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 # The repository root (for `codegen`) and tests/ (for `support`) are importable in tests.
 ROOT = Path(__file__).resolve().parent.parent
 for p in (ROOT, ROOT / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
+
+
+@pytest.fixture(autouse=True)
+def every_export_is_checked(monkeypatch):
+    """Every model a test exports must pass the full checker (strict shape inference with type
+    checks), whether or not the test looks at it. Tests that never import fastonnx (codegen) are
+    left alone."""
+    if "fastonnx" not in sys.modules:
+        yield
+        return
+    import fastonnx
+    from support import check
+
+    export = fastonnx.export
+
+    def checked_export(*args, **kwargs):
+        result = export(*args, **kwargs)
+        check(result.model_proto)
+        return result
+
+    monkeypatch.setattr(fastonnx, "export", checked_export)
+    yield

@@ -102,7 +102,7 @@ def test_bad_model_and_args():
 
 
 def test_unwritable_path_fails_before_tracing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(fastonnx.WriteError, match="does not exist"):
         fastonnx.export(torch.nn.ReLU(), (torch.randn(1),), str(tmp_path / "missing" / "m.onnx"))
 
 

@@ -1,11 +1,12 @@
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <functional>
-#include <tuple>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
+#include <tuple>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -25,18 +26,41 @@ struct ValueRef {
   uint32_t id;
 };
 
-TensorMeta to_meta(Session& s, int dtype, const py::list& shape) {
+std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
+
+int64_t to_int64(py::handle h) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0) throw ConvertError("the int " + std::string(py::str(h)) + " does not fit in int64");
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return v;
+}
+
+TensorMeta to_meta(Session& s, int64_t dtype, const py::list& shape) {
   TensorMeta meta;
   meta.dtype = scalar_type_from_code(dtype);
   meta.shape.reserve(shape.size());
   for (py::handle d : shape) {
     if (py::isinstance<py::str>(d)) {
       meta.shape.push_back(Dim{-1, s.intern(d.cast<std::string>())});
+    } else if (PyLong_Check(d.ptr()) && !PyBool_Check(d.ptr()) && to_int64(d) >= 0) {
+      meta.shape.push_back(Dim{to_int64(d), 0});
     } else {
-      meta.shape.push_back(Dim{d.cast<int64_t>(), 0});
+      throw ConvertError("a dimension must be a size (an int >= 0) or a symbol (a str), got " +
+                         std::string(py::repr(d)));
     }
   }
   return meta;
+}
+
+// (dtype code, [dims]) as the lowering encodes a node's output metadata; None when unknown.
+TensorMeta to_out_meta(Session& s, py::handle meta) {
+  if (meta.is_none()) return TensorMeta{};
+  if (!py::isinstance<py::tuple>(meta) || py::len(meta) != 2 || !PyLong_Check(meta[py::int_(0)].ptr()) ||
+      !py::isinstance<py::list>(meta[py::int_(1)])) {
+    throw ConvertError("output metadata must be None or (dtype code, [dims]), got " + std::string(py::repr(meta)));
+  }
+  return to_meta(s, to_int64(meta[py::int_(0)]), meta[py::int_(1)].cast<py::list>());
 }
 
 Arg to_arg(py::handle h) {
@@ -50,7 +74,7 @@ Arg to_arg(py::handle h) {
     a.i = h.ptr() == Py_True;
   } else if (PyLong_Check(h.ptr())) {
     a.kind = Arg::Kind::Int;
-    a.i = h.cast<int64_t>();
+    a.i = to_int64(h);
   } else if (PyFloat_Check(h.ptr())) {
     a.kind = Arg::Kind::Float;
     a.f = PyFloat_AS_DOUBLE(h.ptr());
@@ -63,10 +87,19 @@ Arg to_arg(py::handle h) {
   } else if (py::isinstance<ValueRef>(h)) {
     a = Arg::value(h.cast<const ValueRef&>().id);
   } else {
-    throw ConvertError("an FX argument of type " + std::string(py::str(py::type::handle_of(h).attr("__name__"))) +
-                       " cannot be converted");
+    throw ConvertError("expected a tensor, a number, a string, a bool, None or a list of them, got a value of type " +
+                       type_name(h));
   }
   return a;
+}
+
+// The name of argument `i` of converter `op_id`, for errors.
+std::string arg_name(int op_id, size_t i) {
+  const auto table = op_table();
+  if (op_id >= 0 && static_cast<size_t>(op_id) < table.size() && i < table[op_id].arg_names.size()) {
+    return table[op_id].arg_names[i];
+  }
+  return "#" + std::to_string(i);
 }
 
 // Keeps a Python object (a torch tensor) alive for as long as the graph borrows its memory.
@@ -86,47 +119,55 @@ struct Model {
   PassStats stats;
 };
 
-// Bytes between two calls of a write's progress callback.
-constexpr size_t kProgressBytes = size_t{32} << 20;
+// Bytes written between two checks for Ctrl-C and calls of the progress callback.
+constexpr size_t kWritePiece = size_t{16} << 20;
 
-// Writes what `produce` produces to `path`, calling `progress(bytes)` (with the GIL) as it goes.
+// Thrown from a write's sink to stop the producer: Ctrl-C (the Python error is set) or an I/O
+// error (errno saved).
+struct StopWriting {
+  int err;
+};
+
+// Writes what `produce` produces to `path` in pieces of kWritePiece bytes; between pieces (with
+// the GIL) it checks for Ctrl-C and calls `progress(bytes)`. An I/O error is an OSError, Ctrl-C a
+// KeyboardInterrupt; either leaves the file incomplete (the caller writes to a temporary name).
 void write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce,
                 const py::object& progress) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  bool ok = true;
-  int err = 0;
-  size_t written = 0, reported = 0;
-  produce([&](const void* data, size_t size) {
-    if (ok && std::fwrite(data, 1, size, f) != size) {
-      ok = false;
-      err = errno;
-    }
-    written += size;
-    if (!progress.is_none() && written - reported >= kProgressBytes) {
-      py::gil_scoped_acquire gil;
-      progress(written - reported);
-      reported = written;
-    }
-  });
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) throw std::runtime_error("writing " + path + " failed: " + std::strerror(err));
-  if (!progress.is_none() && written > reported) {
+  if (f == nullptr) throw std::system_error(errno, std::generic_category(), path);
+  size_t unreported = 0;
+  const auto between_pieces = [&] {
     py::gil_scoped_acquire gil;
-    progress(written - reported);
+    if (PyErr_CheckSignals() != 0) throw StopWriting{0};
+    if (!progress.is_none()) progress(unreported);
+    unreported = 0;
+  };
+  try {
+    produce([&](const void* data, size_t size) {
+      const char* bytes = static_cast<const char*>(data);
+      while (size > 0) {
+        const size_t n = std::min(size, kWritePiece - unreported);
+        if (std::fwrite(bytes, 1, n, f) != n) throw StopWriting{errno};
+        bytes += n;
+        size -= n;
+        if ((unreported += n) == kWritePiece) between_pieces();
+      }
+    });
+    if (unreported > 0) between_pieces();
+  } catch (const StopWriting& stop) {
+    std::fclose(f);
+    if (stop.err == 0) throw py::error_already_set();
+    throw std::system_error(stop.err, std::generic_category(), path);
+  } catch (...) {
+    std::fclose(f);
+    throw;
   }
+  if (std::fclose(f) != 0) throw std::system_error(errno, std::generic_category(), path);
 }
 
 }  // namespace
 
 void init_session(py::module_& m) {
-  // Native conversion errors are fastonnx.ConversionError (an ExportError) in Python.
-  py::register_exception<ConvertError>(m, "ConvertError",
-                                       py::module_::import("fastonnx.errors").attr("ConversionError"));
-
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
 
   py::class_<Model>(m, "Model")
@@ -144,17 +185,21 @@ void init_session(py::module_& m) {
           "write",
           [](const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
              const py::object& progress) {
-            py::gil_scoped_release no_gil;
-            if (location.empty()) {
-              const ProtoMessage proto = md.session->serialize(md.producer_version);
+            try {
+              py::gil_scoped_release no_gil;
+              if (location.empty()) {
+                const ProtoMessage proto = md.session->serialize(md.producer_version);
+                write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
+                return;
+              }
+              ExternalData external;
+              external.location = location;
+              const ProtoMessage proto = md.session->serialize(md.producer_version, &external);
+              write_file(data_path, [&](const ByteSink& sink) { write_external_data(external, sink); }, progress);
               write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
-              return;
+            } catch (const Interrupted&) {
+              throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
             }
-            ExternalData external;
-            external.location = location;
-            const ProtoMessage proto = md.session->serialize(md.producer_version, &external);
-            write_file(data_path, [&](const ByteSink& sink) { write_external_data(external, sink); }, progress);
-            write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
           },
           py::arg("path"), py::arg("data_path") = "", py::arg("location") = "", py::arg("progress") = py::none(),
           "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
@@ -199,17 +244,20 @@ void init_session(py::module_& m) {
               ~AddElapsed() { s.convert_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
             } timer{s, start};
             Args unpacked;
-            unpacked.reserve(args.size());
-            for (py::handle a : args) unpacked.push_back(to_arg(a));
             std::vector<TensorMeta> out_metas;
-            out_metas.reserve(metas.size());
-            for (py::handle meta : metas) {
-              if (meta.is_none()) {
-                out_metas.emplace_back();
-              } else {
-                auto t = meta.cast<py::tuple>();
-                out_metas.push_back(to_meta(s, t[0].cast<int>(), t[1].cast<py::list>()));
+            try {
+              unpacked.reserve(args.size());
+              for (size_t i = 0; i < args.size(); ++i) {
+                try {
+                  unpacked.push_back(to_arg(args[i]));
+                } catch (const ConvertError& e) {
+                  throw ConvertError("argument `" + arg_name(op_id, i) + "`: " + e.what());
+                }
               }
+              out_metas.reserve(metas.size());
+              for (py::handle meta : metas) out_metas.push_back(to_out_meta(s, meta));
+            } catch (const ConvertError& e) {
+              throw ConvertError(Session::node_label(op_id, name) + ": " + e.what());
             }
             py::list refs;
             for (Value v : s.convert(op_id, unpacked, std::move(out_metas), name)) refs.append(ValueRef{v.id});

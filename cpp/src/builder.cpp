@@ -153,7 +153,10 @@ void encode(std::vector<uint8_t>& out, const Scalar& s, ScalarType dtype) {
     case ScalarType::UInt64: put(out, static_cast<uint64_t>(s.to_int())); break;
     case ScalarType::Bool: put(out, static_cast<uint8_t>(s.to_double() != 0.0)); break;
     default:
-      throw ConvertError(std::string("cannot make a constant of dtype ") + dtype_name(dtype));
+      throw ConvertError(std::string("cannot make a constant of dtype ") + dtype_name(dtype) +
+                         (is_complex(dtype) ? "; ONNX has no arithmetic on complex tensors: compute on the real and "
+                                              "imaginary parts (torch.view_as_real) instead"
+                                            : ""));
   }
 }
 

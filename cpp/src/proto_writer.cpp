@@ -1,5 +1,6 @@
 #include "fastonnx/proto_writer.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace fastonnx {

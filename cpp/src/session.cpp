@@ -1,5 +1,7 @@
 #include "fastonnx/session.h"
 
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "opsets.h"
@@ -14,34 +16,80 @@ Session::Session(int opset, bool keep_initializers_as_inputs)
   }
 }
 
+namespace {
+// Rejects dtypes ONNX cannot hold, naming the input or weight.
+void check_dtype(const char* what, std::string_view name, ScalarType dtype) {
+  try {
+    onnx_dtype(dtype);
+  } catch (const ConvertError& e) {
+    throw ConvertError(std::string(what) + " `" + std::string(name) + "`: " + e.what() +
+                       "; give it a dtype ONNX has (a complex tensor as its real and imaginary parts: "
+                       "torch.view_as_real)");
+  }
+}
+}  // namespace
+
 Value Session::add_input(std::string_view name, const TensorMeta& meta) {
-  onnx_dtype(meta.dtype);  // rejects dtypes ONNX cannot hold
+  check_dtype("input", name, meta.dtype);
   return graph_.add_input(name, meta.dtype, meta.shape);
 }
 
 Value Session::add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
                                std::shared_ptr<const void> owner) {
-  onnx_dtype(meta.dtype);
+  check_dtype("weight", name, meta.dtype);
+  // The serializer reads exactly the bytes the shape says: a buffer of another size would be
+  // read past its end.
+  size_t expected = static_cast<size_t>(element_size(meta.dtype));
+  for (const Dim& d : meta.shape) {
+    if (!d.is_static()) throw ConvertError("weight `" + std::string(name) + "` has a dynamic shape");
+    expected *= static_cast<size_t>(d.value);
+  }
+  if (nbytes != expected || (data == nullptr && nbytes != 0)) {
+    throw ConvertError("weight `" + std::string(name) + "`: a buffer of " + std::to_string(nbytes) + " bytes at " +
+                       (data ? "an address" : "null") + " for " + std::to_string(expected) + " bytes of data");
+  }
   const Value v = graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
   if (keep_initializers_as_inputs_) graph_.set_overridable(v);
   return v;
+}
+
+std::string Session::node_label(int op_id, std::string_view fx_name) {
+  const auto table = op_table();
+  const std::string op = op_id >= 0 && static_cast<size_t>(op_id) < table.size()
+                             ? std::string("aten::") + table[op_id].overload
+                             : "converter #" + std::to_string(op_id);
+  return op + " (FX node `" + std::string(fx_name) + "`)";
+}
+
+void Session::check_refs(const Arg& a) const {
+  if (a.kind == Arg::Kind::Value && (a.i < 0 || static_cast<size_t>(a.i) >= graph_.num_values())) {
+    throw ConvertError("an argument refers to graph value " + std::to_string(a.i) + ", which does not exist");
+  }
+  for (const Arg& item : a.items) check_refs(item);
 }
 
 std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<TensorMeta> metas,
                                     std::string_view fx_name) {
   const auto table = op_table();
   if (op_id < 0 || static_cast<size_t>(op_id) >= table.size()) {
-    throw ConvertError("no converter with id " + std::to_string(op_id));
+    throw ConvertError(node_label(op_id, fx_name) + ": no converter with this id");
   }
   const OpEntry& entry = table[op_id];
   const uint32_t first_new_value = static_cast<uint32_t>(graph_.num_values());
   Outputs outs;
   builder_.set_current(fx_name, metas);
   try {
+    for (const Arg& a : args) check_refs(a);
     entry.convert(builder_, args, outs);
   } catch (const ConvertError& e) {
     builder_.set_current({}, {});
-    throw ConvertError(std::string("aten::") + entry.overload + " (FX node `" + std::string(fx_name) + "`): " + e.what());
+    throw ConvertError(node_label(op_id, fx_name) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    builder_.set_current({}, {});
+    throw;
+  } catch (const std::exception& e) {  // a bug in a converter: still name the node
+    builder_.set_current({}, {});
+    throw std::runtime_error(node_label(op_id, fx_name) + ": " + e.what());
   }
   builder_.set_current({}, {});
   // Values the converter made take the FX node's name and torch's metadata; a value it passed
@@ -63,6 +111,12 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
 }
 
 void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outputs) {
+  for (const auto& [value, name] : outputs) {
+    if (value.id >= graph_.num_values()) {
+      throw ConvertError("output `" + name + "` refers to graph value " + std::to_string(value.id) +
+                         ", which does not exist");
+    }
+  }
   std::vector<bool> taken(graph_.num_values(), false);
   builder_.accept_complex_pairs();  // an Identity copies complex values as their real pairs
   for (const auto& [value, name] : outputs) {

@@ -1,5 +1,6 @@
 #include "fastonnx/types.h"
 
+#include <cstdio>
 #include <string>
 
 namespace fastonnx {
@@ -98,9 +99,10 @@ int onnx_dtype(ScalarType t) {
 }
 
 ScalarType scalar_type_from_code(int64_t code) {
-  const auto t = static_cast<ScalarType>(code);
-  if (row(t) == nullptr) throw ConvertError("unknown torch dtype code " + std::to_string(code));
-  return t;
+  for (const auto& r : kDtypes) {
+    if (static_cast<int64_t>(r.torch) == code) return r.torch;
+  }
+  throw ConvertError("unknown torch dtype code " + std::to_string(code));
 }
 
 ScalarType scalar_type_from_onnx(int onnx_code) {
@@ -118,7 +120,15 @@ double Scalar::to_double() const {
 
 int64_t Scalar::to_int() const {
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
-  if (auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
+  if (auto* d = std::get_if<double>(&v)) {
+    // [-2^63, 2^63) holds every double an int64 can take; outside it (or NaN) the cast is undefined.
+    if (!(*d >= -9223372036854775808.0 && *d < 9223372036854775808.0)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", *d);
+      throw ConvertError(std::string("the number ") + text + " has no int64 value");
+    }
+    return static_cast<int64_t>(*d);
+  }
   return std::get<bool>(v) ? 1 : 0;
 }
 

@@ -33,6 +33,11 @@ std::vector<T> unpack_list(const Arg& a, const char* what, int size, F item) {
     }
     wrong(a, what, "a list");
   }
+  // torch's kernels take `int[N]` as N values, one value for all N, or (pooling strides) none.
+  if (size > 1 && a.items.size() > 1 && a.items.size() != static_cast<size_t>(size)) {
+    throw ConvertError(std::string("argument `") + what + "`: expected " + std::to_string(size) +
+                       " values (or one), got " + std::to_string(a.items.size()));
+  }
   out.reserve(a.items.size());
   for (const Arg& x : a.items) out.push_back(item(x));
   if (size > 1 && out.size() == 1) out.assign(size, out[0]);

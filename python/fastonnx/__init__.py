@@ -4,7 +4,17 @@ from ._custom import register_converter, unregister_converter
 from ._export import __version__, export
 from ._lower import supported_ops
 from ._program import ExportResult
-from .errors import ConversionError, ExportError, TraceError, UnsupportedOp, UnsupportedOpsError, VerificationError
+from .errors import (
+    ArgumentError,
+    ConversionError,
+    ExportError,
+    InternalError,
+    TraceError,
+    UnsupportedOp,
+    UnsupportedOpsError,
+    VerificationError,
+    WriteError,
+)
 
 __all__ = [
     "export",
@@ -13,10 +23,13 @@ __all__ = [
     "supported_ops",
     "ExportResult",
     "ExportError",
+    "ArgumentError",
     "TraceError",
-    "ConversionError",
-    "UnsupportedOp",
     "UnsupportedOpsError",
+    "UnsupportedOp",
+    "ConversionError",
+    "WriteError",
+    "InternalError",
     "VerificationError",
     "__version__",
 ]

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch.export import Dim
 
+from .errors import ArgumentError
+
 # Per flattened tensor input (in torch.export's order: positional arguments, then keyword
 # arguments as given): dimension index -> requested name.
 DimNames = list[dict[int, str]]
@@ -23,7 +25,7 @@ def _param_names(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[lis
     positional = []
     for i in range(len(args)):
         if i >= len(params) or params[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            raise ValueError("dynamic shapes by name need forward() to name each positional argument; "
+            raise ArgumentError("dynamic shapes by name need forward() to name each positional argument; "
                              "pass dynamic_shapes as a tuple in argument order instead")
         positional.append(params[i].name)
     return positional, list(kwargs)
@@ -35,12 +37,12 @@ def _dim_spec(spec, tensor: torch.Tensor, where: str) -> tuple[object, dict[int,
         return None, {}
     items = spec.items() if isinstance(spec, Mapping) else enumerate(spec) if isinstance(spec, Sequence) else None
     if items is None:
-        raise TypeError(f"{where}: a tensor's dynamic shape is a dict {{dim: Dim}} or a list with one entry per "
+        raise ArgumentError(f"{where}: a tensor's dynamic shape is a dict {{dim: Dim}} or a list with one entry per "
                         f"dimension, got {type(spec).__name__}")
     out, names = {}, {}
     for axis, d in items:
         if not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim():
-            raise ValueError(f"{where}: dimension {axis!r} does not exist in a tensor of rank {tensor.dim()}")
+            raise ArgumentError(f"{where}: dimension {axis!r} does not exist in a tensor of rank {tensor.dim()}")
         axis %= max(tensor.dim(), 1)
         if d is None:
             continue
@@ -51,7 +53,7 @@ def _dim_spec(spec, tensor: torch.Tensor, where: str) -> tuple[object, dict[int,
         elif isinstance(d, Dim):  # named, possibly derived (2 * batch): ONNX calls it that
             out[axis], names[axis] = d, d.__name__
         else:
-            raise TypeError(f"{where}: dimension {axis} must be a torch.export.Dim, Dim.AUTO, Dim.DYNAMIC, a name "
+            raise ArgumentError(f"{where}: dimension {axis} must be a torch.export.Dim, Dim.AUTO, Dim.DYNAMIC, a name "
                             f"or None, got {d!r}")
     return out, names
 
@@ -66,7 +68,7 @@ def _walk(value, spec, where: str, names: DimNames):
     if isinstance(value, (list, tuple)):
         specs = spec if isinstance(spec, (list, tuple)) else [None] * len(value)
         if len(specs) != len(value):
-            raise ValueError(f"{where}: the dynamic shape spec has {len(specs)} entries for {len(value)} values")
+            raise ArgumentError(f"{where}: the dynamic shape spec has {len(specs)} entries for {len(value)} values")
         return type(value)(_walk(v, s, f"{where}[{i}]", names) for i, (v, s) in enumerate(zip(value, specs)))
     if isinstance(value, dict):
         specs = spec if isinstance(spec, dict) else {}
@@ -80,11 +82,11 @@ def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axe
     ``dynamic_axes`` keys that name no input: they must name outputs)."""
     kwargs = kwargs or {}
     if dynamic_shapes is not None and dynamic_axes is not None:
-        raise ValueError("give dynamic_shapes (torch.export's form) or dynamic_axes (torch.onnx's form), not both")
+        raise ArgumentError("give dynamic_shapes (torch.export's form) or dynamic_axes (torch.onnx's form), not both")
     if dynamic_shapes is None and dynamic_axes is None:
         return None, [], set()
     if not isinstance(model, torch.nn.Module):
-        raise ValueError("dynamic_shapes/dynamic_axes apply when tracing a module; an ExportedProgram already "
+        raise ArgumentError("dynamic_shapes/dynamic_axes apply when tracing a module; an ExportedProgram already "
                          "fixed its dynamic dimensions")
     positional, keyword = _param_names(model, args, kwargs)
     output_keys: set[str] = set()
@@ -94,15 +96,15 @@ def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axe
     if isinstance(dynamic_shapes, Mapping):
         unknown = sorted(set(dynamic_shapes) - set(positional) - set(keyword))
         if unknown:
-            raise ValueError(f"dynamic_shapes names {unknown}, which are not arguments of this call; "
+            raise ArgumentError(f"dynamic_shapes names {unknown}, which are not arguments of this call; "
                              f"the arguments are {positional + keyword}")
         specs = [dynamic_shapes.get(p) for p in positional] + [dynamic_shapes.get(k) for k in keyword]
     elif isinstance(dynamic_shapes, (list, tuple)):
         if len(dynamic_shapes) != len(args) + len(kwargs):
-            raise ValueError(f"dynamic_shapes has {len(dynamic_shapes)} entries for {len(args) + len(kwargs)} inputs")
+            raise ArgumentError(f"dynamic_shapes has {len(dynamic_shapes)} entries for {len(args) + len(kwargs)} inputs")
         specs = list(dynamic_shapes)
     else:
-        raise TypeError(f"dynamic_shapes must be a dict keyed by argument name or a tuple in argument order, "
+        raise ArgumentError(f"dynamic_shapes must be a dict keyed by argument name or a tuple in argument order, "
                         f"got {type(dynamic_shapes).__name__}")
     values = list(args) + list(kwargs.values())
     converted = [_walk(v, s, n, names) for v, s, n in zip(values, specs, positional + keyword)]
@@ -115,7 +117,7 @@ def _from_dynamic_axes(dynamic_axes, args: tuple, kwargs: dict, positional: list
     argument's own name), as a ``dynamic_shapes`` dict keyed by argument name, and the keys
     that name no input (outputs, whose dimensions follow from the inputs')."""
     if not isinstance(dynamic_axes, Mapping):
-        raise TypeError(f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}")
+        raise ArgumentError(f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}")
     arg_names = positional + list(kwargs)
     values = list(args) + list(kwargs.values())
     tensors = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
@@ -132,6 +134,6 @@ def _from_dynamic_axes(dynamic_axes, args: tuple, kwargs: dict, positional: list
         elif isinstance(axes, (list, tuple)):
             spec = {int(a): f"{key}_dynamic_axes_{j + 1}" for j, a in enumerate(axes)}
         else:
-            raise TypeError(f"dynamic_axes[{key!r}] must be {{axis: name}} or [axes], got {axes!r}")
+            raise ArgumentError(f"dynamic_axes[{key!r}] must be {{axis: name}} or [axes], got {axes!r}")
         out[by_name[key]] = spec
     return out, output_keys

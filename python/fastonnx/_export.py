@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 from torch.onnx import TrainingMode
 
 from . import _C, _report
+from ._calls import check_weights_have_data, checked_call, one_at_a_time
 from ._decompose import Decomposer, copy_graph, decomposition_of
 from ._dynamic import resolve as resolve_dynamic
 from ._files import check_writable, write_atomically
@@ -20,7 +21,7 @@ from ._lower import Lowering, aten_histogram, check_supported, is_mapped, live_n
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, needs_functionalization, trace
-from .errors import ConversionError, ExportError, UnsupportedOpsError, VerificationError
+from .errors import ArgumentError, ConversionError, ExportError, UnsupportedOpsError, VerificationError
 
 __version__ = "0.1.0"
 
@@ -28,19 +29,19 @@ __version__ = "0.1.0"
 def _check_names(kind: str, names: Sequence[str] | None) -> list[str] | None:
     if names is None:
         return None
-    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-        raise TypeError(f"{kind} must be a list of non-empty strings, got {names!r}")
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise ArgumentError(f"{kind} must be a list of non-empty strings, got {names!r}")
     dupes = sorted({n for n in names if list(names).count(n) > 1})
     if dupes:
-        raise ValueError(f"{kind} has duplicate names: {dupes}")
+        raise ArgumentError(f"{kind} has duplicate names: {dupes}; each graph input and output needs its own")
     return list(names)
 
 
 def _check_opset(opset_version: int | None) -> int:
     if opset_version is None:
         return _C.DEFAULT_OPSET
-    if not isinstance(opset_version, int) or not _C.MIN_OPSET <= opset_version <= _C.MAX_OPSET:
-        raise ValueError(
+    if type(opset_version) is not int or not _C.MIN_OPSET <= opset_version <= _C.MAX_OPSET:
+        raise ArgumentError(
             f"opset_version={opset_version!r} is not supported; fastonnx produces opsets "
             f"{_C.MIN_OPSET} to {_C.MAX_OPSET} (default {_C.DEFAULT_OPSET})"
         )
@@ -52,7 +53,7 @@ def _check_training(training) -> TrainingMode:
         return training
     if isinstance(training, bool):  # torch.onnx's older spelling
         return TrainingMode.TRAINING if training else TrainingMode.EVAL
-    raise TypeError(f"training must be a torch.onnx.TrainingMode (EVAL, PRESERVE, TRAINING), got {training!r}")
+    raise ArgumentError(f"training must be a torch.onnx.TrainingMode (EVAL, PRESERVE, TRAINING), got {training!r}")
 
 
 def _needs_decomposition(node) -> bool:
@@ -69,6 +70,8 @@ def _report_path(f, report) -> Path | None:
     return Path(os.fspath(report))
 
 
+@checked_call
+@one_at_a_time
 def export(
     model: torch.nn.Module | ExportedProgram,
     args: tuple | torch.Tensor = (),
@@ -111,22 +114,27 @@ def export(
     mismatch. ``report`` writes a Markdown report (``<f>.report.md`` for True, or the path
     given), also when the export fails. ``verbose=True`` prints the ONNX graph; ``False`` turns
     off the progress bars long exports show on a terminal.
+    Safe to call from several threads: exports run one at a time. Errors are
+    ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
     if not isinstance(model, (torch.nn.Module, ExportedProgram)):
-        raise TypeError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
+        raise ArgumentError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
     if isinstance(args, torch.Tensor):
         args = (args,)
     if not isinstance(args, tuple):
-        raise TypeError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
+        raise ArgumentError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError(f"kwargs must be a dict, got {type(kwargs).__name__}")
+        raise ArgumentError(f"kwargs must be a dict, got {type(kwargs).__name__}")
     input_names = _check_names("input_names", input_names)
     output_names = _check_names("output_names", output_names)
+    shared = sorted(set(input_names or ()) & set(output_names or ()))
+    if shared:
+        raise ArgumentError(f"input_names and output_names share {shared}; each graph input and output needs its own name")
     opset = _check_opset(opset_version)
     training = _check_training(training)
     if custom_opsets is not None and not (isinstance(custom_opsets, dict) and all(
             isinstance(k, str) and k and isinstance(v, int) for k, v in custom_opsets.items())):
-        raise TypeError(f"custom_opsets maps domain names to versions, e.g. {{'mylib': 1}}; got {custom_opsets!r}")
+        raise ArgumentError(f"custom_opsets maps domain names to versions, e.g. {{'mylib': 1}}; got {custom_opsets!r}")
     if f is not None:
         check_writable(f)
     report_path = _report_path(f, report)
@@ -142,7 +150,7 @@ def export(
         raise
     unknown = sorted(output_axes - set(result.output_names))
     if unknown:
-        raise ValueError(f"dynamic_axes names {unknown}, which are neither inputs ({result.input_names}) nor "
+        raise ArgumentError(f"dynamic_axes names {unknown}, which are neither inputs ({result.input_names}) nor "
                          f"outputs ({result.output_names})")
     if verbose:
         import onnx
@@ -150,7 +158,7 @@ def export(
         print(onnx.printer.to_text(result.model_proto.graph))
     if verify:
         if isinstance(model, ExportedProgram):
-            raise ValueError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
+            raise ArgumentError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
         diffs = result.verify(*args, **(kwargs or {}))
         if not all(d.ok for d in diffs):
             raise VerificationError("onnxruntime's outputs differ from PyTorch's:\n" + _format(diffs))
@@ -186,6 +194,7 @@ class _Exporter:
         t0 = time.perf_counter()
         ep = trace(model, args, kwargs, trace_shapes, training)
         timings["trace"] = time.perf_counter() - t0
+        check_weights_have_data(ep)
 
         t0 = time.perf_counter()
         if needs_functionalization(ep.graph):
@@ -211,14 +220,16 @@ class _Exporter:
         t0 = time.perf_counter()
         lowering.add_placeholders(input_names, dim_names, export_params)
         if input_names is not None and len(input_names) > len(lowering.input_names):
-            raise ValueError(
-                f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs"
+            raise ArgumentError(
+                f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs; "
+                f"give at most {len(lowering.input_names)}"
             )
         with self.progress.stage("converting", total=len(live), unit="node") as advance:
             lowering.convert_nodes(advance)
         outputs = lowering.set_outputs(output_names)
         if output_names is not None and len(output_names) > len(outputs):
-            raise ValueError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor outputs")
+            raise ArgumentError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor "
+                                f"outputs; give at most {len(outputs)}")
         # One Python->C++ call per node: its native side is the conversion proper, the rest is
         # lowering (walking the FX graph, encoding arguments).
         timings["convert"] = session.convert_seconds
@@ -236,7 +247,7 @@ class _Exporter:
             decomposed=self.decomposed, proto=result.model_proto if result is not None and
             result.native.weights_nbytes < (1 << 30) else None,
             pass_stats=result.native.pass_stats if result is not None else None, error=error)
-        write_atomically(path, lambda tmp: Path(tmp).write_text(text))
+        write_atomically({path: lambda tmp: Path(tmp).write_text(text)})
 
 
 __all__ = ["export", "ExportError"]

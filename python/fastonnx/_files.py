@@ -1,50 +1,106 @@
-"""Writing files so that a failed or interrupted export never leaves a half-written model."""
+"""Writing files so that a failed or interrupted export never leaves a half-written model.
+
+Every file is written under a temporary name in its own directory and renamed into place only
+once all of them are complete. An error or Ctrl-C before the renames removes the temporary files
+and leaves earlier files at the paths as they were.
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Callable
+import secrets
+import stat
+from collections.abc import Callable, Mapping
+
+from .errors import ArgumentError, WriteError
+
+# Room left in a file name for the temporary name's prefix and suffix (NAME_MAX is 255).
+_MAX_STEM = 200
 
 
-def check_writable(path: str | os.PathLike) -> str:
-    """Fail before any work when the model could not be written at ``path``."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"cannot write {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise PermissionError(f"cannot write {path}: directory {directory} is not writable")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"cannot write {path}: it is a directory")
-    return path
+def _target(path: object) -> str:
+    """The file a plain ``open(path, "wb")`` would write: symbolic links are followed."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(
+            f"f must be a path (str or os.PathLike) or None, got {type(path).__name__}; "
+            f"to get the model as bytes, export with f=None and call result.to_bytes()"
+        )
+    return os.path.realpath(os.fspath(path))
 
 
-def write_atomically(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """``write(tmp)`` writes the file under a temporary name in the same directory, which then
-    replaces ``path`` in one rename; on any error (or Ctrl-C) the temporary file is removed and
-    an existing file at ``path`` is left as it was."""
-    write_files_atomically([path], lambda tmps: write(tmps[0]))
-
-
-def write_files_atomically(paths: list, write: Callable[[list[str]], None]) -> None:
-    """Several files that belong together (a model and its external data): ``write(tmps)``
-    writes them all under temporary names; only when every one is complete are they renamed, the
-    last path (the model, which names the others) last."""
-    paths = [check_writable(p) for p in paths]
-    tmps = []
+def _create_temp(target: str) -> str:
+    """Creates an empty temporary file beside ``target``, with the permissions a plain write
+    would give it: those of the file it replaces, else the default (0o666 less the umask)."""
+    directory, name = os.path.split(target)
+    while True:
+        tmp = os.path.join(directory, f".{name[:_MAX_STEM]}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
-        for path in paths:
-            fd, tmp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path))
-            )
-            os.close(fd)
-            tmps.append(tmp)
-        write(tmps)
-        for tmp, path in zip(tmps, paths):
-            os.replace(tmp, path)
+        if os.path.exists(target):
+            os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
+    finally:
+        os.close(fd)
+    return tmp
+
+
+def _cannot_write(path: object, reason: str) -> WriteError:
+    return WriteError(f"cannot write {os.fspath(path)}: {reason}")  # type: ignore[arg-type]
+
+
+def check_writable(path: object) -> str:
+    """Fails before any work when a file could not be written at ``path`` (by creating and
+    removing a temporary file there: the one test that holds on every file system and for
+    root too). Returns the file that will be written."""
+    target = _target(path)
+    directory = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise _cannot_write(path, "it is a directory; give a file name")
+    if not os.path.exists(directory):
+        raise _cannot_write(path, f"directory {directory} does not exist; create it first")
+    if not os.path.isdir(directory):
+        raise _cannot_write(path, f"{directory} is not a directory")
+    try:
+        os.unlink(_create_temp(target))
+    except OSError as e:
+        raise _cannot_write(path, e.strerror or str(e)) from e
+    return target
+
+
+def write_atomically(files: Mapping[str | os.PathLike, Callable[[str], None]]) -> None:
+    """Writes several files as one: ``write(tmp)`` writes each under a temporary name beside
+    its path, and only when every one is complete are they renamed into place, in the order
+    given. List the file that refers to the others (the model, after its external data) last:
+    whoever opens it then finds the files it refers to complete.
+
+    On any error or Ctrl-C before the renames, the temporary files are removed and earlier files
+    at the paths are left as they were. An ``OSError`` is raised as ``WriteError`` naming the
+    path."""
+    targets = [(path, check_writable(path), write) for path, write in files.items()]
+    temps: list[str] = []
+    current: object = ""
+    try:
+        for path, target, write in targets:
+            current = path
+            temps.append(_create_temp(target))
+            write(temps[-1])
+        for tmp, (path, target, _) in zip(temps, targets):
+            current = path
+            os.replace(tmp, target)
+    except OSError as e:
+        _remove(temps)
+        raise _cannot_write(current, e.strerror or str(e)) from e
     except BaseException:
-        for tmp in tmps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _remove(temps)
         raise
+
+
+def _remove(paths: list[str]) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass  # already renamed into place

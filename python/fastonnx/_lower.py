@@ -275,7 +275,13 @@ class Lowering:
             return None
         return a
 
-    def _args(self, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
+    def _args(self, node: torch.fx.Node, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
+        label = lambda: f"{qualified_name(target)} (FX node `{node.name}`)"  # noqa: E731 - for errors only
+        if len(args) > len(plan.names) or any(k not in plan.names for k in kwargs):
+            raise ConversionError(
+                f"{label()}: {len(args)} positional argument(s) and keyword(s) {list(kwargs)} do not fit the "
+                f"schema's arguments ({', '.join(plan.names)})"
+            )
         out: list = [...] * plan.n_args
         items = list(enumerate(args)) + [(plan.names.index(k), v) for k, v in kwargs.items()]
         for j, value in items:
@@ -284,7 +290,7 @@ class Lowering:
                 out[pos] = self._encode(value)
             elif plan.defaults[j] is _REQUIRED or value != plan.defaults[j]:
                 raise ConversionError(
-                    f"{target}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
+                    f"{label()}: argument `{plan.names[j]}`={value!r} is new in this torch and fastonnx's "
                     f"converter predates it; only its default ({plan.defaults[j]!r}) is supported"
                 )
         while out and out[-1] is ...:
@@ -423,7 +429,7 @@ class Lowering:
             raise ConversionError(f"{qualified_name(target)} (FX node `{node.name}`): its Python converter does not "
                                   f"apply at opset {self.opset} (see the opset= of register_converter)")
         try:
-            refs = self.session.convert(plan.op_id, self._args(target, plan, args, kwargs), metas, node.name)
+            refs = self.session.convert(plan.op_id, self._args(node, target, plan, args, kwargs), metas, node.name)
         except _C.ConvertError as e:
             source = _first_source_line(node)
             raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import _C
-from ._files import write_atomically, write_files_atomically
+from ._files import write_atomically
 from .errors import ExportError
 
 # protobuf cannot hold a message of 2 GB; the graph itself needs some room beside the weights.
@@ -73,11 +73,14 @@ class ExportResult:
         if external_data is None:
             external_data = self.native.weights_nbytes > EXTERNAL_DATA_ABOVE
         if not external_data:
-            write_atomically(path, lambda tmp: self.native.write(tmp, progress=progress))
+            write_atomically({path: lambda tmp: self.native.write(tmp, progress=progress)})
             return
+        # One native call writes both files (it lays the data out while serializing the model):
+        # the data file's writer only learns its temporary name, the model's writes both.
         data_path = external_data_path(path)
-        location = os.path.basename(data_path)
-        write_files_atomically(
-            [data_path, path],
-            lambda tmps: self.native.write(tmps[1], data_path=tmps[0], location=location, progress=progress),
-        )
+        data_tmp: list[str] = []
+        write_atomically({
+            data_path: data_tmp.append,
+            path: lambda tmp: self.native.write(tmp, data_path=data_tmp[0], location=os.path.basename(data_path),
+                                                progress=progress),
+        })

@@ -9,12 +9,29 @@ class ExportError(Exception):
     """Base class of every error raised by ``fastonnx.export``."""
 
 
+class ArgumentError(ExportError, TypeError, ValueError):
+    """An argument of ``fastonnx.export`` cannot be used: the message names it and says what is
+    accepted. It is a ``TypeError`` and a ``ValueError`` too, the errors Python raises for a
+    wrong argument."""
+
+
 class TraceError(ExportError):
     """``torch.export`` could not trace the model; the message keeps PyTorch's."""
 
 
 class ConversionError(ExportError):
-    """An op was mapped but these arguments have no ONNX form (the message names the FX node)."""
+    """A value or an op's arguments have no ONNX form (the message names the input, weight or
+    FX node)."""
+
+
+class WriteError(ExportError, OSError):
+    """The model could not be written at the path given; an earlier file there is left as it
+    was. The ``OSError`` that caused it is the ``__cause__``."""
+
+
+class InternalError(ExportError):
+    """An unexpected failure inside fastonnx (a bug, not a problem with the model): please
+    report it with the message."""
 
 
 @dataclass(frozen=True)

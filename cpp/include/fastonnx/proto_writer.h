@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,8 +30,6 @@ class ProtoMessage {
   void message_field(uint32_t field, const ProtoMessage& child);
 
   size_t size() const { return size_; }
-  // Writes the message; returns false on an I/O error.
-  bool write(std::FILE* f) const;
   std::string to_string() const;
   // Calls `sink` with the message's bytes in order.
   void produce(const ByteSink& sink) const;

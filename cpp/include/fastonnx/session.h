@@ -52,8 +52,13 @@ class Session {
   double convert_seconds = 0;
   // Nodes in the graph (after finish(): those the passes kept).
   size_t num_nodes() const;
+  // "aten::relu (FX node `relu_1`)": how errors name the node being converted.
+  static std::string node_label(int op_id, std::string_view fx_name);
 
  private:
+  // Rejects an argument that refers to a value the graph does not have.
+  void check_refs(const Arg& a) const;
+
   Graph graph_;
   Builder builder_;
   int opset_;

@@ -1,0 +1,206 @@
+"""Bad input, one by one: each fails with its documented ExportError subclass and a message that
+says what to change, before anything is written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import fastonnx
+from fastonnx import ArgumentError, ConversionError, ExportError, TraceError, WriteError
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        return self.lin(x).relu(), (x * y).sum(1)
+
+
+def _args():
+    return torch.randn(2, 4), torch.randn(2, 4)
+
+
+def _fails(error: type[ExportError], fragment: str, model=None, args=None, *rest, **kwargs) -> str:
+    with pytest.raises(error) as info:
+        fastonnx.export(Net() if model is None else model, _args() if args is None else args, *rest, **kwargs)
+    message = str(info.value)
+    assert isinstance(info.value, ExportError)
+    assert fragment in message, message
+    return message
+
+
+@pytest.mark.parametrize(
+    "model, fragment",
+    [
+        (lambda x: x, "model must be a torch.nn.Module or a torch.export.ExportedProgram, got function"),
+        ("model.pt", "got str"),
+        (None.__class__, "got type"),
+    ],
+)
+def test_model_that_is_not_a_module(model, fragment):
+    _fails(ArgumentError, fragment, model)
+
+
+@pytest.mark.parametrize("args, got", [([torch.randn(2, 4)], "list"), ({"x": torch.randn(2, 4)}, "dict"), (3, "int")])
+def test_args_that_are_not_a_tuple(args, got):
+    _fails(ArgumentError, f"args must be a tuple of example inputs (or one tensor), got {got}", torch.nn.ReLU(), args)
+
+
+def test_a_lone_tensor_is_accepted_as_args():
+    result = fastonnx.export(torch.nn.ReLU(), torch.randn(3))
+    assert result.input_names == ["input"]
+
+
+def test_kwargs_that_are_not_a_dict():
+    _fails(ArgumentError, "kwargs must be a dict, got list", kwargs=[1])
+
+
+def test_weights_on_the_meta_device():
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    message = _fails(ArgumentError, "weight(s) are on the meta device", model, (torch.empty(2, 4, device="meta"),))
+    assert "`0.weight`" in message and "model.to_empty(device='cpu')" in message and "load_state_dict" in message
+
+
+def test_exported_program_with_weights_on_the_meta_device():
+    with torch.device("meta"):
+        ep = torch.export.export(torch.nn.Linear(4, 3), (torch.empty(2, 4),))
+    _fails(ArgumentError, "2 weight(s) are on the meta device", ep, ())
+
+
+def test_meta_inputs_without_weights_export():
+    """Tracing needs only shapes: a model without weights exports from meta inputs."""
+    proto = fastonnx.export(torch.nn.ReLU(), (torch.empty(2, 3, device="meta"),)).model_proto
+    assert [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim] == [2, 3]
+
+
+def test_meta_inputs_with_weights_on_cpu():
+    _fails(TraceError, "found at least two devices", torch.nn.Linear(4, 3), (torch.empty(2, 4, device="meta"),))
+
+
+@pytest.mark.parametrize(
+    "where, fragment",
+    [
+        ("missing/m.onnx", "missing does not exist; create it first"),
+        ("file/m.onnx", "file is not a directory"),
+        ("dir", "it is a directory; give a file name"),
+        ("a" * 300 + ".onnx", "File name too long"),
+    ],
+)
+def test_path_that_cannot_be_written(tmp_path, where, fragment):
+    (tmp_path / "file").write_text("")
+    (tmp_path / "dir").mkdir()
+    message = _fails(WriteError, fragment, None, None, str(tmp_path / where))
+    assert message.startswith(f"cannot write {tmp_path / where}")
+    assert sorted(os.listdir(tmp_path)) == ["dir", "file"], "nothing may be left behind"
+
+
+def test_directory_without_write_permission(tmp_path):
+    if os.geteuid() == 0:  # root writes through permission bits; sysfs refuses even root
+        path = "/sys/fastonnx-test.onnx"
+    else:
+        (tmp_path / "ro").mkdir(mode=0o500)
+        path = str(tmp_path / "ro" / "m.onnx")
+    _fails(WriteError, f"cannot write {path}: ", None, None, path)
+
+
+def test_a_long_file_name_that_fits_is_written(tmp_path):
+    """The temporary name must not be what makes a valid name too long."""
+    path = tmp_path / ("m" * 250 + ".onnx")
+    fastonnx.export(Net(), _args(), str(path))
+    assert os.listdir(tmp_path) == [path.name]
+
+
+@pytest.mark.parametrize("f", [5, b"m.onnx", object()])
+def test_path_of_the_wrong_type(f):
+    _fails(ArgumentError, "f must be a path (str or os.PathLike) or None", None, None, f)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"input_names": ["a", "b", "c"]}, "input_names has 3 names but the model has 2 tensor inputs"),
+        ({"output_names": ["a", "b", "c"]}, "output_names has 3 names but the model has 2 tensor outputs"),
+        ({"input_names": ["a", "a"]}, "input_names has duplicate names: ['a']"),
+        ({"output_names": ("o", "o")}, "output_names has duplicate names: ['o']"),
+        ({"input_names": ["x"], "output_names": ["x"]}, "input_names and output_names share ['x']"),
+        ({"input_names": "x"}, "input_names must be a list of non-empty strings, got 'x'"),
+        ({"input_names": ["x", ""]}, "input_names must be a list of non-empty strings"),
+        ({"output_names": 7}, "output_names must be a list of non-empty strings, got 7"),
+    ],
+)
+def test_names(kwargs, fragment):
+    _fails(ArgumentError, fragment, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"dynamo": True}, "`dynamo` is not an argument of fastonnx.export\nit accepts: model, args, f, kwargs,"),
+        ({"opset": 17}, "`opset` is not an argument of fastonnx.export; did you mean `opset_version`?"),
+        ({"input_name": ["x"]}, "did you mean `input_names`?"),
+    ],
+)
+def test_unknown_keyword(kwargs, fragment):
+    _fails(ArgumentError, fragment, **kwargs)
+
+
+def test_too_many_positional_arguments(tmp_path):
+    _fails(ArgumentError, "the signature is export(model, args=(), f=None, *, kwargs=None,", None, None,
+           str(tmp_path / "m.onnx"), ["x"])
+
+
+@pytest.mark.parametrize("opset", [12, 24, 0, -1, "18", 18.0, True])
+def test_opset_out_of_range(opset):
+    _fails(ArgumentError, f"opset_version={opset!r} is not supported; fastonnx produces opsets 13 to 23", opset_version=opset)
+
+
+def test_dtype_onnx_cannot_hold():
+    x = torch.randn(3, dtype=torch.complex64).to(torch.complex32)
+    message = _fails(ConversionError, "input `x`: dtype complex32 has no ONNX equivalent", torch.nn.Identity(), (x,),
+                     input_names=["x"])
+    assert "torch.view_as_real" in message
+
+
+def test_complex_arithmetic():
+    class Double(torch.nn.Module):
+        def forward(self, z):
+            return z * 2
+
+    message = _fails(ConversionError, "aten::mul.Tensor (FX node `mul`): cannot make a constant of dtype complex64",
+                     Double(), (torch.randn(3, dtype=torch.complex64),))
+    assert "torch.view_as_real" in message
+
+
+def test_tracing_fails():
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return x if x.sum() > 0 else -x
+
+    message = _fails(TraceError, "torch.export.export failed to trace DataDependent: GuardOnDataDependentSymNode",
+                     DataDependent(), (torch.randn(3),))
+    assert "Could not guard on data-dependent expression" in message  # PyTorch's own words
+
+
+def test_argument_errors_are_type_and_value_errors():
+    """Code written against Python's conventions (or torch.onnx) still catches them."""
+    with pytest.raises(TypeError):
+        fastonnx.export(Net(), [torch.randn(2, 4)])
+    with pytest.raises(ValueError):
+        fastonnx.export(Net(), _args(), opset_version=99)
+    assert issubclass(WriteError, OSError)
+
+
+def test_bad_input_leaves_an_earlier_file_untouched(tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"earlier model")
+    for kwargs in ({"opset_version": 99}, {"input_names": ["a", "b", "c"]}, {"dynamo": True}):
+        with pytest.raises(ArgumentError):
+            fastonnx.export(Net(), _args(), str(path), **kwargs)
+    assert path.read_bytes() == b"earlier model"
+    assert os.listdir(tmp_path) == ["m.onnx"]
