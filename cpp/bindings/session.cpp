@@ -127,6 +127,8 @@ constexpr size_t kWritePiece = size_t{16} << 20;
 struct StopWriting {
   int err;
 };
+// Ctrl-C during a write; turned into the KeyboardInterrupt once the GIL is held again.
+struct Interrupted {};
 
 // Writes what `produce` produces to `path` in pieces of kWritePiece bytes; between pieces (with
 // the GIL) it checks for Ctrl-C and calls `progress(bytes)`. An I/O error is an OSError, Ctrl-C a
@@ -156,7 +158,7 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
     if (unreported > 0) between_pieces();
   } catch (const StopWriting& stop) {
     std::fclose(f);
-    if (stop.err == 0) throw py::error_already_set();
+    if (stop.err == 0) throw Interrupted{};
     throw std::system_error(stop.err, std::generic_category(), path);
   } catch (...) {
     std::fclose(f);

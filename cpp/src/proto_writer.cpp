@@ -85,12 +85,6 @@ void ProtoMessage::produce(const ByteSink& sink) const {
   if (runs_.size() > written) sink(runs_.data() + written, runs_.size() - written);
 }
 
-bool ProtoMessage::write(std::FILE* f) const {
-  bool ok = true;
-  produce([&](const void* data, size_t size) { ok = ok && std::fwrite(data, 1, size, f) == size; });
-  return ok;
-}
-
 std::string ProtoMessage::to_string() const {
   std::string out;
   out.reserve(size_);
