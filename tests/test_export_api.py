@@ -204,16 +204,16 @@ def test_argument_unknown_to_the_generated_converter(monkeypatch):
 
 
 def test_dtype_onnx_lacks_is_a_clear_error():
-    """An int64 max pooling has no ONNX form: a ConversionError naming the op and the types it
+    """ONNX's Atan has no bfloat16 version: a ConversionError naming the op and the types it
     takes, not a model that fails to load."""
 
-    class IntPool(torch.nn.Module):
+    class Atan(torch.nn.Module):
         def forward(self, x):
-            return torch.nn.functional.max_pool2d(x, 2)
+            return torch.atan(x)
 
-    x = torch.randint(0, 5, (1, 2, 6, 6))
-    with pytest.raises(fastonnx.ConversionError, match=r"ONNX MaxPool \(opset 18\) has no int64 version.*float32"):
-        fastonnx.export(IntPool(), (x,))
+    x = torch.randn(3, 4).to(torch.bfloat16)
+    with pytest.raises(fastonnx.ConversionError, match=r"ONNX Atan \(opset 18\) has no bfloat16 version.*float32"):
+        fastonnx.export(Atan(), (x,))
 
 
 def test_complex_values_are_real_pairs():

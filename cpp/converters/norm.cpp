@@ -248,5 +248,7 @@ std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::opti
   return {outs[0], outs[1]};
 }
 
+Value dropout(Builder& b, Value input, double p, bool train) { return native_dropout(b, input, p, train)[0]; }
+
 }  // namespace manual
 }  // namespace fastonnx

@@ -1744,11 +1744,10 @@ Value convert_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value in
 
 // dropout  (codegen/mappings/nn.yaml:16)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
-  // when: not train, onnx: input
-  if (!(train)) {
-    return input;
+  // manual: True
+  {
+    return manual::dropout(b, input, p, train);
   }
-  b.fail("no rule of dropout applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/nn.yaml:16)");
 }
 
 // embedding  (codegen/mappings/nn.yaml:17)

@@ -1202,6 +1202,7 @@ Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, S
 Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
 Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
+Value dropout(Builder& b, Value input, double p, bool train);
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
 std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);

@@ -448,7 +448,9 @@ class Lowering:
         for value, path in zip(values, paths):
             if not isinstance(value, torch.fx.Node):
                 raise ConversionError(f"output {path} is {value!r}, not a tensor; ONNX outputs are tensors")
-            name = user_names.pop(0) if user_names else path
+            # A returned dict's key may be an input's name too (`state`): the output then is
+            # `output_state`, and the input keeps its name.
+            name = user_names.pop(0) if user_names else (f"output_{path}" if path in self.input_names else path)
             outputs.append((self.env[value], name))
             names.append(name)
         self.session.set_outputs(outputs)
@@ -459,7 +461,7 @@ def output_paths(out_spec, count: int) -> list[str]:
     """Names for the tensors ``forward`` returns, from where each sits in the returned
     structure: ``output`` for a lone tensor; ``output_0``, ``output_1``... for a tuple; a dict's
     or a ModelOutput's keys (``logits``, ``last_hidden_state``); nested parts joined with ``_``
-    (``output_1_h``)."""
+    (``output_1_h``). A name that an input has is prefixed with ``output_`` (Lowering.set_outputs)."""
     if out_spec is None or out_spec.num_leaves != count:
         return [f"output_{i}" for i in range(count)]
     # Distinct placeholder leaves (not None: a ModelOutput drops the fields that are None).

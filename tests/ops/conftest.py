@@ -1,5 +1,5 @@
-"""The op parity summary printed after the run: samples passed/run per dtype, xfails by reason,
-and the samples filtered out at collection by reason."""
+"""The op parity summary printed after the run: samples passed/run per target opset and dtype,
+xfails by reason, and the samples filtered out at collection by reason."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 import parity_cases
 
 _DTYPE_KEY = "parity_dtype"
-_outcomes: dict[str, Counter] = defaultdict(Counter)  # dtype -> outcome -> count
+_outcomes: dict[str, Counter] = defaultdict(Counter)  # "opset N, dtype" -> outcome -> count
 _xfail_reasons: Counter = Counter()
 _failed_rows: Counter = Counter()
 
@@ -17,7 +17,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         case = getattr(item, "callspec", None) and item.callspec.params.get("case")
         if isinstance(case, parity_cases.Case):
-            item.user_properties += [(_DTYPE_KEY, parity_cases.dtype_name(case.dtype)), ("parity_row", case.row.id)]
+            key = f"opset {case.opset:2d}, {parity_cases.dtype_name(case.dtype)}"
+            item.user_properties += [(_DTYPE_KEY, key), ("parity_row", case.row.id)]
 
 
 def pytest_runtest_logreport(report):

@@ -72,10 +72,11 @@ class Case:
     # The program torch.export made of the sample at collection (to learn its overloads), kept so
     # the test does not trace it again.
     program: torch.export.ExportedProgram | None = field(default=None, compare=False, repr=False)
+    opset: int = 18  # the target opset the sample is exported at
 
     @property
     def id(self) -> str:
-        return f"{self.row.id}-{dtype_name(self.dtype)}-{self.index}"
+        return f"{self.row.id}-{dtype_name(self.dtype)}-{self.index}-opset{self.opset}"
 
     def module(self) -> OpModule:
         return OpModule(call_target(self.row), self.sample).eval()
@@ -93,7 +94,7 @@ class Case:
 
     @property
     def xfail_reason(self) -> str | None:
-        return next((x.reason for x in self.row.xfails if x.applies(self.sample, self.dtype)), None)
+        return next((x.reason for x in self.row.xfails if x.applies(self.sample, self.dtype, self.opset)), None)
 
 
 @dataclass(frozen=True)
@@ -203,9 +204,11 @@ def _row_cases(row: Row, dtype: torch.dtype) -> list[Case]:
     return kept
 
 
-def build_cases(rows: tuple[Row, ...]) -> list[Case]:
+def build_cases(rows: tuple[Row, ...], opsets: tuple[int, ...]) -> list[Case]:
+    """Each row's samples at each target opset (traced once, exported at every opset)."""
     ids = [r.id for r in rows]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"duplicate row ids in the op table: {duplicates}")
-    return [case for row in rows for dtype in row_dtypes(row) for case in _row_cases(row, dtype)]
+    return [replace(case, opset=opset) for row in rows for dtype in row_dtypes(row) for case in _row_cases(row, dtype)
+            for opset in opsets]

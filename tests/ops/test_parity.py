@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fastonnx
-from row import PARITY_OPSET
+from row import PARITY_OPSETS
 from rows import ALL_ROWS
 from parity_cases import SEEN_OVERLOADS, Case, build_cases
 from support import check, flat_tensors, onnx_layout, run_ort
@@ -19,7 +19,7 @@ from support import check, flat_tensors, onnx_layout, run_ort
 # while working on a family; unset, every row runs.
 _ONLY = {x for x in os.environ.get("FASTONNX_PARITY_ROWS", "").split(",") if x}
 SELECTED_ROWS = tuple(r for r in ALL_ROWS if not _ONLY or r.id in _ONLY or r.family in _ONLY)
-CASES = build_cases(SELECTED_ROWS)
+CASES = build_cases(SELECTED_ROWS, PARITY_OPSETS)
 
 
 def _param(case: Case):
@@ -32,7 +32,7 @@ def _compare(case: Case) -> None:
     module, inputs = case.module(), case.inputs()
     with torch.no_grad():
         expected = [onnx_layout(t) for t in flat_tensors(module(*(t.clone() for t in inputs)))]
-    proto = fastonnx.export(case.program, inputs, opset_version=PARITY_OPSET).model_proto
+    proto = fastonnx.export(case.program, inputs, opset_version=case.opset).model_proto
     check(proto)
     assert len(proto.graph.input) == len(inputs), f"{len(proto.graph.input)} graph inputs for {len(inputs)} tensors"
     actual = run_ort(proto, list(inputs))

@@ -85,7 +85,7 @@ FLOATS = (torch.float32, torch.float16, torch.float64)
 # ONNX opset 22 gave the random ops new versions (bfloat16); onnxruntime registers kernels only
 # for their first versions.
 NO_KERNEL_AT_22 = (
-    SampleRule("onnxruntime 1.32 has no kernel for RandomUniform/RandomNormal(Like) at opset 22+", opsets=range(22, 24)),
+    SampleRule("onnxruntime 1.32 has no kernel for RandomUniform/RandomNormal(Like) at opset 22+", opsets=range(22, 1000)),
 )
 
 ROWS = (

@@ -139,18 +139,7 @@ ROWS = (
         "movedim.int", fn=lambda x, source, destination: x.movedim(source, destination), samples=_movedim_int,
         dtypes=PARITY_DTYPES,
     ),
-    from_opinfo(
-        "repeat_interleave",
-        "repeat_interleave.self_int",
-        "repeat_interleave.self_Tensor",
-        xfails=(
-            SampleRule(
-                "tensor repeats without output_size: torch.export checks the data-dependent size with "
-                "sym_size.int, operator.ge and _assert_scalar, which have no converter",
-                lambda s: isinstance(s.kwargs.get("repeats"), torch.Tensor) and "output_size" not in s.kwargs,
-            ),
-        ),
-    ),
+    from_opinfo("repeat_interleave", "repeat_interleave.self_int", "repeat_interleave.self_Tensor"),
     hand_written(
         "repeat_interleave.Tensor",
         fn=lambda repeats, **kw: torch.repeat_interleave(repeats, **kw),
