@@ -190,7 +190,7 @@ def _session(opset: int, inputs: list) -> tuple:
 
 @st.composite
 def session_cases(draw):
-    opset = draw(st.integers(13, 23))
+    opset = draw(st.integers(_C.MIN_OPSET, _C.MAX_OPSET))
     inputs = draw(st.lists(st.tuples(st.sampled_from(_DTYPES), _shape()), min_size=1, max_size=3))
     op_id, name, schema, op = draw(st.sampled_from(CONVERTERS))
     return opset, inputs, op_id, name, schema, op

@@ -98,7 +98,7 @@ def export(
     tensor is wrapped in a tuple), ``kwargs`` the keyword inputs, ``f`` where to write the model
     (atomically; nothing is written when ``f`` is None), ``input_names``/``output_names`` name
     the graph's inputs and outputs in order (a shorter list names the first ones),
-    ``opset_version`` the ONNX opset (13 to 23, default 18).
+    ``opset_version`` the ONNX opset (13 to 28, default 18).
 
     ``dynamic_shapes`` gives the dynamic dimensions in torch.export's form (``Dim``,
     ``Dim.AUTO``/``Dim.DYNAMIC`` or a name per dimension), ``dynamic_axes`` in torch.onnx's
