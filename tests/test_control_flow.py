@@ -1,0 +1,245 @@
+"""Control flow: torch.cond -> If, while_loop -> Loop, scan -> Scan, run in onnxruntime on
+inputs that take each branch (or loop a different number of times) and compared with eager."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from torch._higher_order_ops.scan import scan
+from torch._higher_order_ops.while_loop import while_loop
+
+import fastonnx
+from support import assert_matches, run_ort
+
+
+def _ops(graph: onnx.GraphProto) -> list[str]:
+    """Op types of a graph and of its subgraphs, depth first."""
+    out = []
+    for node in graph.node:
+        out.append(node.op_type)
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out += _ops(a.g)
+    return out
+
+
+def _compare(proto: onnx.ModelProto, model: torch.nn.Module, *inputs_list: tuple) -> None:
+    for args in inputs_list:
+        assert_matches(proto, model, args, rtol=1e-4, atol=1e-5)
+
+
+class CondWithWeights(torch.nn.Module):
+    """Branches that use the module's weights and the operands."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.scale = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x, y):
+        def then(x, y):
+            return self.lin(x) + y
+
+        def otherwise(x, y):
+            return x * self.scale - y
+
+        return torch.cond(x.sum() > 0, then, otherwise, (x, y))
+
+
+POSITIVE = torch.ones(2, 4)
+NEGATIVE = -torch.ones(2, 4)
+
+
+@pytest.mark.parametrize("opset", [13, 18, fastonnx._C.MAX_OPSET])
+def test_cond_takes_each_branch(opset):
+    torch.manual_seed(0)
+    model = CondWithWeights().eval()
+    y = torch.randn(2, 4)
+    proto = fastonnx.export(model, (torch.randn(2, 4), y), opset_version=opset).model_proto
+    assert [n.op_type for n in proto.graph.node].count("If") == 1
+    # The weights stay initializers of the main graph, read by the branches by name.
+    assert {"lin.weight", "lin.bias", "scale"} <= {i.name for i in proto.graph.initializer}
+    then_out = model(POSITIVE, y)
+    assert not torch.equal(then_out, model(NEGATIVE, y))
+    _compare(proto, model, (POSITIVE, y), (NEGATIVE, y))
+
+
+class CondMultipleOutputs(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(
+            x.mean() > 0.5,
+            lambda x: (x + 1, x.sum(dim=1), x),  # an operand returned as it is
+            lambda x: (x * 2, x.amax(dim=1), x - 1),
+            (x,),
+        )
+
+
+def test_cond_multiple_outputs():
+    model = CondMultipleOutputs()
+    proto = fastonnx.export(model, (torch.rand(3, 5),)).model_proto
+    assert len(proto.graph.output) == 3
+    _compare(proto, model, (torch.rand(3, 5) + 1,), (torch.rand(3, 5) - 1,))
+
+
+class NestedCond(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.tensor([0.5, -0.5, 1.5]))
+
+    def forward(self, x):
+        def outer_then(x):
+            return torch.cond(x[0] > 0, lambda x: x + self.bias, lambda x: x - self.bias, (x,))
+
+        def outer_else(x):
+            return x * 3
+
+        return torch.cond(x.sum() > 0, outer_then, outer_else, (x,))
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_nested_cond(opset):
+    model = NestedCond()
+    proto = fastonnx.export(model, (torch.tensor([1.0, 2.0, 3.0]),), opset_version=opset).model_proto
+    assert _ops(proto.graph).count("If") == 2
+    _compare(
+        proto, model,
+        (torch.tensor([1.0, 2.0, 3.0]),),  # outer then, inner then
+        (torch.tensor([-1.0, 2.0, 3.0]),),  # outer then, inner else
+        (torch.tensor([-1.0, -2.0, 0.5]),),  # outer else
+    )
+
+
+class CondOnOuterValues(torch.nn.Module):
+    """Branches that read values computed before the cond (operands from the main graph), and a
+    value only a branch reads: dead-code elimination must keep it."""
+
+    def forward(self, x):
+        h = torch.relu(x) * 2  # only the branches read h
+        return torch.cond(x.sum() > 0, lambda h, x: h.sin(), lambda h, x: h.cos() + x, (h, x))
+
+
+def test_cond_reads_values_of_the_main_graph():
+    model = CondOnOuterValues()
+    proto = fastonnx.export(model, (torch.randn(4),)).model_proto
+    assert "Relu" in [n.op_type for n in proto.graph.node]
+    _compare(proto, model, (torch.ones(4),), (-torch.ones(4),))
+
+
+class CondDynamicBatch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: self.lin(x).relu(), lambda x: self.lin(-x), (x,))
+
+
+def test_cond_with_dynamic_batch():
+    model = CondDynamicBatch().eval()
+    batch = torch.export.Dim("batch")
+    proto = fastonnx.export(model, (torch.randn(4, 3),), dynamic_shapes=({0: batch},)).model_proto
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    _compare(proto, model, (torch.ones(2, 3),), (-torch.ones(2, 3),), (torch.ones(7, 3),), (-torch.ones(7, 3),))
+
+
+class CondOnShape(torch.nn.Module):
+    """A predicate on a dynamic size (a SymBool), not on data."""
+
+    def forward(self, x):
+        return torch.cond(x.shape[0] > 4, lambda x: x.sum(dim=0), lambda x: x.amax(dim=0), (x,))
+
+
+def test_cond_on_a_dynamic_size():
+    model = CondOnShape()
+    proto = fastonnx.export(model, (torch.randn(3, 2),), dynamic_shapes=({0: torch.export.Dim("n")},)).model_proto
+    _compare(proto, model, (torch.randn(3, 2),), (torch.randn(6, 2),))
+
+
+class CountUp(torch.nn.Module):
+    """A loop whose trip count is data: while i < n."""
+
+    def forward(self, n, x):
+        def cond_fn(i, x):
+            return i < n
+
+        def body_fn(i, x):
+            return i + 1, x * 2 + 1
+
+        return while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), x))
+
+
+@pytest.mark.parametrize("opset", [13, 18, fastonnx._C.MAX_OPSET])
+def test_while_loop_with_data_dependent_trip_count(opset):
+    model = CountUp()
+    proto = fastonnx.export(model, (torch.tensor(3), torch.randn(2, 3)), opset_version=opset).model_proto
+    assert "Loop" in [n.op_type for n in proto.graph.node]
+    x = torch.randn(2, 3)
+    _compare(proto, model, (torch.tensor(3), x), (torch.tensor(7), x), (torch.tensor(0), x))
+
+
+class LoopWithWeights(torch.nn.Module):
+    """A loop body that uses a weight and an outer value, and a condition on carried data."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x, limit):
+        def cond_fn(x):
+            return x.abs().sum() < limit
+
+        def body_fn(x):
+            return (torch.tanh(self.lin(x)) + x * 1.5,)
+
+        return while_loop(cond_fn, body_fn, (x,))
+
+
+def test_while_loop_with_weights_and_a_data_condition():
+    torch.manual_seed(0)
+    model = LoopWithWeights().eval()
+    x = torch.full((1, 3), 0.1)
+    proto = fastonnx.export(model, (x, torch.tensor(10.0))).model_proto
+    _compare(proto, model, (x, torch.tensor(10.0)), (x, torch.tensor(100.0)), (x, torch.tensor(0.0)))
+
+
+class CumulativeSum(torch.nn.Module):
+    def forward(self, x):
+        def combine(carry, row):
+            total = carry + row
+            return total, total * 2
+
+        return scan(combine, torch.zeros(x.shape[1]), x, dim=0)
+
+
+@pytest.mark.parametrize("opset", [13, 18, fastonnx._C.MAX_OPSET])
+def test_scan_cumulative(opset):
+    model = CumulativeSum()
+    proto = fastonnx.export(model, (torch.randn(5, 3),), opset_version=opset).model_proto
+    assert "Scan" in [n.op_type for n in proto.graph.node]
+    _compare(proto, model, (torch.randn(5, 3),))
+    carry, ys = run_ort(proto, [torch.arange(15.0).reshape(5, 3)])
+    np.testing.assert_allclose(ys, 2 * np.cumsum(np.arange(15.0).reshape(5, 3), axis=0))
+
+
+class ScanOverDim1WithWeight(torch.nn.Module):
+    """A scan over the second dimension, an RNN-like step with a weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        def combine(h, x_t):
+            h = torch.tanh(self.cell(h) + x_t)
+            return h, h.clone()  # torch rejects a function returning one tensor twice
+
+        return scan(combine, torch.zeros(x.shape[0], 4), x, dim=1)
+
+
+def test_scan_over_another_dim_with_a_weight():
+    torch.manual_seed(0)
+    model = ScanOverDim1WithWeight().eval()
+    proto = fastonnx.export(model, (torch.randn(2, 6, 4),)).model_proto
+    _compare(proto, model, (torch.randn(2, 6, 4),))
