@@ -243,3 +243,46 @@ def test_scan_over_another_dim_with_a_weight():
     model = ScanOverDim1WithWeight().eval()
     proto = fastonnx.export(model, (torch.randn(2, 6, 4),)).model_proto
     _compare(proto, model, (torch.randn(2, 6, 4),))
+
+
+class BranchNeedsDecomposition(torch.nn.Module):
+    """logaddexp has no converter but a decomposition: it is decomposed inside the branch too."""
+
+    def forward(self, x, y):
+        return torch.cond(x.sum() > 0, lambda x, y: torch.logaddexp(x, y), lambda x, y: torch.rad2deg(x - y), (x, y))
+
+
+def test_ops_in_branches_are_decomposed():
+    model = BranchNeedsDecomposition()
+    result = fastonnx.export(model, (torch.randn(3), torch.randn(3)), report=False)
+    ops = _ops(result.model_proto.graph)
+    assert "If" in ops and "Exp" in ops
+    y = torch.randn(3)
+    _compare(result.model_proto, model, (torch.ones(3), y), (-torch.ones(3), y))
+
+
+def test_unsupported_ops_in_branches_are_listed_with_the_rest():
+    class Unsupported(torch.nn.Module):
+        def forward(self, x):
+            x = torch.special.i0e(x)
+            return torch.cond(x.sum() > 0, lambda x: torch.special.erfcx(x), lambda x: torch.special.i0e(x) * 2, (x,))
+
+    with pytest.raises(fastonnx.UnsupportedOpsError) as info:
+        fastonnx.export(Unsupported(), (torch.randn(3),))
+    ops = {op.overload: op.count for op in info.value.ops}
+    assert ops == {"aten::special_i0e": 2, "aten::special_erfcx": 1}
+
+
+class IntCounter(torch.nn.Module):
+    """A counter carried as a Python int (a symbolic int in the loop, an int64 scalar in ONNX)."""
+
+    def forward(self, x, n):
+        i, y = while_loop(lambda i, y: y.sum() < n, lambda i, y: (i + 1, y * 2), (0, x))
+        return y + i
+
+
+def test_while_loop_carries_a_python_int():
+    model = IntCounter()
+    x = torch.tensor([0.5, 1.0])
+    proto = fastonnx.export(model, (x, torch.tensor(10.0))).model_proto
+    _compare(proto, model, (x, torch.tensor(10.0)), (x, torch.tensor(1.0)), (x, torch.tensor(100.0)))

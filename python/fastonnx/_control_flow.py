@@ -89,6 +89,17 @@ def _tensor_ref(lowering, arg, what: str, node: torch.fx.Node):
     return ref
 
 
+def _state_ref(lowering, arg, what: str, node: torch.fx.Node, index: int):
+    """A loop's or scan's initial value as a graph value: a Python number (a carried counter
+    ``0``, which torch traces as a symbolic int) becomes a 0-d constant of the type symbolic
+    numbers have in the graph."""
+    value = lowering._encode(arg)
+    if isinstance(value, (bool, int, float)):
+        dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float64
+        return lowering._new_initializer(f"{node.name}_initial_{index}", torch.tensor(value, dtype=dtype))
+    return _tensor_ref(lowering, arg, what, node)
+
+
 def _end_subgraph(lowering, node: torch.fx.Node, outputs: list) -> int:
     for out in outputs:
         if not isinstance(out, _C.ValueRef):
@@ -102,9 +113,9 @@ def _subgraph_inputs(lowering, node: torch.fx.Node, placeholders: list[torch.fx.
     refs = []
     for p in placeholders:
         meta = lowering.meta(p.meta.get("val"))
-        if meta is None or not isinstance(p.meta.get("val"), torch.Tensor):
+        if meta is None:
             raise ConversionError(f"{node.target.__name__} (FX node `{node.name}`): input `{p.name}` of its function "
-                                  f"is {p.meta.get('val')!r}; fastonnx converts only tensors there")
+                                  f"is {p.meta.get('val')!r}; fastonnx converts only tensors and numbers there")
         refs.append(lowering.session.add_subgraph_input(f"{node.name}_{p.name}", meta[0], meta[1]))
     return refs
 
@@ -140,7 +151,7 @@ def lower_while_loop(lowering, node: torch.fx.Node, metas: list) -> list:
     each iteration on the new ones. Additional inputs are read from the enclosing graph."""
     _, _, carried, additional = node.args[:4]
     cond_body, loop_body = (lowering.body(m) for m in function_modules(node, lowering.attribute))
-    carried_refs = [_tensor_ref(lowering, c, "a carried value", node) for c in carried]
+    carried_refs = [_state_ref(lowering, c, "a carried value", node, i) for i, c in enumerate(carried)]
     extra = [lowering._encode(a) for a in additional]
     first = lowering.lower_body(cond_body, carried_refs + extra)[0]
     session = lowering.session
@@ -161,7 +172,7 @@ def lower_scan(lowering, node: torch.fx.Node, metas: list) -> list:
     enclosing graph."""
     _, init, xs, additional = node.args[:4]
     (combine,) = (lowering.body(m) for m in function_modules(node, lowering.attribute))
-    init_refs = [_tensor_ref(lowering, t, "an initial carry", node) for t in init]
+    init_refs = [_state_ref(lowering, t, "an initial carry", node, i) for i, t in enumerate(init)]
     xs_refs = [_tensor_ref(lowering, t, "a scanned input", node) for t in xs]
     extra = [lowering._encode(a) for a in additional]
     session = lowering.session
