@@ -286,3 +286,54 @@ def test_while_loop_carries_a_python_int():
     x = torch.tensor([0.5, 1.0])
     proto = fastonnx.export(model, (x, torch.tensor(10.0))).model_proto
     _compare(proto, model, (x, torch.tensor(10.0)), (x, torch.tensor(1.0)), (x, torch.tensor(100.0)))
+
+
+def _branchy_session():
+    """A session whose If branches both compute Abs of an outer value only they read."""
+    from fastonnx._dtypes import dtype_code
+
+    f32, b8 = dtype_code(torch.float32), dtype_code(torch.bool)
+    s = fastonnx._C.Session(18)
+    x = s.add_input("x", f32, [3])
+    pred = s.add_input("pred", b8, [])
+    (outer,) = s.add_node("", "Neg", [x], [], 1)
+    s.set_meta(outer, f32, [3])
+    branches = []
+    for _ in range(2):
+        s.begin_subgraph()
+        (inner,) = s.add_node("", "Abs", [outer], [], 1)
+        s.set_meta(inner, f32, [3])
+        branches.append(s.end_subgraph([inner]))
+    with pytest.raises(fastonnx._C.ConvertError, match="names no subgraph"):
+        s.control_flow("If", [pred], [("then_branch", "g", 99)], [(f32, [3])], "bad")
+    (out,) = s.control_flow("If", [pred], [("then_branch", "g", branches[0]), ("else_branch", "g", branches[1])],
+                            [(f32, [3])], "choice")
+    s.set_outputs([(out, "y")])
+    return s
+
+
+def test_passes_keep_outer_values_and_do_not_merge_across_branches():
+    model = _branchy_session().finish("test")
+    proto = onnx.load_from_string(model.to_bytes())
+    onnx.checker.check_model(proto, full_check=True)
+    assert [n.op_type for n in proto.graph.node] == ["Neg", "If"]  # Neg is read only by the branches
+    then_branch, else_branch = (a.g for a in proto.graph.node[1].attribute)
+    assert [n.op_type for n in then_branch.node] == [n.op_type for n in else_branch.node] == ["Abs"]
+    assert then_branch.node[0].output[0] != else_branch.node[0].output[0]
+    assert model.num_nodes == 4
+    x = torch.tensor([1.0, -2.0, 3.0])
+    for pred in (True, False):
+        (got,) = run_ort(proto, [x, torch.tensor(pred)])
+        np.testing.assert_allclose(got, x.abs().numpy())
+
+
+def test_a_subgraph_must_be_ended():
+    from fastonnx._dtypes import dtype_code
+
+    s = fastonnx._C.Session(18)
+    with pytest.raises(fastonnx._C.ConvertError, match="without begin_subgraph"):
+        s.end_subgraph([])
+    s.begin_subgraph()
+    s.add_subgraph_input("i", dtype_code(torch.int64), [])
+    with pytest.raises(fastonnx._C.ConvertError, match="not ended"):
+        s.finish("test")
