@@ -337,3 +337,88 @@ def test_a_subgraph_must_be_ended():
     s.add_subgraph_input("i", dtype_code(torch.int64), [])
     with pytest.raises(fastonnx._C.ConvertError, match="not ended"):
         s.finish("test")
+
+
+class ReverseScan(torch.nn.Module):
+    def forward(self, x):
+        return scan(lambda c, r: (c * 0.5 + r, c + r), torch.zeros(3), x, dim=0, reverse=True)
+
+
+def test_scan_in_reverse():
+    model = ReverseScan()
+    proto = fastonnx.export(model, (torch.randn(4, 3),)).model_proto
+    _compare(proto, model, (torch.randn(4, 3),))
+
+
+class CondInLoop(torch.nn.Module):
+    def forward(self, n, x):
+        def body(i, x):
+            return i + 1, torch.cond(x.sum() > 0, lambda x: x - 1.5, lambda x: x + 1.0, (x,))
+
+        return while_loop(lambda i, x: i < n, body, (torch.zeros((), dtype=torch.int64), x))
+
+
+class ScanInCond(torch.nn.Module):
+    def forward(self, x):
+        def cumulative(x):
+            return scan(lambda c, r: (c + r, c * r), torch.zeros(3), x)[1]
+
+        return torch.cond(x.sum() > 0, cumulative, lambda x: x * 2, (x,))
+
+
+def test_control_flow_inside_control_flow():
+    loop = CondInLoop()
+    proto = fastonnx.export(loop, (torch.tensor(3), torch.randn(2))).model_proto
+    assert _ops(proto.graph).count("If") == 1 and "Loop" in _ops(proto.graph)
+    x = torch.tensor([2.0, 1.0])
+    _compare(proto, loop, (torch.tensor(0), x), (torch.tensor(1), x), (torch.tensor(5), x))
+    nested_scan = ScanInCond()
+    proto = fastonnx.export(nested_scan, (torch.randn(4, 3),)).model_proto
+    _compare(proto, nested_scan, (torch.rand(4, 3),), (-torch.rand(4, 3),))
+
+
+class BigWeightInBranches(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(64, 64))
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x @ self.w, lambda x: x @ self.w.t(), (x,))
+
+
+def test_branch_weights_in_external_data(tmp_path):
+    import onnxruntime as ort
+
+    model = BigWeightInBranches()
+    path = tmp_path / "m.onnx"
+    fastonnx.export(model, (torch.randn(2, 64),), path, external_data=True)
+    assert (tmp_path / "m.onnx.data").stat().st_size >= 64 * 64 * 4
+    onnx.checker.check_model(str(path), full_check=True)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for x in (torch.ones(2, 64), -torch.ones(2, 64)):
+        (got,) = session.run(None, {"x": x.numpy()})
+        torch.testing.assert_close(torch.from_numpy(got), model(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+@torch.library.custom_op("fastonnx_test::cf_double", mutates_args=())
+def cf_double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@cf_double.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_python_converter_inside_a_branch():
+    class UsesCustom(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: cf_double(x), lambda x: -x, (x,))
+
+    fastonnx.register_converter("fastonnx_test::cf_double", lambda g, x: g.op("Add", x, x))
+    try:
+        model = UsesCustom()
+        proto = fastonnx.export(model, (torch.randn(3),)).model_proto
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::cf_double")
+    _compare(proto, model, (torch.ones(3),), (-torch.ones(3),))
