@@ -422,3 +422,14 @@ def test_python_converter_inside_a_branch():
     finally:
         fastonnx.unregister_converter("fastonnx_test::cf_double")
     _compare(proto, model, (torch.ones(3),), (-torch.ones(3),))
+
+
+def test_report_counts_the_ops_of_subgraphs(tmp_path):
+    report = tmp_path / "report.md"
+    fastonnx.export(CondWithWeights(), (torch.randn(2, 4), torch.randn(2, 4)), report=report)
+    text = report.read_text()
+    written = text.split("## ONNX ops written")[1]
+    for op in ("| If | 1 |", "| Gemm | 1 |", "| Sub | 1 |"):
+        assert op in written
+    assert "| cond | 1 |" in text.split("## ATen ops converted")[1]
+    assert "| aten::linear | 1 |" in text
