@@ -306,8 +306,14 @@ def _branchy_session():
         branches.append(s.end_subgraph([inner]))
     with pytest.raises(fastonnx._C.ConvertError, match="names no subgraph"):
         s.control_flow("If", [pred], [("then_branch", "g", 99)], [(f32, [3])], "bad")
+    with pytest.raises(fastonnx._C.ConvertError, match="another node or attribute owns"):
+        s.control_flow("If", [pred], [("then_branch", "g", branches[0]), ("else_branch", "g", branches[0])],
+                       [(f32, [3])], "twice")
     (out,) = s.control_flow("If", [pred], [("then_branch", "g", branches[0]), ("else_branch", "g", branches[1])],
                             [(f32, [3])], "choice")
+    with pytest.raises(fastonnx._C.ConvertError, match="another node or attribute owns"):
+        s.control_flow("If", [pred], [("then_branch", "g", branches[0]), ("else_branch", "g", branches[1])],
+                       [(f32, [3])], "again")
     s.set_outputs([(out, "y")])
     return s
 

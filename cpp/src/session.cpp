@@ -192,12 +192,20 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
       throw ConvertError(label + ": an input refers to graph value " + std::to_string(in.id) + ", which does not exist");
     }
   }
+  std::vector<GraphId> subgraphs;
   for (const Attr& a : attrs) {
     if (a.kind != Attr::Kind::Graph) continue;
     if (a.int_value < 1 || static_cast<size_t>(a.int_value) > graph_.num_subgraphs() ||
         graph_.subgraph(static_cast<GraphId>(a.int_value)).parent != builder_.insertion_graph()) {
       throw ConvertError(label + ": attribute `" + a.name + "` names no subgraph ended in this graph");
     }
+    // Two owners (or two attributes) would write the subgraph twice, each copy defining the
+    // same value names.
+    const auto id = static_cast<GraphId>(a.int_value);
+    if ((id < owned_.size() && owned_[id]) || std::find(subgraphs.begin(), subgraphs.end(), id) != subgraphs.end()) {
+      throw ConvertError(label + ": attribute `" + a.name + "` names a subgraph another node or attribute owns");
+    }
+    subgraphs.push_back(id);
   }
   std::vector<Value> outs;
   try {
@@ -205,6 +213,8 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
   } catch (const ConvertError& e) {
     throw ConvertError(label + ": " + e.what());
   }
+  owned_.resize(graph_.num_subgraphs() + 1, false);
+  for (const GraphId id : subgraphs) owned_[id] = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
     graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));

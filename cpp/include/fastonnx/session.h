@@ -78,6 +78,7 @@ class Session {
   bool keep_initializers_as_inputs_;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
   std::vector<GraphId> open_subgraphs_;  // innermost last
+  std::vector<bool> owned_;                // by subgraph id: a node owns it already
 };
 
 }  // namespace fastonnx
