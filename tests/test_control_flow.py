@@ -439,3 +439,23 @@ def test_report_counts_the_ops_of_subgraphs(tmp_path):
         assert op in written
     assert "| cond | 1 |" in text.split("## ATen ops converted")[1]
     assert "| aten::linear | 1 |" in text
+
+
+class InplaceInBranch(torch.nn.Module):
+    """An in-place op inside a branch that a view reads afterwards: the branch is functionalized
+    (converting add_ as add would lose the update the view sees)."""
+
+    def forward(self, x):
+        def then(x):
+            y = x * 2
+            flat = y.view(-1)
+            y.add_(1)
+            return flat.clone()
+
+        return torch.cond(x.sum() > 0, then, lambda x: x.reshape(-1) - 1, (x,))
+
+
+def test_inplace_op_in_a_branch_is_functionalized():
+    model = InplaceInBranch()
+    proto = fastonnx.export(model, (torch.randn(2, 3),)).model_proto
+    _compare(proto, model, (torch.ones(2, 3),), (-torch.ones(2, 3),))

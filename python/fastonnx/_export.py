@@ -22,7 +22,7 @@ from ._files import check_writable, write_atomically
 from ._lower import Lowering, aten_histogram, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
 from ._progress import Progress
-from ._trace import functionalize, needs_functionalization, trace
+from ._trace import functionalize, program_needs_functionalization, trace
 from .errors import ArgumentError, ConversionError, ExportError, UnsupportedOpsError, VerificationError
 
 __version__ = "0.1.0"
@@ -199,7 +199,7 @@ class _Exporter:
         check_weights_have_data(ep)
 
         t0 = time.perf_counter()
-        if needs_functionalization(ep.graph):
+        if program_needs_functionalization(ep):
             ep = functionalize(ep)
         timings["functionalize"] = time.perf_counter() - t0
 
