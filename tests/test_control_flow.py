@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from torch._higher_order_ops.map import map as hmap
 from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
 
@@ -459,3 +460,19 @@ def test_inplace_op_in_a_branch_is_functionalized():
     model = InplaceInBranch()
     proto = fastonnx.export(model, (torch.randn(2, 3),)).model_proto
     _compare(proto, model, (torch.ones(2, 3),), (-torch.ones(2, 3),))
+
+
+class MapRows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, xs, y):
+        return hmap(lambda x, y: (self.lin(x * y).relu(), x.sum()), xs, y)
+
+
+def test_map_is_a_scan_without_state():
+    model = MapRows().eval()
+    proto = fastonnx.export(model, (torch.randn(4, 3), torch.randn(3))).model_proto
+    assert "Scan" in [n.op_type for n in proto.graph.node]
+    _compare(proto, model, (torch.randn(4, 3), torch.randn(3)))

@@ -1,4 +1,4 @@
-"""Control flow: torch.cond, while_loop and scan as ONNX If, Loop and Scan.
+"""Control flow: torch.cond, while_loop, scan and map as ONNX If, Loop and Scan.
 
 torch.export records each as a higher-order op whose functions are submodules of the program
 (``get_attr`` nodes among the op's arguments). Each submodule's FX graph is prepared like the
@@ -26,6 +26,7 @@ CONTROL_FLOW: dict[object, tuple[int, ...]] = {
     hop.cond: (1, 2),  # cond(pred, true_fn, false_fn, operands)
     hop.while_loop: (0, 1),  # while_loop(cond_fn, body_fn, carried_inputs, additional_inputs)
     hop.scan: (0,),  # scan(combine_fn, init, xs, additional_inputs)
+    hop.map_impl: (0,),  # map_impl(body_fn, xs, additional_inputs): torch._higher_order_ops.map
 }
 
 
@@ -183,4 +184,19 @@ def lower_scan(lowering, node: torch.fx.Node, metas: list) -> list:
     return _control_node(lowering, node, "Scan", [*init_refs, *xs_refs], attrs, metas)
 
 
-LOWERINGS = {hop.cond: lower_cond, hop.while_loop: lower_while_loop, hop.scan: lower_scan}
+def lower_map(lowering, node: torch.fx.Node, metas: list) -> list:
+    """``map_impl(body_fn, xs, additional)`` (``torch._higher_order_ops.map``) -> a ``Scan``
+    without state: the body sees one slice of each x, its outputs are stacked."""
+    _, xs, additional = node.args[:3]
+    (body,) = (lowering.body(m) for m in function_modules(node, lowering.attribute))
+    xs_refs = [_tensor_ref(lowering, t, "a mapped input", node) for t in xs]
+    extra = [lowering._encode(a) for a in additional]
+    session = lowering.session
+    session.begin_subgraph()
+    formal = _subgraph_inputs(lowering, node, _placeholders(body.graph)[: len(xs)])
+    body_id = _end_subgraph(lowering, node, lowering.lower_body(body, formal + extra))
+    attrs = [("body", "g", body_id), ("num_scan_inputs", "i", len(xs_refs))]
+    return _control_node(lowering, node, "Scan", xs_refs, attrs, metas)
+
+
+LOWERINGS = {hop.cond: lower_cond, hop.while_loop: lower_while_loop, hop.scan: lower_scan, hop.map_impl: lower_map}
