@@ -476,3 +476,16 @@ def test_map_is_a_scan_without_state():
     proto = fastonnx.export(model, (torch.randn(4, 3), torch.randn(3))).model_proto
     assert "Scan" in [n.op_type for n in proto.graph.node]
     _compare(proto, model, (torch.randn(4, 3), torch.randn(3)))
+
+
+class PinnedCondition(torch.nn.Module):
+    """A loop condition on a static size: torch traces it as the constant False."""
+
+    def forward(self, x):
+        return while_loop(lambda x: x.shape[0] > 100, lambda x: (x + 1,), (x,))
+
+
+def test_while_loop_with_a_constant_condition():
+    model = PinnedCondition()
+    proto = fastonnx.export(model, (torch.randn(3),)).model_proto
+    _compare(proto, model, (torch.randn(3),))

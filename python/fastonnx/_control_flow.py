@@ -90,15 +90,20 @@ def _tensor_ref(lowering, arg, what: str, node: torch.fx.Node):
     return ref
 
 
-def _state_ref(lowering, arg, what: str, node: torch.fx.Node, index: int):
-    """A loop's or scan's initial value as a graph value: a Python number (a carried counter
-    ``0``, which torch traces as a symbolic int) becomes a 0-d constant of the type symbolic
-    numbers have in the graph."""
-    value = lowering._encode(arg)
+def _constant_if_number(lowering, value, name: str):
+    """A Python number (a counter ``0`` a loop carries, which torch traces as a symbolic int; a
+    condition torch pinned) as a 0-d constant of the type symbolic numbers have in the graph;
+    anything else as it is."""
     if isinstance(value, (bool, int, float)):
         dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float64
-        return lowering._new_initializer(f"{node.name}_initial_{index}", torch.tensor(value, dtype=dtype))
-    return _tensor_ref(lowering, arg, what, node)
+        return lowering._new_initializer(name, torch.tensor(value, dtype=dtype))
+    return value
+
+
+def _state_ref(lowering, arg, what: str, node: torch.fx.Node, index: int):
+    """A loop's or scan's initial value as a graph value (a number as a constant)."""
+    value = _constant_if_number(lowering, lowering._encode(arg), f"{node.name}_initial_{index}")
+    return value if isinstance(value, _C.ValueRef) else _tensor_ref(lowering, arg, what, node)
 
 
 def _end_subgraph(lowering, node: torch.fx.Node, outputs: list) -> int:
@@ -154,14 +159,14 @@ def lower_while_loop(lowering, node: torch.fx.Node, metas: list) -> list:
     cond_body, loop_body = (lowering.body(m) for m in function_modules(node, lowering.attribute))
     carried_refs = [_state_ref(lowering, c, "a carried value", node, i) for i, c in enumerate(carried)]
     extra = [lowering._encode(a) for a in additional]
-    first = lowering.lower_body(cond_body, carried_refs + extra)[0]
+    first = _constant_if_number(lowering, lowering.lower_body(cond_body, carried_refs + extra)[0], f"{node.name}_first")
     session = lowering.session
     session.begin_subgraph()
     session.add_subgraph_input(f"{node.name}_iteration", dtype_code(torch.int64), [])
     session.add_subgraph_input(f"{node.name}_condition", dtype_code(torch.bool), [])
     state = _subgraph_inputs(lowering, node, _placeholders(loop_body.graph)[: len(carried)])
     updated = lowering.lower_body(loop_body, state + extra)
-    again = lowering.lower_body(cond_body, updated + extra)[0]
+    again = _constant_if_number(lowering, lowering.lower_body(cond_body, updated + extra)[0], f"{node.name}_again")
     body_id = _end_subgraph(lowering, node, [again, *updated])
     return _control_node(lowering, node, "Loop", [None, first, *carried_refs], [("body", "g", body_id)], metas)
 
