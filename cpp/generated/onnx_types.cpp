@@ -1022,7 +1022,7 @@ constexpr OutputType k_LogSoftmax_13_out[] = {
 constexpr FormalInput k_Loop_13_in[] = {
     {0, bit(ScalarType::Long), false},
     {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_13_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -1030,7 +1030,7 @@ constexpr OutputType k_Loop_13_out[] = {
 constexpr FormalInput k_Loop_16_in[] = {
     {0, bit(ScalarType::Long), false},
     {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_16_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -1038,7 +1038,7 @@ constexpr OutputType k_Loop_16_out[] = {
 constexpr FormalInput k_Loop_19_in[] = {
     {0, bit(ScalarType::Long), false},
     {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_19_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -1775,19 +1775,19 @@ constexpr OutputType k_STFT_17_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Scan_11_in[] = {
-    {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Scan_11_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Scan_16_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Scan_16_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Scan_19_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Scan_19_out[] = {
     {0, ScalarType::Undefined, ""},
