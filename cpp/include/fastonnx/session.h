@@ -11,6 +11,7 @@
 #include "fastonnx/args.h"
 #include "fastonnx/builder.h"
 #include "fastonnx/ir.h"
+#include "fastonnx/outline.h"
 #include "fastonnx/passes.h"
 #include "fastonnx/serializer.h"
 #include "fastonnx/proto_writer.h"
@@ -29,7 +30,12 @@ class Session {
   // Converts one FX node; its outputs take `fx_name` and the recorded metadata.
   std::vector<Value> convert(int op_id, const Args& args, std::vector<TensorMeta> metas, std::string_view fx_name);
   void set_outputs(const std::vector<std::pair<Value, std::string>>& outputs);
-  // Runs the passes; the graph is final afterwards.
+  // A call of the submodule at `module_path` whose nodes become a call of the local function
+  // `function_name`, inside the scope `parent` (0: the model itself); returns its scope id.
+  uint32_t add_scope(std::string function_name, std::string module_path, uint32_t parent);
+  // The scope of the nodes converted from now on (0: the model itself).
+  void set_scope(uint32_t scope);
+  // Runs the passes, then outlines the scopes into local functions; the graph is final afterwards.
   PassStats finish();
   // Nodes of a custom domain (Python converters), and the value of one of their outputs'
   // metadata, which only the caller knows.
@@ -64,6 +70,8 @@ class Session {
   int opset_;
   bool keep_initializers_as_inputs_;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
+  std::vector<Scope> scopes_{Scope{}};  // scopes_[0]: the model itself
+  Outlined outlined_;
 };
 
 }  // namespace fastonnx
