@@ -24,6 +24,7 @@ from . import _C
 from ._custom import GraphContext, Value, converter_for, is_registered
 from ._decompose import DECOMPOSED_FROM
 from ._dtypes import dtype_code
+from ._functions import ModuleScopes
 from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -248,8 +249,9 @@ class Lowering:
     ``attribute`` resolves) into the session's ONNX graph."""
 
     def __init__(self, ep: ExportedProgram, session: _C.Session, graph: torch.fx.Graph, live: set[torch.fx.Node],
-                 attribute=None, opset: int = _C.DEFAULT_OPSET):
+                 attribute=None, opset: int = _C.DEFAULT_OPSET, scopes: ModuleScopes | None = None):
         self.ep = ep
+        self.scopes = scopes  # export_modules_as_functions: the module call of each node
         self.opset = opset
         self.keep_alive: list = []  # tensors Python converters made constants of
         self.session = session
@@ -362,7 +364,7 @@ class Lowering:
 
     def convert_nodes(self, advance=None) -> None:
         """Converts every live node; ``advance(n)`` is told every few hundred nodes."""
-        done = 0
+        done, scope = 0, 0
         for node in self.graph.nodes:
             if node not in self.live:
                 continue
@@ -387,6 +389,8 @@ class Lowering:
                 self.env[node] = number
                 continue
             metas = [_meta(v, self.dim_name) for v in val] if isinstance(val, (list, tuple)) else [_meta(val, self.dim_name)]
+            if self.scopes is not None and scope != (scope := self.scopes.scope_of(node)):
+                self.session.set_scope(scope)
             python_converter = converter_for(node.target, self.opset)
             if python_converter is not None:
                 self.env[node] = self._convert_in_python(node, python_converter, metas)
@@ -394,6 +398,8 @@ class Lowering:
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
             self.env[node] = self._convert(node, target, args, kwargs, metas)
+        if scope != 0:
+            self.session.set_scope(0)
 
     def _convert_in_python(self, node: torch.fx.Node, fn, metas: list):
         """A node whose op has a registered Python converter: ``fn(g, *args, **kwargs)`` with the

@@ -1,0 +1,227 @@
+"""export_modules_as_functions: module calls as ONNX local functions (the full checker runs on
+every export, see conftest.py)."""
+
+import onnx
+import pytest
+import torch
+from support import check, export_and_compare, run_ort
+from torch import nn
+
+import fastonnx
+from fastonnx import _C
+from fastonnx._dtypes import dtype_code
+
+DOMAIN = "fastonnx.functions"
+
+
+class Block(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.act = nn.GELU()
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return self.norm(self.act(self.fc(x)) + x)
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.out(x).softmax(-1)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.Sequential(Block(), Block(), Block())
+        self.head = Head()
+
+    def forward(self, x):
+        return self.head(self.blocks(x) * 2)
+
+
+def calls(proto, name: str) -> list:
+    return [n for n in proto.graph.node if n.domain == DOMAIN and n.op_type == name]
+
+
+def functions(proto) -> dict[str, object]:
+    return {f.name: f for f in proto.functions}
+
+
+def test_repeated_blocks_share_one_function():
+    proto = export_and_compare(Net(), (torch.randn(2, 8),), export_modules_as_functions={Block})
+    name = f"{Block.__module__}.{Block.__qualname__}"
+    assert list(functions(proto)) == [name]
+    assert [n.name for n in calls(proto, name)] == ["blocks.0", "blocks.1", "blocks.2"]
+    assert {n.op_type for n in proto.graph.node} == {name, "Mul", "Gemm", "Softmax"}
+    assert (DOMAIN, 1) in {(o.domain, o.version) for o in proto.opset_import}
+    function = functions(proto)[name]
+    assert function.domain == DOMAIN
+    assert [o.domain for o in function.opset_import] == [""]
+    # The weights are inputs: each call passes its own.
+    assert len(function.input) == 1 + 4
+    assert {i for n in calls(proto, name) for i in n.input} >= {"blocks.0.fc.weight", "blocks.2.norm.bias"}
+    assert not proto.graph.initializer[0].name.startswith("_")
+    assert "Constant" in {n.op_type for n in function.node}  # GELU's constants live in the body
+
+
+def test_every_submodule_with_true_nests_functions():
+    proto = export_and_compare(Net(), (torch.randn(2, 8),), export_modules_as_functions=True)
+    names = set(functions(proto))
+    assert {f"torch.nn.modules.{m}" for m in ("linear.Linear", "activation.GELU", "normalization.LayerNorm",
+                                                "container.Sequential")} <= names
+    block = functions(proto)[f"{Block.__module__}.{Block.__qualname__}"]
+    # The block calls the functions of its submodules, which come before it.
+    assert {n.op_type for n in block.node} == {"torch.nn.modules.linear.Linear", "torch.nn.modules.activation.GELU",
+                                               "torch.nn.modules.normalization.LayerNorm", "Add"}
+    assert (DOMAIN, 1) in {(o.domain, o.version) for o in block.opset_import}
+    order = [f.name for f in proto.functions]
+    assert order.index("torch.nn.modules.linear.Linear") < order.index(block.name)
+    # The head's Linear (8 -> 3) differs from the blocks' (8 -> 8): a function of its own.
+    assert "torch.nn.modules.linear.Linear_1" in names
+    assert [n.op_type for n in proto.graph.node] == ["torch.nn.modules.container.Sequential", "Mul",
+                                                     f"{Head.__module__}.{Head.__qualname__}"]
+
+
+def test_a_module_called_twice_is_two_calls():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(self.block(x))
+
+    proto = export_and_compare(Twice(), (torch.randn(2, 8),), export_modules_as_functions={Block})
+    assert len(proto.functions) == 1
+    assert len(calls(proto, proto.functions[0].name)) == 2
+
+
+def test_bodies_that_differ_get_functions_of_their_own():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.narrow, self.wide = Block(8), Block(16)
+            self.up = nn.Linear(8, 16)
+
+        def forward(self, x):
+            return self.wide(self.up(self.narrow(x)))
+
+    proto = export_and_compare(Two(), (torch.randn(2, 8),), export_modules_as_functions={Block})
+    name = f"{Block.__module__}.{Block.__qualname__}"
+    assert sorted(functions(proto)) == [name, name + "_1"]
+
+
+def test_dynamic_batch():
+    batch = torch.export.Dim("batch")
+    proto = export_and_compare(Net(), (torch.randn(3, 8),), export_modules_as_functions={Block, Head},
+                               dynamic_shapes=({0: batch},))
+    assert len(proto.functions) == 2
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+def test_gpt2_blocks():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32, use_cache=False)
+    model = transformers.GPT2Model(config).eval()
+    ids = torch.randint(0, 100, (2, 7))
+    proto = export_and_compare(model, (ids,), export_modules_as_functions={GPT2Block})
+    name = f"{GPT2Block.__module__}.{GPT2Block.__qualname__}"
+    assert list(functions(proto)) == [name]
+    assert len(calls(proto, name)) == 2
+
+
+def test_default_makes_no_functions():
+    proto = export_and_compare(Net(), (torch.randn(2, 8),))
+    assert len(proto.functions) == 0
+    assert {o.domain for o in proto.opset_import} == {""}
+    assert len(export_and_compare(Net(), (torch.randn(2, 8),), export_modules_as_functions=set()).functions) == 0
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ({Block, "Linear"}, "'Linear', which is not a torch.nn.Module subclass"),
+        ({int}, "<class 'int'>, which is not a torch.nn.Module subclass"),
+        ("Block", "must be True, False or a set of torch.nn.Module subclasses"),
+        (Block, "must be True, False or a set of torch.nn.Module subclasses"),
+    ],
+)
+def test_bad_selection(value, message):
+    with pytest.raises(fastonnx.ArgumentError, match="export_modules_as_functions") as info:
+        fastonnx.export(Net(), (torch.randn(2, 8),), export_modules_as_functions=value)
+    assert message in str(info.value)
+    assert isinstance(info.value, (TypeError, ValueError))
+
+
+def test_needs_opset_15():
+    with pytest.raises(fastonnx.ArgumentError, match="opset_version 15 or later"):
+        fastonnx.export(Net(), (torch.randn(2, 8),), opset_version=14, export_modules_as_functions=True)
+
+
+def _session_model(build) -> onnx.ModelProto:
+    """A model built on the native session directly: ``build(session, x, node)`` returns the
+    output; ``node(op, *inputs)`` adds an ONNX node in the current scope."""
+    session = _C.Session(18)
+    x = session.add_input("x", dtype_code(torch.float32), [2])
+
+    def node(op, *inputs):
+        (out,) = session.add_node("", op, list(inputs), [], 1)
+        session.set_meta(out, dtype_code(torch.float32), [2])
+        return out
+
+    out = build(session, x, node)
+    session.set_outputs([(out, "y")])
+    return onnx.load_from_string(session.finish("test").to_bytes())
+
+
+def test_a_call_whose_values_are_read_before_its_end_stays_inlined():
+    """Outlining puts the call where its last node was; a node of another scope that reads the
+    call's values before that place keeps the call's nodes inlined (in its parent)."""
+
+    def build(session, x, node):
+        scope = session.add_scope("Interleaved", "inner", 0)
+        session.set_scope(scope)
+        a = node("Relu", x)
+        session.set_scope(0)
+        b = node("Neg", a)
+        session.set_scope(scope)
+        c = node("Add", a, b)
+        session.set_scope(0)
+        return node("Abs", c)
+
+    proto = _session_model(build)
+    assert len(proto.functions) == 0
+    assert [n.op_type for n in proto.graph.node] == ["Relu", "Neg", "Add", "Abs"]
+    check(proto)
+
+
+def test_nested_scopes_call_each_other():
+    def build(session, x, node):
+        outer = session.add_scope("Outer", "outer", 0)
+        inner = session.add_scope("Inner", "outer.inner", outer)
+        session.set_scope(outer)
+        a = node("Relu", x)
+        session.set_scope(inner)
+        b = node("Neg", a)
+        session.set_scope(outer)
+        c = node("Add", a, b)
+        session.set_scope(0)
+        return node("Abs", c)
+
+    proto = _session_model(build)
+    check(proto)
+    assert [f.name for f in proto.functions] == ["Inner", "Outer"]
+    assert [n.op_type for n in proto.functions[1].node] == ["Relu", "Inner", "Add"]
+    assert [(n.op_type, n.name) for n in proto.graph.node] == [("Outer", "outer"), ("Abs", "Abs")]
+    x = torch.tensor([-1.0, 2.0])
+    (y,) = run_ort(proto, [x])
+    assert y.tolist() == [0.0, 0.0]
