@@ -225,3 +225,46 @@ def test_nested_scopes_call_each_other():
     x = torch.tensor([-1.0, 2.0])
     (y,) = run_ort(proto, [x])
     assert y.tolist() == [0.0, 0.0]
+
+
+@torch.library.custom_op("fastonnx_test::functions_scaled_tanh", mutates_args=())
+def scaled_tanh(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.tanh(x) * scale
+
+
+@scaled_tanh.register_fake
+def _(x, scale):
+    return torch.empty_like(x)
+
+
+class UsesCustomOp(nn.Module):
+    def forward(self, x):
+        return scaled_tanh(x, 2.0) + 1
+
+
+def test_custom_domains_in_function_bodies():
+    """A Python converter's nodes belong to the module call of their FX node; the function
+    imports their domain at the version custom_opsets gives, as the model does."""
+
+    def convert(g, x, scale):
+        return g.op("ScaledTanh", x, domain="mylib", scale_f=scale)
+
+    class Net2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = UsesCustomOp(), UsesCustomOp()
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    fastonnx.register_converter("fastonnx_test::functions_scaled_tanh", convert)
+    try:
+        proto = fastonnx.export(Net2(), (torch.randn(3),), custom_opsets={"mylib": 2},
+                                export_modules_as_functions={UsesCustomOp}).model_proto
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::functions_scaled_tanh")
+    (function,) = proto.functions
+    assert [n.op_type for n in function.node] == ["Constant", "ScaledTanh", "Add"]
+    assert {(o.domain, o.version) for o in function.opset_import} == {("", 18), ("mylib", 2)}
+    assert {(o.domain, o.version) for o in proto.opset_import} == {("", 18), ("mylib", 2), (DOMAIN, 1)}
+    assert [n.name for n in proto.graph.node] == ["a", "b"]

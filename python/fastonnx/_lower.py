@@ -389,7 +389,8 @@ class Lowering:
                 self.env[node] = number
                 continue
             metas = [_meta(v, self.dim_name) for v in val] if isinstance(val, (list, tuple)) else [_meta(val, self.dim_name)]
-            if self.scopes is not None and scope != (scope := self.scopes.scope_of(node)):
+            if self.scopes is not None and (node_scope := self.scopes.scope_of(node)) != scope:
+                scope = node_scope
                 self.session.set_scope(scope)
             python_converter = converter_for(node.target, self.opset)
             if python_converter is not None:
