@@ -268,3 +268,15 @@ def test_custom_domains_in_function_bodies():
     assert {(o.domain, o.version) for o in function.opset_import} == {("", 18), ("mylib", 2)}
     assert {(o.domain, o.version) for o in proto.opset_import} == {("", 18), ("mylib", 2), (DOMAIN, 1)}
     assert [n.name for n in proto.graph.node] == ["a", "b"]
+
+
+@pytest.mark.parametrize("name", ["resnet18", "t5", "lstm_word_lm"])
+def test_every_submodule_of_test_nets(name):
+    """Convolutions with batch norms folded into them, an encoder-decoder whose layers share a
+    position bias, recurrent layers: every submodule a function, still matching eager."""
+    from models.nets import TEST_NETS
+    from models.transformers_nets import MODELS
+
+    model, args, *kwargs = (TEST_NETS.get(name) or MODELS[name])()
+    proto = export_and_compare(model, args, kwargs=kwargs[0] if kwargs else None, export_modules_as_functions=True)
+    assert proto.functions

@@ -88,7 +88,8 @@ class Graph {
   NodeId add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
                   uint32_t n_outputs, const Attrs& attrs);
   // A node that takes over producing `outputs`, values of nodes moved into a local function
-  // (the call of that function); the values' consumers are unchanged.
+  // (the call of that function); the values' consumers are unchanged. `inputs` and `outputs`
+  // must not view this graph's edges (inputs(), outputs()): adding the node moves them.
   NodeId add_call(std::string_view op_type, std::string_view domain, std::span<const uint32_t> inputs,
                   std::span<const uint32_t> outputs);
   const Node& node(NodeId n) const { return nodes_[n]; }
