@@ -280,3 +280,25 @@ def test_every_submodule_of_test_nets(name):
     model, args, *kwargs = (TEST_NETS.get(name) or MODELS[name])()
     proto = export_and_compare(model, args, kwargs=kwargs[0] if kwargs else None, export_modules_as_functions=True)
     assert proto.functions
+
+
+def test_an_omitted_input_keeps_the_positions_apart():
+    """Clip(x, c) and Clip(x, <omitted>, c) are different bodies (min vs max)."""
+    bound = torch.tensor(0.5)
+
+    def build(session, x, node):
+        c = session.add_initializer("", dtype_code(torch.float32), [], bound.data_ptr(), 4, bound)
+        outs = []
+        for i, inputs in enumerate([[x, c], [x, None, c]]):
+            session.set_scope(session.add_scope("Clamp", f"clamp{i}", 0))
+            (out,) = session.add_node("", "Clip", inputs, [], 1)
+            session.set_meta(out, dtype_code(torch.float32), [2])
+            outs.append(out)
+        session.set_scope(0)
+        return node("Add", *outs)
+
+    proto = _session_model(build)
+    check(proto)
+    assert [f.name for f in proto.functions] == ["Clamp", "Clamp_1"]
+    (y,) = run_ort(proto, [torch.tensor([0.0, 1.0])])
+    assert y.tolist() == [0.5, 1.5]  # max(x, .5) + min(x, .5)

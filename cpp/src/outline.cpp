@@ -39,14 +39,14 @@ class Outliner {
     for (NodeId n = 0; n < g_.num_nodes(); ++n) place_.push_back(uint64_t{n} << 8);
     value_scope_.assign(g_.num_values(), kNoScope);
     for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (g_.node(n).dead) continue;
+      if (!is_graph_node(n)) continue;
       for (uint32_t out : g_.outputs(n)) value_scope_[out] = g_.scope(n);
     }
     for (uint32_t d = max_depth; d >= 1; --d) outline_depth(d);
 
     Outlined result;
     for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (!g_.node(n).dead) result.main_order.push_back(n);
+      if (is_graph_node(n)) result.main_order.push_back(n);
     }
     sort_by_place(result.main_order);
     result.functions = std::move(functions_);
@@ -64,16 +64,16 @@ class Outliner {
     std::vector<std::vector<NodeId>> members(scopes_.size());
     first_outside_use_.assign(g_.num_values(), kUnused);
     for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (g_.node(n).dead) continue;
+      if (!is_graph_node(n)) continue;
       const uint32_t s = g_.scope(n);
       if (depth_[s] == d) members[s].push_back(n);
-      for (uint32_t in : g_.inputs(n)) {
-        if (in == Value::kNone) continue;
+      for_each_read(n, [&](uint32_t in) {
+        if (in == Value::kNone) return;
         const uint32_t owner = value_scope_[in];
         if (owner != kNoScope && owner != s && depth_[owner] == d) {
           first_outside_use_[in] = std::min(first_outside_use_[in], place_[n]);
         }
-      }
+      });
     }
     for (uint32_t out : g_.graph_outputs()) {
       const uint32_t owner = value_scope_[out];
@@ -84,6 +84,16 @@ class Outliner {
       sort_by_place(members[s]);
       outline(static_cast<uint32_t>(s), members[s]);
     }
+  }
+
+  // The nodes that outlining moves: the live nodes of the graph.
+  bool is_graph_node(NodeId n) const { return !g_.node(n).dead; }
+
+  // Calls `f` with each value node `n` reads, in order: its inputs (Value::kNone for an omitted
+  // one, which still counts for the inputs' positions).
+  template <typename F>
+  void for_each_read(NodeId n, F&& f) const {
+    for (uint32_t in : g_.inputs(n)) f(in);
   }
 
   bool is_inlined_constant(uint32_t v) const {
@@ -116,11 +126,8 @@ class Outliner {
       const NodeId n = nodes[k];
       append(key, g_.node(n).op_type);
       append(key, g_.node(n).domain);
-      for (uint32_t in : g_.inputs(n)) {
-        if (in == Value::kNone) {
-          append(key, kUnused);
-          continue;
-        }
+      for_each_read(n, [&](uint32_t in) {
+        if (in == Value::kNone) return append(key, kUnused);
         auto [it, fresh] = local.emplace(in, 0);
         if (fresh) {
           if (is_inlined_constant(in)) {
@@ -132,7 +139,7 @@ class Outliner {
           }
         }
         append(key, it->second);
-      }
+      });
       append(key, uint64_t{0xFFFFFFFFu});
       const auto outs = g_.outputs(n);
       for (size_t o = 0; o < outs.size(); ++o) {
