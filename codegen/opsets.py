@@ -9,7 +9,7 @@ import onnx.helper
 
 MIN_OPSET = 13
 # The newest opset onnxruntime runs that the rules are written and tested against.
-MAX_OPSET = 23
+MAX_OPSET = 28
 DEFAULT_OPSET = 18
 
 

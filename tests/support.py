@@ -8,6 +8,11 @@ import onnxruntime as ort
 import torch
 
 import fastonnx
+from fastonnx import _C
+
+# The target opsets the op table and the model tests run at: the oldest fastonnx writes, the ones
+# torch.onnx users pin most (17, 18 the default), 21, and the newest.
+OPSET_MATRIX = (_C.MIN_OPSET, 17, _C.DEFAULT_OPSET, 21, _C.MAX_OPSET)
 
 
 def check(model_proto: onnx.ModelProto) -> None:

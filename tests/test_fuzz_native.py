@@ -152,16 +152,20 @@ def _typed(arg, refs: list) -> st.SearchStrategy:
     by_type = {
         "Tensor": tensor,
         "List[Tensor]": st.lists(st.sampled_from(refs), min_size=1, max_size=3),
+        "List[Optional[Tensor]]": st.lists(st.none() | st.sampled_from(refs), min_size=1, max_size=3),
         "int": small_int,
         "ScalarType": st.sampled_from([dtype_code(d) for d in _DTYPES]),
         "List[int]": lengths.flatmap(lambda n: st.lists(small_int, min_size=n, max_size=n)),
         "float": st.floats(allow_nan=True, allow_infinity=True),
+        "List[float]": st.lists(st.floats(-4, 4), max_size=4),
+        "List[bool]": st.lists(st.booleans(), max_size=4),
         "bool": st.booleans(),
         "str": st.sampled_from(_STRINGS),
         "number": st.integers(-3, 3) | st.floats(allow_nan=True) | st.booleans(),
         "Device": st.none(),
         "Layout": st.none(),
         "MemoryFormat": st.none(),
+        "Generator": st.none(),
     }
     value = by_type.get(t, _WRONG)
     return (st.none() | value) if optional else value
@@ -190,7 +194,7 @@ def _session(opset: int, inputs: list) -> tuple:
 
 @st.composite
 def session_cases(draw):
-    opset = draw(st.integers(13, 23))
+    opset = draw(st.integers(_C.MIN_OPSET, _C.MAX_OPSET))
     inputs = draw(st.lists(st.tuples(st.sampled_from(_DTYPES), _shape()), min_size=1, max_size=3))
     op_id, name, schema, op = draw(st.sampled_from(CONVERTERS))
     return opset, inputs, op_id, name, schema, op

@@ -302,3 +302,41 @@ def test_an_omitted_input_keeps_the_positions_apart():
     assert [f.name for f in proto.functions] == ["Clamp", "Clamp_1"]
     (y,) = run_ort(proto, [torch.tensor([0.0, 1.0])])
     assert y.tolist() == [0.5, 1.5]  # max(x, .5) + min(x, .5)
+
+
+class CondBlock(nn.Module):
+    """A branch on the data, both branches reading the block's weights (outer values of the If's
+    subgraphs, which become inputs of the function)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.scale = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: self.lin(x).relu(), lambda x: x * self.scale - 1, (x,))
+
+
+def test_control_flow_inside_functions():
+    class Net3(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a, self.b = CondBlock(), CondBlock()
+
+        def forward(self, x):
+            return self.b(self.a(x) + 0.5)
+
+    model = Net3().eval()
+    proto = fastonnx.export(model, (torch.ones(2, 4),), export_modules_as_functions=True).model_proto
+    for x in (torch.ones(2, 4), -torch.ones(2, 4), torch.randn(2, 4)):
+        check(proto)
+        (y,) = run_ort(proto, [x])
+        torch.testing.assert_close(torch.from_numpy(y), model(x).detach(), rtol=1e-4, atol=1e-5)
+    block = f"{CondBlock.__module__}.{CondBlock.__qualname__}"
+    # Bodies with subgraphs are not compared (each If owns its subgraphs): a function per call.
+    assert [n.op_type for n in proto.graph.node if n.domain == DOMAIN] == [block, block + "_1"]
+    function = functions(proto)[block]
+    (if_node,) = [n for n in function.node if n.op_type == "If"]
+    assert {a.name for a in if_node.attribute} == {"then_branch", "else_branch"}
+    assert {"a.lin.weight", "a.scale"} <= set(function.input)

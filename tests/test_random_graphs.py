@@ -144,7 +144,7 @@ def programs(draw):
     if not module.recipe:
         reject()
     module.outputs = sorted({len(values) - 1, draw(st.integers(n_inputs, len(values) - 1))})
-    return module.eval(), tuple(inputs), draw(st.integers(13, 23))
+    return module.eval(), tuple(inputs), draw(st.integers(fastonnx._C.MIN_OPSET, fastonnx._C.MAX_OPSET))
 
 
 @fuzz_settings(40)

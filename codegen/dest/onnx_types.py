@@ -16,6 +16,9 @@ from .. import opsets
 from ..api import cpp, fragments as F
 
 Option = onnx.defs.OpSchema.FormalParameterOption
+# The group of a variadic input whose items each have their own type (Loop's and Scan's
+# carried values): no shared type to check. Matches kOwnTypes in onnx_types.h.
+OWN_TYPES = 255
 
 # Attributes that choose an output's element type (Cast's `to`, RandomNormal's `dtype`, ...).
 _DTYPE_ATTRS = ("to", "dtype", "output_datatype")
@@ -23,7 +26,7 @@ _DTYPE_ATTRS = ("to", "dtype", "output_datatype")
 
 @dataclass(frozen=True)
 class FormalInput:
-    group: int  # inputs of one group must share an element type (ONNX type parameter)
+    group: int  # inputs of one group must share an element type (ONNX type parameter); OWN_TYPES: none
     allowed: tuple[str, ...]  # ScalarType enumerators
     variadic: bool
 
@@ -59,8 +62,12 @@ def _inputs(schema: onnx.defs.OpSchema) -> tuple[FormalInput, ...]:
         allowed = tuple(sorted({cpp.scalar_type(t) for t in types if cpp.scalar_type(t)}))
         if not allowed:
             return ()  # sequences, optionals, maps: not checked
-        group = groups.setdefault(formal.type_str, len(groups))
-        out.append(FormalInput(group, allowed, formal.option == Option.Variadic))
+        variadic = formal.option == Option.Variadic
+        if variadic and not formal.is_homogeneous:
+            group = OWN_TYPES
+        else:
+            group = groups.setdefault(formal.type_str, len(groups))
+        out.append(FormalInput(group, allowed, variadic))
     return tuple(out)
 
 

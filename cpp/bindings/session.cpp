@@ -93,6 +93,27 @@ Arg to_arg(py::handle h) {
   return a;
 }
 
+// (name, kind, value) attributes from Python; kind is i, f, s, ints, floats, or g (a subgraph id).
+Attrs to_attrs(const std::vector<std::tuple<std::string, std::string, py::object>>& attrs) {
+  Attrs out;
+  for (const auto& [name, kind, value] : attrs) {
+    if (kind == "i") out.push_back(Attr::i(name, value.cast<int64_t>()));
+    else if (kind == "f") out.push_back(Attr::f(name, value.cast<double>()));
+    else if (kind == "s") out.push_back(Attr::s(name, value.cast<std::string>()));
+    else if (kind == "ints") out.push_back(Attr::ints(name, value.cast<std::vector<int64_t>>()));
+    else if (kind == "floats") out.push_back(Attr::floats(name, value.cast<std::vector<double>>()));
+    else if (kind == "g") out.push_back(Attr::graph(name, value.cast<uint32_t>()));
+    else throw ConvertError("attribute `" + name + "`: unknown kind " + kind);
+  }
+  return out;
+}
+
+Inputs to_inputs(const std::vector<std::optional<ValueRef>>& inputs) {
+  Inputs ins;
+  for (const auto& in : inputs) ins.push_back(in ? Input(Value{in->id}) : Input(std::optional<Value>{}));
+  return ins;
+}
+
 // The name of argument `i` of converter `op_id`, for errors.
 std::string arg_name(int op_id, size_t i) {
   const auto table = op_table();
@@ -280,23 +301,47 @@ void init_session(py::module_& m) {
           "add_node",
           [](Session& s, const std::string& domain, const std::string& op_type, const std::vector<std::optional<ValueRef>>& inputs,
              const std::vector<std::tuple<std::string, std::string, py::object>>& attrs, int n_outputs) {
-            Inputs ins;
-            for (const auto& in : inputs) ins.push_back(in ? Input(Value{in->id}) : Input(std::optional<Value>{}));
-            Attrs out_attrs;
-            for (const auto& [name, kind, value] : attrs) {
-              if (kind == "i") out_attrs.push_back(Attr::i(name, value.cast<int64_t>()));
-              else if (kind == "f") out_attrs.push_back(Attr::f(name, value.cast<double>()));
-              else if (kind == "s") out_attrs.push_back(Attr::s(name, value.cast<std::string>()));
-              else if (kind == "ints") out_attrs.push_back(Attr::ints(name, value.cast<std::vector<int64_t>>()));
-              else if (kind == "floats") out_attrs.push_back(Attr::floats(name, value.cast<std::vector<double>>()));
-              else throw ConvertError("attribute `" + name + "`: unknown kind " + kind);
+            if (std::any_of(attrs.begin(), attrs.end(), [](const auto& a) { return std::get<1>(a) == "g"; })) {
+              throw ConvertError("a custom node cannot own a subgraph");
             }
+            const Inputs ins = to_inputs(inputs);
+            const Attrs out_attrs = to_attrs(attrs);
             py::list refs;
             for (Value v : s.custom_node(domain, op_type, ins, out_attrs, n_outputs)) refs.append(ValueRef{v.id});
             return refs;
           },
           py::arg("domain"), py::arg("op_type"), py::arg("inputs"), py::arg("attrs"), py::arg("n_outputs"),
           "Add one node (Python converters); attrs are (name, kind, value) with kind i, f, s, ints or floats.")
+      .def("begin_subgraph", &Session::begin_subgraph, "Start a subgraph; nodes go to it until end_subgraph.")
+      .def(
+          "add_subgraph_input",
+          [](Session& s, const std::string& name, int dtype, const py::list& shape) {
+            return ValueRef{s.add_subgraph_input(name, to_meta(s, dtype, shape)).id};
+          },
+          py::arg("name"), py::arg("dtype"), py::arg("shape"))
+      .def(
+          "end_subgraph",
+          [](Session& s, const std::vector<ValueRef>& outputs) {
+            std::vector<Value> outs;
+            for (const ValueRef& ref : outputs) outs.push_back(Value{ref.id});
+            return s.end_subgraph(outs);
+          },
+          py::arg("outputs"), "End the innermost subgraph with these outputs; returns its id for a `g` attribute.")
+      .def(
+          "control_flow",
+          [](Session& s, const std::string& op_type, const std::vector<std::optional<ValueRef>>& inputs,
+             const std::vector<std::tuple<std::string, std::string, py::object>>& attrs, const py::list& metas,
+             const std::string& name) {
+            std::vector<TensorMeta> out_metas;
+            for (py::handle meta : metas) out_metas.push_back(to_out_meta(s, meta));
+            py::list refs;
+            for (Value v : s.control_flow(op_type, to_inputs(inputs), to_attrs(attrs), out_metas, name)) {
+              refs.append(ValueRef{v.id});
+            }
+            return refs;
+          },
+          py::arg("op_type"), py::arg("inputs"), py::arg("attrs"), py::arg("metas"), py::arg("name"),
+          "An If, Loop or Scan node owning the subgraphs its `g` attributes name.")
       .def(
           "set_meta",
           [](Session& s, const ValueRef& ref, int dtype, const py::list& shape) { s.set_meta(Value{ref.id}, to_meta(s, dtype, shape)); },

@@ -41,16 +41,53 @@ Value logical(Builder& b, std::string_view op, Value self, Value other) {
   return b.op(op, {b.cast(self, ScalarType::Bool), b.cast(other, ScalarType::Bool)});
 }
 
+// The 64 bits of an integer tensor as int64 zeros and ones in a new last axis (bit k at index k).
+// Through uint64, which BitShift (since opset 11) and Mod take: the Cast sign-extends a
+// narrower signed type, whose low bits are then those of the original.
+Value bits_of(Builder& b, Value x) {
+  std::vector<Scalar> shifts;
+  for (int64_t k = 0; k < 64; ++k) shifts.push_back(Scalar(k));
+  const Value wide = b.op("Unsqueeze", {b.cast(x, ScalarType::UInt64), b.ints(std::vector<int64_t>{-1})});
+  const Value shifted = b.op("BitShift", {wide, b.list(shifts, ScalarType::UInt64)}, {Attr::s("direction", "RIGHT")});
+  return b.cast(b.op("Mod", {shifted, b.scalar(Scalar(int64_t{2}), ScalarType::UInt64)}), ScalarType::Long);
+}
+
+// Below opset 18 ONNX has no BitwiseAnd/Or/Xor: the op is done bit by bit on bits_of() (and is
+// the product of the bits, or their maximum, xor their absolute difference) and the bits are
+// summed back with their two's complement weights, bit 63 weighing -2^63. Each half of 32 bits
+// is summed on its own and the halves joined by high * 2^32 + low: onnxruntime's int64 ReduceSum
+// is not exact for sums beyond 2^53, and a half's sum stays within 2^32. The Cast to `dtype`
+// keeps the low bits, as the result of the narrower op would be.
+Value bitwise_by_bits(Builder& b, std::string_view bitwise_op, Value self, Value other, ScalarType dtype) {
+  const Value x = bits_of(b, self), y = bits_of(b, other);
+  Value bits;
+  if (bitwise_op == "BitwiseAnd") {
+    bits = b.op("Mul", {x, y});
+  } else if (bitwise_op == "BitwiseOr") {
+    bits = b.op("Max", {x, y});
+  } else {
+    bits = b.op("Abs", {b.op("Sub", {x, y})});
+  }
+  const auto half = [&](int64_t begin, bool top) {
+    std::vector<Scalar> weights;
+    for (int k = 0; k < 32; ++k) weights.push_back(Scalar(int64_t{1} << k));
+    if (top) weights.back() = Scalar(-(int64_t{1} << 31));
+    const Value slice = b.op("Slice", {bits, b.ints(std::vector<int64_t>{begin}),
+                                       b.ints(std::vector<int64_t>{begin + 32}), b.ints(std::vector<int64_t>{-1})});
+    return reduce(b, "ReduceSum", b.op("Mul", {slice, b.list(weights, ScalarType::Long)}), std::vector<int64_t>{-1},
+                  false);
+  };
+  const Value high = b.op("Mul", {half(32, true), b.scalar(Scalar(int64_t{1} << 32), ScalarType::Long)});
+  return b.cast(b.op("Add", {high, half(0, false)}), dtype);
+}
+
 // torch's bitwise ops on bool are the logical ones.
 Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, Value other) {
   const ScalarType dtype = b.compute_dtype(self, other);
   self = b.cast(self, dtype);
   other = b.cast(other, dtype);
   if (dtype == ScalarType::Bool) return b.op(logical_op, {self, other});
-  if (b.opset() < 18) {
-    b.fail(std::string(bitwise_op) + " of integers needs opset 18 or later (ONNX has no bitwise ops before); "
-           "export with opset_version >= 18");
-  }
+  if (b.opset() < 18) return bitwise_by_bits(b, bitwise_op, self, other, dtype);
   return b.op(bitwise_op, {self, other});
 }
 

@@ -142,6 +142,21 @@ constexpr OutputType k_Attention_23_out[] = {
     {2, ScalarType::Undefined, ""},
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_Attention_24_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {3, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_Attention_24_out[] = {
+    {0, ScalarType::Undefined, ""},
+    {0, ScalarType::Undefined, ""},
+    {2, ScalarType::Undefined, ""},
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_AveragePool_11_in[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -204,11 +219,24 @@ constexpr FormalInput k_Bernoulli_22_in[] = {
 constexpr OutputType k_Bernoulli_22_out[] = {
     {0, ScalarType::Undefined, "dtype"},
 };
+constexpr FormalInput k_BitCast_26_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_BitCast_26_out[] = {
+    {0, ScalarType::Undefined, "to"},
+};
 constexpr FormalInput k_BitShift_11_in[] = {
     {0, bit(ScalarType::Byte) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {0, bit(ScalarType::Byte) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_BitShift_11_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_BitShift_28_in[] = {
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_BitShift_28_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_BitwiseAnd_18_in[] = {
@@ -270,6 +298,16 @@ constexpr FormalInput k_CastLike_19_in[] = {
 constexpr OutputType k_CastLike_19_out[] = {
     {1, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_CausalConvWithState_27_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+};
+constexpr OutputType k_CausalConvWithState_27_out[] = {
+    {0, ScalarType::Undefined, ""},
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Ceil_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -281,6 +319,12 @@ constexpr FormalInput k_Celu_12_in[] = {
 };
 constexpr OutputType k_Celu_12_out[] = {
     {0, ScalarType::Float, ""},
+};
+constexpr FormalInput k_Celu_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+};
+constexpr OutputType k_Celu_28_out[] = {
+    {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_CenterCropPad_18_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
@@ -310,6 +354,13 @@ constexpr FormalInput k_Compress_11_in[] = {
     {1, bit(ScalarType::Bool), false},
 };
 constexpr OutputType k_Compress_11_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_Compress_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Bool), false},
+};
+constexpr OutputType k_Compress_28_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Concat_13_in[] = {
@@ -393,6 +444,13 @@ constexpr FormalInput k_Cosh_22_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr OutputType k_Cosh_22_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_CumProd_26_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
+};
+constexpr OutputType k_CumProd_26_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_CumSum_11_in[] = {
@@ -538,6 +596,12 @@ constexpr FormalInput k_Einsum_12_in[] = {
     {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Einsum_12_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_Einsum_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+};
+constexpr OutputType k_Einsum_28_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Elu_6_in[] = {
@@ -931,6 +995,18 @@ constexpr FormalInput k_LessOrEqual_16_in[] = {
 constexpr OutputType k_LessOrEqual_16_out[] = {
     {-1, ScalarType::Bool, ""},
 };
+constexpr FormalInput k_LinearAttention_27_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+};
+constexpr OutputType k_LinearAttention_27_out[] = {
+    {0, ScalarType::Undefined, ""},
+    {3, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Log_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -946,7 +1022,7 @@ constexpr OutputType k_LogSoftmax_13_out[] = {
 constexpr FormalInput k_Loop_13_in[] = {
     {0, bit(ScalarType::Long), false},
     {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_13_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -954,7 +1030,7 @@ constexpr OutputType k_Loop_13_out[] = {
 constexpr FormalInput k_Loop_16_in[] = {
     {0, bit(ScalarType::Long), false},
     {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_16_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -962,7 +1038,7 @@ constexpr OutputType k_Loop_16_out[] = {
 constexpr FormalInput k_Loop_19_in[] = {
     {0, bit(ScalarType::Long), false},
     {1, bit(ScalarType::Bool), false},
-    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_19_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -1182,10 +1258,24 @@ constexpr FormalInput k_OneHot_11_in[] = {
 constexpr OutputType k_OneHot_11_out[] = {
     {2, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_OneHot_28_in[] = {
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {2, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_OneHot_28_out[] = {
+    {2, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Optional_15_in[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_Optional_15_out[] = {
+    {-1, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_Optional_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_Optional_28_out[] = {
     {-1, ScalarType::Undefined, ""},
 };
 constexpr OutputType k_OptionalGetElement_15_out[] = {
@@ -1197,6 +1287,12 @@ constexpr FormalInput k_OptionalGetElement_18_in[] = {
 constexpr OutputType k_OptionalGetElement_18_out[] = {
     {-1, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_OptionalGetElement_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_OptionalGetElement_28_out[] = {
+    {-1, ScalarType::Undefined, ""},
+};
 constexpr OutputType k_OptionalHasElement_15_out[] = {
     {-1, ScalarType::Bool, ""},
 };
@@ -1204,6 +1300,12 @@ constexpr FormalInput k_OptionalHasElement_18_in[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_OptionalHasElement_18_out[] = {
+    {-1, ScalarType::Bool, ""},
+};
+constexpr FormalInput k_OptionalHasElement_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_OptionalHasElement_28_out[] = {
     {-1, ScalarType::Bool, ""},
 };
 constexpr FormalInput k_Or_7_in[] = {
@@ -1408,6 +1510,14 @@ constexpr FormalInput k_Range_11_in[] = {
 constexpr OutputType k_Range_11_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_Range_27_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short), false},
+};
+constexpr OutputType k_Range_27_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Reciprocal_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -1453,6 +1563,13 @@ constexpr FormalInput k_ReduceLogSum_18_in[] = {
 constexpr OutputType k_ReduceLogSum_18_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_ReduceLogSum_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {1, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_ReduceLogSum_28_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_ReduceLogSumExp_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
@@ -1464,6 +1581,13 @@ constexpr FormalInput k_ReduceLogSumExp_18_in[] = {
     {1, bit(ScalarType::Long), false},
 };
 constexpr OutputType k_ReduceLogSumExp_18_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_ReduceLogSumExp_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {1, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_ReduceLogSumExp_28_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_ReduceMax_13_in[] = {
@@ -1597,6 +1721,13 @@ constexpr FormalInput k_ReverseSequence_10_in[] = {
 constexpr OutputType k_ReverseSequence_10_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_ReverseSequence_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_ReverseSequence_28_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_RoiAlign_10_in[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
@@ -1644,19 +1775,19 @@ constexpr OutputType k_STFT_17_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Scan_11_in[] = {
-    {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Scan_11_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Scan_16_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Scan_16_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Scan_19_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Scan_19_out[] = {
     {0, ScalarType::Undefined, ""},
@@ -1856,6 +1987,13 @@ constexpr FormalInput k_SplitToSequence_11_in[] = {
 constexpr OutputType k_SplitToSequence_11_out[] = {
     {-1, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_SplitToSequence_24_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
+};
+constexpr OutputType k_SplitToSequence_24_out[] = {
+    {-1, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Sqrt_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -1906,6 +2044,19 @@ constexpr FormalInput k_Sum_13_in[] = {
 constexpr OutputType k_Sum_13_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_SwiGLU_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+};
+constexpr OutputType k_SwiGLU_28_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_Swish_24_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
+};
+constexpr OutputType k_Swish_24_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Tan_7_in[] = {
     {0, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
@@ -1922,6 +2073,14 @@ constexpr FormalInput k_Tanh_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
 };
 constexpr OutputType k_Tanh_13_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_TensorScatter_24_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_TensorScatter_24_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_TfIdfVectorizer_9_in[] = {
@@ -1957,6 +2116,14 @@ constexpr OutputType k_TopK_11_out[] = {
     {0, ScalarType::Undefined, ""},
     {-1, ScalarType::Long, ""},
 };
+constexpr FormalInput k_TopK_24_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_TopK_24_out[] = {
+    {0, ScalarType::Undefined, ""},
+    {-1, ScalarType::Long, ""},
+};
 constexpr FormalInput k_Transpose_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
@@ -1980,6 +2147,15 @@ constexpr FormalInput k_Unique_11_in[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_Unique_11_out[] = {
+    {0, ScalarType::Undefined, ""},
+    {-1, ScalarType::Long, ""},
+    {-1, ScalarType::Long, ""},
+    {-1, ScalarType::Long, ""},
+};
+constexpr FormalInput k_Unique_28_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_Unique_28_out[] = {
     {0, ScalarType::Undefined, ""},
     {-1, ScalarType::Long, ""},
     {-1, ScalarType::Long, ""},
@@ -2046,11 +2222,12 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"Asinh", {{9, k_Asinh_9_in, k_Asinh_9_out}, {22, k_Asinh_22_in, k_Asinh_22_out}}},
       {"Atan", {{7, k_Atan_7_in, k_Atan_7_out}, {22, k_Atan_22_in, k_Atan_22_out}}},
       {"Atanh", {{9, k_Atanh_9_in, k_Atanh_9_out}, {22, k_Atanh_22_in, k_Atanh_22_out}}},
-      {"Attention", {{23, k_Attention_23_in, k_Attention_23_out}}},
+      {"Attention", {{23, k_Attention_23_in, k_Attention_23_out}, {24, k_Attention_24_in, k_Attention_24_out}}},
       {"AveragePool", {{11, k_AveragePool_11_in, k_AveragePool_11_out}, {22, k_AveragePool_22_in, k_AveragePool_22_out}}},
       {"BatchNormalization", {{9, k_BatchNormalization_9_in, k_BatchNormalization_9_out}, {14, k_BatchNormalization_14_in, k_BatchNormalization_14_out}, {15, k_BatchNormalization_15_in, k_BatchNormalization_15_out}}},
       {"Bernoulli", {{15, k_Bernoulli_15_in, k_Bernoulli_15_out}, {22, k_Bernoulli_22_in, k_Bernoulli_22_out}}},
-      {"BitShift", {{11, k_BitShift_11_in, k_BitShift_11_out}}},
+      {"BitCast", {{26, k_BitCast_26_in, k_BitCast_26_out}}},
+      {"BitShift", {{11, k_BitShift_11_in, k_BitShift_11_out}, {28, k_BitShift_28_in, k_BitShift_28_out}}},
       {"BitwiseAnd", {{18, k_BitwiseAnd_18_in, k_BitwiseAnd_18_out}}},
       {"BitwiseNot", {{18, k_BitwiseNot_18_in, k_BitwiseNot_18_out}}},
       {"BitwiseOr", {{18, k_BitwiseOr_18_in, k_BitwiseOr_18_out}}},
@@ -2058,12 +2235,13 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"BlackmanWindow", {{17, k_BlackmanWindow_17_in, k_BlackmanWindow_17_out}}},
       {"Cast", {{13, k_Cast_13_in, k_Cast_13_out}, {19, k_Cast_19_in, k_Cast_19_out}}},
       {"CastLike", {{15, k_CastLike_15_in, k_CastLike_15_out}, {19, k_CastLike_19_in, k_CastLike_19_out}}},
+      {"CausalConvWithState", {{27, k_CausalConvWithState_27_in, k_CausalConvWithState_27_out}}},
       {"Ceil", {{13, k_Ceil_13_in, k_Ceil_13_out}}},
-      {"Celu", {{12, k_Celu_12_in, k_Celu_12_out}}},
+      {"Celu", {{12, k_Celu_12_in, k_Celu_12_out}, {28, k_Celu_28_in, k_Celu_28_out}}},
       {"CenterCropPad", {{18, k_CenterCropPad_18_in, k_CenterCropPad_18_out}}},
       {"Clip", {{13, k_Clip_13_in, k_Clip_13_out}}},
       {"Col2Im", {{18, k_Col2Im_18_in, k_Col2Im_18_out}}},
-      {"Compress", {{11, k_Compress_11_in, k_Compress_11_out}}},
+      {"Compress", {{11, k_Compress_11_in, k_Compress_11_out}, {28, k_Compress_28_in, k_Compress_28_out}}},
       {"Concat", {{13, k_Concat_13_in, k_Concat_13_out}}},
       {"ConcatFromSequence", {{11, {}, k_ConcatFromSequence_11_out}}},
       {"Constant", {{13, {}, k_Constant_13_out}}},
@@ -2073,6 +2251,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"ConvTranspose", {{11, k_ConvTranspose_11_in, k_ConvTranspose_11_out}, {22, k_ConvTranspose_22_in, k_ConvTranspose_22_out}}},
       {"Cos", {{7, k_Cos_7_in, k_Cos_7_out}, {22, k_Cos_22_in, k_Cos_22_out}}},
       {"Cosh", {{9, k_Cosh_9_in, k_Cosh_9_out}, {22, k_Cosh_22_in, k_Cosh_22_out}}},
+      {"CumProd", {{26, k_CumProd_26_in, k_CumProd_26_out}}},
       {"CumSum", {{11, k_CumSum_11_in, k_CumSum_11_out}, {14, k_CumSum_14_in, k_CumSum_14_out}}},
       {"DeformConv", {{19, k_DeformConv_19_in, k_DeformConv_19_out}, {22, k_DeformConv_22_in, k_DeformConv_22_out}}},
       {"DepthToSpace", {{13, k_DepthToSpace_13_in, k_DepthToSpace_13_out}}},
@@ -2082,7 +2261,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"Div", {{13, k_Div_13_in, k_Div_13_out}, {14, k_Div_14_in, k_Div_14_out}}},
       {"Dropout", {{13, k_Dropout_13_in, k_Dropout_13_out}, {22, k_Dropout_22_in, k_Dropout_22_out}}},
       {"DynamicQuantizeLinear", {{11, k_DynamicQuantizeLinear_11_in, k_DynamicQuantizeLinear_11_out}}},
-      {"Einsum", {{12, k_Einsum_12_in, k_Einsum_12_out}}},
+      {"Einsum", {{12, k_Einsum_12_in, k_Einsum_12_out}, {28, k_Einsum_28_in, k_Einsum_28_out}}},
       {"Elu", {{6, k_Elu_6_in, k_Elu_6_out}, {22, k_Elu_22_in, k_Elu_22_out}}},
       {"Equal", {{13, k_Equal_13_in, k_Equal_13_out}}},
       {"Erf", {{13, k_Erf_13_in, k_Erf_13_out}}},
@@ -2119,6 +2298,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"LeakyRelu", {{6, k_LeakyRelu_6_in, k_LeakyRelu_6_out}, {16, k_LeakyRelu_16_in, k_LeakyRelu_16_out}}},
       {"Less", {{13, k_Less_13_in, k_Less_13_out}}},
       {"LessOrEqual", {{12, k_LessOrEqual_12_in, k_LessOrEqual_12_out}, {16, k_LessOrEqual_16_in, k_LessOrEqual_16_out}}},
+      {"LinearAttention", {{27, k_LinearAttention_27_in, k_LinearAttention_27_out}}},
       {"Log", {{13, k_Log_13_in, k_Log_13_out}}},
       {"LogSoftmax", {{13, k_LogSoftmax_13_in, k_LogSoftmax_13_out}}},
       {"Loop", {{13, k_Loop_13_in, k_Loop_13_out}, {16, k_Loop_16_in, k_Loop_16_out}, {19, k_Loop_19_in, k_Loop_19_out}}},
@@ -2145,10 +2325,10 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"NonMaxSuppression", {{11, k_NonMaxSuppression_11_in, k_NonMaxSuppression_11_out}}},
       {"NonZero", {{13, k_NonZero_13_in, k_NonZero_13_out}}},
       {"Not", {{1, k_Not_1_in, k_Not_1_out}}},
-      {"OneHot", {{11, k_OneHot_11_in, k_OneHot_11_out}}},
-      {"Optional", {{15, k_Optional_15_in, k_Optional_15_out}}},
-      {"OptionalGetElement", {{15, {}, k_OptionalGetElement_15_out}, {18, k_OptionalGetElement_18_in, k_OptionalGetElement_18_out}}},
-      {"OptionalHasElement", {{15, {}, k_OptionalHasElement_15_out}, {18, k_OptionalHasElement_18_in, k_OptionalHasElement_18_out}}},
+      {"OneHot", {{11, k_OneHot_11_in, k_OneHot_11_out}, {28, k_OneHot_28_in, k_OneHot_28_out}}},
+      {"Optional", {{15, k_Optional_15_in, k_Optional_15_out}, {28, k_Optional_28_in, k_Optional_28_out}}},
+      {"OptionalGetElement", {{15, {}, k_OptionalGetElement_15_out}, {18, k_OptionalGetElement_18_in, k_OptionalGetElement_18_out}, {28, k_OptionalGetElement_28_in, k_OptionalGetElement_28_out}}},
+      {"OptionalHasElement", {{15, {}, k_OptionalHasElement_15_out}, {18, k_OptionalHasElement_18_in, k_OptionalHasElement_18_out}, {28, k_OptionalHasElement_28_in, k_OptionalHasElement_28_out}}},
       {"Or", {{7, k_Or_7_in, k_Or_7_out}}},
       {"Pad", {{13, k_Pad_13_in, k_Pad_13_out}, {18, k_Pad_18_in, k_Pad_18_out}, {21, k_Pad_21_in, k_Pad_21_out}}},
       {"Pow", {{13, k_Pow_13_in, k_Pow_13_out}, {15, k_Pow_15_in, k_Pow_15_out}}},
@@ -2160,12 +2340,12 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"RandomNormalLike", {{1, k_RandomNormalLike_1_in, k_RandomNormalLike_1_out}, {22, k_RandomNormalLike_22_in, k_RandomNormalLike_22_out}}},
       {"RandomUniform", {{1, {}, k_RandomUniform_1_out}}},
       {"RandomUniformLike", {{1, k_RandomUniformLike_1_in, k_RandomUniformLike_1_out}, {22, k_RandomUniformLike_22_in, k_RandomUniformLike_22_out}}},
-      {"Range", {{11, k_Range_11_in, k_Range_11_out}}},
+      {"Range", {{11, k_Range_11_in, k_Range_11_out}, {27, k_Range_27_in, k_Range_27_out}}},
       {"Reciprocal", {{13, k_Reciprocal_13_in, k_Reciprocal_13_out}}},
       {"ReduceL1", {{13, k_ReduceL1_13_in, k_ReduceL1_13_out}, {18, k_ReduceL1_18_in, k_ReduceL1_18_out}}},
       {"ReduceL2", {{13, k_ReduceL2_13_in, k_ReduceL2_13_out}, {18, k_ReduceL2_18_in, k_ReduceL2_18_out}}},
-      {"ReduceLogSum", {{13, k_ReduceLogSum_13_in, k_ReduceLogSum_13_out}, {18, k_ReduceLogSum_18_in, k_ReduceLogSum_18_out}}},
-      {"ReduceLogSumExp", {{13, k_ReduceLogSumExp_13_in, k_ReduceLogSumExp_13_out}, {18, k_ReduceLogSumExp_18_in, k_ReduceLogSumExp_18_out}}},
+      {"ReduceLogSum", {{13, k_ReduceLogSum_13_in, k_ReduceLogSum_13_out}, {18, k_ReduceLogSum_18_in, k_ReduceLogSum_18_out}, {28, k_ReduceLogSum_28_in, k_ReduceLogSum_28_out}}},
+      {"ReduceLogSumExp", {{13, k_ReduceLogSumExp_13_in, k_ReduceLogSumExp_13_out}, {18, k_ReduceLogSumExp_18_in, k_ReduceLogSumExp_18_out}, {28, k_ReduceLogSumExp_28_in, k_ReduceLogSumExp_28_out}}},
       {"ReduceMax", {{13, k_ReduceMax_13_in, k_ReduceMax_13_out}, {18, k_ReduceMax_18_in, k_ReduceMax_18_out}, {20, k_ReduceMax_20_in, k_ReduceMax_20_out}}},
       {"ReduceMean", {{13, k_ReduceMean_13_in, k_ReduceMean_13_out}, {18, k_ReduceMean_18_in, k_ReduceMean_18_out}}},
       {"ReduceMin", {{13, k_ReduceMin_13_in, k_ReduceMin_13_out}, {18, k_ReduceMin_18_in, k_ReduceMin_18_out}, {20, k_ReduceMin_20_in, k_ReduceMin_20_out}}},
@@ -2176,7 +2356,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"Relu", {{13, k_Relu_13_in, k_Relu_13_out}, {14, k_Relu_14_in, k_Relu_14_out}}},
       {"Reshape", {{13, k_Reshape_13_in, k_Reshape_13_out}, {19, k_Reshape_19_in, k_Reshape_19_out}}},
       {"Resize", {{13, k_Resize_13_in, k_Resize_13_out}}},
-      {"ReverseSequence", {{10, k_ReverseSequence_10_in, k_ReverseSequence_10_out}}},
+      {"ReverseSequence", {{10, k_ReverseSequence_10_in, k_ReverseSequence_10_out}, {28, k_ReverseSequence_28_in, k_ReverseSequence_28_out}}},
       {"RMSNormalization", {{23, k_RMSNormalization_23_in, k_RMSNormalization_23_out}}},
       {"RNN", {{7, k_RNN_7_in, k_RNN_7_out}, {22, k_RNN_22_in, k_RNN_22_out}}},
       {"RoiAlign", {{10, k_RoiAlign_10_in, k_RoiAlign_10_out}, {22, k_RoiAlign_22_in, k_RoiAlign_22_out}}},
@@ -2208,7 +2388,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"Softsign", {{1, k_Softsign_1_in, k_Softsign_1_out}, {22, k_Softsign_22_in, k_Softsign_22_out}}},
       {"SpaceToDepth", {{13, k_SpaceToDepth_13_in, k_SpaceToDepth_13_out}}},
       {"Split", {{13, k_Split_13_in, k_Split_13_out}}},
-      {"SplitToSequence", {{11, k_SplitToSequence_11_in, k_SplitToSequence_11_out}}},
+      {"SplitToSequence", {{11, k_SplitToSequence_11_in, k_SplitToSequence_11_out}, {24, k_SplitToSequence_24_in, k_SplitToSequence_24_out}}},
       {"Sqrt", {{13, k_Sqrt_13_in, k_Sqrt_13_out}}},
       {"Squeeze", {{13, k_Squeeze_13_in, k_Squeeze_13_out}, {21, k_Squeeze_21_in, k_Squeeze_21_out}}},
       {"STFT", {{17, k_STFT_17_in, k_STFT_17_out}}},
@@ -2217,15 +2397,18 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"StringSplit", {{20, {}, k_StringSplit_20_out}}},
       {"Sub", {{13, k_Sub_13_in, k_Sub_13_out}, {14, k_Sub_14_in, k_Sub_14_out}}},
       {"Sum", {{13, k_Sum_13_in, k_Sum_13_out}}},
+      {"SwiGLU", {{28, k_SwiGLU_28_in, k_SwiGLU_28_out}}},
+      {"Swish", {{24, k_Swish_24_in, k_Swish_24_out}}},
       {"Tan", {{7, k_Tan_7_in, k_Tan_7_out}, {22, k_Tan_22_in, k_Tan_22_out}}},
       {"Tanh", {{13, k_Tanh_13_in, k_Tanh_13_out}}},
+      {"TensorScatter", {{24, k_TensorScatter_24_in, k_TensorScatter_24_out}}},
       {"TfIdfVectorizer", {{9, k_TfIdfVectorizer_9_in, k_TfIdfVectorizer_9_out}}},
       {"ThresholdedRelu", {{10, k_ThresholdedRelu_10_in, k_ThresholdedRelu_10_out}, {22, k_ThresholdedRelu_22_in, k_ThresholdedRelu_22_out}}},
       {"Tile", {{13, k_Tile_13_in, k_Tile_13_out}}},
-      {"TopK", {{11, k_TopK_11_in, k_TopK_11_out}}},
+      {"TopK", {{11, k_TopK_11_in, k_TopK_11_out}, {24, k_TopK_24_in, k_TopK_24_out}}},
       {"Transpose", {{13, k_Transpose_13_in, k_Transpose_13_out}, {21, k_Transpose_21_in, k_Transpose_21_out}}},
       {"Trilu", {{14, k_Trilu_14_in, k_Trilu_14_out}}},
-      {"Unique", {{11, k_Unique_11_in, k_Unique_11_out}}},
+      {"Unique", {{11, k_Unique_11_in, k_Unique_11_out}, {28, k_Unique_28_in, k_Unique_28_out}}},
       {"Unsqueeze", {{13, k_Unsqueeze_13_in, k_Unsqueeze_13_out}, {21, k_Unsqueeze_21_in, k_Unsqueeze_21_out}}},
       {"Upsample", {{9, k_Upsample_9_in, k_Upsample_9_out}}},
       {"Where", {{9, k_Where_9_in, k_Where_9_out}, {16, k_Where_16_in, k_Where_16_out}}},

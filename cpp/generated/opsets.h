@@ -5,7 +5,7 @@
 namespace fastonnx {
 
 constexpr int kMinOpset = 13;
-constexpr int kMaxOpset = 23;
+constexpr int kMaxOpset = 28;
 constexpr int kDefaultOpset = 18;
 
 constexpr int ir_version_for_opset(int opset) {
@@ -21,6 +21,11 @@ constexpr int ir_version_for_opset(int opset) {
     case 21: return 10;
     case 22: return 10;
     case 23: return 11;
+    case 24: return 12;
+    case 25: return 13;
+    case 26: return 13;
+    case 27: return 13;
+    case 28: return 14;
     default: return 0;
   }
 }

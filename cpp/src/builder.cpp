@@ -18,7 +18,7 @@ Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attr
 std::vector<Value> Builder::custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
                                      const Attrs& attrs, int n_outputs) {
   if (domain.empty() || domain == "ai.onnx") return op_n(type, inputs, attrs, n_outputs);
-  const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs);
+  const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   std::vector<Value> outs;
   for (uint32_t id : g_.outputs(n)) outs.push_back(Value{id});
   return outs;
@@ -29,7 +29,7 @@ std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, co
   const OpTypes* types = onnx_types(type, opset_);
   if (types == nullptr) fail("ONNX has no operator " + std::string(type) + " at opset " + std::to_string(opset_));
   check_input_types(type, *types, inputs);
-  const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs);
+  const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   std::vector<Value> outs;
   outs.reserve(n_outputs);
   size_t i = 0;

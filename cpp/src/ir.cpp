@@ -37,9 +37,10 @@ std::span<const Dim> Graph::shape(Value v) const {
 }
 
 NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
-                       uint32_t n_outputs, const Attrs& attrs) {
+                       uint32_t n_outputs, const Attrs& attrs, GraphId graph) {
   const auto id = static_cast<NodeId>(nodes_.size());
   Node n;
+  n.graph = graph;
   n.op_type = strings.intern(op_type);
   n.domain = strings.intern(domain);
   // ONNX drops trailing omitted inputs; inner ones stay as empty names.
@@ -170,6 +171,19 @@ Value Graph::alias_initializer(Value source, std::span<const Dim> dims) {
   initializer_of_[v.id] = static_cast<int32_t>(initializers_.size());
   copy.value = v;
   initializers_.push_back(std::move(copy));
+  return v;
+}
+
+GraphId Graph::add_subgraph(GraphId parent) {
+  subgraphs_.push_back(Subgraph{parent, {}, {}});
+  return static_cast<GraphId>(subgraphs_.size());
+}
+
+Value Graph::add_subgraph_input(GraphId graph, std::string_view name, ScalarType dtype, std::span<const Dim> dims) {
+  Value v = add_value(dtype);
+  set_shape(v, dims);
+  set_name(v, name);
+  subgraphs_[graph - 1].inputs.push_back(v.id);
   return v;
 }
 

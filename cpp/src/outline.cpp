@@ -36,6 +36,7 @@ class Outliner {
     }
     // A node's place in the final order: the nodes' own order, a call right after the node whose
     // place it takes (ties between nested calls go by id, a caller being newer than its callee).
+    find_captured_values();
     for (NodeId n = 0; n < g_.num_nodes(); ++n) place_.push_back(uint64_t{n} << 8);
     value_scope_.assign(g_.num_values(), kNoScope);
     for (NodeId n = 0; n < g_.num_nodes(); ++n) {
@@ -86,14 +87,50 @@ class Outliner {
     }
   }
 
-  // The nodes that outlining moves: the live nodes of the graph.
-  bool is_graph_node(NodeId n) const { return !g_.node(n).dead; }
+  // The nodes that outlining moves: the live nodes of the main graph. A subgraph's nodes go with
+  // the node that owns it.
+  bool is_graph_node(NodeId n) const { return !g_.node(n).dead && g_.node(n).graph == kMainGraph; }
 
   // Calls `f` with each value node `n` reads, in order: its inputs (Value::kNone for an omitted
-  // one, which still counts for the inputs' positions).
+  // one, which still counts for the inputs' positions), then the outer values its subgraphs read.
   template <typename F>
   void for_each_read(NodeId n, F&& f) const {
     for (uint32_t in : g_.inputs(n)) f(in);
+    for (const Attr& a : g_.attrs(n)) {
+      if (a.kind != Attr::Kind::Graph) continue;
+      for (uint32_t v : captured_[a.int_value]) f(v);
+    }
+  }
+
+  // captured_[sub]: the values of enclosing graphs that subgraph `sub` (its nested subgraphs
+  // included) reads. A nested subgraph is begun inside its parent, so it has the larger id.
+  void find_captured_values() {
+    const size_t n_subgraphs = g_.num_subgraphs();
+    captured_.assign(n_subgraphs + 1, {});
+    std::vector<std::vector<NodeId>> nodes_of(n_subgraphs + 1);
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (!g_.node(n).dead) nodes_of[g_.node(n).graph].push_back(n);
+    }
+    std::vector<GraphId> defined_in(g_.num_values(), kMainGraph), seen_in(g_.num_values(), kMainGraph);
+    for (auto sub = static_cast<GraphId>(n_subgraphs); sub >= 1; --sub) {
+      for (uint32_t in : g_.subgraph(sub).inputs) defined_in[in] = sub;
+      for (NodeId n : nodes_of[sub]) {
+        for (uint32_t out : g_.outputs(n)) defined_in[out] = sub;
+      }
+      const auto capture = [&](uint32_t v) {
+        if (v == Value::kNone || defined_in[v] == sub || seen_in[v] == sub) return;
+        seen_in[v] = sub;
+        captured_[sub].push_back(v);
+      };
+      for (NodeId n : nodes_of[sub]) {
+        for (uint32_t in : g_.inputs(n)) capture(in);
+        for (const Attr& a : g_.attrs(n)) {
+          if (a.kind == Attr::Kind::Graph) {
+            for (uint32_t v : captured_[a.int_value]) capture(v);
+          }
+        }
+      }
+    }
   }
 
   bool is_inlined_constant(uint32_t v) const {
@@ -204,6 +241,7 @@ class Outliner {
   std::vector<uint64_t> place_;               // by NodeId
   std::vector<uint32_t> value_scope_;         // the scope whose node produces each value
   std::vector<uint64_t> first_outside_use_;   // by value, for the depth being outlined
+  std::vector<std::vector<uint32_t>> captured_;  // by subgraph id
   std::unordered_map<std::string, size_t> signatures_;  // body -> index in functions_
   std::unordered_set<std::string> names_;
   std::vector<LocalFunction> functions_;

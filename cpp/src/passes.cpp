@@ -13,7 +13,9 @@ namespace fastonnx {
 void remove_dead_nodes(Graph& g) {
   std::vector<bool> live(g.num_values(), false);
   for (uint32_t out : g.graph_outputs()) live[out] = true;
-  // Nodes are in topological order, so one backward sweep settles liveness.
+  // Nodes are in topological order, so one backward sweep settles liveness. A subgraph's nodes
+  // come before the node that owns it, so a live owner makes the subgraph's outputs live before
+  // the sweep reaches them, and they in turn keep alive the outer values they read.
   for (NodeId n = static_cast<NodeId>(g.num_nodes()); n-- > 0;) {
     if (g.node(n).dead) continue;
     bool needed = false;
@@ -24,6 +26,10 @@ void remove_dead_nodes(Graph& g) {
     }
     for (uint32_t in : g.inputs(n)) {
       if (in != Value::kNone) live[in] = true;
+    }
+    for (const Attr& a : g.attrs(n)) {
+      if (a.kind != Attr::Kind::Graph) continue;
+      for (uint32_t out : g.subgraph(static_cast<GraphId>(a.int_value)).outputs) live[out] = true;
     }
   }
 }
@@ -74,6 +80,11 @@ class Optimizer {
   explicit Optimizer(Graph& g) : g_(g), subst_(g.num_values()), pinned_(g.num_values(), false) {
     for (uint32_t v = 0; v < subst_.size(); ++v) subst_[v] = v;
     for (uint32_t out : g.graph_outputs()) pinned_[out] = true;
+    // A subgraph's outputs are its interface to the node that owns it: they stay produced by a
+    // node of the subgraph (not replaced by an outer value or a constant).
+    for (GraphId sub = 1; sub <= g.num_subgraphs(); ++sub) {
+      for (uint32_t out : g.subgraph(sub).outputs) pinned_[out] = true;
+    }
   }
 
   PassStats run() {
@@ -275,11 +286,13 @@ class Optimizer {
   }
 
   // Common-subexpression elimination: a node equal to an earlier one (same op, inputs and
-  // attributes) reuses its outputs.
+  // attributes) reuses its outputs. Only within one graph: a value computed in one If branch
+  // does not exist in the other, nor outside the subgraph.
   bool try_merge(NodeId n) {
     const Node& node = g_.node(n);
     if (is_random(op_of(g_, n))) return false;
     std::string key;
+    append(key, node.graph);
     append(key, node.op_type);
     append(key, node.domain);
     append(key, node.n_outputs);

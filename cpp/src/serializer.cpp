@@ -1,6 +1,7 @@
 #include "fastonnx/serializer.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,8 @@ namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, produce
 namespace function_f { enum : uint32_t { name = 1, input = 4, output = 5, node = 7, opset_import = 9, domain = 10 }; }
 namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 }; }
 namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
-namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, floats = 7, ints = 8, strings = 9, type = 20 }; }
-namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
+namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, type = 20 }; }
+namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, GRAPH = 5, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
 namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 }; }
 namespace entry_f { enum : uint32_t { key = 1, value = 2 }; }
 constexpr uint64_t kDataLocationExternal = 1;
@@ -31,10 +32,15 @@ namespace shape_f { enum : uint32_t { dim = 1 }; }
 namespace dim_f { enum : uint32_t { dim_value = 1, dim_param = 2 }; }
 namespace opset_f { enum : uint32_t { domain = 1, version = 2 }; }
 
-ProtoMessage attribute(const Attr& a) {
+// `subgraph` writes the GraphProto of a Graph attribute.
+ProtoMessage attribute(const Attr& a, const std::function<ProtoMessage(const Attr&)>& subgraph) {
   ProtoMessage m;
   m.bytes_field(attr_f::name, a.name);
   switch (a.kind) {
+    case Attr::Kind::Graph:
+      m.message_field(attr_f::g, subgraph(a));
+      m.varint_field(attr_f::type, attr_type::GRAPH);
+      break;
     case Attr::Kind::Int:
       m.int64_field(attr_f::i, a.int_value);
       m.varint_field(attr_f::type, attr_type::INT);
@@ -132,17 +138,87 @@ ProtoMessage tensor(const Graph& g, const Initializer& init, ExternalData* exter
   return m;
 }
 
-ProtoMessage node_message(const Graph& g, NodeId n) {
-  const Node& node = g.node(n);
-  ProtoMessage m;
-  for (uint32_t in : g.inputs(n)) m.bytes_field(node_f::input, in == Value::kNone ? std::string_view() : g.name(Value{in}));
-  for (uint32_t out : g.outputs(n)) m.bytes_field(node_f::output, g.name(Value{out}));
-  m.bytes_field(node_f::name, g.strings.str(node.name));
-  m.bytes_field(node_f::op_type, g.strings.str(node.op_type));
-  for (const Attr& a : g.attrs(n)) m.message_field(node_f::attribute, attribute(a));
-  if (node.domain != 0) m.bytes_field(node_f::domain, g.strings.str(node.domain));
-  return m;
-}
+// Writes the main graph and, inside the attributes of the nodes that own them, its subgraphs;
+// the nodes of local functions too (`outlined`: the functions and the main graph's order).
+class GraphWriter {
+ public:
+  GraphWriter(const Graph& g, const Outlined* outlined)
+      : g_(g), nodes_of_(g.num_subgraphs() + 1), used_(g.num_values(), false), is_output_(g.num_values(), false) {
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      const Node& node = g.node(n);
+      if (node.dead) continue;
+      nodes_of_[node.graph].push_back(n);
+      for (uint32_t in : g.inputs(n)) {
+        if (in != Value::kNone) used_[in] = true;
+      }
+    }
+    if (outlined != nullptr) nodes_of_[kMainGraph] = outlined->main_order;
+    for (uint32_t out : g.graph_outputs()) used_[out] = is_output_[out] = true;
+    for (GraphId sub = 1; sub <= g.num_subgraphs(); ++sub) {
+      for (uint32_t out : g.subgraph(sub).outputs) used_[out] = is_output_[out] = true;
+    }
+  }
+
+  // Whether a node of any graph reads the value (or it is an output): an initializer only a
+  // subgraph reads is still written, in the main graph, where the subgraph finds it by name.
+  bool used(Value v) const { return used_[v.id]; }
+
+  // The nodes of `graph` and the value_info of what they compute.
+  void add_nodes(ProtoMessage& graph, GraphId id) const {
+    for (NodeId n : nodes_of_[id]) graph.message_field(graph_f::node, node(n));
+    // Shapes torch.export recorded for intermediate values: they document the graph and let the
+    // checker's strict shape inference catch a converter that disagrees with torch.
+    for (NodeId n : nodes_of_[id]) {
+      for (uint32_t out : g_.outputs(n)) {
+        const ValueInfo& vi = g_.info(Value{out});
+        if (vi.has_shape && vi.dtype != ScalarType::Undefined && !is_output_[out]) {
+          graph.message_field(graph_f::value_info, value_info(g_, Value{out}));
+        }
+      }
+    }
+  }
+
+  // Appends the nodes of the subgraphs node `n` owns, nested ones included.
+  void add_subgraph_nodes(NodeId n, std::vector<NodeId>& out) const {
+    for (const Attr& a : g_.attrs(n)) {
+      if (a.kind != Attr::Kind::Graph) continue;
+      for (NodeId inner : nodes_of_[static_cast<GraphId>(a.int_value)]) {
+        out.push_back(inner);
+        add_subgraph_nodes(inner, out);
+      }
+    }
+  }
+
+  ProtoMessage node(NodeId n) const {
+    const Node& node = g_.node(n);
+    ProtoMessage m;
+    for (uint32_t in : g_.inputs(n)) m.bytes_field(node_f::input, in == Value::kNone ? std::string_view() : g_.name(Value{in}));
+    for (uint32_t out : g_.outputs(n)) m.bytes_field(node_f::output, g_.name(Value{out}));
+    m.bytes_field(node_f::name, g_.strings.str(node.name));
+    m.bytes_field(node_f::op_type, g_.strings.str(node.op_type));
+    const auto subgraph = [&](const Attr& a) {
+      return this->subgraph(static_cast<GraphId>(a.int_value), std::string(g_.strings.str(node.name)) + "_" + a.name);
+    };
+    for (const Attr& a : g_.attrs(n)) m.message_field(node_f::attribute, attribute(a, subgraph));
+    if (node.domain != 0) m.bytes_field(node_f::domain, g_.strings.str(node.domain));
+    return m;
+  }
+
+ private:
+  ProtoMessage subgraph(GraphId id, const std::string& name) const {
+    ProtoMessage graph;
+    add_nodes(graph, id);
+    graph.bytes_field(graph_f::name, name);
+    const Subgraph& sub = g_.subgraph(id);
+    for (uint32_t in : sub.inputs) graph.message_field(graph_f::input, value_info(g_, Value{in}));
+    for (uint32_t out : sub.outputs) graph.message_field(graph_f::output, value_info(g_, Value{out}));
+    return graph;
+  }
+
+  const Graph& g_;
+  std::vector<std::vector<NodeId>> nodes_of_;  // live nodes of each graph, in order
+  std::vector<bool> used_, is_output_;
+};
 
 ProtoMessage opset_import(std::string_view domain, int64_t version) {
   ProtoMessage m;
@@ -169,7 +245,7 @@ std::vector<ProtoMessage> custom_opset_imports(const Graph& g, const ModelInfo& 
 }
 
 // A FunctionProto: its small constants as Constant nodes, then its body.
-ProtoMessage function(const Graph& g, const ModelInfo& info, const LocalFunction& f) {
+ProtoMessage function(const Graph& g, const ModelInfo& info, const GraphWriter& writer, const LocalFunction& f) {
   ProtoMessage m;
   m.bytes_field(function_f::name, f.name);
   for (uint32_t in : f.inputs) m.bytes_field(function_f::input, g.name(Value{in}));
@@ -185,9 +261,13 @@ ProtoMessage function(const Graph& g, const ModelInfo& info, const LocalFunction
     node.message_field(node_f::attribute, value);
     m.message_field(function_f::node, node);
   }
-  for (NodeId n : f.body) m.message_field(function_f::node, node_message(g, n));
+  std::vector<NodeId> nodes = f.body;  // and the nodes of their subgraphs, for the opset imports
+  for (NodeId n : f.body) {
+    m.message_field(function_f::node, writer.node(n));
+    writer.add_subgraph_nodes(n, nodes);
+  }
   m.message_field(function_f::opset_import, opset_import("", info.opset));
-  for (const ProtoMessage& custom : custom_opset_imports(g, info, f.body)) m.message_field(function_f::opset_import, custom);
+  for (const ProtoMessage& custom : custom_opset_imports(g, info, nodes)) m.message_field(function_f::opset_import, custom);
   m.bytes_field(function_f::domain, kFunctionDomain);
   return m;
 }
@@ -196,44 +276,18 @@ ProtoMessage function(const Graph& g, const ModelInfo& info, const LocalFunction
 
 ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external) {
   g.name_all();
+  const GraphWriter writer(g, info.outlined);
   ProtoMessage graph;
-  std::vector<bool> used(g.num_values(), false);
-  const auto write_node = [&](NodeId n) {
-    for (uint32_t in : g.inputs(n)) {
-      if (in != Value::kNone) used[in] = true;
-    }
-    graph.message_field(graph_f::node, node_message(g, n));
-  };
-  if (info.outlined != nullptr) {
-    for (NodeId n : info.outlined->main_order) write_node(n);
-  } else {
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-      if (!g.node(n).dead) write_node(n);
-    }
-  }
+  writer.add_nodes(graph, kMainGraph);
   graph.bytes_field(graph_f::name, info.graph_name);
-  for (uint32_t out : g.graph_outputs()) used[out] = true;
   for (const Initializer& init : g.initializers()) {
-    if (used[init.value.id]) graph.message_field(graph_f::initializer, tensor(g, init, external));
+    if (writer.used(init.value)) graph.message_field(graph_f::initializer, tensor(g, init, external));
   }
   for (uint32_t in : g.graph_inputs()) graph.message_field(graph_f::input, value_info(g, Value{in}));
   for (const Initializer& init : g.initializers()) {
-    if (init.overridable && used[init.value.id]) graph.message_field(graph_f::input, value_info(g, init.value));
+    if (init.overridable && writer.used(init.value)) graph.message_field(graph_f::input, value_info(g, init.value));
   }
   for (uint32_t out : g.graph_outputs()) graph.message_field(graph_f::output, value_info(g, Value{out}));
-  // Shapes torch.export recorded for intermediate values: they document the graph and let the
-  // checker's strict shape inference catch a converter that disagrees with torch.
-  std::vector<bool> is_output(g.num_values(), false);
-  for (uint32_t out : g.graph_outputs()) is_output[out] = true;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (g.node(n).dead) continue;
-    for (uint32_t out : g.outputs(n)) {
-      const ValueInfo& vi = g.info(Value{out});
-      if (vi.has_shape && vi.dtype != ScalarType::Undefined && !is_output[out]) {
-        graph.message_field(graph_f::value_info, value_info(g, Value{out}));
-      }
-    }
-  }
 
   ProtoMessage model;
   model.varint_field(model_f::ir_version, static_cast<uint64_t>(ir_version_for_opset(info.opset)));
@@ -251,7 +305,7 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   }
   for (const ProtoMessage& custom : custom_opset_imports(g, info, all_nodes)) model.message_field(model_f::opset_import, custom);
   if (info.outlined != nullptr) {
-    for (const LocalFunction& f : info.outlined->functions) model.message_field(model_f::functions, function(g, info, f));
+    for (const LocalFunction& f : info.outlined->functions) model.message_field(model_f::functions, function(g, info, writer, f));
   }
   return model;
 }

@@ -1,5 +1,6 @@
 #include "fastonnx/session.h"
 
+#include <algorithm>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -138,6 +139,89 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
   }
 }
 
+void Session::begin_subgraph() {
+  const GraphId graph = graph_.add_subgraph(builder_.insertion_graph());
+  open_subgraphs_.push_back(graph);
+  builder_.set_insertion_graph(graph);
+}
+
+Value Session::add_subgraph_input(std::string_view name, const TensorMeta& meta) {
+  if (open_subgraphs_.empty()) throw ConvertError("a subgraph input `" + std::string(name) + "` outside any subgraph");
+  check_dtype("subgraph input", name, meta.dtype);
+  return graph_.add_subgraph_input(open_subgraphs_.back(), name, meta.dtype, meta.shape);
+}
+
+GraphId Session::end_subgraph(const std::vector<Value>& outputs) {
+  if (open_subgraphs_.empty()) throw ConvertError("end_subgraph without begin_subgraph");
+  const GraphId graph = open_subgraphs_.back();
+  for (const Value v : outputs) {
+    if (v.id >= graph_.num_values()) {
+      throw ConvertError("a subgraph output refers to graph value " + std::to_string(v.id) + ", which does not exist");
+    }
+  }
+  std::vector<uint32_t> taken;
+  builder_.accept_complex_pairs();  // an Identity copies complex values as their real pairs
+  for (const Value value : outputs) {
+    Value v = value;
+    // Like a graph output, a subgraph output is produced by a node of its own subgraph: an outer
+    // value, a weight, a subgraph input or a value already returned gets an Identity (which also
+    // keeps the passes from replacing the output by an outer value).
+    const NodeId producer = graph_.info(v).producer;
+    if (producer == kNoNode || graph_.node(producer).graph != graph ||
+        std::find(taken.begin(), taken.end(), v.id) != taken.end()) {
+      v = builder_.op("Identity", {value});
+      if (graph_.info(value).has_shape) {
+        std::vector<Dim> dims(graph_.shape(value).begin(), graph_.shape(value).end());
+        graph_.set_shape(v, dims);
+      }
+    }
+    taken.push_back(v.id);
+    graph_.add_subgraph_output(graph, v);
+  }
+  builder_.set_current({}, {});
+  open_subgraphs_.pop_back();
+  builder_.set_insertion_graph(open_subgraphs_.empty() ? kMainGraph : open_subgraphs_.back());
+  return graph;
+}
+
+std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs& inputs, const Attrs& attrs,
+                                         const std::vector<TensorMeta>& metas, std::string_view fx_name) {
+  const std::string label = std::string(op_type) + " (FX node `" + std::string(fx_name) + "`)";
+  for (const Input& in : inputs) {
+    if (in.id != Value::kNone && in.id >= graph_.num_values()) {
+      throw ConvertError(label + ": an input refers to graph value " + std::to_string(in.id) + ", which does not exist");
+    }
+  }
+  std::vector<GraphId> subgraphs;
+  for (const Attr& a : attrs) {
+    if (a.kind != Attr::Kind::Graph) continue;
+    if (a.int_value < 1 || static_cast<size_t>(a.int_value) > graph_.num_subgraphs() ||
+        graph_.subgraph(static_cast<GraphId>(a.int_value)).parent != builder_.insertion_graph()) {
+      throw ConvertError(label + ": attribute `" + a.name + "` names no subgraph ended in this graph");
+    }
+    // Two owners (or two attributes) would write the subgraph twice, each copy defining the
+    // same value names.
+    const auto id = static_cast<GraphId>(a.int_value);
+    if ((id < owned_.size() && owned_[id]) || std::find(subgraphs.begin(), subgraphs.end(), id) != subgraphs.end()) {
+      throw ConvertError(label + ": attribute `" + a.name + "` names a subgraph another node or attribute owns");
+    }
+    subgraphs.push_back(id);
+  }
+  std::vector<Value> outs;
+  try {
+    outs = builder_.op_n(op_type, inputs, attrs, static_cast<int>(metas.size()));
+  } catch (const ConvertError& e) {
+    throw ConvertError(label + ": " + e.what());
+  }
+  owned_.resize(graph_.num_subgraphs() + 1, false);
+  for (const GraphId id : subgraphs) owned_[id] = true;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
+    graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
+  }
+  return outs;
+}
+
 void Session::set_meta(Value v, const TensorMeta& meta) {
   if (meta.dtype != ScalarType::Undefined) graph_.set_dtype(v, meta.dtype);
   graph_.set_shape(v, meta.shape);
@@ -155,6 +239,7 @@ void Session::set_scope(uint32_t scope) {
 }
 
 PassStats Session::finish() {
+  if (!open_subgraphs_.empty()) throw ConvertError("a subgraph was begun and not ended");
   graph_.set_scope(0);
   const PassStats stats = optimize(graph_);
   if (scopes_.size() > 1) outlined_ = outline_functions(graph_, scopes_);

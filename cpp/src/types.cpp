@@ -184,5 +184,10 @@ Attr Attr::strings(std::string n, std::vector<std::string> v) {
   a.string_values = std::move(v);
   return a;
 }
+Attr Attr::graph(std::string n, uint32_t subgraph) {
+  Attr a = named(std::move(n), Kind::Graph);
+  a.int_value = subgraph;
+  return a;
+}
 
 }  // namespace fastonnx

@@ -22,6 +22,24 @@ def _plain_signature(sig: inspect.Signature) -> str:
                            return_annotation=sig.empty))
 
 
+# torch.onnx.export's arguments that fastonnx.export does not take, and what to do instead (the
+# README's table of differences says the same). An error, not an ignored keyword: each changes
+# what torch.onnx would write, so silently dropping it would hand back another model.
+TORCH_ONNX_ONLY = {
+    "dynamo": "fastonnx always traces with torch.export (torch.onnx's dynamo=True front end); drop it",
+    "optimize": "fastonnx always folds constants and removes dead, duplicate and identity nodes; drop it",
+    "do_constant_folding": "fastonnx always folds constants; drop it",
+    "custom_translation_table": "register a converter per op with fastonnx.register_converter(op, fn)",
+    "operator_export_type": "fastonnx writes standard ONNX ops (and custom domains of registered converters); "
+                            "an op without a converter raises UnsupportedOpsError",
+    "profile": "the result's `timings` and report=True give the time of each phase",
+    "dump_exported_program": "the result's `exported_program` is the traced program",
+    "artifacts_dir": "report= takes the path of the report",
+    "fallback": "there is no TorchScript fallback; UnsupportedOpsError lists what is missing",
+    "autograd_inlining": "TorchScript only; torch.export always inlines",
+}
+
+
 def checked_call(fn):
     """Makes a call that does not fit ``fn``'s signature (an unknown keyword, too many
     positional arguments) an ``ArgumentError`` that names what fits."""
@@ -62,6 +80,9 @@ def _explain(name: str, sig: inspect.Signature, kwargs: dict, error: TypeError) 
         return f"{error}; the signature is {name}{_plain_signature(sig)}"
     lines = []
     for k in unknown:
+        if k in TORCH_ONNX_ONLY:
+            lines.append(f"`{k}` is a torch.onnx.export argument fastonnx does not take: {TORCH_ONNX_ONLY[k]}")
+            continue
         close = [p for p in keywords if p.startswith(k)] or difflib.get_close_matches(k, keywords, n=1)
         lines.append(f"`{k}` is not an argument of fastonnx.{name}" + (f"; did you mean `{close[0]}`?" if close else ""))
     lines.append(f"it accepts: {', '.join(keywords)} (a subset of torch.onnx.export's)")

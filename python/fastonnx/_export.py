@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter
@@ -14,6 +15,7 @@ from torch.onnx import TrainingMode
 
 from . import _C, _report
 from ._calls import check_weights_have_data, checked_call, one_at_a_time
+from ._control_flow import Body, collect_bodies
 from ._decompose import Decomposer, copy_graph, decomposition_of
 from ._dynamic import resolve as resolve_dynamic
 from ._files import check_writable, write_atomically
@@ -21,7 +23,7 @@ from ._functions import ModuleScopes, check_selection
 from ._lower import Lowering, aten_histogram, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
 from ._progress import Progress
-from ._trace import functionalize, needs_functionalization, trace
+from ._trace import functionalize, program_needs_functionalization, trace
 from .errors import ArgumentError, ConversionError, ExportError, UnsupportedOpsError, VerificationError
 
 __version__ = "0.1.0"
@@ -100,7 +102,7 @@ def export(
     tensor is wrapped in a tuple), ``kwargs`` the keyword inputs, ``f`` where to write the model
     (atomically; nothing is written when ``f`` is None), ``input_names``/``output_names`` name
     the graph's inputs and outputs in order (a shorter list names the first ones),
-    ``opset_version`` the ONNX opset (13 to 23, default 18).
+    ``opset_version`` the ONNX opset (13 to 28, default 18).
 
     ``dynamic_shapes`` gives the dynamic dimensions in torch.export's form (``Dim``,
     ``Dim.AUTO``/``Dim.DYNAMIC`` or a name per dimension), ``dynamic_axes`` in torch.onnx's
@@ -121,9 +123,10 @@ def export(
     submodule is a node calling a FunctionProto of domain ``"fastonnx.functions"`` named after the
     class's qualified name (``torch.nn.modules.linear.Linear``). Calls whose bodies are equal
     (same ops, attributes, input types and constants) share one function; one whose body differs
-    gets a function of its own, suffixed ``_1``, ``_2``... Weights become function inputs. A
-    selected module inside another is a function that the outer function calls. ``False`` (the
-    default) inlines everything.
+    gets a function of its own, suffixed ``_1``, ``_2``... (so does each call of a module whose
+    body holds control flow). Weights become function inputs. A selected module inside another is
+    a function that the outer function calls; inside a control-flow branch or loop body, modules
+    stay inlined in the subgraph. ``False`` (the default) inlines everything.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
@@ -208,27 +211,26 @@ class _Exporter:
         check_weights_have_data(ep)
 
         t0 = time.perf_counter()
-        if needs_functionalization(ep.graph):
+        if program_needs_functionalization(ep):
             ep = functionalize(ep)
         timings["functionalize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        graph, attribute = ep.graph, None
-        if any(_needs_decomposition(n) for n in graph.nodes):
-            decomposer = Decomposer(copy_graph(graph), is_mapped)
-            decomposer.run()
-            graph, attribute = decomposer.graph, decomposer.attribute
-            self.decomposed = Counter({str(op): n for op, n in decomposer.decomposed.items()})
+        main = self._prepare(ep.graph, ep.graph_module)
+        graph, attribute, live = main.graph, main.attribute, main.live
+        # The functions of control-flow ops (cond branches, loop bodies), prepared the same way.
+        bodies = collect_bodies(graph, live, main.attribute, lambda module: self._prepare(module.graph, module))
         timings["decompose"] = time.perf_counter() - t0
 
-        live = live_nodes(graph)
         self.aten_ops = aten_histogram(graph, live)
-        check_supported(graph, live)
+        for body in bodies.values():
+            self.aten_ops += aten_histogram(body.graph, body.live)
+        check_supported(graph, live, bodies.values())
         session = _C.Session(self.opset, keep_initializers_as_inputs)
         for domain, version in custom_opsets.items():
             session.set_domain_version(domain, version)
         scopes = ModuleScopes(session, functions) if functions else None
-        lowering = Lowering(ep, session, graph, live, attribute, self.opset, scopes)
+        lowering = Lowering(ep, session, graph, live, attribute, self.opset, bodies, scopes)
         t0 = time.perf_counter()
         lowering.add_placeholders(input_names, dim_names, export_params)
         if input_names is not None and len(input_names) > len(lowering.input_names):
@@ -252,6 +254,17 @@ class _Exporter:
         timings["passes"] = time.perf_counter() - t0
         return ExportResult(native, self.opset, lowering.input_names, outputs, ep, timings,
                             model=model if isinstance(model, torch.nn.Module) else None)
+
+    def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> Body:
+        """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that
+        have no converter decomposed (in a copy, when any has), and its live nodes."""
+        attribute = functools.partial(getattr, module)
+        if any(_needs_decomposition(n) for n in graph.nodes):
+            decomposer = Decomposer(copy_graph(graph), is_mapped)
+            decomposer.run()
+            graph, attribute = decomposer.graph, decomposer.attribute
+            self.decomposed += Counter({str(op): n for op, n in decomposer.decomposed.items()})
+        return Body(graph, attribute, live_nodes(graph))
 
     def write_report(self, model, path: Path, result: ExportResult | None = None, error: Exception | None = None):
         text = _report.render(

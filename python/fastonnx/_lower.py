@@ -21,6 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
 
 from . import _C
+from ._control_flow import LOWERINGS, Body, is_control_flow
 from ._custom import GraphContext, Value, converter_for, is_registered
 from ._decompose import DECOMPOSED_FROM
 from ._dtypes import dtype_code
@@ -140,7 +141,7 @@ def symbolic_op(target) -> tuple[torch._ops.OpOverload, dict] | None:
 
 def is_mapped(target) -> bool:
     """Whether the lowering converts nodes of this target (without decomposing them)."""
-    if target in _DROPPED or is_registered(target):
+    if target in _DROPPED or is_registered(target) or is_control_flow(target):
         return True
     sym = symbolic_op(target)
     if sym is not None:
@@ -217,18 +218,20 @@ def live_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return live
 
 
-def check_supported(graph: torch.fx.Graph, live: set[torch.fx.Node]) -> None:
-    """Raise one error naming every op of the graph that has no converter (after decomposition:
-    these have neither a converter nor a decomposition)."""
+def check_supported(graph: torch.fx.Graph, live: set[torch.fx.Node], bodies=()) -> None:
+    """Raise one error naming every op of the graph, and of the functions of its control flow
+    (``Body``s), that has no converter (after decomposition: these have neither a converter nor
+    a decomposition)."""
     missing: Counter = Counter()
     first: dict = {}
-    for n in graph.nodes:
-        if n.op != "call_function" or n.target is operator.getitem or n not in live:
-            continue
-        if is_mapped(n.target) or _static_number(n.meta.get("val")) is not None:
-            continue
-        missing[n.target] += 1
-        first.setdefault(n.target, n)
+    for g, alive in [(graph, live), *((b.graph, b.live) for b in bodies)]:
+        for n in g.nodes:
+            if n.op != "call_function" or n.target is operator.getitem or n not in alive:
+                continue
+            if is_mapped(n.target) or _static_number(n.meta.get("val")) is not None:
+                continue
+            missing[n.target] += 1
+            first.setdefault(n.target, n)
     if missing:
         raise UnsupportedOpsError(
             [
@@ -246,12 +249,16 @@ def check_supported(graph: torch.fx.Graph, live: set[torch.fx.Node]) -> None:
 
 class Lowering:
     """Converts ``graph`` (the program's own, or a decomposed copy whose get_attr nodes
-    ``attribute`` resolves) into the session's ONNX graph."""
+    ``attribute`` resolves) into the session's ONNX graph. ``bodies`` are the prepared functions
+    of its control-flow ops (by submodule); one missing is lowered as traced."""
 
     def __init__(self, ep: ExportedProgram, session: _C.Session, graph: torch.fx.Graph, live: set[torch.fx.Node],
-                 attribute=None, opset: int = _C.DEFAULT_OPSET, scopes: ModuleScopes | None = None):
+                 attribute=None, opset: int = _C.DEFAULT_OPSET, bodies: dict | None = None,
+                 scopes: ModuleScopes | None = None):
         self.ep = ep
-        self.scopes = scopes  # export_modules_as_functions: the module call of each node
+        # export_modules_as_functions: the module call of each node of the model's own graph (the
+        # nodes of a control-flow function stay in the scope of the op that owns them).
+        self.scopes, self.model_graph, self.scope = scopes, graph, 0
         self.opset = opset
         self.keep_alive: list = []  # tensors Python converters made constants of
         self.session = session
@@ -262,6 +269,35 @@ class Lowering:
         self.input_names: list[str] = []
         self.shared: dict[tuple, object] = {}  # storage, layout -> initializer
         self.symbol_names: dict[sympy.Symbol, sympy.Symbol] = {}  # torch's size symbols -> ONNX names
+        self.bodies: dict = dict(bodies or {})
+
+    def body(self, module: torch.fx.GraphModule) -> Body:
+        if module not in self.bodies:
+            self.bodies[module] = Body(module.graph, functools.partial(getattr, module), live_nodes(module.graph))
+        return self.bodies[module]
+
+    def lower_body(self, body: Body, bindings: list) -> list:
+        """Converts the nodes of a control-flow function into the graph being built (the session's
+        innermost open subgraph), its placeholders bound to ``bindings`` in order; returns what it
+        returns."""
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(bindings):
+            raise ConversionError(f"a function of a control-flow op takes {len(placeholders)} inputs; it was given "
+                                  f"{len(bindings)}")
+        saved = self.graph, self.live, self.attribute, self.env
+        self.graph, self.live, self.attribute = body.graph, body.live, body.attribute
+        self.env = dict(zip(placeholders, bindings))
+        try:
+            self.convert_nodes()
+            output = next(n for n in reversed(body.graph.nodes) if n.op == "output")
+            results = output.args[0]
+            return [self._encode(r) for r in (results if isinstance(results, (list, tuple)) else [results])]
+        finally:
+            self.graph, self.live, self.attribute, self.env = saved
+
+    def meta(self, value) -> tuple[int, list] | None:
+        """(dtype code, shape) of a node's value, as the session takes it."""
+        return _meta(value, self.dim_name)
 
     def _encode(self, a):
         if isinstance(a, torch.fx.Node):
@@ -364,7 +400,7 @@ class Lowering:
 
     def convert_nodes(self, advance=None) -> None:
         """Converts every live node; ``advance(n)`` is told every few hundred nodes."""
-        done, scope = 0, 0
+        done = 0
         for node in self.graph.nodes:
             if node not in self.live:
                 continue
@@ -389,9 +425,11 @@ class Lowering:
                 self.env[node] = number
                 continue
             metas = [_meta(v, self.dim_name) for v in val] if isinstance(val, (list, tuple)) else [_meta(val, self.dim_name)]
-            if self.scopes is not None and (node_scope := self.scopes.scope_of(node)) != scope:
-                scope = node_scope
-                self.session.set_scope(scope)
+            if self.scopes is not None and self.graph is self.model_graph:
+                self._enter_scope(self.scopes.scope_of(node))
+            if is_control_flow(node.target):
+                self.env[node] = LOWERINGS[node.target](self, node, metas)
+                continue
             python_converter = converter_for(node.target, self.opset)
             if python_converter is not None:
                 self.env[node] = self._convert_in_python(node, python_converter, metas)
@@ -399,8 +437,13 @@ class Lowering:
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
             self.env[node] = self._convert(node, target, args, kwargs, metas)
-        if scope != 0:
-            self.session.set_scope(0)
+        if self.graph is self.model_graph:
+            self._enter_scope(0)
+
+    def _enter_scope(self, scope: int) -> None:
+        if scope != self.scope:
+            self.scope = scope
+            self.session.set_scope(scope)
 
     def _convert_in_python(self, node: torch.fx.Node, fn, metas: list):
         """A node whose op has a registered Python converter: ``fn(g, *args, **kwargs)`` with the

@@ -22,6 +22,17 @@ def _histogram(title: str, counts: Counter) -> list[str]:
     return [f"\n## {title}\n", *_table(("op", "count"), counts.most_common())]
 
 
+def _nodes(graph) -> list:
+    """The nodes of a GraphProto and of the subgraphs in their attributes (If, Loop, Scan)."""
+    out = []
+    for node in graph.node:
+        out.append(node)
+        for a in node.attribute:
+            if a.HasField("g"):
+                out += _nodes(a.g)
+    return out
+
+
 def render(*, model_name: str, opset: int, timings: dict[str, float], aten_ops: Counter, decomposed: Counter,
            proto=None, pass_stats: dict | None = None, error: Exception | None = None) -> str:
     import fastonnx
@@ -38,9 +49,10 @@ def render(*, model_name: str, opset: int, timings: dict[str, float], aten_ops: 
             return ", ".join(out)
 
         weights = sum(len(t.raw_data) for t in proto.graph.initializer)
+        nodes = _nodes(proto.graph)
         lines += [f"- inputs: {describe(proto.graph.input)}",
                   f"- outputs: {describe(proto.graph.output)}",
-                  f"- {len(proto.graph.node)} ONNX nodes, {len(proto.graph.initializer)} initializers "
+                  f"- {len(nodes)} ONNX nodes, {len(proto.graph.initializer)} initializers "
                   f"({weights / 2**20:.1f} MiB)"]
     if pass_stats:
         lines.append("- passes: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in pass_stats.items()))
@@ -55,7 +67,7 @@ def render(*, model_name: str, opset: int, timings: dict[str, float], aten_ops: 
     lines += _histogram("ATen ops converted", aten_ops)
     lines += _histogram("Decomposed with PyTorch's decompositions (no converter of their own)", decomposed)
     if proto is not None:
-        lines += _histogram("ONNX ops written", Counter(n.op_type for n in proto.graph.node))
+        lines += _histogram("ONNX ops written", Counter(n.op_type for n in nodes))
     return "\n".join(lines) + "\n"
 
 

@@ -82,6 +82,13 @@ def needs_functionalization(graph: torch.fx.Graph) -> bool:
     return False
 
 
+def program_needs_functionalization(ep: ExportedProgram) -> bool:
+    """needs_functionalization of the program's graph or of a function of its control flow (the
+    submodules cond, while_loop and scan call); functionalize() rewrites those too."""
+    return any(needs_functionalization(m.graph) for m in ep.graph_module.modules()
+               if isinstance(m, torch.fx.GraphModule))
+
+
 def functionalize(ep: ExportedProgram) -> ExportedProgram:
     # An empty decomposition table: functionalize, decompose nothing.
     return ep.run_decompositions({})

@@ -22,19 +22,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fastonnx import _C
+from support import OPSET_MATRIX
 from torch.testing import make_tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
 aten = torch.ops.aten
 
 PARITY_DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)
-# The target opsets every sample runs at: the oldest fastonnx writes, the ones torch.onnx users
-# pin most (17, 18 the default), 21, and the newest. FASTONNX_PARITY_OPSETS=18 (or 13,23)
+# Every sample runs at each opset of support.OPSET_MATRIX; FASTONNX_PARITY_OPSETS=18 (or 13,28)
 # narrows the run while working on a family.
-DEFAULT_OPSETS = (_C.MIN_OPSET, 17, _C.DEFAULT_OPSET, 21, _C.MAX_OPSET)
 PARITY_OPSETS = tuple(
-    int(v) for v in (os.environ.get("FASTONNX_PARITY_OPSETS") or ",".join(map(str, DEFAULT_OPSETS))).split(",")
+    int(v) for v in (os.environ.get("FASTONNX_PARITY_OPSETS") or ",".join(map(str, OPSET_MATRIX))).split(",")
 )
 # Samples run per row and dtype, spread over the OpInfo's argument grid: float32 is the reference
 # dtype and gets the most; the others check typing rules more than arithmetic.

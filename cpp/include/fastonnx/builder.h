@@ -29,6 +29,10 @@ class Builder {
 
   int opset() const { return opset_; }
 
+  // The graph new nodes go to: the main graph, or the subgraph the session is building.
+  void set_insertion_graph(GraphId graph) { insertion_graph_ = graph; }
+  GraphId insertion_graph() const { return insertion_graph_; }
+
   // ONNX nodes. The element type of each output follows ONNX's type constraints (onnx_types.h).
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
@@ -106,6 +110,7 @@ class Builder {
 
   Graph& g_;
   int opset_;
+  GraphId insertion_graph_ = kMainGraph;
   // Scalar constants by value id, so a cast of one makes a constant of the new type instead
   // of a Cast node.
   std::unordered_map<uint32_t, Scalar> scalars_;

@@ -20,6 +20,10 @@ namespace fastonnx {
 using StrId = uint32_t;  // 0 is the empty string
 using NodeId = uint32_t;
 constexpr NodeId kNoNode = 0xFFFFFFFFu;
+// Which graph a node belongs to: the main graph, or a subgraph (the body of an If branch, a
+// Loop or a Scan), numbered from 1.
+using GraphId = uint32_t;
+constexpr GraphId kMainGraph = 0;
 
 class StringPool {
  public:
@@ -57,7 +61,18 @@ struct Node {
   uint32_t inputs_begin = 0, n_inputs = 0;
   uint32_t outputs_begin = 0, n_outputs = 0;
   uint32_t attrs_begin = 0, n_attrs = 0;
+  GraphId graph = kMainGraph;
   bool dead = false;
+};
+
+// A subgraph shares the arena of the main graph: its nodes are the arena's nodes tagged with its
+// id, so value names are unique across every scope (as ONNX requires of values a subgraph reads
+// from outside, which it names) and a value of an enclosing graph is used by its id. A
+// subgraph's nodes come before the node that owns it, after every outer value they read, so the
+// arena's node order stays topological across graphs.
+struct Subgraph {
+  GraphId parent = kMainGraph;
+  std::vector<uint32_t> inputs, outputs;
 };
 
 // Tensor bytes that the graph borrows: `owner` keeps the memory alive (a torch tensor, or a
@@ -86,10 +101,11 @@ class Graph {
   size_t num_values() const { return values_.size(); }
 
   NodeId add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
-                  uint32_t n_outputs, const Attrs& attrs);
-  // A node that takes over producing `outputs`, values of nodes moved into a local function
-  // (the call of that function); the values' consumers are unchanged. `inputs` and `outputs`
-  // must not view this graph's edges (inputs(), outputs()): adding the node moves them.
+                  uint32_t n_outputs, const Attrs& attrs, GraphId graph = kMainGraph);
+  // A node of the main graph that takes over producing `outputs`, values of nodes moved into a
+  // local function (the call of that function); the values' consumers are unchanged. `inputs`
+  // and `outputs` must not view this graph's edges (inputs(), outputs()): adding the node moves
+  // them.
   NodeId add_call(std::string_view op_type, std::string_view domain, std::span<const uint32_t> inputs,
                   std::span<const uint32_t> outputs);
   const Node& node(NodeId n) const { return nodes_[n]; }
@@ -128,6 +144,13 @@ class Graph {
   Value alias_initializer(Value source, std::span<const Dim> dims);
   void add_output(Value v) { outputs_.push_back(v.id); }
 
+  // Subgraphs (see Subgraph): a new empty one inside `parent`, its formal inputs and outputs.
+  GraphId add_subgraph(GraphId parent);
+  Value add_subgraph_input(GraphId graph, std::string_view name, ScalarType dtype, std::span<const Dim> dims);
+  void add_subgraph_output(GraphId graph, Value v) { subgraphs_[graph - 1].outputs.push_back(v.id); }
+  const Subgraph& subgraph(GraphId graph) const { return subgraphs_[graph - 1]; }
+  size_t num_subgraphs() const { return subgraphs_.size(); }
+
   const std::vector<uint32_t>& graph_inputs() const { return inputs_; }
   const std::vector<uint32_t>& graph_outputs() const { return outputs_; }
   const std::vector<Initializer>& initializers() const { return initializers_; }
@@ -145,6 +168,7 @@ class Graph {
   std::vector<Attr> attrs_;
   std::vector<uint32_t> inputs_, outputs_;
   std::vector<Initializer> initializers_;
+  std::vector<Subgraph> subgraphs_;  // subgraph id - 1
   std::vector<int32_t> initializer_of_;  // value id -> index in initializers_, or -1
   std::unordered_map<StrId, uint32_t> name_counters_;
   std::vector<bool> used_names_;  // indexed by StrId

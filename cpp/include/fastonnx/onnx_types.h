@@ -11,8 +11,12 @@
 
 namespace fastonnx {
 
+// The group of a variadic input whose items each have their own type (Loop's and Scan's carried
+// values), so no type is shared.
+constexpr uint8_t kOwnTypes = 0xFF;
+
 struct FormalInput {
-  uint8_t group;     // inputs of one group share an element type (an ONNX type parameter)
+  uint8_t group;     // inputs of one group share an element type (an ONNX type parameter), or kOwnTypes
   uint64_t allowed;  // bit i set: ScalarType i is allowed
   bool variadic;
 };

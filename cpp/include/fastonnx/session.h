@@ -30,10 +30,24 @@ class Session {
   // Converts one FX node; its outputs take `fx_name` and the recorded metadata.
   std::vector<Value> convert(int op_id, const Args& args, std::vector<TensorMeta> metas, std::string_view fx_name);
   void set_outputs(const std::vector<std::pair<Value, std::string>>& outputs);
+
+  // Control flow. begin_subgraph() opens a subgraph inside the graph being built, and nodes go
+  // to it until end_subgraph(), which sets its outputs and returns its id for a Graph attribute
+  // of the node that owns it (made next, by control_flow). A subgraph reads values of the
+  // graphs around it by their ids, as ONNX's subgraphs read outer values by name.
+  void begin_subgraph();
+  Value add_subgraph_input(std::string_view name, const TensorMeta& meta);
+  GraphId end_subgraph(const std::vector<Value>& outputs);
+  // An If, Loop or Scan node whose Graph attributes name subgraphs just ended; its outputs take
+  // `fx_name` and torch's metadata (their element types follow the subgraphs, which ONNX's type
+  // constraints do not say).
+  std::vector<Value> control_flow(std::string_view op_type, const Inputs& inputs, const Attrs& attrs,
+                                  const std::vector<TensorMeta>& metas, std::string_view fx_name);
   // A call of the submodule at `module_path` whose nodes become a call of the local function
   // `function_name`, inside the scope `parent` (0: the model itself); returns its scope id.
   uint32_t add_scope(std::string function_name, std::string module_path, uint32_t parent);
-  // The scope of the nodes converted from now on (0: the model itself).
+  // The scope of the nodes converted from now on (0: the model itself); a subgraph's nodes go
+  // with the node that owns it, whatever their scope.
   void set_scope(uint32_t scope);
   // Runs the passes, then outlines the scopes into local functions; the graph is final afterwards.
   PassStats finish();
@@ -70,6 +84,8 @@ class Session {
   int opset_;
   bool keep_initializers_as_inputs_;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
+  std::vector<GraphId> open_subgraphs_;  // innermost last
+  std::vector<bool> owned_;                // by subgraph id: a node owns it already
   std::vector<Scope> scopes_{Scope{}};  // scopes_[0]: the model itself
   Outlined outlined_;
 };

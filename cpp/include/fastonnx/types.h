@@ -107,9 +107,10 @@ class ConvertError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// An ONNX attribute.
+// An ONNX attribute. A Graph attribute (an If branch, a Loop or Scan body) holds the id of a
+// subgraph of the same Graph in `int_value`.
 struct Attr {
-  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings };
+  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Graph };
   std::string name;
   Kind kind = Kind::Int;
   int64_t int_value = 0;
@@ -126,6 +127,7 @@ struct Attr {
   static Attr ints(std::string n, std::vector<int64_t> v);
   static Attr floats(std::string n, std::vector<double> v);
   static Attr strings(std::string n, std::vector<std::string> v);
+  static Attr graph(std::string n, uint32_t subgraph);
 };
 using Attrs = std::vector<Attr>;
 
