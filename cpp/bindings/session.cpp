@@ -191,6 +191,7 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
 }  // namespace
 
 void init_session(py::module_& m) {
+  m.attr("FUNCTION_DOMAIN") = kFunctionDomain;
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
 
   py::class_<Model>(m, "Model")
@@ -349,6 +350,9 @@ void init_session(py::module_& m) {
           "value_dtype", [](Session& s, const ValueRef& ref) { return static_cast<int>(s.builder().dtype(Value{ref.id})); },
           py::arg("value"))
       .def("set_domain_version", &Session::set_domain_version, py::arg("domain"), py::arg("version"))
+      .def("add_scope", &Session::add_scope, py::arg("function_name"), py::arg("module_path"), py::arg("parent"),
+           "A module call whose nodes become a call of a local function; returns its scope id.")
+      .def("set_scope", &Session::set_scope, py::arg("scope"), "The scope of the nodes converted from now on.")
       .def_readonly("convert_seconds", &Session::convert_seconds)
       .def(
           "finish",

@@ -60,6 +60,21 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
   n.n_attrs = static_cast<uint32_t>(attrs.size());
   attrs_.insert(attrs_.end(), attrs.begin(), attrs.end());
   nodes_.push_back(n);
+  node_scopes_.push_back(scope_);
+  return id;
+}
+
+NodeId Graph::add_call(std::string_view op_type, std::string_view domain, std::span<const uint32_t> inputs,
+                       std::span<const uint32_t> outputs) {
+  const NodeId id = add_node(op_type, domain, {}, 0, {});
+  Node& n = nodes_[id];
+  n.inputs_begin = static_cast<uint32_t>(edges_.size());
+  n.n_inputs = static_cast<uint32_t>(inputs.size());
+  edges_.insert(edges_.end(), inputs.begin(), inputs.end());
+  n.outputs_begin = static_cast<uint32_t>(edges_.size());
+  n.n_outputs = static_cast<uint32_t>(outputs.size());
+  edges_.insert(edges_.end(), outputs.begin(), outputs.end());
+  for (uint32_t v : outputs) values_[v].producer = id;
   return id;
 }
 
@@ -118,6 +133,8 @@ void Graph::name_all() {
     if (n.name == 0 && !n.dead) n.name = unique_name(std::string(strings.str(n.op_type)));
   }
 }
+
+void Graph::name_node(NodeId n, std::string_view base) { nodes_[n].name = unique_name(base); }
 
 Value Graph::add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims) {
   Value v = add_value(dtype);

@@ -36,6 +36,34 @@ void remove_dead_nodes(Graph& g) {
 
 namespace {
 
+void append_raw(std::string& key, const void* p, size_t n) { key.append(static_cast<const char*>(p), n); }
+template <typename T>
+void append(std::string& key, T v) {
+  append_raw(key, &v, sizeof(T));
+}
+
+}  // namespace
+
+void append_attr_key(std::string& key, const Attr& a) {
+  key += a.name;
+  append(key, a.kind);
+  append(key, a.int_value);
+  append(key, a.float_value);
+  append(key, a.string_value.size());
+  key += a.string_value;
+  append(key, a.int_values.size());
+  append_raw(key, a.int_values.data(), a.int_values.size() * sizeof(int64_t));
+  append(key, a.float_values.size());
+  append_raw(key, a.float_values.data(), a.float_values.size() * sizeof(double));
+  append(key, a.string_values.size());
+  for (const std::string& v : a.string_values) {
+    append(key, v.size());
+    key += v;
+  }
+}
+
+namespace {
+
 // Small constants made by converters (scalars, axes lists) are merged when equal; weights keep
 // their names and are left alone.
 constexpr size_t kMergeableConstantBytes = 1024;
@@ -45,12 +73,6 @@ std::string_view op_of(const Graph& g, NodeId n) { return g.strings.str(g.node(n
 // Ops whose outputs differ between two evaluations on the same inputs.
 bool is_random(std::string_view op) {
   return op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial" || op == "Dropout";
-}
-
-void append_raw(std::string& key, const void* p, size_t n) { key.append(static_cast<const char*>(p), n); }
-template <typename T>
-void append(std::string& key, T v) {
-  append_raw(key, &v, sizeof(T));
 }
 
 class Optimizer {
@@ -274,19 +296,12 @@ class Optimizer {
     append(key, node.op_type);
     append(key, node.domain);
     append(key, node.n_outputs);
+    // Nodes of two module calls that become local functions stay apart: merged, one call would
+    // compute a value for the other, and the calls' bodies would differ.
+    append(key, g_.scope(n));
     for (uint32_t v : g_.inputs(n)) append(key, v);
     append(key, uint32_t{0xFFFFFFFFu});
-    for (const Attr& a : g_.attrs(n)) {
-      key += a.name;
-      append(key, a.kind);
-      append(key, a.int_value);
-      append(key, a.float_value);
-      key += a.string_value;
-      append(key, a.int_values.size());
-      append_raw(key, a.int_values.data(), a.int_values.size() * sizeof(int64_t));
-      append(key, a.float_values.size());
-      append_raw(key, a.float_values.data(), a.float_values.size() * sizeof(double));
-    }
+    for (const Attr& a : g_.attrs(n)) append_attr_key(key, a);
     auto [it, inserted] = seen_.emplace(std::move(key), n);
     if (inserted) return false;
     const auto outs = g_.outputs(n), earlier = g_.outputs(it->second);

@@ -11,11 +11,12 @@ namespace fastonnx {
 namespace {
 
 // Field numbers from onnx/onnx.proto.
-namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, producer_version = 3, graph = 7, opset_import = 8 }; }
+namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, producer_version = 3, graph = 7, opset_import = 8, functions = 25 }; }
+namespace function_f { enum : uint32_t { name = 1, input = 4, output = 5, node = 7, opset_import = 9, domain = 10 }; }
 namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 }; }
 namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
-namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, g = 6, floats = 7, ints = 8, strings = 9, type = 20 }; }
-namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, GRAPH = 5, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
+namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, type = 20 }; }
+namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, GRAPH = 5, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
 namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 }; }
 namespace entry_f { enum : uint32_t { key = 1, value = 2 }; }
 constexpr uint64_t kDataLocationExternal = 1;
@@ -137,10 +138,11 @@ ProtoMessage tensor(const Graph& g, const Initializer& init, ExternalData* exter
   return m;
 }
 
-// Writes the main graph and, inside the attributes of the nodes that own them, its subgraphs.
+// Writes the main graph and, inside the attributes of the nodes that own them, its subgraphs;
+// the nodes of local functions too (`outlined`: the functions and the main graph's order).
 class GraphWriter {
  public:
-  explicit GraphWriter(const Graph& g)
+  GraphWriter(const Graph& g, const Outlined* outlined)
       : g_(g), nodes_of_(g.num_subgraphs() + 1), used_(g.num_values(), false), is_output_(g.num_values(), false) {
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       const Node& node = g.node(n);
@@ -150,6 +152,7 @@ class GraphWriter {
         if (in != Value::kNone) used_[in] = true;
       }
     }
+    if (outlined != nullptr) nodes_of_[kMainGraph] = outlined->main_order;
     for (uint32_t out : g.graph_outputs()) used_[out] = is_output_[out] = true;
     for (GraphId sub = 1; sub <= g.num_subgraphs(); ++sub) {
       for (uint32_t out : g.subgraph(sub).outputs) used_[out] = is_output_[out] = true;
@@ -175,7 +178,17 @@ class GraphWriter {
     }
   }
 
- private:
+  // Appends the nodes of the subgraphs node `n` owns, nested ones included.
+  void add_subgraph_nodes(NodeId n, std::vector<NodeId>& out) const {
+    for (const Attr& a : g_.attrs(n)) {
+      if (a.kind != Attr::Kind::Graph) continue;
+      for (NodeId inner : nodes_of_[static_cast<GraphId>(a.int_value)]) {
+        out.push_back(inner);
+        add_subgraph_nodes(inner, out);
+      }
+    }
+  }
+
   ProtoMessage node(NodeId n) const {
     const Node& node = g_.node(n);
     ProtoMessage m;
@@ -191,6 +204,7 @@ class GraphWriter {
     return m;
   }
 
+ private:
   ProtoMessage subgraph(GraphId id, const std::string& name) const {
     ProtoMessage graph;
     add_nodes(graph, id);
@@ -206,11 +220,63 @@ class GraphWriter {
   std::vector<bool> used_, is_output_;
 };
 
+ProtoMessage opset_import(std::string_view domain, int64_t version) {
+  ProtoMessage m;
+  m.bytes_field(opset_f::domain, domain);
+  m.int64_field(opset_f::version, version);
+  return m;
+}
+
+// OperatorSetIdProtos of the domains other than ONNX's that `nodes` use, in order of first use.
+std::vector<ProtoMessage> custom_opset_imports(const Graph& g, const ModelInfo& info, const std::vector<NodeId>& nodes) {
+  std::vector<StrId> domains;
+  std::vector<ProtoMessage> out;
+  for (NodeId n : nodes) {
+    const StrId domain = g.node(n).domain;
+    if (domain == 0 || std::find(domains.begin(), domains.end(), domain) != domains.end()) continue;
+    domains.push_back(domain);
+    int64_t version = 1;
+    for (const auto& [name, v] : info.domain_versions) {
+      if (name == g.strings.str(domain)) version = v;
+    }
+    out.push_back(opset_import(g.strings.str(domain), version));
+  }
+  return out;
+}
+
+// A FunctionProto: its small constants as Constant nodes, then its body.
+ProtoMessage function(const Graph& g, const ModelInfo& info, const GraphWriter& writer, const LocalFunction& f) {
+  ProtoMessage m;
+  m.bytes_field(function_f::name, f.name);
+  for (uint32_t in : f.inputs) m.bytes_field(function_f::input, g.name(Value{in}));
+  for (uint32_t out : f.outputs) m.bytes_field(function_f::output, g.name(Value{out}));
+  for (uint32_t c : f.constants) {
+    ProtoMessage value;
+    value.bytes_field(attr_f::name, "value");
+    value.message_field(attr_f::t, tensor(g, *g.initializer(Value{c}), nullptr));
+    value.varint_field(attr_f::type, attr_type::TENSOR);
+    ProtoMessage node;
+    node.bytes_field(node_f::output, g.name(Value{c}));
+    node.bytes_field(node_f::op_type, "Constant");
+    node.message_field(node_f::attribute, value);
+    m.message_field(function_f::node, node);
+  }
+  std::vector<NodeId> nodes = f.body;  // and the nodes of their subgraphs, for the opset imports
+  for (NodeId n : f.body) {
+    m.message_field(function_f::node, writer.node(n));
+    writer.add_subgraph_nodes(n, nodes);
+  }
+  m.message_field(function_f::opset_import, opset_import("", info.opset));
+  for (const ProtoMessage& custom : custom_opset_imports(g, info, nodes)) m.message_field(function_f::opset_import, custom);
+  m.bytes_field(function_f::domain, kFunctionDomain);
+  return m;
+}
+
 }  // namespace
 
 ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external) {
   g.name_all();
-  const GraphWriter writer(g);
+  const GraphWriter writer(g, info.outlined);
   ProtoMessage graph;
   writer.add_nodes(graph, kMainGraph);
   graph.bytes_field(graph_f::name, info.graph_name);
@@ -228,24 +294,18 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   model.bytes_field(model_f::producer_name, info.producer_name);
   model.bytes_field(model_f::producer_version, info.producer_version);
   model.message_field(model_f::graph, graph);
-  ProtoMessage opset;
-  opset.bytes_field(opset_f::domain, "");
-  opset.int64_field(opset_f::version, info.opset);
-  model.message_field(model_f::opset_import, opset);
-  std::vector<std::string_view> domains;
+  model.message_field(model_f::opset_import, opset_import("", info.opset));
+  // Every domain a node uses, in the main graph or in a function.
+  std::vector<NodeId> all_nodes;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    const Node& node = g.node(n);
-    const std::string_view domain = g.strings.str(node.domain);
-    if (node.dead || node.domain == 0 || std::find(domains.begin(), domains.end(), domain) != domains.end()) continue;
-    domains.push_back(domain);
-    int64_t version = 1;
-    for (const auto& [name, v] : info.domain_versions) {
-      if (name == domain) version = v;
-    }
-    ProtoMessage custom;
-    custom.bytes_field(opset_f::domain, domain);
-    custom.int64_field(opset_f::version, version);
-    model.message_field(model_f::opset_import, custom);
+    if (!g.node(n).dead) all_nodes.push_back(n);
+  }
+  if (info.outlined != nullptr) {
+    for (const LocalFunction& f : info.outlined->functions) all_nodes.insert(all_nodes.end(), f.body.begin(), f.body.end());
+  }
+  for (const ProtoMessage& custom : custom_opset_imports(g, info, all_nodes)) model.message_field(model_f::opset_import, custom);
+  if (info.outlined != nullptr) {
+    for (const LocalFunction& f : info.outlined->functions) model.message_field(model_f::functions, function(g, info, writer, f));
   }
   return model;
 }

@@ -227,9 +227,23 @@ void Session::set_meta(Value v, const TensorMeta& meta) {
   graph_.set_shape(v, meta.shape);
 }
 
+uint32_t Session::add_scope(std::string function_name, std::string module_path, uint32_t parent) {
+  if (parent >= scopes_.size()) throw ConvertError("scope " + std::to_string(parent) + " does not exist");
+  scopes_.push_back(Scope{std::move(function_name), std::move(module_path), parent});
+  return static_cast<uint32_t>(scopes_.size() - 1);
+}
+
+void Session::set_scope(uint32_t scope) {
+  if (scope >= scopes_.size()) throw ConvertError("scope " + std::to_string(scope) + " does not exist");
+  graph_.set_scope(scope);
+}
+
 PassStats Session::finish() {
   if (!open_subgraphs_.empty()) throw ConvertError("a subgraph was begun and not ended");
-  return optimize(graph_);
+  graph_.set_scope(0);
+  const PassStats stats = optimize(graph_);
+  if (scopes_.size() > 1) outlined_ = outline_functions(graph_, scopes_);
+  return stats;
 }
 
 size_t Session::num_nodes() const {
@@ -243,6 +257,7 @@ ProtoMessage Session::serialize(const std::string& producer_version, ExternalDat
   info.opset = opset_;
   info.producer_version = producer_version;
   info.domain_versions = domain_versions_;
+  if (scopes_.size() > 1) info.outlined = &outlined_;
   return serialize_model(graph_, info, external);
 }
 

@@ -6,7 +6,7 @@ import functools
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import torch
@@ -19,6 +19,7 @@ from ._control_flow import Body, collect_bodies
 from ._decompose import Decomposer, copy_graph, decomposition_of
 from ._dynamic import resolve as resolve_dynamic
 from ._files import check_writable, write_atomically
+from ._functions import ModuleScopes, check_selection
 from ._lower import Lowering, aten_histogram, check_supported, is_mapped, live_nodes
 from ._program import ExportResult
 from ._progress import Progress
@@ -93,6 +94,7 @@ def export(
     verify: bool = False,
     report: bool | str | os.PathLike = False,
     verbose: bool | None = None,
+    export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
 ) -> ExportResult:
     """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
@@ -116,6 +118,15 @@ def export(
     mismatch. ``report`` writes a Markdown report (``<f>.report.md`` for True, or the path
     given), also when the export fails. ``verbose=True`` prints the ONNX graph; ``False`` turns
     off the progress bars long exports show on a terminal.
+    ``export_modules_as_functions``: ``True`` or a set of module classes (matched exactly, not
+    subclasses) whose calls become ONNX local functions (opset 15 or later): each call of such a
+    submodule is a node calling a FunctionProto of domain ``"fastonnx.functions"`` named after the
+    class's qualified name (``torch.nn.modules.linear.Linear``). Calls whose bodies are equal
+    (same ops, attributes, input types and constants) share one function; one whose body differs
+    gets a function of its own, suffixed ``_1``, ``_2``... (so does each call of a module whose
+    body holds control flow). Weights become function inputs. A selected module inside another is
+    a function that the outer function calls; inside a control-flow branch or loop body, modules
+    stay inlined in the subgraph. ``False`` (the default) inlines everything.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
@@ -133,6 +144,7 @@ def export(
     if shared:
         raise ArgumentError(f"input_names and output_names share {shared}; each graph input and output needs its own name")
     opset = _check_opset(opset_version)
+    functions = check_selection(export_modules_as_functions, opset)
     training = _check_training(training)
     if custom_opsets is not None and not (isinstance(custom_opsets, dict) and all(
             isinstance(k, str) and k and isinstance(v, int) for k, v in custom_opsets.items())):
@@ -145,7 +157,7 @@ def export(
     exporter = _Exporter(opset, Progress(verbose))
     try:
         result = exporter.run(model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
-                              export_params, keep_initializers_as_inputs, custom_opsets or {})
+                              export_params, keep_initializers_as_inputs, custom_opsets or {}, functions)
     except (UnsupportedOpsError, ConversionError) as e:
         if report_path is not None:
             exporter.write_report(model, report_path, error=e)
@@ -191,7 +203,7 @@ class _Exporter:
         self.decomposed: Counter = Counter()
 
     def run(self, model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
-            export_params, keep_initializers_as_inputs, custom_opsets) -> ExportResult:
+            export_params, keep_initializers_as_inputs, custom_opsets, functions=False) -> ExportResult:
         timings = self.timings
         t0 = time.perf_counter()
         ep = trace(model, args, kwargs, trace_shapes, training)
@@ -217,7 +229,8 @@ class _Exporter:
         session = _C.Session(self.opset, keep_initializers_as_inputs)
         for domain, version in custom_opsets.items():
             session.set_domain_version(domain, version)
-        lowering = Lowering(ep, session, graph, live, attribute, self.opset, bodies)
+        scopes = ModuleScopes(session, functions) if functions else None
+        lowering = Lowering(ep, session, graph, live, attribute, self.opset, bodies, scopes)
         t0 = time.perf_counter()
         lowering.add_placeholders(input_names, dim_names, export_params)
         if input_names is not None and len(input_names) > len(lowering.input_names):

@@ -25,6 +25,7 @@ from ._control_flow import LOWERINGS, Body, is_control_flow
 from ._custom import GraphContext, Value, converter_for, is_registered
 from ._decompose import DECOMPOSED_FROM
 from ._dtypes import dtype_code
+from ._functions import ModuleScopes
 from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -252,8 +253,12 @@ class Lowering:
     of its control-flow ops (by submodule); one missing is lowered as traced."""
 
     def __init__(self, ep: ExportedProgram, session: _C.Session, graph: torch.fx.Graph, live: set[torch.fx.Node],
-                 attribute=None, opset: int = _C.DEFAULT_OPSET, bodies: dict | None = None):
+                 attribute=None, opset: int = _C.DEFAULT_OPSET, bodies: dict | None = None,
+                 scopes: ModuleScopes | None = None):
         self.ep = ep
+        # export_modules_as_functions: the module call of each node of the model's own graph (the
+        # nodes of a control-flow function stay in the scope of the op that owns them).
+        self.scopes, self.model_graph, self.scope = scopes, graph, 0
         self.opset = opset
         self.keep_alive: list = []  # tensors Python converters made constants of
         self.session = session
@@ -420,6 +425,8 @@ class Lowering:
                 self.env[node] = number
                 continue
             metas = [_meta(v, self.dim_name) for v in val] if isinstance(val, (list, tuple)) else [_meta(val, self.dim_name)]
+            if self.scopes is not None and self.graph is self.model_graph:
+                self._enter_scope(self.scopes.scope_of(node))
             if is_control_flow(node.target):
                 self.env[node] = LOWERINGS[node.target](self, node, metas)
                 continue
@@ -430,6 +437,13 @@ class Lowering:
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
             self.env[node] = self._convert(node, target, args, kwargs, metas)
+        if self.graph is self.model_graph:
+            self._enter_scope(0)
+
+    def _enter_scope(self, scope: int) -> None:
+        if scope != self.scope:
+            self.scope = scope
+            self.session.set_scope(scope)
 
     def _convert_in_python(self, node: torch.fx.Node, fn, metas: list):
         """A node whose op has a registered Python converter: ``fn(g, *args, **kwargs)`` with the

@@ -102,12 +102,27 @@ class Graph {
 
   NodeId add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
                   uint32_t n_outputs, const Attrs& attrs, GraphId graph = kMainGraph);
+  // A node of the main graph that takes over producing `outputs`, values of nodes moved into a
+  // local function (the call of that function); the values' consumers are unchanged. `inputs`
+  // and `outputs` must not view this graph's edges (inputs(), outputs()): adding the node moves
+  // them.
+  NodeId add_call(std::string_view op_type, std::string_view domain, std::span<const uint32_t> inputs,
+                  std::span<const uint32_t> outputs);
   const Node& node(NodeId n) const { return nodes_[n]; }
   size_t num_nodes() const { return nodes_.size(); }
   std::span<const uint32_t> inputs(NodeId n) const;  // Value::kNone marks an omitted input
   std::span<const uint32_t> outputs(NodeId n) const;
   std::span<const Attr> attrs(NodeId n) const;
   void kill(NodeId n) { nodes_[n].dead = true; }
+  // Gives node `n` a unique name from `base` (name_all() names only the main graph's nodes,
+  // after their op type).
+  void name_node(NodeId n, std::string_view base);
+
+  // The module scope (export_modules_as_functions) of the nodes added from now on; 0 is the
+  // model itself. Nodes only carry it; outline_functions() acts on it.
+  void set_scope(uint32_t scope) { scope_ = scope; }
+  uint32_t scope(NodeId n) const { return node_scopes_[n]; }
+  void set_node_scope(NodeId n, uint32_t scope) { node_scopes_[n] = scope; }
   // Makes input `i` of node `n` read `v` instead (the one place use-lists change).
   void set_input(NodeId n, size_t i, uint32_t v) { edges_[nodes_[n].inputs_begin + i] = v; }
 
@@ -147,6 +162,8 @@ class Graph {
   std::vector<ValueInfo> values_;
   std::vector<Dim> dims_;
   std::vector<Node> nodes_;
+  std::vector<uint32_t> node_scopes_;  // indexed by NodeId
+  uint32_t scope_ = 0;
   std::vector<uint32_t> edges_;
   std::vector<Attr> attrs_;
   std::vector<uint32_t> inputs_, outputs_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "fastonnx/ir.h"
 
@@ -22,5 +23,9 @@ struct PassStats {
 // forwarding of no-op nodes, common-subexpression elimination; then dead-node removal. Nodes
 // that produce graph outputs are kept as they are.
 PassStats optimize(Graph& g);
+
+// Appends what identifies attribute `a` (name, kind, value) to `key`: nodes whose attributes
+// append the same bytes are equal (common subexpressions, local functions' bodies).
+void append_attr_key(std::string& key, const Attr& a);
 
 }  // namespace fastonnx

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fastonnx/ir.h"
+#include "fastonnx/outline.h"
 #include "fastonnx/proto_writer.h"
 
 namespace fastonnx {
@@ -16,6 +17,8 @@ struct ModelInfo {
   std::string graph_name = "main_graph";
   // Versions of the other domains the nodes use (custom ops); a domain not listed is version 1.
   std::vector<std::pair<std::string, int64_t>> domain_versions;
+  // The local functions and the main graph's node order, when modules were outlined.
+  const Outlined* outlined = nullptr;
 };
 
 // Where initializers of at least `threshold` bytes go when the model keeps its weights in an

@@ -11,6 +11,7 @@
 #include "fastonnx/args.h"
 #include "fastonnx/builder.h"
 #include "fastonnx/ir.h"
+#include "fastonnx/outline.h"
 #include "fastonnx/passes.h"
 #include "fastonnx/serializer.h"
 #include "fastonnx/proto_writer.h"
@@ -42,7 +43,13 @@ class Session {
   // constraints do not say).
   std::vector<Value> control_flow(std::string_view op_type, const Inputs& inputs, const Attrs& attrs,
                                   const std::vector<TensorMeta>& metas, std::string_view fx_name);
-  // Runs the passes; the graph is final afterwards.
+  // A call of the submodule at `module_path` whose nodes become a call of the local function
+  // `function_name`, inside the scope `parent` (0: the model itself); returns its scope id.
+  uint32_t add_scope(std::string function_name, std::string module_path, uint32_t parent);
+  // The scope of the nodes converted from now on (0: the model itself); a subgraph's nodes go
+  // with the node that owns it, whatever their scope.
+  void set_scope(uint32_t scope);
+  // Runs the passes, then outlines the scopes into local functions; the graph is final afterwards.
   PassStats finish();
   // Nodes of a custom domain (Python converters), and the value of one of their outputs'
   // metadata, which only the caller knows.
@@ -79,6 +86,8 @@ class Session {
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
   std::vector<GraphId> open_subgraphs_;  // innermost last
   std::vector<bool> owned_;                // by subgraph id: a node owns it already
+  std::vector<Scope> scopes_{Scope{}};  // scopes_[0]: the model itself
+  Outlined outlined_;
 };
 
 }  // namespace fastonnx
