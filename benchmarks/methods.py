@@ -1,4 +1,6 @@
-"""The exporters being compared, each a function (model, args, out_dir) -> extra facts."""
+"""The exporters being compared, each a function (model, args, out_dir) -> extra facts. An
+exporter names the file it wrote (`onnx_path`) instead of counting its nodes, so that parsing the
+model back, which no exporter needs, stays out of the timed call."""
 
 from __future__ import annotations
 
@@ -31,22 +33,16 @@ def floor(model, args, out: Path) -> dict:
     return {}
 
 
-def _onnx_nodes(path: Path) -> int:
-    import onnx
-
-    return len(onnx.load(str(path), load_external_data=False).graph.node)
-
-
 def fastonnx_export(model, args, out: Path) -> dict:
     import fastonnx
 
     result = fastonnx.export(model, args, str(out / "model.onnx"), verbose=False)
-    return {"phases": result.timings, "nodes": _onnx_nodes(out / "model.onnx")}
+    return {"phases": result.timings, "onnx_path": out / "model.onnx"}
 
 
 def dynamo(model, args, out: Path, optimize: bool = True) -> dict:
     torch.onnx.export(model, args, str(out / "model.onnx"), dynamo=True, optimize=optimize, verbose=False)
-    return {"nodes": _onnx_nodes(out / "model.onnx")}
+    return {"onnx_path": out / "model.onnx"}
 
 
 def dynamo_unoptimized(model, args, out: Path) -> dict:
@@ -56,7 +52,7 @@ def dynamo_unoptimized(model, args, out: Path) -> dict:
 def torchscript(model, args, out: Path) -> dict:
     with torch.no_grad():
         torch.onnx.export(model, args, str(out / "model.onnx"), dynamo=False, verbose=False)
-    return {"nodes": _onnx_nodes(out / "model.onnx")}
+    return {"onnx_path": out / "model.onnx"}
 
 
 def jit_trace(model, args, out: Path) -> dict:

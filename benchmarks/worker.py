@@ -24,6 +24,14 @@ from .methods import METHODS
 from .models import build
 
 
+def _onnx_nodes(path: Path) -> int:
+    """Nodes of the main graph and of the local functions it calls."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return len(model.graph.node) + sum(len(f.node) for f in model.functions)
+
+
 def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -52,6 +60,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 extra = fn(model, args, out)
                 elapsed = time.perf_counter() - t0
+            if "onnx_path" in extra:
+                extra["nodes"] = _onnx_nodes(extra.pop("onnx_path"))
             shutil.rmtree(out)
             if i:  # the first call warms up
                 times.append(elapsed)
