@@ -41,6 +41,7 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
   const auto id = static_cast<NodeId>(nodes_.size());
   Node n;
   n.graph = graph;
+  n.scope = scope_;
   n.op_type = strings.intern(op_type);
   n.domain = strings.intern(domain);
   // ONNX drops trailing omitted inputs; inner ones stay as empty names.
@@ -60,7 +61,6 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
   n.n_attrs = static_cast<uint32_t>(attrs.size());
   attrs_.insert(attrs_.end(), attrs.begin(), attrs.end());
   nodes_.push_back(n);
-  node_scopes_.push_back(scope_);
   return id;
 }
 

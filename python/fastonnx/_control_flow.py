@@ -46,6 +46,10 @@ class Body:
     attribute: Callable[[str], object]
     live: set
 
+    @property
+    def placeholders(self) -> list[torch.fx.Node]:
+        return [n for n in self.graph.nodes if n.op == "placeholder"]
+
 
 def function_modules(node: torch.fx.Node, attribute: Callable[[str], object]) -> list[torch.fx.GraphModule]:
     """The submodules a control-flow node calls (in argument order)."""
@@ -76,10 +80,6 @@ def collect_bodies(graph: torch.fx.Graph, live: set, attribute: Callable[[str], 
                     bodies[module] = body = prepare(module)
                     pending.append((body.graph, body.live, body.attribute))
     return bodies
-
-
-def _placeholders(graph: torch.fx.Graph) -> list[torch.fx.Node]:
-    return [n for n in graph.nodes if n.op == "placeholder"]
 
 
 def _tensor_ref(lowering, arg, what: str, node: torch.fx.Node):
@@ -164,7 +164,7 @@ def lower_while_loop(lowering, node: torch.fx.Node, metas: list) -> list:
     session.begin_subgraph()
     session.add_subgraph_input(f"{node.name}_iteration", dtype_code(torch.int64), [])
     session.add_subgraph_input(f"{node.name}_condition", dtype_code(torch.bool), [])
-    state = _subgraph_inputs(lowering, node, _placeholders(loop_body.graph)[: len(carried)])
+    state = _subgraph_inputs(lowering, node, loop_body.placeholders[: len(carried)])
     updated = lowering.lower_body(loop_body, state + extra)
     again = _constant_if_number(lowering, lowering.lower_body(cond_body, updated + extra)[0], f"{node.name}_again")
     body_id = _end_subgraph(lowering, node, [again, *updated])
@@ -183,7 +183,7 @@ def lower_scan(lowering, node: torch.fx.Node, metas: list) -> list:
     extra = [lowering._encode(a) for a in additional]
     session = lowering.session
     session.begin_subgraph()
-    formal = _subgraph_inputs(lowering, node, _placeholders(combine.graph)[: len(init) + len(xs)])
+    formal = _subgraph_inputs(lowering, node, combine.placeholders[: len(init) + len(xs)])
     body_id = _end_subgraph(lowering, node, lowering.lower_body(combine, formal + extra))
     attrs = [("body", "g", body_id), ("num_scan_inputs", "i", len(xs_refs))]
     return _control_node(lowering, node, "Scan", [*init_refs, *xs_refs], attrs, metas)
@@ -198,7 +198,7 @@ def lower_map(lowering, node: torch.fx.Node, metas: list) -> list:
     extra = [lowering._encode(a) for a in additional]
     session = lowering.session
     session.begin_subgraph()
-    formal = _subgraph_inputs(lowering, node, _placeholders(body.graph)[: len(xs)])
+    formal = _subgraph_inputs(lowering, node, body.placeholders[: len(xs)])
     body_id = _end_subgraph(lowering, node, lowering.lower_body(body, formal + extra))
     attrs = [("body", "g", body_id), ("num_scan_inputs", "i", len(xs_refs))]
     return _control_node(lowering, node, "Scan", xs_refs, attrs, metas)

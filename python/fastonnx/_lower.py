@@ -280,7 +280,7 @@ class Lowering:
         """Converts the nodes of a control-flow function into the graph being built (the session's
         innermost open subgraph), its placeholders bound to ``bindings`` in order; returns what it
         returns."""
-        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        placeholders = body.placeholders
         if len(placeholders) != len(bindings):
             raise ConversionError(f"a function of a control-flow op takes {len(placeholders)} inputs; it was given "
                                   f"{len(bindings)}")

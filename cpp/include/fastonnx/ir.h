@@ -62,6 +62,7 @@ struct Node {
   uint32_t outputs_begin = 0, n_outputs = 0;
   uint32_t attrs_begin = 0, n_attrs = 0;
   GraphId graph = kMainGraph;
+  uint32_t scope = 0;  // the module call (export_modules_as_functions) it comes from; 0: none
   bool dead = false;
 };
 
@@ -121,8 +122,8 @@ class Graph {
   // The module scope (export_modules_as_functions) of the nodes added from now on; 0 is the
   // model itself. Nodes only carry it; outline_functions() acts on it.
   void set_scope(uint32_t scope) { scope_ = scope; }
-  uint32_t scope(NodeId n) const { return node_scopes_[n]; }
-  void set_node_scope(NodeId n, uint32_t scope) { node_scopes_[n] = scope; }
+  uint32_t scope(NodeId n) const { return nodes_[n].scope; }
+  void set_node_scope(NodeId n, uint32_t scope) { nodes_[n].scope = scope; }
   // Makes input `i` of node `n` read `v` instead (the one place use-lists change).
   void set_input(NodeId n, size_t i, uint32_t v) { edges_[nodes_[n].inputs_begin + i] = v; }
 
@@ -162,8 +163,7 @@ class Graph {
   std::vector<ValueInfo> values_;
   std::vector<Dim> dims_;
   std::vector<Node> nodes_;
-  std::vector<uint32_t> node_scopes_;  // indexed by NodeId
-  uint32_t scope_ = 0;
+  uint32_t scope_ = 0;  // of the nodes added next
   std::vector<uint32_t> edges_;
   std::vector<Attr> attrs_;
   std::vector<uint32_t> inputs_, outputs_;
