@@ -31,6 +31,13 @@ class Big(torch.nn.Module):
         return x * self.w.sum()
 
 
+class BigTransposed(torch.nn.Sequential):
+    """128 MB of Linear weights, written transposed: computed on the writer's helper thread."""
+
+    def __init__(self):
+        super().__init__(torch.nn.Linear(4096, 4096, bias=False), torch.nn.Linear(4096, 4096, bias=False))
+
+
 def _earlier_file(tmp_path):
     path = tmp_path / "m.onnx"
     path.write_bytes(EARLIER)
@@ -93,9 +100,12 @@ def test_an_error_in_the_middle_of_the_native_write(tmp_path):
     assert os.listdir(tmp_path) == ["m.onnx"]
 
 
-def test_ctrl_c_in_the_middle_of_the_write(tmp_path):
-    """A real SIGINT while the native core writes: the write stops at its next check,
-    KeyboardInterrupt propagates, the earlier model is untouched and nothing is left behind."""
+@pytest.mark.parametrize("big, x", [(Big, torch.randn(3)), (BigTransposed, torch.randn(1, 4096))],
+                         ids=["borrowed", "computed"])
+def test_ctrl_c_in_the_middle_of_the_write(tmp_path, big, x):
+    """A real SIGINT while the native core writes: the write stops at its next check (and the
+    helper thread computing transposed weights stops with it), KeyboardInterrupt propagates, the
+    earlier model is untouched and nothing is left behind."""
     path = _earlier_file(tmp_path)
     main = threading.main_thread().ident
     sent = threading.Event()
@@ -110,7 +120,7 @@ def test_ctrl_c_in_the_middle_of_the_write(tmp_path):
                 return
             time.sleep(0.0005)
 
-    result = fastonnx.export(Big(), (torch.randn(3),))
+    result = fastonnx.export(big(), (x,))
     watcher = threading.Thread(target=interrupt_once_writing)
     watcher.start()
     try:
@@ -173,3 +183,13 @@ def test_a_native_io_error_is_the_os_error_of_its_errno(tmp_path):
         native.write(str(tmp_path / "missing" / "m.onnx"))
     with pytest.raises(IsADirectoryError):
         native.write(str(tmp_path))
+
+
+def test_a_longer_file_is_cut_to_size(tmp_path):
+    """The core opens its file without truncating it (ext4 flushes a file truncated to size 0
+    when it is closed), so it cuts a longer file to what it wrote."""
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"x" * (4 << 20))
+    result = fastonnx.export(torch.nn.Linear(64, 64), (torch.randn(1, 64),))
+    result.native.write(str(path))
+    assert path.read_bytes() == result.to_bytes()

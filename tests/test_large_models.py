@@ -58,9 +58,60 @@ def test_shared_weight_is_one_initializer():
     check(proto)
     names = [t.name for t in proto.graph.initializer]
     assert names.count("embed.weight") == 1 and not any(n.startswith("head.") for n in names), names
-    # The head reads the embedding transposed: a folded initializer, not a Transpose node.
+    # A small tied weight: the head reads a transposed copy, folded, not a Transpose node.
     assert "Transpose" not in {n.op_type for n in proto.graph.node}
     np.testing.assert_allclose(_run(proto, tokens), model(tokens).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+class LargeTiedLM(torch.nn.Module):
+    def __init__(self, vocab: int = 8192, width: int = 64):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)  # 2 MB
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens))
+
+
+def test_large_tied_weight_is_written_once(tmp_path):
+    """A large weight read both as it is (Gather) and transposed (the head) keeps its Transpose
+    node: a folded copy would write the weight twice (GPT-2's tied embedding: 154 MB)."""
+    model, tokens = LargeTiedLM().eval(), torch.randint(0, 8192, (2, 7))
+    path = tmp_path / "lm.onnx"
+    fastonnx.export(model, (tokens,), str(path))
+    onnx.checker.check_model(str(path), full_check=True)
+    proto = onnx.load(str(path))
+    assert [t.name for t in proto.graph.initializer] == ["embed.weight"]
+    assert [n.op_type for n in proto.graph.node] == ["Gather", "Transpose", "MatMul"]
+    weight_bytes = 8192 * 64 * 4
+    assert weight_bytes < os.path.getsize(path) < weight_bytes + 4096
+    np.testing.assert_allclose(_run(str(path), tokens), model(tokens).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+class TransposedBuffer(torch.nn.Module):
+    def __init__(self, w: torch.Tensor):
+        super().__init__()
+        self.register_buffer("w", w)
+
+    def forward(self, x):
+        return self.w.t() + x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8])
+@pytest.mark.parametrize("shape", [(8, 8), (3, 5), (1000, 777), (777, 1000), (9, 70 * 4096), (300_000, 3)])
+def test_transposed_weight_bytes(tmp_path, dtype, shape):
+    """A weight folded through a Transpose is computed while it is written: by vector tiles where
+    8x8 tiles fit, element by element at the edges and in chunks that end inside an output row
+    (rows beyond 1 MB), on a helper thread when saved and in line for to_bytes(). Every path
+    gives torch's bytes."""
+    w = (torch.arange(shape[0] * shape[1]) % 251 - 120).reshape(shape).to(dtype)
+    result = fastonnx.export(TransposedBuffer(w), (torch.zeros((), dtype=dtype),))
+    path = tmp_path / "m.onnx"
+    result.save(str(path))
+    assert path.read_bytes() == result.to_bytes()
+    (init,) = [t for t in onnx.load(str(path)).graph.initializer if list(t.dims) == [shape[1], shape[0]]]
+    assert init.raw_data == w.t().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 # Runs in a subprocess so its peak RSS is the export's own: builds `LAYERS` square Linear layers

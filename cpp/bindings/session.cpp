@@ -1,5 +1,8 @@
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -11,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "fastonnx/prefetch.h"
 #include "fastonnx/session.h"
 
 namespace py = pybind11;
@@ -156,9 +160,18 @@ struct Interrupted {};
 // KeyboardInterrupt; either leaves the file incomplete (the caller writes to a temporary name).
 void write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce,
                 const py::object& progress) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) throw std::system_error(errno, std::generic_category(), path);
-  size_t unreported = 0;
+  // Not truncated on opening: ext4 (auto_da_alloc) starts flushing a file truncated to size 0
+  // when it is closed, which doubled the cost of writing a large model. The caller's file is a
+  // new, empty temporary; an existing longer file is cut to size at the end instead.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), path);
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    throw std::system_error(err, std::generic_category(), path);
+  }
+  size_t unreported = 0, written = 0;
   const auto between_pieces = [&] {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw StopWriting{0};
@@ -171,6 +184,7 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
       while (size > 0) {
         const size_t n = std::min(size, kWritePiece - unreported);
         if (std::fwrite(bytes, 1, n, f) != n) throw StopWriting{errno};
+        written += n;
         bytes += n;
         size -= n;
         if ((unreported += n) == kWritePiece) between_pieces();
@@ -184,6 +198,13 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
   } catch (...) {
     std::fclose(f);
     throw;
+  }
+  struct stat st;
+  if (std::fflush(f) != 0 || ::fstat(fd, &st) != 0 ||
+      (static_cast<size_t>(st.st_size) > written && ::ftruncate(fd, static_cast<off_t>(written)) != 0)) {
+    const int err = errno;
+    std::fclose(f);
+    throw std::system_error(err, std::generic_category(), path);
   }
   if (std::fclose(f) != 0) throw std::system_error(errno, std::generic_category(), path);
 }
@@ -213,13 +234,19 @@ void init_session(py::module_& m) {
               py::gil_scoped_release no_gil;
               if (location.empty()) {
                 const ProtoMessage proto = md.session->serialize(md.producer_version);
-                write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
+                write_file(path, [&](const ByteSink& sink) {
+                  Prefetcher ahead(proto.computed());
+                  proto.produce(sink, &ahead);
+                }, progress);
                 return;
               }
               ExternalData external;
               external.location = location;
               const ProtoMessage proto = md.session->serialize(md.producer_version, &external);
-              write_file(data_path, [&](const ByteSink& sink) { write_external_data(external, sink); }, progress);
+              write_file(data_path, [&](const ByteSink& sink) {
+                Prefetcher ahead(external.computed());
+                write_external_data(external, sink, &ahead);
+              }, progress);
               write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, progress);
             } catch (const Interrupted&) {
               throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set

@@ -150,7 +150,7 @@ Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<
   set_shape(v, dims);
   if (!name.empty()) set_name(v, name);
   initializer_of_[v.id] = static_cast<int32_t>(initializers_.size());
-  initializers_.push_back(Initializer{v, data, nbytes, std::move(owner)});
+  initializers_.push_back(Initializer{v, data, nbytes, std::move(owner), nullptr});
   return v;
 }
 

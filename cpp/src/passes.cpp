@@ -67,6 +67,10 @@ namespace {
 // Small constants made by converters (scalars, axes lists) are merged when equal; weights keep
 // their names and are left alone.
 constexpr size_t kMergeableConstantBytes = 1024;
+// A weight at least this large that is also read as it is (a tied embedding: Gather reads it,
+// the LM head's MatMul reads it transposed) keeps its Transpose or Cast node: folded, the file
+// would hold the weight twice. Smaller ones are folded; the copy costs little.
+constexpr size_t kSharedWeightBytes = size_t{1} << 20;
 
 std::string_view op_of(const Graph& g, NodeId n) { return g.strings.str(g.node(n).op_type); }
 
@@ -89,6 +93,7 @@ class Optimizer {
 
   PassStats run() {
     merge_constants();
+    find_shared_weights();
     const NodeId n_nodes = static_cast<NodeId>(g_.num_nodes());
     for (NodeId n = 0; n < n_nodes; ++n) {
       if (g_.node(n).dead) continue;
@@ -208,6 +213,10 @@ class Optimizer {
   bool try_fold(NodeId n) {
     if (try_fold_shape(n)) return true;
     const auto in = g_.inputs(n);
+    if (!in.empty() && in[0] != Value::kNone && in[0] < shared_weight_.size() && shared_weight_[in[0]] &&
+        copies_weight(op_of(g_, n))) {
+      return false;
+    }
     std::vector<std::optional<ConstView>> views;
     std::vector<ConstSource> sources;
     for (uint32_t v : in) {
@@ -331,6 +340,31 @@ class Optimizer {
     }
   }
 
+  // Folds that write a new copy of their input rather than an alias of it.
+  static bool copies_weight(std::string_view op) { return op == "Transpose" || op == "Cast"; }
+
+  // Marks the large weights read in more than one way: by an op other than a copying fold, or by
+  // two copying folds that differ (two perms). Equal folds are one (CSE merges them).
+  void find_shared_weights() {
+    shared_weight_.assign(g_.num_values(), false);
+    std::unordered_map<uint32_t, std::string> first_read;  // weight -> how it is first read
+    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+      if (g_.node(n).dead) continue;
+      const auto in = g_.inputs(n);
+      for (size_t i = 0; i < in.size(); ++i) {
+        const Initializer* init = in[i] == Value::kNone ? nullptr : g_.initializer(Value{in[i]});
+        if (init == nullptr || init->computed || init->nbytes < kSharedWeightBytes) continue;
+        std::string how;  // empty: read as it is
+        if (i == 0 && copies_weight(op_of(g_, n))) {
+          how = op_of(g_, n);
+          for (const Attr& a : g_.attrs(n)) append_attr_key(how, a);
+        }
+        auto [it, inserted] = first_read.emplace(in[i], how);
+        if (!inserted && it->second != how) shared_weight_[in[i]] = true;
+      }
+    }
+  }
+
   size_t live_count() const {
     size_t n = 0;
     for (NodeId i = 0; i < g_.num_nodes(); ++i) n += !g_.node(i).dead;
@@ -341,6 +375,7 @@ class Optimizer {
   std::vector<uint32_t> subst_;
   std::vector<bool> pinned_;
   std::unordered_map<std::string, NodeId> seen_;
+  std::vector<bool> shared_weight_;  // by value id, see find_shared_weights
   PassStats stats_;
 };
 

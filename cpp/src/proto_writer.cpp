@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fastonnx/prefetch.h"
+
 namespace fastonnx {
 
 void ProtoMessage::raw_varint(uint64_t v) {
@@ -71,18 +73,28 @@ void ProtoMessage::message_field(uint32_t field, const ProtoMessage& child) {
   size_ += child.size_;
 }
 
-void ProtoMessage::produce(const ByteSink& sink) const {
+void ProtoMessage::produce(const ByteSink& sink, Prefetcher* ahead) const {
   size_t written = 0;  // bytes of runs_ already produced
   for (const Span& s : spans_) {
     if (s.run_end > written) sink(runs_.data() + written, s.run_end - written);
     written = s.run_end;
-    if (s.computed != nullptr) {
+    if (s.computed != nullptr && ahead != nullptr) {
+      ahead->produce(*s.computed, sink);
+    } else if (s.computed != nullptr) {
       s.computed->produce(sink);
     } else if (s.size) {
       sink(s.data, s.size);
     }
   }
   if (runs_.size() > written) sink(runs_.data() + written, runs_.size() - written);
+}
+
+std::vector<const TensorBytes*> ProtoMessage::computed() const {
+  std::vector<const TensorBytes*> order;
+  for (const Span& s : spans_) {
+    if (s.computed != nullptr) order.push_back(s.computed);
+  }
+  return order;
 }
 
 std::string ProtoMessage::to_string() const {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fastonnx/prefetch.h"
 #include "opsets.h"
 
 namespace fastonnx {
@@ -310,12 +311,22 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   return model;
 }
 
-void write_external_data(const ExternalData& external, const ByteSink& sink) {
+std::vector<const TensorBytes*> ExternalData::computed() const {
+  std::vector<const TensorBytes*> order;
+  for (const Placement& p : placements) {
+    if (p.initializer->computed) order.push_back(p.initializer->computed.get());
+  }
+  return order;
+}
+
+void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead) {
   static const char zeros[kPage] = {};
   size_t at = 0;
   for (const auto& [offset, init] : external.placements) {
     for (; at < offset; at += std::min(offset - at, kPage)) sink(zeros, std::min(offset - at, kPage));
-    if (init->computed) {
+    if (init->computed && ahead != nullptr) {
+      ahead->produce(*init->computed, sink);
+    } else if (init->computed) {
       init->computed->produce(sink);
     } else if (init->nbytes) {
       sink(init->data, init->nbytes);

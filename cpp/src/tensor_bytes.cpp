@@ -4,120 +4,179 @@
 #include <cstring>
 
 #include "fastonnx/numeric.h"
+#include "fastonnx/transpose_kernels.h"
 
 namespace fastonnx {
+
+void TensorBytes::produce(const ByteSink& sink) const {
+  const size_t total = size();
+  if (total == 0) return;
+  const size_t chunk = chunk_bytes(kTensorChunkBytes);
+  std::vector<uint8_t> buffer(std::min(chunk, total));
+  for (size_t at = 0; at < total; at += chunk) {
+    const size_t n = std::min(chunk, total - at);
+    fill(at, at + n, buffer.data());
+    sink(buffer.data(), n);
+  }
+}
+
 namespace {
 
-// Chunks handed to the sink: large enough that writing is not call-bound, small enough to stay
-// in cache and bounded in memory.
-constexpr size_t kChunkBytes = size_t{1} << 20;
+// Reads an element of torch memory, which may be unaligned.
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
 
 class Transposed final : public TensorBytes {
  public:
   Transposed(const void* data, std::shared_ptr<const void> owner, int element_size, std::vector<int64_t> shape,
              std::vector<int64_t> perm)
-      : data_(static_cast<const uint8_t*>(data)), owner_(std::move(owner)), element_size_(element_size),
+      : data_(static_cast<const uint8_t*>(data)), owner_(std::move(owner)), es_(static_cast<size_t>(element_size)),
         shape_(std::move(shape)), perm_(std::move(perm)) {
     count_ = 1;
     for (int64_t d : shape_) count_ *= static_cast<size_t>(d);
   }
 
-  size_t size() const override { return count_ * element_size_; }
+  size_t size() const override { return count_ * es_; }
 
-  void produce(const ByteSink& sink) const override {
-    if (count_ == 0) return;
+  size_t chunk_bytes(size_t target) const override {
     if (shape_.size() == 2) {
-      produce_matrix(sink);
+      // Whole output rows, a tile's worth at a time where they fit: a range that starts or ends
+      // inside a row is gathered element by element.
+      const size_t row = static_cast<size_t>(shape_[0]) * es_;
+      if (row > 0 && row <= target) {
+        const size_t rows = target / row;
+        return (rows >= kTransposeTile ? rows / kTransposeTile * kTransposeTile : rows) * row;
+      }
+    }
+    return std::max(es_, target / es_ * es_);
+  }
+
+  void fill(size_t begin, size_t end, uint8_t* out) const override {
+    if (begin >= end) return;
+    if (shape_.size() == 2) {
+      fill_matrix(begin / es_, end / es_, out);
     } else {
-      produce_general(sink);
+      fill_general(begin / es_, end / es_, out);
     }
   }
 
  private:
-  // out[r][c] = in[c][r], in blocks of output rows so both sides are read and written in cache
-  // lines. The copy is typed by element size: a memcpy call per element made a large model's
-  // transposed weights cost three times their plain write.
-  void produce_matrix(const ByteSink& sink) const {
+  // Output elements [k, e) of the transposed matrix: out[r][c] = in[c][r]. A partial first
+  // and last output row element by element, the whole rows between in tiles.
+  void fill_matrix(size_t k, size_t e, uint8_t* out) const {
+    const size_t rows_in = static_cast<size_t>(shape_[0]);  // the length of an output row
+    if (k % rows_in != 0) {
+      const size_t r = k / rows_in, c0 = k % rows_in, c1 = std::min(rows_in, c0 + (e - k));
+      gather(r, r + 1, c0, c1, out);
+      out += (c1 - c0) * es_;
+      k += c1 - c0;
+    }
+    const size_t r0 = k / rows_in, r1 = e / rows_in;
+    if (r0 < r1) {
+      whole_rows(r0, r1, out);
+      out += (r1 - r0) * rows_in * es_;
+      k = r1 * rows_in;
+    }
+    if (k < e) gather(k / rows_in, k / rows_in + 1, 0, e - k, out);
+  }
+
+  // Output rows [r0, r1) into `out`, in strips of kTransposeTile input rows: a strip's reads
+  // stay in L1 (8 rows a power-of-two stride apart share one 8-way cache set; 16 thrashed it)
+  // while each output row gets a tile's worth of contiguous elements. The vector kernel takes
+  // the full tiles, the element-by-element copy the edges.
+  void whole_rows(size_t r0, size_t r1, uint8_t* out) const {
     const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
-    const size_t es = static_cast<size_t>(element_size_);
-    const size_t row_bytes = rows_in * es;  // one output row
-    const size_t block = std::max<size_t>(1, std::min<size_t>(64, kChunkBytes / std::max<size_t>(row_bytes, 1)));
-    std::vector<uint8_t> buffer(block * row_bytes);
-    for (size_t r0 = 0; r0 < cols_in; r0 += block) {
-      const size_t r1 = std::min(cols_in, r0 + block);
-      switch (es) {
-        case 1: transpose_block<uint8_t>(r0, r1, rows_in, cols_in, buffer.data()); break;
-        case 2: transpose_block<uint16_t>(r0, r1, rows_in, cols_in, buffer.data()); break;
-        case 4: transpose_block<uint32_t>(r0, r1, rows_in, cols_in, buffer.data()); break;
-        case 8: transpose_block<uint64_t>(r0, r1, rows_in, cols_in, buffer.data()); break;
-        default:
-          for (size_t c = 0; c < rows_in; ++c) {
-            const uint8_t* src = data_ + (c * cols_in + r0) * es;
-            for (size_t r = r0; r < r1; ++r, src += es) std::memcpy(&buffer[(r - r0) * row_bytes + c * es], src, es);
-          }
+    const TransposeStrip kernel = transpose_strip_kernel(static_cast<int>(es_));
+    const size_t vector_rows = kernel ? (r1 - r0) / kTransposeTile * kTransposeTile : 0;
+    for (size_t c0 = 0; c0 < rows_in; c0 += kTransposeTile) {
+      const size_t c1 = std::min(rows_in, c0 + kTransposeTile);
+      size_t r = r0;
+      if (c1 - c0 == kTransposeTile && vector_rows > 0) {
+        kernel(data_ + (c0 * cols_in + r0) * es_, cols_in, out + c0 * es_, rows_in, vector_rows);
+        r += vector_rows;
       }
-      sink(buffer.data(), (r1 - r0) * row_bytes);
+      if (r < r1) gather(r, r1, c0, c1, out + ((r - r0) * rows_in + c0) * es_);
     }
   }
 
-  // Output rows [r0, r1) of the transposed matrix into `out`, in tiles of 8 input rows: the
-  // tile's reads stay in L1 (8 rows a power-of-two stride apart share one 8-way cache set; 16
-  // thrashed it) while each output row gets 8 contiguous elements.
-  template <typename T>
-  void transpose_block(size_t r0, size_t r1, size_t rows_in, size_t cols_in, uint8_t* out_bytes) const {
-    constexpr size_t kTile = 8;
-    T* out = reinterpret_cast<T*>(out_bytes);
-    for (size_t c0 = 0; c0 < rows_in; c0 += kTile) {
-      const size_t c1 = std::min(rows_in, c0 + kTile);
-      for (size_t r = r0; r < r1; ++r) {
-        T* dst = out + (r - r0) * rows_in;
-        for (size_t c = c0; c < c1; ++c) {
-          T v;
-          std::memcpy(&v, data_ + (c * cols_in + r) * sizeof(T), sizeof(T));  // torch memory may be unaligned
-          dst[c] = v;
+  // out[r][c] = in[c][r] for r in [r0, r1), c in [c0, c1), where `dst` holds out[r0][c0] and
+  // output rows are rows_in elements apart.
+  void gather(size_t r0, size_t r1, size_t c0, size_t c1, uint8_t* dst) const {
+    switch (es_) {
+      case 1: gather_typed<uint8_t>(r0, r1, c0, c1, dst); break;
+      case 2: gather_typed<uint16_t>(r0, r1, c0, c1, dst); break;
+      case 4: gather_typed<uint32_t>(r0, r1, c0, c1, dst); break;
+      case 8: gather_typed<uint64_t>(r0, r1, c0, c1, dst); break;
+      default: {
+        const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
+        for (size_t r = r0; r < r1; ++r) {
+          uint8_t* row = dst + (r - r0) * rows_in * es_;
+          for (size_t c = c0; c < c1; ++c) std::memcpy(row + (c - c0) * es_, data_ + (c * cols_in + r) * es_, es_);
         }
       }
     }
   }
 
-  // Any permutation: an odometer over the output's indices, copying runs of the last dimension
-  // when the permutation keeps it last.
-  void produce_general(const ByteSink& sink) const {
+  // Typed: a memcpy call per element of unknown size made a large model's transposed weights
+  // cost three times their plain write.
+  template <typename T>
+  void gather_typed(size_t r0, size_t r1, size_t c0, size_t c1, uint8_t* dst) const {
+    const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
+    for (size_t r = r0; r < r1; ++r) {
+      uint8_t* row = dst + (r - r0) * rows_in * sizeof(T);
+      for (size_t c = c0; c < c1; ++c) {
+        const T v = load<T>(data_ + (c * cols_in + r) * sizeof(T));
+        std::memcpy(row + (c - c0) * sizeof(T), &v, sizeof(T));
+      }
+    }
+  }
+
+  // Any permutation, output elements [k, e): an odometer over the output's indices, copying
+  // runs of the last dimension when the permutation keeps it last.
+  void fill_general(size_t k, size_t e, uint8_t* out) const {
     const size_t rank = shape_.size();
-    const size_t es = static_cast<size_t>(element_size_);
+    if (rank == 0) {
+      std::memcpy(out, data_, es_);
+      return;
+    }
     std::vector<size_t> in_stride(rank, 1);
     for (size_t d = rank - 1; d-- > 0;) in_stride[d] = in_stride[d + 1] * static_cast<size_t>(shape_[d + 1]);
-    std::vector<size_t> out_shape(rank), stride(rank);
+    std::vector<size_t> out_shape(rank), stride(rank), index(rank);
     for (size_t d = 0; d < rank; ++d) {
       out_shape[d] = static_cast<size_t>(shape_[perm_[d]]);
       stride[d] = in_stride[perm_[d]];
     }
-    const bool runs = rank > 0 && stride[rank - 1] == 1;
-    const size_t run = runs ? out_shape[rank - 1] : 1;
-    std::vector<size_t> index(rank, 0);
-    std::vector<uint8_t> buffer;
-    buffer.reserve(kChunkBytes + run * es);
-    for (size_t done = 0; done < count_; done += run) {
+    for (size_t d = rank, rest = k; d-- > 0;) {
+      index[d] = rest % out_shape[d];
+      rest /= out_shape[d];
+    }
+    const size_t last = rank - 1;
+    while (k < e) {
       size_t offset = 0;
       for (size_t d = 0; d < rank; ++d) offset += index[d] * stride[d];
-      const size_t at = buffer.size();
-      buffer.resize(at + run * es);
-      std::memcpy(&buffer[at], data_ + offset * es, run * es);
-      if (buffer.size() >= kChunkBytes) {
-        sink(buffer.data(), buffer.size());
-        buffer.clear();
+      const size_t n = std::min(out_shape[last] - index[last], e - k);
+      if (stride[last] == 1) {
+        std::memcpy(out, data_ + offset * es_, n * es_);
+      } else {
+        for (size_t i = 0; i < n; ++i) std::memcpy(out + i * es_, data_ + (offset + i * stride[last]) * es_, es_);
       }
-      for (size_t d = runs ? rank - 1 : rank; d-- > 0;) {  // advance the odometer
-        if (++index[d] < out_shape[d]) break;
+      out += n * es_;
+      k += n;
+      index[last] += n;
+      for (size_t d = last; d > 0 && index[d] == out_shape[d]; --d) {  // carry
         index[d] = 0;
+        ++index[d - 1];
       }
     }
-    if (!buffer.empty()) sink(buffer.data(), buffer.size());
   }
 
   const uint8_t* data_;
   std::shared_ptr<const void> owner_;
-  int element_size_;
+  size_t es_;
   std::vector<int64_t> shape_, perm_;
   size_t count_;
 };
@@ -127,20 +186,18 @@ class Cast final : public TensorBytes {
   Cast(const void* data, std::shared_ptr<const void> owner, size_t count, ScalarType from, ScalarType to)
       : data_(static_cast<const uint8_t*>(data)), owner_(std::move(owner)), count_(count), from_(from), to_(to) {}
 
-  size_t size() const override { return count_ * static_cast<size_t>(element_size(to_)); }
+  size_t size() const override { return count_ * out_size(); }
 
-  void produce(const ByteSink& sink) const override {
-    const size_t in_size = static_cast<size_t>(element_size(from_)), out_size = static_cast<size_t>(element_size(to_));
-    const size_t per_chunk = std::max<size_t>(1, kChunkBytes / out_size);
-    std::vector<uint8_t> buffer(std::min(count_, per_chunk) * out_size);
-    for (size_t i0 = 0; i0 < count_; i0 += per_chunk) {
-      const size_t n = std::min(per_chunk, count_ - i0);
-      for (size_t i = 0; i < n; ++i) convert_element(from_, data_ + (i0 + i) * in_size, to_, &buffer[i * out_size]);
-      sink(buffer.data(), n * out_size);
-    }
+  size_t chunk_bytes(size_t target) const override { return std::max(out_size(), target / out_size() * out_size()); }
+
+  void fill(size_t begin, size_t end, uint8_t* out) const override {
+    const size_t in_size = static_cast<size_t>(element_size(from_)), os = out_size();
+    for (size_t i = begin / os; i < end / os; ++i, out += os) convert_element(from_, data_ + i * in_size, to_, out);
   }
 
  private:
+  size_t out_size() const { return static_cast<size_t>(element_size(to_)); }
+
   const uint8_t* data_;
   std::shared_ptr<const void> owner_;
   size_t count_;

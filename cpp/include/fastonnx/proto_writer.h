@@ -14,6 +14,8 @@
 
 namespace fastonnx {
 
+class Prefetcher;
+
 class ProtoMessage {
  public:
   void varint_field(uint32_t field, uint64_t v);
@@ -31,8 +33,11 @@ class ProtoMessage {
 
   size_t size() const { return size_; }
   std::string to_string() const;
-  // Calls `sink` with the message's bytes in order.
-  void produce(const ByteSink& sink) const;
+  // Calls `sink` with the message's bytes in order; computed fields come from `ahead` when
+  // given (built from computed()), else they are computed in line.
+  void produce(const ByteSink& sink, Prefetcher* ahead = nullptr) const;
+  // The computed fields, in the order produce() writes them.
+  std::vector<const TensorBytes*> computed() const;
 
  private:
   struct Span {

@@ -35,13 +35,17 @@ struct ExternalData {
   };
   std::vector<Placement> placements;
   size_t size = 0;  // of the whole data file
+
+  // The computed initializers among the placements, in file order.
+  std::vector<const TensorBytes*> computed() const;
 };
 
 // Names every value and node of `g` that has no name yet. With `external`, large initializers
 // are referenced there instead of being written into the message.
 ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external = nullptr);
 
-// Produces the bytes of the external data file that `external` lays out.
-void write_external_data(const ExternalData& external, const ByteSink& sink);
+// Produces the bytes of the external data file that `external` lays out; computed initializers
+// come from `ahead` when given (built from external.computed()).
+void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead = nullptr);
 
 }  // namespace fastonnx

@@ -1,6 +1,6 @@
 // Initializer bytes computed while they are written: a weight folded through a Transpose or a
-// Cast is never materialized whole in memory; the writer asks for it chunk by chunk, each chunk
-// computed from the borrowed torch memory (the bounded-memory promise for large models).
+// Cast is never materialized whole in memory; the writer asks for it a range at a time, each
+// range computed from the borrowed torch memory (the bounded-memory promise for large models).
 #pragma once
 
 #include <cstddef>
@@ -19,9 +19,19 @@ class TensorBytes {
  public:
   virtual ~TensorBytes() = default;
   virtual size_t size() const = 0;
-  // Calls `sink` with consecutive chunks that together are the tensor's bytes.
-  virtual void produce(const ByteSink& sink) const = 0;
+  // Bytes [begin, end) of the tensor into `out`. Both are multiples of the element size, so
+  // that ranges can be computed independently (and on another thread, see prefetch.h).
+  virtual void fill(size_t begin, size_t end, uint8_t* out) const = 0;
+  // A range length near `target` bytes that `fill` computes efficiently (whole rows of a
+  // transposed matrix); a multiple of the element size.
+  virtual size_t chunk_bytes(size_t target) const = 0;
+  // Calls `sink` with consecutive chunks that together are the tensor's bytes, computed here.
+  void produce(const ByteSink& sink) const;
 };
+
+// Chunks computed at a time: large enough that writing is not call-bound, small enough to stay
+// in cache and bounded in memory.
+constexpr size_t kTensorChunkBytes = size_t{1} << 20;
 
 // `data` (a row-major tensor of `shape` with elements of `element_size` bytes) permuted by `perm`.
 std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::shared_ptr<const void> owner,
