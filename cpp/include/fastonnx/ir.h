@@ -88,8 +88,9 @@ struct Initializer {
   // Also a graph input (keep_initializers_as_inputs): a runtime may feed another value, so the
   // passes must not treat it as a constant.
   bool overridable = false;
-  // The bytes of a tensor of the model (a weight, a buffer, a lifted constant), not of a constant
-  // the export made: the folder reads these eagerly only when small, so weights are never copied.
+  // The bytes of a torch tensor (a weight, a buffer, a lifted constant, a Python converter's
+  // constant), not of a constant the C++ core made: the folder reads these eagerly only when
+  // small, so weights are never copied.
   bool model_tensor = false;
 };
 
