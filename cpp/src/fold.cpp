@@ -577,18 +577,10 @@ std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Att
     if (in && in->count() > read_limit(*in)) return std::nullopt;
   }
   static constexpr std::pair<std::string_view, Binary> kBinary[] = {
-      {"Add", Binary::Add},
-      {"Sub", Binary::Sub},
-      {"Mul", Binary::Mul},
-      {"Div", Binary::Div},
-      {"Equal", Binary::Equal},
-      {"Less", Binary::Less},
-      {"LessOrEqual", Binary::LessOrEqual},
-      {"Greater", Binary::Greater},
-      {"GreaterOrEqual", Binary::GreaterOrEqual},
-      {"Max", Binary::Max},
-      {"Min", Binary::Min},
-      {"And", Binary::And},
+      {"Add", Binary::Add},     {"Sub", Binary::Sub},   {"Mul", Binary::Mul},
+      {"Div", Binary::Div},     {"Equal", Binary::Equal}, {"Less", Binary::Less},
+      {"LessOrEqual", Binary::LessOrEqual}, {"Greater", Binary::Greater}, {"GreaterOrEqual", Binary::GreaterOrEqual},
+      {"Max", Binary::Max},     {"Min", Binary::Min},   {"And", Binary::And},
       {"Or", Binary::Or}};
   for (const auto& [name, kind] : kBinary) {
     if (op == name && inputs.size() == 2 && all_present(inputs, 2)) return binary(kind, x, *inputs[1]);
