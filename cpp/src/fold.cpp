@@ -18,9 +18,13 @@ size_t ConstView::count() const {
 
 namespace {
 
-// Results at most this many elements are computed eagerly; larger transposes and casts of
-// weights are computed while writing, anything else larger is not folded.
+// A weight (a tensor of the model) is read eagerly only when at most this many elements: a
+// larger one stays where it is, and its transposes and casts are computed while writing.
 constexpr size_t kSmall = 4096;
+// Constants the export made (converter constants, earlier folds) are read, and new tensors are
+// computed, up to this many elements: the causal masks and position tables models build from
+// iotas (16384 elements for 128 tokens), while one fold allocates at most a few megabytes.
+constexpr size_t kLarge = size_t{1} << 18;
 
 using Shape = std::vector<int64_t>;
 using ConstInputs = std::span<const std::optional<ConstView>>;
@@ -50,6 +54,8 @@ std::vector<int64_t> ints_of(const ConstView& v) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = load_int(v.dtype, v.data + i * es);
   return out;
 }
+
+size_t read_limit(const ConstView& v) { return v.model_tensor ? kSmall : kLarge; }
 
 int64_t wrap(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
 
@@ -96,7 +102,7 @@ std::optional<Shape> reshape_target(const ConstView& data, const ConstView& shap
 }
 
 // Elementwise ops with numpy broadcasting, on small tensors.
-enum class Binary { Add, Sub, Mul, Div, Equal, Less, Greater, Max, Min, And, Or };
+enum class Binary { Add, Sub, Mul, Div, Equal, Less, LessOrEqual, Greater, GreaterOrEqual, Max, Min, And, Or };
 
 std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
   Shape out(std::max(a.size(), b.size()), 1);
@@ -134,8 +140,9 @@ std::vector<size_t> broadcast_offsets(const Shape& shape, const Shape& out) {
 
 Result binary(Binary op, const ConstView& a, const ConstView& b) {
   const auto out_shape = broadcast(a.shape, b.shape);
-  if (!out_shape || count_of(*out_shape) > kSmall || a.dtype != b.dtype) return std::nullopt;
-  const bool compare = op == Binary::Equal || op == Binary::Less || op == Binary::Greater;
+  if (!out_shape || count_of(*out_shape) > kLarge || a.dtype != b.dtype) return std::nullopt;
+  const bool compare = op == Binary::Equal || op == Binary::Less || op == Binary::LessOrEqual ||
+                       op == Binary::Greater || op == Binary::GreaterOrEqual;
   const ScalarType out_type = compare ? ScalarType::Bool : a.dtype;
   const bool floating = is_floating(a.dtype);
   if (op == Binary::Div && !floating) {  // integer division by zero is undefined: leave it to the runtime
@@ -159,7 +166,9 @@ Result binary(Binary op, const ConstView& a, const ConstView& b) {
           case Binary::Div: store_double(out_type, pd, x / y); break;
           case Binary::Equal: store_int(out_type, pd, x == y); break;
           case Binary::Less: store_int(out_type, pd, x < y); break;
+          case Binary::LessOrEqual: store_int(out_type, pd, x <= y); break;
           case Binary::Greater: store_int(out_type, pd, x > y); break;
+          case Binary::GreaterOrEqual: store_int(out_type, pd, x >= y); break;
           case Binary::Max: store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y)); break;
           case Binary::Min: store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y)); break;
           case Binary::And: store_int(out_type, pd, x != 0 && y != 0); break;
@@ -176,7 +185,9 @@ Result binary(Binary op, const ConstView& a, const ConstView& b) {
           case Binary::Div: store_int(out_type, pd, x == INT64_MIN && y == -1 ? x : x / y); break;
           case Binary::Equal: store_int(out_type, pd, x == y); break;
           case Binary::Less: store_int(out_type, pd, x < y); break;
+          case Binary::LessOrEqual: store_int(out_type, pd, x <= y); break;
           case Binary::Greater: store_int(out_type, pd, x > y); break;
+          case Binary::GreaterOrEqual: store_int(out_type, pd, x >= y); break;
           case Binary::Max: store_int(out_type, pd, std::max(x, y)); break;
           case Binary::Min: store_int(out_type, pd, std::min(x, y)); break;
           case Binary::And: store_int(out_type, pd, x != 0 && y != 0); break;
@@ -203,7 +214,7 @@ Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSo
   f.dtype = in.dtype;
   f.shape = out;
   f.computed = transposed_bytes(in.data, source.owner, element_size(in.dtype), in.shape, perm);
-  if (in.count() <= kSmall) {  // small: materialize now, so later folds can read it
+  if (in.count() <= read_limit(in)) {  // small: materialize now, so later folds can read it
     f.computed->produce([&](const void* p, size_t n) {
       f.bytes.insert(f.bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
     });
@@ -221,7 +232,7 @@ Result cast(const ConstView& in, std::span<const Attr> attrs, const ConstSource&
   Folded f;
   f.dtype = to;
   f.shape = in.shape;
-  if (in.count() <= kSmall) {
+  if (in.count() <= read_limit(in)) {
     const size_t is = static_cast<size_t>(element_size(in.dtype)), os = static_cast<size_t>(element_size(to));
     f.bytes.resize(in.count() * os);
     for (size_t i = 0; i < in.count(); ++i) convert_element(in.dtype, in.data + i * is, to, &f.bytes[i * os]);
@@ -240,7 +251,7 @@ Result concat(ConstInputs inputs, std::span<const Attr> attrs) {
     if (!in || in->dtype != first.dtype || in->shape.size() != first.shape.size()) return std::nullopt;
     out[axis] += in->shape[axis];
   }
-  if (count_of(out) > kSmall) return std::nullopt;
+  if (count_of(out) > kLarge) return std::nullopt;
   const size_t es = static_cast<size_t>(element_size(first.dtype));
   size_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(out[d]);
@@ -260,7 +271,7 @@ Result gather(const ConstView& data, const ConstView& indices, std::span<const A
   Shape out(data.shape.begin(), data.shape.begin() + axis);
   out.insert(out.end(), indices.shape.begin(), indices.shape.end());
   out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (count_of(out) > kSmall) return std::nullopt;
+  if (count_of(out) > kLarge) return std::nullopt;
   const std::vector<int64_t> idx = ints_of(indices);
   const int64_t n = data.shape[axis];
   for (int64_t i : idx) {
@@ -311,7 +322,7 @@ Result slice(ConstInputs inputs) {
     begin[axis] = s;
     step[axis] = st;
   }
-  if (count_of(out) > kSmall) return std::nullopt;
+  if (count_of(out) > kLarge) return std::nullopt;
   std::vector<size_t> stride(rank, 1);
   for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * static_cast<size_t>(data.shape[d]);
   const size_t es = static_cast<size_t>(element_size(data.dtype));
@@ -365,7 +376,7 @@ Result range(ConstInputs inputs) {
                  d = load_double(delta.dtype, delta.data);
     if (d == 0) return std::nullopt;
     const double n = std::max(std::ceil((l - s) / d), 0.0);
-    if (n > kSmall) return std::nullopt;
+    if (n > kLarge) return std::nullopt;
     return std::vector<Folded>{make(start.dtype, {static_cast<int64_t>(n)}, [&](uint8_t* dst) {
       for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) store_double(start.dtype, dst + i * element_size(start.dtype), s + i * d);
     })};
@@ -374,12 +385,14 @@ Result range(ConstInputs inputs) {
                 d = load_int(delta.dtype, delta.data);
   if (d == 0) return std::nullopt;
   const int64_t n = std::max<int64_t>((l - s + d + (d > 0 ? -1 : 1)) / d, 0);
-  if (static_cast<size_t>(n) > kSmall) return std::nullopt;
+  if (static_cast<size_t>(n) > kLarge) return std::nullopt;
   return std::vector<Folded>{make(start.dtype, {n}, [&](uint8_t* dst) {
     for (int64_t i = 0; i < n; ++i) store_int(start.dtype, dst + i * element_size(start.dtype), s + i * d);
   })};
 }
 
+// Only small: a large Expand is mostly a filled tensor (torch.full), which as a constant would
+// only make the file bigger.
 Result expand(const ConstView& in, const ConstView& shape) {
   const auto out = broadcast(in.shape, ints_of(shape));
   if (!out || count_of(*out) > kSmall) return std::nullopt;
@@ -403,6 +416,121 @@ Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> att
   for (int64_t v : ints_of(in)) acc = op == "ReduceProd" ? acc * v : acc + v;
   Shape out = attr_int(attrs, "keepdims", 1) ? Shape(in.shape.size(), 1) : Shape{};
   return std::vector<Folded>{make(in.dtype, out, [&](uint8_t* dst) { store_int(in.dtype, dst, acc); })};
+}
+
+// Floating-point functions of one input: computed in double and rounded once to the element type,
+// so within an ulp of what the runtime computes in the element type.
+Result unary_float(std::string_view op, const ConstView& in) {
+  static constexpr std::pair<std::string_view, double (*)(double)> kFunctions[] = {
+      {"Sqrt", [](double v) { return std::sqrt(v); }}, {"Reciprocal", [](double v) { return 1.0 / v; }},
+      {"Exp", [](double v) { return std::exp(v); }},   {"Log", [](double v) { return std::log(v); }},
+      {"Sin", [](double v) { return std::sin(v); }},   {"Cos", [](double v) { return std::cos(v); }}};
+  if (!is_floating(in.dtype)) return std::nullopt;
+  for (const auto& [name, function] : kFunctions) {
+    if (op != name) continue;
+    const size_t es = static_cast<size_t>(element_size(in.dtype));
+    return std::vector<Folded>{make(in.dtype, in.shape, [&](uint8_t* dst) {
+      for (size_t i = 0; i < in.count(); ++i) store_double(in.dtype, dst + i * es, function(load_double(in.dtype, in.data + i * es)));
+    })};
+  }
+  return std::nullopt;
+}
+
+Result where(const ConstView& cond, const ConstView& a, const ConstView& b) {
+  if (cond.dtype != ScalarType::Bool || a.dtype != b.dtype) return std::nullopt;
+  const auto values = broadcast(a.shape, b.shape);
+  const auto out = values ? broadcast(cond.shape, *values) : std::nullopt;
+  if (!out || count_of(*out) > kLarge) return std::nullopt;
+  const auto oc = broadcast_offsets(cond.shape, *out), oa = broadcast_offsets(a.shape, *out),
+             ob = broadcast_offsets(b.shape, *out);
+  const size_t es = static_cast<size_t>(element_size(a.dtype));
+  return std::vector<Folded>{make(a.dtype, *out, [&](uint8_t* dst) {
+    for (size_t i = 0; i < oc.size(); ++i) {
+      const uint8_t* from = cond.data[oc[i]] != 0 ? a.data + oa[i] * es : b.data + ob[i] * es;
+      std::memcpy(dst + i * es, from, es);
+    }
+  })};
+}
+
+// Sums in the element type, one addition after another, as the runtime does: each partial sum
+// is rounded (floats) or wrapped (integers) to the type before the next element is added.
+Result cumsum(const ConstView& in, const ConstView& axis_in, std::span<const Attr> attrs) {
+  const size_t rank = in.shape.size();
+  if (in.dtype == ScalarType::Bool || axis_in.count() != 1 || rank == 0) return std::nullopt;
+  const int64_t axis = wrap(ints_of(axis_in)[0], rank);
+  if (axis < 0 || axis >= static_cast<int64_t>(rank)) return std::nullopt;
+  const bool exclusive = attr_int(attrs, "exclusive", 0) != 0, reverse = attr_int(attrs, "reverse", 0) != 0;
+  size_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(in.shape[d]);
+  for (size_t d = axis + 1; d < rank; ++d) inner *= static_cast<size_t>(in.shape[d]);
+  const size_t n = static_cast<size_t>(in.shape[axis]), es = static_cast<size_t>(element_size(in.dtype));
+  const bool floating = is_floating(in.dtype);
+  return std::vector<Folded>{make(in.dtype, in.shape, [&](uint8_t* dst) {
+    std::vector<uint8_t> sum(es);
+    auto accumulate = [&](const uint8_t* element) {
+      if (floating) {
+        store_double(in.dtype, sum.data(), load_double(in.dtype, sum.data()) + load_double(in.dtype, element));
+      } else {
+        const auto total = static_cast<uint64_t>(load_int(in.dtype, sum.data())) + static_cast<uint64_t>(load_int(in.dtype, element));
+        store_int(in.dtype, sum.data(), static_cast<int64_t>(total));
+      }
+    };
+    for (size_t o = 0; o < outer; ++o) {
+      for (size_t i = 0; i < inner; ++i) {
+        std::fill(sum.begin(), sum.end(), uint8_t{0});  // zero in every numeric type
+        for (size_t k = 0; k < n; ++k) {
+          const size_t at = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+          if (!exclusive) accumulate(in.data + at * es);
+          std::memcpy(dst + at * es, sum.data(), es);
+          if (exclusive) accumulate(in.data + at * es);
+        }
+      }
+    }
+  })};
+}
+
+// GatherND: each row of the last dimension of `indices` picks a slice of `data`, after the
+// first `batch_dims` dimensions, which the two share.
+Result gather_nd(const ConstView& data, const ConstView& indices, std::span<const Attr> attrs) {
+  const int64_t batch = attr_int(attrs, "batch_dims", 0);
+  const auto r = static_cast<int64_t>(data.shape.size()), q = static_cast<int64_t>(indices.shape.size());
+  if (indices.dtype != ScalarType::Long || q < 1 || batch < 0 || batch >= std::min(r, q)) return std::nullopt;
+  const int64_t k = indices.shape[q - 1];
+  if (k > r - batch) return std::nullopt;
+  for (int64_t d = 0; d < batch; ++d) {
+    if (data.shape[d] != indices.shape[d]) return std::nullopt;
+  }
+  Shape out(indices.shape.begin(), indices.shape.end() - 1);
+  out.insert(out.end(), data.shape.begin() + batch + k, data.shape.end());
+  if (count_of(out) > kLarge) return std::nullopt;
+  size_t batches = 1, per_batch = 1, slice = 1;
+  for (int64_t d = 0; d < batch; ++d) batches *= static_cast<size_t>(data.shape[d]);
+  for (int64_t d = batch; d < q - 1; ++d) per_batch *= static_cast<size_t>(indices.shape[d]);
+  for (int64_t d = batch + k; d < r; ++d) slice *= static_cast<size_t>(data.shape[d]);
+  const size_t batch_stride = data.count() / std::max<size_t>(batches, 1);
+  // Where each picked slice starts in `data`; an index out of range is left to the runtime.
+  const std::vector<int64_t> idx = ints_of(indices);
+  std::vector<size_t> starts;
+  starts.reserve(batches * per_batch);
+  for (size_t b = 0; b < batches; ++b) {
+    for (size_t m = 0; m < per_batch; ++m) {
+      size_t offset = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t dim = data.shape[batch + j];
+        int64_t i = idx[(b * per_batch + m) * static_cast<size_t>(k) + static_cast<size_t>(j)];
+        if (i < -dim || i >= dim) return std::nullopt;
+        offset = offset * static_cast<size_t>(dim) + static_cast<size_t>(i < 0 ? i + dim : i);
+      }
+      starts.push_back(b * batch_stride + offset * slice);
+    }
+  }
+  const size_t es = static_cast<size_t>(element_size(data.dtype));
+  return std::vector<Folded>{make(data.dtype, out, [&](uint8_t* dst) {
+    for (size_t s : starts) {
+      std::memcpy(dst, data.data + s * es, slice * es);
+      dst += slice * es;
+    }
+  })};
 }
 
 bool all_present(ConstInputs inputs, size_t n) {
@@ -443,12 +571,17 @@ std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Att
   }
   if (op == "Transpose") return transpose(x, attrs, sources[0]);
   if (op == "Cast") return cast(x, attrs, sources[0]);
-  // Everything else computes small tensors eagerly.
-  if (!readable(inputs) || x.count() > kSmall) return std::nullopt;
+  // Everything else computes its result eagerly, from inputs within their limits.
+  if (!readable(inputs)) return std::nullopt;
+  for (const auto& in : inputs) {
+    if (in && in->count() > read_limit(*in)) return std::nullopt;
+  }
   static constexpr std::pair<std::string_view, Binary> kBinary[] = {
-      {"Add", Binary::Add},   {"Sub", Binary::Sub},         {"Mul", Binary::Mul},         {"Div", Binary::Div},
-      {"Equal", Binary::Equal}, {"Less", Binary::Less},     {"Greater", Binary::Greater}, {"Max", Binary::Max},
-      {"Min", Binary::Min},   {"And", Binary::And},         {"Or", Binary::Or}};
+      {"Add", Binary::Add},     {"Sub", Binary::Sub},   {"Mul", Binary::Mul},
+      {"Div", Binary::Div},     {"Equal", Binary::Equal}, {"Less", Binary::Less},
+      {"LessOrEqual", Binary::LessOrEqual}, {"Greater", Binary::Greater}, {"GreaterOrEqual", Binary::GreaterOrEqual},
+      {"Max", Binary::Max},     {"Min", Binary::Min},   {"And", Binary::And},
+      {"Or", Binary::Or}};
   for (const auto& [name, kind] : kBinary) {
     if (op == name && inputs.size() == 2 && all_present(inputs, 2)) return binary(kind, x, *inputs[1]);
   }
@@ -464,6 +597,15 @@ std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Att
       }
     })};
   }
+  if (op == "Not" && x.dtype == ScalarType::Bool) {
+    return std::vector<Folded>{make(x.dtype, x.shape, [&](uint8_t* dst) {
+      for (size_t i = 0; i < x.count(); ++i) dst[i] = x.data[i] == 0;
+    })};
+  }
+  if (auto folded = unary_float(op, x)) return folded;
+  if (op == "Where" && all_present(inputs, 3)) return where(x, *inputs[1], *inputs[2]);
+  if (op == "CumSum" && all_present(inputs, 2)) return cumsum(x, *inputs[1], attrs);
+  if (op == "GatherND" && all_present(inputs, 2)) return gather_nd(x, *inputs[1], attrs);
   if (op == "Concat") return concat(inputs, attrs);
   if (op == "Gather" && all_present(inputs, 2)) return gather(x, *inputs[1], attrs);
   if (op == "Slice" && all_present(inputs, 3)) return slice(inputs);

@@ -228,7 +228,7 @@ class Optimizer {
       const Initializer* init = g_.initializer(Value{v});
       const auto shape = static_shape(v);
       if (init == nullptr || init->overridable || !shape) return false;
-      views.push_back(ConstView{g_.info(Value{v}).dtype, *shape, static_cast<const uint8_t*>(init->data)});
+      views.push_back(ConstView{g_.info(Value{v}).dtype, *shape, static_cast<const uint8_t*>(init->data), init->model_tensor});
       sources.push_back(ConstSource{init->data, init->owner});
     }
     if (views.empty()) return false;

@@ -50,6 +50,7 @@ Value Session::add_initializer(std::string_view name, const TensorMeta& meta, co
                        (data ? "an address" : "null") + " for " + std::to_string(expected) + " bytes of data");
   }
   const Value v = graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
+  graph_.set_model_tensor(v);
   if (keep_initializers_as_inputs_) graph_.set_overridable(v);
   return v;
 }

@@ -1,7 +1,8 @@
 // Constant evaluation of single ONNX nodes whose inputs are constants, for the folding pass.
 // Only what converters leave behind is covered: shape arithmetic on static shapes, reshapes,
 // transposes and casts of weights (those computed lazily while writing), small elementwise
-// arithmetic. Anything else is left to onnxruntime.
+// arithmetic, and the masks and position tables models build from iotas (comparisons, Where,
+// CumSum, GatherND, Sin/Cos). Anything else is left to onnxruntime.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ struct ConstView {
   ScalarType dtype = ScalarType::Undefined;
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // null when the bytes are computed (a folded weight)
+  bool model_tensor = false;      // a weight of the model (Initializer::model_tensor), not a constant the export made
   size_t count() const;
 };
 

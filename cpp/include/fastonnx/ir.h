@@ -88,6 +88,10 @@ struct Initializer {
   // Also a graph input (keep_initializers_as_inputs): a runtime may feed another value, so the
   // passes must not treat it as a constant.
   bool overridable = false;
+  // The bytes of a torch tensor (a weight, a buffer, a lifted constant, a Python converter's
+  // constant), not of a constant the C++ core made: the folder reads these eagerly only when
+  // small, so weights are never copied.
+  bool model_tensor = false;
 };
 
 class Graph {
@@ -157,6 +161,7 @@ class Graph {
   const std::vector<Initializer>& initializers() const { return initializers_; }
   bool is_initializer(Value v) const;
   void set_overridable(Value v) { initializers_[initializer_of_[v.id]].overridable = true; }
+  void set_model_tensor(Value v) { initializers_[initializer_of_[v.id]].model_tensor = true; }
   const Initializer* initializer(Value v) const;
 
  private:
