@@ -1,5 +1,6 @@
 """One exporter on one model in a process of its own (so its peak RSS is its own): a warm-up
-call, then N timed calls, each writing into a fresh directory. Prints one JSON line.
+call, then N timed calls, each writing into a fresh directory after the previous one's is
+deleted and synced. Prints one JSON line.
 
     python -m benchmarks.worker MODEL METHOD RUNS TMPDIR
 """
@@ -11,6 +12,7 @@ import gc
 import io
 import json
 import logging
+import os
 import resource
 import shutil
 import sys
@@ -54,6 +56,12 @@ def main() -> None:
     last_out, onnx_path = None, None
     try:
         for i in range(runs + 1):
+            # Every call starts from the same state: the previous call's file deleted (so its
+            # pages are free again, not a second model's worth held in the page cache) and
+            # nothing left to write back (sync), whatever the previous call wrote.
+            if last_out is not None:
+                shutil.rmtree(last_out)
+            os.sync()
             out = Path(tempfile.mkdtemp(dir=tmp))
             gc.collect()
             with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
@@ -62,8 +70,6 @@ def main() -> None:
                 extra = fn(model, args, out)
                 elapsed = time.perf_counter() - t0
             onnx_path = extra.pop("onnx_path", None)
-            if last_out is not None:
-                shutil.rmtree(last_out)
             last_out = out
             if i:  # the first call warms up
                 times.append(elapsed)
