@@ -155,3 +155,22 @@ def test_weights_are_read_by_folds_only_when_small(size):
     ops = [n.op_type for n in proto.graph.node]
     assert ops == (["Add"] if size == 16 else ["Cos", "Mul", "Add"]), ops
     assert _constant_nodes(proto) == ([] if size == 16 else ["Cos"])
+
+
+class TransposedTwice(torch.nn.Module):
+    def forward(self, x):
+        # attention's K: a permute, then its last two dimensions swapped; and a round trip
+        return x.permute(0, 2, 1, 3).transpose(-1, -2) * 2, x.transpose(1, 2).transpose(1, 2) + 1
+
+
+def test_a_transpose_of_a_transpose_is_one_transpose():
+    x = torch.randn(2, 3, 4, 5)
+    result = fastonnx.export(TransposedTwice(), (x,))
+    proto = result.model_proto
+    assert [n.op_type for n in proto.graph.node] == ["Transpose", "Mul", "Add"]
+    (transpose,) = [n for n in proto.graph.node if n.op_type == "Transpose"]
+    assert list(helper.get_attribute_value(transpose.attribute[0])) == [0, 2, 3, 1]
+    assert result.native.pass_stats["composed"] == 2
+    check(proto)
+    for got, want in zip(run_ort(proto, [x]), TransposedTwice()(x)):
+        np.testing.assert_array_equal(got, want.numpy())

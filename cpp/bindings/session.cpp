@@ -260,6 +260,7 @@ void init_session(py::module_& m) {
         py::dict d;
         d["folded"] = md.stats.folded;
         d["forwarded"] = md.stats.forwarded;
+        d["composed"] = md.stats.composed;
         d["merged"] = md.stats.merged;
         d["constants_merged"] = md.stats.constants_merged;
         d["removed"] = md.stats.removed;

@@ -154,6 +154,16 @@ Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<
   return v;
 }
 
+bool Graph::set_ints_attr(NodeId n, std::string_view name, std::vector<int64_t> values) {
+  for (uint32_t i = nodes_[n].attrs_begin; i < nodes_[n].attrs_begin + nodes_[n].n_attrs; ++i) {
+    if (attrs_[i].name == name && attrs_[i].kind == Attr::Kind::Ints) {
+      attrs_[i].int_values = std::move(values);
+      return true;
+    }
+  }
+  return false;
+}
+
 Value Graph::add_computed_initializer(ScalarType dtype, std::span<const Dim> dims,
                                       std::shared_ptr<const TensorBytes> bytes) {
   Value v = add_value(dtype);

@@ -98,7 +98,9 @@ class Optimizer {
     for (NodeId n = 0; n < n_nodes; ++n) {
       if (g_.node(n).dead) continue;
       rewrite_inputs(n);
-      if (produces_output(n) || try_fold(n) || try_forward(n) || try_merge(n)) continue;
+      if (produces_output(n) || try_fold(n)) continue;
+      compose_transposes(n);
+      if (try_forward(n) || try_merge(n)) continue;
     }
     const size_t before = live_count();
     remove_dead_nodes(g_);
@@ -266,6 +268,41 @@ class Optimizer {
       g_.set_name(result, name);
       return;
     }
+  }
+
+  // Transpose(Transpose(x, p), q) reads x with one permutation, p[q[i]] (attention takes K
+  // through a permute and then swaps its last two dimensions); an identity is then forwarded,
+  // and the inner Transpose goes when nothing else reads it. Within one graph and one module
+  // scope, like CSE.
+  void compose_transposes(NodeId n) {
+    if (op_of(g_, n) != "Transpose") return;
+    const auto in = g_.inputs(n);
+    if (in.empty() || in[0] == Value::kNone) return;
+    const NodeId p = g_.info(Value{in[0]}).producer;
+    if (p == kNoNode || g_.node(p).dead || op_of(g_, p) != "Transpose" || g_.node(p).graph != g_.node(n).graph ||
+        g_.scope(p) != g_.scope(n)) {
+      return;
+    }
+    const Attr* outer = find_perm(n);
+    const Attr* inner = find_perm(p);
+    if (outer == nullptr || inner == nullptr || outer->int_values.size() != inner->int_values.size()) return;
+    const size_t rank = outer->int_values.size();
+    std::vector<int64_t> composed(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const int64_t q = outer->int_values[i];
+      if (q < 0 || static_cast<size_t>(q) >= rank) return;
+      composed[i] = inner->int_values[q];
+    }
+    g_.set_input(n, 0, g_.inputs(p)[0]);
+    g_.set_ints_attr(n, "perm", std::move(composed));
+    ++stats_.composed;
+  }
+
+  const Attr* find_perm(NodeId n) const {
+    for (const Attr& a : g_.attrs(n)) {
+      if (a.name == "perm" && a.kind == Attr::Kind::Ints) return &a;
+    }
+    return nullptr;  // the default (reversed) perm: left alone
   }
 
   // Nodes that compute nothing: their output is their input.

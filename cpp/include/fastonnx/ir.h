@@ -130,6 +130,8 @@ class Graph {
   void set_node_scope(NodeId n, uint32_t scope) { nodes_[n].scope = scope; }
   // Makes input `i` of node `n` read `v` instead (the one place use-lists change).
   void set_input(NodeId n, size_t i, uint32_t v) { edges_[nodes_[n].inputs_begin + i] = v; }
+  // Replaces the values of node `n`'s existing ints attribute `name`; false when it has none.
+  bool set_ints_attr(NodeId n, std::string_view name, std::vector<int64_t> values);
 
   // A name that no other value, node or graph input/output has; `base` when it is free.
   StrId unique_name(std::string_view base);

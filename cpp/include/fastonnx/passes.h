@@ -14,6 +14,7 @@ void remove_dead_nodes(Graph& g);
 struct PassStats {
   size_t folded = 0;            // nodes replaced by constants (shape arithmetic, weight transposes)
   size_t forwarded = 0;         // nodes that computed nothing (Identity, no-op Cast/Reshape/Transpose)
+  size_t composed = 0;          // transposes of a transpose, made one transpose of the first's input
   size_t merged = 0;            // nodes equal to an earlier one (common subexpressions)
   size_t constants_merged = 0;  // small converter constants equal to an earlier one
   size_t removed = 0;           // dead nodes
