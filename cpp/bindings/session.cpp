@@ -1,8 +1,5 @@
 #include <algorithm>
 #include <cerrno>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -10,6 +7,10 @@
 #include <stdexcept>
 #include <system_error>
 #include <tuple>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -78,10 +78,8 @@ void ProtoMessage::produce(const ByteSink& sink, Prefetcher* ahead) const {
   for (const Span& s : spans_) {
     if (s.run_end > written) sink(runs_.data() + written, s.run_end - written);
     written = s.run_end;
-    if (s.computed != nullptr && ahead != nullptr) {
-      ahead->produce(*s.computed, sink);
-    } else if (s.computed != nullptr) {
-      s.computed->produce(sink);
+    if (s.computed != nullptr) {
+      produce_computed(*s.computed, sink, ahead);
     } else if (s.size) {
       sink(s.data, s.size);
     }

@@ -324,10 +324,8 @@ void write_external_data(const ExternalData& external, const ByteSink& sink, Pre
   size_t at = 0;
   for (const auto& [offset, init] : external.placements) {
     for (; at < offset; at += std::min(offset - at, kPage)) sink(zeros, std::min(offset - at, kPage));
-    if (init->computed && ahead != nullptr) {
-      ahead->produce(*init->computed, sink);
-    } else if (init->computed) {
-      init->computed->produce(sink);
+    if (init->computed) {
+      produce_computed(*init->computed, sink, ahead);
     } else if (init->nbytes) {
       sink(init->data, init->nbytes);
     }

@@ -53,4 +53,13 @@ class Prefetcher {
   std::thread helper_;
 };
 
+// The bytes of `bytes` to `sink`: from `ahead` when the writer has one, else computed here.
+inline void produce_computed(const TensorBytes& bytes, const ByteSink& sink, Prefetcher* ahead) {
+  if (ahead != nullptr) {
+    ahead->produce(bytes, sink);
+  } else {
+    bytes.produce(sink);
+  }
+}
+
 }  // namespace fastonnx
