@@ -17,7 +17,7 @@ from torchgen.model import FunctionSchema
 
 from .model import Guard, OpSpec, Rule, SpecError, parse_expr
 
-RULE_KEYS = ("since", "when", "onnx", "manual", "promote")
+RULE_KEYS = ("since", "when", "onnx", "manual", "promote", "static")
 ENTRY_KEYS = RULE_KEYS + ("same_as",)
 _LINE_KEYS = ("__line__", "__key_lines__")  # what LineLoader adds to every mapping
 
@@ -108,6 +108,9 @@ def _pop_rule(d: dict, where: str) -> Rule:
     promote = d.get("promote", [])
     if not isinstance(promote, list) or not all(isinstance(p, str) for p in promote):
         raise SpecError(f"{where}: `promote:` is a list of argument names, e.g. [self, other]")
+    static = d.get("static", [])
+    if not isinstance(static, list) or not all(isinstance(p, str) for p in static):
+        raise SpecError(f"{where}: `static:` is a list of argument names, e.g. [p]")
     try:
         return Rule(
             since=since,
@@ -115,6 +118,7 @@ def _pop_rule(d: dict, where: str) -> Rule:
             onnx=parse_expr(str(d["onnx"])) if "onnx" in d else None,
             manual=bool(d.get("manual", False)),
             promote=tuple(promote),
+            static=tuple(static),
             line=d.get("__line__", 0),
         )
     except SpecError as e:

@@ -212,6 +212,10 @@ class Rule:
     onnx: Expr | None = None
     manual: bool = False
     promote: tuple[str, ...] = ()
+    # Arguments a manual body needs as numbers known when exporting (it reads them with
+    # Scalar::to_double or Builder::static_int). A node whose such argument the graph computes is
+    # decomposed instead of converted. An `onnx:` rule's are derived: those it uses as attributes.
+    static: tuple[str, ...] = ()
     line: int = field(default=0, compare=False)  # where the rule is written, for errors
 
     def __post_init__(self) -> None:
@@ -219,6 +223,8 @@ class Rule:
             raise SpecError("a rule has exactly one of `onnx:` and `manual: true`")
         if self.manual and self.promote:
             raise SpecError("`promote:` is for `onnx:` rules; a manual body casts what it needs")
+        if self.static and not self.manual:
+            raise SpecError("`static:` is for manual rules; an `onnx:` rule's are derived from where it uses them")
 
     def to_yaml(self) -> dict:
         out: dict = {}
@@ -230,6 +236,8 @@ class Rule:
             out["promote"] = list(self.promote)
         if self.manual:
             out["manual"] = True
+            if self.static:
+                out["static"] = list(self.static)
         else:
             out["onnx"] = str(self.onnx)
         return out
@@ -242,6 +250,7 @@ class Rule:
             onnx=parse_expr(d["onnx"]) if "onnx" in d else None,
             manual=bool(d.get("manual", False)),
             promote=tuple(d.get("promote", ())),
+            static=tuple(d.get("static", ())),
         )
 
 

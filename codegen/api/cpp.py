@@ -32,6 +32,9 @@ _LIST_KINDS = {
     BaseTy.float: ("float_list", "std::vector<double>"),
     BaseTy.bool: ("bool_list", "std::vector<bool>"),
 }
+# Kinds whose value torch.export may leave to the graph (a symbolic size, `.item()`); every other
+# non-tensor argument is a number torch specialized while tracing.
+COMPUTABLE_KINDS = ("scalar", "symint", "symint_list")
 # Arguments that say where or how torch stores a tensor; ONNX has no such notion, so converters
 # never see them.
 _IGNORED = {BaseTy.Layout, BaseTy.Device, BaseTy.MemoryFormat, BaseTy.Generator, BaseTy.DeviceIndex}
@@ -104,7 +107,8 @@ class CppArg:
 
     def unpack(self, arg_expr: str, what: str) -> str:
         size = f", {self.list_size}" if self.list_size else ""
-        builder = "b, " if self.is_tensor else ""  # numbers in tensor slots become constants
+        # Numbers in tensor slots become constants; a Scalar may be a value the graph computes.
+        builder = "b, " if self.is_tensor or self.base_kind == "scalar" else ""
         return f"unpack_{self.kind}({builder}{arg_expr}, {what}{size})"
 
 

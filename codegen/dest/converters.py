@@ -51,10 +51,18 @@ class Converter:
     same_as: str | None = None  # C++ function name of the converter it forwards to
     has_manual: bool = False
     where: str = ""
+    # Arguments that must be numbers known when exporting (Rule.static): the lowering decomposes
+    # a node whose such argument the graph computes.
+    static_args: tuple[str, ...] = ()
 
     @property
     def params(self) -> list[cpp.CppArg]:
         return [a for a in self.args if not a.ignored]
+
+    @property
+    def static_mask(self) -> int:
+        """``static_args`` as a bit set over the schema's argument positions."""
+        return sum(1 << i for i, a in enumerate(self.args) if a.schema_name in self.static_args)
 
 
 def _fail(spec: OpSpec, msg: str, rule: Rule | None = None):
@@ -74,6 +82,13 @@ class _RuleCompiler:
         self.since, self.until = since, until
         self.steps: list[Step] = []
         self.counter = 0
+        self.static: set[str] = set()  # arguments used as numbers known when exporting
+
+    def needs_static(self, a: cpp.CppArg) -> None:
+        """``a`` is used where only a number known when exporting fits (an attribute); a number
+        the graph computes cannot go there."""
+        if a.base_kind in cpp.COMPUTABLE_KINDS:
+            self.static.add(a.schema_name)
 
     def fail(self, msg: str):
         _fail(self.spec, msg, self.rule)
@@ -244,6 +259,7 @@ class _RuleCompiler:
             a = self.arg(e.id)
             k = a.base_kind
             v = self.present(a)
+            self.needs_static(a)
             if t == AttrType.INT and k == "scalar_type":
                 return F.attr_dtype(name, v)
             if t == AttrType.INT and k in ("int", "bool"):
@@ -353,6 +369,8 @@ class _RuleCompiler:
             a = self.arg(node.id)
             if a.optional or a.base_kind in ("tensor", "tensor_list", "opt_tensor_list"):
                 self.fail(f"`{node.id}` ({a.kind}) cannot be compared in `when:`")
+            # A number the graph computes compares unequal to every constant (types.h), so a guard
+            # on it picks the rule for the general case: no need to know it when exporting.
             return a.name
         self.fail(f"`{ast.unparse(node)}` cannot be used in `when:`")
         raise AssertionError
@@ -414,15 +432,23 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
             _fail(spec, f"`same_as: {spec.same_as}` names an overload that is not mapped (or is mapped later)")
         if [(a.schema_name, a.kind) for a in target.args] != [(a.schema_name, a.kind) for a in args] or target.ret != ret:
             _fail(spec, f"`same_as: {spec.same_as}` needs the same arguments and returns as that schema")
-        return Converter(spec.overload, fn, ret, n_ret, args, [], same_as=target.fn, where=spec.where)
+        return Converter(spec.overload, fn, ret, n_ret, args, [], same_as=target.fn, where=spec.where,
+                         static_args=target.static_args)
 
     rules: list[RuleCode] = []
     manual_count = 0
+    static: set[str] = set()
     for rule, (lo, hi) in zip(spec.rules, _rule_ranges(spec.rules)):
         if rule.since is not None and not opsets.MIN_OPSET <= rule.since <= opsets.MAX_OPSET:
             _fail(spec, f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}", rule)
         comp = _RuleCompiler(spec, rule, args, lo, hi, _proved_present(rule))
         conds = []
+        for name in rule.static:
+            a = comp.arg(name)
+            if a.base_kind not in cpp.COMPUTABLE_KINDS:
+                _fail(spec, f"`static:` lists arguments the graph may compute ({', '.join(cpp.COMPUTABLE_KINDS)}); "
+                            f"`{name}` is a {a.kind}, always known when exporting", rule)
+            comp.static.add(name)
         if rule.since is not None and rule.since > opsets.MIN_OPSET:
             conds.append(F.opset_at_least(rule.since))
         if rule.when is not None:
@@ -444,7 +470,9 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
             code.result = _result(comp, rule.onnx, n_ret)  # type: ignore[arg-type]
             code.steps = comp.steps
         rules.append(code)
-    return Converter(spec.overload, fn, ret, n_ret, args, rules, has_manual=manual_count > 0, where=spec.where)
+        static |= comp.static
+    return Converter(spec.overload, fn, ret, n_ret, args, rules, has_manual=manual_count > 0, where=spec.where,
+                     static_args=tuple(a.schema_name for a in args if a.schema_name in static))
 
 
 def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) -> Converter | None:
@@ -460,7 +488,8 @@ def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) ->
     if [(a.schema_name, a.kind) for a in functional.args] != [(a.schema_name, a.kind) for a in args] or functional.ret != ret:
         return None
     where = f"in-place twin of {functional.overload} ({functional.where})"
-    return Converter(overload, cpp.function_name(overload), ret, n_ret, args, [], same_as=functional.fn, where=where)
+    return Converter(overload, cpp.function_name(overload), ret, n_ret, args, [], same_as=functional.fn, where=where,
+                     static_args=functional.static_args)
 
 
 def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:

@@ -19,11 +19,12 @@ void init_registry(py::module_& m) {
         for (const OpEntry& e : op_table()) {
           py::list names;
           for (const char* n : e.arg_names) names.append(n);
-          rows.append(py::make_tuple(e.overload, names));
+          rows.append(py::make_tuple(e.overload, names, e.static_args));
         }
         return rows;
       },
-      "(overload, [argument names]) for every mapped ATen overload, in converter-id order");
+      "(overload, [argument names], bit set of the arguments that must be known when exporting) for every "
+      "mapped ATen overload, in converter-id order");
 }
 
 }  // namespace fastonnx::bindings

@@ -14,7 +14,10 @@ Value add(Builder& b, Value self, Value other, const Scalar& alpha) {
   const ScalarType dtype = b.compute_dtype(self, other);
   self = b.cast(self, dtype);
   other = b.cast(other, dtype);
-  if (dtype == ScalarType::Bool) return alpha.to_double() != 0 ? b.op("Or", {self, other}) : self;
+  if (dtype == ScalarType::Bool) {
+    if (!alpha.is_static()) return b.op("Or", {self, b.op("And", {other, b.scalar(alpha, dtype)})});
+    return alpha.to_double() != 0 ? b.op("Or", {self, other}) : self;
+  }
   if (alpha != int64_t{1}) other = b.op("Mul", {other, b.scalar(alpha, dtype)});
   return b.op("Add", {self, other});
 }
@@ -178,11 +181,13 @@ Value remainder_Scalar(Builder& b, Value self, Scalar other) {
 Value pow_Tensor_Tensor(Builder& b, Value self, Value exponent) { return power(b, self, exponent, true, true); }
 
 Value pow_Tensor_Scalar(Builder& b, Value self, Scalar exponent) {
-  return power(b, self, b.scalar(exponent, b.compute_dtype(self)), true, exponent.to_double() < 0);
+  const bool may_be_negative = !exponent.is_static() || exponent.to_double() < 0;
+  return power(b, self, b.scalar(exponent, b.compute_dtype(self)), true, may_be_negative);
 }
 
 Value pow_Scalar(Builder& b, Scalar self, Value exponent) {
-  return power(b, b.scalar(self, b.compute_dtype(exponent)), exponent, self.to_double() == 0, true);
+  const bool may_be_zero = !self.is_static() || self.to_double() == 0;
+  return power(b, b.scalar(self, b.compute_dtype(exponent)), exponent, may_be_zero, true);
 }
 
 Value atan2(Builder& b, Value self, Value other) { return angle_of(b, self, other); }
@@ -191,6 +196,8 @@ Value atan2_out(Builder& b, Value self, Value other, Value) { return angle_of(b,
 
 Value lerp_Scalar(Builder& b, Value self, Value end, Scalar weight) {
   const ScalarType dtype = b.compute_dtype(self, end);
+  // A weight the graph computes picks its formula at run time, as a weight tensor does.
+  if (!weight.is_static()) return lerp_Tensor(b, self, end, b.scalar(weight, dtype));
   self = b.cast(self, dtype);
   end = b.cast(end, dtype);
   const Value diff = b.op("Sub", {end, self});

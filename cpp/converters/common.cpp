@@ -51,6 +51,17 @@ Value shape_of(Builder& b, Value x) {
   return b.op("Shape", {x});
 }
 
+SymInt size_at(Builder& b, Value x, int64_t dim) {
+  // wrap_dim lets dim 0 through on a 0-d tensor (as torch does for reductions), but a 0-d
+  // tensor has no size to read: torch rejects that too.
+  if (dim >= b.rank(x)) {
+    b.fail("a tensor of rank " + std::to_string(b.rank(x)) + " has no dimension " + std::to_string(dim));
+  }
+  const Dim d = b.shape(x)[static_cast<size_t>(dim)];
+  if (d.is_static()) return SymInt(d.value);
+  return SymInt(b.op("Gather", {b.op("Shape", {x}), b.scalar(dim, ScalarType::Long)}, {Attr::i("axis", 0)}));
+}
+
 Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {
   const Attr keep = Attr::i("keepdims", keepdims);
   if (!axes) return b.op(op, {x}, {keep});

@@ -20,6 +20,9 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size);
 // The shape of `x` as a 1-D int64 tensor: a constant when it is static, else a Shape node.
 Value shape_of(Builder& b, Value x);
 
+// The size of dimension `dim` of `x`: a number when it is static, else a 0-d Gather of its Shape.
+SymInt size_at(Builder& b, Value x, int64_t dim);
+
 // An ONNX Reduce* op (ReduceMean, ReduceMax, ...) over `axes` (every axis when absent). The axes
 // are an input from opset 18 (ReduceSum: 13), an attribute before.
 Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims);

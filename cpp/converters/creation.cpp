@@ -21,40 +21,51 @@ Value filled_like(Builder& b, const Scalar& value, Value like) {
   return b.op("Expand", {scalar, shape_of(b, like)});
 }
 
-Value range(Builder& b, const Scalar& start, const Scalar& step) {
+Value long_scalar(Builder& b, const Scalar& s) { return b.scalar(s, ScalarType::Long); }
+
+// torch's arange: ceil((end - start) / step) elements, element i being start + i * step.
+Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& step) {
   const ScalarType dtype = b.out_meta().dtype;
   const auto shape = b.out_static_shape();
-  if (!shape) b.fail("arange of a symbolic length is not supported");
-  // torch.export recorded the length torch computed (ceil((end - start) / step) in the Scalars'
-  // own arithmetic), so it is not recomputed here.
-  const int64_t length = (*shape)[0];
-  if (is_integral(dtype)) {
-    const int64_t first = start.to_int(), delta = step.to_int();
-    const Value r = b.op("Range", {b.scalar(first, ScalarType::Long),
-                                   b.scalar(first + length * delta, ScalarType::Long), b.scalar(delta, ScalarType::Long)});
-    return b.cast(r, dtype);
+  const bool integers = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  if (is_integral(dtype) && integers) {
+    // ONNX's Range on integers counts max(ceil((limit - start) / delta), 0) elements, as torch
+    // does; a length torch.export recorded as a number gives the limit without arithmetic.
+    const Value first = long_scalar(b, start), delta = long_scalar(b, step);
+    const Value limit = shape && start.is_static() && step.is_static()
+                            ? long_scalar(b, start.to_int() + (*shape)[0] * step.to_int())
+                            : long_scalar(b, end);
+    return b.cast(b.op("Range", {first, limit, delta}), dtype);
   }
   // torch computes element i as start + i * step in double (float for half types) and rounds
   // once; a floating Range adds the step up instead, so range over indices.
-  const Value index = b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), b.scalar(length, ScalarType::Long),
+  const Value from = b.scalar(start, ScalarType::Double), by = b.scalar(step, ScalarType::Double);
+  Value length;
+  if (shape) {
+    length = b.scalar((*shape)[0], ScalarType::Long);
+  } else {
+    const Value span = b.op("Div", {b.op("Sub", {b.scalar(end, ScalarType::Double), from}), by});
+    length = b.op("Max", {b.cast(b.op("Ceil", {span}), ScalarType::Long), b.scalar(int64_t{0}, ScalarType::Long)});
+  }
+  const Value index = b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), length,
                                      b.scalar(int64_t{1}, ScalarType::Long)});
-  const Value offset = b.op("Mul", {b.cast(index, ScalarType::Double), b.scalar(step, ScalarType::Double)});
-  return b.cast(b.op("Add", {offset, b.scalar(start, ScalarType::Double)}), dtype);
+  const Value offset = b.op("Mul", {b.cast(index, ScalarType::Double), by});
+  return b.cast(b.op("Add", {offset, from}), dtype);
 }
 
 }  // namespace
 
-Value arange(Builder& b, Scalar /*end*/, std::optional<ScalarType>, std::optional<bool>) {
-  return range(b, int64_t{0}, int64_t{1});
+Value arange(Builder& b, Scalar end, std::optional<ScalarType>, std::optional<bool>) {
+  return range(b, int64_t{0}, end, int64_t{1});
 }
 
-Value arange_start(Builder& b, Scalar start, Scalar /*end*/, std::optional<ScalarType>, std::optional<bool>) {
-  return range(b, start, int64_t{1});
+Value arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType>, std::optional<bool>) {
+  return range(b, start, end, int64_t{1});
 }
 
-Value arange_start_step(Builder& b, Scalar start, Scalar /*end*/, Scalar step, std::optional<ScalarType>,
+Value arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType>,
                         std::optional<bool>) {
-  return range(b, start, step);
+  return range(b, start, end, step);
 }
 
 Value full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType>, std::optional<bool>) {

@@ -52,7 +52,8 @@ Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias) {
 }
 
 Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha) {
-  if (gemm_fits(b, mat1)) {
+  // Gemm takes alpha and beta as attributes: numbers the graph computes take the MatMul path.
+  if (gemm_fits(b, mat1) && alpha.is_static() && beta.is_static()) {
     if (beta == 0.0) return b.op("Gemm", {mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
     return b.op("Gemm", {mat1, mat2, self}, {Attr::f("alpha", alpha), Attr::f("beta", beta)});
   }

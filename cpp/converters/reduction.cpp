@@ -139,7 +139,7 @@ Moments moments(Builder& b, Value x, const Axes& dims, const std::optional<Scala
   const Value mean = b.op("Div", {reduce(b, "ReduceSum", x, axes, true), count});
   const Value deviation = b.op("Sub", {x, mean});
   const Value squares = reduce(b, "ReduceSum", b.op("Mul", {deviation, deviation}), axes, keepdim);
-  const Value corrected = b.op("Sub", {count, b.scalar_like(correction ? correction->to_double() : 1.0, x)});
+  const Value corrected = b.op("Sub", {count, b.scalar_like(correction ? *correction : Scalar(1.0), x)});
   const Value divisor = b.op("Max", {corrected, b.scalar_like(0.0, x)});
   return {b.op("Div", {squares, divisor}), keepdim ? mean : drop_axes(b, mean, x, axes)};
 }

@@ -113,16 +113,6 @@ Value scalar_of(Builder& b, const SymInt& s) {
   return s.is_static() ? b.scalar(s.value, ScalarType::Long) : b.cast(s.sym, ScalarType::Long);
 }
 
-SymInt size_at(Builder& b, Value x, int64_t dim) {
-  // wrap_dim lets dim 0 through on a 0-d tensor (as torch does for reductions), but a slice
-  // of one has no size to read: torch rejects it too.
-  if (dim >= b.rank(x)) {
-    b.fail("a tensor of rank " + std::to_string(b.rank(x)) + " has no dimension " + std::to_string(dim) + " to slice");
-  }
-  if (const auto shape = b.static_shape(x)) return SymInt((*shape)[dim]);
-  return SymInt(b.op("Gather", {b.op("Shape", {x}), b.scalar(dim, ScalarType::Long)}, {Attr::i("axis", 0)}));
-}
-
 }  // namespace
 
 namespace manual {

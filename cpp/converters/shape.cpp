@@ -14,12 +14,13 @@ Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_
   const int64_t rank = b.rank(self);
   start_dim = wrap_dim(b, start_dim, rank);
   end_dim = wrap_dim(b, end_dim, rank);
+  if (b.out_static_shape()) return reshape_to_output(b, self, {});
+  // Dynamic: ONNX's 0 copies the input's size at the same index, which is right for the dims
+  // before the merged ones; those after it moved, so their sizes are given.
   SymIntList size;
   for (int64_t d = 0; d < start_dim; ++d) size.push_back(SymInt(int64_t{0}));
   size.push_back(SymInt(int64_t{-1}));
-  for (int64_t d = end_dim + 1; d < rank; ++d) size.push_back(SymInt(int64_t{0}));
-  if (b.out_static_shape()) return reshape_to_output(b, self, size);
-  // Dynamic: ONNX's 0 copies the input's size, which is what the kept dims need.
+  for (int64_t d = end_dim + 1; d < rank; ++d) size.push_back(size_at(b, self, d));
   return b.op("Reshape", {self, b.ints(size)});
 }
 

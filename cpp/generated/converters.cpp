@@ -393,7 +393,7 @@ Value convert_glu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
 
 // rrelu  (codegen/mappings/activation.yaml:66)
 Value convert_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lower, [[maybe_unused]] Scalar upper, [[maybe_unused]] bool training) {
-  // manual: True
+  // manual: True, static: [lower, upper]
   {
     return manual::rrelu(b, self, lower, upper, training);
   }
@@ -2335,7 +2335,7 @@ Value convert_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
 
 // linalg_vector_norm  (codegen/mappings/reduction.yaml:36)
 Value convert_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar ord, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // manual: True
+  // manual: True, static: [ord]
   {
     return manual::linalg_vector_norm(b, self, ord, dim, keepdim, dtype);
   }
@@ -2343,7 +2343,7 @@ Value convert_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] V
 
 // norm.ScalarOpt_dim  (codegen/mappings/reduction.yaml:37)
 Value convert_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Scalar> p, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
-  // manual: True
+  // manual: True, static: [p]
   {
     return manual::norm_ScalarOpt_dim(b, self, p, dim, keepdim);
   }

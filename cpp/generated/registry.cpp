@@ -23,15 +23,15 @@ constexpr const char* kArgs_relu[] = {"self"};
 
 void unpack_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
+  Scalar negative_slope = given(args, 1) ? unpack_scalar(b, args[1], "negative_slope") : Scalar(Scalar(0.01));
   outs.push_back(convert_leaky_relu(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu[] = {"self", "negative_slope"};
 
 void unpack_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
-  Scalar max_val = given(args, 2) ? unpack_scalar(args[2], "max_val") : Scalar(Scalar(int64_t{1}));
+  Scalar min_val = given(args, 1) ? unpack_scalar(b, args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
+  Scalar max_val = given(args, 2) ? unpack_scalar(b, args[2], "max_val") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_hardtanh(b, std::move(self), std::move(min_val), std::move(max_val)));
 }
 constexpr const char* kArgs_hardtanh[] = {"self", "min_val", "max_val"};
@@ -113,17 +113,17 @@ constexpr const char* kArgs_mish[] = {"self"};
 
 void unpack_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar beta = given(args, 1) ? unpack_scalar(args[1], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar threshold = given(args, 2) ? unpack_scalar(args[2], "threshold") : Scalar(Scalar(int64_t{20}));
+  Scalar beta = given(args, 1) ? unpack_scalar(b, args[1], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar threshold = given(args, 2) ? unpack_scalar(b, args[2], "threshold") : Scalar(Scalar(int64_t{20}));
   outs.push_back(convert_softplus(b, std::move(self), std::move(beta), std::move(threshold)));
 }
 constexpr const char* kArgs_softplus[] = {"self", "beta", "threshold"};
 
 void unpack_elu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(int64_t{1}));
-  Scalar scale = given(args, 2) ? unpack_scalar(args[2], "scale") : Scalar(Scalar(int64_t{1}));
-  Scalar input_scale = given(args, 3) ? unpack_scalar(args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 1) ? unpack_scalar(b, args[1], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar scale = given(args, 2) ? unpack_scalar(b, args[2], "scale") : Scalar(Scalar(int64_t{1}));
+  Scalar input_scale = given(args, 3) ? unpack_scalar(b, args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_elu(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
 }
 constexpr const char* kArgs_elu[] = {"self", "alpha", "scale", "input_scale"};
@@ -136,7 +136,7 @@ constexpr const char* kArgs_selu[] = {"self"};
 
 void unpack_celu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(1.0));
+  Scalar alpha = given(args, 1) ? unpack_scalar(b, args[1], "alpha") : Scalar(Scalar(1.0));
   outs.push_back(convert_celu(b, std::move(self), std::move(alpha)));
 }
 constexpr const char* kArgs_celu[] = {"self", "alpha"};
@@ -149,14 +149,14 @@ constexpr const char* kArgs_relu6[] = {"self"};
 
 void unpack_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar lambd = given(args, 1) ? unpack_scalar(args[1], "lambd") : Scalar(Scalar(0.5));
+  Scalar lambd = given(args, 1) ? unpack_scalar(b, args[1], "lambd") : Scalar(Scalar(0.5));
   outs.push_back(convert_hardshrink(b, std::move(self), std::move(lambd)));
 }
 constexpr const char* kArgs_hardshrink[] = {"self", "lambd"};
 
 void unpack_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar lambd = given(args, 1) ? unpack_scalar(args[1], "lambd") : Scalar(Scalar(0.5));
+  Scalar lambd = given(args, 1) ? unpack_scalar(b, args[1], "lambd") : Scalar(Scalar(0.5));
   outs.push_back(convert_softshrink(b, std::move(self), std::move(lambd)));
 }
 constexpr const char* kArgs_softshrink[] = {"self", "lambd"};
@@ -175,8 +175,8 @@ constexpr const char* kArgs_log_sigmoid_forward[] = {"self"};
 
 void unpack_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar threshold = unpack_scalar(arg_at(args, 1), "threshold");
-  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  Scalar threshold = unpack_scalar(b, arg_at(args, 1), "threshold");
+  Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
   outs.push_back(convert_threshold(b, std::move(self), std::move(threshold), std::move(value)));
 }
 constexpr const char* kArgs_threshold[] = {"self", "threshold", "value"};
@@ -204,8 +204,8 @@ constexpr const char* kArgs_glu[] = {"self", "dim"};
 
 void unpack_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar lower = given(args, 1) ? unpack_scalar(args[1], "lower") : Scalar(Scalar(0.125));
-  Scalar upper = given(args, 2) ? unpack_scalar(args[2], "upper") : Scalar(Scalar(0.3333333333333333));
+  Scalar lower = given(args, 1) ? unpack_scalar(b, args[1], "lower") : Scalar(Scalar(0.125));
+  Scalar upper = given(args, 2) ? unpack_scalar(b, args[2], "upper") : Scalar(Scalar(0.3333333333333333));
   bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
   outs.push_back(convert_rrelu(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
 }
@@ -214,15 +214,15 @@ constexpr const char* kArgs_rrelu[] = {"self", "lower", "upper", "training", "ge
 void unpack_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add_Tensor[] = {"self", "other", "alpha"};
 
 void unpack_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add_Scalar[] = {"self", "other", "alpha"};
@@ -230,15 +230,15 @@ constexpr const char* kArgs_add_Scalar[] = {"self", "other", "alpha"};
 void unpack_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub_Tensor[] = {"self", "other", "alpha"};
 
 void unpack_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub_Scalar[] = {"self", "other", "alpha"};
@@ -246,15 +246,15 @@ constexpr const char* kArgs_sub_Scalar[] = {"self", "other", "alpha"};
 void unpack_rsub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_rsub_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_rsub_Tensor[] = {"self", "other", "alpha"};
 
 void unpack_rsub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_rsub_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_rsub_Scalar[] = {"self", "other", "alpha"};
@@ -268,7 +268,7 @@ constexpr const char* kArgs_mul_Tensor[] = {"self", "other"};
 
 void unpack_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_mul_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul_Scalar[] = {"self", "other"};
@@ -282,7 +282,7 @@ constexpr const char* kArgs_div_Tensor[] = {"self", "other"};
 
 void unpack_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_div_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div_Scalar[] = {"self", "other"};
@@ -297,7 +297,7 @@ constexpr const char* kArgs_div_Tensor_mode[] = {"self", "other", "rounding_mode
 
 void unpack_div_Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
   outs.push_back(convert_div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
@@ -312,7 +312,7 @@ constexpr const char* kArgs_floor_divide[] = {"self", "other"};
 
 void unpack_floor_divide_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_floor_divide_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_floor_divide_Scalar[] = {"self", "other"};
@@ -326,7 +326,7 @@ constexpr const char* kArgs_fmod_Tensor[] = {"self", "other"};
 
 void unpack_fmod_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_fmod_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_fmod_Scalar[] = {"self", "other"};
@@ -340,7 +340,7 @@ constexpr const char* kArgs_remainder_Tensor[] = {"self", "other"};
 
 void unpack_remainder_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_remainder_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder_Scalar[] = {"self", "other"};
@@ -354,13 +354,13 @@ constexpr const char* kArgs_pow_Tensor_Tensor[] = {"self", "exponent"};
 
 void unpack_pow_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar exponent = unpack_scalar(arg_at(args, 1), "exponent");
+  Scalar exponent = unpack_scalar(b, arg_at(args, 1), "exponent");
   outs.push_back(convert_pow_Tensor_Scalar(b, std::move(self), std::move(exponent)));
 }
 constexpr const char* kArgs_pow_Tensor_Scalar[] = {"self", "exponent"};
 
 void unpack_pow_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Scalar self = unpack_scalar(arg_at(args, 0), "self");
+  Scalar self = unpack_scalar(b, arg_at(args, 0), "self");
   Value exponent = unpack_tensor(b, arg_at(args, 1), "exponent");
   outs.push_back(convert_pow_Scalar(b, std::move(self), std::move(exponent)));
 }
@@ -384,7 +384,7 @@ constexpr const char* kArgs_atan2_out[] = {"self", "other", "out"};
 void unpack_lerp_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
-  Scalar weight = unpack_scalar(arg_at(args, 2), "weight");
+  Scalar weight = unpack_scalar(b, arg_at(args, 2), "weight");
   outs.push_back(convert_lerp_Scalar(b, std::move(self), std::move(end), std::move(weight)));
 }
 constexpr const char* kArgs_lerp_Scalar[] = {"self", "end", "weight"};
@@ -401,7 +401,7 @@ void unpack_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
   Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
-  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  Scalar value = given(args, 3) ? unpack_scalar(b, args[3], "value") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addcmul(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
 }
 constexpr const char* kArgs_addcmul[] = {"self", "tensor1", "tensor2", "value"};
@@ -410,7 +410,7 @@ void unpack_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
   Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
-  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  Scalar value = given(args, 3) ? unpack_scalar(b, args[3], "value") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addcdiv(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
 }
 constexpr const char* kArgs_addcdiv[] = {"self", "tensor1", "tensor2", "value"};
@@ -507,7 +507,7 @@ constexpr const char* kArgs_eq_Tensor[] = {"self", "other"};
 
 void unpack_eq_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_eq_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq_Scalar[] = {"self", "other"};
@@ -521,7 +521,7 @@ constexpr const char* kArgs_ne_Tensor[] = {"self", "other"};
 
 void unpack_ne_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_ne_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne_Scalar[] = {"self", "other"};
@@ -535,7 +535,7 @@ constexpr const char* kArgs_gt_Tensor[] = {"self", "other"};
 
 void unpack_gt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_gt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt_Scalar[] = {"self", "other"};
@@ -549,7 +549,7 @@ constexpr const char* kArgs_ge_Tensor[] = {"self", "other"};
 
 void unpack_ge_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_ge_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge_Scalar[] = {"self", "other"};
@@ -563,7 +563,7 @@ constexpr const char* kArgs_lt_Tensor[] = {"self", "other"};
 
 void unpack_lt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_lt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt_Scalar[] = {"self", "other"};
@@ -577,7 +577,7 @@ constexpr const char* kArgs_le_Tensor[] = {"self", "other"};
 
 void unpack_le_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_le_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le_Scalar[] = {"self", "other"};
@@ -612,7 +612,7 @@ constexpr const char* kArgs_bitwise_and_Tensor[] = {"self", "other"};
 
 void unpack_bitwise_and_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and_Scalar[] = {"self", "other"};
@@ -626,7 +626,7 @@ constexpr const char* kArgs_bitwise_or_Tensor[] = {"self", "other"};
 
 void unpack_bitwise_or_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or_Scalar[] = {"self", "other"};
@@ -640,7 +640,7 @@ constexpr const char* kArgs_bitwise_xor_Tensor[] = {"self", "other"};
 
 void unpack_bitwise_xor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor_Scalar[] = {"self", "other"};
@@ -654,7 +654,7 @@ constexpr const char* kArgs___and___Tensor[] = {"self", "other"};
 
 void unpack___and___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert___and___Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___and___Scalar[] = {"self", "other"};
@@ -668,7 +668,7 @@ constexpr const char* kArgs___or___Tensor[] = {"self", "other"};
 
 void unpack___or___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert___or___Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___or___Scalar[] = {"self", "other"};
@@ -682,7 +682,7 @@ constexpr const char* kArgs___xor___Tensor[] = {"self", "other"};
 
 void unpack___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert___xor___Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___xor___Scalar[] = {"self", "other"};
@@ -697,7 +697,7 @@ constexpr const char* kArgs_where_self[] = {"condition", "self", "other"};
 
 void unpack_where_ScalarSelf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
-  Scalar self = unpack_scalar(arg_at(args, 1), "self");
+  Scalar self = unpack_scalar(b, arg_at(args, 1), "self");
   Value other = unpack_tensor(b, arg_at(args, 2), "other");
   outs.push_back(convert_where_ScalarSelf(b, std::move(condition), std::move(self), std::move(other)));
 }
@@ -706,15 +706,15 @@ constexpr const char* kArgs_where_ScalarSelf[] = {"condition", "self", "other"};
 void unpack_where_ScalarOther([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
-  Scalar other = unpack_scalar(arg_at(args, 2), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 2), "other");
   outs.push_back(convert_where_ScalarOther(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_ScalarOther[] = {"condition", "self", "other"};
 
 void unpack_where_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
-  Scalar self = unpack_scalar(arg_at(args, 1), "self");
-  Scalar other = unpack_scalar(arg_at(args, 2), "other");
+  Scalar self = unpack_scalar(b, arg_at(args, 1), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 2), "other");
   outs.push_back(convert_where_Scalar(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_Scalar[] = {"condition", "self", "other"};
@@ -722,7 +722,7 @@ constexpr const char* kArgs_where_Scalar[] = {"condition", "self", "other"};
 void unpack_masked_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
-  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
   outs.push_back(convert_masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill_Scalar[] = {"self", "mask", "value"};
@@ -765,8 +765,8 @@ constexpr const char* kArgs_min_other[] = {"self", "other"};
 
 void unpack_clamp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(args[1], "min") : std::optional<Scalar>(std::nullopt);
-  std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(args[2], "max") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(b, args[1], "min") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(b, args[2], "max") : std::optional<Scalar>(std::nullopt);
   outs.push_back(convert_clamp(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp[] = {"self", "min", "max"};
@@ -781,7 +781,7 @@ constexpr const char* kArgs_clamp_Tensor[] = {"self", "min", "max"};
 
 void unpack_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar min = unpack_scalar(arg_at(args, 1), "min");
+  Scalar min = unpack_scalar(b, arg_at(args, 1), "min");
   outs.push_back(convert_clamp_min(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min[] = {"self", "min"};
@@ -795,7 +795,7 @@ constexpr const char* kArgs_clamp_min_Tensor[] = {"self", "min"};
 
 void unpack_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar max = unpack_scalar(arg_at(args, 1), "max");
+  Scalar max = unpack_scalar(b, arg_at(args, 1), "max");
   outs.push_back(convert_clamp_max(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max[] = {"self", "max"};
@@ -808,7 +808,7 @@ void unpack_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const
 constexpr const char* kArgs_clamp_max_Tensor[] = {"self", "max"};
 
 void unpack_arange([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Scalar end = unpack_scalar(arg_at(args, 0), "end");
+  Scalar end = unpack_scalar(b, arg_at(args, 0), "end");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_arange(b, std::move(end), std::move(dtype), std::move(pin_memory)));
@@ -816,8 +816,8 @@ void unpack_arange([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
 constexpr const char* kArgs_arange[] = {"end", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Scalar start = unpack_scalar(arg_at(args, 0), "start");
-  Scalar end = unpack_scalar(arg_at(args, 1), "end");
+  Scalar start = unpack_scalar(b, arg_at(args, 0), "start");
+  Scalar end = unpack_scalar(b, arg_at(args, 1), "end");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_arange_start(b, std::move(start), std::move(end), std::move(dtype), std::move(pin_memory)));
@@ -825,9 +825,9 @@ void unpack_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 constexpr const char* kArgs_arange_start[] = {"start", "end", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_arange_start_step([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Scalar start = unpack_scalar(arg_at(args, 0), "start");
-  Scalar end = unpack_scalar(arg_at(args, 1), "end");
-  Scalar step = given(args, 2) ? unpack_scalar(args[2], "step") : Scalar(Scalar(int64_t{1}));
+  Scalar start = unpack_scalar(b, arg_at(args, 0), "start");
+  Scalar end = unpack_scalar(b, arg_at(args, 1), "end");
+  Scalar step = given(args, 2) ? unpack_scalar(b, args[2], "step") : Scalar(Scalar(int64_t{1}));
   std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_arange_start_step(b, std::move(start), std::move(end), std::move(step), std::move(dtype), std::move(pin_memory)));
@@ -836,7 +836,7 @@ constexpr const char* kArgs_arange_start_step[] = {"start", "end", "step", "dtyp
 
 void unpack_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
-  Scalar fill_value = unpack_scalar(arg_at(args, 1), "fill_value");
+  Scalar fill_value = unpack_scalar(b, arg_at(args, 1), "fill_value");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_full(b, std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
@@ -845,7 +845,7 @@ constexpr const char* kArgs_full[] = {"size", "fill_value", "dtype", "layout", "
 
 void unpack_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar fill_value = unpack_scalar(arg_at(args, 1), "fill_value");
+  Scalar fill_value = unpack_scalar(b, arg_at(args, 1), "fill_value");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_full_like(b, std::move(self), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
@@ -885,7 +885,7 @@ void unpack_ones_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 constexpr const char* kArgs_ones_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
 void unpack_scalar_tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Scalar s = unpack_scalar(arg_at(args, 0), "s");
+  Scalar s = unpack_scalar(b, arg_at(args, 0), "s");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_scalar_tensor(b, std::move(s), std::move(dtype), std::move(pin_memory)));
@@ -894,7 +894,7 @@ constexpr const char* kArgs_scalar_tensor[] = {"s", "dtype", "layout", "device",
 
 void unpack_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar value = unpack_scalar(arg_at(args, 1), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 1), "value");
   outs.push_back(convert_fill_Scalar(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill_Scalar[] = {"self", "value"};
@@ -927,7 +927,7 @@ constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "de
 void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  Scalar fill_value = unpack_scalar(arg_at(args, 2), "fill_value");
+  Scalar fill_value = unpack_scalar(b, arg_at(args, 2), "fill_value");
   std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
   outs.push_back(convert_new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
@@ -1107,7 +1107,7 @@ void unpack_scatter_value([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
-  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   outs.push_back(convert_scatter_value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_scatter_value[] = {"self", "dim", "index", "value"};
@@ -1126,7 +1126,7 @@ void unpack_scatter_value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] c
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
-  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
   outs.push_back(convert_scatter_value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
 }
@@ -1157,7 +1157,7 @@ void unpack_index_add([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value source = unpack_tensor(b, arg_at(args, 3), "source");
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_index_add(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
 }
 constexpr const char* kArgs_index_add[] = {"self", "dim", "index", "source", "alpha"};
@@ -1175,7 +1175,7 @@ void unpack_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
-  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   outs.push_back(convert_index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill_int_Scalar[] = {"self", "dim", "index", "value"};
@@ -1231,8 +1231,8 @@ void unpack_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mat1 = unpack_tensor(b, arg_at(args, 1), "mat1");
   Value mat2 = unpack_tensor(b, arg_at(args, 2), "mat2");
-  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addmm(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm[] = {"self", "mat1", "mat2", "beta", "alpha"};
@@ -1262,8 +1262,8 @@ void unpack_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
   Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
-  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_baddbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_baddbmm[] = {"self", "batch1", "batch2", "beta", "alpha"};
@@ -1272,8 +1272,8 @@ void unpack_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
   Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
-  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addbmm[] = {"self", "batch1", "batch2", "beta", "alpha"};
@@ -1618,7 +1618,7 @@ constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 void unpack_constant_pad_nd([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
-  Scalar value = given(args, 2) ? unpack_scalar(args[2], "value") : Scalar(Scalar(int64_t{0}));
+  Scalar value = given(args, 2) ? unpack_scalar(b, args[2], "value") : Scalar(Scalar(int64_t{0}));
   outs.push_back(convert_constant_pad_nd(b, std::move(self), std::move(pad), std::move(value)));
 }
 constexpr const char* kArgs_constant_pad_nd[] = {"self", "pad", "value"};
@@ -2060,7 +2060,7 @@ constexpr const char* kArgs_logsumexp[] = {"self", "dim", "keepdim"};
 
 void unpack_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar ord = given(args, 1) ? unpack_scalar(args[1], "ord") : Scalar(Scalar(int64_t{2}));
+  Scalar ord = given(args, 1) ? unpack_scalar(b, args[1], "ord") : Scalar(Scalar(int64_t{2}));
   std::optional<std::vector<int64_t>> dim = given(args, 2) ? unpack_opt_int_list(args[2], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   std::optional<ScalarType> dtype = given(args, 4) ? unpack_opt_scalar_type(args[4], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -2070,7 +2070,7 @@ constexpr const char* kArgs_linalg_vector_norm[] = {"self", "ord", "dim", "keepd
 
 void unpack_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<Scalar> p = unpack_opt_scalar(arg_at(args, 1), "p");
+  std::optional<Scalar> p = unpack_opt_scalar(b, arg_at(args, 1), "p");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 2), "dim", 1);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   outs.push_back(convert_norm_ScalarOpt_dim(b, std::move(self), std::move(p), std::move(dim), std::move(keepdim)));
@@ -2080,7 +2080,7 @@ constexpr const char* kArgs_norm_ScalarOpt_dim[] = {"self", "p", "dim", "keepdim
 void unpack_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
-  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   outs.push_back(convert_var_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
 }
@@ -2105,7 +2105,7 @@ constexpr const char* kArgs_var[] = {"self", "unbiased"};
 void unpack_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
-  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   outs.push_back(convert_std_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
 }
@@ -2130,7 +2130,7 @@ constexpr const char* kArgs_std[] = {"self", "unbiased"};
 void unpack_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
-  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   for (Value v : convert_var_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
 }
@@ -2155,7 +2155,7 @@ constexpr const char* kArgs_var_mean[] = {"self", "unbiased"};
 void unpack_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
-  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(args[2], "correction") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   for (Value v : convert_std_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
 }
@@ -3286,8 +3286,8 @@ constexpr const char* kArgs_acosh_[] = {"self"};
 
 void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
@@ -3295,7 +3295,7 @@ constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
 void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_add__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
@@ -3304,8 +3304,8 @@ void unpack_addbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
   Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
-  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
@@ -3314,7 +3314,7 @@ void unpack_addcdiv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
   Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
-  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  Scalar value = given(args, 3) ? unpack_scalar(b, args[3], "value") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addcdiv_(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
 }
 constexpr const char* kArgs_addcdiv_[] = {"self", "tensor1", "tensor2", "value"};
@@ -3323,7 +3323,7 @@ void unpack_addcmul_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
   Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
-  Scalar value = given(args, 3) ? unpack_scalar(args[3], "value") : Scalar(Scalar(int64_t{1}));
+  Scalar value = given(args, 3) ? unpack_scalar(b, args[3], "value") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addcmul_(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
 }
 constexpr const char* kArgs_addcmul_[] = {"self", "tensor1", "tensor2", "value"};
@@ -3332,8 +3332,8 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mat1 = unpack_tensor(b, arg_at(args, 1), "mat1");
   Value mat2 = unpack_tensor(b, arg_at(args, 2), "mat2");
-  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_addmm_(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
@@ -3382,15 +3382,15 @@ void unpack_baddbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value batch1 = unpack_tensor(b, arg_at(args, 1), "batch1");
   Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
-  Scalar beta = given(args, 3) ? unpack_scalar(args[3], "beta") : Scalar(Scalar(int64_t{1}));
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_baddbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_baddbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
 
 void unpack_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_bitwise_and__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and__Scalar[] = {"self", "other"};
@@ -3410,7 +3410,7 @@ constexpr const char* kArgs_bitwise_not_[] = {"self"};
 
 void unpack_bitwise_or__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_bitwise_or__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Scalar[] = {"self", "other"};
@@ -3424,7 +3424,7 @@ constexpr const char* kArgs_bitwise_or__Tensor[] = {"self", "other"};
 
 void unpack_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_bitwise_xor__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor__Scalar[] = {"self", "other"};
@@ -3444,15 +3444,15 @@ constexpr const char* kArgs_ceil_[] = {"self"};
 
 void unpack_celu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(1.0));
+  Scalar alpha = given(args, 1) ? unpack_scalar(b, args[1], "alpha") : Scalar(Scalar(1.0));
   outs.push_back(convert_celu_(b, std::move(self), std::move(alpha)));
 }
 constexpr const char* kArgs_celu_[] = {"self", "alpha"};
 
 void unpack_clamp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(args[1], "min") : std::optional<Scalar>(std::nullopt);
-  std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(args[2], "max") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(b, args[1], "min") : std::optional<Scalar>(std::nullopt);
+  std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(b, args[2], "max") : std::optional<Scalar>(std::nullopt);
   outs.push_back(convert_clamp_(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp_[] = {"self", "min", "max"};
@@ -3467,7 +3467,7 @@ constexpr const char* kArgs_clamp__Tensor[] = {"self", "min", "max"};
 
 void unpack_clamp_max_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar max = unpack_scalar(arg_at(args, 1), "max");
+  Scalar max = unpack_scalar(b, arg_at(args, 1), "max");
   outs.push_back(convert_clamp_max_(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max_[] = {"self", "max"};
@@ -3481,7 +3481,7 @@ constexpr const char* kArgs_clamp_max__Tensor[] = {"self", "max"};
 
 void unpack_clamp_min_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar min = unpack_scalar(arg_at(args, 1), "min");
+  Scalar min = unpack_scalar(b, arg_at(args, 1), "min");
   outs.push_back(convert_clamp_min_(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min_[] = {"self", "min"};
@@ -3537,14 +3537,14 @@ constexpr const char* kArgs_detach_[] = {"self"};
 
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_div__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Scalar[] = {"self", "other"};
 
 void unpack_div__Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
   outs.push_back(convert_div__Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
@@ -3567,16 +3567,16 @@ constexpr const char* kArgs_div__Tensor_mode[] = {"self", "other", "rounding_mod
 
 void unpack_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar alpha = given(args, 1) ? unpack_scalar(args[1], "alpha") : Scalar(Scalar(int64_t{1}));
-  Scalar scale = given(args, 2) ? unpack_scalar(args[2], "scale") : Scalar(Scalar(int64_t{1}));
-  Scalar input_scale = given(args, 3) ? unpack_scalar(args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 1) ? unpack_scalar(b, args[1], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar scale = given(args, 2) ? unpack_scalar(b, args[2], "scale") : Scalar(Scalar(int64_t{1}));
+  Scalar input_scale = given(args, 3) ? unpack_scalar(b, args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_elu_(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
 }
 constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
 
 void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_eq__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq__Scalar[] = {"self", "other"};
@@ -3620,7 +3620,7 @@ constexpr const char* kArgs_expm1_[] = {"self"};
 
 void unpack_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar value = unpack_scalar(arg_at(args, 1), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 1), "value");
   outs.push_back(convert_fill__Scalar(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill__Scalar[] = {"self", "value"};
@@ -3640,14 +3640,14 @@ constexpr const char* kArgs_floor_[] = {"self"};
 
 void unpack_floor_divide__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_floor_divide__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_floor_divide__Scalar[] = {"self", "other"};
 
 void unpack_fmod__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_fmod__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_fmod__Scalar[] = {"self", "other"};
@@ -3667,7 +3667,7 @@ constexpr const char* kArgs_frac_[] = {"self"};
 
 void unpack_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_ge__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge__Scalar[] = {"self", "other"};
@@ -3688,7 +3688,7 @@ constexpr const char* kArgs_gelu_[] = {"self", "approximate"};
 
 void unpack_gt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_gt__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt__Scalar[] = {"self", "other"};
@@ -3714,8 +3714,8 @@ constexpr const char* kArgs_hardswish_[] = {"self"};
 
 void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar min_val = given(args, 1) ? unpack_scalar(args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
-  Scalar max_val = given(args, 2) ? unpack_scalar(args[2], "max_val") : Scalar(Scalar(int64_t{1}));
+  Scalar min_val = given(args, 1) ? unpack_scalar(b, args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
+  Scalar max_val = given(args, 2) ? unpack_scalar(b, args[2], "max_val") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_hardtanh_(b, std::move(self), std::move(min_val), std::move(max_val)));
 }
 constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
@@ -3725,7 +3725,7 @@ void unpack_index_add_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value source = unpack_tensor(b, arg_at(args, 3), "source");
-  Scalar alpha = given(args, 4) ? unpack_scalar(args[4], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_index_add_(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
 }
 constexpr const char* kArgs_index_add_[] = {"self", "dim", "index", "source", "alpha"};
@@ -3743,7 +3743,7 @@ void unpack_index_fill__int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]]
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
-  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   outs.push_back(convert_index_fill__int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill__int_Scalar[] = {"self", "dim", "index", "value"};
@@ -3768,7 +3768,7 @@ constexpr const char* kArgs_index_put_[] = {"self", "indices", "values", "accumu
 
 void unpack_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_le__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le__Scalar[] = {"self", "other"};
@@ -3782,7 +3782,7 @@ constexpr const char* kArgs_le__Tensor[] = {"self", "other"};
 
 void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar negative_slope = given(args, 1) ? unpack_scalar(args[1], "negative_slope") : Scalar(Scalar(0.01));
+  Scalar negative_slope = given(args, 1) ? unpack_scalar(b, args[1], "negative_slope") : Scalar(Scalar(0.01));
   outs.push_back(convert_leaky_relu_(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
@@ -3790,7 +3790,7 @@ constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
 void unpack_lerp__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
-  Scalar weight = unpack_scalar(arg_at(args, 2), "weight");
+  Scalar weight = unpack_scalar(b, arg_at(args, 2), "weight");
   outs.push_back(convert_lerp__Scalar(b, std::move(self), std::move(end), std::move(weight)));
 }
 constexpr const char* kArgs_lerp__Scalar[] = {"self", "end", "weight"};
@@ -3863,7 +3863,7 @@ constexpr const char* kArgs_logit_[] = {"self", "eps"};
 
 void unpack_lt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_lt__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt__Scalar[] = {"self", "other"};
@@ -3878,7 +3878,7 @@ constexpr const char* kArgs_lt__Tensor[] = {"self", "other"};
 void unpack_masked_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
-  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
   outs.push_back(convert_masked_fill__Scalar(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill__Scalar[] = {"self", "mask", "value"};
@@ -3907,7 +3907,7 @@ constexpr const char* kArgs_mish_[] = {"self"};
 
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_mul__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul__Scalar[] = {"self", "other"};
@@ -3930,7 +3930,7 @@ constexpr const char* kArgs_nan_to_num_[] = {"self", "nan", "posinf", "neginf"};
 
 void unpack_ne__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_ne__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne__Scalar[] = {"self", "other"};
@@ -3968,7 +3968,7 @@ constexpr const char* kArgs_relu_[] = {"self"};
 
 void unpack_remainder__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   outs.push_back(convert_remainder__Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder__Scalar[] = {"self", "other"};
@@ -3995,8 +3995,8 @@ constexpr const char* kArgs_round__decimals[] = {"self", "decimals"};
 
 void unpack_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar lower = given(args, 1) ? unpack_scalar(args[1], "lower") : Scalar(Scalar(0.125));
-  Scalar upper = given(args, 2) ? unpack_scalar(args[2], "upper") : Scalar(Scalar(0.3333333333333333));
+  Scalar lower = given(args, 1) ? unpack_scalar(b, args[1], "lower") : Scalar(Scalar(0.125));
+  Scalar upper = given(args, 2) ? unpack_scalar(b, args[2], "upper") : Scalar(Scalar(0.3333333333333333));
   bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
   outs.push_back(convert_rrelu_(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
 }
@@ -4031,7 +4031,7 @@ void unpack_scatter__value([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
-  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   outs.push_back(convert_scatter__value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_scatter__value[] = {"self", "dim", "index", "value"};
@@ -4040,7 +4040,7 @@ void unpack_scatter__value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
-  Scalar value = unpack_scalar(arg_at(args, 3), "value");
+  Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
   outs.push_back(convert_scatter__value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
 }
@@ -4142,8 +4142,8 @@ constexpr const char* kArgs_squeeze__dims[] = {"self", "dim"};
 
 void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar other = unpack_scalar(arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub__Scalar[] = {"self", "other", "alpha"};
@@ -4151,7 +4151,7 @@ constexpr const char* kArgs_sub__Scalar[] = {"self", "other", "alpha"};
 void unpack_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  Scalar alpha = given(args, 2) ? unpack_scalar(args[2], "alpha") : Scalar(Scalar(int64_t{1}));
+  Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
   outs.push_back(convert_sub__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub__Tensor[] = {"self", "other", "alpha"};
@@ -4176,8 +4176,8 @@ constexpr const char* kArgs_tanh_[] = {"self"};
 
 void unpack_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  Scalar threshold = unpack_scalar(arg_at(args, 1), "threshold");
-  Scalar value = unpack_scalar(arg_at(args, 2), "value");
+  Scalar threshold = unpack_scalar(b, arg_at(args, 1), "threshold");
+  Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
   outs.push_back(convert_threshold_(b, std::move(self), std::move(threshold), std::move(value)));
 }
 constexpr const char* kArgs_threshold_[] = {"self", "threshold", "value"};
@@ -4217,540 +4217,540 @@ void unpack_xlogy__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
 constexpr const char* kArgs_xlogy__Tensor[] = {"self", "other"};
 
 const OpEntry kOps[] = {
-    {"relu", &unpack_relu, kArgs_relu},
-    {"leaky_relu", &unpack_leaky_relu, kArgs_leaky_relu},
-    {"hardtanh", &unpack_hardtanh, kArgs_hardtanh},
-    {"sigmoid", &unpack_sigmoid, kArgs_sigmoid},
-    {"tanh", &unpack_tanh, kArgs_tanh},
-    {"softmax.int", &unpack_softmax_int, kArgs_softmax_int},
-    {"_softmax", &unpack__softmax, kArgs__softmax},
-    {"log_softmax.int", &unpack_log_softmax_int, kArgs_log_softmax_int},
-    {"_log_softmax", &unpack__log_softmax, kArgs__log_softmax},
-    {"gelu", &unpack_gelu, kArgs_gelu},
-    {"silu", &unpack_silu, kArgs_silu},
-    {"hardsigmoid", &unpack_hardsigmoid, kArgs_hardsigmoid},
-    {"hardswish", &unpack_hardswish, kArgs_hardswish},
-    {"mish", &unpack_mish, kArgs_mish},
-    {"softplus", &unpack_softplus, kArgs_softplus},
-    {"elu", &unpack_elu, kArgs_elu},
-    {"selu", &unpack_selu, kArgs_selu},
-    {"celu", &unpack_celu, kArgs_celu},
-    {"relu6", &unpack_relu6, kArgs_relu6},
-    {"hardshrink", &unpack_hardshrink, kArgs_hardshrink},
-    {"softshrink", &unpack_softshrink, kArgs_softshrink},
-    {"log_sigmoid", &unpack_log_sigmoid, kArgs_log_sigmoid},
-    {"log_sigmoid_forward", &unpack_log_sigmoid_forward, kArgs_log_sigmoid_forward},
-    {"threshold", &unpack_threshold, kArgs_threshold},
-    {"_prelu_kernel", &unpack__prelu_kernel, kArgs__prelu_kernel},
-    {"prelu", &unpack_prelu, kArgs_prelu},
-    {"glu", &unpack_glu, kArgs_glu},
-    {"rrelu", &unpack_rrelu, kArgs_rrelu},
-    {"add.Tensor", &unpack_add_Tensor, kArgs_add_Tensor},
-    {"add.Scalar", &unpack_add_Scalar, kArgs_add_Scalar},
-    {"sub.Tensor", &unpack_sub_Tensor, kArgs_sub_Tensor},
-    {"sub.Scalar", &unpack_sub_Scalar, kArgs_sub_Scalar},
-    {"rsub.Tensor", &unpack_rsub_Tensor, kArgs_rsub_Tensor},
-    {"rsub.Scalar", &unpack_rsub_Scalar, kArgs_rsub_Scalar},
-    {"mul.Tensor", &unpack_mul_Tensor, kArgs_mul_Tensor},
-    {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar},
-    {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor},
-    {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar},
-    {"div.Tensor_mode", &unpack_div_Tensor_mode, kArgs_div_Tensor_mode},
-    {"div.Scalar_mode", &unpack_div_Scalar_mode, kArgs_div_Scalar_mode},
-    {"floor_divide", &unpack_floor_divide, kArgs_floor_divide},
-    {"floor_divide.Scalar", &unpack_floor_divide_Scalar, kArgs_floor_divide_Scalar},
-    {"fmod.Tensor", &unpack_fmod_Tensor, kArgs_fmod_Tensor},
-    {"fmod.Scalar", &unpack_fmod_Scalar, kArgs_fmod_Scalar},
-    {"remainder.Tensor", &unpack_remainder_Tensor, kArgs_remainder_Tensor},
-    {"remainder.Scalar", &unpack_remainder_Scalar, kArgs_remainder_Scalar},
-    {"pow.Tensor_Tensor", &unpack_pow_Tensor_Tensor, kArgs_pow_Tensor_Tensor},
-    {"pow.Tensor_Scalar", &unpack_pow_Tensor_Scalar, kArgs_pow_Tensor_Scalar},
-    {"pow.Scalar", &unpack_pow_Scalar, kArgs_pow_Scalar},
-    {"atan2", &unpack_atan2, kArgs_atan2},
-    {"atan2.out", &unpack_atan2_out, kArgs_atan2_out},
-    {"lerp.Scalar", &unpack_lerp_Scalar, kArgs_lerp_Scalar},
-    {"lerp.Tensor", &unpack_lerp_Tensor, kArgs_lerp_Tensor},
-    {"addcmul", &unpack_addcmul, kArgs_addcmul},
-    {"addcdiv", &unpack_addcdiv, kArgs_addcdiv},
-    {"xlogy.Tensor", &unpack_xlogy_Tensor, kArgs_xlogy_Tensor},
-    {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention},
-    {"convolution_backward", &unpack_convolution_backward, kArgs_convolution_backward},
-    {"native_layer_norm_backward", &unpack_native_layer_norm_backward, kArgs_native_layer_norm_backward},
-    {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward},
-    {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward},
-    {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data},
-    {"eq.Tensor", &unpack_eq_Tensor, kArgs_eq_Tensor},
-    {"eq.Scalar", &unpack_eq_Scalar, kArgs_eq_Scalar},
-    {"ne.Tensor", &unpack_ne_Tensor, kArgs_ne_Tensor},
-    {"ne.Scalar", &unpack_ne_Scalar, kArgs_ne_Scalar},
-    {"gt.Tensor", &unpack_gt_Tensor, kArgs_gt_Tensor},
-    {"gt.Scalar", &unpack_gt_Scalar, kArgs_gt_Scalar},
-    {"ge.Tensor", &unpack_ge_Tensor, kArgs_ge_Tensor},
-    {"ge.Scalar", &unpack_ge_Scalar, kArgs_ge_Scalar},
-    {"lt.Tensor", &unpack_lt_Tensor, kArgs_lt_Tensor},
-    {"lt.Scalar", &unpack_lt_Scalar, kArgs_lt_Scalar},
-    {"le.Tensor", &unpack_le_Tensor, kArgs_le_Tensor},
-    {"le.Scalar", &unpack_le_Scalar, kArgs_le_Scalar},
-    {"logical_and", &unpack_logical_and, kArgs_logical_and},
-    {"logical_or", &unpack_logical_or, kArgs_logical_or},
-    {"logical_xor", &unpack_logical_xor, kArgs_logical_xor},
-    {"bitwise_and.Tensor", &unpack_bitwise_and_Tensor, kArgs_bitwise_and_Tensor},
-    {"bitwise_and.Scalar", &unpack_bitwise_and_Scalar, kArgs_bitwise_and_Scalar},
-    {"bitwise_or.Tensor", &unpack_bitwise_or_Tensor, kArgs_bitwise_or_Tensor},
-    {"bitwise_or.Scalar", &unpack_bitwise_or_Scalar, kArgs_bitwise_or_Scalar},
-    {"bitwise_xor.Tensor", &unpack_bitwise_xor_Tensor, kArgs_bitwise_xor_Tensor},
-    {"bitwise_xor.Scalar", &unpack_bitwise_xor_Scalar, kArgs_bitwise_xor_Scalar},
-    {"__and__.Tensor", &unpack___and___Tensor, kArgs___and___Tensor},
-    {"__and__.Scalar", &unpack___and___Scalar, kArgs___and___Scalar},
-    {"__or__.Tensor", &unpack___or___Tensor, kArgs___or___Tensor},
-    {"__or__.Scalar", &unpack___or___Scalar, kArgs___or___Scalar},
-    {"__xor__.Tensor", &unpack___xor___Tensor, kArgs___xor___Tensor},
-    {"__xor__.Scalar", &unpack___xor___Scalar, kArgs___xor___Scalar},
-    {"where.self", &unpack_where_self, kArgs_where_self},
-    {"where.ScalarSelf", &unpack_where_ScalarSelf, kArgs_where_ScalarSelf},
-    {"where.ScalarOther", &unpack_where_ScalarOther, kArgs_where_ScalarOther},
-    {"where.Scalar", &unpack_where_Scalar, kArgs_where_Scalar},
-    {"masked_fill.Scalar", &unpack_masked_fill_Scalar, kArgs_masked_fill_Scalar},
-    {"masked_fill.Tensor", &unpack_masked_fill_Tensor, kArgs_masked_fill_Tensor},
-    {"maximum", &unpack_maximum, kArgs_maximum},
-    {"minimum", &unpack_minimum, kArgs_minimum},
-    {"max.other", &unpack_max_other, kArgs_max_other},
-    {"min.other", &unpack_min_other, kArgs_min_other},
-    {"clamp", &unpack_clamp, kArgs_clamp},
-    {"clamp.Tensor", &unpack_clamp_Tensor, kArgs_clamp_Tensor},
-    {"clamp_min", &unpack_clamp_min, kArgs_clamp_min},
-    {"clamp_min.Tensor", &unpack_clamp_min_Tensor, kArgs_clamp_min_Tensor},
-    {"clamp_max", &unpack_clamp_max, kArgs_clamp_max},
-    {"clamp_max.Tensor", &unpack_clamp_max_Tensor, kArgs_clamp_max_Tensor},
-    {"arange", &unpack_arange, kArgs_arange},
-    {"arange.start", &unpack_arange_start, kArgs_arange_start},
-    {"arange.start_step", &unpack_arange_start_step, kArgs_arange_start_step},
-    {"full", &unpack_full, kArgs_full},
-    {"full_like", &unpack_full_like, kArgs_full_like},
-    {"zeros", &unpack_zeros, kArgs_zeros},
-    {"ones", &unpack_ones, kArgs_ones},
-    {"zeros_like", &unpack_zeros_like, kArgs_zeros_like},
-    {"ones_like", &unpack_ones_like, kArgs_ones_like},
-    {"scalar_tensor", &unpack_scalar_tensor, kArgs_scalar_tensor},
-    {"fill.Scalar", &unpack_fill_Scalar, kArgs_fill_Scalar},
-    {"fill.Tensor", &unpack_fill_Tensor, kArgs_fill_Tensor},
-    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros},
-    {"new_ones", &unpack_new_ones, kArgs_new_ones},
-    {"new_full", &unpack_new_full, kArgs_new_full},
-    {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format},
-    {"empty_strided", &unpack_empty_strided, kArgs_empty_strided},
-    {"empty_like", &unpack_empty_like, kArgs_empty_like},
-    {"new_empty", &unpack_new_empty, kArgs_new_empty},
-    {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c},
-    {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r},
-    {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c},
-    {"view_as_real", &unpack_view_as_real, kArgs_view_as_real},
-    {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex},
-    {"real", &unpack_real, kArgs_real},
-    {"imag", &unpack_imag, kArgs_imag},
-    {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor},
-    {"index_put", &unpack_index_put, kArgs_index_put},
-    {"nonzero", &unpack_nonzero, kArgs_nonzero},
-    {"nonzero_numpy", &unpack_nonzero_numpy, kArgs_nonzero_numpy},
-    {"take_along_dim", &unpack_take_along_dim, kArgs_take_along_dim},
-    {"masked_scatter", &unpack_masked_scatter, kArgs_masked_scatter},
-    {"masked_select", &unpack_masked_select, kArgs_masked_select},
-    {"take", &unpack_take, kArgs_take},
-    {"index_select", &unpack_index_select, kArgs_index_select},
-    {"gather", &unpack_gather, kArgs_gather},
-    {"scatter.src", &unpack_scatter_src, kArgs_scatter_src},
-    {"scatter.value", &unpack_scatter_value, kArgs_scatter_value},
-    {"scatter.reduce", &unpack_scatter_reduce, kArgs_scatter_reduce},
-    {"scatter.value_reduce", &unpack_scatter_value_reduce, kArgs_scatter_value_reduce},
-    {"scatter_add", &unpack_scatter_add, kArgs_scatter_add},
-    {"scatter_reduce.two", &unpack_scatter_reduce_two, kArgs_scatter_reduce_two},
-    {"index_add", &unpack_index_add, kArgs_index_add},
-    {"index_copy", &unpack_index_copy, kArgs_index_copy},
-    {"index_fill.int_Scalar", &unpack_index_fill_int_Scalar, kArgs_index_fill_int_Scalar},
-    {"index_fill.int_Tensor", &unpack_index_fill_int_Tensor, kArgs_index_fill_int_Tensor},
-    {"slice_scatter", &unpack_slice_scatter, kArgs_slice_scatter},
-    {"select_scatter", &unpack_select_scatter, kArgs_select_scatter},
-    {"diagonal_scatter", &unpack_diagonal_scatter, kArgs_diagonal_scatter},
-    {"linear", &unpack_linear, kArgs_linear},
-    {"addmm", &unpack_addmm, kArgs_addmm},
-    {"mm", &unpack_mm, kArgs_mm},
-    {"bmm", &unpack_bmm, kArgs_bmm},
-    {"matmul", &unpack_matmul, kArgs_matmul},
-    {"baddbmm", &unpack_baddbmm, kArgs_baddbmm},
-    {"addbmm", &unpack_addbmm, kArgs_addbmm},
-    {"dot", &unpack_dot, kArgs_dot},
-    {"vdot", &unpack_vdot, kArgs_vdot},
-    {"outer", &unpack_outer, kArgs_outer},
-    {"einsum", &unpack_einsum, kArgs_einsum},
-    {"_cdist_forward", &unpack__cdist_forward, kArgs__cdist_forward},
-    {"cdist", &unpack_cdist, kArgs_cdist},
-    {"_pdist_forward", &unpack__pdist_forward, kArgs__pdist_forward},
-    {"pdist", &unpack_pdist, kArgs_pdist},
-    {"conv2d", &unpack_conv2d, kArgs_conv2d},
-    {"conv1d", &unpack_conv1d, kArgs_conv1d},
-    {"conv3d", &unpack_conv3d, kArgs_conv3d},
-    {"conv2d.padding", &unpack_conv2d_padding, kArgs_conv2d_padding},
-    {"conv1d.padding", &unpack_conv1d_padding, kArgs_conv1d_padding},
-    {"conv3d.padding", &unpack_conv3d_padding, kArgs_conv3d_padding},
-    {"conv_transpose2d.input", &unpack_conv_transpose2d_input, kArgs_conv_transpose2d_input},
-    {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d},
-    {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input},
-    {"convolution", &unpack_convolution, kArgs_convolution},
-    {"dropout", &unpack_dropout, kArgs_dropout},
-    {"embedding", &unpack_embedding, kArgs_embedding},
-    {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle},
-    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm},
-    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training},
-    {"_native_batch_norm_legit", &unpack__native_batch_norm_legit, kArgs__native_batch_norm_legit},
-    {"_native_batch_norm_legit.no_stats", &unpack__native_batch_norm_legit_no_stats, kArgs__native_batch_norm_legit_no_stats},
-    {"native_layer_norm", &unpack_native_layer_norm, kArgs_native_layer_norm},
-    {"layer_norm", &unpack_layer_norm, kArgs_layer_norm},
-    {"native_group_norm", &unpack_native_group_norm, kArgs_native_group_norm},
-    {"group_norm", &unpack_group_norm, kArgs_group_norm},
-    {"instance_norm", &unpack_instance_norm, kArgs_instance_norm},
-    {"rms_norm", &unpack_rms_norm, kArgs_rms_norm},
-    {"native_dropout", &unpack_native_dropout, kArgs_native_dropout},
-    {"constant_pad_nd", &unpack_constant_pad_nd, kArgs_constant_pad_nd},
-    {"pad", &unpack_pad, kArgs_pad},
-    {"reflection_pad1d", &unpack_reflection_pad1d, kArgs_reflection_pad1d},
-    {"reflection_pad2d", &unpack_reflection_pad2d, kArgs_reflection_pad2d},
-    {"reflection_pad3d", &unpack_reflection_pad3d, kArgs_reflection_pad3d},
-    {"replication_pad1d", &unpack_replication_pad1d, kArgs_replication_pad1d},
-    {"replication_pad2d", &unpack_replication_pad2d, kArgs_replication_pad2d},
-    {"replication_pad3d", &unpack_replication_pad3d, kArgs_replication_pad3d},
-    {"max_pool1d", &unpack_max_pool1d, kArgs_max_pool1d},
-    {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d},
-    {"max_pool3d", &unpack_max_pool3d, kArgs_max_pool3d},
-    {"max_pool1d_with_indices", &unpack_max_pool1d_with_indices, kArgs_max_pool1d_with_indices},
-    {"max_pool2d_with_indices", &unpack_max_pool2d_with_indices, kArgs_max_pool2d_with_indices},
-    {"max_pool3d_with_indices", &unpack_max_pool3d_with_indices, kArgs_max_pool3d_with_indices},
-    {"avg_pool1d", &unpack_avg_pool1d, kArgs_avg_pool1d},
-    {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d},
-    {"avg_pool3d", &unpack_avg_pool3d, kArgs_avg_pool3d},
-    {"adaptive_avg_pool1d", &unpack_adaptive_avg_pool1d, kArgs_adaptive_avg_pool1d},
-    {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d},
-    {"adaptive_avg_pool3d", &unpack_adaptive_avg_pool3d, kArgs_adaptive_avg_pool3d},
-    {"_adaptive_avg_pool2d", &unpack__adaptive_avg_pool2d, kArgs__adaptive_avg_pool2d},
-    {"_adaptive_avg_pool3d", &unpack__adaptive_avg_pool3d, kArgs__adaptive_avg_pool3d},
-    {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d},
-    {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d},
-    {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d},
-    {"rand", &unpack_rand, kArgs_rand},
-    {"randn", &unpack_randn, kArgs_randn},
-    {"rand_like", &unpack_rand_like, kArgs_rand_like},
-    {"randn_like", &unpack_randn_like, kArgs_randn_like},
-    {"randperm", &unpack_randperm, kArgs_randperm},
-    {"bernoulli", &unpack_bernoulli, kArgs_bernoulli},
-    {"bernoulli.p", &unpack_bernoulli_p, kArgs_bernoulli_p},
-    {"mean.dim", &unpack_mean_dim, kArgs_mean_dim},
-    {"sum", &unpack_sum, kArgs_sum},
-    {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList},
-    {"mean", &unpack_mean, kArgs_mean},
-    {"amax", &unpack_amax, kArgs_amax},
-    {"amin", &unpack_amin, kArgs_amin},
-    {"max", &unpack_max, kArgs_max},
-    {"min", &unpack_min, kArgs_min},
-    {"max.dim", &unpack_max_dim, kArgs_max_dim},
-    {"min.dim", &unpack_min_dim, kArgs_min_dim},
-    {"argmax", &unpack_argmax, kArgs_argmax},
-    {"argmin", &unpack_argmin, kArgs_argmin},
-    {"any", &unpack_any, kArgs_any},
-    {"any.dim", &unpack_any_dim, kArgs_any_dim},
-    {"any.dims", &unpack_any_dims, kArgs_any_dims},
-    {"all", &unpack_all, kArgs_all},
-    {"all.dim", &unpack_all_dim, kArgs_all_dim},
-    {"all.dims", &unpack_all_dims, kArgs_all_dims},
-    {"prod", &unpack_prod, kArgs_prod},
-    {"prod.dim_int", &unpack_prod_dim_int, kArgs_prod_dim_int},
-    {"count_nonzero", &unpack_count_nonzero, kArgs_count_nonzero},
-    {"count_nonzero.dim_IntList", &unpack_count_nonzero_dim_IntList, kArgs_count_nonzero_dim_IntList},
-    {"logsumexp", &unpack_logsumexp, kArgs_logsumexp},
-    {"linalg_vector_norm", &unpack_linalg_vector_norm, kArgs_linalg_vector_norm},
-    {"norm.ScalarOpt_dim", &unpack_norm_ScalarOpt_dim, kArgs_norm_ScalarOpt_dim},
-    {"var.correction", &unpack_var_correction, kArgs_var_correction},
-    {"var.dim", &unpack_var_dim, kArgs_var_dim},
-    {"var", &unpack_var, kArgs_var},
-    {"std.correction", &unpack_std_correction, kArgs_std_correction},
-    {"std.dim", &unpack_std_dim, kArgs_std_dim},
-    {"std", &unpack_std, kArgs_std},
-    {"var_mean.correction", &unpack_var_mean_correction, kArgs_var_mean_correction},
-    {"var_mean.dim", &unpack_var_mean_dim, kArgs_var_mean_dim},
-    {"var_mean", &unpack_var_mean, kArgs_var_mean},
-    {"std_mean.correction", &unpack_std_mean_correction, kArgs_std_mean_correction},
-    {"std_mean.dim", &unpack_std_mean_dim, kArgs_std_mean_dim},
-    {"std_mean", &unpack_std_mean, kArgs_std_mean},
-    {"cumsum", &unpack_cumsum, kArgs_cumsum},
-    {"cumprod", &unpack_cumprod, kArgs_cumprod},
-    {"cummax", &unpack_cummax, kArgs_cummax},
-    {"cummin", &unpack_cummin, kArgs_cummin},
-    {"logcumsumexp", &unpack_logcumsumexp, kArgs_logcumsumexp},
-    {"lstm.input", &unpack_lstm_input, kArgs_lstm_input},
-    {"gru.input", &unpack_gru_input, kArgs_gru_input},
-    {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input},
-    {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input},
-    {"clone", &unpack_clone, kArgs_clone},
-    {"contiguous", &unpack_contiguous, kArgs_contiguous},
-    {"_to_copy", &unpack__to_copy, kArgs__to_copy},
-    {"to.dtype", &unpack_to_dtype, kArgs_to_dtype},
-    {"t", &unpack_t, kArgs_t},
-    {"cat", &unpack_cat, kArgs_cat},
-    {"view", &unpack_view, kArgs_view},
-    {"reshape", &unpack_reshape, kArgs_reshape},
-    {"_unsafe_view", &unpack__unsafe_view, kArgs__unsafe_view},
-    {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints},
-    {"permute", &unpack_permute, kArgs_permute},
-    {"transpose.int", &unpack_transpose_int, kArgs_transpose_int},
-    {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata},
-    {"alias", &unpack_alias, kArgs_alias},
-    {"detach", &unpack_detach, kArgs_detach},
-    {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy},
-    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout},
-    {"to.device", &unpack_to_device, kArgs_to_device},
-    {"copy", &unpack_copy, kArgs_copy},
-    {"resize_", &unpack_resize_, kArgs_resize_},
-    {"expand", &unpack_expand, kArgs_expand},
-    {"repeat", &unpack_repeat, kArgs_repeat},
-    {"tile", &unpack_tile, kArgs_tile},
-    {"squeeze", &unpack_squeeze, kArgs_squeeze},
-    {"squeeze.dim", &unpack_squeeze_dim, kArgs_squeeze_dim},
-    {"squeeze.dims", &unpack_squeeze_dims, kArgs_squeeze_dims},
-    {"unsqueeze", &unpack_unsqueeze, kArgs_unsqueeze},
-    {"unflatten.int", &unpack_unflatten_int, kArgs_unflatten_int},
-    {"stack", &unpack_stack, kArgs_stack},
-    {"movedim.int", &unpack_movedim_int, kArgs_movedim_int},
-    {"movedim.intlist", &unpack_movedim_intlist, kArgs_movedim_intlist},
-    {"repeat_interleave.self_int", &unpack_repeat_interleave_self_int, kArgs_repeat_interleave_self_int},
-    {"repeat_interleave.self_Tensor", &unpack_repeat_interleave_self_Tensor, kArgs_repeat_interleave_self_Tensor},
-    {"repeat_interleave.Tensor", &unpack_repeat_interleave_Tensor, kArgs_repeat_interleave_Tensor},
-    {"narrow", &unpack_narrow, kArgs_narrow},
-    {"select.int", &unpack_select_int, kArgs_select_int},
-    {"slice.Tensor", &unpack_slice_Tensor, kArgs_slice_Tensor},
-    {"split.Tensor", &unpack_split_Tensor, kArgs_split_Tensor},
-    {"split_with_sizes", &unpack_split_with_sizes, kArgs_split_with_sizes},
-    {"chunk", &unpack_chunk, kArgs_chunk},
-    {"unbind.int", &unpack_unbind_int, kArgs_unbind_int},
-    {"flip", &unpack_flip, kArgs_flip},
-    {"roll", &unpack_roll, kArgs_roll},
-    {"diagonal", &unpack_diagonal, kArgs_diagonal},
-    {"as_strided", &unpack_as_strided, kArgs_as_strided},
-    {"triu", &unpack_triu, kArgs_triu},
-    {"tril", &unpack_tril, kArgs_tril},
-    {"sort", &unpack_sort, kArgs_sort},
-    {"sort.stable", &unpack_sort_stable, kArgs_sort_stable},
-    {"argsort", &unpack_argsort, kArgs_argsort},
-    {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable},
-    {"topk", &unpack_topk, kArgs_topk},
-    {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int},
-    {"sym_numel", &unpack_sym_numel, kArgs_sym_numel},
-    {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int},
-    {"sym_storage_offset", &unpack_sym_storage_offset, kArgs_sym_storage_offset},
-    {"sym_is_contiguous", &unpack_sym_is_contiguous, kArgs_sym_is_contiguous},
-    {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense},
-    {"abs", &unpack_abs, kArgs_abs},
-    {"neg", &unpack_neg, kArgs_neg},
-    {"acos", &unpack_acos, kArgs_acos},
-    {"acosh", &unpack_acosh, kArgs_acosh},
-    {"asin", &unpack_asin, kArgs_asin},
-    {"asinh", &unpack_asinh, kArgs_asinh},
-    {"atan", &unpack_atan, kArgs_atan},
-    {"atanh", &unpack_atanh, kArgs_atanh},
-    {"cos", &unpack_cos, kArgs_cos},
-    {"cosh", &unpack_cosh, kArgs_cosh},
-    {"sin", &unpack_sin, kArgs_sin},
-    {"sinh", &unpack_sinh, kArgs_sinh},
-    {"tan", &unpack_tan, kArgs_tan},
-    {"erf", &unpack_erf, kArgs_erf},
-    {"exp", &unpack_exp, kArgs_exp},
-    {"exp2", &unpack_exp2, kArgs_exp2},
-    {"log", &unpack_log, kArgs_log},
-    {"log2", &unpack_log2, kArgs_log2},
-    {"log10", &unpack_log10, kArgs_log10},
-    {"reciprocal", &unpack_reciprocal, kArgs_reciprocal},
-    {"sqrt", &unpack_sqrt, kArgs_sqrt},
-    {"rsqrt", &unpack_rsqrt, kArgs_rsqrt},
-    {"square", &unpack_square, kArgs_square},
-    {"log1p", &unpack_log1p, kArgs_log1p},
-    {"expm1", &unpack_expm1, kArgs_expm1},
-    {"erfinv", &unpack_erfinv, kArgs_erfinv},
-    {"logit", &unpack_logit, kArgs_logit},
-    {"ceil", &unpack_ceil, kArgs_ceil},
-    {"floor", &unpack_floor, kArgs_floor},
-    {"round", &unpack_round, kArgs_round},
-    {"trunc", &unpack_trunc, kArgs_trunc},
-    {"frac", &unpack_frac, kArgs_frac},
-    {"round.decimals", &unpack_round_decimals, kArgs_round_decimals},
-    {"sign", &unpack_sign, kArgs_sign},
-    {"sgn", &unpack_sgn, kArgs_sgn},
-    {"isnan", &unpack_isnan, kArgs_isnan},
-    {"isinf", &unpack_isinf, kArgs_isinf},
-    {"nan_to_num", &unpack_nan_to_num, kArgs_nan_to_num},
-    {"bitwise_not", &unpack_bitwise_not, kArgs_bitwise_not},
-    {"logical_not", &unpack_logical_not, kArgs_logical_not},
-    {"upsample_nearest1d.vec", &unpack_upsample_nearest1d_vec, kArgs_upsample_nearest1d_vec},
-    {"upsample_nearest2d.vec", &unpack_upsample_nearest2d_vec, kArgs_upsample_nearest2d_vec},
-    {"upsample_nearest3d.vec", &unpack_upsample_nearest3d_vec, kArgs_upsample_nearest3d_vec},
-    {"_upsample_nearest_exact1d.vec", &unpack__upsample_nearest_exact1d_vec, kArgs__upsample_nearest_exact1d_vec},
-    {"_upsample_nearest_exact2d.vec", &unpack__upsample_nearest_exact2d_vec, kArgs__upsample_nearest_exact2d_vec},
-    {"_upsample_nearest_exact3d.vec", &unpack__upsample_nearest_exact3d_vec, kArgs__upsample_nearest_exact3d_vec},
-    {"upsample_linear1d.vec", &unpack_upsample_linear1d_vec, kArgs_upsample_linear1d_vec},
-    {"upsample_bilinear2d.vec", &unpack_upsample_bilinear2d_vec, kArgs_upsample_bilinear2d_vec},
-    {"upsample_trilinear3d.vec", &unpack_upsample_trilinear3d_vec, kArgs_upsample_trilinear3d_vec},
-    {"upsample_bicubic2d.vec", &unpack_upsample_bicubic2d_vec, kArgs_upsample_bicubic2d_vec},
-    {"_upsample_bilinear2d_aa.vec", &unpack__upsample_bilinear2d_aa_vec, kArgs__upsample_bilinear2d_aa_vec},
-    {"_upsample_bicubic2d_aa.vec", &unpack__upsample_bicubic2d_aa_vec, kArgs__upsample_bicubic2d_aa_vec},
-    {"upsample_nearest1d", &unpack_upsample_nearest1d, kArgs_upsample_nearest1d},
-    {"upsample_nearest2d", &unpack_upsample_nearest2d, kArgs_upsample_nearest2d},
-    {"upsample_nearest3d", &unpack_upsample_nearest3d, kArgs_upsample_nearest3d},
-    {"upsample_linear1d", &unpack_upsample_linear1d, kArgs_upsample_linear1d},
-    {"upsample_bilinear2d", &unpack_upsample_bilinear2d, kArgs_upsample_bilinear2d},
-    {"upsample_trilinear3d", &unpack_upsample_trilinear3d, kArgs_upsample_trilinear3d},
-    {"upsample_bicubic2d", &unpack_upsample_bicubic2d, kArgs_upsample_bicubic2d},
-    {"_upsample_bilinear2d_aa", &unpack__upsample_bilinear2d_aa, kArgs__upsample_bilinear2d_aa},
-    {"_upsample_bicubic2d_aa", &unpack__upsample_bicubic2d_aa, kArgs__upsample_bicubic2d_aa},
-    {"grid_sampler_2d", &unpack_grid_sampler_2d, kArgs_grid_sampler_2d},
-    {"grid_sampler", &unpack_grid_sampler, kArgs_grid_sampler},
-    {"im2col", &unpack_im2col, kArgs_im2col},
-    {"col2im", &unpack_col2im, kArgs_col2im},
-    {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle},
-    {"embedding_bag", &unpack_embedding_bag, kArgs_embedding_bag},
-    {"embedding_bag.padding_idx", &unpack_embedding_bag_padding_idx, kArgs_embedding_bag_padding_idx},
-    {"_embedding_bag", &unpack__embedding_bag, kArgs__embedding_bag},
-    {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward},
-    {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward},
-    {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward},
-    {"abs_", &unpack_abs_, kArgs_abs_},
-    {"acos_", &unpack_acos_, kArgs_acos_},
-    {"acosh_", &unpack_acosh_, kArgs_acosh_},
-    {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar},
-    {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor},
-    {"addbmm_", &unpack_addbmm_, kArgs_addbmm_},
-    {"addcdiv_", &unpack_addcdiv_, kArgs_addcdiv_},
-    {"addcmul_", &unpack_addcmul_, kArgs_addcmul_},
-    {"addmm_", &unpack_addmm_, kArgs_addmm_},
-    {"as_strided_", &unpack_as_strided_, kArgs_as_strided_},
-    {"asin_", &unpack_asin_, kArgs_asin_},
-    {"asinh_", &unpack_asinh_, kArgs_asinh_},
-    {"atan2_", &unpack_atan2_, kArgs_atan2_},
-    {"atan_", &unpack_atan_, kArgs_atan_},
-    {"atanh_", &unpack_atanh_, kArgs_atanh_},
-    {"baddbmm_", &unpack_baddbmm_, kArgs_baddbmm_},
-    {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar},
-    {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor},
-    {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_},
-    {"bitwise_or_.Scalar", &unpack_bitwise_or__Scalar, kArgs_bitwise_or__Scalar},
-    {"bitwise_or_.Tensor", &unpack_bitwise_or__Tensor, kArgs_bitwise_or__Tensor},
-    {"bitwise_xor_.Scalar", &unpack_bitwise_xor__Scalar, kArgs_bitwise_xor__Scalar},
-    {"bitwise_xor_.Tensor", &unpack_bitwise_xor__Tensor, kArgs_bitwise_xor__Tensor},
-    {"ceil_", &unpack_ceil_, kArgs_ceil_},
-    {"celu_", &unpack_celu_, kArgs_celu_},
-    {"clamp_", &unpack_clamp_, kArgs_clamp_},
-    {"clamp_.Tensor", &unpack_clamp__Tensor, kArgs_clamp__Tensor},
-    {"clamp_max_", &unpack_clamp_max_, kArgs_clamp_max_},
-    {"clamp_max_.Tensor", &unpack_clamp_max__Tensor, kArgs_clamp_max__Tensor},
-    {"clamp_min_", &unpack_clamp_min_, kArgs_clamp_min_},
-    {"clamp_min_.Tensor", &unpack_clamp_min__Tensor, kArgs_clamp_min__Tensor},
-    {"copy_", &unpack_copy_, kArgs_copy_},
-    {"cos_", &unpack_cos_, kArgs_cos_},
-    {"cosh_", &unpack_cosh_, kArgs_cosh_},
-    {"cumprod_", &unpack_cumprod_, kArgs_cumprod_},
-    {"cumsum_", &unpack_cumsum_, kArgs_cumsum_},
-    {"detach_", &unpack_detach_, kArgs_detach_},
-    {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar},
-    {"div_.Scalar_mode", &unpack_div__Scalar_mode, kArgs_div__Scalar_mode},
-    {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor},
-    {"div_.Tensor_mode", &unpack_div__Tensor_mode, kArgs_div__Tensor_mode},
-    {"elu_", &unpack_elu_, kArgs_elu_},
-    {"eq_.Scalar", &unpack_eq__Scalar, kArgs_eq__Scalar},
-    {"eq_.Tensor", &unpack_eq__Tensor, kArgs_eq__Tensor},
-    {"erf_", &unpack_erf_, kArgs_erf_},
-    {"erfinv_", &unpack_erfinv_, kArgs_erfinv_},
-    {"exp2_", &unpack_exp2_, kArgs_exp2_},
-    {"exp_", &unpack_exp_, kArgs_exp_},
-    {"expm1_", &unpack_expm1_, kArgs_expm1_},
-    {"fill_.Scalar", &unpack_fill__Scalar, kArgs_fill__Scalar},
-    {"fill_.Tensor", &unpack_fill__Tensor, kArgs_fill__Tensor},
-    {"floor_", &unpack_floor_, kArgs_floor_},
-    {"floor_divide_.Scalar", &unpack_floor_divide__Scalar, kArgs_floor_divide__Scalar},
-    {"fmod_.Scalar", &unpack_fmod__Scalar, kArgs_fmod__Scalar},
-    {"fmod_.Tensor", &unpack_fmod__Tensor, kArgs_fmod__Tensor},
-    {"frac_", &unpack_frac_, kArgs_frac_},
-    {"ge_.Scalar", &unpack_ge__Scalar, kArgs_ge__Scalar},
-    {"ge_.Tensor", &unpack_ge__Tensor, kArgs_ge__Tensor},
-    {"gelu_", &unpack_gelu_, kArgs_gelu_},
-    {"gt_.Scalar", &unpack_gt__Scalar, kArgs_gt__Scalar},
-    {"gt_.Tensor", &unpack_gt__Tensor, kArgs_gt__Tensor},
-    {"hardsigmoid_", &unpack_hardsigmoid_, kArgs_hardsigmoid_},
-    {"hardswish_", &unpack_hardswish_, kArgs_hardswish_},
-    {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_},
-    {"index_add_", &unpack_index_add_, kArgs_index_add_},
-    {"index_copy_", &unpack_index_copy_, kArgs_index_copy_},
-    {"index_fill_.int_Scalar", &unpack_index_fill__int_Scalar, kArgs_index_fill__int_Scalar},
-    {"index_fill_.int_Tensor", &unpack_index_fill__int_Tensor, kArgs_index_fill__int_Tensor},
-    {"index_put_", &unpack_index_put_, kArgs_index_put_},
-    {"le_.Scalar", &unpack_le__Scalar, kArgs_le__Scalar},
-    {"le_.Tensor", &unpack_le__Tensor, kArgs_le__Tensor},
-    {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_},
-    {"lerp_.Scalar", &unpack_lerp__Scalar, kArgs_lerp__Scalar},
-    {"lerp_.Tensor", &unpack_lerp__Tensor, kArgs_lerp__Tensor},
-    {"log10_", &unpack_log10_, kArgs_log10_},
-    {"log1p_", &unpack_log1p_, kArgs_log1p_},
-    {"log2_", &unpack_log2_, kArgs_log2_},
-    {"log_", &unpack_log_, kArgs_log_},
-    {"logical_and_", &unpack_logical_and_, kArgs_logical_and_},
-    {"logical_not_", &unpack_logical_not_, kArgs_logical_not_},
-    {"logical_or_", &unpack_logical_or_, kArgs_logical_or_},
-    {"logical_xor_", &unpack_logical_xor_, kArgs_logical_xor_},
-    {"logit_", &unpack_logit_, kArgs_logit_},
-    {"lt_.Scalar", &unpack_lt__Scalar, kArgs_lt__Scalar},
-    {"lt_.Tensor", &unpack_lt__Tensor, kArgs_lt__Tensor},
-    {"masked_fill_.Scalar", &unpack_masked_fill__Scalar, kArgs_masked_fill__Scalar},
-    {"masked_fill_.Tensor", &unpack_masked_fill__Tensor, kArgs_masked_fill__Tensor},
-    {"masked_scatter_", &unpack_masked_scatter_, kArgs_masked_scatter_},
-    {"mish_", &unpack_mish_, kArgs_mish_},
-    {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar},
-    {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor},
-    {"nan_to_num_", &unpack_nan_to_num_, kArgs_nan_to_num_},
-    {"ne_.Scalar", &unpack_ne__Scalar, kArgs_ne__Scalar},
-    {"ne_.Tensor", &unpack_ne__Tensor, kArgs_ne__Tensor},
-    {"neg_", &unpack_neg_, kArgs_neg_},
-    {"reciprocal_", &unpack_reciprocal_, kArgs_reciprocal_},
-    {"relu6_", &unpack_relu6_, kArgs_relu6_},
-    {"relu_", &unpack_relu_, kArgs_relu_},
-    {"remainder_.Scalar", &unpack_remainder__Scalar, kArgs_remainder__Scalar},
-    {"remainder_.Tensor", &unpack_remainder__Tensor, kArgs_remainder__Tensor},
-    {"round_", &unpack_round_, kArgs_round_},
-    {"round_.decimals", &unpack_round__decimals, kArgs_round__decimals},
-    {"rrelu_", &unpack_rrelu_, kArgs_rrelu_},
-    {"rsqrt_", &unpack_rsqrt_, kArgs_rsqrt_},
-    {"scatter_.reduce", &unpack_scatter__reduce, kArgs_scatter__reduce},
-    {"scatter_.src", &unpack_scatter__src, kArgs_scatter__src},
-    {"scatter_.value", &unpack_scatter__value, kArgs_scatter__value},
-    {"scatter_.value_reduce", &unpack_scatter__value_reduce, kArgs_scatter__value_reduce},
-    {"scatter_add_", &unpack_scatter_add_, kArgs_scatter_add_},
-    {"scatter_reduce_.two", &unpack_scatter_reduce__two, kArgs_scatter_reduce__two},
-    {"selu_", &unpack_selu_, kArgs_selu_},
-    {"sgn_", &unpack_sgn_, kArgs_sgn_},
-    {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_},
-    {"sign_", &unpack_sign_, kArgs_sign_},
-    {"silu_", &unpack_silu_, kArgs_silu_},
-    {"sin_", &unpack_sin_, kArgs_sin_},
-    {"sinh_", &unpack_sinh_, kArgs_sinh_},
-    {"sqrt_", &unpack_sqrt_, kArgs_sqrt_},
-    {"square_", &unpack_square_, kArgs_square_},
-    {"squeeze_", &unpack_squeeze_, kArgs_squeeze_},
-    {"squeeze_.dim", &unpack_squeeze__dim, kArgs_squeeze__dim},
-    {"squeeze_.dims", &unpack_squeeze__dims, kArgs_squeeze__dims},
-    {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar},
-    {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor},
-    {"t_", &unpack_t_, kArgs_t_},
-    {"tan_", &unpack_tan_, kArgs_tan_},
-    {"tanh_", &unpack_tanh_, kArgs_tanh_},
-    {"threshold_", &unpack_threshold_, kArgs_threshold_},
-    {"tril_", &unpack_tril_, kArgs_tril_},
-    {"triu_", &unpack_triu_, kArgs_triu_},
-    {"trunc_", &unpack_trunc_, kArgs_trunc_},
-    {"unsqueeze_", &unpack_unsqueeze_, kArgs_unsqueeze_},
-    {"xlogy_.Tensor", &unpack_xlogy__Tensor, kArgs_xlogy__Tensor},
+    {"relu", &unpack_relu, kArgs_relu, 0u},
+    {"leaky_relu", &unpack_leaky_relu, kArgs_leaky_relu, 2u},
+    {"hardtanh", &unpack_hardtanh, kArgs_hardtanh, 0u},
+    {"sigmoid", &unpack_sigmoid, kArgs_sigmoid, 0u},
+    {"tanh", &unpack_tanh, kArgs_tanh, 0u},
+    {"softmax.int", &unpack_softmax_int, kArgs_softmax_int, 0u},
+    {"_softmax", &unpack__softmax, kArgs__softmax, 0u},
+    {"log_softmax.int", &unpack_log_softmax_int, kArgs_log_softmax_int, 0u},
+    {"_log_softmax", &unpack__log_softmax, kArgs__log_softmax, 0u},
+    {"gelu", &unpack_gelu, kArgs_gelu, 0u},
+    {"silu", &unpack_silu, kArgs_silu, 0u},
+    {"hardsigmoid", &unpack_hardsigmoid, kArgs_hardsigmoid, 0u},
+    {"hardswish", &unpack_hardswish, kArgs_hardswish, 0u},
+    {"mish", &unpack_mish, kArgs_mish, 0u},
+    {"softplus", &unpack_softplus, kArgs_softplus, 0u},
+    {"elu", &unpack_elu, kArgs_elu, 2u},
+    {"selu", &unpack_selu, kArgs_selu, 0u},
+    {"celu", &unpack_celu, kArgs_celu, 2u},
+    {"relu6", &unpack_relu6, kArgs_relu6, 0u},
+    {"hardshrink", &unpack_hardshrink, kArgs_hardshrink, 0u},
+    {"softshrink", &unpack_softshrink, kArgs_softshrink, 0u},
+    {"log_sigmoid", &unpack_log_sigmoid, kArgs_log_sigmoid, 0u},
+    {"log_sigmoid_forward", &unpack_log_sigmoid_forward, kArgs_log_sigmoid_forward, 0u},
+    {"threshold", &unpack_threshold, kArgs_threshold, 0u},
+    {"_prelu_kernel", &unpack__prelu_kernel, kArgs__prelu_kernel, 0u},
+    {"prelu", &unpack_prelu, kArgs_prelu, 0u},
+    {"glu", &unpack_glu, kArgs_glu, 0u},
+    {"rrelu", &unpack_rrelu, kArgs_rrelu, 6u},
+    {"add.Tensor", &unpack_add_Tensor, kArgs_add_Tensor, 0u},
+    {"add.Scalar", &unpack_add_Scalar, kArgs_add_Scalar, 0u},
+    {"sub.Tensor", &unpack_sub_Tensor, kArgs_sub_Tensor, 0u},
+    {"sub.Scalar", &unpack_sub_Scalar, kArgs_sub_Scalar, 0u},
+    {"rsub.Tensor", &unpack_rsub_Tensor, kArgs_rsub_Tensor, 0u},
+    {"rsub.Scalar", &unpack_rsub_Scalar, kArgs_rsub_Scalar, 0u},
+    {"mul.Tensor", &unpack_mul_Tensor, kArgs_mul_Tensor, 0u},
+    {"mul.Scalar", &unpack_mul_Scalar, kArgs_mul_Scalar, 0u},
+    {"div.Tensor", &unpack_div_Tensor, kArgs_div_Tensor, 0u},
+    {"div.Scalar", &unpack_div_Scalar, kArgs_div_Scalar, 0u},
+    {"div.Tensor_mode", &unpack_div_Tensor_mode, kArgs_div_Tensor_mode, 0u},
+    {"div.Scalar_mode", &unpack_div_Scalar_mode, kArgs_div_Scalar_mode, 0u},
+    {"floor_divide", &unpack_floor_divide, kArgs_floor_divide, 0u},
+    {"floor_divide.Scalar", &unpack_floor_divide_Scalar, kArgs_floor_divide_Scalar, 0u},
+    {"fmod.Tensor", &unpack_fmod_Tensor, kArgs_fmod_Tensor, 0u},
+    {"fmod.Scalar", &unpack_fmod_Scalar, kArgs_fmod_Scalar, 0u},
+    {"remainder.Tensor", &unpack_remainder_Tensor, kArgs_remainder_Tensor, 0u},
+    {"remainder.Scalar", &unpack_remainder_Scalar, kArgs_remainder_Scalar, 0u},
+    {"pow.Tensor_Tensor", &unpack_pow_Tensor_Tensor, kArgs_pow_Tensor_Tensor, 0u},
+    {"pow.Tensor_Scalar", &unpack_pow_Tensor_Scalar, kArgs_pow_Tensor_Scalar, 0u},
+    {"pow.Scalar", &unpack_pow_Scalar, kArgs_pow_Scalar, 0u},
+    {"atan2", &unpack_atan2, kArgs_atan2, 0u},
+    {"atan2.out", &unpack_atan2_out, kArgs_atan2_out, 0u},
+    {"lerp.Scalar", &unpack_lerp_Scalar, kArgs_lerp_Scalar, 0u},
+    {"lerp.Tensor", &unpack_lerp_Tensor, kArgs_lerp_Tensor, 0u},
+    {"addcmul", &unpack_addcmul, kArgs_addcmul, 0u},
+    {"addcdiv", &unpack_addcdiv, kArgs_addcdiv, 0u},
+    {"xlogy.Tensor", &unpack_xlogy_Tensor, kArgs_xlogy_Tensor, 0u},
+    {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention, 0u},
+    {"convolution_backward", &unpack_convolution_backward, kArgs_convolution_backward, 0u},
+    {"native_layer_norm_backward", &unpack_native_layer_norm_backward, kArgs_native_layer_norm_backward, 0u},
+    {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward, 0u},
+    {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward, 0u},
+    {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data, 0u},
+    {"eq.Tensor", &unpack_eq_Tensor, kArgs_eq_Tensor, 0u},
+    {"eq.Scalar", &unpack_eq_Scalar, kArgs_eq_Scalar, 0u},
+    {"ne.Tensor", &unpack_ne_Tensor, kArgs_ne_Tensor, 0u},
+    {"ne.Scalar", &unpack_ne_Scalar, kArgs_ne_Scalar, 0u},
+    {"gt.Tensor", &unpack_gt_Tensor, kArgs_gt_Tensor, 0u},
+    {"gt.Scalar", &unpack_gt_Scalar, kArgs_gt_Scalar, 0u},
+    {"ge.Tensor", &unpack_ge_Tensor, kArgs_ge_Tensor, 0u},
+    {"ge.Scalar", &unpack_ge_Scalar, kArgs_ge_Scalar, 0u},
+    {"lt.Tensor", &unpack_lt_Tensor, kArgs_lt_Tensor, 0u},
+    {"lt.Scalar", &unpack_lt_Scalar, kArgs_lt_Scalar, 0u},
+    {"le.Tensor", &unpack_le_Tensor, kArgs_le_Tensor, 0u},
+    {"le.Scalar", &unpack_le_Scalar, kArgs_le_Scalar, 0u},
+    {"logical_and", &unpack_logical_and, kArgs_logical_and, 0u},
+    {"logical_or", &unpack_logical_or, kArgs_logical_or, 0u},
+    {"logical_xor", &unpack_logical_xor, kArgs_logical_xor, 0u},
+    {"bitwise_and.Tensor", &unpack_bitwise_and_Tensor, kArgs_bitwise_and_Tensor, 0u},
+    {"bitwise_and.Scalar", &unpack_bitwise_and_Scalar, kArgs_bitwise_and_Scalar, 0u},
+    {"bitwise_or.Tensor", &unpack_bitwise_or_Tensor, kArgs_bitwise_or_Tensor, 0u},
+    {"bitwise_or.Scalar", &unpack_bitwise_or_Scalar, kArgs_bitwise_or_Scalar, 0u},
+    {"bitwise_xor.Tensor", &unpack_bitwise_xor_Tensor, kArgs_bitwise_xor_Tensor, 0u},
+    {"bitwise_xor.Scalar", &unpack_bitwise_xor_Scalar, kArgs_bitwise_xor_Scalar, 0u},
+    {"__and__.Tensor", &unpack___and___Tensor, kArgs___and___Tensor, 0u},
+    {"__and__.Scalar", &unpack___and___Scalar, kArgs___and___Scalar, 0u},
+    {"__or__.Tensor", &unpack___or___Tensor, kArgs___or___Tensor, 0u},
+    {"__or__.Scalar", &unpack___or___Scalar, kArgs___or___Scalar, 0u},
+    {"__xor__.Tensor", &unpack___xor___Tensor, kArgs___xor___Tensor, 0u},
+    {"__xor__.Scalar", &unpack___xor___Scalar, kArgs___xor___Scalar, 0u},
+    {"where.self", &unpack_where_self, kArgs_where_self, 0u},
+    {"where.ScalarSelf", &unpack_where_ScalarSelf, kArgs_where_ScalarSelf, 0u},
+    {"where.ScalarOther", &unpack_where_ScalarOther, kArgs_where_ScalarOther, 0u},
+    {"where.Scalar", &unpack_where_Scalar, kArgs_where_Scalar, 0u},
+    {"masked_fill.Scalar", &unpack_masked_fill_Scalar, kArgs_masked_fill_Scalar, 0u},
+    {"masked_fill.Tensor", &unpack_masked_fill_Tensor, kArgs_masked_fill_Tensor, 0u},
+    {"maximum", &unpack_maximum, kArgs_maximum, 0u},
+    {"minimum", &unpack_minimum, kArgs_minimum, 0u},
+    {"max.other", &unpack_max_other, kArgs_max_other, 0u},
+    {"min.other", &unpack_min_other, kArgs_min_other, 0u},
+    {"clamp", &unpack_clamp, kArgs_clamp, 0u},
+    {"clamp.Tensor", &unpack_clamp_Tensor, kArgs_clamp_Tensor, 0u},
+    {"clamp_min", &unpack_clamp_min, kArgs_clamp_min, 0u},
+    {"clamp_min.Tensor", &unpack_clamp_min_Tensor, kArgs_clamp_min_Tensor, 0u},
+    {"clamp_max", &unpack_clamp_max, kArgs_clamp_max, 0u},
+    {"clamp_max.Tensor", &unpack_clamp_max_Tensor, kArgs_clamp_max_Tensor, 0u},
+    {"arange", &unpack_arange, kArgs_arange, 0u},
+    {"arange.start", &unpack_arange_start, kArgs_arange_start, 0u},
+    {"arange.start_step", &unpack_arange_start_step, kArgs_arange_start_step, 0u},
+    {"full", &unpack_full, kArgs_full, 0u},
+    {"full_like", &unpack_full_like, kArgs_full_like, 0u},
+    {"zeros", &unpack_zeros, kArgs_zeros, 0u},
+    {"ones", &unpack_ones, kArgs_ones, 0u},
+    {"zeros_like", &unpack_zeros_like, kArgs_zeros_like, 0u},
+    {"ones_like", &unpack_ones_like, kArgs_ones_like, 0u},
+    {"scalar_tensor", &unpack_scalar_tensor, kArgs_scalar_tensor, 0u},
+    {"fill.Scalar", &unpack_fill_Scalar, kArgs_fill_Scalar, 0u},
+    {"fill.Tensor", &unpack_fill_Tensor, kArgs_fill_Tensor, 0u},
+    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros, 0u},
+    {"new_ones", &unpack_new_ones, kArgs_new_ones, 0u},
+    {"new_full", &unpack_new_full, kArgs_new_full, 0u},
+    {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format, 0u},
+    {"empty_strided", &unpack_empty_strided, kArgs_empty_strided, 0u},
+    {"empty_like", &unpack_empty_like, kArgs_empty_like, 0u},
+    {"new_empty", &unpack_new_empty, kArgs_new_empty, 0u},
+    {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c, 0u},
+    {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r, 0u},
+    {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c, 0u},
+    {"view_as_real", &unpack_view_as_real, kArgs_view_as_real, 0u},
+    {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex, 0u},
+    {"real", &unpack_real, kArgs_real, 0u},
+    {"imag", &unpack_imag, kArgs_imag, 0u},
+    {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor, 0u},
+    {"index_put", &unpack_index_put, kArgs_index_put, 0u},
+    {"nonzero", &unpack_nonzero, kArgs_nonzero, 0u},
+    {"nonzero_numpy", &unpack_nonzero_numpy, kArgs_nonzero_numpy, 0u},
+    {"take_along_dim", &unpack_take_along_dim, kArgs_take_along_dim, 0u},
+    {"masked_scatter", &unpack_masked_scatter, kArgs_masked_scatter, 0u},
+    {"masked_select", &unpack_masked_select, kArgs_masked_select, 0u},
+    {"take", &unpack_take, kArgs_take, 0u},
+    {"index_select", &unpack_index_select, kArgs_index_select, 0u},
+    {"gather", &unpack_gather, kArgs_gather, 0u},
+    {"scatter.src", &unpack_scatter_src, kArgs_scatter_src, 0u},
+    {"scatter.value", &unpack_scatter_value, kArgs_scatter_value, 0u},
+    {"scatter.reduce", &unpack_scatter_reduce, kArgs_scatter_reduce, 0u},
+    {"scatter.value_reduce", &unpack_scatter_value_reduce, kArgs_scatter_value_reduce, 0u},
+    {"scatter_add", &unpack_scatter_add, kArgs_scatter_add, 0u},
+    {"scatter_reduce.two", &unpack_scatter_reduce_two, kArgs_scatter_reduce_two, 0u},
+    {"index_add", &unpack_index_add, kArgs_index_add, 0u},
+    {"index_copy", &unpack_index_copy, kArgs_index_copy, 0u},
+    {"index_fill.int_Scalar", &unpack_index_fill_int_Scalar, kArgs_index_fill_int_Scalar, 0u},
+    {"index_fill.int_Tensor", &unpack_index_fill_int_Tensor, kArgs_index_fill_int_Tensor, 0u},
+    {"slice_scatter", &unpack_slice_scatter, kArgs_slice_scatter, 0u},
+    {"select_scatter", &unpack_select_scatter, kArgs_select_scatter, 0u},
+    {"diagonal_scatter", &unpack_diagonal_scatter, kArgs_diagonal_scatter, 0u},
+    {"linear", &unpack_linear, kArgs_linear, 0u},
+    {"addmm", &unpack_addmm, kArgs_addmm, 0u},
+    {"mm", &unpack_mm, kArgs_mm, 0u},
+    {"bmm", &unpack_bmm, kArgs_bmm, 0u},
+    {"matmul", &unpack_matmul, kArgs_matmul, 0u},
+    {"baddbmm", &unpack_baddbmm, kArgs_baddbmm, 0u},
+    {"addbmm", &unpack_addbmm, kArgs_addbmm, 0u},
+    {"dot", &unpack_dot, kArgs_dot, 0u},
+    {"vdot", &unpack_vdot, kArgs_vdot, 0u},
+    {"outer", &unpack_outer, kArgs_outer, 0u},
+    {"einsum", &unpack_einsum, kArgs_einsum, 0u},
+    {"_cdist_forward", &unpack__cdist_forward, kArgs__cdist_forward, 0u},
+    {"cdist", &unpack_cdist, kArgs_cdist, 0u},
+    {"_pdist_forward", &unpack__pdist_forward, kArgs__pdist_forward, 0u},
+    {"pdist", &unpack_pdist, kArgs_pdist, 0u},
+    {"conv2d", &unpack_conv2d, kArgs_conv2d, 0u},
+    {"conv1d", &unpack_conv1d, kArgs_conv1d, 0u},
+    {"conv3d", &unpack_conv3d, kArgs_conv3d, 0u},
+    {"conv2d.padding", &unpack_conv2d_padding, kArgs_conv2d_padding, 0u},
+    {"conv1d.padding", &unpack_conv1d_padding, kArgs_conv1d_padding, 0u},
+    {"conv3d.padding", &unpack_conv3d_padding, kArgs_conv3d_padding, 0u},
+    {"conv_transpose2d.input", &unpack_conv_transpose2d_input, kArgs_conv_transpose2d_input, 0u},
+    {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d, 0u},
+    {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input, 0u},
+    {"convolution", &unpack_convolution, kArgs_convolution, 0u},
+    {"dropout", &unpack_dropout, kArgs_dropout, 0u},
+    {"embedding", &unpack_embedding, kArgs_embedding, 0u},
+    {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle, 0u},
+    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm, 0u},
+    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training, 0u},
+    {"_native_batch_norm_legit", &unpack__native_batch_norm_legit, kArgs__native_batch_norm_legit, 0u},
+    {"_native_batch_norm_legit.no_stats", &unpack__native_batch_norm_legit_no_stats, kArgs__native_batch_norm_legit_no_stats, 0u},
+    {"native_layer_norm", &unpack_native_layer_norm, kArgs_native_layer_norm, 0u},
+    {"layer_norm", &unpack_layer_norm, kArgs_layer_norm, 0u},
+    {"native_group_norm", &unpack_native_group_norm, kArgs_native_group_norm, 0u},
+    {"group_norm", &unpack_group_norm, kArgs_group_norm, 0u},
+    {"instance_norm", &unpack_instance_norm, kArgs_instance_norm, 0u},
+    {"rms_norm", &unpack_rms_norm, kArgs_rms_norm, 0u},
+    {"native_dropout", &unpack_native_dropout, kArgs_native_dropout, 0u},
+    {"constant_pad_nd", &unpack_constant_pad_nd, kArgs_constant_pad_nd, 0u},
+    {"pad", &unpack_pad, kArgs_pad, 0u},
+    {"reflection_pad1d", &unpack_reflection_pad1d, kArgs_reflection_pad1d, 0u},
+    {"reflection_pad2d", &unpack_reflection_pad2d, kArgs_reflection_pad2d, 0u},
+    {"reflection_pad3d", &unpack_reflection_pad3d, kArgs_reflection_pad3d, 0u},
+    {"replication_pad1d", &unpack_replication_pad1d, kArgs_replication_pad1d, 0u},
+    {"replication_pad2d", &unpack_replication_pad2d, kArgs_replication_pad2d, 0u},
+    {"replication_pad3d", &unpack_replication_pad3d, kArgs_replication_pad3d, 0u},
+    {"max_pool1d", &unpack_max_pool1d, kArgs_max_pool1d, 0u},
+    {"max_pool2d", &unpack_max_pool2d, kArgs_max_pool2d, 0u},
+    {"max_pool3d", &unpack_max_pool3d, kArgs_max_pool3d, 0u},
+    {"max_pool1d_with_indices", &unpack_max_pool1d_with_indices, kArgs_max_pool1d_with_indices, 0u},
+    {"max_pool2d_with_indices", &unpack_max_pool2d_with_indices, kArgs_max_pool2d_with_indices, 0u},
+    {"max_pool3d_with_indices", &unpack_max_pool3d_with_indices, kArgs_max_pool3d_with_indices, 0u},
+    {"avg_pool1d", &unpack_avg_pool1d, kArgs_avg_pool1d, 0u},
+    {"avg_pool2d", &unpack_avg_pool2d, kArgs_avg_pool2d, 0u},
+    {"avg_pool3d", &unpack_avg_pool3d, kArgs_avg_pool3d, 0u},
+    {"adaptive_avg_pool1d", &unpack_adaptive_avg_pool1d, kArgs_adaptive_avg_pool1d, 0u},
+    {"adaptive_avg_pool2d", &unpack_adaptive_avg_pool2d, kArgs_adaptive_avg_pool2d, 0u},
+    {"adaptive_avg_pool3d", &unpack_adaptive_avg_pool3d, kArgs_adaptive_avg_pool3d, 0u},
+    {"_adaptive_avg_pool2d", &unpack__adaptive_avg_pool2d, kArgs__adaptive_avg_pool2d, 0u},
+    {"_adaptive_avg_pool3d", &unpack__adaptive_avg_pool3d, kArgs__adaptive_avg_pool3d, 0u},
+    {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d, 0u},
+    {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d, 0u},
+    {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d, 0u},
+    {"rand", &unpack_rand, kArgs_rand, 0u},
+    {"randn", &unpack_randn, kArgs_randn, 0u},
+    {"rand_like", &unpack_rand_like, kArgs_rand_like, 0u},
+    {"randn_like", &unpack_randn_like, kArgs_randn_like, 0u},
+    {"randperm", &unpack_randperm, kArgs_randperm, 0u},
+    {"bernoulli", &unpack_bernoulli, kArgs_bernoulli, 0u},
+    {"bernoulli.p", &unpack_bernoulli_p, kArgs_bernoulli_p, 0u},
+    {"mean.dim", &unpack_mean_dim, kArgs_mean_dim, 0u},
+    {"sum", &unpack_sum, kArgs_sum, 0u},
+    {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList, 0u},
+    {"mean", &unpack_mean, kArgs_mean, 0u},
+    {"amax", &unpack_amax, kArgs_amax, 0u},
+    {"amin", &unpack_amin, kArgs_amin, 0u},
+    {"max", &unpack_max, kArgs_max, 0u},
+    {"min", &unpack_min, kArgs_min, 0u},
+    {"max.dim", &unpack_max_dim, kArgs_max_dim, 0u},
+    {"min.dim", &unpack_min_dim, kArgs_min_dim, 0u},
+    {"argmax", &unpack_argmax, kArgs_argmax, 0u},
+    {"argmin", &unpack_argmin, kArgs_argmin, 0u},
+    {"any", &unpack_any, kArgs_any, 0u},
+    {"any.dim", &unpack_any_dim, kArgs_any_dim, 0u},
+    {"any.dims", &unpack_any_dims, kArgs_any_dims, 0u},
+    {"all", &unpack_all, kArgs_all, 0u},
+    {"all.dim", &unpack_all_dim, kArgs_all_dim, 0u},
+    {"all.dims", &unpack_all_dims, kArgs_all_dims, 0u},
+    {"prod", &unpack_prod, kArgs_prod, 0u},
+    {"prod.dim_int", &unpack_prod_dim_int, kArgs_prod_dim_int, 0u},
+    {"count_nonzero", &unpack_count_nonzero, kArgs_count_nonzero, 0u},
+    {"count_nonzero.dim_IntList", &unpack_count_nonzero_dim_IntList, kArgs_count_nonzero_dim_IntList, 0u},
+    {"logsumexp", &unpack_logsumexp, kArgs_logsumexp, 0u},
+    {"linalg_vector_norm", &unpack_linalg_vector_norm, kArgs_linalg_vector_norm, 2u},
+    {"norm.ScalarOpt_dim", &unpack_norm_ScalarOpt_dim, kArgs_norm_ScalarOpt_dim, 2u},
+    {"var.correction", &unpack_var_correction, kArgs_var_correction, 0u},
+    {"var.dim", &unpack_var_dim, kArgs_var_dim, 0u},
+    {"var", &unpack_var, kArgs_var, 0u},
+    {"std.correction", &unpack_std_correction, kArgs_std_correction, 0u},
+    {"std.dim", &unpack_std_dim, kArgs_std_dim, 0u},
+    {"std", &unpack_std, kArgs_std, 0u},
+    {"var_mean.correction", &unpack_var_mean_correction, kArgs_var_mean_correction, 0u},
+    {"var_mean.dim", &unpack_var_mean_dim, kArgs_var_mean_dim, 0u},
+    {"var_mean", &unpack_var_mean, kArgs_var_mean, 0u},
+    {"std_mean.correction", &unpack_std_mean_correction, kArgs_std_mean_correction, 0u},
+    {"std_mean.dim", &unpack_std_mean_dim, kArgs_std_mean_dim, 0u},
+    {"std_mean", &unpack_std_mean, kArgs_std_mean, 0u},
+    {"cumsum", &unpack_cumsum, kArgs_cumsum, 0u},
+    {"cumprod", &unpack_cumprod, kArgs_cumprod, 0u},
+    {"cummax", &unpack_cummax, kArgs_cummax, 0u},
+    {"cummin", &unpack_cummin, kArgs_cummin, 0u},
+    {"logcumsumexp", &unpack_logcumsumexp, kArgs_logcumsumexp, 0u},
+    {"lstm.input", &unpack_lstm_input, kArgs_lstm_input, 0u},
+    {"gru.input", &unpack_gru_input, kArgs_gru_input, 0u},
+    {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input, 0u},
+    {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input, 0u},
+    {"clone", &unpack_clone, kArgs_clone, 0u},
+    {"contiguous", &unpack_contiguous, kArgs_contiguous, 0u},
+    {"_to_copy", &unpack__to_copy, kArgs__to_copy, 0u},
+    {"to.dtype", &unpack_to_dtype, kArgs_to_dtype, 0u},
+    {"t", &unpack_t, kArgs_t, 0u},
+    {"cat", &unpack_cat, kArgs_cat, 0u},
+    {"view", &unpack_view, kArgs_view, 0u},
+    {"reshape", &unpack_reshape, kArgs_reshape, 0u},
+    {"_unsafe_view", &unpack__unsafe_view, kArgs__unsafe_view, 0u},
+    {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints, 0u},
+    {"permute", &unpack_permute, kArgs_permute, 0u},
+    {"transpose.int", &unpack_transpose_int, kArgs_transpose_int, 0u},
+    {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata, 0u},
+    {"alias", &unpack_alias, kArgs_alias, 0u},
+    {"detach", &unpack_detach, kArgs_detach, 0u},
+    {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy, 0u},
+    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u},
+    {"to.device", &unpack_to_device, kArgs_to_device, 0u},
+    {"copy", &unpack_copy, kArgs_copy, 0u},
+    {"resize_", &unpack_resize_, kArgs_resize_, 0u},
+    {"expand", &unpack_expand, kArgs_expand, 0u},
+    {"repeat", &unpack_repeat, kArgs_repeat, 0u},
+    {"tile", &unpack_tile, kArgs_tile, 0u},
+    {"squeeze", &unpack_squeeze, kArgs_squeeze, 0u},
+    {"squeeze.dim", &unpack_squeeze_dim, kArgs_squeeze_dim, 0u},
+    {"squeeze.dims", &unpack_squeeze_dims, kArgs_squeeze_dims, 0u},
+    {"unsqueeze", &unpack_unsqueeze, kArgs_unsqueeze, 0u},
+    {"unflatten.int", &unpack_unflatten_int, kArgs_unflatten_int, 0u},
+    {"stack", &unpack_stack, kArgs_stack, 0u},
+    {"movedim.int", &unpack_movedim_int, kArgs_movedim_int, 0u},
+    {"movedim.intlist", &unpack_movedim_intlist, kArgs_movedim_intlist, 0u},
+    {"repeat_interleave.self_int", &unpack_repeat_interleave_self_int, kArgs_repeat_interleave_self_int, 0u},
+    {"repeat_interleave.self_Tensor", &unpack_repeat_interleave_self_Tensor, kArgs_repeat_interleave_self_Tensor, 0u},
+    {"repeat_interleave.Tensor", &unpack_repeat_interleave_Tensor, kArgs_repeat_interleave_Tensor, 0u},
+    {"narrow", &unpack_narrow, kArgs_narrow, 0u},
+    {"select.int", &unpack_select_int, kArgs_select_int, 0u},
+    {"slice.Tensor", &unpack_slice_Tensor, kArgs_slice_Tensor, 0u},
+    {"split.Tensor", &unpack_split_Tensor, kArgs_split_Tensor, 0u},
+    {"split_with_sizes", &unpack_split_with_sizes, kArgs_split_with_sizes, 0u},
+    {"chunk", &unpack_chunk, kArgs_chunk, 0u},
+    {"unbind.int", &unpack_unbind_int, kArgs_unbind_int, 0u},
+    {"flip", &unpack_flip, kArgs_flip, 0u},
+    {"roll", &unpack_roll, kArgs_roll, 0u},
+    {"diagonal", &unpack_diagonal, kArgs_diagonal, 0u},
+    {"as_strided", &unpack_as_strided, kArgs_as_strided, 0u},
+    {"triu", &unpack_triu, kArgs_triu, 0u},
+    {"tril", &unpack_tril, kArgs_tril, 0u},
+    {"sort", &unpack_sort, kArgs_sort, 0u},
+    {"sort.stable", &unpack_sort_stable, kArgs_sort_stable, 0u},
+    {"argsort", &unpack_argsort, kArgs_argsort, 0u},
+    {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable, 0u},
+    {"topk", &unpack_topk, kArgs_topk, 0u},
+    {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int, 0u},
+    {"sym_numel", &unpack_sym_numel, kArgs_sym_numel, 0u},
+    {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int, 0u},
+    {"sym_storage_offset", &unpack_sym_storage_offset, kArgs_sym_storage_offset, 0u},
+    {"sym_is_contiguous", &unpack_sym_is_contiguous, kArgs_sym_is_contiguous, 0u},
+    {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense, 0u},
+    {"abs", &unpack_abs, kArgs_abs, 0u},
+    {"neg", &unpack_neg, kArgs_neg, 0u},
+    {"acos", &unpack_acos, kArgs_acos, 0u},
+    {"acosh", &unpack_acosh, kArgs_acosh, 0u},
+    {"asin", &unpack_asin, kArgs_asin, 0u},
+    {"asinh", &unpack_asinh, kArgs_asinh, 0u},
+    {"atan", &unpack_atan, kArgs_atan, 0u},
+    {"atanh", &unpack_atanh, kArgs_atanh, 0u},
+    {"cos", &unpack_cos, kArgs_cos, 0u},
+    {"cosh", &unpack_cosh, kArgs_cosh, 0u},
+    {"sin", &unpack_sin, kArgs_sin, 0u},
+    {"sinh", &unpack_sinh, kArgs_sinh, 0u},
+    {"tan", &unpack_tan, kArgs_tan, 0u},
+    {"erf", &unpack_erf, kArgs_erf, 0u},
+    {"exp", &unpack_exp, kArgs_exp, 0u},
+    {"exp2", &unpack_exp2, kArgs_exp2, 0u},
+    {"log", &unpack_log, kArgs_log, 0u},
+    {"log2", &unpack_log2, kArgs_log2, 0u},
+    {"log10", &unpack_log10, kArgs_log10, 0u},
+    {"reciprocal", &unpack_reciprocal, kArgs_reciprocal, 0u},
+    {"sqrt", &unpack_sqrt, kArgs_sqrt, 0u},
+    {"rsqrt", &unpack_rsqrt, kArgs_rsqrt, 0u},
+    {"square", &unpack_square, kArgs_square, 0u},
+    {"log1p", &unpack_log1p, kArgs_log1p, 0u},
+    {"expm1", &unpack_expm1, kArgs_expm1, 0u},
+    {"erfinv", &unpack_erfinv, kArgs_erfinv, 0u},
+    {"logit", &unpack_logit, kArgs_logit, 0u},
+    {"ceil", &unpack_ceil, kArgs_ceil, 0u},
+    {"floor", &unpack_floor, kArgs_floor, 0u},
+    {"round", &unpack_round, kArgs_round, 0u},
+    {"trunc", &unpack_trunc, kArgs_trunc, 0u},
+    {"frac", &unpack_frac, kArgs_frac, 0u},
+    {"round.decimals", &unpack_round_decimals, kArgs_round_decimals, 0u},
+    {"sign", &unpack_sign, kArgs_sign, 0u},
+    {"sgn", &unpack_sgn, kArgs_sgn, 0u},
+    {"isnan", &unpack_isnan, kArgs_isnan, 0u},
+    {"isinf", &unpack_isinf, kArgs_isinf, 0u},
+    {"nan_to_num", &unpack_nan_to_num, kArgs_nan_to_num, 0u},
+    {"bitwise_not", &unpack_bitwise_not, kArgs_bitwise_not, 0u},
+    {"logical_not", &unpack_logical_not, kArgs_logical_not, 0u},
+    {"upsample_nearest1d.vec", &unpack_upsample_nearest1d_vec, kArgs_upsample_nearest1d_vec, 0u},
+    {"upsample_nearest2d.vec", &unpack_upsample_nearest2d_vec, kArgs_upsample_nearest2d_vec, 0u},
+    {"upsample_nearest3d.vec", &unpack_upsample_nearest3d_vec, kArgs_upsample_nearest3d_vec, 0u},
+    {"_upsample_nearest_exact1d.vec", &unpack__upsample_nearest_exact1d_vec, kArgs__upsample_nearest_exact1d_vec, 0u},
+    {"_upsample_nearest_exact2d.vec", &unpack__upsample_nearest_exact2d_vec, kArgs__upsample_nearest_exact2d_vec, 0u},
+    {"_upsample_nearest_exact3d.vec", &unpack__upsample_nearest_exact3d_vec, kArgs__upsample_nearest_exact3d_vec, 0u},
+    {"upsample_linear1d.vec", &unpack_upsample_linear1d_vec, kArgs_upsample_linear1d_vec, 0u},
+    {"upsample_bilinear2d.vec", &unpack_upsample_bilinear2d_vec, kArgs_upsample_bilinear2d_vec, 0u},
+    {"upsample_trilinear3d.vec", &unpack_upsample_trilinear3d_vec, kArgs_upsample_trilinear3d_vec, 0u},
+    {"upsample_bicubic2d.vec", &unpack_upsample_bicubic2d_vec, kArgs_upsample_bicubic2d_vec, 0u},
+    {"_upsample_bilinear2d_aa.vec", &unpack__upsample_bilinear2d_aa_vec, kArgs__upsample_bilinear2d_aa_vec, 0u},
+    {"_upsample_bicubic2d_aa.vec", &unpack__upsample_bicubic2d_aa_vec, kArgs__upsample_bicubic2d_aa_vec, 0u},
+    {"upsample_nearest1d", &unpack_upsample_nearest1d, kArgs_upsample_nearest1d, 0u},
+    {"upsample_nearest2d", &unpack_upsample_nearest2d, kArgs_upsample_nearest2d, 0u},
+    {"upsample_nearest3d", &unpack_upsample_nearest3d, kArgs_upsample_nearest3d, 0u},
+    {"upsample_linear1d", &unpack_upsample_linear1d, kArgs_upsample_linear1d, 0u},
+    {"upsample_bilinear2d", &unpack_upsample_bilinear2d, kArgs_upsample_bilinear2d, 0u},
+    {"upsample_trilinear3d", &unpack_upsample_trilinear3d, kArgs_upsample_trilinear3d, 0u},
+    {"upsample_bicubic2d", &unpack_upsample_bicubic2d, kArgs_upsample_bicubic2d, 0u},
+    {"_upsample_bilinear2d_aa", &unpack__upsample_bilinear2d_aa, kArgs__upsample_bilinear2d_aa, 0u},
+    {"_upsample_bicubic2d_aa", &unpack__upsample_bicubic2d_aa, kArgs__upsample_bicubic2d_aa, 0u},
+    {"grid_sampler_2d", &unpack_grid_sampler_2d, kArgs_grid_sampler_2d, 0u},
+    {"grid_sampler", &unpack_grid_sampler, kArgs_grid_sampler, 0u},
+    {"im2col", &unpack_im2col, kArgs_im2col, 0u},
+    {"col2im", &unpack_col2im, kArgs_col2im, 0u},
+    {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle, 0u},
+    {"embedding_bag", &unpack_embedding_bag, kArgs_embedding_bag, 0u},
+    {"embedding_bag.padding_idx", &unpack_embedding_bag_padding_idx, kArgs_embedding_bag_padding_idx, 0u},
+    {"_embedding_bag", &unpack__embedding_bag, kArgs__embedding_bag, 0u},
+    {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward, 0u},
+    {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward, 0u},
+    {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward, 0u},
+    {"abs_", &unpack_abs_, kArgs_abs_, 0u},
+    {"acos_", &unpack_acos_, kArgs_acos_, 0u},
+    {"acosh_", &unpack_acosh_, kArgs_acosh_, 0u},
+    {"add_.Scalar", &unpack_add__Scalar, kArgs_add__Scalar, 0u},
+    {"add_.Tensor", &unpack_add__Tensor, kArgs_add__Tensor, 0u},
+    {"addbmm_", &unpack_addbmm_, kArgs_addbmm_, 0u},
+    {"addcdiv_", &unpack_addcdiv_, kArgs_addcdiv_, 0u},
+    {"addcmul_", &unpack_addcmul_, kArgs_addcmul_, 0u},
+    {"addmm_", &unpack_addmm_, kArgs_addmm_, 0u},
+    {"as_strided_", &unpack_as_strided_, kArgs_as_strided_, 0u},
+    {"asin_", &unpack_asin_, kArgs_asin_, 0u},
+    {"asinh_", &unpack_asinh_, kArgs_asinh_, 0u},
+    {"atan2_", &unpack_atan2_, kArgs_atan2_, 0u},
+    {"atan_", &unpack_atan_, kArgs_atan_, 0u},
+    {"atanh_", &unpack_atanh_, kArgs_atanh_, 0u},
+    {"baddbmm_", &unpack_baddbmm_, kArgs_baddbmm_, 0u},
+    {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar, 0u},
+    {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor, 0u},
+    {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_, 0u},
+    {"bitwise_or_.Scalar", &unpack_bitwise_or__Scalar, kArgs_bitwise_or__Scalar, 0u},
+    {"bitwise_or_.Tensor", &unpack_bitwise_or__Tensor, kArgs_bitwise_or__Tensor, 0u},
+    {"bitwise_xor_.Scalar", &unpack_bitwise_xor__Scalar, kArgs_bitwise_xor__Scalar, 0u},
+    {"bitwise_xor_.Tensor", &unpack_bitwise_xor__Tensor, kArgs_bitwise_xor__Tensor, 0u},
+    {"ceil_", &unpack_ceil_, kArgs_ceil_, 0u},
+    {"celu_", &unpack_celu_, kArgs_celu_, 2u},
+    {"clamp_", &unpack_clamp_, kArgs_clamp_, 0u},
+    {"clamp_.Tensor", &unpack_clamp__Tensor, kArgs_clamp__Tensor, 0u},
+    {"clamp_max_", &unpack_clamp_max_, kArgs_clamp_max_, 0u},
+    {"clamp_max_.Tensor", &unpack_clamp_max__Tensor, kArgs_clamp_max__Tensor, 0u},
+    {"clamp_min_", &unpack_clamp_min_, kArgs_clamp_min_, 0u},
+    {"clamp_min_.Tensor", &unpack_clamp_min__Tensor, kArgs_clamp_min__Tensor, 0u},
+    {"copy_", &unpack_copy_, kArgs_copy_, 0u},
+    {"cos_", &unpack_cos_, kArgs_cos_, 0u},
+    {"cosh_", &unpack_cosh_, kArgs_cosh_, 0u},
+    {"cumprod_", &unpack_cumprod_, kArgs_cumprod_, 0u},
+    {"cumsum_", &unpack_cumsum_, kArgs_cumsum_, 0u},
+    {"detach_", &unpack_detach_, kArgs_detach_, 0u},
+    {"div_.Scalar", &unpack_div__Scalar, kArgs_div__Scalar, 0u},
+    {"div_.Scalar_mode", &unpack_div__Scalar_mode, kArgs_div__Scalar_mode, 0u},
+    {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor, 0u},
+    {"div_.Tensor_mode", &unpack_div__Tensor_mode, kArgs_div__Tensor_mode, 0u},
+    {"elu_", &unpack_elu_, kArgs_elu_, 2u},
+    {"eq_.Scalar", &unpack_eq__Scalar, kArgs_eq__Scalar, 0u},
+    {"eq_.Tensor", &unpack_eq__Tensor, kArgs_eq__Tensor, 0u},
+    {"erf_", &unpack_erf_, kArgs_erf_, 0u},
+    {"erfinv_", &unpack_erfinv_, kArgs_erfinv_, 0u},
+    {"exp2_", &unpack_exp2_, kArgs_exp2_, 0u},
+    {"exp_", &unpack_exp_, kArgs_exp_, 0u},
+    {"expm1_", &unpack_expm1_, kArgs_expm1_, 0u},
+    {"fill_.Scalar", &unpack_fill__Scalar, kArgs_fill__Scalar, 0u},
+    {"fill_.Tensor", &unpack_fill__Tensor, kArgs_fill__Tensor, 0u},
+    {"floor_", &unpack_floor_, kArgs_floor_, 0u},
+    {"floor_divide_.Scalar", &unpack_floor_divide__Scalar, kArgs_floor_divide__Scalar, 0u},
+    {"fmod_.Scalar", &unpack_fmod__Scalar, kArgs_fmod__Scalar, 0u},
+    {"fmod_.Tensor", &unpack_fmod__Tensor, kArgs_fmod__Tensor, 0u},
+    {"frac_", &unpack_frac_, kArgs_frac_, 0u},
+    {"ge_.Scalar", &unpack_ge__Scalar, kArgs_ge__Scalar, 0u},
+    {"ge_.Tensor", &unpack_ge__Tensor, kArgs_ge__Tensor, 0u},
+    {"gelu_", &unpack_gelu_, kArgs_gelu_, 0u},
+    {"gt_.Scalar", &unpack_gt__Scalar, kArgs_gt__Scalar, 0u},
+    {"gt_.Tensor", &unpack_gt__Tensor, kArgs_gt__Tensor, 0u},
+    {"hardsigmoid_", &unpack_hardsigmoid_, kArgs_hardsigmoid_, 0u},
+    {"hardswish_", &unpack_hardswish_, kArgs_hardswish_, 0u},
+    {"hardtanh_", &unpack_hardtanh_, kArgs_hardtanh_, 0u},
+    {"index_add_", &unpack_index_add_, kArgs_index_add_, 0u},
+    {"index_copy_", &unpack_index_copy_, kArgs_index_copy_, 0u},
+    {"index_fill_.int_Scalar", &unpack_index_fill__int_Scalar, kArgs_index_fill__int_Scalar, 0u},
+    {"index_fill_.int_Tensor", &unpack_index_fill__int_Tensor, kArgs_index_fill__int_Tensor, 0u},
+    {"index_put_", &unpack_index_put_, kArgs_index_put_, 0u},
+    {"le_.Scalar", &unpack_le__Scalar, kArgs_le__Scalar, 0u},
+    {"le_.Tensor", &unpack_le__Tensor, kArgs_le__Tensor, 0u},
+    {"leaky_relu_", &unpack_leaky_relu_, kArgs_leaky_relu_, 2u},
+    {"lerp_.Scalar", &unpack_lerp__Scalar, kArgs_lerp__Scalar, 0u},
+    {"lerp_.Tensor", &unpack_lerp__Tensor, kArgs_lerp__Tensor, 0u},
+    {"log10_", &unpack_log10_, kArgs_log10_, 0u},
+    {"log1p_", &unpack_log1p_, kArgs_log1p_, 0u},
+    {"log2_", &unpack_log2_, kArgs_log2_, 0u},
+    {"log_", &unpack_log_, kArgs_log_, 0u},
+    {"logical_and_", &unpack_logical_and_, kArgs_logical_and_, 0u},
+    {"logical_not_", &unpack_logical_not_, kArgs_logical_not_, 0u},
+    {"logical_or_", &unpack_logical_or_, kArgs_logical_or_, 0u},
+    {"logical_xor_", &unpack_logical_xor_, kArgs_logical_xor_, 0u},
+    {"logit_", &unpack_logit_, kArgs_logit_, 0u},
+    {"lt_.Scalar", &unpack_lt__Scalar, kArgs_lt__Scalar, 0u},
+    {"lt_.Tensor", &unpack_lt__Tensor, kArgs_lt__Tensor, 0u},
+    {"masked_fill_.Scalar", &unpack_masked_fill__Scalar, kArgs_masked_fill__Scalar, 0u},
+    {"masked_fill_.Tensor", &unpack_masked_fill__Tensor, kArgs_masked_fill__Tensor, 0u},
+    {"masked_scatter_", &unpack_masked_scatter_, kArgs_masked_scatter_, 0u},
+    {"mish_", &unpack_mish_, kArgs_mish_, 0u},
+    {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar, 0u},
+    {"mul_.Tensor", &unpack_mul__Tensor, kArgs_mul__Tensor, 0u},
+    {"nan_to_num_", &unpack_nan_to_num_, kArgs_nan_to_num_, 0u},
+    {"ne_.Scalar", &unpack_ne__Scalar, kArgs_ne__Scalar, 0u},
+    {"ne_.Tensor", &unpack_ne__Tensor, kArgs_ne__Tensor, 0u},
+    {"neg_", &unpack_neg_, kArgs_neg_, 0u},
+    {"reciprocal_", &unpack_reciprocal_, kArgs_reciprocal_, 0u},
+    {"relu6_", &unpack_relu6_, kArgs_relu6_, 0u},
+    {"relu_", &unpack_relu_, kArgs_relu_, 0u},
+    {"remainder_.Scalar", &unpack_remainder__Scalar, kArgs_remainder__Scalar, 0u},
+    {"remainder_.Tensor", &unpack_remainder__Tensor, kArgs_remainder__Tensor, 0u},
+    {"round_", &unpack_round_, kArgs_round_, 0u},
+    {"round_.decimals", &unpack_round__decimals, kArgs_round__decimals, 0u},
+    {"rrelu_", &unpack_rrelu_, kArgs_rrelu_, 6u},
+    {"rsqrt_", &unpack_rsqrt_, kArgs_rsqrt_, 0u},
+    {"scatter_.reduce", &unpack_scatter__reduce, kArgs_scatter__reduce, 0u},
+    {"scatter_.src", &unpack_scatter__src, kArgs_scatter__src, 0u},
+    {"scatter_.value", &unpack_scatter__value, kArgs_scatter__value, 0u},
+    {"scatter_.value_reduce", &unpack_scatter__value_reduce, kArgs_scatter__value_reduce, 0u},
+    {"scatter_add_", &unpack_scatter_add_, kArgs_scatter_add_, 0u},
+    {"scatter_reduce_.two", &unpack_scatter_reduce__two, kArgs_scatter_reduce__two, 0u},
+    {"selu_", &unpack_selu_, kArgs_selu_, 0u},
+    {"sgn_", &unpack_sgn_, kArgs_sgn_, 0u},
+    {"sigmoid_", &unpack_sigmoid_, kArgs_sigmoid_, 0u},
+    {"sign_", &unpack_sign_, kArgs_sign_, 0u},
+    {"silu_", &unpack_silu_, kArgs_silu_, 0u},
+    {"sin_", &unpack_sin_, kArgs_sin_, 0u},
+    {"sinh_", &unpack_sinh_, kArgs_sinh_, 0u},
+    {"sqrt_", &unpack_sqrt_, kArgs_sqrt_, 0u},
+    {"square_", &unpack_square_, kArgs_square_, 0u},
+    {"squeeze_", &unpack_squeeze_, kArgs_squeeze_, 0u},
+    {"squeeze_.dim", &unpack_squeeze__dim, kArgs_squeeze__dim, 0u},
+    {"squeeze_.dims", &unpack_squeeze__dims, kArgs_squeeze__dims, 0u},
+    {"sub_.Scalar", &unpack_sub__Scalar, kArgs_sub__Scalar, 0u},
+    {"sub_.Tensor", &unpack_sub__Tensor, kArgs_sub__Tensor, 0u},
+    {"t_", &unpack_t_, kArgs_t_, 0u},
+    {"tan_", &unpack_tan_, kArgs_tan_, 0u},
+    {"tanh_", &unpack_tanh_, kArgs_tanh_, 0u},
+    {"threshold_", &unpack_threshold_, kArgs_threshold_, 0u},
+    {"tril_", &unpack_tril_, kArgs_tril_, 0u},
+    {"triu_", &unpack_triu_, kArgs_triu_, 0u},
+    {"trunc_", &unpack_trunc_, kArgs_trunc_, 0u},
+    {"unsqueeze_", &unpack_unsqueeze_, kArgs_unsqueeze_, 0u},
+    {"xlogy_.Tensor", &unpack_xlogy__Tensor, kArgs_xlogy__Tensor, 0u},
 };
 
 }  // namespace

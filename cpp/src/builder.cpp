@@ -174,6 +174,7 @@ Value Builder::constant(ScalarType dtype, std::span<const int64_t> shape, std::v
 
 Value Builder::scalar(const Scalar& s, ScalarType dtype) {
   if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
+  if (!s.is_static()) return cast(s.computed, dtype);
   std::vector<uint8_t> bytes;
   encode(bytes, s, dtype);
   const Value v = constant(dtype, {}, std::move(bytes));
@@ -181,8 +182,23 @@ Value Builder::scalar(const Scalar& s, ScalarType dtype) {
   return v;
 }
 
+namespace {
+bool all_static(const std::vector<Scalar>& items) {
+  return std::all_of(items.begin(), items.end(), [](const Scalar& s) { return s.is_static(); });
+}
+}  // namespace
+
 Value Builder::list(const std::vector<Scalar>& items, ScalarType dtype) {
   if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
+  if (!all_static(items)) {
+    // Numbers the graph computes join the constant ones in a Concat of 1-element lists.
+    Inputs parts;
+    const Value axes = ints(std::vector<int64_t>{0});
+    for (const Scalar& s : items) {
+      parts.push_back(s.is_static() ? list({s}, dtype) : op("Unsqueeze", {scalar(s, dtype), axes}));
+    }
+    return op("Concat", parts, {Attr::i("axis", 0)});
+  }
   std::vector<uint8_t> bytes;
   for (const Scalar& s : items) encode(bytes, s, dtype);
   const int64_t n = static_cast<int64_t>(items.size());
@@ -194,6 +210,7 @@ Value Builder::tensor(const std::vector<Scalar>& items, const std::vector<int64_
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(items.size())) fail("constant with " + std::to_string(items.size()) + " items for its shape");
+  if (!all_static(items)) return op("Reshape", {list(items, dtype), ints(shape)});
   std::vector<uint8_t> bytes;
   for (const Scalar& s : items) encode(bytes, s, dtype);
   return constant(dtype, shape, std::move(bytes));

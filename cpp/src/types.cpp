@@ -112,13 +112,30 @@ ScalarType scalar_type_from_onnx(int onnx_code) {
   throw ConvertError("ONNX data type " + std::to_string(onnx_code) + " has no torch dtype");
 }
 
+Scalar Scalar::in_graph(Value value, ScalarType dtype) {
+  Scalar s = dtype == ScalarType::Bool ? Scalar(false) : fastonnx::is_floating(dtype) ? Scalar(0.0) : Scalar(int64_t{0});
+  s.computed = value;
+  return s;
+}
+
+namespace {
+void require_static(const Scalar& s) {
+  if (!s.is_static()) {
+    throw ConvertError("a number computed in the graph (a symbolic size or .item()) reaches an argument this "
+                       "converter needs as a constant");
+  }
+}
+}  // namespace
+
 double Scalar::to_double() const {
+  require_static(*this);
   if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
   if (auto* d = std::get_if<double>(&v)) return *d;
   return std::get<bool>(v) ? 1.0 : 0.0;
 }
 
 int64_t Scalar::to_int() const {
+  require_static(*this);
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
   if (auto* d = std::get_if<double>(&v)) {
     // [-2^63, 2^63) holds every double an int64 can take; outside it (or NaN) the cast is undefined.

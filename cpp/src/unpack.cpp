@@ -119,18 +119,24 @@ std::optional<std::string> unpack_opt_str(const Arg& a, const char* what) {
   return unpack_str(a, what);
 }
 
-Scalar unpack_scalar(const Arg& a, const char* what) {
+Scalar unpack_scalar(Builder& b, const Arg& a, const char* what) {
   switch (a.kind) {
     case Arg::Kind::Int: return Scalar(a.i);
     case Arg::Kind::Bool: return Scalar(a.i != 0);
     case Arg::Kind::Float: return Scalar(a.f);
+    case Arg::Kind::Value: {
+      // A symbolic number (SymInt, SymFloat, SymBool, `.item()`): a 0-d value of the graph.
+      Value v{static_cast<uint32_t>(a.i)};
+      if (b.has_shape(v) && b.rank(v) != 0) v = b.op("Reshape", {v, b.ints(std::vector<int64_t>{})});
+      return Scalar::in_graph(v, b.dtype(v));
+    }
     default: wrong(a, what, "a number");
   }
 }
 
-std::optional<Scalar> unpack_opt_scalar(const Arg& a, const char* what) {
+std::optional<Scalar> unpack_opt_scalar(Builder& b, const Arg& a, const char* what) {
   if (is_none(a)) return std::nullopt;
-  return unpack_scalar(a, what);
+  return unpack_scalar(b, a, what);
 }
 
 ScalarType unpack_scalar_type(const Arg& a, const char* what) {

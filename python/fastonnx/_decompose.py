@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import torch
+import torch._decomp
 from torch._guards import detect_fake_mode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -37,7 +38,9 @@ def _table() -> dict:
 
 def decomposition_of(op) -> Callable | None:
     """PyTorch's decomposition of ``op``: the export decomposition table, else the op's own
-    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole)."""
+    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole), else
+    torch._decomp's full table (which also decomposes core ops such as leaky_relu: needed when
+    the graph computes a number their converter takes as an ONNX attribute)."""
     if not isinstance(op, torch._ops.OpOverload):
         return None
     table = _table()
@@ -45,7 +48,7 @@ def decomposition_of(op) -> Callable | None:
         return table[op]
     if op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
         return op.decompose
-    return None
+    return torch._decomp.decomposition_table.get(op)
 
 
 def _inlined_body(node: torch.fx.Node) -> int | None:
@@ -71,13 +74,13 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
 
 
 class Decomposer:
-    """Decomposes, in a graph, the nodes ``is_mapped`` rejects, and inlines the bodies of
+    """Decomposes, in a graph, the nodes ``converts`` rejects, and inlines the bodies of
     mode-only wrappers. ``decomposed`` counts the ops it expanded; ``constants`` holds what the
     get_attr nodes it spliced in read (tensors decompositions created, nested bodies)."""
 
-    def __init__(self, graph: torch.fx.Graph, is_mapped: Callable[[object], bool]):
+    def __init__(self, graph: torch.fx.Graph, converts: Callable[[torch.fx.Node], bool]):
         self.graph = graph
-        self.is_mapped = is_mapped
+        self.converts = converts
         self.decomposed: Counter = Counter()
         self.constants: dict[str, torch.Tensor] = {}
 
@@ -85,7 +88,7 @@ class Decomposer:
         return (
             node.op == "call_function"
             and isinstance(node.target, torch._ops.OpOverload)
-            and not self.is_mapped(node.target)
+            and not self.converts(node)
             and decomposition_of(node.target) is not None
         )
 

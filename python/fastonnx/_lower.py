@@ -54,6 +54,9 @@ class _Plan:
     names: tuple[str, ...]  # runtime schema argument names
     defaults: tuple[object, ...]  # runtime defaults (a sentinel when required)
     multi_output: bool
+    # Runtime schema indices of the arguments the converter needs as numbers known when
+    # exporting (the spec's `static:`).
+    static: tuple[int, ...] = ()
 
 
 _REQUIRED = object()
@@ -61,9 +64,10 @@ _PLANS: dict[torch._ops.OpOverload, _Plan | None] = {}
 
 
 @functools.cache
-def _registry() -> dict[str, tuple[int, list[str]]]:
-    """Overload name -> (converter id, the converter's argument names)."""
-    return {name: (i, args) for i, (name, args) in enumerate(_C.op_table())}
+def _registry() -> dict[str, tuple[int, list[str], int]]:
+    """Overload name -> (converter id, the converter's argument names, the bit set of those it
+    needs as numbers known when exporting)."""
+    return {name: (i, args, static) for i, (name, args, static) in enumerate(_C.op_table())}
 
 
 def plan_for(op) -> _Plan | None:
@@ -74,9 +78,10 @@ def plan_for(op) -> _Plan | None:
         entry = _registry().get(overload_key(op))
     plan = None
     if entry is not None:
-        op_id, gen_names = entry
+        op_id, gen_names, static_mask = entry
         schema = op._schema
         index = {n: i for i, n in enumerate(gen_names)}
+        static_names = {n for i, n in enumerate(gen_names) if static_mask >> i & 1}
         plan = _Plan(
             op_id=op_id,
             n_args=len(gen_names),
@@ -84,6 +89,7 @@ def plan_for(op) -> _Plan | None:
             names=tuple(a.name for a in schema.arguments),
             defaults=tuple(a.default_value if a.has_default_value() else _REQUIRED for a in schema.arguments),
             multi_output=len(schema.returns) != 1 or isinstance(schema.returns[0].type, torch.ListType),
+            static=tuple(i for i, a in enumerate(schema.arguments) if a.name in static_names),
         )
     _PLANS[op] = plan
     return plan
@@ -147,6 +153,32 @@ def is_mapped(target) -> bool:
     if sym is not None:
         return plan_for(sym[0]) is not None
     return plan_for(target) is not None
+
+
+def _computed(value) -> bool:
+    """Whether an FX argument is (or holds) a number the graph computes: a symbolic size,
+    arithmetic on one, `.item()`."""
+    if isinstance(value, torch.fx.Node):
+        return _static_number(value.meta.get("val")) is None
+    if isinstance(value, (list, tuple)):
+        return any(_computed(v) for v in value)
+    return False
+
+
+def converts(node: torch.fx.Node) -> bool:
+    """Whether the lowering converts ``node`` as it is: its op is mapped, and every argument
+    its converter needs as a number known when exporting (an ONNX attribute) is one. A node
+    that fails the second test is decomposed when torch has a decomposition for it."""
+    if not is_mapped(node.target):
+        return False
+    plan = plan_for(node.target)
+    if plan is None or not plan.static:
+        return True
+    for i in plan.static:
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(plan.names[i])
+        if _computed(value):
+            return False
+    return True
 
 
 def supported_ops() -> list[str]:

@@ -19,6 +19,9 @@ struct OpEntry {
   const char* overload;  // as in native_functions.yaml: "add.Tensor", "relu"
   UnpackFn convert;
   std::span<const char* const> arg_names;  // every schema argument, in order
+  // Bit i: argument i must be a number known when exporting (the spec's `static:`), so a node
+  // whose argument i the graph computes is decomposed rather than converted.
+  uint64_t static_args;
 };
 
 std::span<const OpEntry> op_table();

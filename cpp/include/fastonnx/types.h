@@ -68,23 +68,33 @@ int onnx_dtype(ScalarType t);
 ScalarType scalar_type_from_code(int64_t code);
 ScalarType scalar_type_from_onnx(int onnx_code);
 
-// A torch Scalar: an int, a float or a bool.
+// A torch Scalar: an int, a float or a bool. Either a number known when exporting, or one the
+// graph computes (a symbolic size, arithmetic on it, `.item()`): then `computed` is that 0-d
+// value and the variant only says which kind of number it is.
 struct Scalar {
   std::variant<int64_t, double, bool> v;
+  Value computed;
   Scalar(int64_t i) : v(i) {}  // NOLINT
   Scalar(int i) : v(int64_t{i}) {}  // NOLINT
   Scalar(double d) : v(d) {}  // NOLINT
   Scalar(bool b) : v(b) {}  // NOLINT
+  // A number the graph computes, as a 0-d value of element type `dtype`.
+  static Scalar in_graph(Value value, ScalarType dtype);
+  bool is_static() const { return !computed.valid(); }
   bool is_floating() const { return std::holds_alternative<double>(v); }
   bool is_bool() const { return std::holds_alternative<bool>(v); }
+  // The number itself; a computed Scalar has none, so these throw a ConvertError for it (a
+  // converter that needs the number must say so in its spec: `static:`).
   double to_double() const;
   int64_t to_int() const;
   // The dtype a Python scalar of this kind takes on its own (torch's defaults).
   ScalarType natural_dtype() const;
 };
-inline bool operator==(const Scalar& s, double d) { return s.to_double() == d; }
+// Comparisons with a number are false for a computed Scalar (`alpha != 1` is true): a converter
+// that special-cases a constant then takes its general path, which works for any value.
+inline bool operator==(const Scalar& s, double d) { return s.is_static() && s.to_double() == d; }
 inline bool operator!=(const Scalar& s, double d) { return !(s == d); }
-inline bool operator==(const Scalar& s, int64_t i) { return s.to_double() == static_cast<double>(i); }
+inline bool operator==(const Scalar& s, int64_t i) { return s.is_static() && s.to_double() == static_cast<double>(i); }
 inline bool operator!=(const Scalar& s, int64_t i) { return !(s == i); }
 
 // A torch SymInt: a static int, or a scalar int64 graph value when the size is dynamic.

@@ -29,8 +29,9 @@ bool unpack_bool(const Arg& a, const char* what);
 std::optional<bool> unpack_opt_bool(const Arg& a, const char* what);
 std::string unpack_str(const Arg& a, const char* what);
 std::optional<std::string> unpack_opt_str(const Arg& a, const char* what);
-Scalar unpack_scalar(const Arg& a, const char* what);
-std::optional<Scalar> unpack_opt_scalar(const Arg& a, const char* what);
+// A Scalar is a number, or a number the graph computes (a symbolic size, `.item()`).
+Scalar unpack_scalar(Builder& b, const Arg& a, const char* what);
+std::optional<Scalar> unpack_opt_scalar(Builder& b, const Arg& a, const char* what);
 ScalarType unpack_scalar_type(const Arg& a, const char* what);
 std::optional<ScalarType> unpack_opt_scalar_type(const Arg& a, const char* what);
 
