@@ -193,8 +193,8 @@ def test_argument_unknown_to_the_generated_converter(monkeypatch):
     """A newer torch may add a trailing defaulted argument: at its default it is dropped,
     otherwise the export fails naming it."""
     registry = dict(_lower._registry())
-    op_id, names = registry["hardtanh"]
-    registry["hardtanh"] = (op_id, names[:-1])  # as if max_val were new in this torch
+    op_id, names, static = registry["hardtanh"]
+    registry["hardtanh"] = (op_id, names[:-1], static)  # as if max_val were new in this torch
     monkeypatch.setattr(_lower, "_registry", lambda: registry)
     monkeypatch.setattr(_lower, "_PLANS", {})
 

@@ -114,7 +114,7 @@ _STRINGS = ["mean", "none", "sum", "floor", "trunc", "tanh", "same", "valid", "c
 def _converters() -> list[tuple[int, str, list, torch._ops.OpOverload]]:
     """(converter id, overload, the schema arguments in the converter's order, the op)."""
     out = []
-    for op_id, (name, arg_names) in enumerate(_C.op_table()):
+    for op_id, (name, arg_names, _) in enumerate(_C.op_table()):
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base, None)
         op = getattr(packet, overload or "default", None) if packet is not None else None
@@ -276,6 +276,50 @@ def test_session_convert_fuzz(case, data):
         return
     session.set_outputs([(ref, f"out{i}") for i, ref in enumerate(outs)])
     assert session.finish("fuzz").to_bytes()
+
+
+# Converters whose Scalar arguments torch.export may leave to the graph (a symbolic size,
+# `.item()`), with the positions of those arguments: all but those the spec lists as `static:`.
+_COMPUTABLE = [
+    (op_id, name, schema, op, [i for i, a in enumerate(schema) if _base_type(a)[0] == "number" and not static >> i & 1])
+    for (op_id, name, schema, op), (_, _, static) in zip(CONVERTERS, (_C.op_table()[c[0]] for c in CONVERTERS))
+]
+_COMPUTABLE = [c for c in _COMPUTABLE if c[4]]
+
+
+@fuzz_settings(200)
+@given(data=st.data())
+def test_computed_scalars_convert(data):
+    """Every Scalar argument a converter does not declare `static:` takes a number the graph
+    computes (a 0-d int64, float64 or bool value) wherever it takes a constant: the converter
+    may refuse the arguments for other reasons, never because the number is not a constant."""
+    opset = data.draw(st.integers(_C.MIN_OPSET, _C.MAX_OPSET), label="opset")
+    inputs = data.draw(st.lists(st.tuples(st.sampled_from(_DTYPES), _shape()), min_size=1, max_size=3), label="inputs")
+    op_id, name, schema, op, computable = data.draw(st.sampled_from(_COMPUTABLE), label="converter")
+    session, refs = _session(opset, inputs)
+    args = [data.draw(_typed(a, refs), label=a.name) for a in schema]
+    result = _torch_result(op, schema, args, inputs)
+    if result is None:
+        reject()
+    for i in computable:
+        if isinstance(args[i], (bool, int, float)):
+            dtype = torch.bool if isinstance(args[i], bool) else torch.float64 if isinstance(args[i], float) else torch.int64
+            args[i] = session.add_input(f"number{i}", dtype_code(dtype), [])
+    metas = [_meta(r) for r in result] if isinstance(result, (tuple, list)) else [_meta(result)]
+    try:
+        session.convert(op_id, args, metas, "fuzzed")
+    except fastonnx.ConversionError as e:
+        assert "needs as a constant" not in str(e), f"{name}: {e}"
+
+
+def test_static_arguments_have_a_decomposition():
+    """A node whose `static:` argument the graph computes is decomposed: each op that declares
+    one needs a decomposition, or that case has no way through."""
+    from fastonnx._decompose import decomposition_of
+
+    for op_id, name, schema, op in CONVERTERS:
+        if _C.op_table()[op_id][2]:
+            assert decomposition_of(op, core=True) is not None, name
 
 
 @pytest.mark.parametrize(

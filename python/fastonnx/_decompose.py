@@ -36,11 +36,11 @@ def _table() -> dict:
     return dict(torch.export.default_decompositions().items())
 
 
-def decomposition_of(op) -> Callable | None:
+def decomposition_of(op, *, core: bool = False) -> Callable | None:
     """PyTorch's decomposition of ``op``: the export decomposition table, else the op's own
-    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole), else
-    torch._decomp's full table (which also decomposes core ops such as leaky_relu: needed when
-    the graph computes a number their converter takes as an ONNX attribute)."""
+    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole). With
+    ``core``, else torch._decomp's full table, which decomposes core ops too (leaky_relu): for an
+    op that has a converter, but one that cannot take what the graph gives it."""
     if not isinstance(op, torch._ops.OpOverload):
         return None
     table = _table()
@@ -48,7 +48,7 @@ def decomposition_of(op) -> Callable | None:
         return table[op]
     if op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
         return op.decompose
-    return torch._decomp.decomposition_table.get(op)
+    return torch._decomp.decomposition_table.get(op) if core else None
 
 
 def _inlined_body(node: torch.fx.Node) -> int | None:
@@ -74,23 +74,19 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
 
 
 class Decomposer:
-    """Decomposes, in a graph, the nodes ``converts`` rejects, and inlines the bodies of
-    mode-only wrappers. ``decomposed`` counts the ops it expanded; ``constants`` holds what the
-    get_attr nodes it spliced in read (tensors decompositions created, nested bodies)."""
+    """Decomposes, in a graph, the nodes ``decomposition`` gives a decomposition for, and inlines
+    the bodies of mode-only wrappers. ``decomposed`` counts the ops it expanded; ``constants``
+    holds what the get_attr nodes it spliced in read (tensors decompositions created, nested
+    bodies)."""
 
-    def __init__(self, graph: torch.fx.Graph, converts: Callable[[torch.fx.Node], bool]):
+    def __init__(self, graph: torch.fx.Graph, decomposition: Callable[[torch.fx.Node], Callable | None]):
         self.graph = graph
-        self.converts = converts
+        self.decomposition = decomposition
         self.decomposed: Counter = Counter()
         self.constants: dict[str, torch.Tensor] = {}
 
     def _wants(self, node: torch.fx.Node) -> bool:
-        return (
-            node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload)
-            and not self.converts(node)
-            and decomposition_of(node.target) is not None
-        )
+        return node.op == "call_function" and self.decomposition(node) is not None
 
     def run(self) -> None:
         wrappers = [n for n in self.graph.nodes if _inlined_body(n) is not None]
@@ -123,7 +119,7 @@ class Decomposer:
         leaves, spec = tree_flatten((node.args, node.kwargs))
         inputs = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
         values = [leaves[i].meta["val"] for i in inputs]
-        decomp = decomposition_of(node.target)
+        decomp = self.decomposition(node)
 
         def call(*traced):
             filled = list(leaves)

@@ -16,11 +16,11 @@ from torch.onnx import TrainingMode
 from . import _C, _report
 from ._calls import check_weights_have_data, checked_call, one_at_a_time
 from ._control_flow import Body, collect_bodies
-from ._decompose import Decomposer, copy_graph, decomposition_of
+from ._decompose import Decomposer, copy_graph
 from ._dynamic import resolve as resolve_dynamic
 from ._files import check_writable, write_atomically
 from ._functions import ModuleScopes, check_selection
-from ._lower import Lowering, aten_histogram, check_supported, converts, live_nodes
+from ._lower import Lowering, aten_histogram, check_supported, decomposition_for, live_nodes
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace
@@ -62,7 +62,7 @@ def _check_training(training) -> TrainingMode:
 def _needs_decomposition(node) -> bool:
     if node.op != "call_function":
         return False
-    return Decomposer.inlines(node) or (not converts(node) and decomposition_of(node.target) is not None)
+    return Decomposer.inlines(node) or decomposition_for(node) is not None
 
 
 def _report_path(f, report) -> Path | None:
@@ -260,7 +260,7 @@ class _Exporter:
         have no converter decomposed (in a copy, when any has), and its live nodes."""
         attribute = functools.partial(getattr, module)
         if any(_needs_decomposition(n) for n in graph.nodes):
-            decomposer = Decomposer(copy_graph(graph), converts)
+            decomposer = Decomposer(copy_graph(graph), decomposition_for)
             decomposer.run()
             graph, attribute = decomposer.graph, decomposer.attribute
             self.decomposed += Counter({str(op): n for op, n in decomposer.decomposed.items()})

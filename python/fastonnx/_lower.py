@@ -23,7 +23,7 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_
 from . import _C
 from ._control_flow import LOWERINGS, Body, is_control_flow
 from ._custom import GraphContext, Value, converter_for, is_registered
-from ._decompose import DECOMPOSED_FROM
+from ._decompose import DECOMPOSED_FROM, decomposition_of
 from ._dtypes import dtype_code
 from ._functions import ModuleScopes
 from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
@@ -167,8 +167,7 @@ def _computed(value) -> bool:
 
 def converts(node: torch.fx.Node) -> bool:
     """Whether the lowering converts ``node`` as it is: its op is mapped, and every argument
-    its converter needs as a number known when exporting (an ONNX attribute) is one. A node
-    that fails the second test is decomposed when torch has a decomposition for it."""
+    its converter needs as a number known when exporting (an ONNX attribute) is one."""
     if not is_mapped(node.target):
         return False
     plan = plan_for(node.target)
@@ -179,6 +178,19 @@ def converts(node: torch.fx.Node) -> bool:
         if _computed(value):
             return False
     return True
+
+
+def decomposition_for(node: torch.fx.Node):
+    """The decomposition the lowering applies to ``node`` instead of converting it, if any: for
+    an op without a converter, PyTorch's; for one whose converter needs as a constant a number
+    the graph computes, also the decompositions of core ops."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return None
+    if not is_mapped(node.target):
+        return decomposition_of(node.target)
+    if not converts(node):
+        return decomposition_of(node.target, core=True)
+    return None
 
 
 def supported_ops() -> list[str]:
