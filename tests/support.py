@@ -79,3 +79,41 @@ def assert_matches(proto: onnx.ModelProto, model: torch.nn.Module, args: tuple, 
             atol=atol * scale,
             msg=lambda m, i=i: f"output {i}: {m}",
         )
+
+
+def assert_declared_shapes_hold(model_proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+    """Runs the model with every value the graph declares a type for as an output, and checks
+    each runtime shape against the declared one: a static dim is that size, and each symbolic
+    dim name stands for one size throughout the graph. This catches a converter that computes
+    the right elements in the wrong layout, and a dynamic dim that was quietly fixed (both
+    would still pass the checker)."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model_proto)
+    graph = proto.graph
+    declared = {v.name: v for v in list(graph.value_info) + list(graph.output)}
+    initializers = {i.name for i in graph.initializer}
+    names = [n for n in declared if n not in initializers and n not in feeds]
+    outputs = {o.name for o in graph.output}
+    graph.output.extend(declared[n] for n in names if n not in outputs)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    order = [o.name for o in sess.get_outputs()]
+    results = dict(zip(order, sess.run(None, feeds)))
+    symbols: dict[str, tuple[int, str]] = {}
+    for i in graph.input:
+        for d, size in zip(i.type.tensor_type.shape.dim, np.asarray(feeds[i.name]).shape) if i.name in feeds else ():
+            if d.HasField("dim_param"):
+                seen = symbols.setdefault(d.dim_param, (size, i.name))
+                assert seen[0] == size, f"`{d.dim_param}` is {seen[0]} in input `{seen[1]}` but {size} in `{i.name}`"
+    for name in names:
+        dims = declared[name].type.tensor_type.shape.dim
+        actual = np.asarray(results[name]).shape
+        assert len(dims) == len(actual), f"`{name}` is declared with rank {len(dims)}, runs with shape {actual}"
+        for i, (d, size) in enumerate(zip(dims, actual)):
+            if d.HasField("dim_value"):
+                assert d.dim_value == size, f"`{name}` dim {i} is declared {d.dim_value}, runs as {size}"
+            elif d.HasField("dim_param"):
+                seen = symbols.setdefault(d.dim_param, (size, name))
+                assert seen[0] == size, (f"`{d.dim_param}` is {seen[0]} in `{seen[1]}` but {size} in `{name}` "
+                                         f"(dim {i})")

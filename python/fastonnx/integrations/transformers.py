@@ -27,11 +27,22 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from unittest import mock
+
+import transformers.exporters.base as transformers_exporters_base
+from transformers.cache_utils import Cache
 from transformers.exporters.configs import OnnxConfig
 from transformers.exporters.exporter_dynamo import DynamoExporter
 from transformers.exporters.exporter_onnx import OnnxExporter
 from transformers.exporters.metadata import record_output_structure
-from transformers.exporters.utils import disambiguate_io_names, patch_model_outputs, quantize_converted_model
+from transformers.exporters.utils import (
+    _capture_forward,
+    _merge_decode_calls,
+    decompose_for_generation,
+    disambiguate_io_names,
+    patch_model_outputs,
+    quantize_converted_model,
+)
 
 from .._export import export
 from ..errors import ArgumentError
@@ -60,6 +71,14 @@ class FastOnnxExporter(OnnxExporter):
         self.export_kwargs = export_kwargs
         super().__init__()
 
+    def export_for_generation(self, model, sample_inputs, config, *, generation_config=None,
+                              multi_token_decode: bool = False):
+        """transformers' ``export_for_generation``, with the decode graph traced on a step whose
+        cache holds at least two positions (see ``_decompose_for_generation``)."""
+        with mock.patch.object(transformers_exporters_base, "decompose_for_generation", _decompose_for_generation):
+            return super().export_for_generation(model, sample_inputs, config, generation_config=generation_config,
+                                                 multi_token_decode=multi_token_decode)
+
     def export_program(self, model, sample_inputs, config: OnnxConfig):
         if config.ort_fusions is not None:
             raise ArgumentError(f"OnnxConfig(ort_fusions={config.ort_fusions!r}) runs onnxscript's fusion rewriter, "
@@ -73,6 +92,29 @@ class FastOnnxExporter(OnnxExporter):
         onnx_model = quantize_converted_model(onnx_model, sample_inputs, config)
         record_output_structure(metadata, traced_outputs[-1])
         return onnx_model, metadata
+
+
+def _decompose_for_generation(model, inputs, generation_config=None, multi_token_decode: bool = False):
+    """transformers' ``decompose_for_generation``, except that a decode step whose cache holds
+    one position (an encoder-decoder's first step: the decoder has seen one token) is replaced
+    by the next step. torch.export makes a dynamic size whose example is 1 static, so a decode
+    graph traced on a one-position cache would run only that first step."""
+    components = decompose_for_generation(model, inputs, generation_config=generation_config,
+                                          multi_token_decode=multi_token_decode)
+    decode_model, decode_inputs = components["decode"]
+    cache = next((v for v in decode_inputs.values() if isinstance(v, Cache)), None)
+    if cache is None or cache.get_seq_length() != 1:
+        return components
+    # transformers' own capture (decompose_prefill_decode), one generated token further.
+    steps = 4 if multi_token_decode else 3
+    capture = copy.deepcopy(generation_config if generation_config is not None else model.generation_config)
+    capture.max_new_tokens = capture.min_new_tokens = steps
+    with _capture_forward(model) as calls:
+        model.generate(**copy.deepcopy(inputs), generation_config=capture)
+    for call in calls:
+        call.pop("logits_to_keep", None)
+    components["decode"] = (decode_model, _merge_decode_calls(calls[2:4]) if multi_token_decode else calls[2])
+    return components
 
 
 def _converted(program, sample_inputs, input_names, output_names, opset_version, export_kwargs):
