@@ -1,0 +1,114 @@
+"""Numbers the graph computes reach converters as values: sizes of dynamic dimensions and
+arithmetic on them (SymInt, SymFloat, SymBool), `.item()`, and 0-d tensors where torch takes a
+number. Each model is exported once with dynamic sizes and run in onnxruntime at sizes other than
+the traced one."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from support import assert_declared_shapes_hold, run_ort
+from torch.export import Dim
+
+import fastonnx
+
+
+def _sizes(n):
+    return torch.randn(n, 3)
+
+
+class Arange(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.arange(n), torch.arange(2, n + 3), torch.arange(1, 3 * n, 2), torch.arange(0.5, n, 0.7)
+
+
+class FloatArangeOfComputedLength(torch.nn.Module):
+    def forward(self, x):
+        return torch.arange(0, x.shape[0] / 2, 0.25, dtype=torch.float32)
+
+
+class Full(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.full((n, 2), n * 0.5), torch.full_like(x, n), x.new_full((2,), n > 2), torch.scalar_tensor(n * 1.5)
+
+
+class ScaledMatmul(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        rows, columns = x[None], x.T[None]
+        return torch.baddbmm(rows @ columns, rows, columns, beta=n, alpha=1 / n)
+
+
+class Bounds(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.clamp(x, min=-n / 4, max=n / 4), x.add(x, alpha=n), torch.lerp(x, x * 2, n / 10), x.pow(n)
+
+
+class AttributeNumbers(torch.nn.Module):
+    """Numbers ONNX takes as attributes (LeakyRelu's alpha, Elu's alpha): a computed one makes
+    the op decompose into ops that take it as an input."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.nn.functional.leaky_relu(x, n / 10), torch.nn.functional.elu(x, alpha=n / 3)
+
+
+class Item(torch.nn.Module):
+    """`.item()` and a 0-d tensor where torch takes a number: unbacked values of the graph."""
+
+    def forward(self, x, fill):
+        total = x.abs().sum().item()
+        return torch.full((2, 2), total), torch.full((3,), fill), x * fill.item()
+
+
+CASES = {
+    "arange": (Arange(), lambda n: (_sizes(n),)),
+    "float_arange_of_computed_length": (FloatArangeOfComputedLength(), lambda n: (_sizes(n),)),
+    "full": (Full(), lambda n: (_sizes(n),)),
+    "baddbmm_beta_alpha": (ScaledMatmul(), lambda n: (_sizes(n),)),
+    "bounds_alpha_weight_exponent": (Bounds(), lambda n: (_sizes(n),)),
+    "attribute_numbers": (AttributeNumbers(), lambda n: (_sizes(n),)),
+    "item": (Item(), lambda n: (_sizes(n), torch.tensor(n * 0.5))),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_computed_numbers_at_other_sizes(name):
+    model, inputs = CASES[name]
+    traced = inputs(4)
+    dynamic = tuple({0: Dim("n", min=2, max=64)} if t.dim() else None for t in traced)
+    proto = fastonnx.export(model, traced, dynamic_shapes=dynamic).model_proto
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "n"
+    for n in (3, 7, 12):
+        args = inputs(n)
+        with torch.no_grad():
+            want = model(*args)
+        got = run_ort(proto, list(args))
+        for i, (g, w) in enumerate(zip(got, want if isinstance(want, tuple) else (want,))):
+            assert g.shape == tuple(w.shape), f"n={n}, output {i}: shape {g.shape}, eager {tuple(w.shape)}"
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"n={n}, output {i}")
+        assert_declared_shapes_hold(proto, {i.name: a.numpy() for i, a in zip(proto.graph.input, args)})
+
+
+def test_a_decomposed_attribute_number_is_not_an_attribute():
+    """A computed LeakyRelu slope cannot be an attribute: the graph computes with it instead."""
+    proto = fastonnx.export(AttributeNumbers(), (_sizes(4),), dynamic_shapes=({0: Dim("n")},)).model_proto
+    assert not {"LeakyRelu", "Elu"} & {n.op_type for n in proto.graph.node}
+
+
+def test_numbers_returned_by_a_model_with_dynamic_sizes():
+    """A size and arithmetic on it, returned, are 0-d int64 outputs computed at run time."""
+
+    class Sizes(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, x.shape[0] * x.shape[1]
+
+    proto = fastonnx.export(Sizes(), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("a"), 1: Dim("b")},)).model_proto
+    out = proto.graph.output[1]
+    assert out.type.tensor_type.elem_type == onnx.TensorProto.INT64
+    assert run_ort(proto, [torch.randn(5, 6)])[1] == 30
