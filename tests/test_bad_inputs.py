@@ -190,6 +190,52 @@ def test_tracing_fails():
     assert "Could not guard on data-dependent expression" in message  # PyTorch's own words
 
 
+class NonzeroCount(torch.nn.Module):
+    def forward(self, x):
+        if x.nonzero().shape[0] > 2:  # a data-dependent guard
+            return x + 1
+        return x - 1
+
+
+def test_trace_error_names_the_guard_and_its_source_line():
+    message = _fails(TraceError, "failed to trace NonzeroCount: GuardOnDataDependentSymNode: Could not guard on "
+                     "data-dependent expression", NonzeroCount(), (torch.randn(4, 3),))
+    first = message.splitlines()[:3]
+    assert first[1] == f"  at {__file__}:{NonzeroCount.forward.__code__.co_firstlineno + 1}, in forward", message
+    assert first[2].strip() == "if x.nonzero().shape[0] > 2:  # a data-dependent guard"
+
+
+def test_trace_error_finds_the_cause_torch_wraps(monkeypatch):
+    """torch.export raised a SystemError whose __cause__ is the guard (GLM-4-MoE-lite, OpenAI's
+    privacy filter): the message starts from the guard, and the chain stays."""
+    export = torch.export.export
+
+    def wrapped(*args, **kwargs):
+        try:
+            return export(*args, **kwargs)
+        except Exception as e:
+            raise SystemError("error return without exception set") from e
+
+    monkeypatch.setattr(torch.export, "export", wrapped)
+    with pytest.raises(TraceError) as info:
+        fastonnx.export(NonzeroCount(), (torch.randn(4, 3),))
+    message = str(info.value)
+    assert message.startswith("torch.export.export failed to trace NonzeroCount: GuardOnDataDependentSymNode: ")
+    assert "if x.nonzero().shape[0] > 2:" in message.splitlines()[2]
+    assert "(torch.export raised SystemError: error return without exception set)" in message
+    assert isinstance(info.value.__cause__, SystemError)
+    assert type(info.value.__cause__.__cause__).__name__ == "GuardOnDataDependentSymNode"
+
+
+def test_trace_error_of_a_data_dependent_size():
+    class ZerosOfSum(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(int(x.sum()))
+
+    message = _fails(TraceError, "GuardOnDataDependentSymNode", ZerosOfSum(), (torch.randn(4, 3),))
+    assert message.splitlines()[2].strip() == "return torch.zeros(int(x.sum()))"
+
+
 def test_argument_errors_are_type_and_value_errors():
     """Code written against Python's conventions (or torch.onnx) still catches them."""
     with pytest.raises(TypeError):

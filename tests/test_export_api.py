@@ -249,3 +249,99 @@ def test_supported_ops():
     ops = fastonnx.supported_ops()
     for name in ("conv2d", "add.Tensor", "relu_", "batch_norm", "max_pool2d", "linear"):
         assert name in ops
+
+
+class ReturnsNumbers(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return x + 1, 3, 2.5, True, None, n, n / 2, n > 2, x.shape[1]
+
+
+def test_returned_numbers_are_0d_outputs_and_none_is_dropped():
+    """As torch.onnx makes them: an int is int64, a float the default float dtype, a bool bool;
+    symbolic ones are computed in the graph. None is no output; names keep their positions."""
+    result = fastonnx.export(ReturnsNumbers(), (torch.randn(4, 3),), dynamic_axes={"x": {0: "batch"}})
+    graph = result.model_proto.graph
+    names = ["output_0", "output_1", "output_2", "output_3", "output_5", "output_6", "output_7", "output_8"]
+    assert result.output_names == [o.name for o in graph.output] == names
+    types = [onnx.helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type).name for o in graph.output]
+    assert types == ["float32", "int64", "float32", "bool", "int64", "float32", "bool", "int64"]
+    assert all(len(o.type.tensor_type.shape.dim) == 0 for o in graph.output[1:])
+    got = run_ort(result.model_proto, [torch.randn(7, 3)])
+    assert [g.item() for g in got[1:]] == [3, 2.5, True, 7, 3.5, True, 3]
+    assert all(d.ok for d in result.verify(torch.randn(2, 3)))
+
+
+def test_output_names_skip_a_returned_none():
+    result = fastonnx.export(ReturnsNumbers(), (torch.randn(4, 3),), output_names=["y", "three", "half", "yes", "n"])
+    assert result.output_names[:6] == ["y", "three", "half", "yes", "n", "output_6"]
+
+
+def test_a_returned_string_is_a_clear_error():
+    class Text(torch.nn.Module):
+        def forward(self, x):
+            return x, "done"
+
+    with pytest.raises(fastonnx.ExportError, match="output output_1 is 'done', not a tensor or a number"):
+        fastonnx.export(Text(), (torch.randn(2),))
+
+
+class KronWindow(torch.nn.Module):
+    """A decomposed op (kron) reading a tensor that a decomposed op without tensor inputs
+    (hann_window) made in forward."""
+
+    def forward(self, x):
+        return torch.kron(x, torch.hann_window(8))
+
+
+def test_decomposing_tensors_made_in_forward():
+    """Each decomposition traces under the program's fake mode: a tensor one makes and another
+    reads are in one mode (they were not: a bare AssertionError, 'fake mode ... doesn't match')."""
+    export_and_compare(KronWindow(), (torch.randn(3, 8),))
+
+
+class Spectrogram(torch.nn.Module):
+    def __init__(self, window_in_forward: bool):
+        super().__init__()
+        self.window_in_forward = window_in_forward
+        self.register_buffer("window", torch.hann_window(16))
+
+    def forward(self, x):
+        window = torch.hann_window(16) if self.window_in_forward else self.window
+        return torch.stft(x, n_fft=16, window=window, return_complex=True).abs()
+
+
+@pytest.mark.parametrize("window_in_forward", [False, True], ids=["buffer", "forward"])
+def test_stft_with_a_window_fails_as_an_export_error(window_in_forward):
+    """stft's decomposition traces (its in-place transpose_ functionalized); what stops it now is
+    a converter: Transpose and abs of complex values."""
+    with pytest.raises(fastonnx.ConversionError, match="aten::transpose.int .*complex tensors are not supported"):
+        fastonnx.export(Spectrogram(window_in_forward), (torch.randn(2, 64),))
+
+
+@pytest.mark.xfail(reason="Transpose and Abs of complex tensors have no converter (C++)", strict=True,
+                   raises=fastonnx.ConversionError)
+def test_stft_with_a_window_exports():
+    export_and_compare(Spectrogram(True), (torch.randn(2, 64),))
+
+
+def test_a_failing_decomposition_is_a_conversion_error(monkeypatch):
+    def broken(self, node):
+        raise AssertionError("fake mode mismatch")
+
+    monkeypatch.setattr(fastonnx._decompose.Decomposer, "_trace", broken)
+    expected = r"decomposition of aten::hann_window \(FX node `hann_window`\) failed: AssertionError: fake mode mismatch"
+    with pytest.raises(fastonnx.ConversionError, match=expected) as info:
+        fastonnx.export(KronWindow(), (torch.randn(3, 8),))
+    assert isinstance(info.value.__cause__, AssertionError)
+    assert "in forward" in str(info.value)
+
+
+def test_an_unexpected_failure_is_an_internal_error(monkeypatch):
+    def broken(self, advance=None):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(_lower.Lowering, "convert_nodes", broken)
+    with pytest.raises(fastonnx.InternalError, match="failed unexpectedly: KeyError") as info:
+        fastonnx.export(TwoInTwoOut(), _args())
+    assert isinstance(info.value.__cause__, KeyError)

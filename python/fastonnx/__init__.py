@@ -7,6 +7,7 @@ from ._program import ExportResult
 from .errors import (
     ArgumentError,
     ConversionError,
+    DynamicAxesWarning,
     ExportError,
     InternalError,
     TraceError,
@@ -31,5 +32,6 @@ __all__ = [
     "WriteError",
     "InternalError",
     "VerificationError",
+    "DynamicAxesWarning",
     "__version__",
 ]

@@ -13,6 +13,7 @@ import warnings
 
 import torch
 import torch.utils._pytree as pytree
+from torch.export.graph_signature import OutputKind, TensorArgument
 
 from .errors import ExportError
 
@@ -52,5 +53,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list):
         result = export(gm, tuple(example_inputs), verbose=False)
     except ExportError as e:
         warnings.warn(f"fastonnx backend: this graph runs eagerly: {e}", stacklevel=2)
+        return gm.forward
+    specs = result.exported_program.graph_signature.output_specs
+    if not all(isinstance(s.arg, TensorArgument) for s in specs if s.kind == OutputKind.USER_OUTPUT):
+        # The ONNX graph returns numbers as tensors and drops None: not what the caller expects.
+        warnings.warn("fastonnx backend: this graph returns values that are not tensors; it runs eagerly",
+                      stacklevel=2)
         return gm.forward
     return OnnxRuntimeGraph(result, result.exported_program.call_spec.out_spec)

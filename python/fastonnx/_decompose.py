@@ -19,8 +19,11 @@ from collections.abc import Callable
 import torch
 import torch._decomp
 from torch._guards import detect_fake_mode
+from torch._subclasses.functional_tensor import dispatch_functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from .errors import ConversionError
 
 # A decomposition that keeps producing the op it decomposes (directly or through others)
 # would not terminate; past this many rounds the op counts as unsupported.
@@ -65,6 +68,21 @@ def _inlined_body(node: torch.fx.Node) -> int | None:
     return None
 
 
+def _mutates(graph: torch.fx.Graph) -> bool:
+    return any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+               for n in graph.nodes)
+
+
+def _fake_mode_of(graph: torch.fx.Graph):
+    """The fake mode of the values torch.export recorded in ``graph`` (None when it holds no
+    fake tensor)."""
+    for node in graph.nodes:
+        mode = detect_fake_mode([v for v in tree_flatten(node.meta.get("val"))[0] if isinstance(v, torch.Tensor)])
+        if mode is not None:
+            return mode
+    return None
+
+
 def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     """A copy whose nodes can be replaced without touching the caller's program."""
     new = torch.fx.Graph(owning_module=graph.owning_module)
@@ -82,6 +100,7 @@ class Decomposer:
     def __init__(self, graph: torch.fx.Graph, decomposition: Callable[[torch.fx.Node], Callable | None]):
         self.graph = graph
         self.decomposition = decomposition
+        self.fake_mode = _fake_mode_of(graph)
         self.decomposed: Counter = Counter()
         self.constants: dict[str, torch.Tensor] = {}
 
@@ -128,14 +147,27 @@ class Decomposer:
             args, kwargs = tree_unflatten(filled, spec)
             return decomp(*args, **kwargs)
 
-        fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
-        # "real" tracing of fake values: the values carry the program's own symbols.
-        with fake_mode if fake_mode is not None else contextlib.nullcontext():
+        # "real" tracing of fake values: the values carry the program's own symbols. Under the
+        # program's fake mode even when the node has no tensor input (hann_window): a tensor the
+        # decomposition creates is then fake in that mode too, not in a new one of its own,
+        # which a later decomposition taking both would reject.
+        with self.fake_mode if self.fake_mode is not None else contextlib.nullcontext():
             sub = make_fx(call, tracing_mode="real")(*values)
+            if _mutates(sub.graph):
+                # A C++ composite kernel may mutate what it made (stft's `out.transpose_(1, 2)`):
+                # traced again through functionalization, that becomes the functional op.
+                sub = make_fx(dispatch_functionalize(call), tracing_mode="real")(*values)
         return sub, [leaves[i] for i in inputs]
 
     def _expand(self, node: torch.fx.Node) -> list[torch.fx.Node]:
-        sub, inputs = self._trace(node)
+        try:
+            sub, inputs = self._trace(node)
+        except Exception as e:  # noqa: BLE001 - PyTorch's decomposition, traced on recorded values
+            trace = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines()
+                     if line.strip().startswith("File ")]
+            where = f"\n  from {trace[-1]}" if trace else ""
+            raise ConversionError(f"PyTorch's decomposition of {node.target._schema.name} (FX node `{node.name}`) "
+                                  f"failed: {type(e).__name__}: {e}{where}") from e
         self.decomposed[node.target] += 1
         new_nodes = self._splice(node, sub, inputs)
         origin = node.meta.get(DECOMPOSED_FROM) or str(node.target._schema.name)

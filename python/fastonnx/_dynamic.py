@@ -1,52 +1,114 @@
-"""Dynamic dimensions, in the two forms users write them: ``dynamic_shapes=`` as torch.export
-takes it (``torch.export.Dim``, ``Dim.AUTO``/``Dim.DYNAMIC``, or a string naming the dimension),
-and ``dynamic_axes=`` as torch.onnx takes it (``{"x": {0: "batch"}}`` or ``{"x": [0]}``), keyed
-by input name. Both become torch.export's form for tracing, plus the names each dynamic
-dimension of each input should carry in the ONNX graph."""
+"""Dynamic dimensions, in the two forms users write them.
+
+``dynamic_shapes=`` is torch.export's form (``torch.export.Dim``, ``Dim.AUTO``/``Dim.DYNAMIC``,
+or a string naming the dimension) and keeps torch.export's strictness: a named or ``Dim`` axis
+that the model fixes is a trace error. torch.export itself rejects a string; fastonnx reads it
+as torch.onnx's exporter does, ``Dim.DYNAMIC`` under that name.
+
+``dynamic_axes=`` is torch.onnx's form (``{"x": {0: "batch"}}`` or ``{"x": [0]}``): the axis is
+traced with ``Dim.AUTO``, dynamic where the model allows it. An axis the model fixes stays static
+in the ONNX graph, and one warning lists every such axis and why. Keys name the flattened tensor
+inputs (``input_names``, else torch.export's names: the argument's, nested parts joined with
+``_``), a top-level argument that is one tensor, or an output.
+"""
 
 from __future__ import annotations
 
 import inspect
+import linecache
+import os
+import sysconfig
+import traceback
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export import Dim
 
-from .errors import ArgumentError
+from .errors import ArgumentError, DynamicAxesWarning
 
 # Per flattened tensor input (in torch.export's order: positional arguments, then keyword
-# arguments as given): dimension index -> requested name.
+# arguments as given, each flattened): dimension index -> requested name.
 DimNames = list[dict[int, str]]
 
 
-def _param_names(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[list[str], list[str]]:
-    """The forward parameters the positional arguments bind to, and the keyword names."""
-    params = list(inspect.signature(model.forward).parameters.values())
-    positional = []
-    for i in range(len(args)):
-        if i >= len(params) or params[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            raise ArgumentError("dynamic shapes by name need forward() to name each positional argument; "
-                             "pass dynamic_shapes as a tuple in argument order instead")
-        positional.append(params[i].name)
-    return positional, list(kwargs)
+@dataclass
+class Request:
+    """What the user asked for, in the forms tracing and lowering take."""
+
+    shapes: object = None  # dynamic_shapes for torch.export
+    dim_names: DimNames = field(default_factory=list)
+    output_axes: dict[str, dict[int, str]] = field(default_factory=dict)  # dynamic_axes of outputs, by name
+    sources: list[str] = field(default_factory=list)  # per tensor input: how torch's ShapeEnv names it
+    relaxed: bool = False  # dynamic_axes: the model may fix a requested axis (it is then warned about)
+    generated: set[str] = field(default_factory=set)  # names made for axes given without one
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """One flattened input of the call."""
+
+    argument: str  # the top-level argument it belongs to
+    name: str  # torch.export's placeholder name, fastonnx's default input name
+    source: str  # torch's ShapeEnv name: L['pair'][0]
+    value: object
+
+
+def _combined(model: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
+    """The call as torch.export binds it: positional arguments by parameter name, then the
+    keyword arguments in the order given (torch.export flattens them in that order)."""
+    return {**inspect.signature(model.forward).bind_partial(*args).arguments, **kwargs}
+
+
+def _leaves(combined: dict) -> list[_Leaf]:
+    """Every leaf of the call, named as torch.export names its placeholders (the path's keys,
+    lowercased, other characters than letters and digits replaced by ``_``)."""
+    out = []
+    for path, value in pytree.tree_flatten_with_path(combined)[0]:
+        parts, source = [], "L"
+        for key in path:
+            if isinstance(key, pytree.MappingKey):
+                parts.append("".join(c if c.isascii() and c.isalnum() else "_" for c in str(key.key)))
+                source += f"[{key.key!r}]"
+            elif isinstance(key, pytree.SequenceKey):
+                parts.append(str(key.idx))
+                source += f"[{key.idx}]"
+            else:
+                parts.append(str(getattr(key, "name", key)))
+                source += f".{getattr(key, 'name', key)}"
+        out.append(_Leaf(str(path[0].key), "_".join(parts).lower(), source, value))
+    return out
+
+
+def _axes(spec, tensor: torch.Tensor, where: str) -> dict[int, object]:
+    """A tensor's {axis: entry} from a dict or a per-dimension list, axes checked and made
+    non-negative; entries that are None are dropped."""
+    if isinstance(spec, Mapping):
+        items = spec.items()
+    elif isinstance(spec, Sequence) and not isinstance(spec, str):
+        items = enumerate(spec)
+    else:
+        raise ArgumentError(f"{where}: a tensor's dynamic shape is a dict {{dim: Dim}} or a list with one entry per "
+                            f"dimension, got {type(spec).__name__}")
+    out = {}
+    for axis, d in items:
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim():
+            raise ArgumentError(f"{where}: dimension {axis!r} does not exist in a tensor of rank {tensor.dim()}")
+        if d is not None:
+            out[axis % max(tensor.dim(), 1)] = d
+    return out
 
 
 def _dim_spec(spec, tensor: torch.Tensor, where: str) -> tuple[object, dict[int, str]]:
-    """One tensor's spec in torch.export's form, and the names it gives its dimensions."""
+    """One tensor's ``dynamic_shapes`` entry in torch.export's form, and the names it gives its
+    dimensions."""
     if spec is None:
         return None, {}
-    items = spec.items() if isinstance(spec, Mapping) else enumerate(spec) if isinstance(spec, Sequence) else None
-    if items is None:
-        raise ArgumentError(f"{where}: a tensor's dynamic shape is a dict {{dim: Dim}} or a list with one entry per "
-                        f"dimension, got {type(spec).__name__}")
     out, names = {}, {}
-    for axis, d in items:
-        if not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim():
-            raise ArgumentError(f"{where}: dimension {axis!r} does not exist in a tensor of rank {tensor.dim()}")
-        axis %= max(tensor.dim(), 1)
-        if d is None:
-            continue
-        if isinstance(d, str):  # a name: dynamic, called that
+    for axis, d in _axes(spec, tensor, where).items():
+        if isinstance(d, str):  # a name: dynamic (strictly, as torch.onnx reads it), called that
             out[axis], names[axis] = Dim.DYNAMIC, d
         elif isinstance(d, type(Dim.DYNAMIC)):  # Dim.AUTO, Dim.DYNAMIC, Dim.STATIC
             out[axis] = d
@@ -54,7 +116,7 @@ def _dim_spec(spec, tensor: torch.Tensor, where: str) -> tuple[object, dict[int,
             out[axis], names[axis] = d, d.__name__
         else:
             raise ArgumentError(f"{where}: dimension {axis} must be a torch.export.Dim, Dim.AUTO, Dim.DYNAMIC, a name "
-                            f"or None, got {d!r}")
+                                f"or None, got {d!r}")
     return out, names
 
 
@@ -65,39 +127,51 @@ def _walk(value, spec, where: str, names: DimNames):
         converted, dim_names = _dim_spec(spec, value, where)
         names.append(dim_names)
         return converted
+    # torch.export wants the spec of a list, tuple or dict in its structure, also without entries.
     if isinstance(value, (list, tuple)):
-        specs = spec if isinstance(spec, (list, tuple)) else [None] * len(value)
-        if len(specs) != len(value):
-            raise ArgumentError(f"{where}: the dynamic shape spec has {len(specs)} entries for {len(value)} values")
-        return type(value)(_walk(v, s, f"{where}[{i}]", names) for i, (v, s) in enumerate(zip(value, specs)))
+        specs = [None] * len(value) if spec is None else spec
+        if not isinstance(specs, (list, tuple)) or len(specs) != len(value):
+            raise ArgumentError(f"{where}: the dynamic shape spec must have one entry per item of the "
+                                f"{type(value).__name__} ({len(value)}), got {spec!r}")
+        items = [_walk(v, s, f"{where}[{i}]", names) for i, (v, s) in enumerate(zip(value, specs))]
+        return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
-        specs = spec if isinstance(spec, dict) else {}
+        specs = {} if spec is None else spec
+        if not isinstance(specs, dict):
+            raise ArgumentError(f"{where}: the dynamic shape spec of a dict is a dict, got {spec!r}")
         return {k: _walk(v, specs.get(k), f"{where}[{k!r}]", names) for k, v in value.items()}
-    return None
+    # Another structure torch.export takes whole, with the spec given: its tensors are unnamed.
+    names.extend({} for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor))
+    return spec
 
 
 def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axes,
-            input_names: list[str] | None) -> tuple[object, DimNames, set[str]]:
-    """(the ``dynamic_shapes`` to trace with, the requested dimension names per tensor input, the
-    ``dynamic_axes`` keys that name no input: they must name outputs)."""
+            input_names: list[str] | None) -> Request:
+    """The request of ``dynamic_shapes`` or ``dynamic_axes`` (one at most) for this call."""
     kwargs = kwargs or {}
     if dynamic_shapes is not None and dynamic_axes is not None:
         raise ArgumentError("give dynamic_shapes (torch.export's form) or dynamic_axes (torch.onnx's form), not both")
     if dynamic_shapes is None and dynamic_axes is None:
-        return None, [], set()
+        return Request()
     if not isinstance(model, torch.nn.Module):
         raise ArgumentError("dynamic_shapes/dynamic_axes apply when tracing a module; an ExportedProgram already "
-                         "fixed its dynamic dimensions")
-    positional, keyword = _param_names(model, args, kwargs)
-    output_keys: set[str] = set()
+                            "fixed its dynamic dimensions")
+    try:
+        combined = _combined(model, args, kwargs)
+    except TypeError as e:
+        raise ArgumentError(f"args/kwargs do not fit {type(model).__name__}.forward: {e}") from None
     if dynamic_axes is not None:
-        dynamic_shapes, output_keys = _from_dynamic_axes(dynamic_axes, args, kwargs, positional, input_names)
-    names: DimNames = []
+        return _from_dynamic_axes(dynamic_axes, combined, input_names)
+    return _from_dynamic_shapes(dynamic_shapes, model, args, kwargs, combined)
+
+
+def _from_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, combined: dict) -> Request:
+    positional, keyword = _param_names(model, args), list(kwargs)
     if isinstance(dynamic_shapes, Mapping):
         unknown = sorted(set(dynamic_shapes) - set(positional) - set(keyword))
         if unknown:
             raise ArgumentError(f"dynamic_shapes names {unknown}, which are not arguments of this call; "
-                             f"the arguments are {positional + keyword}")
+                                f"the arguments are {positional + keyword}")
         specs = [dynamic_shapes.get(p) for p in positional] + [dynamic_shapes.get(k) for k in keyword]
     elif isinstance(dynamic_shapes, (list, tuple)):
         if len(dynamic_shapes) != len(args) + len(kwargs):
@@ -105,35 +179,159 @@ def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axe
         specs = list(dynamic_shapes)
     else:
         raise ArgumentError(f"dynamic_shapes must be a dict keyed by argument name or a tuple in argument order, "
-                        f"got {type(dynamic_shapes).__name__}")
+                            f"got {type(dynamic_shapes).__name__}")
+    names: DimNames = []
     values = list(args) + list(kwargs.values())
     converted = [_walk(v, s, n, names) for v, s, n in zip(values, specs, positional + keyword)]
-    return dict(zip(positional + keyword, converted)), names, output_keys
+    sources = [leaf.source for leaf in _leaves(combined) if isinstance(leaf.value, torch.Tensor)]
+    return Request(dict(zip(positional + keyword, converted)), names, sources=sources)
 
 
-def _from_dynamic_axes(dynamic_axes, args: tuple, kwargs: dict, positional: list[str],
-                       input_names: list[str] | None) -> tuple[dict, set[str]]:
-    """torch.onnx's ``dynamic_axes``, keyed by input name (``input_names`` when given, else the
-    argument's own name), as a ``dynamic_shapes`` dict keyed by argument name, and the keys
-    that name no input (outputs, whose dimensions follow from the inputs')."""
+def _param_names(model: torch.nn.Module, args: tuple) -> list[str]:
+    """The forward parameters the positional arguments bind to."""
+    params = list(inspect.signature(model.forward).parameters.values())
+    positional = []
+    for i in range(len(args)):
+        if i >= len(params) or params[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ArgumentError("dynamic shapes by name need forward() to name each positional argument; "
+                                "pass dynamic_shapes as a tuple in argument order instead")
+        positional.append(params[i].name)
+    return positional
+
+
+def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | None) -> Request:
+    """torch.onnx's ``dynamic_axes`` as ``Dim.AUTO`` per requested input axis (in the structure
+    of the call), the names per flattened tensor input, and the entries of outputs."""
     if not isinstance(dynamic_axes, Mapping):
         raise ArgumentError(f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}")
-    arg_names = positional + list(kwargs)
-    values = list(args) + list(kwargs.values())
-    tensors = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
-    by_name = {n: n for n in arg_names}
-    for given, i in zip(input_names or [], tensors):
-        by_name[given] = arg_names[i]
-    out, output_keys = {}, set()
+    leaves = _leaves(combined)
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf.value, torch.Tensor)]
+    names: DimNames = [{} for _ in tensors]
+    keyed_by: dict[int, str] = {}  # tensor input -> the key that named it
+    output_axes: dict[str, dict[int, str]] = {}
     for key, axes in dynamic_axes.items():
-        if key not in by_name:
-            output_keys.add(key)
+        t = _tensor_input(key, combined, leaves, tensors, input_names)
+        if t is None:
+            output_axes[key] = _axis_names(key, axes)
             continue
-        if isinstance(axes, Mapping):
-            spec = {int(a): str(n) for a, n in axes.items()}
-        elif isinstance(axes, (list, tuple)):
-            spec = {int(a): f"{key}_dynamic_axes_{j + 1}" for j, a in enumerate(axes)}
-        else:
-            raise ArgumentError(f"dynamic_axes[{key!r}] must be {{axis: name}} or [axes], got {axes!r}")
-        out[by_name[key]] = spec
-    return out, output_keys
+        if t in keyed_by:
+            raise ArgumentError(f"dynamic_axes names input {leaves[tensors[t]].name!r} twice, as {keyed_by[t]!r} and "
+                                f"{key!r}; give its axes once")
+        keyed_by[t] = key
+        tensor = leaves[tensors[t]].value
+        names[t] = _axes(_axis_names(key, axes), tensor, f"dynamic_axes[{key!r}]")
+    specs = [None] * len(leaves)
+    for t, requested in enumerate(names):
+        if requested:
+            specs[tensors[t]] = dict.fromkeys(requested, Dim.AUTO)
+    # torch.export wants a spec of a dict, list or tuple in its structure; another structure
+    # (a registered class) gets one only when it holds a requested axis.
+    shapes = {}
+    for arg, value in combined.items():
+        own = [s for leaf, s in zip(leaves, specs) if leaf.argument == arg]
+        whole = any(own) or isinstance(value, (dict, list, tuple))
+        shapes[arg] = pytree.tree_unflatten(own, pytree.tree_structure(value)) if whole else None
+    generated = {n for key, axes in dynamic_axes.items() if not isinstance(axes, Mapping)
+                 for n in _axis_names(key, axes).values()}
+    return Request(shapes, names, output_axes, [leaves[i].source for i in tensors], True, generated)
+
+
+def _tensor_input(key: str, combined: dict, leaves: list[_Leaf], tensors: list[int],
+                  input_names: list[str] | None) -> int | None:
+    """The tensor input (its index among the tensor inputs) a dynamic_axes key names: an entry
+    of ``input_names``, a default input name, or a top-level argument that is one tensor. None
+    when it names no input (an output)."""
+    if input_names and key in input_names[: len(tensors)]:
+        return input_names.index(key)
+    for t, i in enumerate(tensors):
+        if leaves[i].name == key:
+            return t
+    own = [i for i, leaf in enumerate(leaves) if leaf.argument == key]
+    if not own:
+        return None
+    if len(own) == 1 and isinstance(leaves[own[0]].value, torch.Tensor) and leaves[own[0]].name == key.lower():
+        return tensors.index(own[0])
+    held = [leaves[i].name for i in own if isinstance(leaves[i].value, torch.Tensor)]
+    if not held:
+        raise ArgumentError(f"dynamic_axes[{key!r}]: the argument `{key}` holds no tensor; only tensors have axes")
+    raise ArgumentError(f"dynamic_axes[{key!r}]: the argument `{key}` is a {type(combined[key]).__name__} of "
+                        f"{len(held)} tensor(s); key each tensor by its input name, {held}, or name them with "
+                        f"input_names")
+
+
+def _axis_names(key: str, axes) -> dict[int, str]:
+    if isinstance(axes, Mapping):
+        return {a: str(n) for a, n in axes.items()}
+    if isinstance(axes, (list, tuple)):
+        # torch.onnx's names for axes given without one.
+        return {a: f"{key}_dynamic_axes_{j + 1}" for j, a in enumerate(axes)}
+    raise ArgumentError(f"dynamic_axes[{key!r}] must be {{axis: name}} or [axes], got {axes!r}")
+
+
+@dataclass(frozen=True)
+class StaticAxis:
+    """A requested dynamic axis the traced model fixed."""
+
+    what: str  # input `x`, output `y`
+    axis: int
+    name: str  # the requested dimension name
+    size: int
+    why: str = ""
+
+
+def warn_static(static: list[StaticAxis], shared: list[tuple[str, str, str]], generated: set[str],
+                stacklevel: int) -> None:
+    """One warning for every requested axis that stayed static, and for the names given to axes
+    that torch found to be one size (``shared``: (kept name, dropped name, where); a name
+    fastonnx made up is dropped silently)."""
+    shared = [s for s in shared if s[1] not in generated]
+    if not static and not shared:
+        return
+    lines = []
+    if static:
+        lines.append(f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "
+                     f"so the ONNX graph takes only the traced size there:")
+        lines += [f"  - {s.what} axis {s.axis} ('{s.name}'): fixed to {s.size}" + (f" {s.why}" if s.why else "")
+                  for s in static]
+    if shared:
+        lines.append("dynamic_axes: axes torch found to be equal share one dimension name:")
+        lines += [f"  - '{dropped}' ({where}) is '{kept}'" for kept, dropped, where in shared]
+    warnings.warn(DynamicAxesWarning("\n".join(lines)), stacklevel=stacklevel)
+
+
+def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str:
+    """Why the input axis torch's ShapeEnv knows as ``<source>.size()[axis]`` is static: the
+    traced size when torch specializes it (0 and 1), else the user source line where the trace
+    fixed it, from ``fixed`` (symbol -> (what it was replaced by, frame), see trace())."""
+    if size in (0, 1):
+        return f"(traced at size {size}, which torch.export always specializes: trace with a size of 2 or more)"
+    if shape_env is None:
+        return ""
+    wanted = f"{source}.size()[{axis}]"
+    symbol = next((s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)),
+                  None)
+    frame = None
+    seen = set()
+    while symbol in fixed and symbol not in seen:
+        seen.add(symbol)
+        target, frame = fixed[symbol]
+        symbol = target
+    if frame is None:
+        return ""
+    line = linecache.getline(frame.filename, frame.lineno).strip()
+    return f"at {frame.filename}:{frame.lineno}" + (f": {line}" if line else "")
+
+
+_OURS = tuple(os.path.join(os.path.dirname(p), "") for p in (torch.__file__, __file__))
+_STDLIB = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib"))
+_SITE = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib"))
+
+
+def _is_library(filename: str) -> bool:
+    return (filename.startswith(_OURS) or filename.startswith("<")
+            or (filename.startswith(_STDLIB) and not filename.startswith(_SITE)))
+
+
+def user_frame(frames: Sequence[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The innermost frame outside torch, fastonnx and the standard library: the model's code."""
+    return next((f for f in reversed(frames) if not _is_library(f.filename)), None)

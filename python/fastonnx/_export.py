@@ -17,6 +17,7 @@ from . import _C, _report
 from ._calls import check_weights_have_data, checked_call, one_at_a_time
 from ._control_flow import Body, collect_bodies
 from ._decompose import Decomposer, copy_graph
+from ._dynamic import Request, StaticAxis, warn_static, why_static
 from ._dynamic import resolve as resolve_dynamic
 from ._files import check_writable, write_atomically
 from ._functions import ModuleScopes, check_selection
@@ -24,7 +25,8 @@ from ._lower import Lowering, aten_histogram, check_supported, decomposition_for
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace
-from .errors import ArgumentError, ConversionError, ExportError, UnsupportedOpsError, VerificationError
+from .errors import (ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError,
+                     VerificationError)
 
 __version__ = "0.1.0"
 
@@ -104,10 +106,16 @@ def export(
     the graph's inputs and outputs in order (a shorter list names the first ones),
     ``opset_version`` the ONNX opset (13 to 28, default 18).
 
-    ``dynamic_shapes`` gives the dynamic dimensions in torch.export's form (``Dim``,
-    ``Dim.AUTO``/``Dim.DYNAMIC`` or a name per dimension), ``dynamic_axes`` in torch.onnx's
-    (``{"x": {0: "batch"}}`` or ``{"x": [0]}``); dynamic dimensions keep their names in the ONNX
-    inputs and outputs. ``export_params=False`` makes the weights graph inputs instead of
+    ``dynamic_shapes`` gives the dynamic dimensions in torch.export's form and strictness
+    (``Dim``, ``Dim.AUTO``/``Dim.DYNAMIC``, or a name per dimension, which torch.export rejects and
+    fastonnx reads as torch.onnx does: ``Dim.DYNAMIC`` under that name). ``dynamic_axes`` gives
+    them in torch.onnx's form (``{"x": {0: "batch"}}`` or ``{"x": [0]}``), keyed by the names of
+    the flattened tensor inputs (``input_names``, else ``pair_0``, ``d_a``...), by a top-level
+    argument that is one tensor, or by output names; each axis is traced with ``Dim.AUTO``, and
+    one the model fixes stays static, listed with why in one ``DynamicAxesWarning``. Dynamic
+    dimensions keep their names in the ONNX inputs and outputs. A Python number ``forward``
+    returns is a 0-d output (int64, the default float dtype, bool); ``None`` is no output.
+    ``export_params=False`` makes the weights graph inputs instead of
     initializers; ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so
     a runtime may override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in
     eval mode, ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and
@@ -152,20 +160,25 @@ def export(
     if f is not None:
         check_writable(f)
     report_path = _report_path(f, report)
-    trace_shapes, dim_names, output_axes = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes,
-                                                           input_names)
+    request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, input_names)
     exporter = _Exporter(opset, Progress(verbose))
     try:
-        result = exporter.run(model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
+        result = exporter.run(model, args, kwargs, request, input_names, output_names, training,
                               export_params, keep_initializers_as_inputs, custom_opsets or {}, functions)
     except (UnsupportedOpsError, ConversionError) as e:
         if report_path is not None:
             exporter.write_report(model, report_path, error=e)
         raise
-    unknown = sorted(output_axes - set(result.output_names))
+    except ExportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failure no phase turned into an ExportError is a bug
+        raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
+    unknown = sorted(set(request.output_axes) - set(result.output_names))
     if unknown:
         raise ArgumentError(f"dynamic_axes names {unknown}, which are neither inputs ({result.input_names}) nor "
                          f"outputs ({result.output_names})")
+    # warn_static <- export <- one_at_a_time <- checked_call <- the caller
+    warn_static(exporter.static_axes, exporter.shared_names, request.generated, stacklevel=5)
     if verbose:
         import onnx
 
@@ -201,12 +214,15 @@ class _Exporter:
         self.timings: dict[str, float] = {}
         self.aten_ops: Counter = Counter()
         self.decomposed: Counter = Counter()
+        self.static_axes: list[StaticAxis] = []
+        self.shared_names: list[tuple[str, str, str]] = []
 
-    def run(self, model, args, kwargs, trace_shapes, dim_names, input_names, output_names, training,
+    def run(self, model, args, kwargs, request: Request, input_names, output_names, training,
             export_params, keep_initializers_as_inputs, custom_opsets, functions=False) -> ExportResult:
         timings = self.timings
         t0 = time.perf_counter()
-        ep = trace(model, args, kwargs, trace_shapes, training)
+        fixed = {} if request.relaxed else None
+        ep = trace(model, args, kwargs, request.shapes, training, fixed)
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)
 
@@ -232,7 +248,8 @@ class _Exporter:
         scopes = ModuleScopes(session, functions) if functions else None
         lowering = Lowering(ep, session, graph, live, attribute, self.opset, bodies, scopes)
         t0 = time.perf_counter()
-        lowering.add_placeholders(input_names, dim_names, export_params)
+        lowering.add_placeholders(input_names, request.dim_names, export_params,
+                                  self._why_static(ep, request, fixed) if fixed is not None else None)
         if input_names is not None and len(input_names) > len(lowering.input_names):
             raise ArgumentError(
                 f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs; "
@@ -240,7 +257,8 @@ class _Exporter:
             )
         with self.progress.stage("converting", total=len(live), unit="node") as advance:
             lowering.convert_nodes(advance)
-        outputs = lowering.set_outputs(output_names)
+        outputs = lowering.set_outputs(output_names, request.output_axes)
+        self.static_axes, self.shared_names = lowering.static_axes, lowering.shared_names
         if output_names is not None and len(output_names) > len(outputs):
             raise ArgumentError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor "
                                 f"outputs; give at most {len(outputs)}")
@@ -254,6 +272,15 @@ class _Exporter:
         timings["passes"] = time.perf_counter() - t0
         return ExportResult(native, self.opset, lowering.input_names, outputs, ep, timings,
                             model=model if isinstance(model, torch.nn.Module) else None)
+
+    @staticmethod
+    def _why_static(ep: ExportedProgram, request: Request, fixed: dict):
+        """why_static(input, axis, size) for Lowering.add_placeholders: from the trace's ShapeEnv
+        and the replacements recorded while tracing."""
+        vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
+        mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
+        shape_env = getattr(mode, "shape_env", None)
+        return lambda i, axis, size: why_static(shape_env, request.sources[i], axis, size, fixed)
 
     def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> Body:
         """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that

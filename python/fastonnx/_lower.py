@@ -25,8 +25,9 @@ from ._control_flow import LOWERINGS, Body, is_control_flow
 from ._custom import GraphContext, Value, converter_for, is_registered
 from ._decompose import DECOMPOSED_FROM, decomposition_of
 from ._dtypes import dtype_code
+from ._dynamic import StaticAxis
 from ._functions import ModuleScopes
-from .errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from .errors import ArgumentError, ConversionError, UnsupportedOp, UnsupportedOpsError
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
 
@@ -313,6 +314,9 @@ class Lowering:
         self.input_names: list[str] = []
         self.shared: dict[tuple, object] = {}  # storage, layout -> initializer
         self.symbol_names: dict[sympy.Symbol, sympy.Symbol] = {}  # torch's size symbols -> ONNX names
+        # Requested dynamic axes the trace fixed, and requested names of one size: for the warning.
+        self.static_axes: list[StaticAxis] = []
+        self.shared_names: list[tuple[str, str, str]] = []
         self.bodies: dict = dict(bodies or {})
 
     def body(self, module: torch.fx.GraphModule) -> Body:
@@ -388,31 +392,32 @@ class Lowering:
         return str(expr.xreplace(self.symbol_names))
 
     def add_placeholders(self, input_names: list[str] | None, dim_names: list[dict[int, str]] = (),
-                         export_params: bool = True) -> None:
+                         export_params: bool = True, why_static=None) -> None:
         """Graph inputs and initializers. A dynamic input dimension takes the name asked for in
-        ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``. Without
-        ``export_params`` the weights are graph inputs named as in the state dict, after the
-        model's own inputs."""
+        ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``; a requested one
+        the trace fixed is listed in ``static_axes`` (``why_static(input index, axis, size)``
+        says why). Without ``export_params`` the weights are graph inputs named as in the state
+        dict, after the model's own inputs."""
         sig = self.ep.graph_signature
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        user_names = list(input_names or [])
+        inputs = [(spec, node) for spec, node in zip(sig.input_specs, placeholders)
+                  if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)]
+        names = [user_names.pop(0) if user_names else node.name for _, node in inputs]
+        requests = [dim_names[i] if i < len(dim_names) else {} for i in range(len(inputs))]
+        self._name_symbols([node.meta["val"].shape for _, node in inputs], names, requests, why_static)
+        tensor_inputs = dict(zip((node for _, node in inputs), names))
         state = self.ep.state_dict
         constants = self.ep.constants
-        user_names = list(input_names or [])
         weights_as_inputs = []
         for spec, node in zip(sig.input_specs, placeholders):
             if spec.kind == InputKind.USER_INPUT:
-                if not isinstance(spec.arg, TensorArgument):
+                if node not in tensor_inputs:
                     self.env[node] = node.meta.get("val")  # a Python constant torch.export specialized
                     continue
-                name = user_names.pop(0) if user_names else node.name
-                requested = dim_names[len(self.input_names)] if len(self.input_names) < len(dim_names) else {}
-                for axis, size in enumerate(node.meta["val"].shape):
-                    expr = size.node.expr if isinstance(size, torch.SymInt) else None
-                    if expr is not None and expr.is_Symbol and expr not in self.symbol_names:
-                        self.symbol_names[expr] = sympy.Symbol(requested.get(axis, f"{name}_dim_{axis}"))
                 meta = _meta(node.meta["val"], self.dim_name)
-                self.env[node] = self.session.add_input(name, meta[0], meta[1])
-                self.input_names.append(name)
+                self.env[node] = self.session.add_input(tensor_inputs[node], meta[0], meta[1])
+                self.input_names.append(tensor_inputs[node])
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and not export_params:
                 weights_as_inputs.append((spec.target, node))
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -423,6 +428,27 @@ class Lowering:
         for name, node in weights_as_inputs:
             meta = _meta(node.meta["val"], self.dim_name)
             self.env[node] = self.session.add_input(name, meta[0], meta[1])
+
+    def _name_symbols(self, shapes: list, names: list[str], requests: list[dict[int, str]], why_static) -> None:
+        """Names the size symbols of the tensor inputs: the first name requested for a symbol
+        wins (a later, different one goes to ``shared_names``), then ``<input>_dim_<axis>`` of its
+        first dimension. A requested axis that is static goes to ``static_axes``."""
+        for i, (shape, name, requested) in enumerate(zip(shapes, names, requests)):
+            for axis, dim_name in requested.items():
+                expr = shape[axis].node.expr if isinstance(shape[axis], torch.SymInt) else None
+                if expr is None or expr.is_number:
+                    size = int(shape[axis])
+                    why = why_static(i, axis, size) if why_static is not None else ""
+                    self.static_axes.append(StaticAxis(f"input `{name}`", axis, dim_name, size, why))
+                elif expr.is_Symbol and expr not in self.symbol_names:
+                    self.symbol_names[expr] = sympy.Symbol(dim_name)
+                elif expr.is_Symbol and str(self.symbol_names[expr]) != dim_name:
+                    self.shared_names.append((str(self.symbol_names[expr]), dim_name, f"input `{name}` axis {axis}"))
+        for shape, name in zip(shapes, names):
+            for axis, size in enumerate(shape):
+                expr = size.node.expr if isinstance(size, torch.SymInt) else None
+                if expr is not None and expr.is_Symbol and expr not in self.symbol_names:
+                    self.symbol_names[expr] = sympy.Symbol(f"{name}_dim_{axis}")
 
     def _initializer(self, name: str, tensor: torch.Tensor):
         # A tensor two parameters share (tied embeddings) is one initializer, written once.
@@ -529,26 +555,95 @@ class Lowering:
             raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None
         return refs if plan.multi_output else refs[0]
 
-    def set_outputs(self, output_names: list[str] | None) -> list[str]:
+    def set_outputs(self, output_names: list[str] | None,
+                    output_axes: dict[str, dict[int, str]] | None = None) -> list[str]:
         """Graph outputs, named by ``output_names`` in order, the rest by where they sit in what
-        ``forward`` returns (see ``output_paths``)."""
+        ``forward`` returns (see ``output_paths``). A returned Python number is a 0-d tensor
+        (int64, the default float dtype or bool, as torch.onnx makes it); a returned None is
+        dropped, as torch.onnx drops it. ``output_axes`` (dynamic_axes of outputs, by name): an
+        axis that is one symbol is named as asked; one that is static goes to ``static_axes``."""
         sig = self.ep.graph_signature
         output_node = next(n for n in self.graph.nodes if n.op == "output")
         user_names = list(output_names or [])
         values = [v for spec, v in zip(sig.output_specs, output_node.args[0]) if spec.kind == OutputKind.USER_OUTPUT]
         # (mutations of buffers and inputs, the other outputs, have no place in an ONNX graph)
         paths = output_paths(self.ep.call_spec.out_spec, len(values))
-        outputs, names = [], []
+        outputs, vals = [], []
         for value, path in zip(values, paths):
-            if not isinstance(value, torch.fx.Node):
-                raise ConversionError(f"output {path} is {value!r}, not a tensor; ONNX outputs are tensors")
+            if value is None:
+                continue
+            ref, val = self._output_value(value, path)
             # A returned dict's key may be an input's name too (`state`): the output then is
             # `output_state`, and the input keeps its name.
             name = user_names.pop(0) if user_names else (f"output_{path}" if path in self.input_names else path)
-            outputs.append((self.env[value], name))
-            names.append(name)
+            outputs.append((ref, name))
+            vals.append(val)
+        # Renaming dimensions is for a value that is one output's alone: an input's, a weight's or
+        # one returned twice would be renamed there too.
+        leaves = {v.id for n, v in self.env.items()
+                  if n.op in ("placeholder", "get_attr") and isinstance(v, _C.ValueRef)}
+        returned = Counter(ref.id for ref, _ in outputs)
+        for (ref, name), val in zip(outputs, vals):
+            if (output_axes or {}).get(name):
+                own = ref.id not in leaves and returned[ref.id] == 1
+                self._name_output_dims(ref, val, name, output_axes[name], own)
         self.session.set_outputs(outputs)
-        return names
+        return [name for _, name in outputs]
+
+    def _output_value(self, value, path: str):
+        """The graph value of one returned value, and what torch recorded of it."""
+        if isinstance(value, torch.fx.Node):
+            val, ref = value.meta.get("val"), self.env[value]
+            if isinstance(val, torch.Tensor):
+                return ref, val
+            if isinstance(val, (int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return self._scalar_output(ref, val, path), val
+        elif isinstance(value, (int, float)):
+            return self._scalar_output(value, value, path), value
+        raise ConversionError(f"output {path} is {value!r}, not a tensor or a number; ONNX outputs are tensors")
+
+    def _scalar_output(self, ref, val, path: str):
+        """A returned Python number ``val`` as a 0-d tensor of the type torch.onnx gives it:
+        int64, bool, or the default float dtype. ``ref`` is its graph value (an int64, float64
+        or bool 0-d tensor) or, when torch knows it, the number itself."""
+        dtype = (torch.bool if isinstance(val, (bool, torch.SymBool)) else
+                 torch.int64 if isinstance(val, (int, torch.SymInt)) else torch.get_default_dtype())
+        if isinstance(ref, (int, float)):
+            op, args = aten.scalar_tensor.default, {"s": ref, "dtype": dtype_code(dtype)}
+        elif isinstance(val, torch.SymFloat) and dtype != torch.float64:  # computed in float64
+            op, args = aten._to_copy.default, {"self": ref, "dtype": dtype_code(dtype)}
+        else:
+            return ref
+        plan = plan_for(op)
+        encoded: list = [...] * plan.n_args
+        for k, v in args.items():
+            encoded[plan.position[plan.names.index(k)]] = v
+        try:
+            return self.session.convert(plan.op_id, encoded, [(dtype_code(dtype), [])], f"output_{path}")[0]
+        except _C.ConvertError as e:
+            raise ConversionError(f"output {path}: {e}") from None
+
+    def _name_output_dims(self, ref, val, name: str, requested: dict[int, str], own: bool) -> None:
+        """Checks the requested axes of an output; names the ones that are one symbol as asked
+        (when ``own``: the value is this output's alone) and lists the static ones."""
+        rank = val.dim() if isinstance(val, torch.Tensor) else 0
+        bad = [a for a in requested if isinstance(a, bool) or not isinstance(a, int) or not -rank <= a < rank]
+        if bad:
+            raise ArgumentError(f"dynamic_axes[{name!r}]: dimension {bad[0]!r} does not exist in output `{name}`, "
+                                f"of rank {rank}")
+        shape = list(val.shape)
+        dims = _meta(val, self.dim_name)[1]
+        renamed = False
+        for axis, dim_name in requested.items():
+            axis %= rank
+            expr = shape[axis].node.expr if isinstance(shape[axis], torch.SymInt) else None
+            if expr is None or expr.is_number:
+                self.static_axes.append(StaticAxis(f"output `{name}`", axis, dim_name, int(shape[axis]),
+                                                   "(its size depends on no dynamic input axis)"))
+            elif expr.is_Symbol and own and dims[axis] != dim_name:
+                dims[axis], renamed = dim_name, True
+        if renamed:
+            self.session.set_meta(ref, dtype_code(val.dtype), dims)
 
 
 def output_paths(out_spec, count: int) -> list[str]:

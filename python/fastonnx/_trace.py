@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
+import traceback
 
 import torch
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
+from ._dynamic import user_frame
 from .errors import TraceError
 
 
@@ -28,16 +33,80 @@ def _mode(model: torch.nn.Module, training: TrainingMode):
 
 
 def trace(model, args: tuple, kwargs: dict | None, dynamic_shapes=None,
-          training: TrainingMode = TrainingMode.EVAL) -> ExportedProgram:
+          training: TrainingMode = TrainingMode.EVAL, fixed: dict | None = None) -> ExportedProgram:
+    """The program torch.export traces. ``fixed``, when given, is filled with where the trace
+    fixed each symbolic size it replaced (see _recording_replacements)."""
     if isinstance(model, ExportedProgram):
         return model
+    recording = _recording_replacements(fixed) if fixed is not None else contextlib.nullcontext()
     try:
-        with _mode(model, training), torch.no_grad():
+        with _mode(model, training), torch.no_grad(), recording:
             return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # noqa: BLE001 - any tracing failure is reported as one
-        raise TraceError(
-            f"torch.export.export failed to trace {type(model).__name__}: {type(e).__name__}: {e}"
-        ) from e
+        raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
+
+
+@contextlib.contextmanager
+def _recording_replacements(fixed: dict):
+    """Records, per symbolic size the trace replaces (by a number or another expression), what
+    replaced it and the model's source line doing it: torch.export keeps no user location of a
+    specialization when it traces without dynamo. Without the private method it wraps (another
+    torch), nothing is recorded."""
+    original = getattr(ShapeEnv, "_set_replacement", None)
+    if original is None:
+        yield
+        return
+
+    @functools.wraps(original)
+    def set_replacement(self, a, tgt, msg, *rest, **kw):
+        # "find" only shortens a chain recorded before; its stack is a later, unrelated lookup.
+        if msg != "find" and a not in fixed:
+            # Innermost first, from the caller: the frames before trace()'s are the model's code
+            # and torch's; past it, fastonnx.export's caller, which a replacement made after
+            # tracing would name.
+            frames = traceback.StackSummary.extract(traceback.walk_stack(sys._getframe(1)), lookup_lines=False)
+            inner = next((i for i, f in enumerate(frames) if f.filename == __file__), len(frames))
+            fixed[a] = (tgt, user_frame(frames[inner - 1::-1] if inner else []))
+        return original(self, a, tgt, msg, *rest, **kw)
+
+    ShapeEnv._set_replacement = set_replacement
+    try:
+        yield
+    finally:
+        ShapeEnv._set_replacement = original
+
+
+def innermost(e: BaseException) -> BaseException:
+    """The last exception of ``e``'s chain of causes (``__cause__``, else an unsuppressed
+    ``__context__``)."""
+    seen = {id(e)}
+    while True:
+        nxt = e.__cause__ if e.__cause__ is not None else (None if e.__suppress_context__ else e.__context__)
+        if nxt is None or id(nxt) in seen:
+            return e
+        seen.add(id(nxt))
+        e = nxt
+
+
+def describe_failure(e: BaseException) -> str:
+    """The innermost cause torch gives (``Type: first line``), the model's source line it came
+    from (the innermost frame outside torch and fastonnx, in its traceback or, failing that, in an
+    outer one's), the exception torch raised when it differs, then the rest of the message."""
+    cause = innermost(e)
+    chain, x = [cause], e
+    while x is not cause:
+        chain.append(x)
+        x = x.__cause__ if x.__cause__ is not None else x.__context__
+    first, *rest = str(cause).strip().splitlines() or [""]
+    text = f"{type(cause).__name__}: {first}"
+    frame = next((f for f in (user_frame(traceback.extract_tb(c.__traceback__)) for c in chain) if f is not None), None)
+    if frame is not None:
+        text += f"\n  at {frame.filename}:{frame.lineno}, in {frame.name}"
+        text += f"\n    {frame.line}" if frame.line else ""
+    if cause is not e:
+        outer = str(e).strip().splitlines()
+        text += f"\n(torch.export raised {type(e).__name__}" + (f": {outer[0]}" if outer else "") + ")"
+    return "\n".join([text, *rest])
 
 
 def _mutated_arg(node: torch.fx.Node) -> torch.fx.Node | None:
@@ -91,4 +160,8 @@ def program_needs_functionalization(ep: ExportedProgram) -> bool:
 
 def functionalize(ep: ExportedProgram) -> ExportedProgram:
     # An empty decomposition table: functionalize, decompose nothing.
-    return ep.run_decompositions({})
+    try:
+        return ep.run_decompositions({})
+    except Exception as e:  # noqa: BLE001 - torch's re-trace of a program it traced
+        raise TraceError(f"functionalizing the traced program (ExportedProgram.run_decompositions) failed: "
+                         f"{describe_failure(e)}") from e

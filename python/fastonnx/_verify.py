@@ -35,9 +35,11 @@ def compare(model_bytes: bytes, input_names: list[str], output_names: list[str],
     session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     actual = session.run(None, {n: _numpy(t) for n, t in zip(input_names, inputs)})
     with torch.no_grad():
-        expected = [x for x in pytree.tree_leaves(model(*args, **kwargs)) if isinstance(x, torch.Tensor)]
+        # A returned number is a 0-d output of the ONNX model; None is no output.
+        expected = [torch.as_tensor(x) for x in pytree.tree_leaves(model(*args, **kwargs))
+                    if isinstance(x, (torch.Tensor, int, float))]
     if len(expected) != len(actual):
-        raise ValueError(f"PyTorch returns {len(expected)} tensors, the ONNX model {len(actual)}")
+        raise ValueError(f"PyTorch returns {len(expected)} tensors and numbers, the ONNX model {len(actual)} outputs")
     diffs = []
     for name, got, want in zip(output_names, actual, expected):
         want = _numpy(want)
@@ -45,8 +47,8 @@ def compare(model_bytes: bytes, input_names: list[str], output_names: list[str],
             bad = float(np.count_nonzero(got != want))
             diffs.append(OutputDiff(name, bad, bad, bad == 0))
             continue
-        got64, want64 = got.astype(np.float64), want.astype(np.float64)
-        diff = np.abs(got64 - want64)
+        got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        diff = np.atleast_1d(np.abs(got64 - want64))  # writable also for 0-d outputs
         same_nan = np.isnan(got64) & np.isnan(want64)
         diff[same_nan] = 0
         rel = diff / np.maximum(np.abs(want64), np.finfo(np.float64).tiny)

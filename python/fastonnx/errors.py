@@ -16,7 +16,9 @@ class ArgumentError(ExportError, TypeError, ValueError):
 
 
 class TraceError(ExportError):
-    """``torch.export`` could not trace the model; the message keeps PyTorch's."""
+    """``torch.export`` could not trace the model. The message names the innermost cause PyTorch
+    gives (a data-dependent guard under a ``SystemError``, say) with the model's source line, and
+    keeps PyTorch's message; the exception itself is the ``__cause__``."""
 
 
 class ConversionError(ExportError):
@@ -55,6 +57,11 @@ class UnsupportedOpsError(ExportError):
             lines.append(f"  - {op.overload} (x{op.count}{origin}){where}\n      start from: {op.yaml_hint}")
         lines.append("Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op').")
         super().__init__("\n".join(lines))
+
+
+class DynamicAxesWarning(UserWarning):
+    """``dynamic_axes`` asked for a dynamic axis that the traced model fixes (it stays static in
+    the ONNX graph), or named one size twice: the message lists every such axis and why."""
 
 
 class VerificationError(ExportError):

@@ -1,0 +1,258 @@
+"""dynamic_axes as torch.onnx means it: the ONNX graph takes any size on a requested axis that the
+traced model leaves dynamic; an axis the model fixes stays static, with one warning that lists it.
+Names pair with the flattened tensor inputs. Every model runs in onnxruntime at sizes other than
+the traced ones."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+import fastonnx
+from fastonnx import ArgumentError, DynamicAxesWarning, TraceError
+
+
+def _dims(value_info) -> list:
+    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
+def _export(model, args, **kwargs):
+    """Exports, returning the result and the DynamicAxesWarnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fastonnx.export(model, args, **kwargs)
+    return result, [w for w in caught if issubclass(w.category, DynamicAxesWarning)]
+
+
+def _run_and_compare(result, model, args, kwargs=None):
+    """onnxruntime against eager PyTorch on these inputs (fed by the result's input names)."""
+    kwargs = kwargs or {}
+    tensors = [x for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {n: t.numpy() for n, t in zip(result.input_names, tensors)})
+    with torch.no_grad():
+        want = [torch.as_tensor(x) for x in torch.utils._pytree.tree_leaves(model(*args, **kwargs))]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+class SumModule(torch.nn.Module):
+    def forward(self, x):
+        return torch.sum(x, dim=1)
+
+
+@pytest.mark.parametrize(
+    "axes, names",
+    [
+        ({"x": {0: "my_custom_axis_name"}, "sum": {0: "my_custom_axis_name"}}, ("my_custom_axis_name",) * 2),
+        ({"x": [0], "sum": [0]}, ("x_dynamic_axes_1", "sum_dynamic_axes_1")),
+        ({"x": {0: "my_custom_axis_name"}, "sum": [0]}, ("my_custom_axis_name", "sum_dynamic_axes_1")),
+    ],
+    ids=["named", "list", "docs"],
+)
+def test_torch_onnx_docs_example(axes, names):
+    """The example of torch.onnx.export's documentation, both forms; an output's axis that is an
+    input's dimension is named as dynamic_axes names it, as torch.onnx does."""
+    model = SumModule()
+    result, warned = _export(model, (torch.ones(2, 2),), input_names=["x"], output_names=["sum"], dynamic_axes=axes)
+    assert not warned
+    graph = result.model_proto.graph
+    assert (_dims(graph.input[0]), _dims(graph.output[0])) == ([names[0], 2], [names[1]])
+    _run_and_compare(result, model, (torch.randn(7, 2),))
+
+
+class FixesAxes(torch.nn.Module):
+    """Fixes x's first axis (a view to 4 rows) and y's second (added to a weight of 3)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x, y):
+        rows = x.view(4, -1)
+        return rows * 2, y + self.weight
+
+
+def test_an_axis_the_model_fixes_stays_static_with_one_warning():
+    model = FixesAxes().eval()
+    axes = {"x": {0: "rows", 1: "cols"}, "y": {0: "n", 1: "three"}}
+    result, warned = _export(model, (torch.randn(4, 6), torch.randn(5, 3)), dynamic_axes=axes)
+    assert len(warned) == 1
+    message = str(warned[0].message)
+    print(message)
+    assert "2 axis/axes asked to be dynamic are static" in message
+    assert "input `x` axis 0 ('rows'): fixed to 4 at " in message and "rows = x.view(4, -1)" in message
+    assert "input `y` axis 1 ('three'): fixed to 3 at " in message and "y + self.weight" in message
+    assert "/fastonnx/" not in warned[0].filename  # points at the caller of export
+    graph = result.model_proto.graph
+    # dim_params exactly on the axes that stayed dynamic.
+    assert [_dims(i) for i in graph.input] == [[4, "cols"], ["n", 3]]
+    assert [_dims(o) for o in graph.output] == [[4, "cols"], ["n", 3]]
+    _run_and_compare(result, model, (torch.randn(4, 10), torch.randn(2, 3)))
+
+
+def test_dynamic_shapes_keep_torch_export_strictness():
+    """The same request through dynamic_shapes (names, Dim): torch.export refuses, as asked."""
+    for spec in ({"x": {0: "rows"}}, {"x": {0: Dim("rows")}}):
+        with pytest.raises(TraceError, match="rows|x"):
+            fastonnx.export(FixesAxes(), (torch.randn(4, 6), torch.randn(5, 3)), dynamic_shapes=spec)
+
+
+def test_an_axis_traced_at_size_one_is_static_and_says_why():
+    model = SumModule()
+    result, warned = _export(model, (torch.ones(1, 2),), dynamic_axes={"x": {0: "batch"}})
+    assert len(warned) == 1 and "traced at size 1" in str(warned[0].message)
+    assert _dims(result.model_proto.graph.input[0]) == [1, 2]
+
+
+def test_output_axes_that_are_static_are_in_the_warning():
+    model = FixesAxes().eval()
+    result, warned = _export(model, (torch.randn(4, 6), torch.randn(5, 3)),
+                             dynamic_axes={"x": {1: "cols"}, "y": {0: "n"}, "output_0": {0: "r", 1: "c"},
+                                           "output_1": {0: "m"}})
+    assert len(warned) == 1
+    message = str(warned[0].message)
+    assert "1 axis/axes" in message and "output `output_0` axis 0 ('r'): fixed to 4" in message
+    assert [_dims(o) for o in result.model_proto.graph.output] == [[4, "c"], ["m", 3]]
+    _run_and_compare(result, model, (torch.randn(4, 2), torch.randn(9, 3)))
+
+
+class Concat(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x, y]), x + y
+
+
+def test_axes_torch_finds_equal_share_the_first_name():
+    model = Concat()
+    result, warned = _export(model, (torch.randn(3, 2), torch.randn(3, 2)),
+                             dynamic_axes={"x": {0: "a"}, "y": {0: "b"}, "output_0": {0: "total"}, "output_1": {0: "s"}})
+    assert len(warned) == 1 and "'b' (input `y` axis 0) is 'a'" in str(warned[0].message)
+    graph = result.model_proto.graph
+    assert [_dims(i) for i in graph.input] == [["a", 2], ["a", 2]]
+    # An output dimension that is an expression keeps it; one that is a symbol takes the name asked.
+    assert [_dims(o) for o in graph.output] == [["2*a", 2], ["s", 2]]
+    _run_and_compare(result, model, (torch.randn(5, 2), torch.randn(5, 2)))
+
+
+class LSTMLike(torch.nn.Module):
+    def forward(self, input, hidden, seq_lengths):
+        h0, c0 = hidden
+        return input.sum(0) * h0[0] + c0[0], seq_lengths * 2
+
+
+def _lstm_args(seq, batch):
+    return torch.randn(seq, batch, 4), (torch.randn(1, batch, 4), torch.randn(1, batch, 4)), torch.arange(batch)
+
+
+def test_input_names_pair_with_flattened_tensors():
+    """torch.onnx's pairing: forward(input, (h0, c0), seq_lengths) has four tensor inputs."""
+    model = LSTMLike()
+    result, warned = _export(model, _lstm_args(5, 3), input_names=["input", "h0", "c0", "seq_lengths"],
+                             dynamic_axes={"input": {0: "seq", 1: "batch"}, "h0": {1: "batch"}, "c0": {1: "batch"},
+                                           "seq_lengths": {0: "batch"}})
+    assert not warned
+    graph = result.model_proto.graph
+    assert result.input_names == ["input", "h0", "c0", "seq_lengths"]
+    assert [_dims(i) for i in graph.input] == [["seq", "batch", 4], [1, "batch", 4], [1, "batch", 4], ["batch"]]
+    _run_and_compare(result, model, _lstm_args(2, 6))
+
+
+def test_default_names_are_the_flattened_paths():
+    model = LSTMLike()
+    result, _ = _export(model, _lstm_args(5, 3),
+                        dynamic_axes={"input": {1: "batch"}, "hidden_0": {1: "batch"}, "hidden_1": [1]})
+    assert result.input_names == ["input", "hidden_0", "hidden_1", "seq_lengths"]
+    assert [_dims(i) for i in result.model_proto.graph.input] == [
+        [5, "batch", 4], [1, "batch", 4], [1, "batch", 4], [3]]
+    _run_and_compare(result, model, (torch.randn(5, 8, 4), (torch.randn(1, 8, 4), torch.randn(1, 8, 4)),
+                                     torch.arange(3)))
+
+
+def test_a_structure_cannot_take_axes_by_its_argument_name():
+    with pytest.raises(ArgumentError, match=r"argument `hidden` is a tuple of 2 tensor\(s\).*'hidden_0', 'hidden_1'"):
+        fastonnx.export(LSTMLike(), _lstm_args(5, 3), dynamic_axes={"hidden": {1: "batch"}})
+
+
+class Mixed(torch.nn.Module):
+    def forward(self, x, steps: int, extra: dict, *, scale, mask=None, bias=None):
+        out = x * scale + extra["a"] * steps
+        return out if mask is None else out * mask, extra["b"] + bias
+
+
+def _mixed(batch, n):
+    args = (torch.randn(batch, 3), 2, {"a": torch.randn(batch, 3), "b": torch.randn(n)})
+    kwargs = {"bias": torch.randn(n), "scale": torch.randn(3), "mask": None}  # not in forward's order
+    return args, kwargs
+
+
+def test_keyword_and_dict_inputs_and_non_tensor_leaves():
+    """Keyword arguments come after the positional ones, in the order given; an int and a None
+    take no name; a dict's tensors are named by their keys."""
+    model = Mixed()
+    args, kwargs = _mixed(4, 2)
+    result, warned = _export(model, args, kwargs=kwargs,
+                             dynamic_axes={"x": {0: "batch"}, "extra_a": {0: "batch"}, "extra_b": {0: "n"},
+                                           "bias": {0: "n"}, "output_1": {0: "n_out"}})
+    assert not warned
+    assert result.input_names == ["x", "extra_a", "extra_b", "bias", "scale"]
+    graph = result.model_proto.graph
+    assert [_dims(i) for i in graph.input] == [["batch", 3], ["batch", 3], ["n"], ["n"], [3]]
+    assert [_dims(o) for o in graph.output] == [["batch", 3], ["n_out"]]
+    args, kwargs = _mixed(7, 5)
+    _run_and_compare(result, model, args, kwargs)
+
+
+def test_input_names_skip_non_tensor_leaves():
+    model = Mixed()
+    args, kwargs = _mixed(4, 2)
+    result, warned = _export(model, args, kwargs=kwargs, input_names=["x", "a", "b", "bias_in"],
+                             dynamic_axes={"x": {0: "batch"}, "a": {0: "batch"}, "b": [0], "bias_in": [0]})
+    assert not warned
+    assert result.input_names == ["x", "a", "b", "bias_in", "scale"]
+    # b + bias: torch finds the two sizes equal, the first name wins (one made up: no warning).
+    assert [_dims(i) for i in result.model_proto.graph.input][:4] == [
+        ["batch", 3], ["batch", 3], ["b_dynamic_axes_1"], ["b_dynamic_axes_1"]]
+    args, kwargs = _mixed(3, 6)
+    _run_and_compare(result, model, args, kwargs)
+
+
+@pytest.mark.parametrize(
+    "axes, error",
+    [
+        ({"x": {2: "z"}}, "dimension 2 does not exist in a tensor of rank 2"),
+        ({"steps": [0]}, "the argument `steps` holds no tensor"),
+        ({"x": {0: "a"}, "x_": {0: "b"}}, "neither inputs"),
+        ({"output_1": {1: "m"}}, "dimension 1 does not exist in output `output_1`, of rank 1"),
+    ],
+)
+def test_bad_dynamic_axes(axes, error):
+    args, kwargs = _mixed(4, 2)
+    with pytest.raises(ArgumentError, match=error):
+        fastonnx.export(Mixed(), args, kwargs=kwargs, dynamic_axes=axes)
+
+
+def test_one_input_named_twice():
+    args, kwargs = _mixed(4, 2)
+    with pytest.raises(ArgumentError, match="names input 'x' twice"):
+        fastonnx.export(Mixed(), args, kwargs=kwargs, input_names=["inp"], dynamic_axes={"x": [0], "inp": [0]})
+
+
+def test_dynamic_shapes_names_land_on_their_flattened_tensor():
+    """dynamic_shapes by argument name: a structure without a spec still counts its tensors."""
+    model = Mixed()
+    args, kwargs = _mixed(4, 2)
+    result, warned = _export(model, args, kwargs=kwargs,
+                             dynamic_shapes={"x": {0: "batch"}, "extra": {"a": {0: "batch"}, "b": None},
+                                             "bias": None, "scale": None, "steps": None, "mask": None})
+    assert not warned
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["batch", 3], ["batch", 3], [2], [2], [3]]
+    result, _ = _export(model, args, kwargs=kwargs, dynamic_shapes={"bias": {0: Dim("n")}, "extra": {"b": {0: Dim("n")}}})
+    assert [_dims(i) for i in result.model_proto.graph.input] == [[4, 3], [4, 3], ["n"], ["n"], [3]]
+    args, kwargs = _mixed(4, 9)
+    _run_and_compare(result, model, args, kwargs)
