@@ -16,6 +16,7 @@ from support import assert_declared_shapes_hold, check
 from transformers.exporters import ExportedModel, OnnxConfig
 from transformers.exporters.utils import decompose_prefill_decode, onnx_feed
 
+from fastonnx import DynamicAxesWarning
 from fastonnx.integrations.transformers import FastOnnxExporter
 
 # Traced on a batch of 2 and a prompt of 5; run on a batch of 3 and a prompt of 9.
@@ -114,3 +115,14 @@ def test_cache_keeps_the_model_dtype():
     for value in list(decode.graph.inputs) + list(decode.graph.outputs):
         if "cache" in value.name:
             assert value.dtype.name == "FLOAT16", f"`{value.name}` is {value.dtype}"
+
+
+def test_a_batch_of_one_is_said_to_stay_static():
+    """torch.export makes an axis traced at size 1 static: a batch of one gives graphs for one
+    sequence only, and a warning says so (not the decode step's one query token, by design)."""
+    with pytest.warns(DynamicAxesWarning) as caught:
+        FastOnnxExporter().export_for_generation(build("gpt2"), prompt(1, 5), OnnxConfig(dynamic=True))
+    messages = [str(w.message) for w in caught if issubclass(w.category, DynamicAxesWarning)]
+    assert len(messages) == 2  # prefill and decode
+    assert all("`input_ids` axis 0" in m and "`input_ids` axis 1" not in m for m in messages)
+    assert "`input.cache.layers.0.keys` axis 0" in messages[1]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
+import warnings
 import weakref
 from pathlib import Path
 
@@ -40,12 +41,13 @@ from transformers.exporters.utils import (
     _merge_decode_calls,
     decompose_for_generation,
     disambiguate_io_names,
+    get_leaf_tensors,
     patch_model_outputs,
     quantize_converted_model,
 )
 
 from .._export import export
-from ..errors import ArgumentError
+from ..errors import ArgumentError, DynamicAxesWarning
 
 
 class FastOnnxExporter(OnnxExporter):
@@ -89,6 +91,8 @@ class FastOnnxExporter(OnnxExporter):
         input_names, output_names = disambiguate_io_names(input_names, output_names)
         onnx_model = _converted(program, sample_inputs, input_names, output_names, config.opset_version,
                                 self.export_kwargs)
+        if config.dynamic or config.dynamic_shapes is not None:
+            _warn_sizes_of_one(onnx_model, sample_inputs)
         onnx_model = quantize_converted_model(onnx_model, sample_inputs, config)
         record_output_structure(metadata, traced_outputs[-1])
         return onnx_model, metadata
@@ -115,6 +119,30 @@ def _decompose_for_generation(model, inputs, generation_config=None, multi_token
         call.pop("logits_to_keep", None)
     components["decode"] = (decode_model, _merge_decode_calls(calls[2:4]) if multi_token_decode else calls[2])
     return components
+
+
+def _warn_sizes_of_one(onnx_model, sample_inputs) -> None:
+    """torch.export makes a dynamic axis whose example size is 1 static: one warning lists each
+    input axis that stayed static that way, so that a batch of one traced is not quietly a graph
+    for one sequence only."""
+    leaves = get_leaf_tensors(sample_inputs)
+    caches = {key for key, value in sample_inputs.items() if isinstance(value, Cache)}
+    fixed = []
+    for value in onnx_model.graph.inputs:
+        path = value.name.removeprefix("input.")
+        example = leaves.get(path)
+        if example is None:
+            continue
+        for axis, dim in enumerate(value.shape):
+            # A decode step's one query token (the last axis of a token input beside a cache)
+            # is one by design; multi_token_decode=True makes it dynamic.
+            query = caches and path.split(".")[0] not in caches and axis == example.dim() - 1
+            if isinstance(dim, int) and dim == 1 and example.shape[axis] == 1 and not query:
+                fixed.append(f"`{value.name}` axis {axis}")
+    if fixed:
+        warnings.warn(f"these input axes were traced at size 1 and stay 1 in the ONNX graph (torch.export specializes "
+                      f"a size of 1): {', '.join(fixed)}; trace with 2 or more (a batch of 2)", DynamicAxesWarning,
+                      stacklevel=3)
 
 
 def _converted(program, sample_inputs, input_names, output_names, opset_version, export_kwargs):
