@@ -226,7 +226,6 @@ def test_input_names_skip_non_tensor_leaves():
     "axes, error",
     [
         ({"x": {2: "z"}}, "dimension 2 does not exist in a tensor of rank 2"),
-        ({"steps": [0]}, "the argument `steps` holds no tensor"),
         ({"x": {0: "a"}, "x_": {0: "b"}}, "neither inputs"),
         ({"output_1": {1: "m"}}, "dimension 1 does not exist in output `output_1`, of rank 1"),
     ],
@@ -235,6 +234,17 @@ def test_bad_dynamic_axes(axes, error):
     args, kwargs = _mixed(4, 2)
     with pytest.raises(ArgumentError, match=error):
         fastonnx.export(Mixed(), args, kwargs=kwargs, dynamic_axes=axes)
+
+
+@pytest.mark.parametrize("key", ["steps", "mask"])
+def test_a_key_of_an_argument_without_a_tensor_is_ignored_with_a_warning(key):
+    """torch.onnx ignores a dynamic_axes key of an argument that holds no tensor in the call (an
+    int, None): fastonnx too, and says so."""
+    args, kwargs = _mixed(4, 2)
+    with pytest.warns(DynamicAxesWarning, match=rf"dynamic_axes\['{key}'\] is ignored: the argument `{key}` is "):
+        result = fastonnx.export(Mixed(), args, kwargs=kwargs,
+                                 dynamic_axes={"x": {0: "batch"}, "extra_a": {0: "batch"}, key: [0]})
+    assert _dims(result.model_proto.graph.input[0]) == ["batch", 3]
 
 
 def test_one_input_named_twice():

@@ -27,10 +27,10 @@ Value long_scalar(Builder& b, const Scalar& s) { return b.scalar(s, ScalarType::
 Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& step) {
   const ScalarType dtype = b.out_meta().dtype;
   const auto shape = b.out_static_shape();
-  const bool integers = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  if (is_integral(dtype) && integers) {
-    // ONNX's Range on integers counts max(ceil((limit - start) / delta), 0) elements, as torch
-    // does; a length torch.export recorded as a number gives the limit without arithmetic.
+  if (is_integral(dtype)) {
+    // torch takes start, end and step in the integer dtype (truncated toward zero, as Cast
+    // does), and ONNX's Range on integers counts max(ceil((limit - start) / delta), 0) elements
+    // as torch does; a length torch.export recorded as a number gives the limit directly.
     const Value first = long_scalar(b, start), delta = long_scalar(b, step);
     const Value limit = shape && start.is_static() && step.is_static()
                             ? long_scalar(b, start.to_int() + (*shape)[0] * step.to_int())

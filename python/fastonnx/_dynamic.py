@@ -44,6 +44,9 @@ class Request:
     sources: list[str] = field(default_factory=list)  # per tensor input: how torch's ShapeEnv names it
     relaxed: bool = False  # dynamic_axes: the model may fix a requested axis (it is then warned about)
     generated: set[str] = field(default_factory=set)  # names made for axes given without one
+    # dynamic_axes keys of forward arguments that hold no tensor in this call (None, a number),
+    # with what they hold: torch.onnx ignores them, and so does fastonnx, saying so.
+    ignored: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,8 @@ def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axe
     except TypeError as e:
         raise ArgumentError(f"args/kwargs do not fit {type(model).__name__}.forward: {e}") from None
     if dynamic_axes is not None:
-        return _from_dynamic_axes(dynamic_axes, combined, input_names)
+        parameters = set(inspect.signature(model.forward).parameters)
+        return _from_dynamic_axes(dynamic_axes, combined, input_names, parameters)
     return _from_dynamic_shapes(dynamic_shapes, model, args, kwargs, combined)
 
 
@@ -199,9 +203,11 @@ def _param_names(model: torch.nn.Module, args: tuple) -> list[str]:
     return positional
 
 
-def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | None) -> Request:
+def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | None, parameters: set[str]) -> Request:
     """torch.onnx's ``dynamic_axes`` as ``Dim.AUTO`` per requested input axis (in the structure
-    of the call), the names per flattened tensor input, and the entries of outputs."""
+    of the call), the names per flattened tensor input, and the entries of outputs. A key of a
+    forward parameter that holds no tensor in this call (left out, None, a number) is ignored,
+    as torch.onnx ignores it."""
     if not isinstance(dynamic_axes, Mapping):
         raise ArgumentError(f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}")
     leaves = _leaves(combined)
@@ -209,7 +215,11 @@ def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | No
     names: DimNames = [{} for _ in tensors]
     keyed_by: dict[int, str] = {}  # tensor input -> the key that named it
     output_axes: dict[str, dict[int, str]] = {}
+    ignored: dict[str, str] = {}
     for key, axes in dynamic_axes.items():
+        if key in parameters and not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(combined.get(key))):
+            ignored[key] = "is not passed" if key not in combined else f"is {combined[key]!r}"
+            continue
         t = _tensor_input(key, combined, leaves, tensors, input_names)
         if t is None:
             output_axes[key] = _axis_names(key, axes)
@@ -233,7 +243,7 @@ def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | No
         shapes[arg] = pytree.tree_unflatten(own, pytree.tree_structure(value)) if whole else None
     generated = {n for key, axes in dynamic_axes.items() if not isinstance(axes, Mapping)
                  for n in _axis_names(key, axes).values()}
-    return Request(shapes, names, output_axes, [leaves[i].source for i in tensors], True, generated)
+    return Request(shapes, names, output_axes, [leaves[i].source for i in tensors], True, generated, ignored)
 
 
 def _tensor_input(key: str, combined: dict, leaves: list[_Leaf], tensors: list[int],
@@ -252,8 +262,6 @@ def _tensor_input(key: str, combined: dict, leaves: list[_Leaf], tensors: list[i
     if len(own) == 1 and isinstance(leaves[own[0]].value, torch.Tensor) and leaves[own[0]].name == key.lower():
         return tensors.index(own[0])
     held = [leaves[i].name for i in own if isinstance(leaves[i].value, torch.Tensor)]
-    if not held:
-        raise ArgumentError(f"dynamic_axes[{key!r}]: the argument `{key}` holds no tensor; only tensors have axes")
     raise ArgumentError(f"dynamic_axes[{key!r}]: the argument `{key}` is a {type(combined[key]).__name__} of "
                         f"{len(held)} tensor(s); key each tensor by its input name, {held}, or name them with "
                         f"input_names")
@@ -279,15 +287,16 @@ class StaticAxis:
     why: str = ""
 
 
-def warn_static(static: list[StaticAxis], shared: list[tuple[str, str, str]], generated: set[str],
+def warn_static(static: list[StaticAxis], shared: list[tuple[str, str, str]], request: Request,
                 stacklevel: int) -> None:
-    """One warning for every requested axis that stayed static, and for the names given to axes
+    """One warning for every requested axis that stayed static, for the names given to axes
     that torch found to be one size (``shared``: (kept name, dropped name, where); a name
-    fastonnx made up is dropped silently)."""
-    shared = [s for s in shared if s[1] not in generated]
-    if not static and not shared:
+    fastonnx made up is dropped silently), and for the keys of arguments that hold no tensor."""
+    shared = [s for s in shared if s[1] not in request.generated]
+    if not static and not shared and not request.ignored:
         return
-    lines = []
+    lines = [f"dynamic_axes[{key!r}] is ignored: the argument `{key}` {held}, not a tensor"
+             for key, held in request.ignored.items()]
     if static:
         lines.append(f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "
                      f"so the ONNX graph takes only the traced size there:")

@@ -178,7 +178,7 @@ def export(
         raise ArgumentError(f"dynamic_axes names {unknown}, which are neither inputs ({result.input_names}) nor "
                          f"outputs ({result.output_names})")
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
-    warn_static(exporter.static_axes, exporter.shared_names, request.generated, stacklevel=5)
+    warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
     if verbose:
         import onnx
 

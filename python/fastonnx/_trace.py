@@ -13,6 +13,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
 from ._dynamic import user_frame
+from ._rnn import rnns_as_loops
 from .errors import TraceError
 
 
@@ -39,8 +40,9 @@ def trace(model, args: tuple, kwargs: dict | None, dynamic_shapes=None,
     if isinstance(model, ExportedProgram):
         return model
     recording = _recording_replacements(fixed) if fixed is not None else contextlib.nullcontext()
+    rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
     try:
-        with _mode(model, training), torch.no_grad(), recording:
+        with _mode(model, training), torch.no_grad(), recording, rnns:
             return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # noqa: BLE001 - any tracing failure is reported as one
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
