@@ -51,24 +51,25 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
   if (b.rank(self) == 4 && is_floating(b.dtype(self))) {
     return b.op("DepthToSpace", {self}, {Attr::i("blocksize", r), Attr::s("mode", "CRD")});
   }
-  // Otherwise: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r).
-  const auto in = b.static_shape(self);
-  if (!in || in->size() < 3) b.fail("pixel_shuffle needs a static input shape of rank 3 or more");
+  // Otherwise: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r), with
+  // the sizes that are dynamic read at run time.
+  const int64_t rank = b.rank(self);
+  if (rank < 3) b.fail("pixel_shuffle needs a tensor of rank 3 or more");
   // An empty input shuffles to an empty output; Reshape cannot make zero-size dims before opset 14.
-  if (std::find(in->begin(), in->end(), 0) != in->end()) {
-    const std::vector<int64_t> out = *b.out_static_shape();
-    return b.constant(b.dtype(self), out, {});
+  if (const auto out = b.out_static_shape(); out && std::find(out->begin(), out->end(), 0) != out->end()) {
+    return b.constant(b.dtype(self), *out, {});
   }
-  const size_t lead = in->size() - 3;
-  std::vector<int64_t> split(in->begin(), in->begin() + static_cast<std::ptrdiff_t>(lead));
-  const int64_t c = (*in)[lead] / (r * r), h = (*in)[lead + 1], w = (*in)[lead + 2];
-  for (int64_t d : {c, r, r, h, w}) split.push_back(d);
-  std::vector<int64_t> perm(lead);
+  const int64_t lead = rank - 3;
+  const Value lead_sizes = sizes_between(b, self, 0, lead);
+  const Value c = b.op("Div", {size_along(b, self, lead), b.ints(std::vector<int64_t>{r * r})});
+  const Value h = size_along(b, self, lead + 1), w = size_along(b, self, lead + 2);
+  const Value split = join_sizes(b, {lead_sizes, c, b.ints(std::vector<int64_t>{r, r}), h, w});
+  std::vector<int64_t> perm(static_cast<size_t>(lead));
   std::iota(perm.begin(), perm.end(), 0);
-  const auto at = static_cast<int64_t>(lead);
-  for (int64_t d : {0, 3, 1, 4, 2}) perm.push_back(at + d);
-  const Value moved = b.op("Transpose", {b.op("Reshape", {self, b.ints(split)})}, {Attr::ints("perm", perm)});
-  return reshape_to_output(b, moved, {});
+  for (int64_t d : {0, 3, 1, 4, 2}) perm.push_back(lead + d);
+  const Value moved = b.op("Transpose", {reshape_to(b, self, split)}, {Attr::ints("perm", perm)});
+  const Value factor = b.ints(std::vector<int64_t>{r});
+  return reshape_to(b, moved, join_sizes(b, {lead_sizes, c, b.op("Mul", {h, factor}), b.op("Mul", {w, factor})}));
 }
 
 }  // namespace fastonnx::manual

@@ -176,6 +176,116 @@ Value per_window(Builder& b, const std::vector<Scalar>& values, const Windows& w
   return b.scalar(values.front(), dtype);
 }
 
+int64_t RuntimeWindows::positions() const {
+  int64_t n = 1;
+  for (int64_t k : kernel) n *= k;
+  return n;
+}
+
+namespace {
+
+Value one_int(Builder& b, int64_t v) { return b.ints(std::vector<int64_t>{v}); }
+
+// torch's output length along `axis` (pooled_length) for an input size read at run time.
+Value runtime_length(Builder& b, Value x, int64_t axis, int64_t kernel, int64_t stride, int64_t padding,
+                     int64_t dilation, bool ceil_mode) {
+  const Dim d = b.shape(x)[static_cast<size_t>(axis)];
+  if (d.is_static()) return one_int(b, pooled_length(d.value, kernel, stride, padding, dilation, ceil_mode));
+  const Value in = size_along(b, x, axis);
+  const int64_t bias = 2 * padding - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  Value out = b.op("Add", {b.op("Div", {b.op("Add", {in, one_int(b, bias)}), one_int(b, stride)}), one_int(b, 1)});
+  if (ceil_mode) {  // a last window that would start in the right padding is dropped
+    const Value start = b.op("Mul", {b.op("Sub", {out, one_int(b, 1)}), one_int(b, stride)});
+    const Value in_padding = b.op("GreaterOrEqual", {start, b.op("Add", {in, one_int(b, padding)})});
+    out = b.op("Sub", {out, b.cast(in_padding, ScalarType::Long)});
+  }
+  return out;
+}
+
+// The spatial axes of a tensor of rank `rank` with `spatial` of them last.
+std::vector<int64_t> spatial_axes(int64_t rank, size_t spatial) {
+  std::vector<int64_t> axes;
+  for (int64_t a = rank - static_cast<int64_t>(spatial); a < rank; ++a) axes.push_back(a);
+  return axes;
+}
+
+}  // namespace
+
+RuntimeWindows runtime_windows(Builder& b, Value x, const std::vector<int64_t>& kernel, std::vector<int64_t> stride,
+                               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
+                               bool ceil_mode) {
+  if (stride.empty()) stride = kernel;
+  RuntimeWindows w{kernel, stride, padding, dilation, ceil_mode, {}};
+  const std::vector<int64_t> axes = spatial_axes(b.rank(x), kernel.size());
+  for (size_t i = 0; i < w.rank(); ++i) {
+    w.out.push_back(runtime_length(b, x, axes[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode));
+  }
+  return w;
+}
+
+std::vector<Value> window_slices(Builder& b, Value x, int64_t x_rank, const RuntimeWindows& w, const Scalar& fill) {
+  const auto rank = static_cast<size_t>(x_rank);
+  const size_t lead = rank - w.rank();
+  // A last window reaches at most padding (floor mode) or padding + stride - 1 (ceil mode) past
+  // the input.
+  std::vector<int64_t> pads(2 * rank, 0);
+  bool padded = false;
+  for (size_t i = 0; i < w.rank(); ++i) {
+    pads[lead + i] = w.padding[i];
+    pads[rank + lead + i] = w.padding[i] + (w.ceil_mode ? w.stride[i] - 1 : 0);
+    padded = padded || pads[rank + lead + i] > 0;
+  }
+  if (padded) x = b.op("Pad", {x, b.ints(pads), b.scalar(fill, b.dtype(x))});
+  // Slice k covers (out - 1) * stride + 1 elements from its kernel offset.
+  std::vector<Value> spans;
+  for (size_t i = 0; i < w.rank(); ++i) {
+    spans.push_back(b.op("Add", {b.op("Mul", {b.op("Sub", {w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}), one_int(b, 1)}));
+  }
+  const Value span = join_sizes(b, spans);
+  const Value axes = b.ints(spatial_axes(static_cast<int64_t>(rank), w.rank())), steps = b.ints(w.stride);
+  std::vector<Value> slices;
+  std::vector<int64_t> offset(w.rank(), 0);  // kernel offset, advanced like an odometer
+  for (int64_t k = 0; k < w.positions(); ++k) {
+    std::vector<int64_t> starts;
+    for (size_t i = 0; i < w.rank(); ++i) starts.push_back(offset[i] * w.dilation[i]);  // in padded coordinates
+    const Value start = b.ints(starts);
+    slices.push_back(b.op("Slice", {x, start, b.op("Add", {start, span}), axes, steps}));
+    for (size_t i = w.rank(); i-- > 0;) {
+      if (++offset[i] < w.kernel[i]) break;
+      offset[i] = 0;
+    }
+  }
+  return slices;
+}
+
+Value crop_to_windows(Builder& b, Value y, const RuntimeWindows& w) {
+  const Value axes = b.ints(spatial_axes(0, w.rank()));  // counted from the end
+  return b.op("Slice", {y, b.ints(std::vector<int64_t>(w.rank(), 0)), join_sizes(b, w.out), axes});
+}
+
+Value avg_divisors(Builder& b, Value x, const RuntimeWindows& w, bool count_include_pad,
+                   std::optional<int64_t> divisor_override, ScalarType dtype) {
+  if (divisor_override) return b.scalar(*divisor_override, dtype);
+  // Separable: per axis, each window's count of input (or, with count_include_pad, input and
+  // padding) positions, the windows clipped to the padded input; their outer product.
+  const std::vector<int64_t> axes = spatial_axes(b.rank(x), w.rank());
+  Value divisors;
+  for (size_t i = 0; i < w.rank(); ++i) {
+    const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+    const Value windows = b.op("Range", {zero, b.op("Squeeze", {w.out[i], one_int(b, 0)}), one});
+    const Value start = b.op("Sub", {b.op("Mul", {windows, one_int(b, w.stride[i])}), one_int(b, w.padding[i])});
+    const Value in = size_along(b, x, axes[i]);
+    const Value end = b.op("Min", {b.op("Add", {start, one_int(b, w.kernel[i])}), b.op("Add", {in, one_int(b, w.padding[i])})});
+    const Value count = count_include_pad ? b.op("Sub", {end, start})
+                                          : b.op("Sub", {b.op("Min", {end, in}), b.op("Max", {start, one_int(b, 0)})});
+    std::vector<int64_t> shape(w.rank(), 1);
+    shape[i] = -1;
+    const Value along = b.op("Reshape", {count, b.ints(shape)});
+    divisors = i == 0 ? along : b.op("Mul", {divisors, along});
+  }
+  return b.cast(divisors, dtype);
+}
+
 bool onnx_takes(Builder& b, std::string_view op, ScalarType t) {
   const OpTypes* types = onnx_types(op, b.opset());
   if (types == nullptr || types->inputs.empty()) return false;

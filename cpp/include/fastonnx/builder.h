@@ -91,6 +91,9 @@ class Builder {
 
   // What torch.export recorded for the outputs of the FX node being converted.
   const TensorMeta& out_meta(size_t i = 0) const;
+  // How many outputs it recorded: the length of a list result (split, unbind), which torch.export
+  // fixes even when the sizes it splits are dynamic.
+  size_t out_count() const { return metas_.size(); }
   std::optional<std::vector<int64_t>> out_static_shape(size_t i = 0) const;
   void set_current(std::string_view fx_name, std::span<const TensorMeta> metas);
 
