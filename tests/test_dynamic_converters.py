@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 import fastonnx
-from support import assert_matches
+from support import assert_matches, flat_tensors, run_ort
 
 AUTO = Dim.AUTO
 
@@ -41,6 +41,15 @@ def export_dynamic(model: torch.nn.Module, args: tuple, dynamic_shapes: tuple, o
 def run_at(proto: onnx.ModelProto, model: torch.nn.Module, *inputs: tuple, rtol: float = 1e-4, atol: float = 1e-5):
     for args in inputs:
         assert_matches(proto, model.eval(), args, rtol=rtol, atol=atol)
+
+
+def run_with_nans_at(proto: onnx.ModelProto, model: torch.nn.Module, *inputs: tuple):
+    """run_at for outputs that may hold NaN, which must then be NaN in both."""
+    for args in inputs:
+        with torch.no_grad():
+            expected = flat_tensors(model(*args))
+        for got, want in zip(run_ort(proto, list(args)), expected):
+            torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-4, atol=1e-5, equal_nan=True)
 
 
 class Lambda(torch.nn.Module):
@@ -263,6 +272,57 @@ def test_fold_with_a_dynamic_channel_count(opset):
     model = Lambda(lambda x: F.fold(x, (8, 6), (2, 2), stride=2))
     proto = export_dynamic(model, (torch.randn(2, 12, 12),), ({0: AUTO, 1: Dim("C4", min=1) * 4},), opset)
     run_at(proto, model, (torch.randn(3, 8, 12),), (torch.randn(1, 20, 12),))
+
+
+# Scans whose log-depth steps run in a Loop when the length is dynamic.
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.cumprod(x, 1),
+        lambda x: torch.cummax(x, 1),
+        lambda x: torch.cummin(x, 0),
+        lambda x: torch.logcumsumexp(x, 1),
+    ],
+    ids=["cumprod", "cummax", "cummin", "logcumsumexp"],
+)
+def test_scans_along_a_dynamic_length(fn, opset):
+    model = Lambda(fn)
+    proto = export_dynamic(model, (torch.randn(2, 5),), ({0: AUTO, 1: AUTO},), opset)
+    nan = float("nan")
+    # Lengths around powers of two (1: no step at all), ties, and NaN (which wins and stays).
+    run_with_nans_at(proto, model, *[(torch.randn(n, n + 1),) for n in (1, 2, 3, 7, 8, 16, 33)],
+                     (torch.round(torch.randn(6, 20)),), (torch.tensor([[1.0, nan, 3.0, 0.0, nan, 5.0, 5.0]] * 2),))
+
+
+# Fourier transforms: ONNX DFT (opset 17) takes any length; torch's normalization is computed.
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.view_as_real(torch.fft.rfft(x, norm="ortho")),
+        lambda x: torch.view_as_real(torch.fft.fft(torch.view_as_complex(torch.stack([x, x * 0.5], -1)), dim=0,
+                                                   norm="forward")),
+        lambda x: torch.view_as_real(torch.fft.ifft(torch.view_as_complex(torch.stack([x, x * 0.5], -1)))),
+        lambda x: torch.fft.irfft(torch.fft.rfft(x)),
+        lambda x: torch.view_as_real(torch.fft.rfft2(x)),
+    ],
+    ids=["rfft", "fft", "ifft", "irfft", "rfft2"],
+)
+def test_fourier_transforms_of_dynamic_lengths(fn, opset):
+    model = Lambda(fn)
+    proto = export_dynamic(model, (torch.randn(3, 40),), ({1: AUTO},), opset)
+    run_at(proto, model, (torch.randn(3, 33),), (torch.randn(3, 64),), rtol=1e-4, atol=1e-4)
+
+
+def test_fourier_transform_of_a_dynamic_length_below_opset_17_says_why():
+    model = Lambda(lambda x: torch.view_as_real(torch.fft.rfft(x)))
+    with pytest.raises(fastonnx.ConversionError, match="DFT, from opset 17, takes any length"):
+        fastonnx.export(model, (torch.randn(3, 40),), dynamic_shapes=({1: AUTO},), opset_version=16)
 
 
 # Models: a classifier and segmentation-style heads on images of any height and width.
