@@ -161,6 +161,43 @@ def test_take_along_dim_with_a_dynamic_index_length():
     run_at(proto, model, (x, torch.randint(0, 5, (3, 7, 4))), (x, torch.randint(0, 5, (3, 1, 4))))
 
 
+@pytest.mark.parametrize("p", [2.0, 1.0])
+def test_pdist_of_a_dynamic_number_of_rows(p):
+    model = Lambda(lambda x: F.pdist(x, p))
+    proto = export_dynamic(model, (torch.randn(4, 5),), ({0: AUTO, 1: AUTO},))
+    run_at(proto, model, (torch.randn(3, 7),), (torch.randn(9, 2),), (torch.randn(2, 3),))
+
+
+@pytest.mark.parametrize(
+    "fn, example, dims, sizes",
+    [
+        (lambda x: torch.as_strided(x, (x.shape[0] - 5, 3), (1, 2), 1), (9,), {0: AUTO}, [(12,), (20,)]),
+        (lambda x: torch.as_strided(x, (x.shape[0], x.shape[1] // 2), (x.shape[1], 2)), (3, 8), {0: AUTO, 1: AUTO},
+         [(5, 12), (2, 6)]),
+    ],
+    ids=["overlapping-windows", "strided-columns"],
+)
+def test_as_strided_of_dynamic_sizes(fn, example, dims, sizes):
+    model = Lambda(fn)
+    proto = export_dynamic(model, (torch.randn(*example),), (dims,))
+    run_at(proto, model, *[(torch.randn(*s),) for s in sizes])
+
+
+class IntegerConvTranspose(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("weight", torch.randint(-3, 4, (4, 3, 3, 2)))
+
+    def forward(self, x):
+        return F.conv_transpose2d(x, self.weight, stride=(2, 3), padding=1, output_padding=(1, 0), groups=2)
+
+
+def test_integer_transposed_convolution_of_dynamic_sizes():
+    model = IntegerConvTranspose()
+    proto = export_dynamic(model, (torch.randint(-5, 5, (2, 4, 5, 6)),), ({0: AUTO, 2: AUTO, 3: AUTO},))
+    run_at(proto, model, (torch.randint(-5, 5, (3, 4, 7, 3)),), (torch.randint(-5, 5, (1, 4, 2, 9)),))
+
+
 class EmbeddingBag(torch.nn.Module):
     def forward(self, weight, indices, offsets):
         return torch.ops.aten.embedding_bag.padding_idx(weight, indices, offsets, False, 0, False, None, False, -1)[0]
@@ -222,6 +259,27 @@ def test_upsampling_1d_and_3d_by_a_scale_with_dynamic_sizes(mode, example):
     run_at(proto, model, *[(torch.randn(*s),) for s in sizes])
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size": (12, 9), "mode": "bilinear"},
+        {"size": (12, 9), "mode": "bicubic"},
+        {"size": (12, 9), "mode": "bilinear", "align_corners": True},
+        {"scale_factor": 0.4, "mode": "bilinear"},
+        {"scale_factor": 0.4, "mode": "bicubic"},
+        {"scale_factor": 1.7, "mode": "bilinear"},
+    ],
+    ids=lambda kw: "-".join(str(v) for v in kw.values()),
+)
+def test_antialiased_resizing_of_dynamic_sizes(kwargs):
+    # The filter weights are computed at run time (constants when the sizes are static); an axis
+    # whose size stays is copied, as torch does.
+    model = Interpolate(antialias=True, **kwargs)
+    proto = export_dynamic(model, (torch.randn(1, 2, 30, 20),), ({2: AUTO, 3: AUTO},))
+    run_at(proto, model, (torch.randn(1, 2, 37, 23),), (torch.randn(1, 2, 10, 50),), (torch.randn(1, 2, 12, 9),),
+           (torch.randn(1, 2, 5, 5),))
+
+
 # Pooling with dynamic spatial sizes.
 
 POOLING = {
@@ -258,6 +316,13 @@ def test_pooling_with_dynamic_spatial_sizes(name, opset):
 
     proto = export_dynamic(model, (sample(2, 3, 8, 8),), ({0: AUTO, 2: AUTO, 3: AUTO},), opset)
     run_at(proto, model, (sample(1, 3, 7, 9),), (sample(2, 3, 5, 5),), (sample(1, 3, 12, 6),))
+
+
+def test_adaptive_average_pooling_to_a_dynamic_output_size():
+    # One averaging matrix per axis, built at run time (no slice per output element).
+    model = Lambda(lambda x: F.adaptive_avg_pool2d(x, (x.shape[2] // 2, x.shape[3] // 3)))
+    proto = export_dynamic(model, (torch.randn(2, 3, 10, 12),), ({0: AUTO, 2: AUTO, 3: AUTO},))
+    run_at(proto, model, (torch.randn(1, 3, 7, 13),), (torch.randn(3, 3, 20, 9),))
 
 
 def test_unfold_with_dynamic_sizes():

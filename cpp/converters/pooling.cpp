@@ -304,12 +304,39 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
   return {values, *index};
 }
 
-// The output size of adaptive pooling, which makes one window per output element.
-std::vector<int64_t> adaptive_output_size(Builder& b, const SymIntList& output_size) {
-  for (const SymInt& s : output_size) {
-    if (!s.is_static()) b.fail("adaptive pooling needs a static output size: it pools each output element's window by a slice of its own");
+// Adaptive average pooling to an output size known at run time only: per axis, an (out, in)
+// matrix whose row o averages torch's window [floor(o*in/out), ceil((o+1)*in/out)), applied by a
+// MatMul with the axis moved last.
+Value adaptive_avg_pool_by_matrices(Builder& b, Value self, const SymIntList& out) {
+  const int64_t rank = b.rank(self), nd = static_cast<int64_t>(out.size());
+  const ScalarType dtype = b.dtype(self);
+  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  Value x = self;
+  for (int64_t i = 0; i < nd; ++i) {
+    const int64_t axis = rank - nd + i;
+    const Value in = scalar_size_along(b, self, axis);
+    const Value n = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
+    const Value rows = b.op("Unsqueeze", {b.op("Range", {zero, n, one}), b.ints(std::vector<int64_t>{1})});
+    const Value cols = b.op("Range", {zero, in, one});
+    const Value start = b.op("Div", {b.op("Mul", {rows, in}), n});
+    const Value end = b.op("Div", {b.op("Add", {b.op("Mul", {b.op("Add", {rows, one}), in}), b.op("Sub", {n, one})}), n});
+    const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, start}), b.op("Less", {cols, end})});
+    const Value weights = b.op("Div", {b.cast(inside, dtype), b.cast(b.op("Sub", {end, start}), dtype)});
+    std::vector<int64_t> swap(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d) swap[d] = d;
+    std::swap(swap[axis], swap[rank - 1]);
+    const Value moved = axis == rank - 1 ? x : b.op("Transpose", {x}, {Attr::ints("perm", swap)});
+    const Value pooled = b.op("MatMul", {moved, b.op("Transpose", {weights}, {Attr::ints("perm", {1, 0})})});
+    x = axis == rank - 1 ? pooled : b.op("Transpose", {pooled}, {Attr::ints("perm", swap)});
   }
-  return b.static_ints(output_size);
+  return x;
+}
+
+Value adaptive_avg_pool(Builder& b, Value self, const SymIntList& output_size) {
+  for (const SymInt& s : output_size) {
+    if (!s.is_static()) return adaptive_avg_pool_by_matrices(b, self, output_size);
+  }
+  return adaptive_avg_pool(b, self, b.static_ints(output_size));
 }
 
 }  // namespace
@@ -367,16 +394,16 @@ Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_si
   return adaptive_avg_pool(b, self, output_size);
 }
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, adaptive_output_size(b, output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, adaptive_output_size(b, output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, adaptive_output_size(b, output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, adaptive_output_size(b, output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 
 std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size) {

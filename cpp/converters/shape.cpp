@@ -179,20 +179,28 @@ Value copy(Builder& b, Value self, Value src, bool /*non_blocking*/) {
 }
 
 Value resize_(Builder& b, Value self, SymIntList size) {
-  const auto in = b.static_shape(self);
-  const auto out = b.out_static_shape();
-  if (!in || !out) b.fail("resize_ needs static shapes (its result depends on how many elements it keeps)");
-  const int64_t have = numel(*in), want = numel(*out);
-  if (have == want) return reshape_to_output(b, self, size);
   // The result reads self's storage from the start: fewer elements keep a prefix; the elements
   // torch adds are uninitialized memory, made zeros here.
   Value flat = b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})});
-  if (want < have) {
-    flat = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
-  } else {
-    flat = b.op("Pad", {flat, b.ints(std::vector<int64_t>{0, want - have})});
+  const auto in = b.static_shape(self);
+  const auto out = b.out_static_shape();
+  if (in && out) {
+    const int64_t have = numel(*in), want = numel(*out);
+    if (have == want) return reshape_to_output(b, self, size);
+    if (want < have) {
+      flat = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
+    } else {
+      flat = b.op("Pad", {flat, b.ints(std::vector<int64_t>{0, want - have})});
+    }
+    return reshape_to_output(b, flat, size);
   }
-  return reshape_to_output(b, flat, size);
+  // Dynamic: the element counts are read at run time (Slice clamps to what there is).
+  const Value want = reduce(b, "ReduceProd", b.ints(size), std::vector<int64_t>{0}, true);
+  const Value have = b.op("Reshape", {b.op("Size", {self}), b.ints(std::vector<int64_t>{1})});
+  const Value kept = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), want});
+  const Value missing = b.op("Max", {b.op("Sub", {want, have}), b.ints(std::vector<int64_t>{0})});
+  const Value padded = b.op("Pad", {kept, b.op("Concat", {b.ints(std::vector<int64_t>{0}), missing}, {Attr::i("axis", 0)})});
+  return reshape_to_output(b, padded, size);
 }
 
 Value expand(Builder& b, Value self, SymIntList size, bool /*implicit*/) {
@@ -232,12 +240,14 @@ Value unsqueeze(Builder& b, Value self, int64_t dim) {
 
 Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
   if (b.out_static_shape()) return reshape_to_output(b, self, {});
-  // Dynamic: self's sizes, with `sizes` (one of them may be -1) in place of dim's.
+  // Dynamic: self's sizes, with `sizes` (one of them may be -1) in place of dim's. A size of 0
+  // (torch then takes no -1) needs allowzero, so that it is not read as "copy the input's".
   dim = wrap_dim(b, dim, b.rank(self));
-  for (const SymInt& s : sizes) {
-    if (s.is_static() && s.value == 0) b.fail("a dynamic unflatten into a size of 0 has no ONNX Reshape form");
-  }
-  return b.op("Reshape", {self, shape_replacing(b, self, dim, b.ints(sizes))});
+  const bool zero = std::any_of(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
+  if (zero && b.opset() < 14) b.fail("a dynamic unflatten into a size of 0 needs Reshape's allowzero (opset 14)");
+  const Value shape = shape_replacing(b, self, dim, b.ints(sizes));
+  if (zero) return b.op("Reshape", {self, shape}, {Attr::i("allowzero", 1)});
+  return b.op("Reshape", {self, shape});
 }
 
 Value stack(Builder& b, std::vector<Value> tensors, int64_t dim) {

@@ -85,6 +85,22 @@ Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
   return b.op("Where", {keep, self, b.scalar_like(int64_t{0}, self)});
 }
 
+// The view as_strided makes of self's storage (taken as contiguous): element (i_0, i_1, ...) is
+// storage[offset + sum of i_d * stride_d], gathered from the flattened tensor with the positions
+// computed in the graph (the sizes, strides or offset are dynamic).
+Value strided_gather(Builder& b, Value self, const SymIntList& size, const SymIntList& stride, const SymInt& offset) {
+  const auto scalar = [&](const SymInt& s) { return s.is_static() ? b.scalar(s.value, ScalarType::Long) : s.sym; };
+  Value positions = scalar(offset);
+  for (size_t d = 0; d < size.size(); ++d) {
+    std::vector<int64_t> along(size.size(), 1);
+    along[d] = -1;
+    const Value indices = b.op("Range", {scalar(SymInt(int64_t{0})), scalar(size[d]), scalar(SymInt(int64_t{1}))});
+    const Value steps = b.op("Mul", {indices, scalar(stride[d])});
+    positions = b.op("Add", {positions, b.op("Reshape", {steps, b.ints(along)})});
+  }
+  return b.op("Gather", {b.op("Reshape", {self, one(b, -1)}), positions});
+}
+
 }  // namespace
 
 Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length) {
@@ -239,7 +255,7 @@ Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std
   const bool all_static = std::all_of(size.begin(), size.end(), [](const SymInt& s) { return s.is_static(); }) &&
                           std::all_of(stride.begin(), stride.end(), [](const SymInt& s) { return s.is_static(); }) &&
                           (!storage_offset || storage_offset->is_static());
-  if (!in || !all_static) b.fail("as_strided needs static shapes, strides and storage offset");
+  if (!in || !all_static) return strided_gather(b, self, size, stride, storage_offset.value_or(SymInt(int64_t{0})));
   const std::vector<int64_t> sizes = b.static_ints(size), strides = b.static_ints(stride);
   const int64_t offset = storage_offset ? storage_offset->value : 0;
   const auto count = [](const std::vector<int64_t>& s) {

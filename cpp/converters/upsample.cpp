@@ -224,29 +224,91 @@ std::vector<Scalar> antialias_weights(Method method, int64_t in, int64_t out, bo
   return weights;
 }
 
-// Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis.
+// antialias_filter on a float32 tensor, with the same float32 operations.
+Value antialias_filter(Builder& b, Method method, Value x) {
+  const auto f = [&](double v) { return b.scalar(v, ScalarType::Float); };
+  const auto mul = [&](Value l, Value r) { return b.op("Mul", {l, r}); };
+  x = b.op("Abs", {x});
+  const Value zero = f(0.0);
+  if (method == Method::Linear) return b.op("Where", {b.op("Less", {x, f(1.0)}), b.op("Sub", {f(1.0), x}), zero});
+  constexpr double a = -0.5;
+  const Value near = b.op("Add", {mul(mul(b.op("Sub", {mul(f(a + 2.0), x), f(a + 3.0)}), x), x), f(1.0)});
+  const Value far = b.op("Sub", {mul(b.op("Add", {mul(b.op("Sub", {mul(f(a), x), f(5.0 * a)}), x), f(8.0 * a)}), x), f(4.0 * a)});
+  return b.op("Where", {b.op("Less", {x, f(1.0)}), near, b.op("Where", {b.op("Less", {x, f(2.0)}), far, zero})});
+}
+
+// antialias_weights in the graph, as an (out, in) float32 matrix, for an axis whose input or
+// output size (0-d int64 values) is dynamic; the identity where torch copies (the size stays).
+Value runtime_antialias_weights(Builder& b, Method method, Value in, Value out, bool align_corners,
+                                std::optional<double> given) {
+  const auto f = [&](double v) { return b.scalar(v, ScalarType::Float); };
+  const auto to_float = [&](Value v) { return b.cast(v, ScalarType::Float); };
+  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  Value scale;
+  if (align_corners) {
+    const Value ratio = b.op("Div", {to_float(b.op("Sub", {in, one})), to_float(b.op("Sub", {out, one}))});
+    scale = b.op("Where", {b.op("Greater", {out, one}), ratio, f(0.0)});
+  } else if (given && *given > 0) {
+    scale = f(static_cast<double>(static_cast<float>(1.0 / *given)));
+  } else {
+    scale = b.op("Div", {to_float(in), to_float(out)});
+  }
+  const Value half_width = f(method == Method::Linear ? 1.0 : 2.0);
+  const Value wide = b.op("GreaterOrEqual", {scale, f(1.0)});
+  const Value support = b.op("Where", {wide, b.op("Mul", {half_width, scale}), half_width});
+  const Value invscale = b.op("Where", {wide, b.op("Div", {f(1.0), scale}), f(1.0)});
+  const Value rows = b.op("Unsqueeze", {b.op("Range", {zero, out, one}), b.ints(std::vector<int64_t>{1})});
+  const Value cols = b.op("Range", {zero, in, one});
+  const Value center = b.op("Mul", {scale, b.op("Add", {to_float(rows), f(0.5)})});
+  const auto bound = [&](const char* side) {  // int64(center -+ support + 0.5), truncated
+    return b.cast(b.op("Add", {b.op(side, {center, support}), f(0.5)}), ScalarType::Long);
+  };
+  const Value lo = b.op("Max", {bound("Sub"), zero}), hi = b.op("Min", {bound("Add"), in});
+  const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, lo}), b.op("Less", {cols, hi})});
+  const Value at = b.op("Mul", {b.op("Add", {b.op("Sub", {to_float(cols), center}), f(0.5)}), invscale});
+  const Value w = b.op("Where", {inside, antialias_filter(b, method, at), f(0.0)});
+  const Value total = reduce(b, "ReduceSum", w, std::vector<int64_t>{1}, true);
+  const Value normalized = b.op("Where", {b.op("Equal", {total, f(0.0)}), f(0.0), b.op("Div", {w, total})});
+  const Value identity = to_float(b.op("Equal", {rows, cols}));
+  return b.op("Where", {b.op("Equal", {out, in}), identity, normalized});
+}
+
+// Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis,
+// the matrix a constant when the axis's sizes are static, else computed at run time.
 // ONNX Resize's antialias filters the border windows differently (it does not renormalize).
 Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
                          const Scales& scales) {
   const size_t nd = scales.size();
-  const std::vector<int64_t> in = static_spatial_sizes(b, input, nd, "antialiased upsampling");
-  const std::vector<int64_t> out = b.static_ints(output_sizes(b, input, output_size, scales));
+  if (nd > 2) b.fail("antialiased upsampling over more than 2 axes");
+  const int64_t rank = b.rank(input);
+  const SymIntList out = output_sizes(b, input, output_size, scales);
   const ScalarType dtype = b.dtype(input);
   Value x = input;
   for (size_t i = nd; i-- > 0;) {
-    if (out[i] == in[i]) continue;  // torch copies along an axis whose size stays, whatever the scale
-    const std::vector<Scalar> w = antialias_weights(how.method, in[i], out[i], how.align_corners, scales[i]);
-    if (i == nd - 1) {  // x @ W^T over the last axis
-      std::vector<Scalar> transposed(w.size(), Scalar(0.0));
-      for (int64_t o = 0; o < out[i]; ++o) {
-        for (int64_t j = 0; j < in[i]; ++j) transposed[static_cast<size_t>(j * out[i] + o)] = w[static_cast<size_t>(o * in[i] + j)];
+    const int64_t axis = rank - static_cast<int64_t>(nd - i);
+    const Dim in = b.shape(input)[static_cast<size_t>(axis)];
+    const bool last = i == nd - 1;
+    if (in.is_static() && out[i].is_static()) {
+      if (out[i].value == in.value) continue;  // torch copies along an axis whose size stays, whatever the scale
+      const int64_t o = out[i].value, n = in.value;
+      const std::vector<Scalar> w = antialias_weights(how.method, n, o, how.align_corners, scales[i]);
+      if (last) {  // x @ W^T over the last axis
+        std::vector<Scalar> transposed(w.size(), Scalar(0.0));
+        for (int64_t r = 0; r < o; ++r) {
+          for (int64_t j = 0; j < n; ++j) transposed[static_cast<size_t>(j * o + r)] = w[static_cast<size_t>(r * n + j)];
+        }
+        x = b.op("MatMul", {x, b.tensor(transposed, {n, o}, dtype)});
+      } else {  // W @ x over the second last axis, broadcast over the leading ones
+        x = b.op("MatMul", {b.tensor(w, {o, n}, dtype), x});
       }
-      x = b.op("MatMul", {x, b.tensor(transposed, {in[i], out[i]}, dtype)});
-    } else if (i == nd - 2) {  // W @ x over the second last axis, broadcast over the leading ones
-      x = b.op("MatMul", {b.tensor(w, {out[i], in[i]}, dtype), x});
-    } else {
-      b.fail("antialiased upsampling over more than 2 axes");
+      continue;
     }
+    const Value out_size = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
+    const Value w = b.cast(runtime_antialias_weights(b, how.method, scalar_size_along(b, input, axis), out_size,
+                                                     how.align_corners, scales[i]),
+                           dtype);
+    const std::vector<int64_t> swap = {1, 0};
+    x = last ? b.op("MatMul", {x, b.op("Transpose", {w}, {Attr::ints("perm", swap)})}) : b.op("MatMul", {w, x});
   }
   return x;
 }
