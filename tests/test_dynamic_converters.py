@@ -248,6 +248,18 @@ def test_upsampling_by_scale_factors_with_dynamic_sizes(kwargs, opset):
            (torch.randn(1, 2, 2, 2),))
 
 
+class ScaleOnOneAxis(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.aten.upsample_nearest2d(x, [x.shape[2] * 2, x.shape[3] * 3], 2.0, None)
+
+
+def test_upsampling_with_a_scale_on_one_dynamic_axis_only_says_why():
+    # Resize takes scales or sizes, not both: the axis without a scale would need one that
+    # reproduces both torch's size and its in/out coordinates at every size.
+    with pytest.raises(fastonnx.ConversionError, match="Resize takes scales or sizes, not both"):
+        fastonnx.export(ScaleOnOneAxis(), (torch.randn(1, 2, 4, 5),), dynamic_shapes=({2: AUTO, 3: AUTO},))
+
+
 @pytest.mark.parametrize("mode, example", [("linear", (1, 2, 6)), ("nearest", (1, 2, 6)), ("trilinear", (1, 2, 6, 4, 5)),
                                            ("nearest", (1, 2, 6, 4, 5))])
 def test_upsampling_1d_and_3d_by_a_scale_with_dynamic_sizes(mode, example):
@@ -337,6 +349,30 @@ def test_fold_with_a_dynamic_channel_count(opset):
     model = Lambda(lambda x: F.fold(x, (8, 6), (2, 2), stride=2))
     proto = export_dynamic(model, (torch.randn(2, 12, 12),), ({0: AUTO, 1: Dim("C4", min=1) * 4},), opset)
     run_at(proto, model, (torch.randn(3, 8, 12),), (torch.randn(1, 20, 12),))
+
+
+class Col2Im(torch.nn.Module):
+    """col2im to the size of a second input (a dynamic output_size)."""
+
+    def forward(self, x, like):
+        return torch.ops.aten.col2im(x, [like.shape[0], like.shape[1]], [2, 2], [1, 1], [0, 0], [2, 2])
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_col2im_to_a_dynamic_output_size(opset):
+    # Opset 18's Col2Im takes the size at run time; below, the one-hot ConvTranspose's windows are
+    # counted, and its output cropped, at run time.
+    model = Col2Im()
+    proto = export_dynamic(model, (torch.randn(2, 12, 12), torch.randn(8, 6)), ({0: AUTO, 2: AUTO}, {0: AUTO, 1: AUTO}), opset)
+    run_at(proto, model, (torch.randn(3, 12, 15), torch.randn(10, 6)), (torch.randn(1, 12, 4), torch.randn(4, 4)))
+
+
+@pytest.mark.parametrize("opset", [13, 14])
+def test_dynamic_unflatten_into_a_size_of_zero(opset):
+    # Below opset 14 Reshape reads a 0 as "copy the input's size": the empty result is broadcast.
+    model = Lambda(lambda x: x.unflatten(1, (0, 5)))
+    proto = export_dynamic(model, (torch.randn(3, 0),), ({0: AUTO},), opset)
+    run_at(proto, model, (torch.randn(4, 0),), (torch.randn(7, 0),))
 
 
 # Scans whose log-depth steps run in a Loop when the length is dynamic.

@@ -241,13 +241,16 @@ Value unsqueeze(Builder& b, Value self, int64_t dim) {
 Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
   if (b.out_static_shape()) return reshape_to_output(b, self, {});
   // Dynamic: self's sizes, with `sizes` (one of them may be -1) in place of dim's. A size of 0
-  // (torch then takes no -1) needs allowzero, so that it is not read as "copy the input's".
+  // (torch then takes no -1) must not read as "copy the input's": allowzero from opset 14; before,
+  // the empty tensor is reshaped to 1s around that 0 and broadcast to the shape.
   dim = wrap_dim(b, dim, b.rank(self));
-  const bool zero = std::any_of(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
-  if (zero && b.opset() < 14) b.fail("a dynamic unflatten into a size of 0 needs Reshape's allowzero (opset 14)");
   const Value shape = shape_replacing(b, self, dim, b.ints(sizes));
-  if (zero) return b.op("Reshape", {self, shape}, {Attr::i("allowzero", 1)});
-  return b.op("Reshape", {self, shape});
+  const auto zero = std::find_if(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
+  if (zero == sizes.end()) return b.op("Reshape", {self, shape});
+  if (b.opset() >= 14) return b.op("Reshape", {self, shape}, {Attr::i("allowzero", 1)});
+  std::vector<int64_t> ones(static_cast<size_t>(b.rank(self)) - 1 + sizes.size(), 1);
+  ones[static_cast<size_t>(dim + (zero - sizes.begin()))] = -1;
+  return b.op("Expand", {b.op("Reshape", {self, b.ints(ones)}), shape});
 }
 
 Value stack(Builder& b, std::vector<Value> tensors, int64_t dim) {

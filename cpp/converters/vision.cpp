@@ -59,7 +59,7 @@ Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vect
              std::vector<int64_t> padding, std::vector<int64_t> stride) {
   // The windows are counted at run time when the image size is dynamic.
   const int64_t rank = b.rank(self);
-  const RuntimeWindows w = runtime_windows(b, self, kernel_size, stride, padding, dilation, false);
+  const RuntimeWindows w = runtime_windows(b, spatial_sizes(b, self, 2), kernel_size, stride, padding, dilation, false);
   const int64_t offset_axis = rank - 2;  // after the channels
   const Value axes = b.ints(std::vector<int64_t>{offset_axis});
   Inputs offsets;
@@ -80,19 +80,24 @@ Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t
     const Value image = b.ints(output_size);
     return with_batch(b, self, 3, [&](Value x) { return b.op("Col2Im", {x, image, b.ints(kernel_size)}, attrs); });
   }
-  // The one-hot ConvTranspose places the windows at export time.
-  for (const SymInt& s : output_size) {
-    if (!s.is_static()) b.fail("col2im below opset 18 needs a static output_size (ONNX Col2Im, from opset 18, takes it at run time)");
-  }
-  const std::vector<int64_t> image = b.static_ints(output_size);
-  const Windows w = unfold_windows(image, kernel_size, dilation, padding, stride);
+  // Before: a ConvTranspose with one-hot kernels, the windows counted at run time when the
+  // output size is dynamic.
   const int64_t rank = b.rank(self);
-  std::vector<int64_t> per_channel = {-1, w.positions()};
-  per_channel.insert(per_channel.end(), w.out.begin(), w.out.end());
-  const Value image_sum = scatter_windows(b, b.op("Reshape", {self, b.ints(per_channel)}), w);
+  const int64_t positions = kernel_size[0] * kernel_size[1];
+  Value image_sum;
+  if (std::all_of(output_size.begin(), output_size.end(), [](const SymInt& s) { return s.is_static(); })) {
+    const Windows w = unfold_windows(b.static_ints(output_size), kernel_size, dilation, padding, stride);
+    std::vector<int64_t> per_channel = {-1, positions};
+    per_channel.insert(per_channel.end(), w.out.begin(), w.out.end());
+    image_sum = scatter_windows(b, b.op("Reshape", {self, b.ints(per_channel)}), w);
+  } else {
+    const RuntimeWindows w = runtime_windows(b, output_size, kernel_size, stride, padding, dilation, false);
+    const Value per_channel = join_sizes(b, {b.ints(std::vector<int64_t>{-1, positions}), w.out[0], w.out[1]});
+    image_sum = scatter_windows(b, b.op("Reshape", {self, per_channel}), w);
+  }
   // (N * C, 1, H, W) -> (N, C, H, W), the channel count read at run time when it is dynamic.
-  const Value channels = b.op("Div", {size_along(b, self, rank - 2), b.ints(std::vector<int64_t>{w.positions()})});
-  return reshape_to(b, image_sum, join_sizes(b, {sizes_between(b, self, 0, rank - 2), channels, b.ints(image)}));
+  const Value channels = b.op("Div", {size_along(b, self, rank - 2), b.ints(std::vector<int64_t>{positions})});
+  return reshape_to(b, image_sum, join_sizes(b, {sizes_between(b, self, 0, rank - 2), channels, b.ints(output_size)}));
 }
 
 // (*, C, H*r, W*r) -> (*, C*r*r, H, W), channel c*r*r + i*r + j taking offset (i, j) of each

@@ -5,6 +5,23 @@
 #include "fastonnx/onnx_types.h"
 
 namespace fastonnx {
+namespace {
+
+// One-hot ConvTranspose kernels (positions, 1, *kernel), kernel k holding tap k; or, with
+// `whole_window`, one kernel (1, 1, *kernel) of ones.
+Value one_hot_kernels(Builder& b, const std::vector<int64_t>& kernel, int64_t positions, bool whole_window,
+                      ScalarType dtype) {
+  const int64_t channels = whole_window ? 1 : positions;
+  std::vector<Scalar> taps(static_cast<size_t>(channels * positions), Scalar(whole_window ? 1.0 : 0.0));
+  if (!whole_window) {
+    for (int64_t k = 0; k < positions; ++k) taps[static_cast<size_t>(k * positions + k)] = Scalar(1.0);
+  }
+  std::vector<int64_t> shape = {channels, 1};
+  shape.insert(shape.end(), kernel.begin(), kernel.end());
+  return b.tensor(taps, shape, dtype);
+}
+
+}  // namespace
 
 int64_t Windows::positions() const {
   int64_t n = 1;
@@ -121,15 +138,7 @@ std::vector<std::vector<Scalar>> window_positions(const Windows& w) {
 }
 
 Value scatter_windows(Builder& b, Value cols, const Windows& w, bool whole_window) {
-  const int64_t positions = w.positions();
-  const int64_t channels = whole_window ? 1 : positions;
-  std::vector<Scalar> kernel(static_cast<size_t>(channels * positions), Scalar(whole_window ? 1.0 : 0.0));
-  if (!whole_window) {
-    for (int64_t k = 0; k < positions; ++k) kernel[static_cast<size_t>(k * positions + k)] = Scalar(1.0);
-  }
-  std::vector<int64_t> kernel_shape = {channels, 1};
-  kernel_shape.insert(kernel_shape.end(), w.kernel.begin(), w.kernel.end());
-  const Value kernels = b.tensor(kernel, kernel_shape, b.dtype(cols));
+  const Value kernels = one_hot_kernels(b, w.kernel, w.positions(), whole_window, b.dtype(cols));
   // Without pads the output covers the padded input (and whatever the last windows reach past
   // it); crop torch's padding at the start and cut or zero-fill the end to the input's size.
   const Value full = b.op("ConvTranspose", {cols, kernels},
@@ -186,12 +195,9 @@ namespace {
 
 Value one_int(Builder& b, int64_t v) { return b.ints(std::vector<int64_t>{v}); }
 
-// torch's output length along `axis` (pooled_length) for an input size read at run time.
-Value runtime_length(Builder& b, Value x, int64_t axis, int64_t kernel, int64_t stride, int64_t padding,
-                     int64_t dilation, bool ceil_mode) {
-  const Dim d = b.shape(x)[static_cast<size_t>(axis)];
-  if (d.is_static()) return one_int(b, pooled_length(d.value, kernel, stride, padding, dilation, ceil_mode));
-  const Value in = size_along(b, x, axis);
+// torch's output length (pooled_length) for an input size `in` (1-D) read at run time.
+Value runtime_length(Builder& b, Value in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation,
+                     bool ceil_mode) {
   const int64_t bias = 2 * padding - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
   Value out = b.op("Add", {b.op("Div", {b.op("Add", {in, one_int(b, bias)}), one_int(b, stride)}), one_int(b, 1)});
   if (ceil_mode) {  // a last window that would start in the right padding is dropped
@@ -211,14 +217,27 @@ std::vector<int64_t> spatial_axes(int64_t rank, size_t spatial) {
 
 }  // namespace
 
-RuntimeWindows runtime_windows(Builder& b, Value x, const std::vector<int64_t>& kernel, std::vector<int64_t> stride,
-                               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
-                               bool ceil_mode) {
+SymIntList spatial_sizes(Builder& b, Value x, size_t n) {
+  const int64_t rank = b.rank(x);
+  SymIntList sizes;
+  for (int64_t axis = rank - static_cast<int64_t>(n); axis < rank; ++axis) {
+    const Dim d = b.shape(x)[static_cast<size_t>(axis)];
+    sizes.push_back(d.is_static() ? SymInt(d.value) : SymInt(scalar_size_along(b, x, axis)));
+  }
+  return sizes;
+}
+
+RuntimeWindows runtime_windows(Builder& b, const SymIntList& in, const std::vector<int64_t>& kernel,
+                               std::vector<int64_t> stride, const std::vector<int64_t>& padding,
+                               const std::vector<int64_t>& dilation, bool ceil_mode) {
   if (stride.empty()) stride = kernel;
-  RuntimeWindows w{kernel, stride, padding, dilation, ceil_mode, {}};
-  const std::vector<int64_t> axes = spatial_axes(b.rank(x), kernel.size());
+  RuntimeWindows w{kernel, stride, padding, dilation, ceil_mode, in, {}};
   for (size_t i = 0; i < w.rank(); ++i) {
-    w.out.push_back(runtime_length(b, x, axes[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode));
+    if (in[i].is_static()) {
+      w.out.push_back(one_int(b, pooled_length(in[i].value, kernel[i], stride[i], padding[i], dilation[i], ceil_mode)));
+    } else {
+      w.out.push_back(runtime_length(b, b.ints(SymIntList{in[i]}), kernel[i], stride[i], padding[i], dilation[i], ceil_mode));
+    }
   }
   return w;
 }
@@ -263,18 +282,17 @@ Value crop_to_windows(Builder& b, Value y, const RuntimeWindows& w) {
   return b.op("Slice", {y, b.ints(std::vector<int64_t>(w.rank(), 0)), join_sizes(b, w.out), axes});
 }
 
-Value avg_divisors(Builder& b, Value x, const RuntimeWindows& w, bool count_include_pad,
-                   std::optional<int64_t> divisor_override, ScalarType dtype) {
+Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, std::optional<int64_t> divisor_override,
+                   ScalarType dtype) {
   if (divisor_override) return b.scalar(*divisor_override, dtype);
   // Separable: per axis, each window's count of input (or, with count_include_pad, input and
   // padding) positions, the windows clipped to the padded input; their outer product.
-  const std::vector<int64_t> axes = spatial_axes(b.rank(x), w.rank());
   Value divisors;
   for (size_t i = 0; i < w.rank(); ++i) {
     const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
     const Value windows = b.op("Range", {zero, b.op("Squeeze", {w.out[i], one_int(b, 0)}), one});
     const Value start = b.op("Sub", {b.op("Mul", {windows, one_int(b, w.stride[i])}), one_int(b, w.padding[i])});
-    const Value in = size_along(b, x, axes[i]);
+    const Value in = b.ints(SymIntList{w.in[i]});
     const Value end = b.op("Min", {b.op("Add", {start, one_int(b, w.kernel[i])}), b.op("Add", {in, one_int(b, w.padding[i])})});
     const Value count = count_include_pad ? b.op("Sub", {end, start})
                                           : b.op("Sub", {b.op("Min", {end, in}), b.op("Max", {start, one_int(b, 0)})});
@@ -284,6 +302,26 @@ Value avg_divisors(Builder& b, Value x, const RuntimeWindows& w, bool count_incl
     divisors = i == 0 ? along : b.op("Mul", {divisors, along});
   }
   return b.cast(divisors, dtype);
+}
+
+Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w) {
+  const Value full = b.op("ConvTranspose", {cols, one_hot_kernels(b, w.kernel, w.positions(), false, b.dtype(cols))},
+                          {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride),
+                           Attr::ints("dilations", w.dilation)});
+  // The output covers (out - 1) * stride + (kernel - 1) * dilation + 1 positions of the padded
+  // input: zero-filled to padding + in at the end, then cropped to [padding, padding + in).
+  std::vector<Value> missing, ends;
+  for (size_t i = 0; i < w.rank(); ++i) {
+    const int64_t reach = (w.kernel[i] - 1) * w.dilation[i] + 1;
+    const Value covered = b.op("Add", {b.op("Mul", {b.op("Sub", {w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}),
+                                       one_int(b, reach)});
+    ends.push_back(b.op("Add", {b.ints(SymIntList{w.in[i]}), one_int(b, w.padding[i])}));
+    missing.push_back(b.op("Max", {b.op("Sub", {ends.back(), covered}), one_int(b, 0)}));
+  }
+  std::vector<Value> pads = {b.ints(std::vector<int64_t>(w.rank() + 4, 0))};  // nothing before, nor after N and C
+  pads.insert(pads.end(), missing.begin(), missing.end());
+  const Value filled = b.op("Pad", {full, join_sizes(b, pads)});
+  return b.op("Slice", {filled, b.ints(w.padding), join_sizes(b, ends), b.ints(spatial_axes(static_cast<int64_t>(w.rank()) + 2, w.rank()))});
 }
 
 bool onnx_takes(Builder& b, std::string_view op, ScalarType t) {
