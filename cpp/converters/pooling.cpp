@@ -144,7 +144,8 @@ std::vector<Value> max_pool(Builder& b, Value self, const std::vector<int64_t>& 
     return sliced_max_pool(b, self, *w, with_indices);
   }
   // Dynamic spatial sizes: the windows are counted at run time.
-  const RuntimeWindows w = runtime_windows(b, spatial_sizes(b, self, kernel.size()), kernel, stride, padding, dilation, ceil_mode);
+  const SymIntList in = spatial_sizes(b, self, kernel.size());
+  const RuntimeWindows w = runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode);
   if (!onnx_type) return sliced_max_pool(b, self, w, with_indices);
   std::vector<Value> outs = onnx_max_pool(b, self, kernel, stride, padding, dilation, ceil_mode, with_indices);
   if (b.opset() < 22) {
@@ -199,12 +200,14 @@ Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const
     const Value pooled = with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
     // Dynamic sizes: the window torch drops may be there before opset 22.
     if (!ceil_mode || w || b.opset() >= 22) return pooled;
-    return crop_to_windows(b, pooled, runtime_windows(b, spatial_sizes(b, self, kernel.size()), kernel, stride, padding, dilation, ceil_mode));
+    const SymIntList in = spatial_sizes(b, self, nd);
+    return crop_to_windows(b, pooled, runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode));
   }
   if (w) return divided_sum_pool(b, self, *w, count_include_pad, divisor_override);
   // Dynamic sizes: each window's sum over zero padding, divided as torch divides (integers
   // truncating), the windows and divisors counted at run time.
-  const RuntimeWindows windows = runtime_windows(b, spatial_sizes(b, self, kernel.size()), kernel, stride, padding, dilation, ceil_mode);
+  const SymIntList in = spatial_sizes(b, self, nd);
+  const RuntimeWindows windows = runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode);
   const std::vector<Value> slices = window_slices(b, self, b.rank(self), windows, Scalar(int64_t{0}));
   Value sum = slices[0];
   for (size_t k = 1; k < slices.size(); ++k) sum = b.op("Add", {sum, slices[k]});

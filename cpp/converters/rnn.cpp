@@ -92,8 +92,8 @@ LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vec
 // m = o * tanh(c) is ONNX's hidden state, so W_hh h = (W_hh W_hr) m and an ONNX LSTM with
 // recurrence W_hh W_hr computes every step but the first, whose h0 (P features) has no m. The
 // first step is computed here, the rest by the ONNX LSTM started from its m and c, and the
-// outputs projected by W_hr. `steps` is the sequence length when static.
-LayerResult projected_lstm_layer(Builder& b, Value x, std::optional<int64_t> steps, const std::vector<LayerWeights>& weights,
+// outputs projected by W_hr. `steps` is the sequence length, static or not.
+LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const std::vector<LayerWeights>& weights,
                                  const std::vector<Value>& layer_states, const Value& rows, int64_t hidden) {
   const Value zero_axis = b.ints(std::vector<int64_t>{0}), one_axis = b.ints(std::vector<int64_t>{1});
   const Attrs transpose = {Attr::ints("perm", {1, 0})};
@@ -115,7 +115,7 @@ LayerResult projected_lstm_layer(Builder& b, Value x, std::optional<int64_t> ste
                                        b.op("Mul", {b.op("Sigmoid", {g[0]}), b.op("Tanh", {g[2]})})});
     const Value m_first = b.op("Mul", {b.op("Sigmoid", {g[3]}), b.op("Tanh", {c_first})});
     Value m_sequence = b.op("Unsqueeze", {m_first, zero_axis}), m_last = m_first, c_last = c_first;
-    if (!steps || *steps > 1) {  // a dynamic length may be 1: the ONNX LSTM then runs no step
+    if (!steps.is_static() || steps.value > 1) {  // a dynamic length may be 1: the ONNX LSTM then runs no step
       const auto reordered = [&](Value w) { return b.op("Gather", {w, rows}, {Attr::i("axis", 0)}); };
       const Value recurrence = reordered(b.op("MatMul", {lw.w_hh, *lw.w_hr}));
       std::optional<Value> bias;
@@ -166,8 +166,7 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
   Attrs attrs = cell.attrs;
   attrs.push_back(Attr::i("hidden_size", hidden));
   attrs.push_back(Attr::s("direction", bidirectional ? "bidirectional" : "forward"));
-  const Dim time = b.shape(input)[batch_first ? 1 : 0];
-  const std::optional<int64_t> steps = time.is_static() ? std::optional<int64_t>(time.value) : std::nullopt;
+  const Dim steps = b.shape(input)[batch_first ? 1 : 0];
 
   const std::vector<int64_t> swap_batch_and_time = {1, 0, 2};
   Value x = batch_first ? b.op("Transpose", {input}, {Attr::ints("perm", swap_batch_and_time)}) : input;

@@ -136,7 +136,9 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
     // ONNX takes scales or sizes, not both, and makes the output floor(in * scale) in float32:
     // every axis needs a scale that reproduces torch's size.
     std::vector<Value> items;
-    if (b.opset() < 18) items.push_back(b.list(std::vector<Scalar>(static_cast<size_t>(axes.front()), Scalar(1.0)), ScalarType::Float));
+    if (b.opset() < 18) {  // scales of every axis: the leading ones 1
+      items.push_back(b.list(std::vector<Scalar>(static_cast<size_t>(axes.front()), Scalar(1.0)), ScalarType::Float));
+    }
     for (size_t i = 0; i < nd; ++i) {
       if (in[i] && out[i].is_static()) {
         const int64_t o = out[i].value;

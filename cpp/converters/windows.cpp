@@ -321,7 +321,8 @@ Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w) {
   std::vector<Value> pads = {b.ints(std::vector<int64_t>(w.rank() + 4, 0))};  // nothing before, nor after N and C
   pads.insert(pads.end(), missing.begin(), missing.end());
   const Value filled = b.op("Pad", {full, join_sizes(b, pads)});
-  return b.op("Slice", {filled, b.ints(w.padding), join_sizes(b, ends), b.ints(spatial_axes(static_cast<int64_t>(w.rank()) + 2, w.rank()))});
+  const Value axes = b.ints(spatial_axes(static_cast<int64_t>(w.rank()) + 2, w.rank()));
+  return b.op("Slice", {filled, b.ints(w.padding), join_sizes(b, ends), axes});
 }
 
 bool onnx_takes(Builder& b, std::string_view op, ScalarType t) {
