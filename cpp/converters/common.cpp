@@ -15,6 +15,14 @@ int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank) {
 
 namespace {
 
+// The size of `x` along `axis` when it is known and static.
+std::optional<int64_t> known_size(Builder& b, Value x, int64_t axis) {
+  if (!b.has_shape(x)) return std::nullopt;
+  const Dim& d = b.shape(x)[static_cast<size_t>(axis)];
+  if (!d.is_static()) return std::nullopt;
+  return d.value;
+}
+
 // Reshape to a static shape. ONNX's 0 copies the input's size unless allowzero is set (opset
 // 14); before that, an empty result is an empty tensor broadcast to the shape.
 Value reshape_static(Builder& b, Value x, const std::vector<int64_t>& shape) {
@@ -57,9 +65,35 @@ SymInt size_at(Builder& b, Value x, int64_t dim) {
   if (dim >= b.rank(x)) {
     b.fail("a tensor of rank " + std::to_string(b.rank(x)) + " has no dimension " + std::to_string(dim));
   }
-  const Dim d = b.shape(x)[static_cast<size_t>(dim)];
-  if (d.is_static()) return SymInt(d.value);
-  return SymInt(b.op("Gather", {b.op("Shape", {x}), b.scalar(dim, ScalarType::Long)}, {Attr::i("axis", 0)}));
+  if (const auto size = known_size(b, x, dim)) return SymInt(*size);
+  return SymInt(scalar_size_along(b, x, dim));
+}
+
+Value sizes_between(Builder& b, Value x, int64_t start, int64_t end) {
+  std::vector<int64_t> sizes;
+  for (int64_t axis = start; axis < end; ++axis) {
+    const auto size = known_size(b, x, axis);
+    if (!size) {
+      return b.op("Slice", {b.op("Shape", {x}), b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end})});
+    }
+    sizes.push_back(*size);
+  }
+  return b.ints(sizes);
+}
+
+Value scalar_size_along(Builder& b, Value x, int64_t axis) {
+  if (const auto size = known_size(b, x, axis)) return b.scalar(*size, ScalarType::Long);
+  return b.op("Gather", {b.op("Shape", {x}), b.scalar(axis, ScalarType::Long)}, {Attr::i("axis", 0)});
+}
+
+Value join_sizes(Builder& b, const std::vector<Value>& parts) {
+  if (parts.size() == 1) return parts.front();
+  return b.op("Concat", spread(parts), {Attr::i("axis", 0)});
+}
+
+Value reshape_to(Builder& b, Value x, Value shape) {
+  if (b.opset() >= 14) return b.op("Reshape", {x, shape}, {Attr::i("allowzero", 1)});
+  return b.op("Reshape", {x, shape});
 }
 
 Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {

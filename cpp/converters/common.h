@@ -20,6 +20,19 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size);
 // The shape of `x` as a 1-D int64 tensor: a constant when it is static, else a Shape node.
 Value shape_of(Builder& b, Value x);
 
+// Sizes computed in the graph, so that a converter needs no static size where ONNX can compute
+// one at run time. Each is a constant when the sizes it reads are static.
+// The sizes of axes [start, end) of `x` (wrapped indices) as a 1-D int64 tensor.
+Value sizes_between(Builder& b, Value x, int64_t start, int64_t end);
+// The size of `x` along `axis` (a wrapped index) as a 1-D int64 tensor of one item.
+inline Value size_along(Builder& b, Value x, int64_t axis) { return sizes_between(b, x, axis, axis + 1); }
+// The same as a 0-d int64 tensor.
+Value scalar_size_along(Builder& b, Value x, int64_t axis);
+// 1-D int64 tensors joined into one (a shape made of pieces).
+Value join_sizes(Builder& b, const std::vector<Value>& parts);
+// Reshape to a shape that holds every size (no 0 that copies the input's, no -1): allowzero
+// (opset 14) so that a size that is 0 at run time stays 0.
+Value reshape_to(Builder& b, Value x, Value shape);
 // The size of dimension `dim` of `x`: a number when it is static, else a 0-d Gather of its Shape.
 SymInt size_at(Builder& b, Value x, int64_t dim);
 

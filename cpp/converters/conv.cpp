@@ -100,22 +100,24 @@ Value integer_conv(Builder& b, Value x, Value weight, const std::vector<int64_t>
 // Integer transposed convolution of a batched input: a stride-1 convolution of the input spread
 // out with stride-1 zeros between its elements, padded by dilation*(kernel-1) - padding (plus
 // output_padding at the end), with the kernel flipped and its in/out channels swapped per group.
-Value integer_conv_transpose(Builder& b, Value x, const std::vector<int64_t>& in_spatial, Value weight,
+Value integer_conv_transpose(Builder& b, Value x, Value in_spatial, Value weight,
                              const std::optional<Value>& bias, const std::vector<int64_t>& stride,
                              const std::vector<int64_t>& padding, const std::vector<int64_t>& output_padding,
                              const std::vector<int64_t>& dilation, int64_t groups) {
   const std::vector<int64_t> w = weight_shape(b, weight);
   const size_t n = w.size() - 2;
-  // (N, C, S1, S2) -> (N, C, S1, 1, S2, 1) -> zeros after each element -> (N, C, S1*s1, S2*s2);
-  // the trailing stride-1 zeros are cropped by the end padding below.
-  std::vector<int64_t> split = {0, 0}, merged = {0, 0}, spread_pads(2 * (2 * n + 2), 0);
+  // (N, C, S1, S2) -> (N, C, S1, 1, S2, 1) -> zeros after each element -> (N, C, S1*s1, S2*s2),
+  // with the spatial sizes `in_spatial` (1-D, read at run time when dynamic); the trailing
+  // stride-1 zeros are cropped by the end padding below.
+  std::vector<int64_t> new_axes, spread_pads(2 * (2 * n + 2), 0);
   for (size_t i = 0; i < n; ++i) {
-    split.insert(split.end(), {in_spatial[i], 1});
-    merged.push_back(in_spatial[i] * stride[i]);
+    new_axes.push_back(static_cast<int64_t>(2 * i + 3));
     spread_pads[(2 * n + 2) + 2 + 2 * i + 1] = stride[i] - 1;
   }
-  const Value split_x = b.op("Reshape", {x, b.ints(split)});
-  const Value spread_x = b.op("Reshape", {b.op("Pad", {split_x, b.ints(spread_pads)}), b.ints(merged)});
+  const Value split_x = b.op("Unsqueeze", {x, b.ints(new_axes)});
+  const Value merged = b.op("Concat", {b.ints(std::vector<int64_t>{0, 0}), b.op("Mul", {in_spatial, b.ints(stride)})},
+                            {Attr::i("axis", 0)});
+  const Value spread_x = b.op("Reshape", {b.op("Pad", {split_x, b.ints(spread_pads)}), merged});
   std::vector<int64_t> begin, end, kernel_shape = {w[1] * groups, w[0] / groups}, flip_starts, flip_ends, ones;
   int64_t offsets = 1;
   for (size_t i = 0; i < n; ++i) {
@@ -160,9 +162,8 @@ Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::option
   const int64_t group = b.static_int(groups);
   return with_batch(b, input, b.rank(weight), [&](Value x) {
     if (!is_floating(b.dtype(x))) {
-      const auto in = b.static_shape(input);
-      if (!in) b.fail("an integer transposed convolution needs an input of static shape");
-      const std::vector<int64_t> spatial(in->end() - (b.rank(weight) - 2), in->end());
+      const int64_t rank = b.rank(input);
+      const Value spatial = sizes_between(b, input, rank - (b.rank(weight) - 2), rank);
       return integer_conv_transpose(b, x, spatial, weight, bias, strides, b.static_ints(padding),
                                     b.static_ints(output_padding), dilations, group);
     }

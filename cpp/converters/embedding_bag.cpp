@@ -39,7 +39,7 @@ Value scatter_rows(Builder& b, Value init, Value bag_of, Value updates, const ch
 
 std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value offsets, int64_t mode,
                                  const std::optional<Value>& per_sample_weights, bool include_last_offset,
-                                 std::optional<int64_t> padding_idx) {
+                                 const std::optional<Value>& padding_idx) {
   if (b.rank(indices) != 1) {
     b.fail("embedding_bag takes 1-D indices with offsets (torch.nn.functional.embedding_bag flattens 2-D ones)");
   }
@@ -57,7 +57,7 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
 
   // The positions that count: not padding_idx, and before the last offset when it is given.
   std::optional<Value> valid;
-  if (padding_idx) valid = b.op("Not", {b.op("Equal", {index, long_scalar(b, *padding_idx)})});
+  if (padding_idx) valid = b.op("Not", {b.op("Equal", {index, *padding_idx})});
   if (include_last_offset) {
     const Value end = b.op("Slice", {bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
     const Value before_end = b.op("Less", {positions, end});
@@ -170,23 +170,25 @@ std::array<Value, 4> embedding_bag(Builder& b, Value weight, Value indices, Valu
   return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, std::nullopt);
 }
 
-// A negative padding_idx counts from the end of the embedding table here.
+// A negative padding_idx counts from the end of the embedding table here (whose length is read
+// at run time when it is dynamic).
 std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool,
                                                int64_t mode, bool, std::optional<Value> per_sample_weights,
                                                bool include_last_offset, std::optional<int64_t> padding_idx) {
-  if (padding_idx && *padding_idx < 0) {
-    const Dim rows = b.shape(weight)[0];
-    if (!rows.is_static()) b.fail("embedding_bag with a negative padding_idx needs a static number of embeddings");
-    *padding_idx += rows.value;
+  std::optional<Value> padding;
+  if (padding_idx) {
+    padding = long_scalar(b, *padding_idx);
+    if (*padding_idx < 0) padding = b.op("Add", {scalar_size_along(b, weight, 0), *padding});
   }
-  return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx);
+  return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding);
 }
 
 // A negative padding_idx means none here.
 std::array<Value, 4> _embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool, int64_t mode, bool,
                                     std::optional<Value> per_sample_weights, bool include_last_offset,
                                     int64_t padding_idx) {
-  const std::optional<int64_t> padding = padding_idx >= 0 ? std::optional<int64_t>(padding_idx) : std::nullopt;
+  std::optional<Value> padding;
+  if (padding_idx >= 0) padding = long_scalar(b, padding_idx);
   return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding);
 }
 

@@ -24,10 +24,11 @@ double torch_scale(Builder& b, int64_t normalization, double n) {
   }
 }
 
-int64_t signal_size(Builder& b, Value x, int64_t axis) {
-  const auto shape = b.static_shape(x);
-  if (!shape) b.fail("a Fourier transform needs the static length of every transformed dimension");
-  return (*shape)[static_cast<size_t>(axis)];
+// The length of `x` along `axis`: static, or read at run time.
+SymInt signal_size(Builder& b, Value x, int64_t axis) {
+  const Dim d = b.shape(x)[static_cast<size_t>(axis)];
+  if (d.is_static()) return SymInt(d.value);
+  return SymInt(scalar_size_along(b, x, axis));
 }
 
 std::vector<int64_t> wrapped(Builder& b, const std::vector<int64_t>& dims, int64_t rank) {
@@ -92,19 +93,43 @@ Value dft_matmul(Builder& b, Value x, int64_t axis, int64_t rank, int64_t n, boo
   return move ? b.op("Transpose", {out}, {Attr::ints("perm", perm)}) : out;
 }
 
-// ONNX DFT semantics along `axis` of `x` (torch rank `rank`, pair layout).
-Value dft(Builder& b, Value x, int64_t axis, int64_t rank, int64_t n, bool inverse, bool onesided, bool real_input) {
+// ONNX DFT semantics along `axis` of `x` (torch rank `rank`, pair layout), of length `n`.
+Value dft(Builder& b, Value x, int64_t axis, int64_t rank, const SymInt& n, bool inverse, bool onesided, bool real_input) {
   const Attr inverse_attr = Attr::i("inverse", inverse), onesided_attr = Attr::i("onesided", onesided);
   if (b.opset() >= 20) {
     return b.op("DFT", {x, std::optional<Value>(), b.scalar(axis, ScalarType::Long)}, {inverse_attr, onesided_attr});
   }
   if (b.opset() >= 17) return b.op("DFT", {x}, {Attr::i("axis", axis), inverse_attr, onesided_attr});
-  return dft_matmul(b, x, axis, rank, n, inverse, onesided, real_input);
+  if (!n.is_static()) {
+    b.fail("a Fourier transform below opset 17 needs the static length of every transformed dimension (its DFT "
+           "matrix is a constant; ONNX DFT, from opset 17, takes any length)");
+  }
+  return dft_matmul(b, x, axis, rank, n.value, inverse, onesided, real_input);
 }
 
-Value scaled(Builder& b, Value x, double factor) {
-  if (factor == 1.0) return x;
-  return b.op("Mul", {x, b.scalar(factor, real_part_type(b.dtype(x)))});
+// `x` times torch's normalization of a transform over dims of these lengths, and times their
+// product when `inverse` (ONNX's inverse DFT divides by it, torch's only as the normalization
+// says). Computed in the graph when a length is dynamic.
+Value normalized(Builder& b, Value x, int64_t normalization, const SymIntList& lengths, bool inverse) {
+  double points = 1;
+  bool known = true;
+  for (const SymInt& n : lengths) {
+    known = known && n.is_static();
+    points *= static_cast<double>(n.value);
+  }
+  const double scale = torch_scale(b, normalization, points);
+  const ScalarType parts = real_part_type(b.dtype(x));
+  if (known) {
+    const double factor = scale * (inverse ? points : 1.0);
+    if (factor == 1.0) return x;
+    return b.op("Mul", {x, b.scalar(factor, parts)});
+  }
+  // points ^ (normalization's exponent, plus 1 when inverse)
+  const double exponent = (normalization == 0 ? 0.0 : normalization == 1 ? -0.5 : -1.0) + (inverse ? 1.0 : 0.0);
+  if (exponent == 0.0) return x;
+  const Value product = reduce(b, "ReduceProd", b.ints(lengths), std::vector<int64_t>{0}, false);
+  const Value factor = b.op("Pow", {b.cast(product, ScalarType::Double), b.scalar(exponent, ScalarType::Double)});
+  return b.op("Mul", {x, b.cast(factor, parts)});
 }
 
 // Part 0 (real) or 1 (imaginary) of a complex tensor of torch rank `rank`.
@@ -123,28 +148,26 @@ Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
   const std::vector<int64_t> dims = wrapped(b, dim, rank);
   if (dims.empty()) b.fail("_fft_r2c needs at least one dimension");
   // The one-sided half is taken along the last of `dim`, on the real input; then full transforms.
-  double points = 1;
+  SymIntList lengths;
   Value x = b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{rank})});
   for (size_t i = dims.size(); i-- > 0;) {
-    const int64_t n = signal_size(b, self, dims[i]);
-    points *= static_cast<double>(n);
+    lengths.push_back(signal_size(b, self, dims[i]));
     const bool last = i + 1 == dims.size();
-    x = dft(b, x, dims[i], rank, n, false, onesided && last, last);
+    x = dft(b, x, dims[i], rank, lengths.back(), false, onesided && last, last);
   }
-  return b.as_complex(scaled(b, x, torch_scale(b, normalization, points)));
+  return b.as_complex(normalized(b, x, normalization, lengths, false));
 }
 
 Value _fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward) {
   b.accept_complex_pairs();
   const int64_t rank = b.rank(self);
-  double points = 1;
+  SymIntList lengths;
   Value x = self;
   for (int64_t d : wrapped(b, b.static_ints(dim), rank)) {
-    const int64_t n = signal_size(b, self, d);
-    points *= static_cast<double>(n);
-    x = dft(b, x, d, rank, n, !forward, false, false);
+    lengths.push_back(signal_size(b, self, d));
+    x = dft(b, x, d, rank, lengths.back(), !forward, false, false);
   }
-  return scaled(b, x, torch_scale(b, normalization, points) * (forward ? 1.0 : points));
+  return normalized(b, x, normalization, lengths, !forward);
 }
 
 Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size) {
@@ -152,34 +175,46 @@ Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
   const int64_t rank = b.rank(self);
   const std::vector<int64_t> dims = wrapped(b, dim, rank);
   if (dims.empty()) b.fail("_fft_c2r needs at least one dimension");
-  double points = 1;
+  SymIntList lengths;
   Value x = self;
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
-    const int64_t n = signal_size(b, self, dims[i]);
-    points *= static_cast<double>(n);
-    x = dft(b, x, dims[i], rank, n, true, false, false);
+    lengths.push_back(signal_size(b, self, dims[i]));
+    x = dft(b, x, dims[i], rank, lengths.back(), true, false, false);
   }
   // The last dim holds the one-sided half of a Hermitian signal of length L: X[L-k] = conj(X[k])
   // restores the rest before the inverse transform (the imaginary parts of X[0] and, for even
-  // L, X[L/2] drop out of its real part, as in torch).
-  const int64_t axis = dims.back(), length = b.static_int(last_dim_size), half = length / 2 + 1;
-  const int64_t given = signal_size(b, self, axis);
-  if (given < half) {
-    b.fail("_fft_c2r of length " + std::to_string(length) + " needs " + std::to_string(half) + " input points, got " +
-           std::to_string(given));
-  }
+  // L, X[L/2] drop out of its real part, as in torch). L and the given length are read at run
+  // time when dynamic.
+  const int64_t axis = dims.back();
+  const SymInt& length = last_dim_size;
+  const SymInt given = signal_size(b, self, axis);
   const Value axes = b.ints(std::vector<int64_t>{axis});
-  if (given > half) x = b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
-  if (length - half > 0) {
-    // X[L-h], ..., X[1], conjugated.
-    const Value mirrored = b.op("Slice", {x, b.ints(std::vector<int64_t>{length - half}), b.ints(std::vector<int64_t>{0}),
-                                          axes, b.ints(std::vector<int64_t>{-1})});
-    const Value conjugate = b.list({Scalar(1.0), Scalar(-1.0)}, real_part_type(b.dtype(self)));
+  const Value conjugate = b.list({Scalar(1.0), Scalar(-1.0)}, real_part_type(b.dtype(self)));
+  if (length.is_static() && given.is_static()) {
+    const int64_t half = length.value / 2 + 1;
+    if (given.value < half) {
+      b.fail("_fft_c2r of length " + std::to_string(length.value) + " needs " + std::to_string(half) +
+             " input points, got " + std::to_string(given.value));
+    }
+    if (given.value > half) x = b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
+    if (length.value - half > 0) {
+      // X[L-h], ..., X[1], conjugated.
+      const Value mirrored = b.op("Slice", {x, b.ints(std::vector<int64_t>{length.value - half}),
+                                            b.ints(std::vector<int64_t>{0}), axes, b.ints(std::vector<int64_t>{-1})});
+      x = b.op("Concat", {x, b.op("Mul", {mirrored, conjugate})}, {Attr::i("axis", axis)});
+    }
+  } else {
+    const Value l = b.ints(SymIntList{length});
+    const Value half = b.op("Add", {b.op("Div", {l, b.ints(std::vector<int64_t>{2})}), b.ints(std::vector<int64_t>{1})});
+    x = b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), half, axes});
+    // X[L-h], ..., X[1], conjugated: empty when L - h is 0.
+    const Value mirrored = b.op("Slice", {x, b.op("Sub", {l, half}), b.ints(std::vector<int64_t>{0}), axes,
+                                          b.ints(std::vector<int64_t>{-1})});
     x = b.op("Concat", {x, b.op("Mul", {mirrored, conjugate})}, {Attr::i("axis", axis)});
   }
-  points *= static_cast<double>(length);
+  lengths.push_back(length);
   const Value signal = part(b, dft(b, x, axis, rank, length, true, false, false), rank, 0);
-  return scaled(b, signal, torch_scale(b, normalization, points) * points);
+  return normalized(b, signal, normalization, lengths, true);
 }
 
 Value view_as_real(Builder& b, Value self) { return b.as_real(self); }

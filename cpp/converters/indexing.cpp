@@ -237,17 +237,21 @@ Value take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_
     return dim ? b.op("Reshape", {taken, shape_of(b, indices)}) : taken;
   }
   const int64_t d = wrap_dim(b, *dim, rank);
-  // torch broadcasts self and indices over every dim but `dim` (torch.export makes the shapes
-  // static: it specializes take_along_dim's size checks).
-  const auto self_shape = b.static_shape(self), index_shape = b.static_shape(indices);
-  if (!self_shape || !index_shape) b.fail("take_along_dim needs static shapes");
-  std::vector<int64_t> data_to = *self_shape, index_to = *index_shape;
-  for (int64_t i = 0; i < rank; ++i) {
-    if (i != d) data_to[i] = index_to[i] = (*self_shape)[i] == 1 ? (*index_shape)[i] : (*self_shape)[i];
-  }
-  const Value data = data_to == *self_shape ? self : b.op("Expand", {self, b.ints(data_to)});
-  const Value index = index_to == *index_shape ? indices : b.op("Expand", {indices, b.ints(index_to)});
-  return b.op("GatherElements", {data, index}, {Attr::i("axis", d)});
+  // torch broadcasts self and indices over every dim but `dim`: each is expanded to the other's
+  // sizes with a 1 at `dim` (Expand broadcasts both ways), read at run time when dynamic.
+  const auto broadcast = [&](Value x, Value other) {
+    bool same = b.has_shape(other);
+    for (int64_t i = 0; same && i < rank; ++i) {
+      const Dim mine = b.shape(x)[static_cast<size_t>(i)], theirs = b.shape(other)[static_cast<size_t>(i)];
+      const bool equal = mine.is_static() ? theirs.is_static() && theirs.value == mine.value
+                                          : mine.symbol != 0 && theirs.symbol == mine.symbol;
+      same = i == d || equal || (theirs.is_static() && theirs.value == 1);
+    }
+    if (same) return x;
+    const Value one = b.ints(std::vector<int64_t>{1});
+    return b.op("Expand", {x, join_sizes(b, {sizes_between(b, other, 0, d), one, sizes_between(b, other, d + 1, rank)})});
+  };
+  return b.op("GatherElements", {broadcast(self, indices), broadcast(indices, self)}, {Attr::i("axis", d)});
 }
 
 Value masked_scatter(Builder& b, Value self, Value mask, Value source) {

@@ -23,18 +23,34 @@ Value distances(Builder& b, Value x1, Value x2, double p) {
   return vector_norm(b, b.op("Sub", {rows, cols}), p, std::vector<int64_t>{-1}, false);
 }
 
+// The rows i < j of an (N, M) tensor, in row-major order of (i, j): constant index lists when N
+// is static, else the positions (NonZero, row-major) of the strict upper triangle of an N x N
+// mask.
+std::pair<Value, Value> row_pairs(Builder& b, Value self) {
+  const Dim rows = b.shape(self)[0];
+  if (rows.is_static()) {
+    std::vector<int64_t> first, second;
+    for (int64_t i = 0; i < rows.value; ++i) {
+      for (int64_t j = i + 1; j < rows.value; ++j) {
+        first.push_back(i);
+        second.push_back(j);
+      }
+    }
+    return {b.ints(first), b.ints(second)};
+  }
+  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  const Value positions = b.op("Range", {zero, scalar_size_along(b, self, 0), one});
+  const Value upper = b.op("Less", {b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{1})}),
+                                    b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{0})})});
+  const Value pairs = b.op("NonZero", {upper});
+  return {b.op("Gather", {pairs, zero}), b.op("Gather", {pairs, one})};
+}
+
 // The distances between rows i < j of `self` (N, M), in row-major order of (i, j).
 Value pairwise_distances(Builder& b, Value self, double p) {
-  const auto shape = b.static_shape(self);
-  if (!shape || shape->size() != 2) b.fail("pdist needs a 2-D input with a static number of rows");
-  std::vector<int64_t> first, second;
-  for (int64_t i = 0; i < (*shape)[0]; ++i) {
-    for (int64_t j = i + 1; j < (*shape)[0]; ++j) {
-      first.push_back(i);
-      second.push_back(j);
-    }
-  }
-  const Value diff = b.op("Sub", {b.op("Gather", {self, b.ints(first)}), b.op("Gather", {self, b.ints(second)})});
+  if (b.rank(self) != 2) b.fail("pdist needs a 2-D input");
+  const auto [first, second] = row_pairs(b, self);
+  const Value diff = b.op("Sub", {b.op("Gather", {self, first}), b.op("Gather", {self, second})});
   return vector_norm(b, diff, p, std::vector<int64_t>{-1}, false);
 }
 

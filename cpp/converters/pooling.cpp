@@ -100,20 +100,58 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const Windows& w, boo
   return {best, index};
 }
 
+// sliced_max_pool over windows counted at run time. The index of each kernel offset in every
+// window is read by the same slicing from a map of the plane's positions padded with -1.
+std::vector<Value> sliced_max_pool(Builder& b, Value self, const RuntimeWindows& w, bool with_indices) {
+  const ScalarType dtype = b.dtype(self);
+  const int64_t rank = b.rank(self);
+  const std::vector<Value> slices = window_slices(b, self, rank, w, lowest(dtype));
+  if (!with_indices && !is_floating(dtype)) return {b.op("Max", spread(slices))};
+  std::vector<Value> positions;
+  Value index;
+  if (with_indices) {
+    const auto spatial = static_cast<int64_t>(w.rank());
+    const Value plane = sizes_between(b, self, rank - spatial, rank);
+    const Value count = reduce(b, "ReduceProd", plane, std::vector<int64_t>{0}, false);
+    const Value all = b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), count, b.scalar(int64_t{1}, ScalarType::Long)});
+    positions = window_slices(b, b.op("Reshape", {all, plane}), spatial, w, Scalar(int64_t{-1}));
+    // Each window starts at its first position inside the input.
+    index = positions.back();
+    for (size_t k = positions.size() - 1; k-- > 0;) {
+      index = b.op("Where", {b.op("GreaterOrEqual", {positions[k], b.scalar(int64_t{0}, ScalarType::Long)}), positions[k], index});
+    }
+  }
+  Value best = b.scalar(lowest(dtype), dtype);
+  for (size_t k = 0; k < slices.size(); ++k) {
+    Value better = b.op("Greater", {slices[k], best});
+    if (is_floating(dtype)) better = b.op("Or", {better, b.op("IsNaN", {slices[k]})});
+    best = b.op("Where", {better, slices[k], best});
+    if (with_indices) index = b.op("Where", {better, positions[k], index});
+  }
+  if (!with_indices) return {best};
+  return {best, index};
+}
+
 std::vector<Value> max_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                             const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode,
                             bool with_indices) {
   const bool onnx_type = onnx_takes(b, "MaxPool", b.dtype(self));
   if (onnx_type && !ceil_mode) return onnx_max_pool(b, self, kernel, stride, padding, dilation, false, with_indices);
-  const auto w = known_windows(b, self, kernel, stride, padding, dilation, ceil_mode);
-  if (onnx_type && (!w || !onnx_keeps_dropped_window(b, *w))) {
-    return onnx_max_pool(b, self, kernel, stride, padding, dilation, ceil_mode, with_indices);
+  if (const auto w = known_windows(b, self, kernel, stride, padding, dilation, ceil_mode)) {
+    if (onnx_type && !onnx_keeps_dropped_window(b, *w)) {
+      return onnx_max_pool(b, self, kernel, stride, padding, dilation, ceil_mode, with_indices);
+    }
+    return sliced_max_pool(b, self, *w, with_indices);
   }
-  if (!w) {
-    b.fail(std::string("max pooling of ") + dtype_name(b.dtype(self)) +
-           (onnx_type ? " in ceil mode" : "") + " needs static spatial input sizes");
+  // Dynamic spatial sizes: the windows are counted at run time.
+  const SymIntList in = spatial_sizes(b, self, kernel.size());
+  const RuntimeWindows w = runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode);
+  if (!onnx_type) return sliced_max_pool(b, self, w, with_indices);
+  std::vector<Value> outs = onnx_max_pool(b, self, kernel, stride, padding, dilation, ceil_mode, with_indices);
+  if (b.opset() < 22) {
+    for (Value& out : outs) out = crop_to_windows(b, out, w);
   }
-  return sliced_max_pool(b, self, *w, with_indices);
+  return outs;
 }
 
 // Average pooling as torch divides: each window's sum over zero padding by avg_divisors.
@@ -159,49 +197,67 @@ Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const
     const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", stride.empty() ? kernel : stride),
                          Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
                          Attr::i("count_include_pad", count_include_pad)};
-    return with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+    const Value pooled = with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+    // Dynamic sizes: the window torch drops may be there before opset 22.
+    if (!ceil_mode || w || b.opset() >= 22) return pooled;
+    const SymIntList in = spatial_sizes(b, self, nd);
+    return crop_to_windows(b, pooled, runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode));
   }
-  if (!w) b.fail("average pooling with divisor_override or of integers needs static spatial input sizes");
-  return divided_sum_pool(b, self, *w, count_include_pad, divisor_override);
+  if (w) return divided_sum_pool(b, self, *w, count_include_pad, divisor_override);
+  // Dynamic sizes: each window's sum over zero padding, divided as torch divides (integers
+  // truncating), the windows and divisors counted at run time.
+  const SymIntList in = spatial_sizes(b, self, nd);
+  const RuntimeWindows windows = runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode);
+  const std::vector<Value> slices = window_slices(b, self, b.rank(self), windows, Scalar(int64_t{0}));
+  Value sum = slices[0];
+  for (size_t k = 1; k < slices.size(); ++k) sum = b.op("Add", {sum, slices[k]});
+  return b.op("Div", {sum, avg_divisors(b, windows, count_include_pad, divisor_override, b.dtype(self))});
 }
 
-// Output i of adaptive pooling along an axis of length `in` covers [floor(i*in/out), ceil((i+1)*in/out)).
-std::pair<int64_t, int64_t> adaptive_window(int64_t i, int64_t in, int64_t out) {
-  return {(i * in) / out, ((i + 1) * in + out - 1) / out};
+// Output o of adaptive pooling along `axis` of `x` (out outputs) covers torch's
+// [floor(o*in/out), ceil((o+1)*in/out)): 1-D int64 bounds, computed at run time when the size
+// `in` is dynamic.
+std::pair<Value, Value> adaptive_window(Builder& b, Value x, int64_t axis, int64_t o, int64_t out) {
+  const auto one = [&](int64_t v) { return b.ints(std::vector<int64_t>{v}); };
+  const Dim d = b.shape(x)[static_cast<size_t>(axis)];
+  if (d.is_static()) return {one((o * d.value) / out), one(((o + 1) * d.value + out - 1) / out)};
+  const Value in = size_along(b, x, axis);
+  return {b.op("Div", {b.op("Mul", {in, one(o)}), one(out)}),
+          b.op("Div", {b.op("Add", {b.op("Mul", {in, one(o + 1)}), one(out - 1)}), one(out)})};
 }
 
-Value slice_axis(Builder& b, Value x, int64_t axis, int64_t start, int64_t end) {
-  return b.op("Slice", {x, b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end}),
-                        b.ints(std::vector<int64_t>{axis})});
+Value slice_axis(Builder& b, Value x, int64_t axis, Value start, Value end) {
+  return b.op("Slice", {x, start, end, b.ints(std::vector<int64_t>{axis})});
 }
 
 Value adaptive_avg_pool(Builder& b, Value self, const std::vector<int64_t>& out) {
   const size_t nd = out.size();
-  const std::vector<int64_t> in = static_spatial_sizes(b, self, nd, "adaptive average pooling");
+  const auto in = static_trailing_sizes(b, self, nd);
   const auto batched_rank = static_cast<int64_t>(nd) + 2;
-  bool ones = true, divisible = true, same = true;
+  bool ones = true, divisible = in.has_value(), same = in.has_value();
   for (size_t i = 0; i < nd; ++i) {
     ones = ones && out[i] == 1;
-    divisible = divisible && in[i] % out[i] == 0;
-    same = same && in[i] == out[i];
+    divisible = divisible && (*in)[i] % out[i] == 0;
+    same = same && (*in)[i] == out[i];
   }
   if (same) return self;
   if (ones) return with_batch(b, self, batched_rank, [&](Value x) { return b.op("GlobalAveragePool", {x}); });
   if (divisible) {
     std::vector<int64_t> kernel;
-    for (size_t i = 0; i < nd; ++i) kernel.push_back(in[i] / out[i]);
+    for (size_t i = 0; i < nd; ++i) kernel.push_back((*in)[i] / out[i]);
     const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", kernel)};
     return with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
   }
-  // Windows of unequal size: the axes are separable, each averaged window by window.
+  // Windows of unequal size (or of sizes known at run time only): the axes are separable, each
+  // averaged window by window.
   const int64_t rank = b.rank(self);
   Value x = self;
   for (size_t i = 0; i < nd; ++i) {
-    if (in[i] == out[i]) continue;
+    if (in && (*in)[i] == out[i]) continue;
     const int64_t axis = rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i);
     Inputs parts;
     for (int64_t o = 0; o < out[i]; ++o) {
-      const auto [start, end] = adaptive_window(o, in[i], out[i]);
+      const auto [start, end] = adaptive_window(b, self, axis, o, out[i]);
       parts.push_back(reduce_mean_keepdims(b, slice_axis(b, x, axis, start, end), {axis}));
     }
     x = b.op("Concat", parts, {Attr::i("axis", axis)});
@@ -215,40 +271,75 @@ Value adaptive_avg_pool(Builder& b, Value self, const std::vector<int64_t>& out)
 // torch's scan order.
 std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector<int64_t>& out) {
   const size_t nd = out.size();
-  const std::vector<int64_t> in = static_spatial_sizes(b, self, nd, "adaptive max pooling");
-  bool divisible = true;
-  for (size_t i = 0; i < nd; ++i) divisible = divisible && in[i] % out[i] == 0;
+  const auto in = static_trailing_sizes(b, self, nd);
+  bool divisible = in.has_value();
+  for (size_t i = 0; i < nd; ++i) divisible = divisible && (*in)[i] % out[i] == 0;
   if (divisible && onnx_takes(b, "MaxPool", b.dtype(self))) {
     std::vector<int64_t> kernel;
-    for (size_t i = 0; i < nd; ++i) kernel.push_back(in[i] / out[i]);
+    for (size_t i = 0; i < nd; ++i) kernel.push_back((*in)[i] / out[i]);
     const std::vector<Value> outs = onnx_max_pool(b, self, kernel, kernel, std::vector<int64_t>(nd, 0),
                                                   std::vector<int64_t>(nd, 1), false, true);
     return {outs[0], outs[1]};
   }
   const int64_t rank = b.rank(self);
   Value values = self;
-  std::optional<Value> index;  // flat position within the axes reduced so far
-  int64_t inner = 1;           // how many positions those axes hold
+  std::optional<Value> index;                            // flat position within the axes reduced so far
+  Value inner = b.ints(std::vector<int64_t>{1});         // how many positions those axes hold
   for (size_t i = nd; i-- > 0;) {
     const int64_t axis = rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i);
     Inputs value_parts, index_parts;
     for (int64_t o = 0; o < out[i]; ++o) {
-      const auto [start, end] = adaptive_window(o, in[i], out[i]);
+      const auto [start, end] = adaptive_window(b, self, axis, o, out[i]);
       const Value window = slice_axis(b, values, axis, start, end);
       value_parts.push_back(reduce(b, "ReduceMax", window, std::vector<int64_t>{axis}, true));
       const Value at = b.op("ArgMax", {window}, {Attr::i("axis", axis), Attr::i("keepdims", 1)});
-      Value position = b.op("Add", {at, b.scalar(Scalar(start), ScalarType::Long)});
+      Value position = b.op("Add", {at, start});
       if (index) {
         const Value carried = b.op("GatherElements", {slice_axis(b, *index, axis, start, end), at}, {Attr::i("axis", axis)});
-        position = b.op("Add", {b.op("Mul", {position, b.scalar(Scalar(inner), ScalarType::Long)}), carried});
+        position = b.op("Add", {b.op("Mul", {position, inner}), carried});
       }
       index_parts.push_back(position);
     }
     values = b.op("Concat", value_parts, {Attr::i("axis", axis)});
     index = b.op("Concat", index_parts, {Attr::i("axis", axis)});
-    inner *= in[i];
+    inner = b.op("Mul", {inner, size_along(b, self, axis)});
   }
   return {values, *index};
+}
+
+// Adaptive average pooling to an output size known at run time only: per axis, an (out, in)
+// matrix whose row o averages torch's window [floor(o*in/out), ceil((o+1)*in/out)), applied by a
+// MatMul with the axis moved last.
+Value adaptive_avg_pool_by_matrices(Builder& b, Value self, const SymIntList& out) {
+  const int64_t rank = b.rank(self), nd = static_cast<int64_t>(out.size());
+  const ScalarType dtype = b.dtype(self);
+  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  Value x = self;
+  for (int64_t i = 0; i < nd; ++i) {
+    const int64_t axis = rank - nd + i;
+    const Value in = scalar_size_along(b, self, axis);
+    const Value n = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
+    const Value rows = b.op("Unsqueeze", {b.op("Range", {zero, n, one}), b.ints(std::vector<int64_t>{1})});
+    const Value cols = b.op("Range", {zero, in, one});
+    const Value start = b.op("Div", {b.op("Mul", {rows, in}), n});
+    const Value end = b.op("Div", {b.op("Add", {b.op("Mul", {b.op("Add", {rows, one}), in}), b.op("Sub", {n, one})}), n});
+    const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, start}), b.op("Less", {cols, end})});
+    const Value weights = b.op("Div", {b.cast(inside, dtype), b.cast(b.op("Sub", {end, start}), dtype)});
+    std::vector<int64_t> swap(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d) swap[d] = d;
+    std::swap(swap[axis], swap[rank - 1]);
+    const Value moved = axis == rank - 1 ? x : b.op("Transpose", {x}, {Attr::ints("perm", swap)});
+    const Value pooled = b.op("MatMul", {moved, b.op("Transpose", {weights}, {Attr::ints("perm", {1, 0})})});
+    x = axis == rank - 1 ? pooled : b.op("Transpose", {pooled}, {Attr::ints("perm", swap)});
+  }
+  return x;
+}
+
+Value adaptive_avg_pool(Builder& b, Value self, const SymIntList& output_size) {
+  for (const SymInt& s : output_size) {
+    if (!s.is_static()) return adaptive_avg_pool_by_matrices(b, self, output_size);
+  }
+  return adaptive_avg_pool(b, self, b.static_ints(output_size));
 }
 
 }  // namespace
@@ -306,16 +397,16 @@ Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_si
   return adaptive_avg_pool(b, self, output_size);
 }
 Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, b.static_ints(output_size));
+  return adaptive_avg_pool(b, self, output_size);
 }
 
 std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size) {

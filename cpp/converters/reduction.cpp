@@ -146,61 +146,75 @@ Moments moments(Builder& b, Value x, const Axes& dims, const std::optional<Scala
 
 Scalar unbiased_correction(bool unbiased) { return Scalar(int64_t{unbiased ? 1 : 0}); }
 
-// The length of `x` along `axis`, which the scans unroll over.
-int64_t scan_length(Builder& b, Value x, int64_t axis, std::string_view what) {
-  const auto shape = b.static_shape(x);
-  if (!shape) b.fail(std::string(what) + " needs a static size along its dim (it unrolls a log-depth scan)");
-  return (*shape)[axis];
-}
-
-// `y` shifted `s` places forward along `axis`: the first `s` places filled with `fill` (or with
-// the first element when `fill` is absent).
-Value shifted(Builder& b, Value y, int64_t rank, int64_t axis, int64_t n, int64_t s, std::optional<Value> fill) {
-  const Value kept = b.op("Slice", {y, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{n - s}),
-                                    b.ints(std::vector<int64_t>{axis})});
-  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
-  pads[axis] = s;
-  if (fill) return b.op("Pad", {kept, b.ints(pads), *fill});
-  return b.op("Pad", {kept, b.ints(pads)}, {Attr::s("mode", "edge")});
+// `y` shifted `s` (a 1-D int64 of one item, below the length) places forward along `axis`: the
+// first `s` places filled with `fill` (or with the first element when `fill` is absent).
+Value shifted(Builder& b, Value y, int64_t rank, int64_t axis, Value s, std::optional<Value> fill) {
+  const Value kept = b.op("Slice", {y, b.ints(std::vector<int64_t>{0}), b.op("Neg", {s}), b.ints(std::vector<int64_t>{axis})});
+  const Value pads = b.op("Concat", {b.ints(std::vector<int64_t>(static_cast<size_t>(axis), 0)), s,
+                                     b.ints(std::vector<int64_t>(static_cast<size_t>(2 * rank - axis - 1), 0))},
+                          {Attr::i("axis", 0)});
+  if (fill) return b.op("Pad", {kept, pads, *fill});
+  return b.op("Pad", {kept, pads}, {Attr::s("mode", "edge")});
 }
 
 // An inclusive scan of an associative `combine(earlier, later)` along `axis` in log2(n) steps
 // (Hillis-Steele): after the step of shift s, each place holds the combination of the 2s places
 // ending at it. `fill` is the identity of `combine`, or absent when combining with an earlier
-// element of the prefix is harmless (max, min).
-Value scan(Builder& b, Value x, int64_t rank, int64_t axis, int64_t n, std::optional<Value> fill,
+// element of the prefix is harmless (max, min). `x` has the shape of `like`. The steps are
+// unrolled when the length is static; when it is dynamic, a Loop runs them while the shift is
+// below it.
+Value scan(Builder& b, Value x, Value like, int64_t axis, std::optional<Value> fill,
            const std::function<Value(Value, Value)>& combine) {
-  Value y = x;
-  for (int64_t s = 1; s < n; s *= 2) y = combine(shifted(b, y, rank, axis, n, s, fill), y);
-  return y;
+  const int64_t rank = b.rank(like);
+  const auto step = [&](Value y, Value shift) { return combine(shifted(b, y, rank, axis, shift, fill), y); };
+  const Dim length = b.shape(like)[static_cast<size_t>(axis)];
+  if (length.is_static()) {
+    Value y = x;
+    for (int64_t s = 1; s < length.value; s *= 2) y = step(y, b.ints(std::vector<int64_t>{s}));
+    return y;
+  }
+  const Value n = size_along(b, like, axis), two = b.ints(std::vector<int64_t>{2});
+  const auto below_length = [&](Value shift) {
+    return b.op("Squeeze", {b.op("Less", {shift, n}), b.ints(std::vector<int64_t>{0})});
+  };
+  b.begin_subgraph();
+  const Value iteration = b.subgraph_input("scan_step", ScalarType::Long, {});
+  b.subgraph_input("scan_condition", ScalarType::Bool, {});
+  const Value y = b.subgraph_input("scan_state", b.dtype(x), b.shape(like));
+  const Value shift = b.op("Pow", {two, iteration});  // 2^iteration, as a 1-D int64 of one item
+  const Value next = step(y, shift);
+  const GraphId body = b.end_subgraph({below_length(b.op("Mul", {shift, two})), next});
+  const Value first = below_length(b.ints(std::vector<int64_t>{1}));
+  return b.op("Loop", {std::optional<Value>(), first, x}, {Attr::graph("body", body)});
 }
 
-// cummax/cummin: the running extremum and the last index at which it occurs (torch's ties);
-// a NaN wins and stays, as in torch.
+// cummax/cummin: the running extremum (a NaN wins and stays, as in torch), then the last index
+// at which it occurs (torch's ties): the running maximum of the positions where x reaches its
+// running extremum (or is NaN), -1 elsewhere.
 std::array<Value, 2> cumulative_extremum(Builder& b, bool is_max, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
   if (rank == 0) return {self, b.scalar(int64_t{0}, ScalarType::Long)};
-  const int64_t n = scan_length(b, self, axis, is_max ? "cummax" : "cummin");
   const Value x = orderable(b, self);
-  std::vector<int64_t> index_shape(static_cast<size_t>(rank), 1);
-  index_shape[axis] = n;
-  std::vector<int64_t> positions(static_cast<size_t>(n));
-  std::iota(positions.begin(), positions.end(), 0);
-  Value index = b.op("Expand", {b.op("Reshape", {b.ints(positions), b.ints(index_shape)}), b.op("Shape", {x})});
-  Value value = x;
   const bool floating = is_floating(b.dtype(x));
-  for (int64_t s = 1; s < n; s *= 2) {
-    const Value earlier = shifted(b, value, rank, axis, n, s, std::nullopt);
-    const Value earlier_index = shifted(b, index, rank, axis, n, s, std::nullopt);
-    Value take_later = b.op(is_max ? "GreaterOrEqual" : "LessOrEqual", {value, earlier});
+  const Value value = scan(b, x, self, axis, std::nullopt, [&](Value earlier, Value later) {
+    Value take_later = b.op(is_max ? "GreaterOrEqual" : "LessOrEqual", {later, earlier});
     if (floating) {
       const Value earlier_is_number = b.op("Not", {b.op("IsNaN", {earlier})});
-      take_later = b.op("Or", {b.op("IsNaN", {value}), b.op("And", {take_later, earlier_is_number})});
+      take_later = b.op("Or", {b.op("IsNaN", {later}), b.op("And", {take_later, earlier_is_number})});
     }
-    value = b.op("Where", {take_later, value, earlier});
-    index = b.op("Where", {take_later, index, earlier_index});
-  }
+    return b.op("Where", {take_later, later, earlier});
+  });
+  std::vector<int64_t> along_axis(static_cast<size_t>(rank), 1);
+  along_axis[axis] = -1;
+  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  const Value positions = b.op("Reshape", {b.op("Range", {zero, scalar_size_along(b, self, axis), one}), b.ints(along_axis)});
+  Value reached = b.op("Equal", {x, value});
+  if (floating) reached = b.op("Or", {reached, b.op("IsNaN", {x})});
+  const Value marked = b.op("Where", {reached, positions, b.scalar(int64_t{-1}, ScalarType::Long)});
+  const Value index = scan(b, marked, self, axis, std::nullopt, [&](Value earlier, Value later) {
+    return b.op("Max", {earlier, later});
+  });
   return {b.cast(value, b.dtype(self)), index};
 }
 
@@ -341,8 +355,7 @@ Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
   const int64_t axis = wrap_dim(b, dim, rank);
   const Value x = b.cast(self, b.out_meta(0).dtype);
   if (rank == 0) return x;
-  const int64_t n = scan_length(b, self, axis, "cumprod");
-  return scan(b, x, rank, axis, n, b.scalar_like(int64_t{1}, x), [&](Value earlier, Value later) {
+  return scan(b, x, self, axis, b.scalar_like(int64_t{1}, x), [&](Value earlier, Value later) {
     return b.op("Mul", {earlier, later});
   });
 }
@@ -354,10 +367,9 @@ Value logcumsumexp(Builder& b, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
   if (rank == 0) return self;
-  const int64_t n = scan_length(b, self, axis, "logcumsumexp");
   // log(e^a + e^b) = max + log(1 + e^(min - max)) = max + Softplus(min - max); -inf is its identity.
   const Value minus_inf = b.scalar_like(-std::numeric_limits<double>::infinity(), self);
-  return scan(b, self, rank, axis, n, minus_inf, [&](Value earlier, Value later) {
+  return scan(b, self, self, axis, minus_inf, [&](Value earlier, Value later) {
     const Value hi = b.op("Max", {earlier, later}), lo = b.op("Min", {earlier, later});
     return b.op("Add", {hi, b.op("Softplus", {b.op("Sub", {lo, hi})})});
   });

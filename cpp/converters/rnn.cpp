@@ -4,6 +4,7 @@
 // torch passes the weights as one flat list, per layer and direction: w_ih, w_hh, then b_ih,
 // b_hh when has_biases, then w_hr for an LSTM with proj_size. ONNX stacks the directions and
 // orders the gates differently; the weights are reordered with Gather (constants fold it away).
+#include <limits>
 #include <string>
 
 #include "common.h"
@@ -91,12 +92,13 @@ LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vec
 // m = o * tanh(c) is ONNX's hidden state, so W_hh h = (W_hh W_hr) m and an ONNX LSTM with
 // recurrence W_hh W_hr computes every step but the first, whose h0 (P features) has no m. The
 // first step is computed here, the rest by the ONNX LSTM started from its m and c, and the
-// outputs projected by W_hr.
-LayerResult projected_lstm_layer(Builder& b, Value x, int64_t steps, const std::vector<LayerWeights>& weights,
+// outputs projected by W_hr. `steps` is the sequence length, static or not.
+LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const std::vector<LayerWeights>& weights,
                                  const std::vector<Value>& layer_states, const Value& rows, int64_t hidden) {
   const Value zero_axis = b.ints(std::vector<int64_t>{0}), one_axis = b.ints(std::vector<int64_t>{1});
   const Attrs transpose = {Attr::ints("perm", {1, 0})};
-  const auto row = [&](Value v, int64_t i) { return b.op("Squeeze", {first_dim_range(b, v, i, i + 1), zero_axis}); };
+  // Row i of the first dim (-1: the last).
+  const auto row = [&](Value v, int64_t i) { return b.op("Gather", {v, b.scalar(i, ScalarType::Long)}, {Attr::i("axis", 0)}); };
   const auto times_transposed = [&](Value v, Value w) { return b.op("MatMul", {v, b.op("Transpose", {w}, transpose)}); };
   std::vector<Value> outputs, finals_h, finals_c;
   for (size_t d = 0; d < weights.size(); ++d) {
@@ -104,7 +106,7 @@ LayerResult projected_lstm_layer(Builder& b, Value x, int64_t steps, const std::
     const bool reverse = d == 1;
     const auto index = static_cast<int64_t>(d);
     // The first step (the last for the reverse direction), with torch's gate order i, f, g, o.
-    const int64_t first_step = reverse ? steps - 1 : 0;
+    const int64_t first_step = reverse ? -1 : 0;
     Value gates = b.op("Add", {times_transposed(row(x, first_step), lw.w_ih),
                                times_transposed(row(layer_states[0], index), lw.w_hh)});
     if (lw.b_ih) gates = b.op("Add", {gates, b.op("Add", {*lw.b_ih, *lw.b_hh})});
@@ -113,7 +115,7 @@ LayerResult projected_lstm_layer(Builder& b, Value x, int64_t steps, const std::
                                        b.op("Mul", {b.op("Sigmoid", {g[0]}), b.op("Tanh", {g[2]})})});
     const Value m_first = b.op("Mul", {b.op("Sigmoid", {g[3]}), b.op("Tanh", {c_first})});
     Value m_sequence = b.op("Unsqueeze", {m_first, zero_axis}), m_last = m_first, c_last = c_first;
-    if (steps > 1) {
+    if (!steps.is_static() || steps.value > 1) {  // a dynamic length may be 1: the ONNX LSTM then runs no step
       const auto reordered = [&](Value w) { return b.op("Gather", {w, rows}, {Attr::i("axis", 0)}); };
       const Value recurrence = reordered(b.op("MatMul", {lw.w_hh, *lw.w_hr}));
       std::optional<Value> bias;
@@ -121,7 +123,7 @@ LayerResult projected_lstm_layer(Builder& b, Value x, int64_t steps, const std::
         bias = b.op("Unsqueeze", {b.op("Concat", {reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}),
                                   zero_axis});
       }
-      const Value rest = reverse ? first_dim_range(b, x, 0, steps - 1) : first_dim_range(b, x, 1, steps);
+      const Value rest = reverse ? first_dim_range(b, x, 0, -1) : first_dim_range(b, x, 1, std::numeric_limits<int64_t>::max());
       const std::vector<Value> outs = b.op_n(
           "LSTM",
           {rest, b.op("Unsqueeze", {reordered(lw.w_ih), zero_axis}), b.op("Unsqueeze", {recurrence, zero_axis}), bias,
@@ -164,12 +166,7 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
   Attrs attrs = cell.attrs;
   attrs.push_back(Attr::i("hidden_size", hidden));
   attrs.push_back(Attr::s("direction", bidirectional ? "bidirectional" : "forward"));
-  int64_t steps = 0;
-  if (projected) {
-    const auto shape = b.static_shape(input);
-    if (!shape) b.fail("an LSTM with proj_size needs a static sequence length");
-    steps = (*shape)[batch_first ? 1 : 0];
-  }
+  const Dim steps = b.shape(input)[batch_first ? 1 : 0];
 
   const std::vector<int64_t> swap_batch_and_time = {1, 0, 2};
   Value x = batch_first ? b.op("Transpose", {input}, {Attr::ints("perm", swap_batch_and_time)}) : input;

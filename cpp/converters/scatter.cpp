@@ -216,7 +216,6 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
   (void)end;
   const int64_t rank = b.rank(self);
   const int64_t d = wrap_dim(b, dim, rank);
-  const int64_t stride = b.static_int(step);
   const SymInt count = size_at(b, src, d);
   // torch counts a negative start from the end and clamps it at 0.
   SymInt first = start.value_or(SymInt(int64_t{0}));
@@ -232,12 +231,12 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
     }
   }
   Value positions;
-  if (first.is_static() && count.is_static()) {
+  if (first.is_static() && count.is_static() && step.is_static()) {
     std::vector<int64_t> at(static_cast<size_t>(count.value));
-    for (size_t i = 0; i < at.size(); ++i) at[i] = first.value + static_cast<int64_t>(i) * stride;
+    for (size_t i = 0; i < at.size(); ++i) at[i] = first.value + static_cast<int64_t>(i) * step.value;
     positions = b.ints(at);
   } else {
-    const Value from = scalar_of(b, first), by = b.scalar(stride, ScalarType::Long);
+    const Value from = scalar_of(b, first), by = scalar_of(b, step);
     const Value to = b.op("Add", {from, b.op("Mul", {scalar_of(b, count), by})});
     positions = b.op("Range", {from, to, by});
   }

@@ -52,24 +52,25 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
   if (b.rank(self) == 4 && is_floating(b.dtype(self))) {
     return b.op("DepthToSpace", {self}, {Attr::i("blocksize", r), Attr::s("mode", "CRD")});
   }
-  // Otherwise: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r).
-  const auto in = b.static_shape(self);
-  if (!in || in->size() < 3) b.fail("pixel_shuffle needs a static input shape of rank 3 or more");
+  // Otherwise: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r), with
+  // the sizes that are dynamic read at run time.
+  const int64_t rank = b.rank(self);
+  if (rank < 3) b.fail("pixel_shuffle needs a tensor of rank 3 or more");
   // An empty input shuffles to an empty output; Reshape cannot make zero-size dims before opset 14.
-  if (std::find(in->begin(), in->end(), 0) != in->end()) {
-    const std::vector<int64_t> out = *b.out_static_shape();
-    return b.constant(b.dtype(self), out, {});
+  if (const auto out = b.out_static_shape(); out && std::find(out->begin(), out->end(), 0) != out->end()) {
+    return b.constant(b.dtype(self), *out, {});
   }
-  const size_t lead = in->size() - 3;
-  std::vector<int64_t> split(in->begin(), in->begin() + static_cast<std::ptrdiff_t>(lead));
-  const int64_t c = (*in)[lead] / (r * r), h = (*in)[lead + 1], w = (*in)[lead + 2];
-  for (int64_t d : {c, r, r, h, w}) split.push_back(d);
-  std::vector<int64_t> perm(lead);
+  const int64_t lead = rank - 3;
+  const Value lead_sizes = sizes_between(b, self, 0, lead);
+  const Value c = b.op("Div", {size_along(b, self, lead), b.ints(std::vector<int64_t>{r * r})});
+  const Value h = size_along(b, self, lead + 1), w = size_along(b, self, lead + 2);
+  const Value split = join_sizes(b, {lead_sizes, c, b.ints(std::vector<int64_t>{r, r}), h, w});
+  std::vector<int64_t> perm(static_cast<size_t>(lead));
   std::iota(perm.begin(), perm.end(), 0);
-  const auto at = static_cast<int64_t>(lead);
-  for (int64_t d : {0, 3, 1, 4, 2}) perm.push_back(at + d);
-  const Value moved = b.op("Transpose", {b.op("Reshape", {self, b.ints(split)})}, {Attr::ints("perm", perm)});
-  return reshape_to_output(b, moved, {});
+  for (int64_t d : {0, 3, 1, 4, 2}) perm.push_back(lead + d);
+  const Value moved = b.op("Transpose", {reshape_to(b, self, split)}, {Attr::ints("perm", perm)});
+  const Value factor = b.ints(std::vector<int64_t>{r});
+  return reshape_to(b, moved, join_sizes(b, {lead_sizes, c, b.op("Mul", {h, factor}), b.op("Mul", {w, factor})}));
 }
 
 }  // namespace fastonnx::manual
@@ -179,20 +180,28 @@ Value copy(Builder& b, Value self, Value src, bool /*non_blocking*/) {
 }
 
 Value resize_(Builder& b, Value self, SymIntList size) {
-  const auto in = b.static_shape(self);
-  const auto out = b.out_static_shape();
-  if (!in || !out) b.fail("resize_ needs static shapes (its result depends on how many elements it keeps)");
-  const int64_t have = numel(*in), want = numel(*out);
-  if (have == want) return reshape_to_output(b, self, size);
   // The result reads self's storage from the start: fewer elements keep a prefix; the elements
   // torch adds are uninitialized memory, made zeros here.
   Value flat = b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})});
-  if (want < have) {
-    flat = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
-  } else {
-    flat = b.op("Pad", {flat, b.ints(std::vector<int64_t>{0, want - have})});
+  const auto in = b.static_shape(self);
+  const auto out = b.out_static_shape();
+  if (in && out) {
+    const int64_t have = numel(*in), want = numel(*out);
+    if (have == want) return reshape_to_output(b, self, size);
+    if (want < have) {
+      flat = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
+    } else {
+      flat = b.op("Pad", {flat, b.ints(std::vector<int64_t>{0, want - have})});
+    }
+    return reshape_to_output(b, flat, size);
   }
-  return reshape_to_output(b, flat, size);
+  // Dynamic: the element counts are read at run time (Slice clamps to what there is).
+  const Value want = reduce(b, "ReduceProd", b.ints(size), std::vector<int64_t>{0}, true);
+  const Value have = b.op("Reshape", {b.op("Size", {self}), b.ints(std::vector<int64_t>{1})});
+  const Value kept = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), want});
+  const Value missing = b.op("Max", {b.op("Sub", {want, have}), b.ints(std::vector<int64_t>{0})});
+  const Value padded = b.op("Pad", {kept, b.op("Concat", {b.ints(std::vector<int64_t>{0}), missing}, {Attr::i("axis", 0)})});
+  return reshape_to_output(b, padded, size);
 }
 
 Value expand(Builder& b, Value self, SymIntList size, bool /*implicit*/) {
@@ -232,12 +241,17 @@ Value unsqueeze(Builder& b, Value self, int64_t dim) {
 
 Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
   if (b.out_static_shape()) return reshape_to_output(b, self, {});
-  // Dynamic: self's sizes, with `sizes` (one of them may be -1) in place of dim's.
+  // Dynamic: self's sizes, with `sizes` (one of them may be -1) in place of dim's. A size of 0
+  // (torch then takes no -1) must not read as "copy the input's": allowzero from opset 14; before,
+  // the empty tensor is reshaped to 1s around that 0 and broadcast to the shape.
   dim = wrap_dim(b, dim, b.rank(self));
-  for (const SymInt& s : sizes) {
-    if (s.is_static() && s.value == 0) b.fail("a dynamic unflatten into a size of 0 has no ONNX Reshape form");
-  }
-  return b.op("Reshape", {self, shape_replacing(b, self, dim, b.ints(sizes))});
+  const Value shape = shape_replacing(b, self, dim, b.ints(sizes));
+  const auto zero = std::find_if(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
+  if (zero == sizes.end()) return b.op("Reshape", {self, shape});
+  if (b.opset() >= 14) return b.op("Reshape", {self, shape}, {Attr::i("allowzero", 1)});
+  std::vector<int64_t> ones(static_cast<size_t>(b.rank(self)) - 1 + sizes.size(), 1);
+  ones[static_cast<size_t>(dim + (zero - sizes.begin()))] = -1;
+  return b.op("Expand", {b.op("Reshape", {self, b.ints(ones)}), shape});
 }
 
 Value stack(Builder& b, std::vector<Value> tensors, int64_t dim) {

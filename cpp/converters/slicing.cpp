@@ -30,16 +30,21 @@ std::optional<int64_t> static_dim(Builder& b, Value x, int64_t axis) {
   return d.value;
 }
 
-int64_t required_static_dim(Builder& b, Value x, int64_t axis, const char* op) {
-  const auto size = static_dim(b, x, axis);
-  if (!size) b.fail(std::string(op) + " needs a static size along dim " + std::to_string(axis));
-  return *size;
-}
-
 template <typename Sizes>
 std::vector<Value> split(Builder& b, Value self, int64_t axis, const Sizes& sizes) {
   if (sizes.size() == 1) return {self};
   return b.op_n("Split", {self, b.ints(sizes)}, {Attr::i("axis", axis)}, static_cast<int>(sizes.size()));
+}
+
+// Splits `self` along `axis` into `parts` parts of `k` (a 1-D int64 of one item) elements, the
+// last one holding what is left. The number of parts is torch's recorded output count, fixed
+// even when the size along the axis is dynamic; the sizes are computed at run time.
+std::vector<Value> split_computed(Builder& b, Value self, int64_t axis, Value k, size_t parts) {
+  if (parts == 1) return {self};
+  const auto n = static_cast<int64_t>(parts);
+  const Value rest = b.op("Sub", {size_along(b, self, axis), b.op("Mul", {k, one(b, n - 1)})});
+  const Value sizes = b.op("Concat", {b.op("Expand", {k, one(b, n - 1)}), rest}, {Attr::i("axis", 0)});
+  return b.op_n("Split", {self, sizes}, {Attr::i("axis", axis)}, static_cast<int>(parts));
 }
 
 // `x` rolled by `shift` along `axis` of size `size` (symbolic when absent): the last
@@ -80,6 +85,22 @@ Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
   return b.op("Where", {keep, self, b.scalar_like(int64_t{0}, self)});
 }
 
+// The view as_strided makes of self's storage (taken as contiguous): element (i_0, i_1, ...) is
+// storage[offset + sum of i_d * stride_d], gathered from the flattened tensor with the positions
+// computed in the graph (the sizes, strides or offset are dynamic).
+Value strided_gather(Builder& b, Value self, const SymIntList& size, const SymIntList& stride, const SymInt& offset) {
+  const auto scalar = [&](const SymInt& s) { return s.is_static() ? b.scalar(s.value, ScalarType::Long) : s.sym; };
+  Value positions = scalar(offset);
+  for (size_t d = 0; d < size.size(); ++d) {
+    std::vector<int64_t> along(size.size(), 1);
+    along[d] = -1;
+    const Value indices = b.op("Range", {scalar(SymInt(int64_t{0})), scalar(size[d]), scalar(SymInt(int64_t{1}))});
+    const Value steps = b.op("Mul", {indices, scalar(stride[d])});
+    positions = b.op("Add", {positions, b.op("Reshape", {steps, b.ints(along)})});
+  }
+  return b.op("Gather", {b.op("Reshape", {self, one(b, -1)}), positions});
+}
+
 }  // namespace
 
 Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length) {
@@ -114,13 +135,13 @@ Value slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> st
 
 std::vector<Value> split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim) {
   dim = wrap_dim(b, dim, b.rank(self));
-  const int64_t size = required_static_dim(b, self, dim, "split");
-  if (!split_size.is_static()) b.fail("split needs a static split_size");
+  const auto size = static_dim(b, self, dim);
+  if (!size || !split_size.is_static()) return split_computed(b, self, dim, one(b, split_size), b.out_count());
   const int64_t k = split_size.value;
   // torch makes ceil(size / k) parts (one empty part for an empty dim), the last one shorter.
-  const int64_t parts = size == 0 ? 1 : (size + k - 1) / k;
+  const int64_t parts = *size == 0 ? 1 : (*size + k - 1) / k;
   std::vector<int64_t> sizes(static_cast<size_t>(parts), k);
-  sizes.back() = size - k * (parts - 1);
+  sizes.back() = *size - k * (parts - 1);
   return split(b, self, dim, sizes);
 }
 
@@ -130,25 +151,32 @@ std::vector<Value> split_with_sizes(Builder& b, Value self, SymIntList split_siz
 
 std::vector<Value> chunk(Builder& b, Value self, int64_t chunks, int64_t dim) {
   dim = wrap_dim(b, dim, b.rank(self));
-  const int64_t size = required_static_dim(b, self, dim, "chunk");
   // torch: parts of ceil(size / chunks), so there may be fewer than `chunks`; an empty dim
   // makes `chunks` empty parts.
-  if (size == 0) return split(b, self, dim, std::vector<int64_t>(static_cast<size_t>(chunks), 0));
-  const int64_t k = (size + chunks - 1) / chunks;
-  const int64_t parts = (size + k - 1) / k;
+  const auto size = static_dim(b, self, dim);
+  if (!size) {
+    const Value k = b.op("Div", {b.op("Add", {size_along(b, self, dim), one(b, chunks - 1)}), one(b, chunks)});
+    return split_computed(b, self, dim, k, b.out_count());
+  }
+  if (*size == 0) return split(b, self, dim, std::vector<int64_t>(static_cast<size_t>(chunks), 0));
+  const int64_t k = (*size + chunks - 1) / chunks;
+  const int64_t parts = (*size + k - 1) / k;
   std::vector<int64_t> sizes(static_cast<size_t>(parts), k);
-  sizes.back() = size - k * (parts - 1);
+  sizes.back() = *size - k * (parts - 1);
   return split(b, self, dim, sizes);
 }
 
 std::vector<Value> unbind_int(Builder& b, Value self, int64_t dim) {
   dim = wrap_dim(b, dim, b.rank(self));
-  const int64_t size = required_static_dim(b, self, dim, "unbind");
-  if (size == 0) return {};
-  std::vector<Value> parts = split(b, self, dim, std::vector<int64_t>(static_cast<size_t>(size), 1));
+  // One part per element along dim: as many as torch recorded when the size is dynamic (it
+  // fixes their number).
+  const auto size = static_dim(b, self, dim);
+  const size_t parts = size ? static_cast<size_t>(*size) : b.out_count();
+  if (parts == 0) return {};
   const Value axes = one(b, dim);
-  for (Value& part : parts) part = b.op("Squeeze", {part, axes});
-  return parts;
+  std::vector<Value> out = split(b, self, dim, std::vector<int64_t>(parts, 1));
+  for (Value& part : out) part = b.op("Squeeze", {part, axes});
+  return out;
 }
 
 Value flip(Builder& b, Value self, std::vector<int64_t> dims) {
@@ -188,12 +216,9 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
   dim1 = wrap_dim(b, dim1, rank);
   dim2 = wrap_dim(b, dim2, rank);
   if (dim1 == dim2) b.fail("diagonal needs two different dims");
-  const int64_t rows = required_static_dim(b, self, dim1, "diagonal");
-  const int64_t cols = required_static_dim(b, self, dim2, "diagonal");
-  const int64_t length =
-      std::max<int64_t>(0, offset >= 0 ? std::min(rows, cols - offset) : std::min(rows + offset, cols));
   // Move the two dims last and flatten them: the diagonal is every (cols + 1)-th element from
-  // its first one. The other dims keep their sizes (Reshape's 0).
+  // its first one. The other dims keep their sizes (Reshape's 0); the sizes of the two are read
+  // at run time where they are dynamic.
   std::vector<int64_t> perm;
   for (int64_t d = 0; d < rank; ++d) {
     if (d != dim1 && d != dim2) perm.push_back(d);
@@ -201,18 +226,28 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
   perm.push_back(dim1);
   perm.push_back(dim2);
   const Value moved = permute(b, self, perm);
-  std::vector<int64_t> flat_shape(static_cast<size_t>(rank - 1), 0);
   const int64_t last = rank - 2;
-  if (length == 0) {
+  const auto rows = static_dim(b, self, dim1), cols = static_dim(b, self, dim2);
+  if (rows && cols && (offset >= 0 ? std::min(*rows, *cols - offset) : std::min(*rows + offset, *cols)) <= 0) {
     // Empty: cut both dims to 0, then merge them (Reshape's 0 copies the 0).
     const Value empty = b.op("Slice", {moved, b.ints(std::vector<int64_t>{0, 0}), b.ints(std::vector<int64_t>{0, 0}),
                                        b.ints(std::vector<int64_t>{last, last + 1})});
-    return b.op("Reshape", {empty, b.ints(flat_shape)});
+    return b.op("Reshape", {empty, b.ints(std::vector<int64_t>(static_cast<size_t>(rank - 1), 0))});
   }
-  flat_shape.back() = rows * cols;
-  const Value flat = b.op("Reshape", {moved, b.ints(flat_shape)});
-  const int64_t first = offset >= 0 ? offset : -offset * cols;
-  return slice(b, flat, last, one(b, first), one(b, first + (length - 1) * (cols + 1) + 1), cols + 1);
+  const Value n_rows = size_along(b, self, dim1), n_cols = size_along(b, self, dim2);
+  const Value flat_shape = b.op("Concat", {b.ints(std::vector<int64_t>(static_cast<size_t>(last), 0)),
+                                           b.op("Mul", {n_rows, n_cols})}, {Attr::i("axis", 0)});
+  const Value flat = b.op("Reshape", {moved, flat_shape});
+  const Value reach = offset >= 0 ? b.op("Min", {n_rows, b.op("Sub", {n_cols, one(b, offset)})})
+                                  : b.op("Min", {b.op("Add", {n_rows, one(b, offset)}), n_cols});
+  const Value length = b.op("Max", {reach, one(b, 0)});
+  const Value first = offset >= 0 ? one(b, offset) : b.op("Mul", {one(b, -offset), n_cols});
+  const Value step = b.op("Add", {n_cols, one(b, 1)});
+  // first + (length - 1) * step + 1. With no diagonal (length 0) that is first - cols, which is
+  // not negative (Slice would count it from the end) unless the matrix is empty, and not after
+  // the start: the slice is empty.
+  const Value end = b.op("Add", {first, b.op("Add", {b.op("Mul", {b.op("Sub", {length, one(b, 1)}), step}), one(b, 1)})});
+  return b.op("Slice", {flat, first, end, one(b, last), step});
 }
 
 Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset) {
@@ -220,7 +255,7 @@ Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std
   const bool all_static = std::all_of(size.begin(), size.end(), [](const SymInt& s) { return s.is_static(); }) &&
                           std::all_of(stride.begin(), stride.end(), [](const SymInt& s) { return s.is_static(); }) &&
                           (!storage_offset || storage_offset->is_static());
-  if (!in || !all_static) b.fail("as_strided needs static shapes, strides and storage offset");
+  if (!in || !all_static) return strided_gather(b, self, size, stride, storage_offset.value_or(SymInt(int64_t{0})));
   const std::vector<int64_t> sizes = b.static_ints(size), strides = b.static_ints(stride);
   const int64_t offset = storage_offset ? storage_offset->value : 0;
   const auto count = [](const std::vector<int64_t>& s) {

@@ -3,14 +3,15 @@
 
 namespace fastonnx::manual {
 
+// A complex tensor's (real, imaginary) pairs have its sizes first: its Shape reads them.
 Value sym_size_int(Builder& b, Value self, int64_t dim) {
-  dim = wrap_dim(b, dim, b.rank(self));
-  if (const auto shape = b.static_shape(self)) return b.scalar(Scalar((*shape)[dim]), ScalarType::Long);
-  return b.op("Gather", {b.op("Shape", {self}), b.scalar(Scalar(dim), ScalarType::Long)}, {Attr::i("axis", 0)});
+  b.accept_complex_pairs();
+  return scalar_size_along(b, self, wrap_dim(b, dim, b.rank(self)));
 }
 
 // The stride of a contiguous tensor: the product of the sizes after `dim`.
 Value sym_stride_int(Builder& b, Value self, int64_t dim) {
+  b.accept_complex_pairs();
   const int64_t rank = b.rank(self);
   dim = wrap_dim(b, dim, rank);
   if (dim == rank - 1 || rank == 0) return b.scalar(Scalar(int64_t{1}), ScalarType::Long);

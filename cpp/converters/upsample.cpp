@@ -29,14 +29,23 @@ Scales given_scales(const std::optional<std::vector<double>>& factors, size_t nd
   return out;
 }
 
-// The output's spatial sizes: `output_size`, else torch's recorded output shape.
-SymIntList output_sizes(Builder& b, const std::optional<SymIntList>& output_size, size_t nd) {
+// The output's spatial sizes: `output_size`, else torch's recorded output shape, whose dynamic
+// sizes are computed as torch computes them: floor(in * scale) in double.
+SymIntList output_sizes(Builder& b, Value input, const std::optional<SymIntList>& output_size, const Scales& scales) {
   if (output_size) return *output_size;
+  const size_t nd = scales.size();
   const std::vector<Dim>& shape = b.out_meta().shape;
+  const int64_t rank = b.rank(input);
   SymIntList sizes;
-  for (size_t i = shape.size() - nd; i < shape.size(); ++i) {
-    if (!shape[i].is_static()) b.fail("upsampling by scale factors needs static spatial sizes");
-    sizes.emplace_back(shape[i].value);
+  for (size_t i = 0; i < nd; ++i) {
+    const Dim& d = shape[shape.size() - nd + i];
+    if (d.is_static()) {
+      sizes.emplace_back(d.value);
+      continue;
+    }
+    if (!scales[i]) b.fail("upsampling without an output size needs a scale factor for every axis");
+    const Value in = b.cast(scalar_size_along(b, input, rank - static_cast<int64_t>(nd - i)), ScalarType::Double);
+    sizes.emplace_back(b.cast(b.op("Mul", {in, b.scalar(*scales[i], ScalarType::Double)}), ScalarType::Long));
   }
   return sizes;
 }
@@ -57,6 +66,32 @@ float float_scale(Builder& b, int64_t in, int64_t out, double scale) {
   return s;
 }
 
+// The float32 scale for Resize along an axis whose input size `in` is dynamic (0-d int64 values,
+// `out` torch's output size). Resize makes floor(float(in) * scale) in float32: as float_scale
+// does, float(scale) unless that misses torch's size (when in * scale is at or near an integer),
+// then its neighbour on the side of `scale`; the choice is made at run time. Where torch's kernels
+// copy along an axis whose size stays (linear, 2-d nearest) or halve the index along one whose
+// size doubles (2-d nearest) whatever the scale, the scale is 1 or 2 at run time too.
+Value dynamic_scale(Builder& b, const Interpolation& how, size_t nd, Value in, Value out, double scale) {
+  const auto nearest = static_cast<float>(scale);
+  Value s = b.scalar(static_cast<double>(nearest), ScalarType::Float);
+  if (static_cast<double>(nearest) != scale) {
+    const float toward = static_cast<double>(nearest) < scale ? std::numeric_limits<float>::infinity() : 0.0f;
+    const Value size = b.cast(b.op("Mul", {b.cast(in, ScalarType::Float), s}), ScalarType::Long);
+    const Value neighbour = b.scalar(static_cast<double>(std::nextafter(nearest, toward)), ScalarType::Float);
+    s = b.op("Where", {b.op("Equal", {size, out}), s, neighbour});
+  }
+  const bool nearest_2d = how.method == Method::Nearest && nd == 2;
+  if ((how.method == Method::Linear || nearest_2d) && scale > 1 && scale < 2) {
+    s = b.op("Where", {b.op("Equal", {out, in}), b.scalar(1.0, ScalarType::Float), s});
+  }
+  if (nearest_2d && scale > 2 && scale < 3) {
+    const Value doubled = b.op("Mul", {in, b.scalar(int64_t{2}, ScalarType::Long)});
+    s = b.op("Where", {b.op("Equal", {out, doubled}), b.scalar(2.0, ScalarType::Float), s});
+  }
+  return b.op("Unsqueeze", {s, b.ints(std::vector<int64_t>{0})});
+}
+
 Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
                          const Scales& scales);
 
@@ -65,11 +100,19 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
   if (how.antialias) return antialiased_resize(b, input, how, output_size, scales);
   const size_t nd = scales.size();
   const int64_t rank = b.rank(input);
-  const SymIntList out = output_sizes(b, output_size, nd);
-  const auto shape = static_trailing_sizes(b, input, nd);
-  const std::vector<int64_t> in = shape.value_or(std::vector<int64_t>{});
+  const SymIntList out = output_sizes(b, input, output_size, scales);
+  std::vector<int64_t> axes;
+  std::vector<std::optional<int64_t>> in;  // static input sizes
+  for (size_t i = 0; i < nd; ++i) {
+    axes.push_back(rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i));
+    const Dim& d = b.shape(input)[static_cast<size_t>(axes.back())];
+    in.push_back(d.is_static() ? std::optional<int64_t>(d.value) : std::nullopt);
+  }
+  const auto same_size = [&](size_t i) { return in[i] && out[i].is_static() && out[i].value == *in[i]; };
 
-  if (how.method == Method::Linear && shape && out == in) return input;  // torch copies when no size changes
+  bool unchanged = true;
+  for (size_t i = 0; i < nd; ++i) unchanged = unchanged && same_size(i);
+  if (how.method == Method::Linear && unchanged) return input;  // torch copies when no size changes
   // The scale ONNX divides output coordinates by, per axis: torch uses a given scale (as 1/scale)
   // unless corners are aligned; otherwise in/out, which is what ONNX derives from sizes.
   std::vector<std::optional<double>> onnx_scale(nd);
@@ -79,37 +122,42 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
     // Whatever the given scale, torch's linear kernels copy along an axis whose size stays, and
     // its 2-d nearest kernel (not the 1-d or 3-d one) copies or halves the index along an axis
     // whose size stays or doubles; bicubic uses the scale.
-    if (onnx_scale[i] && shape && out[i].is_static()) {
+    if (onnx_scale[i] && in[i] && out[i].is_static()) {
       const bool nearest_2d = how.method == Method::Nearest && nd == 2;
-      if (out[i].value == in[i] && (how.method == Method::Linear || nearest_2d)) onnx_scale[i] = 1.0;
-      if (out[i].value == 2 * in[i] && nearest_2d) onnx_scale[i] = 2.0;
+      if (out[i].value == *in[i] && (how.method == Method::Linear || nearest_2d)) onnx_scale[i] = 1.0;
+      if (out[i].value == 2 * *in[i] && nearest_2d) onnx_scale[i] = 2.0;
     }
     any_scale = any_scale || onnx_scale[i].has_value();
   }
-  std::vector<int64_t> axes;
-  for (size_t i = 0; i < nd; ++i) axes.push_back(rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i));
 
   const std::optional<Value> absent;
   Inputs inputs = {input, absent};  // no roi
   if (any_scale) {
     // ONNX takes scales or sizes, not both, and makes the output floor(in * scale) in float32:
     // every axis needs a scale that reproduces torch's size.
-    if (!shape) b.fail("upsampling with scale factors needs static input sizes");
-    std::vector<Scalar> items(static_cast<size_t>(b.opset() >= 18 ? 0 : rank - static_cast<int64_t>(nd)), Scalar(1.0));
-    for (size_t i = 0; i < nd; ++i) {
-      const int64_t o = b.static_int(out[i]);
-      const double s = onnx_scale[i].value_or(static_cast<double>(o) / static_cast<double>(in[i]));
-      items.emplace_back(static_cast<double>(float_scale(b, in[i], o, s)));
+    std::vector<Value> items;
+    if (b.opset() < 18) {  // scales of every axis: the leading ones 1
+      items.push_back(b.list(std::vector<Scalar>(static_cast<size_t>(axes.front()), Scalar(1.0)), ScalarType::Float));
     }
-    inputs.push_back(b.list(items, ScalarType::Float));
+    for (size_t i = 0; i < nd; ++i) {
+      if (in[i] && out[i].is_static()) {
+        const int64_t o = out[i].value;
+        const double s = onnx_scale[i].value_or(static_cast<double>(o) / static_cast<double>(*in[i]));
+        items.push_back(b.list({Scalar(static_cast<double>(float_scale(b, *in[i], o, s)))}, ScalarType::Float));
+        continue;
+      }
+      if (!onnx_scale[i]) {
+        b.fail("upsampling with scale factors along some axes only needs static sizes along the others "
+               "(ONNX Resize takes scales or sizes, not both)");
+      }
+      const Value out_i = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
+      items.push_back(dynamic_scale(b, how, nd, scalar_size_along(b, input, axes[i]), out_i, *onnx_scale[i]));
+    }
+    inputs.push_back(b.op("Concat", spread(items), {Attr::i("axis", 0)}));
   } else {
     inputs.push_back(absent);
     Value sizes = b.ints(out);
-    if (b.opset() < 18) {  // sizes of every axis: the leading ones unchanged
-      const Value lead = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{0}),
-                                        b.ints(std::vector<int64_t>{rank - static_cast<int64_t>(nd)})});
-      sizes = b.op("Concat", {lead, sizes}, {Attr::i("axis", 0)});
-    }
+    if (b.opset() < 18) sizes = join_sizes(b, {sizes_between(b, input, 0, axes.front()), sizes});  // the leading ones unchanged
     inputs.push_back(sizes);
   }
 
@@ -178,29 +226,91 @@ std::vector<Scalar> antialias_weights(Method method, int64_t in, int64_t out, bo
   return weights;
 }
 
-// Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis.
+// antialias_filter on a float32 tensor, with the same float32 operations.
+Value antialias_filter(Builder& b, Method method, Value x) {
+  const auto f = [&](double v) { return b.scalar(v, ScalarType::Float); };
+  const auto mul = [&](Value l, Value r) { return b.op("Mul", {l, r}); };
+  x = b.op("Abs", {x});
+  const Value zero = f(0.0);
+  if (method == Method::Linear) return b.op("Where", {b.op("Less", {x, f(1.0)}), b.op("Sub", {f(1.0), x}), zero});
+  constexpr double a = -0.5;
+  const Value near = b.op("Add", {mul(mul(b.op("Sub", {mul(f(a + 2.0), x), f(a + 3.0)}), x), x), f(1.0)});
+  const Value far = b.op("Sub", {mul(b.op("Add", {mul(b.op("Sub", {mul(f(a), x), f(5.0 * a)}), x), f(8.0 * a)}), x), f(4.0 * a)});
+  return b.op("Where", {b.op("Less", {x, f(1.0)}), near, b.op("Where", {b.op("Less", {x, f(2.0)}), far, zero})});
+}
+
+// antialias_weights in the graph, as an (out, in) float32 matrix, for an axis whose input or
+// output size (0-d int64 values) is dynamic; the identity where torch copies (the size stays).
+Value runtime_antialias_weights(Builder& b, Method method, Value in, Value out, bool align_corners,
+                                std::optional<double> given) {
+  const auto f = [&](double v) { return b.scalar(v, ScalarType::Float); };
+  const auto to_float = [&](Value v) { return b.cast(v, ScalarType::Float); };
+  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  Value scale;
+  if (align_corners) {
+    const Value ratio = b.op("Div", {to_float(b.op("Sub", {in, one})), to_float(b.op("Sub", {out, one}))});
+    scale = b.op("Where", {b.op("Greater", {out, one}), ratio, f(0.0)});
+  } else if (given && *given > 0) {
+    scale = f(static_cast<double>(static_cast<float>(1.0 / *given)));
+  } else {
+    scale = b.op("Div", {to_float(in), to_float(out)});
+  }
+  const Value half_width = f(method == Method::Linear ? 1.0 : 2.0);
+  const Value wide = b.op("GreaterOrEqual", {scale, f(1.0)});
+  const Value support = b.op("Where", {wide, b.op("Mul", {half_width, scale}), half_width});
+  const Value invscale = b.op("Where", {wide, b.op("Div", {f(1.0), scale}), f(1.0)});
+  const Value rows = b.op("Unsqueeze", {b.op("Range", {zero, out, one}), b.ints(std::vector<int64_t>{1})});
+  const Value cols = b.op("Range", {zero, in, one});
+  const Value center = b.op("Mul", {scale, b.op("Add", {to_float(rows), f(0.5)})});
+  const auto bound = [&](const char* side) {  // int64(center -+ support + 0.5), truncated
+    return b.cast(b.op("Add", {b.op(side, {center, support}), f(0.5)}), ScalarType::Long);
+  };
+  const Value lo = b.op("Max", {bound("Sub"), zero}), hi = b.op("Min", {bound("Add"), in});
+  const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, lo}), b.op("Less", {cols, hi})});
+  const Value at = b.op("Mul", {b.op("Add", {b.op("Sub", {to_float(cols), center}), f(0.5)}), invscale});
+  const Value w = b.op("Where", {inside, antialias_filter(b, method, at), f(0.0)});
+  const Value total = reduce(b, "ReduceSum", w, std::vector<int64_t>{1}, true);
+  const Value normalized = b.op("Where", {b.op("Equal", {total, f(0.0)}), f(0.0), b.op("Div", {w, total})});
+  const Value identity = to_float(b.op("Equal", {rows, cols}));
+  return b.op("Where", {b.op("Equal", {out, in}), identity, normalized});
+}
+
+// Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis,
+// the matrix a constant when the axis's sizes are static, else computed at run time.
 // ONNX Resize's antialias filters the border windows differently (it does not renormalize).
 Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
                          const Scales& scales) {
   const size_t nd = scales.size();
-  const std::vector<int64_t> in = static_spatial_sizes(b, input, nd, "antialiased upsampling");
-  const std::vector<int64_t> out = b.static_ints(output_sizes(b, output_size, nd));
+  if (nd > 2) b.fail("antialiased upsampling over more than 2 axes");
+  const int64_t rank = b.rank(input);
+  const SymIntList out = output_sizes(b, input, output_size, scales);
   const ScalarType dtype = b.dtype(input);
   Value x = input;
   for (size_t i = nd; i-- > 0;) {
-    if (out[i] == in[i]) continue;  // torch copies along an axis whose size stays, whatever the scale
-    const std::vector<Scalar> w = antialias_weights(how.method, in[i], out[i], how.align_corners, scales[i]);
-    if (i == nd - 1) {  // x @ W^T over the last axis
-      std::vector<Scalar> transposed(w.size(), Scalar(0.0));
-      for (int64_t o = 0; o < out[i]; ++o) {
-        for (int64_t j = 0; j < in[i]; ++j) transposed[static_cast<size_t>(j * out[i] + o)] = w[static_cast<size_t>(o * in[i] + j)];
+    const int64_t axis = rank - static_cast<int64_t>(nd - i);
+    const Dim in = b.shape(input)[static_cast<size_t>(axis)];
+    const bool last = i == nd - 1;
+    if (in.is_static() && out[i].is_static()) {
+      if (out[i].value == in.value) continue;  // torch copies along an axis whose size stays, whatever the scale
+      const int64_t o = out[i].value, n = in.value;
+      const std::vector<Scalar> w = antialias_weights(how.method, n, o, how.align_corners, scales[i]);
+      if (last) {  // x @ W^T over the last axis
+        std::vector<Scalar> transposed(w.size(), Scalar(0.0));
+        for (int64_t r = 0; r < o; ++r) {
+          for (int64_t j = 0; j < n; ++j) transposed[static_cast<size_t>(j * o + r)] = w[static_cast<size_t>(r * n + j)];
+        }
+        x = b.op("MatMul", {x, b.tensor(transposed, {n, o}, dtype)});
+      } else {  // W @ x over the second last axis, broadcast over the leading ones
+        x = b.op("MatMul", {b.tensor(w, {o, n}, dtype), x});
       }
-      x = b.op("MatMul", {x, b.tensor(transposed, {in[i], out[i]}, dtype)});
-    } else if (i == nd - 2) {  // W @ x over the second last axis, broadcast over the leading ones
-      x = b.op("MatMul", {b.tensor(w, {out[i], in[i]}, dtype), x});
-    } else {
-      b.fail("antialiased upsampling over more than 2 axes");
+      continue;
     }
+    const Value out_size = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
+    const Value w = b.cast(runtime_antialias_weights(b, how.method, scalar_size_along(b, input, axis), out_size,
+                                                     how.align_corners, scales[i]),
+                           dtype);
+    const std::vector<int64_t> swap = {1, 0};
+    x = last ? b.op("MatMul", {x, b.op("Transpose", {w}, {Attr::ints("perm", swap)})}) : b.op("MatMul", {w, x});
   }
   return x;
 }

@@ -1,4 +1,5 @@
 // Vision ops: grid sampling, im2col/col2im (unfold/fold) and pixel_unshuffle.
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -38,8 +39,6 @@ Windows unfold_windows(const std::vector<int64_t>& image, const std::vector<int6
   return w;
 }
 
-int64_t product(const std::vector<int64_t>& xs) { return std::accumulate(xs.begin(), xs.end(), int64_t{1}, std::multiplies<>()); }
-
 }  // namespace
 
 namespace manual {
@@ -58,39 +57,47 @@ Value grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mo
 // stacked after the channel axis. Any element type.
 Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation,
              std::vector<int64_t> padding, std::vector<int64_t> stride) {
-  const Windows w = unfold_windows(static_spatial_sizes(b, self, 2, "im2col"), kernel_size, dilation, padding, stride);
-  const int64_t offset_axis = b.rank(self) - 2;  // after the channels
+  // The windows are counted at run time when the image size is dynamic.
+  const int64_t rank = b.rank(self);
+  const RuntimeWindows w = runtime_windows(b, spatial_sizes(b, self, 2), kernel_size, stride, padding, dilation, false);
+  const int64_t offset_axis = rank - 2;  // after the channels
   const Value axes = b.ints(std::vector<int64_t>{offset_axis});
   Inputs offsets;
-  for (Value slice : window_slices(b, self, w, Scalar(int64_t{0}))) offsets.push_back(b.op("Unsqueeze", {slice, axes}));
+  for (Value slice : window_slices(b, self, rank, w, Scalar(int64_t{0}))) offsets.push_back(b.op("Unsqueeze", {slice, axes}));
   const Value stacked = b.op("Concat", offsets, {Attr::i("axis", offset_axis)});
-  // The channel count when static (a -1 cannot be resolved in an empty batch).
-  const Dim channels = b.shape(self)[static_cast<size_t>(offset_axis - 1)];
-  std::vector<int64_t> shape = {channels.is_static() ? channels.value * w.positions() : -1, product(w.out)};
-  if (b.rank(self) == 4) shape.insert(shape.begin(), 0);  // the batch stays
-  return b.op("Reshape", {stacked, b.ints(shape)});
+  const Value columns = b.op("Mul", {size_along(b, self, offset_axis - 1), b.ints(std::vector<int64_t>{w.positions()})});
+  const Value windows = b.op("Mul", {w.out[0], w.out[1]});
+  return reshape_to(b, stacked, join_sizes(b, {sizes_between(b, self, 0, offset_axis - 1), columns, windows}));
 }
 
 // (N, C * kernel positions, windows) -> (N, C, H, W), summing overlaps: ONNX Col2Im from opset
 // 18, before it a ConvTranspose with one-hot kernels.
 Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size,
              std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride) {
-  const std::vector<int64_t> image = b.static_ints(output_size);
   if (b.opset() >= 18) {
     const Attrs attrs = {Attr::ints("dilations", dilation), Attr::ints("pads", helper_twice(b, padding)),
                          Attr::ints("strides", stride)};
-    return with_batch(b, self, 3, [&](Value x) { return b.op("Col2Im", {x, b.ints(image), b.ints(kernel_size)}, attrs); });
+    const Value image = b.ints(output_size);
+    return with_batch(b, self, 3, [&](Value x) { return b.op("Col2Im", {x, image, b.ints(kernel_size)}, attrs); });
   }
-  const Windows w = unfold_windows(image, kernel_size, dilation, padding, stride);
-  const Dim columns = b.shape(self)[static_cast<size_t>(b.rank(self) - 2)];
-  if (!columns.is_static()) b.fail("col2im below opset 18 needs a static channel count");
-  const int64_t channels = columns.value / w.positions();
-  std::vector<int64_t> per_channel = {-1, w.positions()};
-  per_channel.insert(per_channel.end(), w.out.begin(), w.out.end());
-  const Value image_sum = scatter_windows(b, b.op("Reshape", {self, b.ints(per_channel)}), w);
-  std::vector<int64_t> shape = {channels, image[0], image[1]};
-  if (b.rank(self) == 3) shape.insert(shape.begin(), -1);
-  return b.op("Reshape", {image_sum, b.ints(shape)});
+  // Before: a ConvTranspose with one-hot kernels, the windows counted at run time when the
+  // output size is dynamic.
+  const int64_t rank = b.rank(self);
+  const int64_t positions = kernel_size[0] * kernel_size[1];
+  Value image_sum;
+  if (std::all_of(output_size.begin(), output_size.end(), [](const SymInt& s) { return s.is_static(); })) {
+    const Windows w = unfold_windows(b.static_ints(output_size), kernel_size, dilation, padding, stride);
+    std::vector<int64_t> per_channel = {-1, positions};
+    per_channel.insert(per_channel.end(), w.out.begin(), w.out.end());
+    image_sum = scatter_windows(b, b.op("Reshape", {self, b.ints(per_channel)}), w);
+  } else {
+    const RuntimeWindows w = runtime_windows(b, output_size, kernel_size, stride, padding, dilation, false);
+    const Value per_channel = join_sizes(b, {b.ints(std::vector<int64_t>{-1, positions}), w.out[0], w.out[1]});
+    image_sum = scatter_windows(b, b.op("Reshape", {self, per_channel}), w);
+  }
+  // (N * C, 1, H, W) -> (N, C, H, W), the channel count read at run time when it is dynamic.
+  const Value channels = b.op("Div", {size_along(b, self, rank - 2), b.ints(std::vector<int64_t>{positions})});
+  return reshape_to(b, image_sum, join_sizes(b, {sizes_between(b, self, 0, rank - 2), channels, b.ints(output_size)}));
 }
 
 // (*, C, H*r, W*r) -> (*, C*r*r, H, W), channel c*r*r + i*r + j taking offset (i, j) of each
@@ -98,19 +105,25 @@ Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t
 Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor) {
   const int64_t r = downscale_factor;
   if (r == 1) return self;
-  const std::vector<int64_t> in = static_spatial_sizes(b, self, 3, "pixel_unshuffle");
-  const auto lead = static_cast<size_t>(b.rank(self)) - 3;
-  const int64_t c = in[0], h = in[1] / r, w = in[2] / r;
-  std::vector<int64_t> split(lead, 0);  // 0: the leading sizes stay
-  for (int64_t d : {c, h, r, w, r}) split.push_back(d);
-  std::vector<int64_t> perm(lead);
+  const int64_t rank = b.rank(self);
+  if (rank < 3) b.fail("pixel_unshuffle needs a tensor of rank 3 or more");
+  // An empty input gives an empty output; Reshape cannot make zero-size dims before opset 14.
+  if (const auto out = b.out_static_shape(); out && std::find(out->begin(), out->end(), 0) != out->end()) {
+    return b.constant(b.dtype(self), *out, {});
+  }
+  // The sizes that are dynamic are read at run time.
+  const int64_t lead = rank - 3;
+  const Value lead_sizes = sizes_between(b, self, 0, lead), c = size_along(b, self, lead);
+  const Value factor = b.ints(std::vector<int64_t>{r});
+  const Value h = b.op("Div", {size_along(b, self, lead + 1), factor});
+  const Value w = b.op("Div", {size_along(b, self, lead + 2), factor});
+  std::vector<int64_t> perm(static_cast<size_t>(lead));
   std::iota(perm.begin(), perm.end(), 0);
-  const auto at = static_cast<int64_t>(lead);
-  for (int64_t d : {0, 2, 4, 1, 3}) perm.push_back(at + d);
-  const Value moved = b.op("Transpose", {b.op("Reshape", {self, b.ints(split)})}, {Attr::ints("perm", perm)});
-  std::vector<int64_t> shape(lead, 0);
-  for (int64_t d : {c * r * r, h, w}) shape.push_back(d);
-  return b.op("Reshape", {moved, b.ints(shape)});
+  for (int64_t d : {0, 2, 4, 1, 3}) perm.push_back(lead + d);
+  const Value split = reshape_to(b, self, join_sizes(b, {lead_sizes, c, h, factor, w, factor}));
+  const Value moved = b.op("Transpose", {split}, {Attr::ints("perm", perm)});
+  const Value channels = b.op("Mul", {c, b.ints(std::vector<int64_t>{r * r})});
+  return reshape_to(b, moved, join_sizes(b, {lead_sizes, channels, h, w}));
 }
 
 }  // namespace manual

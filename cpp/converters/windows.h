@@ -59,6 +59,41 @@ std::vector<int64_t> avg_divisors(const Windows& w, bool count_include_pad, std:
 // A constant with one value per window (shape `w.out`), or a scalar when all are equal.
 Value per_window(Builder& b, const std::vector<Scalar>& values, const Windows& w, ScalarType dtype);
 
+// The same windows when the input's spatial sizes may be dynamic: the sizes are static ints or
+// 0-d int64 values, and the output lengths 1-D int64 tensors of one item, computed at run time
+// as torch computes them (constants when the input size is static).
+struct RuntimeWindows {
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+  SymIntList in;
+  std::vector<Value> out;
+
+  size_t rank() const { return kernel.size(); }
+  int64_t positions() const;
+};
+// The sizes of the last `n` axes of `x`, read at run time where they are dynamic.
+SymIntList spatial_sizes(Builder& b, Value x, size_t n);
+RuntimeWindows runtime_windows(Builder& b, const SymIntList& in, const std::vector<int64_t>& kernel,
+                               std::vector<int64_t> stride, const std::vector<int64_t>& padding,
+                               const std::vector<int64_t>& dilation, bool ceil_mode);
+
+// window_slices for RuntimeWindows (`x` of rank `x_rank`): `x` is padded with `fill` by the padding
+// and by what the last windows may reach past it (a static bound), and each slice ends at the
+// run-time window count.
+std::vector<Value> window_slices(Builder& b, Value x, int64_t x_rank, const RuntimeWindows& w, const Scalar& fill);
+
+// `y` with its spatial axes (the last ones) cut to the windows' output lengths: drops the last
+// ceil-mode window that ONNX's pooling ops keep before opset 22 and torch drops.
+Value crop_to_windows(Builder& b, Value y, const RuntimeWindows& w);
+
+// avg_divisors for RuntimeWindows, as a tensor of `dtype` of shape (out...) or a scalar: torch's
+// divisor of each window's sum.
+Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, std::optional<int64_t> divisor_override,
+                   ScalarType dtype);
+
+// scatter_windows (not whole_window) for RuntimeWindows: `cols` (M, K, out...) -> (M, 1, in...).
+Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w);
+
 // Whether ONNX `op` takes element type `t` as its first input at the target opset.
 bool onnx_takes(Builder& b, std::string_view op, ScalarType t);
 

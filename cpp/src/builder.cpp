@@ -44,6 +44,41 @@ std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, co
   return outs;
 }
 
+GraphId Builder::begin_subgraph() {
+  insertion_graph_ = g_.add_subgraph(insertion_graph_);
+  return insertion_graph_;
+}
+
+Value Builder::subgraph_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims) {
+  if (insertion_graph_ == kMainGraph) fail("a subgraph input `" + std::string(name) + "` outside any subgraph");
+  return g_.add_subgraph_input(insertion_graph_, name, dtype, dims);
+}
+
+GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
+  if (insertion_graph_ == kMainGraph) fail("end_subgraph without begin_subgraph");
+  const GraphId graph = insertion_graph_;
+  std::vector<uint32_t> taken;
+  for (const Value value : outputs) {
+    Value v = value;
+    // Like a graph output, a subgraph output is produced by a node of its own subgraph: an outer
+    // value, a weight, a subgraph input or a value already returned gets an Identity (which also
+    // keeps the passes from replacing the output by an outer value).
+    const NodeId producer = g_.info(v).producer;
+    if (producer == kNoNode || g_.node(producer).graph != graph ||
+        std::find(taken.begin(), taken.end(), v.id) != taken.end()) {
+      v = op("Identity", {value});
+      if (g_.info(value).has_shape) {
+        std::vector<Dim> dims(g_.shape(value).begin(), g_.shape(value).end());
+        g_.set_shape(v, dims);
+      }
+    }
+    taken.push_back(v.id);
+    g_.add_subgraph_output(graph, v);
+  }
+  insertion_graph_ = g_.subgraph(graph).parent;
+  return graph;
+}
+
 void Builder::check_input_types(std::string_view type, const OpTypes& spec, const Inputs& inputs) const {
   if (spec.inputs.empty()) return;
   constexpr size_t kGroups = 16;

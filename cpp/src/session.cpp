@@ -140,48 +140,25 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
   }
 }
 
-void Session::begin_subgraph() {
-  const GraphId graph = graph_.add_subgraph(builder_.insertion_graph());
-  open_subgraphs_.push_back(graph);
-  builder_.set_insertion_graph(graph);
-}
+void Session::begin_subgraph() { open_subgraphs_.push_back(builder_.begin_subgraph()); }
 
 Value Session::add_subgraph_input(std::string_view name, const TensorMeta& meta) {
   if (open_subgraphs_.empty()) throw ConvertError("a subgraph input `" + std::string(name) + "` outside any subgraph");
   check_dtype("subgraph input", name, meta.dtype);
-  return graph_.add_subgraph_input(open_subgraphs_.back(), name, meta.dtype, meta.shape);
+  return builder_.subgraph_input(name, meta.dtype, meta.shape);
 }
 
 GraphId Session::end_subgraph(const std::vector<Value>& outputs) {
   if (open_subgraphs_.empty()) throw ConvertError("end_subgraph without begin_subgraph");
-  const GraphId graph = open_subgraphs_.back();
   for (const Value v : outputs) {
     if (v.id >= graph_.num_values()) {
       throw ConvertError("a subgraph output refers to graph value " + std::to_string(v.id) + ", which does not exist");
     }
   }
-  std::vector<uint32_t> taken;
   builder_.accept_complex_pairs();  // an Identity copies complex values as their real pairs
-  for (const Value value : outputs) {
-    Value v = value;
-    // Like a graph output, a subgraph output is produced by a node of its own subgraph: an outer
-    // value, a weight, a subgraph input or a value already returned gets an Identity (which also
-    // keeps the passes from replacing the output by an outer value).
-    const NodeId producer = graph_.info(v).producer;
-    if (producer == kNoNode || graph_.node(producer).graph != graph ||
-        std::find(taken.begin(), taken.end(), v.id) != taken.end()) {
-      v = builder_.op("Identity", {value});
-      if (graph_.info(value).has_shape) {
-        std::vector<Dim> dims(graph_.shape(value).begin(), graph_.shape(value).end());
-        graph_.set_shape(v, dims);
-      }
-    }
-    taken.push_back(v.id);
-    graph_.add_subgraph_output(graph, v);
-  }
+  const GraphId graph = builder_.end_subgraph(outputs);
   builder_.set_current({}, {});
   open_subgraphs_.pop_back();
-  builder_.set_insertion_graph(open_subgraphs_.empty() ? kMainGraph : open_subgraphs_.back());
   return graph;
 }
 

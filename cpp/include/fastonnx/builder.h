@@ -33,6 +33,13 @@ class Builder {
   void set_insertion_graph(GraphId graph) { insertion_graph_ = graph; }
   GraphId insertion_graph() const { return insertion_graph_; }
 
+  // Subgraphs (the body of a Loop a converter makes, or the session's control flow): nodes go
+  // to a new subgraph of the insertion graph from begin_subgraph() on; end_subgraph() sets its
+  // outputs, goes back to the enclosing graph and returns the subgraph's id for Attr::graph.
+  GraphId begin_subgraph();
+  Value subgraph_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims);
+  GraphId end_subgraph(const std::vector<Value>& outputs);
+
   // ONNX nodes. The element type of each output follows ONNX's type constraints (onnx_types.h).
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
@@ -91,6 +98,9 @@ class Builder {
 
   // What torch.export recorded for the outputs of the FX node being converted.
   const TensorMeta& out_meta(size_t i = 0) const;
+  // How many outputs it recorded: the length of a list result (split, unbind), which torch.export
+  // fixes even when the sizes it splits are dynamic.
+  size_t out_count() const { return metas_.size(); }
   std::optional<std::vector<int64_t>> out_static_shape(size_t i = 0) const;
   void set_current(std::string_view fx_name, std::span<const TensorMeta> metas);
 
