@@ -21,6 +21,8 @@ from torch._guards import detect_fake_mode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from .errors import ConversionError
+
 # A decomposition that keeps producing the op it decomposes (directly or through others)
 # would not terminate; past this many rounds the op counts as unsupported.
 _MAX_ROUNDS = 8
@@ -70,6 +72,17 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     return new
 
 
+def _check_nothing_fixed(node: torch.fx.Node, shape_env, symbols: set, fixed_before: set) -> None:
+    """Fails when tracing ``node``'s decomposition pinned one of the program's size ``symbols``
+    (to a number or to another symbol): every node that reads that size would silently take it,
+    and the model would lose a dynamic dimension."""
+    fixed = {s: e for s, e in shape_env.replacements.items() if s in symbols and s not in fixed_before}
+    if fixed:
+        pinned = ", ".join(f"{s} = {e}" for s, e in fixed.items())
+        raise ConversionError(f"PyTorch's decomposition of {node.target} (FX node `{node.name}`) fixes the dynamic "
+                              f"size(s) {pinned}; fastonnx has no converter for {node.target} that keeps them dynamic")
+
+
 class Decomposer:
     """Decomposes, in a graph, the nodes ``is_mapped`` rejects, and inlines the bodies of
     mode-only wrappers. ``decomposed`` counts the ops it expanded; ``constants`` holds what the
@@ -80,6 +93,7 @@ class Decomposer:
         self.is_mapped = is_mapped
         self.decomposed: Counter = Counter()
         self.constants: dict[str, torch.Tensor] = {}
+        self.fake_mode = None
 
     def _wants(self, node: torch.fx.Node) -> bool:
         return (
@@ -129,11 +143,24 @@ class Decomposer:
             args, kwargs = tree_unflatten(filled, spec)
             return decomp(*args, **kwargs)
 
-        fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+        fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)]) or self._fake_mode()
+        shape_env = fake_mode.shape_env if fake_mode is not None else None
+        before = (set(shape_env.var_to_range), set(shape_env.replacements)) if shape_env is not None else None
         # "real" tracing of fake values: the values carry the program's own symbols.
         with fake_mode if fake_mode is not None else contextlib.nullcontext():
             sub = make_fx(call, tracing_mode="real")(*values)
+        if shape_env is not None:
+            _check_nothing_fixed(node, shape_env, *before)
         return sub, [leaves[i] for i in inputs]
+
+    def _fake_mode(self):
+        """The program's fake mode, for a node whose inputs are all sizes (``eye(n, m)``): outside
+        it, an op called with a symbolic size would run for real and pin the size to its example
+        value."""
+        if self.fake_mode is None:
+            tensors = [n.meta.get("val") for n in self.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
+            self.fake_mode = detect_fake_mode(tensors)
+        return self.fake_mode
 
     def _expand(self, node: torch.fx.Node) -> list[torch.fx.Node]:
         sub, inputs = self._trace(node)
