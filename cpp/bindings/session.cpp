@@ -379,6 +379,8 @@ void init_session(py::module_& m) {
           "value_dtype", [](Session& s, const ValueRef& ref) { return static_cast<int>(s.builder().dtype(Value{ref.id})); },
           py::arg("value"))
       .def("set_domain_version", &Session::set_domain_version, py::arg("domain"), py::arg("version"))
+      .def("mark_may_be_one", &Session::mark_may_be_one, py::arg("symbol"),
+           "The dynamic size `symbol` may be 1 at run time (torch.export's ranges allow it).")
       .def("add_scope", &Session::add_scope, py::arg("function_name"), py::arg("module_path"), py::arg("parent"),
            "A module call whose nodes become a call of a local function; returns its scope id.")
       .def("set_scope", &Session::set_scope, py::arg("scope"), "The scope of the nodes converted from now on.")

@@ -53,6 +53,18 @@ Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& st
   return b.cast(b.op("Add", {offset, from}), dtype);
 }
 
+// 0, 1, ..., size - 1 as int64; `size` may be a graph value.
+Value iota(Builder& b, const SymInt& size) {
+  const Value end = size.is_static() ? b.scalar(size.value, ScalarType::Long) : size.sym;
+  return b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), end, b.scalar(int64_t{1}, ScalarType::Long)});
+}
+
+// The n x m identity in the node's dtype.
+Value identity(Builder& b, const SymInt& n, const SymInt& m) {
+  const Value rows = b.op("Unsqueeze", {iota(b, n), b.ints(std::vector<int64_t>{1})});
+  return b.cast(b.op("Equal", {rows, iota(b, m)}), b.out_meta().dtype);
+}
+
 }  // namespace
 
 Value arange(Builder& b, Scalar end, std::optional<ScalarType>, std::optional<bool>) {
@@ -120,6 +132,12 @@ Value new_full(Builder& b, Value /*self*/, SymIntList size, Scalar fill_value, s
 
 Value new_empty(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
   return filled(b, int64_t{0}, size);
+}
+
+Value eye(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bool>) { return identity(b, n, n); }
+
+Value eye_m(Builder& b, SymInt n, SymInt m, std::optional<ScalarType>, std::optional<bool>) {
+  return identity(b, n, m);
 }
 
 Value scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType>, std::optional<bool>) {

@@ -233,5 +233,26 @@ Value imag(Builder& b, Value self) {
   return part(b, self, b.rank(self), 1);
 }
 
+Value _conj(Builder& b, Value self) {
+  if (!is_complex(b.dtype(self))) return self;  // a real tensor is its own conjugate
+  b.accept_complex_pairs();
+  const Value signs = b.list({Scalar(1.0), Scalar(-1.0)}, real_part_type(b.dtype(self)));
+  return b.as_complex(b.op("Mul", {b.as_real(self), signs}));
+}
+
+// hypot(re, im) as torch computes it: scaled by the larger part, so squares do not overflow.
+Value abs(Builder& b, Value self) {
+  b.accept_complex_pairs();
+  const Value parts = b.op("Abs", {b.as_real(self)});
+  const std::vector<int64_t> last{-1};
+  const Value larger = reduce(b, "ReduceMax", parts, last, true);
+  const Value zero = b.op("Equal", {larger, b.scalar_like(int64_t{0}, larger)});
+  const Value ratios = b.op("Div", {parts, b.op("Where", {zero, b.scalar_like(int64_t{1}, larger), larger})});
+  const Value norm = b.op("Mul", {larger, b.op("Sqrt", {reduce(b, "ReduceSum", b.op("Mul", {ratios, ratios}), last, true)})});
+  // An infinite part makes the magnitude infinite, whatever the other (inf / inf is NaN).
+  const Value magnitude = b.op("Where", {b.op("IsInf", {larger}), larger, norm});
+  return b.op("Squeeze", {magnitude, b.ints(last)});
+}
+
 }  // namespace manual
 }  // namespace fastonnx

@@ -124,21 +124,38 @@ Value shape_replacing(Builder& b, Value x, int64_t axis, Value sizes) {
               {Attr::i("axis", 0)});
 }
 
-// Squeezes the dims of `dims` that have size 1; torch leaves the others alone. A symbolic size is
-// never 1: torch.export specializes sizes 0 and 1.
+// Squeeze's axes when whether some of them go is only known at run time: a dim of size 1 is
+// appended and always squeezed, so the axes are never empty (onnxruntime reads empty axes as
+// "every dim of size 1"), and each of `candidates` joins it when its size is 1.
+Value squeeze_at_run_time(Builder& b, Value self, const std::vector<int64_t>& always,
+                          const std::vector<int64_t>& candidates) {
+  const int64_t rank = b.rank(self);
+  const Value padded = b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{rank})});
+  const Value sizes = b.op("Gather", {b.op("Shape", {self}), b.ints(candidates)}, {Attr::i("axis", 0)});
+  std::vector<int64_t> axes(candidates);
+  axes.insert(axes.end(), always.begin(), always.end());
+  axes.push_back(rank);
+  const Value kept = b.list(std::vector<Scalar>(always.size() + 1, Scalar(true)), ScalarType::Bool);
+  const Value chosen = b.op("Concat", {b.op("Equal", {sizes, b.ints(std::vector<int64_t>{1})}), kept},
+                            {Attr::i("axis", 0)});
+  b.mark_rank_dynamic();
+  return b.op("Squeeze", {padded, b.op("Compress", {b.ints(axes), chosen}, {Attr::i("axis", 0)})});
+}
+
+// Squeezes the dims of `dims` that have size 1; torch leaves the others alone. A dynamic size is
+// never 1 unless torch.export's ranges allow it (Builder::may_be_one); then the graph decides.
 Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims) {
   const int64_t rank = b.rank(self);
   if (rank == 0) return self;  // torch lets a scalar be squeezed at dim 0 or -1
   const auto shape = b.shape(self);
-  std::vector<bool> squeezed(static_cast<size_t>(rank), false);
-  for (int64_t d : dims) {
-    d = wrap_dim(b, d, rank);
-    squeezed[d] = shape[d].is_static() && shape[d].value == 1;
-  }
-  std::vector<int64_t> axes;
+  std::vector<bool> asked(static_cast<size_t>(rank), false);
+  for (int64_t d : dims) asked[wrap_dim(b, d, rank)] = true;
+  std::vector<int64_t> axes, candidates;
   for (int64_t d = 0; d < rank; ++d) {
-    if (squeezed[d]) axes.push_back(d);
+    if (!asked[d] || !b.may_be_one(shape[d])) continue;
+    (shape[d].is_static() ? axes : candidates).push_back(d);
   }
+  if (!candidates.empty()) return squeeze_at_run_time(b, self, axes, candidates);
   if (axes.empty()) return self;
   return b.op("Squeeze", {self, b.ints(axes)});
 }
@@ -170,6 +187,15 @@ Value repeated_indices(Builder& b, Value counts, const std::optional<SymInt>& to
 }
 
 }  // namespace
+
+Value _to_copy(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool>, bool) {
+  return dtype ? b.cast(self, *dtype) : self;
+}
+Value to_dtype(Builder& b, Value self, ScalarType dtype, bool, bool) { return b.cast(self, dtype); }
+Value to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool>, bool, bool) {
+  return dtype ? b.cast(self, *dtype) : self;
+}
+Value to_device(Builder& b, Value self, ScalarType dtype, bool, bool) { return b.cast(self, dtype); }
 
 Value copy(Builder& b, Value self, Value src, bool /*non_blocking*/) {
   // torch writes src into self's memory: src broadcast to self's shape, in self's dtype.

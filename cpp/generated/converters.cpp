@@ -1217,7 +1217,23 @@ Value convert_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// empty.memory_format  (codegen/mappings/creation.yaml:20)
+// eye  (codegen/mappings/creation.yaml:21)
+Value convert_eye([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::eye(b, n, dtype, pin_memory);
+  }
+}
+
+// eye.m  (codegen/mappings/creation.yaml:22)
+Value convert_eye_m([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[maybe_unused]] SymInt m, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // manual: True
+  {
+    return manual::eye_m(b, n, m, dtype, pin_memory);
+  }
+}
+
+// empty.memory_format  (codegen/mappings/creation.yaml:24)
 Value convert_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // manual: True
   {
@@ -1225,7 +1241,7 @@ Value convert_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] 
   }
 }
 
-// empty_strided  (codegen/mappings/creation.yaml:21)
+// empty_strided  (codegen/mappings/creation.yaml:25)
 Value convert_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // manual: True
   {
@@ -1233,7 +1249,7 @@ Value convert_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt
   }
 }
 
-// empty_like  (codegen/mappings/creation.yaml:22)
+// empty_like  (codegen/mappings/creation.yaml:26)
 Value convert_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // manual: True
   {
@@ -1241,7 +1257,7 @@ Value convert_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// new_empty  (codegen/mappings/creation.yaml:23)
+// new_empty  (codegen/mappings/creation.yaml:27)
 Value convert_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // manual: True
   {
@@ -1302,6 +1318,14 @@ Value convert_imag([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
     return manual::imag(b, self);
+  }
+}
+
+// _conj  (codegen/mappings/fft.yaml:11)
+Value convert__conj([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // manual: True
+  {
+    return manual::_conj(b, self);
   }
 }
 
@@ -2533,25 +2557,19 @@ Value convert_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// _to_copy  (codegen/mappings/shape.yaml:4)
+// _to_copy  (codegen/mappings/shape.yaml:6)
 Value convert__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking) {
-  // when: dtype is not None, onnx: Cast(self, to=dtype)
-  if ((dtype.has_value())) {
-    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype((*dtype)))});
-    return v0;
-  }
-  // onnx: self
+  // manual: True
   {
-    return self;
+    return manual::_to_copy(b, self, dtype, pin_memory, non_blocking);
   }
 }
 
 // to.dtype  (codegen/mappings/shape.yaml:7)
 Value convert_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
-  // onnx: Cast(self, to=dtype)
+  // manual: True
   {
-    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype(dtype))});
-    return v0;
+    return manual::to_dtype(b, self, dtype, non_blocking, copy);
   }
 }
 
@@ -2658,27 +2676,21 @@ Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
 
 // to.dtype_layout  (codegen/mappings/shape.yaml:24)
 Value convert_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
-  // when: dtype is not None, onnx: Cast(self, to=dtype)
-  if ((dtype.has_value())) {
-    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype((*dtype)))});
-    return v0;
-  }
-  // onnx: self
+  // manual: True
   {
-    return self;
+    return manual::to_dtype_layout(b, self, dtype, pin_memory, non_blocking, copy);
   }
 }
 
-// to.device  (codegen/mappings/shape.yaml:27)
+// to.device  (codegen/mappings/shape.yaml:25)
 Value convert_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
-  // onnx: Cast(self, to=dtype)
+  // manual: True
   {
-    const Value v0 = b.op("Cast", {self}, {Attr::i("to", onnx_dtype(dtype))});
-    return v0;
+    return manual::to_device(b, self, dtype, non_blocking, copy);
   }
 }
 
-// copy  (codegen/mappings/shape.yaml:29)
+// copy  (codegen/mappings/shape.yaml:27)
 Value convert_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] bool non_blocking) {
   // manual: True
   {
@@ -2686,7 +2698,7 @@ Value convert_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// resize_  (codegen/mappings/shape.yaml:30)
+// resize_  (codegen/mappings/shape.yaml:28)
 Value convert_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
   // manual: True
   {
@@ -2694,7 +2706,7 @@ Value convert_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// expand  (codegen/mappings/shape.yaml:31)
+// expand  (codegen/mappings/shape.yaml:29)
 Value convert_expand([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] bool implicit) {
   // manual: True
   {
@@ -2702,7 +2714,7 @@ Value convert_expand([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// repeat  (codegen/mappings/shape.yaml:32)
+// repeat  (codegen/mappings/shape.yaml:30)
 Value convert_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList repeats) {
   // manual: True
   {
@@ -2710,7 +2722,7 @@ Value convert_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// tile  (codegen/mappings/shape.yaml:33)
+// tile  (codegen/mappings/shape.yaml:31)
 Value convert_tile([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList dims) {
   // manual: True
   {
@@ -2718,7 +2730,7 @@ Value convert_tile([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// squeeze  (codegen/mappings/shape.yaml:34)
+// squeeze  (codegen/mappings/shape.yaml:32)
 Value convert_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -2726,7 +2738,7 @@ Value convert_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) 
   }
 }
 
-// squeeze.dim  (codegen/mappings/shape.yaml:35)
+// squeeze.dim  (codegen/mappings/shape.yaml:33)
 Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2734,7 +2746,7 @@ Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// squeeze.dims  (codegen/mappings/shape.yaml:36)
+// squeeze.dims  (codegen/mappings/shape.yaml:34)
 Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
   // manual: True
   {
@@ -2742,7 +2754,7 @@ Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
-// unsqueeze  (codegen/mappings/shape.yaml:37)
+// unsqueeze  (codegen/mappings/shape.yaml:35)
 Value convert_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2750,7 +2762,7 @@ Value convert_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// unflatten.int  (codegen/mappings/shape.yaml:38)
+// unflatten.int  (codegen/mappings/shape.yaml:36)
 Value convert_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymIntList sizes) {
   // manual: True
   {
@@ -2758,7 +2770,7 @@ Value convert_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
   }
 }
 
-// stack  (codegen/mappings/shape.yaml:39)
+// stack  (codegen/mappings/shape.yaml:37)
 Value convert_stack([[maybe_unused]] Builder& b, [[maybe_unused]] std::vector<Value> tensors, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2766,7 +2778,7 @@ Value convert_stack([[maybe_unused]] Builder& b, [[maybe_unused]] std::vector<Va
   }
 }
 
-// movedim.int  (codegen/mappings/shape.yaml:40)
+// movedim.int  (codegen/mappings/shape.yaml:38)
 Value convert_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t source, [[maybe_unused]] int64_t destination) {
   // manual: True
   {
@@ -2774,7 +2786,7 @@ Value convert_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// movedim.intlist  (codegen/mappings/shape.yaml:41)
+// movedim.intlist  (codegen/mappings/shape.yaml:39)
 Value convert_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> source, [[maybe_unused]] std::vector<int64_t> destination) {
   // manual: True
   {
@@ -2782,7 +2794,7 @@ Value convert_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// repeat_interleave.self_int  (codegen/mappings/shape.yaml:42)
+// repeat_interleave.self_int  (codegen/mappings/shape.yaml:40)
 Value convert_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt repeats, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] std::optional<SymInt> output_size) {
   // manual: True
   {
@@ -2790,7 +2802,7 @@ Value convert_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_un
   }
 }
 
-// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:43)
+// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:41)
 Value convert_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] std::optional<SymInt> output_size) {
   // manual: True
   {
@@ -2798,7 +2810,7 @@ Value convert_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe
   }
 }
 
-// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:42)
 Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<SymInt> output_size) {
   // manual: True
   {
@@ -2806,7 +2818,7 @@ Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unus
   }
 }
 
-// narrow  (codegen/mappings/shape.yaml:46)
+// narrow  (codegen/mappings/shape.yaml:44)
 Value convert_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt start, [[maybe_unused]] SymInt length) {
   // manual: True
   {
@@ -2814,7 +2826,7 @@ Value convert_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// select.int  (codegen/mappings/shape.yaml:47)
+// select.int  (codegen/mappings/shape.yaml:45)
 Value convert_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] SymInt index) {
   // manual: True
   {
@@ -2822,7 +2834,7 @@ Value convert_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// slice.Tensor  (codegen/mappings/shape.yaml:48)
+// slice.Tensor  (codegen/mappings/shape.yaml:46)
 Value convert_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] std::optional<SymInt> start, [[maybe_unused]] std::optional<SymInt> end, [[maybe_unused]] SymInt step) {
   // manual: True
   {
@@ -2830,7 +2842,7 @@ Value convert_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
-// split.Tensor  (codegen/mappings/shape.yaml:49)
+// split.Tensor  (codegen/mappings/shape.yaml:47)
 std::vector<Value> convert_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt split_size, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2838,7 +2850,7 @@ std::vector<Value> convert_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unu
   }
 }
 
-// split_with_sizes  (codegen/mappings/shape.yaml:50)
+// split_with_sizes  (codegen/mappings/shape.yaml:48)
 std::vector<Value> convert_split_with_sizes([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList split_sizes, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2846,7 +2858,7 @@ std::vector<Value> convert_split_with_sizes([[maybe_unused]] Builder& b, [[maybe
   }
 }
 
-// chunk  (codegen/mappings/shape.yaml:51)
+// chunk  (codegen/mappings/shape.yaml:49)
 std::vector<Value> convert_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t chunks, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2854,7 +2866,7 @@ std::vector<Value> convert_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] V
   }
 }
 
-// unbind.int  (codegen/mappings/shape.yaml:52)
+// unbind.int  (codegen/mappings/shape.yaml:50)
 std::vector<Value> convert_unbind_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // manual: True
   {
@@ -2862,7 +2874,7 @@ std::vector<Value> convert_unbind_int([[maybe_unused]] Builder& b, [[maybe_unuse
   }
 }
 
-// flip  (codegen/mappings/shape.yaml:53)
+// flip  (codegen/mappings/shape.yaml:51)
 Value convert_flip([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dims) {
   // manual: True
   {
@@ -2870,7 +2882,7 @@ Value convert_flip([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// roll  (codegen/mappings/shape.yaml:54)
+// roll  (codegen/mappings/shape.yaml:52)
 Value convert_roll([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shifts, [[maybe_unused]] std::vector<int64_t> dims) {
   // manual: True
   {
@@ -2878,7 +2890,7 @@ Value convert_roll([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// diagonal  (codegen/mappings/shape.yaml:55)
+// diagonal  (codegen/mappings/shape.yaml:53)
 Value convert_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t offset, [[maybe_unused]] int64_t dim1, [[maybe_unused]] int64_t dim2) {
   // manual: True
   {
@@ -2886,7 +2898,7 @@ Value convert_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// as_strided  (codegen/mappings/shape.yaml:56)
+// as_strided  (codegen/mappings/shape.yaml:54)
 Value convert_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<SymInt> storage_offset) {
   // manual: True
   {
@@ -2894,7 +2906,7 @@ Value convert_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// triu  (codegen/mappings/shape.yaml:57)
+// triu  (codegen/mappings/shape.yaml:55)
 Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // manual: True
   {
@@ -2902,7 +2914,7 @@ Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// tril  (codegen/mappings/shape.yaml:58)
+// tril  (codegen/mappings/shape.yaml:56)
 Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // manual: True
   {
@@ -3001,6 +3013,10 @@ Value convert__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] 
 
 // abs  (codegen/mappings/unary.yaml:4)
 Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: dtype(self) == 'complex64' or dtype(self) == 'complex128', manual: True
+  if ((((b.dtype(self) == ScalarType::ComplexFloat)) || ((b.dtype(self) == ScalarType::ComplexDouble)))) {
+    return manual::abs(b, self);
+  }
   // onnx: Abs(self)
   {
     const Value v0 = b.op("Abs", {self}, {});
@@ -3008,7 +3024,7 @@ Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// neg  (codegen/mappings/unary.yaml:5)
+// neg  (codegen/mappings/unary.yaml:8)
 Value convert_neg([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Neg(self)
   {
@@ -3017,7 +3033,7 @@ Value convert_neg([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// acos  (codegen/mappings/unary.yaml:6)
+// acos  (codegen/mappings/unary.yaml:9)
 Value convert_acos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Acos(self)
   {
@@ -3028,7 +3044,7 @@ Value convert_acos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// acosh  (codegen/mappings/unary.yaml:7)
+// acosh  (codegen/mappings/unary.yaml:10)
 Value convert_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Acosh(self)
   {
@@ -3039,7 +3055,7 @@ Value convert_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// asin  (codegen/mappings/unary.yaml:8)
+// asin  (codegen/mappings/unary.yaml:11)
 Value convert_asin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Asin(self)
   {
@@ -3050,7 +3066,7 @@ Value convert_asin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// asinh  (codegen/mappings/unary.yaml:9)
+// asinh  (codegen/mappings/unary.yaml:12)
 Value convert_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Asinh(self)
   {
@@ -3061,7 +3077,7 @@ Value convert_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// atan  (codegen/mappings/unary.yaml:10)
+// atan  (codegen/mappings/unary.yaml:13)
 Value convert_atan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Atan(self)
   {
@@ -3072,7 +3088,7 @@ Value convert_atan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// atanh  (codegen/mappings/unary.yaml:11)
+// atanh  (codegen/mappings/unary.yaml:14)
 Value convert_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Atanh(self)
   {
@@ -3083,7 +3099,7 @@ Value convert_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// cos  (codegen/mappings/unary.yaml:12)
+// cos  (codegen/mappings/unary.yaml:15)
 Value convert_cos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Cos(self)
   {
@@ -3094,7 +3110,7 @@ Value convert_cos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// cosh  (codegen/mappings/unary.yaml:13)
+// cosh  (codegen/mappings/unary.yaml:16)
 Value convert_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Cosh(self)
   {
@@ -3105,7 +3121,7 @@ Value convert_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// sin  (codegen/mappings/unary.yaml:14)
+// sin  (codegen/mappings/unary.yaml:17)
 Value convert_sin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Sin(self)
   {
@@ -3116,7 +3132,7 @@ Value convert_sin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// sinh  (codegen/mappings/unary.yaml:15)
+// sinh  (codegen/mappings/unary.yaml:18)
 Value convert_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Sinh(self)
   {
@@ -3127,7 +3143,7 @@ Value convert_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// tan  (codegen/mappings/unary.yaml:16)
+// tan  (codegen/mappings/unary.yaml:19)
 Value convert_tan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Tan(self)
   {
@@ -3138,7 +3154,7 @@ Value convert_tan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// erf  (codegen/mappings/unary.yaml:17)
+// erf  (codegen/mappings/unary.yaml:20)
 Value convert_erf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Erf(self)
   {
@@ -3149,7 +3165,7 @@ Value convert_erf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// exp  (codegen/mappings/unary.yaml:18)
+// exp  (codegen/mappings/unary.yaml:21)
 Value convert_exp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Exp(self)
   {
@@ -3160,7 +3176,7 @@ Value convert_exp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// exp2  (codegen/mappings/unary.yaml:19)
+// exp2  (codegen/mappings/unary.yaml:22)
 Value convert_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Pow(2, self)
   {
@@ -3171,7 +3187,7 @@ Value convert_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// log  (codegen/mappings/unary.yaml:20)
+// log  (codegen/mappings/unary.yaml:23)
 Value convert_log([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Log(self)
   {
@@ -3182,7 +3198,7 @@ Value convert_log([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// log2  (codegen/mappings/unary.yaml:21)
+// log2  (codegen/mappings/unary.yaml:24)
 Value convert_log2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Div(Log(self), 0.6931471805599453)
   {
@@ -3194,7 +3210,7 @@ Value convert_log2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// log10  (codegen/mappings/unary.yaml:22)
+// log10  (codegen/mappings/unary.yaml:25)
 Value convert_log10([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Div(Log(self), 2.302585092994046)
   {
@@ -3206,7 +3222,7 @@ Value convert_log10([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// reciprocal  (codegen/mappings/unary.yaml:23)
+// reciprocal  (codegen/mappings/unary.yaml:26)
 Value convert_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Reciprocal(self)
   {
@@ -3217,7 +3233,7 @@ Value convert_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// sqrt  (codegen/mappings/unary.yaml:24)
+// sqrt  (codegen/mappings/unary.yaml:27)
 Value convert_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Sqrt(self)
   {
@@ -3228,7 +3244,7 @@ Value convert_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// rsqrt  (codegen/mappings/unary.yaml:25)
+// rsqrt  (codegen/mappings/unary.yaml:28)
 Value convert_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Reciprocal(Sqrt(self))
   {
@@ -3240,7 +3256,7 @@ Value convert_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// square  (codegen/mappings/unary.yaml:27)
+// square  (codegen/mappings/unary.yaml:30)
 Value convert_square([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // promote: [self], onnx: Mul(self, self)
   {
@@ -3251,7 +3267,7 @@ Value convert_square([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// log1p  (codegen/mappings/unary.yaml:30)
+// log1p  (codegen/mappings/unary.yaml:33)
 Value convert_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -3259,7 +3275,7 @@ Value convert_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// expm1  (codegen/mappings/unary.yaml:31)
+// expm1  (codegen/mappings/unary.yaml:34)
 Value convert_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -3267,7 +3283,7 @@ Value convert_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// erfinv  (codegen/mappings/unary.yaml:32)
+// erfinv  (codegen/mappings/unary.yaml:35)
 Value convert_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -3275,7 +3291,7 @@ Value convert_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// logit  (codegen/mappings/unary.yaml:34)
+// logit  (codegen/mappings/unary.yaml:37)
 Value convert_logit([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> eps) {
   // manual: True
   {
@@ -3283,7 +3299,7 @@ Value convert_logit([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[
   }
 }
 
-// ceil  (codegen/mappings/unary.yaml:38)
+// ceil  (codegen/mappings/unary.yaml:41)
 Value convert_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: not is_floating(self), onnx: self
   if (!(is_floating(b.dtype(self)))) {
@@ -3296,7 +3312,7 @@ Value convert_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// floor  (codegen/mappings/unary.yaml:41)
+// floor  (codegen/mappings/unary.yaml:44)
 Value convert_floor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: not is_floating(self), onnx: self
   if (!(is_floating(b.dtype(self)))) {
@@ -3309,7 +3325,7 @@ Value convert_floor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// round  (codegen/mappings/unary.yaml:44)
+// round  (codegen/mappings/unary.yaml:47)
 Value convert_round([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: not is_floating(self), onnx: self
   if (!(is_floating(b.dtype(self)))) {
@@ -3322,7 +3338,7 @@ Value convert_round([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// trunc  (codegen/mappings/unary.yaml:47)
+// trunc  (codegen/mappings/unary.yaml:50)
 Value convert_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: not is_floating(self), onnx: self
   if (!(is_floating(b.dtype(self)))) {
@@ -3338,7 +3354,7 @@ Value convert_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// frac  (codegen/mappings/unary.yaml:50)
+// frac  (codegen/mappings/unary.yaml:53)
 Value convert_frac([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Sub(self, Where(Less(self, 0), Ceil(self), Floor(self)))
   {
@@ -3351,7 +3367,7 @@ Value convert_frac([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// round.decimals  (codegen/mappings/unary.yaml:51)
+// round.decimals  (codegen/mappings/unary.yaml:54)
 Value convert_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
   // when: decimals == 0, onnx: Round(self)
   if (((decimals == int64_t{0}))) {
@@ -3364,7 +3380,7 @@ Value convert_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// sign  (codegen/mappings/unary.yaml:57)
+// sign  (codegen/mappings/unary.yaml:60)
 Value convert_sign([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: dtype(self) == 'bool', onnx: self
   if (((b.dtype(self) == ScalarType::Bool))) {
@@ -3384,12 +3400,12 @@ Value convert_sign([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// sgn  (codegen/mappings/unary.yaml:61)
+// sgn  (codegen/mappings/unary.yaml:64)
 Value convert_sgn([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sign(b, self);
 }
 
-// isnan  (codegen/mappings/unary.yaml:64)
+// isnan  (codegen/mappings/unary.yaml:67)
 Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -3397,7 +3413,7 @@ Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// isinf  (codegen/mappings/unary.yaml:65)
+// isinf  (codegen/mappings/unary.yaml:68)
 Value convert_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // manual: True
   {
@@ -3405,7 +3421,7 @@ Value convert_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// nan_to_num  (codegen/mappings/unary.yaml:66)
+// nan_to_num  (codegen/mappings/unary.yaml:69)
 Value convert_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> nan, [[maybe_unused]] std::optional<double> posinf, [[maybe_unused]] std::optional<double> neginf) {
   // manual: True
   {
@@ -3413,7 +3429,7 @@ Value convert_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// bitwise_not  (codegen/mappings/unary.yaml:70)
+// bitwise_not  (codegen/mappings/unary.yaml:73)
 Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: dtype(self) == 'bool', onnx: Not(self)
   if (((b.dtype(self) == ScalarType::Bool))) {
@@ -3433,7 +3449,7 @@ Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// logical_not  (codegen/mappings/unary.yaml:75)
+// logical_not  (codegen/mappings/unary.yaml:78)
 Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Equal(self, 0)
   {
@@ -3703,12 +3719,12 @@ Value convert_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_abs(b, self);
 }
 
-// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
+// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:9))
 Value convert_acos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_acos(b, self);
 }
 
-// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:7))
+// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:10))
 Value convert_acosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_acosh(b, self);
 }
@@ -3743,17 +3759,17 @@ Value convert_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_addmm(b, self, mat1, mat2, beta, alpha);
 }
 
-// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:56))
+// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:54))
 Value convert_as_strided_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<SymInt> storage_offset) {
   return convert_as_strided(b, self, size, stride, storage_offset);
 }
 
-// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
+// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:11))
 Value convert_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_asin(b, self);
 }
 
-// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
+// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:12))
 Value convert_asinh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_asinh(b, self);
 }
@@ -3763,12 +3779,12 @@ Value convert_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_atan2(b, self, other);
 }
 
-// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:10))
+// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:13))
 Value convert_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_atan(b, self);
 }
 
-// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
+// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:14))
 Value convert_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_atanh(b, self);
 }
@@ -3788,7 +3804,7 @@ Value convert_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] 
   return convert_bitwise_and_Tensor(b, self, other);
 }
 
-// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:70))
+// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:73))
 Value convert_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_bitwise_not(b, self);
 }
@@ -3813,7 +3829,7 @@ Value convert_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] 
   return convert_bitwise_xor_Tensor(b, self, other);
 }
 
-// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
+// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:41))
 Value convert_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_ceil(b, self);
 }
@@ -3853,17 +3869,17 @@ Value convert_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Va
   return convert_clamp_min_Tensor(b, self, min);
 }
 
-// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:29))
+// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:27))
 Value convert_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value src, [[maybe_unused]] bool non_blocking) {
   return convert_copy(b, self, src, non_blocking);
 }
 
-// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
+// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:15))
 Value convert_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_cos(b, self);
 }
 
-// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
+// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:16))
 Value convert_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_cosh(b, self);
 }
@@ -3918,27 +3934,27 @@ Value convert_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_eq_Tensor(b, self, other);
 }
 
-// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
+// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:20))
 Value convert_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_erf(b, self);
 }
 
-// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
+// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:35))
 Value convert_erfinv_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_erfinv(b, self);
 }
 
-// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:19))
+// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:22))
 Value convert_exp2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_exp2(b, self);
 }
 
-// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:18))
+// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:21))
 Value convert_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_exp(b, self);
 }
 
-// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
+// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:34))
 Value convert_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_expm1(b, self);
 }
@@ -3953,7 +3969,7 @@ Value convert_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_fill_Tensor(b, self, value);
 }
 
-// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
+// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:44))
 Value convert_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_floor(b, self);
 }
@@ -3973,7 +3989,7 @@ Value convert_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_fmod_Tensor(b, self, other);
 }
 
-// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
+// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:53))
 Value convert_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_frac(b, self);
 }
@@ -4068,22 +4084,22 @@ Value convert_lerp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_lerp_Tensor(b, self, end, weight);
 }
 
-// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
+// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:25))
 Value convert_log10_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_log10(b, self);
 }
 
-// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:30))
+// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:33))
 Value convert_log1p_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_log1p(b, self);
 }
 
-// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:21))
+// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:24))
 Value convert_log2_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_log2(b, self);
 }
 
-// log_  (in-place twin of log (codegen/mappings/unary.yaml:20))
+// log_  (in-place twin of log (codegen/mappings/unary.yaml:23))
 Value convert_log_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_log(b, self);
 }
@@ -4093,7 +4109,7 @@ Value convert_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_logical_and(b, self, other);
 }
 
-// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:75))
+// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:78))
 Value convert_logical_not_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_logical_not(b, self);
 }
@@ -4108,7 +4124,7 @@ Value convert_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   return convert_logical_xor(b, self, other);
 }
 
-// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
+// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:37))
 Value convert_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> eps) {
   return convert_logit(b, self, eps);
 }
@@ -4153,7 +4169,7 @@ Value convert_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   return convert_mul_Tensor(b, self, other);
 }
 
-// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:66))
+// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:69))
 Value convert_nan_to_num_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<double> nan, [[maybe_unused]] std::optional<double> posinf, [[maybe_unused]] std::optional<double> neginf) {
   return convert_nan_to_num(b, self, nan, posinf, neginf);
 }
@@ -4168,12 +4184,12 @@ Value convert_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_ne_Tensor(b, self, other);
 }
 
-// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:5))
+// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:8))
 Value convert_neg_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_neg(b, self);
 }
 
-// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
+// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:26))
 Value convert_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_reciprocal(b, self);
 }
@@ -4198,12 +4214,12 @@ Value convert_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Va
   return convert_remainder_Tensor(b, self, other);
 }
 
-// round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
+// round_  (in-place twin of round (codegen/mappings/unary.yaml:47))
 Value convert_round_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_round(b, self);
 }
 
-// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
+// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:54))
 Value convert_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
   return convert_round_decimals(b, self, decimals);
 }
@@ -4213,7 +4229,7 @@ Value convert_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   return convert_rrelu(b, self, lower, upper, training);
 }
 
-// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
+// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:28))
 Value convert_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_rsqrt(b, self);
 }
@@ -4253,7 +4269,7 @@ Value convert_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_selu(b, self);
 }
 
-// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
+// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:64))
 Value convert_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sgn(b, self);
 }
@@ -4263,7 +4279,7 @@ Value convert_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self)
   return convert_sigmoid(b, self);
 }
 
-// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
+// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:60))
 Value convert_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sign(b, self);
 }
@@ -4273,37 +4289,37 @@ Value convert_silu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_silu(b, self);
 }
 
-// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
+// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:17))
 Value convert_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sin(b, self);
 }
 
-// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
+// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:18))
 Value convert_sinh_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sinh(b, self);
 }
 
-// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:24))
+// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:27))
 Value convert_sqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_sqrt(b, self);
 }
 
-// square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
+// square_  (in-place twin of square (codegen/mappings/unary.yaml:30))
 Value convert_square_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_square(b, self);
 }
 
-// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:34))
+// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:32))
 Value convert_squeeze_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_squeeze(b, self);
 }
 
-// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:35))
+// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:33))
 Value convert_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   return convert_squeeze_dim(b, self, dim);
 }
 
-// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:36))
+// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:34))
 Value convert_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
   return convert_squeeze_dims(b, self, dim);
 }
@@ -4323,7 +4339,7 @@ Value convert_t_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_t(b, self);
 }
 
-// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
+// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:19))
 Value convert_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_tan(b, self);
 }
@@ -4338,22 +4354,22 @@ Value convert_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   return convert_threshold(b, self, threshold, value);
 }
 
-// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:58))
+// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:56))
 Value convert_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   return convert_tril(b, self, diagonal);
 }
 
-// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:57))
+// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:55))
 Value convert_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   return convert_triu(b, self, diagonal);
 }
 
-// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
+// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:50))
 Value convert_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   return convert_trunc(b, self);
 }
 
-// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:37))
+// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:35))
 Value convert_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   return convert_unsqueeze(b, self, dim);
 }

@@ -253,13 +253,17 @@ Value convert_new_zeros(Builder& b, Value self, SymIntList size, std::optional<S
 Value convert_new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // new_full  (codegen/mappings/creation.yaml:18)
 Value convert_new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// empty.memory_format  (codegen/mappings/creation.yaml:20)
+// eye  (codegen/mappings/creation.yaml:21)
+Value convert_eye(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// eye.m  (codegen/mappings/creation.yaml:22)
+Value convert_eye_m(Builder& b, SymInt n, SymInt m, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty.memory_format  (codegen/mappings/creation.yaml:24)
 Value convert_empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// empty_strided  (codegen/mappings/creation.yaml:21)
+// empty_strided  (codegen/mappings/creation.yaml:25)
 Value convert_empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// empty_like  (codegen/mappings/creation.yaml:22)
+// empty_like  (codegen/mappings/creation.yaml:26)
 Value convert_empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// new_empty  (codegen/mappings/creation.yaml:23)
+// new_empty  (codegen/mappings/creation.yaml:27)
 Value convert_new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // _fft_r2c  (codegen/mappings/fft.yaml:4)
 Value convert__fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
@@ -275,6 +279,8 @@ Value convert_view_as_complex(Builder& b, Value self);
 Value convert_real(Builder& b, Value self);
 // imag  (codegen/mappings/fft.yaml:10)
 Value convert_imag(Builder& b, Value self);
+// _conj  (codegen/mappings/fft.yaml:11)
+Value convert__conj(Builder& b, Value self);
 // index.Tensor  (codegen/mappings/indexing.yaml:8)
 Value convert_index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 // index_put  (codegen/mappings/indexing.yaml:9)
@@ -559,7 +565,7 @@ std::array<Value, 2> convert_rnn_relu_input(Builder& b, Value input, Value hx, s
 Value convert_clone(Builder& b, Value self);
 // contiguous  (codegen/mappings/shape.yaml:3)
 Value convert_contiguous(Builder& b, Value self);
-// _to_copy  (codegen/mappings/shape.yaml:4)
+// _to_copy  (codegen/mappings/shape.yaml:6)
 Value convert__to_copy(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking);
 // to.dtype  (codegen/mappings/shape.yaml:7)
 Value convert_to_dtype(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
@@ -589,65 +595,65 @@ Value convert_detach(Builder& b, Value self);
 Value convert_lift_fresh_copy(Builder& b, Value self);
 // to.dtype_layout  (codegen/mappings/shape.yaml:24)
 Value convert_to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking, bool copy);
-// to.device  (codegen/mappings/shape.yaml:27)
+// to.device  (codegen/mappings/shape.yaml:25)
 Value convert_to_device(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
-// copy  (codegen/mappings/shape.yaml:29)
+// copy  (codegen/mappings/shape.yaml:27)
 Value convert_copy(Builder& b, Value self, Value src, bool non_blocking);
-// resize_  (codegen/mappings/shape.yaml:30)
+// resize_  (codegen/mappings/shape.yaml:28)
 Value convert_resize_(Builder& b, Value self, SymIntList size);
-// expand  (codegen/mappings/shape.yaml:31)
+// expand  (codegen/mappings/shape.yaml:29)
 Value convert_expand(Builder& b, Value self, SymIntList size, bool implicit);
-// repeat  (codegen/mappings/shape.yaml:32)
+// repeat  (codegen/mappings/shape.yaml:30)
 Value convert_repeat(Builder& b, Value self, SymIntList repeats);
-// tile  (codegen/mappings/shape.yaml:33)
+// tile  (codegen/mappings/shape.yaml:31)
 Value convert_tile(Builder& b, Value self, SymIntList dims);
-// squeeze  (codegen/mappings/shape.yaml:34)
+// squeeze  (codegen/mappings/shape.yaml:32)
 Value convert_squeeze(Builder& b, Value self);
-// squeeze.dim  (codegen/mappings/shape.yaml:35)
+// squeeze.dim  (codegen/mappings/shape.yaml:33)
 Value convert_squeeze_dim(Builder& b, Value self, int64_t dim);
-// squeeze.dims  (codegen/mappings/shape.yaml:36)
+// squeeze.dims  (codegen/mappings/shape.yaml:34)
 Value convert_squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
-// unsqueeze  (codegen/mappings/shape.yaml:37)
+// unsqueeze  (codegen/mappings/shape.yaml:35)
 Value convert_unsqueeze(Builder& b, Value self, int64_t dim);
-// unflatten.int  (codegen/mappings/shape.yaml:38)
+// unflatten.int  (codegen/mappings/shape.yaml:36)
 Value convert_unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes);
-// stack  (codegen/mappings/shape.yaml:39)
+// stack  (codegen/mappings/shape.yaml:37)
 Value convert_stack(Builder& b, std::vector<Value> tensors, int64_t dim);
-// movedim.int  (codegen/mappings/shape.yaml:40)
+// movedim.int  (codegen/mappings/shape.yaml:38)
 Value convert_movedim_int(Builder& b, Value self, int64_t source, int64_t destination);
-// movedim.intlist  (codegen/mappings/shape.yaml:41)
+// movedim.intlist  (codegen/mappings/shape.yaml:39)
 Value convert_movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination);
-// repeat_interleave.self_int  (codegen/mappings/shape.yaml:42)
+// repeat_interleave.self_int  (codegen/mappings/shape.yaml:40)
 Value convert_repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
-// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:43)
+// repeat_interleave.self_Tensor  (codegen/mappings/shape.yaml:41)
 Value convert_repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
-// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:42)
 Value convert_repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
-// narrow  (codegen/mappings/shape.yaml:46)
+// narrow  (codegen/mappings/shape.yaml:44)
 Value convert_narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length);
-// select.int  (codegen/mappings/shape.yaml:47)
+// select.int  (codegen/mappings/shape.yaml:45)
 Value convert_select_int(Builder& b, Value self, int64_t dim, SymInt index);
-// slice.Tensor  (codegen/mappings/shape.yaml:48)
+// slice.Tensor  (codegen/mappings/shape.yaml:46)
 Value convert_slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
-// split.Tensor  (codegen/mappings/shape.yaml:49)
+// split.Tensor  (codegen/mappings/shape.yaml:47)
 std::vector<Value> convert_split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim);
-// split_with_sizes  (codegen/mappings/shape.yaml:50)
+// split_with_sizes  (codegen/mappings/shape.yaml:48)
 std::vector<Value> convert_split_with_sizes(Builder& b, Value self, SymIntList split_sizes, int64_t dim);
-// chunk  (codegen/mappings/shape.yaml:51)
+// chunk  (codegen/mappings/shape.yaml:49)
 std::vector<Value> convert_chunk(Builder& b, Value self, int64_t chunks, int64_t dim);
-// unbind.int  (codegen/mappings/shape.yaml:52)
+// unbind.int  (codegen/mappings/shape.yaml:50)
 std::vector<Value> convert_unbind_int(Builder& b, Value self, int64_t dim);
-// flip  (codegen/mappings/shape.yaml:53)
+// flip  (codegen/mappings/shape.yaml:51)
 Value convert_flip(Builder& b, Value self, std::vector<int64_t> dims);
-// roll  (codegen/mappings/shape.yaml:54)
+// roll  (codegen/mappings/shape.yaml:52)
 Value convert_roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims);
-// diagonal  (codegen/mappings/shape.yaml:55)
+// diagonal  (codegen/mappings/shape.yaml:53)
 Value convert_diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
-// as_strided  (codegen/mappings/shape.yaml:56)
+// as_strided  (codegen/mappings/shape.yaml:54)
 Value convert_as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
-// triu  (codegen/mappings/shape.yaml:57)
+// triu  (codegen/mappings/shape.yaml:55)
 Value convert_triu(Builder& b, Value self, SymInt diagonal);
-// tril  (codegen/mappings/shape.yaml:58)
+// tril  (codegen/mappings/shape.yaml:56)
 Value convert_tril(Builder& b, Value self, SymInt diagonal);
 // sort  (codegen/mappings/sorting.yaml:3)
 std::array<Value, 2> convert_sort(Builder& b, Value self, int64_t dim, bool descending);
@@ -673,83 +679,83 @@ Value convert_sym_is_contiguous(Builder& b, Value self);
 Value convert__local_scalar_dense(Builder& b, Value self);
 // abs  (codegen/mappings/unary.yaml:4)
 Value convert_abs(Builder& b, Value self);
-// neg  (codegen/mappings/unary.yaml:5)
+// neg  (codegen/mappings/unary.yaml:8)
 Value convert_neg(Builder& b, Value self);
-// acos  (codegen/mappings/unary.yaml:6)
+// acos  (codegen/mappings/unary.yaml:9)
 Value convert_acos(Builder& b, Value self);
-// acosh  (codegen/mappings/unary.yaml:7)
+// acosh  (codegen/mappings/unary.yaml:10)
 Value convert_acosh(Builder& b, Value self);
-// asin  (codegen/mappings/unary.yaml:8)
+// asin  (codegen/mappings/unary.yaml:11)
 Value convert_asin(Builder& b, Value self);
-// asinh  (codegen/mappings/unary.yaml:9)
+// asinh  (codegen/mappings/unary.yaml:12)
 Value convert_asinh(Builder& b, Value self);
-// atan  (codegen/mappings/unary.yaml:10)
+// atan  (codegen/mappings/unary.yaml:13)
 Value convert_atan(Builder& b, Value self);
-// atanh  (codegen/mappings/unary.yaml:11)
+// atanh  (codegen/mappings/unary.yaml:14)
 Value convert_atanh(Builder& b, Value self);
-// cos  (codegen/mappings/unary.yaml:12)
+// cos  (codegen/mappings/unary.yaml:15)
 Value convert_cos(Builder& b, Value self);
-// cosh  (codegen/mappings/unary.yaml:13)
+// cosh  (codegen/mappings/unary.yaml:16)
 Value convert_cosh(Builder& b, Value self);
-// sin  (codegen/mappings/unary.yaml:14)
+// sin  (codegen/mappings/unary.yaml:17)
 Value convert_sin(Builder& b, Value self);
-// sinh  (codegen/mappings/unary.yaml:15)
+// sinh  (codegen/mappings/unary.yaml:18)
 Value convert_sinh(Builder& b, Value self);
-// tan  (codegen/mappings/unary.yaml:16)
+// tan  (codegen/mappings/unary.yaml:19)
 Value convert_tan(Builder& b, Value self);
-// erf  (codegen/mappings/unary.yaml:17)
+// erf  (codegen/mappings/unary.yaml:20)
 Value convert_erf(Builder& b, Value self);
-// exp  (codegen/mappings/unary.yaml:18)
+// exp  (codegen/mappings/unary.yaml:21)
 Value convert_exp(Builder& b, Value self);
-// exp2  (codegen/mappings/unary.yaml:19)
+// exp2  (codegen/mappings/unary.yaml:22)
 Value convert_exp2(Builder& b, Value self);
-// log  (codegen/mappings/unary.yaml:20)
+// log  (codegen/mappings/unary.yaml:23)
 Value convert_log(Builder& b, Value self);
-// log2  (codegen/mappings/unary.yaml:21)
+// log2  (codegen/mappings/unary.yaml:24)
 Value convert_log2(Builder& b, Value self);
-// log10  (codegen/mappings/unary.yaml:22)
+// log10  (codegen/mappings/unary.yaml:25)
 Value convert_log10(Builder& b, Value self);
-// reciprocal  (codegen/mappings/unary.yaml:23)
+// reciprocal  (codegen/mappings/unary.yaml:26)
 Value convert_reciprocal(Builder& b, Value self);
-// sqrt  (codegen/mappings/unary.yaml:24)
+// sqrt  (codegen/mappings/unary.yaml:27)
 Value convert_sqrt(Builder& b, Value self);
-// rsqrt  (codegen/mappings/unary.yaml:25)
+// rsqrt  (codegen/mappings/unary.yaml:28)
 Value convert_rsqrt(Builder& b, Value self);
-// square  (codegen/mappings/unary.yaml:27)
+// square  (codegen/mappings/unary.yaml:30)
 Value convert_square(Builder& b, Value self);
-// log1p  (codegen/mappings/unary.yaml:30)
+// log1p  (codegen/mappings/unary.yaml:33)
 Value convert_log1p(Builder& b, Value self);
-// expm1  (codegen/mappings/unary.yaml:31)
+// expm1  (codegen/mappings/unary.yaml:34)
 Value convert_expm1(Builder& b, Value self);
-// erfinv  (codegen/mappings/unary.yaml:32)
+// erfinv  (codegen/mappings/unary.yaml:35)
 Value convert_erfinv(Builder& b, Value self);
-// logit  (codegen/mappings/unary.yaml:34)
+// logit  (codegen/mappings/unary.yaml:37)
 Value convert_logit(Builder& b, Value self, std::optional<double> eps);
-// ceil  (codegen/mappings/unary.yaml:38)
+// ceil  (codegen/mappings/unary.yaml:41)
 Value convert_ceil(Builder& b, Value self);
-// floor  (codegen/mappings/unary.yaml:41)
+// floor  (codegen/mappings/unary.yaml:44)
 Value convert_floor(Builder& b, Value self);
-// round  (codegen/mappings/unary.yaml:44)
+// round  (codegen/mappings/unary.yaml:47)
 Value convert_round(Builder& b, Value self);
-// trunc  (codegen/mappings/unary.yaml:47)
+// trunc  (codegen/mappings/unary.yaml:50)
 Value convert_trunc(Builder& b, Value self);
-// frac  (codegen/mappings/unary.yaml:50)
+// frac  (codegen/mappings/unary.yaml:53)
 Value convert_frac(Builder& b, Value self);
-// round.decimals  (codegen/mappings/unary.yaml:51)
+// round.decimals  (codegen/mappings/unary.yaml:54)
 Value convert_round_decimals(Builder& b, Value self, int64_t decimals);
-// sign  (codegen/mappings/unary.yaml:57)
+// sign  (codegen/mappings/unary.yaml:60)
 Value convert_sign(Builder& b, Value self);
-// sgn  (codegen/mappings/unary.yaml:61)
+// sgn  (codegen/mappings/unary.yaml:64)
 Value convert_sgn(Builder& b, Value self);
-// isnan  (codegen/mappings/unary.yaml:64)
+// isnan  (codegen/mappings/unary.yaml:67)
 Value convert_isnan(Builder& b, Value self);
-// isinf  (codegen/mappings/unary.yaml:65)
+// isinf  (codegen/mappings/unary.yaml:68)
 Value convert_isinf(Builder& b, Value self);
-// nan_to_num  (codegen/mappings/unary.yaml:66)
+// nan_to_num  (codegen/mappings/unary.yaml:69)
 Value convert_nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
-// bitwise_not  (codegen/mappings/unary.yaml:70)
+// bitwise_not  (codegen/mappings/unary.yaml:73)
 Value convert_bitwise_not(Builder& b, Value self);
-// logical_not  (codegen/mappings/unary.yaml:75)
+// logical_not  (codegen/mappings/unary.yaml:78)
 Value convert_logical_not(Builder& b, Value self);
 // upsample_nearest1d.vec  (codegen/mappings/upsample.yaml:6)
 Value convert_upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
@@ -817,9 +823,9 @@ Value convert_avg_pool2d_backward(Builder& b, Value grad_output, Value self, std
 Value convert_max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, Value indices);
 // abs_  (in-place twin of abs (codegen/mappings/unary.yaml:4))
 Value convert_abs_(Builder& b, Value self);
-// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:6))
+// acos_  (in-place twin of acos (codegen/mappings/unary.yaml:9))
 Value convert_acos_(Builder& b, Value self);
-// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:7))
+// acosh_  (in-place twin of acosh (codegen/mappings/unary.yaml:10))
 Value convert_acosh_(Builder& b, Value self);
 // add_.Scalar  (in-place twin of add.Scalar (codegen/mappings/arithmetic.yaml:6))
 Value convert_add__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
@@ -833,17 +839,17 @@ Value convert_addcdiv_(Builder& b, Value self, Value tensor1, Value tensor2, Sca
 Value convert_addcmul_(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addmm_  (in-place twin of addmm (codegen/mappings/linalg.yaml:4))
 Value convert_addmm_(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
-// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:56))
+// as_strided_  (in-place twin of as_strided (codegen/mappings/shape.yaml:54))
 Value convert_as_strided_(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
-// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:8))
+// asin_  (in-place twin of asin (codegen/mappings/unary.yaml:11))
 Value convert_asin_(Builder& b, Value self);
-// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:9))
+// asinh_  (in-place twin of asinh (codegen/mappings/unary.yaml:12))
 Value convert_asinh_(Builder& b, Value self);
 // atan2_  (in-place twin of atan2 (codegen/mappings/arithmetic.yaml:35))
 Value convert_atan2_(Builder& b, Value self, Value other);
-// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:10))
+// atan_  (in-place twin of atan (codegen/mappings/unary.yaml:13))
 Value convert_atan_(Builder& b, Value self);
-// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:11))
+// atanh_  (in-place twin of atanh (codegen/mappings/unary.yaml:14))
 Value convert_atanh_(Builder& b, Value self);
 // baddbmm_  (in-place twin of baddbmm (codegen/mappings/linalg.yaml:9))
 Value convert_baddbmm_(Builder& b, Value self, Value batch1, Value batch2, Scalar beta, Scalar alpha);
@@ -851,7 +857,7 @@ Value convert_baddbmm_(Builder& b, Value self, Value batch1, Value batch2, Scala
 Value convert_bitwise_and__Scalar(Builder& b, Value self, Scalar other);
 // bitwise_and_.Tensor  (in-place twin of bitwise_and.Tensor (codegen/mappings/comparison.yaml:20))
 Value convert_bitwise_and__Tensor(Builder& b, Value self, Value other);
-// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:70))
+// bitwise_not_  (in-place twin of bitwise_not (codegen/mappings/unary.yaml:73))
 Value convert_bitwise_not_(Builder& b, Value self);
 // bitwise_or_.Scalar  (in-place twin of bitwise_or.Scalar (codegen/mappings/comparison.yaml:23))
 Value convert_bitwise_or__Scalar(Builder& b, Value self, Scalar other);
@@ -861,7 +867,7 @@ Value convert_bitwise_or__Tensor(Builder& b, Value self, Value other);
 Value convert_bitwise_xor__Scalar(Builder& b, Value self, Scalar other);
 // bitwise_xor_.Tensor  (in-place twin of bitwise_xor.Tensor (codegen/mappings/comparison.yaml:24))
 Value convert_bitwise_xor__Tensor(Builder& b, Value self, Value other);
-// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:38))
+// ceil_  (in-place twin of ceil (codegen/mappings/unary.yaml:41))
 Value convert_ceil_(Builder& b, Value self);
 // celu_  (in-place twin of celu (codegen/mappings/activation.yaml:48))
 Value convert_celu_(Builder& b, Value self, Scalar alpha);
@@ -877,11 +883,11 @@ Value convert_clamp_max__Tensor(Builder& b, Value self, Value max);
 Value convert_clamp_min_(Builder& b, Value self, Scalar min);
 // clamp_min_.Tensor  (in-place twin of clamp_min.Tensor (codegen/mappings/comparison.yaml:45))
 Value convert_clamp_min__Tensor(Builder& b, Value self, Value min);
-// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:29))
+// copy_  (in-place twin of copy (codegen/mappings/shape.yaml:27))
 Value convert_copy_(Builder& b, Value self, Value src, bool non_blocking);
-// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:12))
+// cos_  (in-place twin of cos (codegen/mappings/unary.yaml:15))
 Value convert_cos_(Builder& b, Value self);
-// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:13))
+// cosh_  (in-place twin of cosh (codegen/mappings/unary.yaml:16))
 Value convert_cosh_(Builder& b, Value self);
 // cumprod_  (in-place twin of cumprod (codegen/mappings/reduction.yaml:53))
 Value convert_cumprod_(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
@@ -903,21 +909,21 @@ Value convert_elu_(Builder& b, Value self, Scalar alpha, Scalar scale, Scalar in
 Value convert_eq__Scalar(Builder& b, Value self, Scalar other);
 // eq_.Tensor  (in-place twin of eq.Tensor (codegen/mappings/comparison.yaml:5))
 Value convert_eq__Tensor(Builder& b, Value self, Value other);
-// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:17))
+// erf_  (in-place twin of erf (codegen/mappings/unary.yaml:20))
 Value convert_erf_(Builder& b, Value self);
-// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:32))
+// erfinv_  (in-place twin of erfinv (codegen/mappings/unary.yaml:35))
 Value convert_erfinv_(Builder& b, Value self);
-// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:19))
+// exp2_  (in-place twin of exp2 (codegen/mappings/unary.yaml:22))
 Value convert_exp2_(Builder& b, Value self);
-// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:18))
+// exp_  (in-place twin of exp (codegen/mappings/unary.yaml:21))
 Value convert_exp_(Builder& b, Value self);
-// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:31))
+// expm1_  (in-place twin of expm1 (codegen/mappings/unary.yaml:34))
 Value convert_expm1_(Builder& b, Value self);
 // fill_.Scalar  (in-place twin of fill.Scalar (codegen/mappings/creation.yaml:14))
 Value convert_fill__Scalar(Builder& b, Value self, Scalar value);
 // fill_.Tensor  (in-place twin of fill.Tensor (codegen/mappings/creation.yaml:15))
 Value convert_fill__Tensor(Builder& b, Value self, Value value);
-// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:41))
+// floor_  (in-place twin of floor (codegen/mappings/unary.yaml:44))
 Value convert_floor_(Builder& b, Value self);
 // floor_divide_.Scalar  (in-place twin of floor_divide.Scalar (codegen/mappings/arithmetic.yaml:26))
 Value convert_floor_divide__Scalar(Builder& b, Value self, Scalar other);
@@ -925,7 +931,7 @@ Value convert_floor_divide__Scalar(Builder& b, Value self, Scalar other);
 Value convert_fmod__Scalar(Builder& b, Value self, Scalar other);
 // fmod_.Tensor  (in-place twin of fmod.Tensor (codegen/mappings/arithmetic.yaml:28))
 Value convert_fmod__Tensor(Builder& b, Value self, Value other);
-// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:50))
+// frac_  (in-place twin of frac (codegen/mappings/unary.yaml:53))
 Value convert_frac_(Builder& b, Value self);
 // ge_.Scalar  (in-place twin of ge.Scalar (codegen/mappings/comparison.yaml:12))
 Value convert_ge__Scalar(Builder& b, Value self, Scalar other);
@@ -963,23 +969,23 @@ Value convert_leaky_relu_(Builder& b, Value self, Scalar negative_slope);
 Value convert_lerp__Scalar(Builder& b, Value self, Value end, Scalar weight);
 // lerp_.Tensor  (in-place twin of lerp.Tensor (codegen/mappings/arithmetic.yaml:38))
 Value convert_lerp__Tensor(Builder& b, Value self, Value end, Value weight);
-// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:22))
+// log10_  (in-place twin of log10 (codegen/mappings/unary.yaml:25))
 Value convert_log10_(Builder& b, Value self);
-// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:30))
+// log1p_  (in-place twin of log1p (codegen/mappings/unary.yaml:33))
 Value convert_log1p_(Builder& b, Value self);
-// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:21))
+// log2_  (in-place twin of log2 (codegen/mappings/unary.yaml:24))
 Value convert_log2_(Builder& b, Value self);
-// log_  (in-place twin of log (codegen/mappings/unary.yaml:20))
+// log_  (in-place twin of log (codegen/mappings/unary.yaml:23))
 Value convert_log_(Builder& b, Value self);
 // logical_and_  (in-place twin of logical_and (codegen/mappings/comparison.yaml:17))
 Value convert_logical_and_(Builder& b, Value self, Value other);
-// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:75))
+// logical_not_  (in-place twin of logical_not (codegen/mappings/unary.yaml:78))
 Value convert_logical_not_(Builder& b, Value self);
 // logical_or_  (in-place twin of logical_or (codegen/mappings/comparison.yaml:18))
 Value convert_logical_or_(Builder& b, Value self, Value other);
 // logical_xor_  (in-place twin of logical_xor (codegen/mappings/comparison.yaml:19))
 Value convert_logical_xor_(Builder& b, Value self, Value other);
-// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:34))
+// logit_  (in-place twin of logit (codegen/mappings/unary.yaml:37))
 Value convert_logit_(Builder& b, Value self, std::optional<double> eps);
 // lt_.Scalar  (in-place twin of lt.Scalar (codegen/mappings/comparison.yaml:14))
 Value convert_lt__Scalar(Builder& b, Value self, Scalar other);
@@ -997,15 +1003,15 @@ Value convert_mish_(Builder& b, Value self);
 Value convert_mul__Scalar(Builder& b, Value self, Scalar other);
 // mul_.Tensor  (in-place twin of mul.Tensor (codegen/mappings/arithmetic.yaml:19))
 Value convert_mul__Tensor(Builder& b, Value self, Value other);
-// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:66))
+// nan_to_num_  (in-place twin of nan_to_num (codegen/mappings/unary.yaml:69))
 Value convert_nan_to_num_(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
 // ne_.Scalar  (in-place twin of ne.Scalar (codegen/mappings/comparison.yaml:8))
 Value convert_ne__Scalar(Builder& b, Value self, Scalar other);
 // ne_.Tensor  (in-place twin of ne.Tensor (codegen/mappings/comparison.yaml:7))
 Value convert_ne__Tensor(Builder& b, Value self, Value other);
-// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:5))
+// neg_  (in-place twin of neg (codegen/mappings/unary.yaml:8))
 Value convert_neg_(Builder& b, Value self);
-// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:23))
+// reciprocal_  (in-place twin of reciprocal (codegen/mappings/unary.yaml:26))
 Value convert_reciprocal_(Builder& b, Value self);
 // relu6_  (in-place twin of relu6 (codegen/mappings/activation.yaml:51))
 Value convert_relu6_(Builder& b, Value self);
@@ -1015,13 +1021,13 @@ Value convert_relu_(Builder& b, Value self);
 Value convert_remainder__Scalar(Builder& b, Value self, Scalar other);
 // remainder_.Tensor  (in-place twin of remainder.Tensor (codegen/mappings/arithmetic.yaml:30))
 Value convert_remainder__Tensor(Builder& b, Value self, Value other);
-// round_  (in-place twin of round (codegen/mappings/unary.yaml:44))
+// round_  (in-place twin of round (codegen/mappings/unary.yaml:47))
 Value convert_round_(Builder& b, Value self);
-// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:51))
+// round_.decimals  (in-place twin of round.decimals (codegen/mappings/unary.yaml:54))
 Value convert_round__decimals(Builder& b, Value self, int64_t decimals);
 // rrelu_  (in-place twin of rrelu (codegen/mappings/activation.yaml:66))
 Value convert_rrelu_(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
-// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:25))
+// rsqrt_  (in-place twin of rsqrt (codegen/mappings/unary.yaml:28))
 Value convert_rsqrt_(Builder& b, Value self);
 // scatter_.reduce  (in-place twin of scatter.reduce (codegen/mappings/indexing.yaml:27))
 Value convert_scatter__reduce(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce);
@@ -1037,27 +1043,27 @@ Value convert_scatter_add_(Builder& b, Value self, int64_t dim, Value index, Val
 Value convert_scatter_reduce__two(Builder& b, Value self, int64_t dim, Value index, Value src, std::string reduce, bool include_self);
 // selu_  (in-place twin of selu (codegen/mappings/activation.yaml:46))
 Value convert_selu_(Builder& b, Value self);
-// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:61))
+// sgn_  (in-place twin of sgn (codegen/mappings/unary.yaml:64))
 Value convert_sgn_(Builder& b, Value self);
 // sigmoid_  (in-place twin of sigmoid (codegen/mappings/activation.yaml:9))
 Value convert_sigmoid_(Builder& b, Value self);
-// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:57))
+// sign_  (in-place twin of sign (codegen/mappings/unary.yaml:60))
 Value convert_sign_(Builder& b, Value self);
 // silu_  (in-place twin of silu (codegen/mappings/activation.yaml:30))
 Value convert_silu_(Builder& b, Value self);
-// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:14))
+// sin_  (in-place twin of sin (codegen/mappings/unary.yaml:17))
 Value convert_sin_(Builder& b, Value self);
-// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:15))
+// sinh_  (in-place twin of sinh (codegen/mappings/unary.yaml:18))
 Value convert_sinh_(Builder& b, Value self);
-// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:24))
+// sqrt_  (in-place twin of sqrt (codegen/mappings/unary.yaml:27))
 Value convert_sqrt_(Builder& b, Value self);
-// square_  (in-place twin of square (codegen/mappings/unary.yaml:27))
+// square_  (in-place twin of square (codegen/mappings/unary.yaml:30))
 Value convert_square_(Builder& b, Value self);
-// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:34))
+// squeeze_  (in-place twin of squeeze (codegen/mappings/shape.yaml:32))
 Value convert_squeeze_(Builder& b, Value self);
-// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:35))
+// squeeze_.dim  (in-place twin of squeeze.dim (codegen/mappings/shape.yaml:33))
 Value convert_squeeze__dim(Builder& b, Value self, int64_t dim);
-// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:36))
+// squeeze_.dims  (in-place twin of squeeze.dims (codegen/mappings/shape.yaml:34))
 Value convert_squeeze__dims(Builder& b, Value self, std::vector<int64_t> dim);
 // sub_.Scalar  (in-place twin of sub.Scalar (codegen/mappings/arithmetic.yaml:10))
 Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
@@ -1065,19 +1071,19 @@ Value convert_sub__Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 Value convert_sub__Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // t_  (in-place twin of t (codegen/mappings/shape.yaml:8))
 Value convert_t_(Builder& b, Value self);
-// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:16))
+// tan_  (in-place twin of tan (codegen/mappings/unary.yaml:19))
 Value convert_tan_(Builder& b, Value self);
 // tanh_  (in-place twin of tanh (codegen/mappings/activation.yaml:10))
 Value convert_tanh_(Builder& b, Value self);
 // threshold_  (in-place twin of threshold (codegen/mappings/activation.yaml:60))
 Value convert_threshold_(Builder& b, Value self, Scalar threshold, Scalar value);
-// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:58))
+// tril_  (in-place twin of tril (codegen/mappings/shape.yaml:56))
 Value convert_tril_(Builder& b, Value self, SymInt diagonal);
-// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:57))
+// triu_  (in-place twin of triu (codegen/mappings/shape.yaml:55))
 Value convert_triu_(Builder& b, Value self, SymInt diagonal);
-// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:47))
+// trunc_  (in-place twin of trunc (codegen/mappings/unary.yaml:50))
 Value convert_trunc_(Builder& b, Value self);
-// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:37))
+// unsqueeze_  (in-place twin of unsqueeze (codegen/mappings/shape.yaml:35))
 Value convert_unsqueeze_(Builder& b, Value self, int64_t dim);
 // xlogy_.Tensor  (in-place twin of xlogy.Tensor (codegen/mappings/arithmetic.yaml:47))
 Value convert_xlogy__Tensor(Builder& b, Value self, Value other);
@@ -1159,6 +1165,8 @@ Value fill_Tensor(Builder& b, Value self, Value value);
 Value new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value eye(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+Value eye_m(Builder& b, SymInt n, SymInt m, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 Value empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
@@ -1170,6 +1178,7 @@ Value view_as_real(Builder& b, Value self);
 Value view_as_complex(Builder& b, Value self);
 Value real(Builder& b, Value self);
 Value imag(Builder& b, Value self);
+Value _conj(Builder& b, Value self);
 Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 Value index_put(Builder& b, Value self, std::vector<std::optional<Value>> indices, Value values, bool accumulate);
 Value nonzero(Builder& b, Value self);
@@ -1289,6 +1298,8 @@ std::array<Value, 3> lstm_input(Builder& b, Value input, std::vector<Value> hx, 
 std::array<Value, 2> gru_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 std::array<Value, 2> rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 std::array<Value, 2> rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+Value _to_copy(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking);
+Value to_dtype(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 Value view(Builder& b, Value self, SymIntList size);
 Value reshape(Builder& b, Value self, SymIntList shape);
@@ -1296,6 +1307,8 @@ Value _unsafe_view(Builder& b, Value self, SymIntList size);
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
+Value to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking, bool copy);
+Value to_device(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
 Value copy(Builder& b, Value self, Value src, bool non_blocking);
 Value resize_(Builder& b, Value self, SymIntList size);
 Value expand(Builder& b, Value self, SymIntList size, bool implicit);
@@ -1335,6 +1348,7 @@ Value sym_stride_int(Builder& b, Value self, int64_t dim);
 Value sym_storage_offset(Builder& b, Value self);
 Value sym_is_contiguous(Builder& b, Value self);
 Value _local_scalar_dense(Builder& b, Value self);
+Value abs(Builder& b, Value self);
 Value log1p(Builder& b, Value self);
 Value expm1(Builder& b, Value self);
 Value erfinv(Builder& b, Value self);

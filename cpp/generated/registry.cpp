@@ -934,6 +934,23 @@ void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 }
 constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
 
+void unpack_eye([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymInt n = unpack_symint(arg_at(args, 0), "n");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_eye(b, std::move(n), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_eye[] = {"n", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_eye_m([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymInt n = unpack_symint(arg_at(args, 0), "n");
+  SymInt m = unpack_symint(arg_at(args, 1), "m");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_eye_m(b, std::move(n), std::move(m), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_eye_m[] = {"n", "m", "dtype", "layout", "device", "pin_memory"};
+
 void unpack_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -1018,6 +1035,12 @@ void unpack_imag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   outs.push_back(convert_imag(b, std::move(self)));
 }
 constexpr const char* kArgs_imag[] = {"self"};
+
+void unpack__conj([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert__conj(b, std::move(self)));
+}
+constexpr const char* kArgs__conj[] = {"self"};
 
 void unpack_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -4337,6 +4360,8 @@ const OpEntry kOps[] = {
     {"new_zeros", &unpack_new_zeros, kArgs_new_zeros, 0u},
     {"new_ones", &unpack_new_ones, kArgs_new_ones, 0u},
     {"new_full", &unpack_new_full, kArgs_new_full, 0u},
+    {"eye", &unpack_eye, kArgs_eye, 0u},
+    {"eye.m", &unpack_eye_m, kArgs_eye_m, 0u},
     {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format, 0u},
     {"empty_strided", &unpack_empty_strided, kArgs_empty_strided, 0u},
     {"empty_like", &unpack_empty_like, kArgs_empty_like, 0u},
@@ -4348,6 +4373,7 @@ const OpEntry kOps[] = {
     {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex, 0u},
     {"real", &unpack_real, kArgs_real, 0u},
     {"imag", &unpack_imag, kArgs_imag, 0u},
+    {"_conj", &unpack__conj, kArgs__conj, 0u},
     {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor, 0u},
     {"index_put", &unpack_index_put, kArgs_index_put, 0u},
     {"nonzero", &unpack_nonzero, kArgs_nonzero, 0u},

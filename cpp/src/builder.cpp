@@ -1,13 +1,12 @@
 #include "fastonnx/builder.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <iterator>
 #include <memory>
 #include <string>
 
 #include "fastonnx/onnx_types.h"
+#include "fastonnx/typecheck.h"
 
 namespace fastonnx {
 
@@ -28,18 +27,33 @@ std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, co
                                  int n_outputs) {
   const OpTypes* types = onnx_types(type, opset_);
   if (types == nullptr) fail("ONNX has no operator " + std::string(type) + " at opset " + std::to_string(opset_));
-  check_input_types(type, *types, inputs);
+  // Complex inputs are real pairs to ONNX; their outputs stay complex in the graph.
+  std::vector<ScalarType> logical, written;
+  for (const Input& in : inputs) {
+    const ScalarType t = in.id == Value::kNone ? ScalarType::Undefined : dtype(Value{in.id});
+    if (is_complex(t) && !complex_pairs_) {
+      fail("complex tensors are not supported by this converter (ONNX " + std::string(type) +
+           "); compute on the real and imaginary parts (torch.view_as_real) instead");
+    }
+    logical.push_back(t);
+    written.push_back(is_complex(t) ? real_part_type(t) : t);
+  }
+  if (const std::string error = input_types_error(type, opset_, *types, written); !error.empty()) fail(error);
+  for (size_t i = 0; i < static_cast<size_t>(n_outputs); ++i) {
+    // A node ONNX itself types complex (a Cast to complex64) could never be declared with its
+    // type, the graph holding complex values as real pairs.
+    if (is_complex(output_type(*types, i, written, attrs))) {
+      fail("ONNX " + std::string(type) + " would make complex values; they are real (real, imaginary) pairs here "
+           "(Builder::cast converts to complex dtypes)");
+    }
+  }
   const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   std::vector<Value> outs;
   outs.reserve(n_outputs);
-  size_t i = 0;
   for (uint32_t id : g_.outputs(n)) {
-    Value v{id};
-    // A variadic last output (Split) shares the type of the last formal one.
-    const size_t formal = std::min(i, types->outputs.size() - 1);
-    g_.set_dtype(v, types->outputs.empty() ? ScalarType::Undefined : output_dtype(types->outputs[formal], inputs, attrs));
+    const Value v{id};
+    g_.set_dtype(v, output_type(*types, outs.size(), logical, attrs));
     outs.push_back(v);
-    ++i;
   }
   return outs;
 }
@@ -77,58 +91,6 @@ GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
   }
   insertion_graph_ = g_.subgraph(graph).parent;
   return graph;
-}
-
-void Builder::check_input_types(std::string_view type, const OpTypes& spec, const Inputs& inputs) const {
-  if (spec.inputs.empty()) return;
-  constexpr size_t kGroups = 16;
-  ScalarType group_type[kGroups];
-  size_t group_input[kGroups] = {};
-  std::fill(std::begin(group_type), std::end(group_type), ScalarType::Undefined);
-  const size_t n_formal = spec.inputs.size();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].id == Value::kNone) continue;
-    const FormalInput& formal = spec.inputs[std::min(i, n_formal - 1)];
-    if (i >= n_formal && !formal.variadic) break;  // more inputs than ONNX has: the checker says so
-    ScalarType t = dtype(Value{inputs[i].id});
-    if (t == ScalarType::Undefined) continue;
-    if (is_complex(t)) {
-      if (!complex_pairs_) fail("complex tensors are not supported by this converter (ONNX " + std::string(type) + ")");
-      t = real_part_type(t);
-    }
-    if ((formal.allowed & (uint64_t{1} << static_cast<int>(t))) == 0) {
-      std::string allowed;
-      for (int code = 0; code < 64; ++code) {
-        if (formal.allowed & (uint64_t{1} << code)) {
-          allowed += std::string(allowed.empty() ? "" : ", ") + dtype_name(static_cast<ScalarType>(code));
-        }
-      }
-      fail("ONNX " + std::string(type) + " (opset " + std::to_string(opset_) + ") has no " + dtype_name(t) +
-           " version (input " + std::to_string(i) + " takes " + allowed + ")");
-    }
-    if (formal.group < kGroups) {
-      ScalarType& seen = group_type[formal.group];
-      if (seen == ScalarType::Undefined) {
-        seen = t;
-        group_input[formal.group] = i;
-      } else if (seen != t) {
-        fail("ONNX " + std::string(type) + " needs inputs " + std::to_string(group_input[formal.group]) + " and " +
-             std::to_string(i) + " of one element type, got " + dtype_name(seen) + " and " + dtype_name(t));
-      }
-    }
-  }
-}
-
-ScalarType Builder::output_dtype(const OutputType& rule, const Inputs& inputs, const Attrs& attrs) const {
-  if (!rule.attr.empty()) {
-    for (const Attr& a : attrs) {
-      if (a.name == rule.attr) return scalar_type_from_onnx(static_cast<int>(a.int_value));
-    }
-  }
-  if (rule.input >= 0 && rule.input < static_cast<int>(inputs.size()) && inputs[rule.input].id != Value::kNone) {
-    return g_.info(Value{inputs[rule.input].id}).dtype;
-  }
-  return rule.fixed;
 }
 
 namespace {
@@ -309,8 +271,28 @@ Value Builder::as_real(Value complex) {
 
 Value Builder::cast(Value v, ScalarType to) {
   if (dtype(v) == to) return v;
+  if (is_complex(dtype(v)) || is_complex(to)) return cast_complex(v, to);
   if (auto it = scalars_.find(v.id); it != scalars_.end()) return scalar(it->second, to);
   return op("Cast", {v}, {Attr::i("to", onnx_dtype(to))});
+}
+
+// torch's conversions to and from complex dtypes, on the (real, imaginary) pairs: a real tensor
+// gains a zero imaginary part, a complex one keeps its real part (bool: whether either part is
+// nonzero), and between complex dtypes the parts are cast.
+Value Builder::cast_complex(Value v, ScalarType to) {
+  if (is_complex(to)) {
+    const ScalarType parts = real_part_type(to);
+    if (is_complex(dtype(v))) return as_complex(cast(as_real(v), parts));
+    const int64_t r = rank(v);
+    std::vector<int64_t> pads(static_cast<size_t>(2 * (r + 1)), 0);
+    pads.back() = 1;  // after the real part, on the new last axis
+    const Value column = op("Unsqueeze", {cast(v, parts), ints(std::vector<int64_t>{-1})});
+    return as_complex(op("Pad", {column, ints(pads)}));
+  }
+  const Value pairs = as_real(v);
+  const auto part = [&](int64_t i) { return op("Gather", {pairs, scalar(i, ScalarType::Long)}, {Attr::i("axis", -1)}); };
+  if (to == ScalarType::Bool) return op("Or", {cast(part(0), to), cast(part(1), to)});
+  return cast(part(0), to);
 }
 
 void Builder::cast_all(std::vector<Value>& values, ScalarType to) {
@@ -373,6 +355,11 @@ int64_t Builder::rank(Value v) const {
   return static_cast<int64_t>(g_.info(v).rank);
 }
 
+std::span<const Dim> Builder::shape(Value v) const {
+  if (!has_shape(v)) fail("the shape of value " + std::string(g_.name(v)) + " is not known");
+  return g_.shape(v);
+}
+
 std::optional<std::vector<int64_t>> Builder::static_shape(Value v) const {
   if (!has_shape(v)) return std::nullopt;
   std::vector<int64_t> out;
@@ -413,6 +400,7 @@ void Builder::set_current(std::string_view fx_name, std::span<const TensorMeta> 
   fx_name_ = fx_name;
   metas_ = metas;
   complex_pairs_ = false;
+  rank_dynamic_ = false;
 }
 
 void Builder::fail(const std::string& message) const { throw ConvertError(message); }

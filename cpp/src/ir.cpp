@@ -42,6 +42,7 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
   Node n;
   n.graph = graph;
   n.scope = scope_;
+  n.origin = origin_;
   n.op_type = strings.intern(op_type);
   n.domain = strings.intern(domain);
   // ONNX drops trailing omitted inputs; inner ones stay as empty names.

@@ -142,7 +142,7 @@ class Optimizer {
 
   std::optional<std::vector<int64_t>> static_shape(uint32_t v) const {
     const ValueInfo& info = g_.info(Value{v});
-    if (!info.has_shape) return std::nullopt;
+    if (!info.has_shape || info.rank_varies) return std::nullopt;
     std::vector<int64_t> out;
     for (const Dim& d : g_.shape(Value{v})) {
       if (!d.is_static()) return std::nullopt;
@@ -200,7 +200,7 @@ class Optimizer {
         return false;
       }
       const uint32_t source = g_.inputs(producer)[0];
-      if (!g_.info(Value{source}).has_shape) return false;
+      if (!g_.info(Value{source}).has_shape || g_.info(Value{source}).rank_varies) return false;
       const auto dims = g_.shape(Value{source});
       int64_t i;
       std::memcpy(&i, index->data, sizeof(i));

@@ -172,7 +172,7 @@ class GraphWriter {
     for (NodeId n : nodes_of_[id]) {
       for (uint32_t out : g_.outputs(n)) {
         const ValueInfo& vi = g_.info(Value{out});
-        if (vi.has_shape && vi.dtype != ScalarType::Undefined && !is_output_[out]) {
+        if (vi.has_shape && !vi.rank_varies && vi.dtype != ScalarType::Undefined && !is_output_[out]) {
           graph.message_field(graph_f::value_info, value_info(g_, Value{out}));
         }
       }

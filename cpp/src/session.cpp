@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fastonnx/typecheck.h"
 #include "opsets.h"
 
 namespace fastonnx {
@@ -79,21 +80,24 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
   const OpEntry& entry = table[op_id];
   const uint32_t first_new_value = static_cast<uint32_t>(graph_.num_values());
   Outputs outs;
+  bool rank_dynamic = false;
   builder_.set_current(fx_name, metas);
+  graph_.set_origin(graph_.strings.intern(fx_name));
   try {
     for (const Arg& a : args) check_refs(a);
     entry.convert(builder_, args, outs);
+    rank_dynamic = builder_.rank_dynamic();
   } catch (const ConvertError& e) {
-    builder_.set_current({}, {});
+    end_current();
     throw ConvertError(node_label(op_id, fx_name) + ": " + e.what());
   } catch (const std::bad_alloc&) {
-    builder_.set_current({}, {});
+    end_current();
     throw;
   } catch (const std::exception& e) {  // a bug in a converter: still name the node
-    builder_.set_current({}, {});
+    end_current();
     throw std::runtime_error(node_label(op_id, fx_name) + ": " + e.what());
   }
-  builder_.set_current({}, {});
+  end_current();
   // Values the converter made take the FX node's name and torch's metadata; a value it passed
   // through unchanged (clone, dropout in eval) keeps its own.
   for (size_t i = 0; i < outs.size() && i < metas.size(); ++i) {
@@ -107,9 +111,15 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
     }
     if (metas[i].dtype != ScalarType::Undefined) graph_.set_dtype(v, metas[i].dtype);
     graph_.set_shape(v, metas[i].shape);
+    if (rank_dynamic) graph_.set_rank_varies(v);
     if (info.name == 0) graph_.set_name(v, outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
   }
   return outs;
+}
+
+void Session::end_current() {
+  builder_.set_current({}, {});
+  graph_.set_origin(0);
 }
 
 void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outputs) {
@@ -132,6 +142,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
         std::vector<Dim> dims(graph_.shape(value).begin(), graph_.shape(value).end());
         graph_.set_shape(v, dims);
       }
+      if (src.rank_varies) graph_.set_rank_varies(v);
     }
     if (v.id >= taken.size()) taken.resize(v.id + 1, false);
     taken[v.id] = true;
@@ -186,11 +197,14 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
     subgraphs.push_back(id);
   }
   std::vector<Value> outs;
+  graph_.set_origin(graph_.strings.intern(fx_name));
   try {
     outs = builder_.op_n(op_type, inputs, attrs, static_cast<int>(metas.size()));
   } catch (const ConvertError& e) {
+    graph_.set_origin(0);
     throw ConvertError(label + ": " + e.what());
   }
+  graph_.set_origin(0);
   owned_.resize(graph_.num_subgraphs() + 1, false);
   for (const GraphId id : subgraphs) owned_[id] = true;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -201,6 +215,14 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
 }
 
 void Session::set_meta(Value v, const TensorMeta& meta) {
+  const ValueInfo& info = graph_.info(v);
+  // The element type ONNX gives the value is what the file declares: torch's may only fill in
+  // one ONNX does not say (a custom domain's node, a control-flow node's output).
+  if (info.dtype != ScalarType::Undefined && meta.dtype != ScalarType::Undefined && info.dtype != meta.dtype) {
+    throw ConvertError(std::string("the value is ") + dtype_name(info.dtype) + " in the ONNX graph where torch has " +
+                       dtype_name(meta.dtype));
+  }
+  if (info.producer == kNoNode) return;  // a graph input or weight passed through keeps its own
   if (meta.dtype != ScalarType::Undefined) graph_.set_dtype(v, meta.dtype);
   graph_.set_shape(v, meta.shape);
 }
@@ -220,6 +242,7 @@ PassStats Session::finish() {
   if (!open_subgraphs_.empty()) throw ConvertError("a subgraph was begun and not ended");
   graph_.set_scope(0);
   const PassStats stats = optimize(graph_);
+  check_types(graph_, opset_);
   if (scopes_.size() > 1) outlined_ = outline_functions(graph_, scopes_);
   return stats;
 }

@@ -91,6 +91,17 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     return new
 
 
+def _check_nothing_fixed(node: torch.fx.Node, shape_env, symbols: set, fixed_before: set) -> None:
+    """Fails when tracing ``node``'s decomposition pinned one of the program's size ``symbols``
+    (to a number or to another symbol): every node that reads that size would silently take it,
+    and the model would lose a dynamic dimension."""
+    fixed = {s: e for s, e in shape_env.replacements.items() if s in symbols and s not in fixed_before}
+    if fixed:
+        pinned = ", ".join(f"{s} = {e}" for s, e in fixed.items())
+        raise ConversionError(f"PyTorch's decomposition of {node.target} (FX node `{node.name}`) fixes the dynamic "
+                              f"size(s) {pinned}; fastonnx has no converter for {node.target} that keeps them dynamic")
+
+
 class Decomposer:
     """Decomposes, in a graph, the nodes ``decomposition`` gives a decomposition for, and inlines
     the bodies of mode-only wrappers. ``decomposed`` counts the ops it expanded; ``constants``
@@ -147,16 +158,21 @@ class Decomposer:
             args, kwargs = tree_unflatten(filled, spec)
             return decomp(*args, **kwargs)
 
+        shape_env = self.fake_mode.shape_env if self.fake_mode is not None else None
+        before = (set(shape_env.var_to_range), set(shape_env.replacements)) if shape_env is not None else None
         # "real" tracing of fake values: the values carry the program's own symbols. Under the
-        # program's fake mode even when the node has no tensor input (hann_window): a tensor the
-        # decomposition creates is then fake in that mode too, not in a new one of its own,
-        # which a later decomposition taking both would reject.
+        # program's fake mode even when the node has no tensor input (hann_window, eye(n, m)):
+        # a tensor the decomposition creates is then fake in that mode too, not in a new one of
+        # its own, which a later decomposition taking both would reject; and an op called with a
+        # symbolic size does not run for real, pinning the size to its example value.
         with self.fake_mode if self.fake_mode is not None else contextlib.nullcontext():
             sub = make_fx(call, tracing_mode="real")(*values)
             if _mutates(sub.graph):
                 # A C++ composite kernel may mutate what it made (stft's `out.transpose_(1, 2)`):
                 # traced again through functionalization, that becomes the functional op.
                 sub = make_fx(dispatch_functionalize(call), tracing_mode="real")(*values)
+        if shape_env is not None:
+            _check_nothing_fixed(node, shape_env, *before)
         return sub, [leaves[i] for i in inputs]
 
     def _expand(self, node: torch.fx.Node) -> list[torch.fx.Node]:

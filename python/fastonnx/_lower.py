@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
+from torch.utils._sympy.value_ranges import bound_sympy
 
 from . import _C
 from ._control_flow import LOWERINGS, Body, is_control_flow
@@ -317,6 +318,7 @@ class Lowering:
         # Requested dynamic axes the trace fixed, and requested names of one size: for the warning.
         self.static_axes: list[StaticAxis] = []
         self.shared_names: list[tuple[str, str, str]] = []
+        self.named_sizes: set[str] = set()  # the dynamic sizes dim_name has named
         self.bodies: dict = dict(bodies or {})
 
     def body(self, module: torch.fx.GraphModule) -> Body:
@@ -389,7 +391,14 @@ class Lowering:
         expr = size.node.expr
         if expr.is_number:
             return int(expr)
-        return str(expr.xreplace(self.symbol_names))
+        name = str(expr.xreplace(self.symbol_names))
+        if name not in self.named_sizes:
+            self.named_sizes.add(name)
+            # torch traces ops that treat a size of 1 apart (squeeze) as if it were not 1, even
+            # where the program accepts 1 (a size read with .item(), a Dim with min=1).
+            if 1 in bound_sympy(expr, self.ep.range_constraints):
+                self.session.mark_may_be_one(name)
+        return name
 
     def add_placeholders(self, input_names: list[str] | None, dim_names: list[dict[int, str]] = (),
                          export_params: bool = True, why_static=None) -> None:
@@ -537,9 +546,13 @@ class Lowering:
         if len(results) != len(metas) or not all(isinstance(r, Value) for r in results):
             raise ConversionError(f"the Python converter of {qualified_name(node.target)} returned {out!r}; it must "
                                   f"return {len(metas)} value(s) made with g.op")
-        for r, meta in zip(results, metas):
+        for i, (r, meta) in enumerate(zip(results, metas)):
             if meta is not None:
-                self.session.set_meta(r.ref, meta[0], meta[1])
+                try:
+                    self.session.set_meta(r.ref, meta[0], meta[1])
+                except _C.ConvertError as e:
+                    raise ConversionError(f"the Python converter of {qualified_name(node.target)} (FX node "
+                                          f"`{node.name}`) returned a wrong result {i}: {e}") from None
         refs = [r.ref for r in results]
         return refs if isinstance(out, (list, tuple)) else refs[0]
 

@@ -102,6 +102,15 @@ def clip(g):
     return transformers.CLIPModel(config), (_ids(g),), {"pixel_values": pixels}
 
 
+@_seeded
+def fnet(g):
+    # Token mixing by a 2-D Fourier transform (fftn over sequence and hidden, real part): complex
+    # values inside the graph, a real model around them.
+    config = transformers.FNetConfig(vocab_size=_VOCAB, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+                                     max_position_embeddings=64, use_tpu_fourier_optimizations=False)
+    return transformers.FNetModel(config), (_ids(g),), {}
+
+
 class WordLanguageModel(nn.Module):
     """PyTorch's word_language_model example: embedding, a two-layer LSTM, a tied decoder."""
 
@@ -156,5 +165,5 @@ def transformer_encoder(g):
 
 MODELS = {
     f.__name__: f
-    for f in (bert, gpt2, llama, t5, bart, vit, whisper, clip, lstm_word_lm, transformer_encoder)
+    for f in (bert, gpt2, llama, t5, bart, vit, whisper, clip, fnet, lstm_word_lm, transformer_encoder)
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fastonnx/ir.h"
@@ -75,6 +76,7 @@ class Builder {
 
   // Element types.
   ScalarType dtype(Value v) const { return g_.info(v).dtype; }
+  // torch's dtype conversion, to or from complex dtypes too (on the pairs, see as_complex).
   Value cast(Value v, ScalarType to);
   void cast_all(std::vector<Value>& values, ScalarType to);
   // The dtype an op computes in: the FX node's output dtype, or, when that is bool (a
@@ -89,10 +91,20 @@ class Builder {
   ScalarType result_type(const std::vector<Value>& tensors) const;
 
   // Shapes: known for graph inputs, weights, constants and every converter output.
-  bool has_shape(Value v) const { return g_.info(v).has_shape; }
+  bool has_shape(Value v) const { return g_.info(v).has_shape && !g_.info(v).rank_varies; }
   int64_t rank(Value v) const;
-  std::span<const Dim> shape(Value v) const { return g_.shape(v); }
+  std::span<const Dim> shape(Value v) const;
   std::optional<std::vector<int64_t>> static_shape(Value v) const;
+  // Dynamic sizes that may be 1 at run time: torch.export's ranges do not exclude it (a size read
+  // from data with .item(), a Dim with min=1), so torch traced the ops that treat a size of 1
+  // apart (squeeze) without deciding for it, and the graph must decide when it runs.
+  void mark_may_be_one(StrId symbol) { may_be_one_.insert(symbol); }
+  bool may_be_one(const Dim& d) const { return d.is_static() ? d.value == 1 : may_be_one_.count(d.symbol) != 0; }
+  // The current converter's result has a rank the data decides (a squeeze decided at run time):
+  // a later converter that needs its shape fails instead of assuming the one torch traced
+  // (ValueInfo::rank_varies).
+  void mark_rank_dynamic() { rank_dynamic_ = true; }
+  bool rank_dynamic() const { return rank_dynamic_; }
   int64_t static_int(const SymInt& s) const;
   std::vector<int64_t> static_ints(const SymIntList& s) const;
 
@@ -114,9 +126,7 @@ class Builder {
   static void collect(std::vector<Value>& out, const std::vector<Value>& vs) {
     out.insert(out.end(), vs.begin(), vs.end());
   }
-  ScalarType output_dtype(const OutputType& rule, const Inputs& inputs, const Attrs& attrs) const;
-  // Fails when ONNX's schema of the op does not take these element types.
-  void check_input_types(std::string_view type, const OpTypes& spec, const Inputs& inputs) const;
+  Value cast_complex(Value v, ScalarType to);
 
   Graph& g_;
   int opset_;
@@ -127,6 +137,8 @@ class Builder {
   std::string_view fx_name_;
   std::span<const TensorMeta> metas_;
   bool complex_pairs_ = false;  // the current converter handles complex values (as real pairs)
+  std::unordered_set<StrId> may_be_one_;
+  bool rank_dynamic_ = false;  // set by the current converter
 };
 
 }  // namespace fastonnx

@@ -49,6 +49,9 @@ struct ValueInfo {
   StrId name = 0;  // 0 until named; unnamed values get a unique name when serialized
   ScalarType dtype = ScalarType::Undefined;
   bool has_shape = false;
+  // The data decides its rank (a squeeze decided at run time): the shape is the one torch traced,
+  // declared for a graph output (ONNX requires one there) but not to be relied on.
+  bool rank_varies = false;
   uint32_t dims_begin = 0;
   uint32_t rank = 0;
   NodeId producer = kNoNode;
@@ -63,6 +66,7 @@ struct Node {
   uint32_t attrs_begin = 0, n_attrs = 0;
   GraphId graph = kMainGraph;
   uint32_t scope = 0;  // the module call (export_modules_as_functions) it comes from; 0: none
+  StrId origin = 0;    // the FX node whose conversion made it, for errors; 0: none
   bool dead = false;
 };
 
@@ -101,6 +105,7 @@ class Graph {
   Value add_value(ScalarType dtype);
   void set_shape(Value v, std::span<const Dim> dims);
   void set_dtype(Value v, ScalarType t) { values_[v.id].dtype = t; }
+  void set_rank_varies(Value v) { values_[v.id].rank_varies = true; }
   const ValueInfo& info(Value v) const { return values_[v.id]; }
   std::span<const Dim> shape(Value v) const;
   size_t num_values() const { return values_.size(); }
@@ -126,6 +131,8 @@ class Graph {
   // The module scope (export_modules_as_functions) of the nodes added from now on; 0 is the
   // model itself. Nodes only carry it; outline_functions() acts on it.
   void set_scope(uint32_t scope) { scope_ = scope; }
+  // The FX node the nodes added from now on are made for (0: none).
+  void set_origin(StrId fx_node) { origin_ = fx_node; }
   uint32_t scope(NodeId n) const { return nodes_[n].scope; }
   void set_node_scope(NodeId n, uint32_t scope) { nodes_[n].scope = scope; }
   // Makes input `i` of node `n` read `v` instead (the one place use-lists change).
@@ -171,6 +178,7 @@ class Graph {
   std::vector<Dim> dims_;
   std::vector<Node> nodes_;
   uint32_t scope_ = 0;  // of the nodes added next
+  StrId origin_ = 0;    // of the nodes added next
   std::vector<uint32_t> edges_;
   std::vector<Attr> attrs_;
   std::vector<uint32_t> inputs_, outputs_;

@@ -52,7 +52,8 @@ class Session {
   // Runs the passes, then outlines the scopes into local functions; the graph is final afterwards.
   PassStats finish();
   // Nodes of a custom domain (Python converters), and the value of one of their outputs'
-  // metadata, which only the caller knows.
+  // metadata, which only the caller knows; a dtype that contradicts the one ONNX gives the value
+  // is an error.
   std::vector<Value> custom_node(std::string_view domain, std::string_view type, const Inputs& inputs,
                                  const Attrs& attrs, int n_outputs) {
     return builder_.custom_op(domain, type, inputs, attrs, n_outputs);
@@ -67,6 +68,8 @@ class Session {
   size_t weights_nbytes() const;
 
   StrId intern(std::string_view s) { return graph_.strings.intern(s); }
+  // The dynamic size `symbol` (as the shapes name it) may be 1 at run time (Builder::may_be_one).
+  void mark_may_be_one(std::string_view symbol) { builder_.mark_may_be_one(intern(symbol)); }
 
   // Time spent in the native side of converting FX nodes (for the export's phase timings).
   double convert_seconds = 0;
@@ -76,6 +79,8 @@ class Session {
   static std::string node_label(int op_id, std::string_view fx_name);
 
  private:
+  // Ends converting the current FX node (Builder state, origin of new nodes).
+  void end_current();
   // Rejects an argument that refers to a value the graph does not have.
   void check_refs(const Arg& a) const;
 

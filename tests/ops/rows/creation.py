@@ -42,6 +42,7 @@ ROWS = (
     from_opinfo("new_ones", "new_ones"),
     from_opinfo("new_full", "new_full"),
     from_opinfo("scalar_tensor", "scalar_tensor"),
+    from_opinfo("eye", "eye", "eye.m"),
     from_opinfo("fill", "fill.Scalar"),
     hand_written(
         "fill.Tensor", fn=lambda x, value: aten.fill.Tensor(x, value), samples=_fill_tensor, dtypes=PARITY_DTYPES

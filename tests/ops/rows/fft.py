@@ -68,4 +68,10 @@ ROWS = (
     hand_written("view_as_complex", fn=torch.view_as_complex, samples=_one((3, 2)), dtypes=REAL),
     hand_written("real", fn=torch.real, samples=_one((3, 4)), dtypes=COMPLEX),
     hand_written("imag", fn=torch.imag, samples=_one((3, 4)), dtypes=COMPLEX),
+    # torch's conjugate is a lazy view, read here through its parts (the ONNX graph negates the
+    # imaginary parts eagerly).
+    hand_written(
+        "_conj", fn=lambda x: torch.stack([aten._conj.default(x).real, aten._conj.default(x).imag]),
+        samples=_one((3, 4)), dtypes=COMPLEX,
+    ),
 )

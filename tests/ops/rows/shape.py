@@ -15,6 +15,16 @@ def _to_copy(dtype):
         yield SampleInput(tensor((3, 4), dtype), kwargs={"dtype": target})
 
 
+def _to_copy_complex(dtype):
+    """To and from complex dtypes: a real tensor gains a zero imaginary part, a complex one keeps its
+    real part (bool: whether either part is nonzero)."""
+    targets = [torch.complex64, torch.complex128] if not dtype.is_complex else [
+        torch.complex128, torch.complex64, torch.float32, torch.float64, torch.int64, torch.bool]
+    for target in targets:
+        for shape in [(3, 4), ()]:
+            yield SampleInput(tensor(shape, dtype), kwargs={"dtype": target})
+
+
 def _views(dtype):
     for shape in [(), (0,), (3, 4), (2, 0, 3)]:
         yield SampleInput(tensor(shape, dtype))
@@ -107,6 +117,10 @@ ROWS = (
     ),
     hand_written("_unsafe_view", fn=lambda x, size: aten._unsafe_view.default(x, size), samples=_unsafe_view),
     hand_written("_to_copy", fn=lambda x, **kw: aten._to_copy.default(x, **kw), samples=_to_copy),
+    hand_written(
+        "_to_copy", id="_to_copy.complex", fn=lambda x, **kw: aten._to_copy.default(x, **kw), samples=_to_copy_complex,
+        dtypes=(torch.float32, torch.int64, torch.complex64),
+    ),
     # OpInfo's contiguous samples are already contiguous, so torch.export records no op for them.
     hand_written("contiguous", fn=lambda x, **kw: x.transpose(0, -1).contiguous(**kw), samples=_transposed),
     hand_written("alias", fn=lambda x: aten.alias.default(x), samples=_views, dtypes=PARITY_DTYPES),

@@ -30,6 +30,8 @@ def _logit_eps(dtype):
 
 ROWS = (
     from_opinfo("abs", "abs"),
+    # The magnitude of complex values, which the ONNX graph holds as (real, imaginary) pairs.
+    from_opinfo("abs", "abs", id="abs.complex", dtypes=(torch.complex64, torch.complex128)),
     from_opinfo("neg", "neg"),
     from_opinfo("acos", "acos"),
     from_opinfo("acosh", "acosh"),

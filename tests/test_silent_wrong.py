@@ -1,0 +1,220 @@
+"""Models that used to load and compute something else than eager PyTorch, with nothing said: each
+now matches eager in onnxruntime or fails with a ConversionError. And the guarantee behind them:
+a type the graph declares that contradicts the node computing it is a ConversionError, never a
+file onnxruntime refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from torch.export import Dim
+
+import fastonnx
+from fastonnx import _C
+from fastonnx._decompose import Decomposer, copy_graph
+from fastonnx._dtypes import dtype_code
+from support import OPSET_MATRIX, assert_matches, export_and_compare, run_ort
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class Fn2(Fn):
+    def forward(self, d1, d2):
+        return self.fn(d1, d2)
+
+
+def _sizes(n: int) -> torch.Tensor:
+    return torch.tensor([n])
+
+
+# -- squeeze of a size torch.export could not decide --------------------------------------------
+# torch traces squeeze(dim) of a size read from data (.item(), an unbacked size) as if the size
+# were not 1, and records no check; eager PyTorch squeezes when it is 1. The ONNX graph decides
+# when it runs.
+
+SQUEEZES = {
+    "dim": lambda d1, d2: torch.zeros(d1[0], d2[0]).squeeze(0),
+    "dims": lambda d1, d2: torch.ones(d1[0], 1, d2[0]).squeeze((0, 1)),
+    "all": lambda d1, d2: torch.ones(d1[0], 1, d2[0]).squeeze(),
+    "then_add": lambda d1, d2: torch.ones(d1[0], d2[0]).squeeze(0) + 1,
+}
+
+
+@pytest.mark.parametrize("opset", [13, 18, fastonnx._C.MAX_OPSET])
+@pytest.mark.parametrize("name", list(SQUEEZES))
+def test_squeeze_of_a_size_read_from_data(name, opset):
+    model = Fn2(SQUEEZES[name])
+    proto = fastonnx.export(model, (_sizes(1), _sizes(4)), opset_version=opset).model_proto
+    for a, b in [(1, 4), (3, 4), (1, 1), (2, 1), (0, 3)]:
+        args = (_sizes(a), _sizes(b))
+        (got,) = run_ort(proto, list(args))
+        want = model(*args)
+        assert got.shape == tuple(want.shape), f"sizes {a}, {b}"
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_the_rank_of_a_squeeze_decided_at_run_time_is_not_assumed():
+    # torch traced sum(-1) over dim 1 of a rank-2 tensor; eager sums dim 0 when the squeeze
+    # happened. No converter may take torch's traced rank for granted.
+    model = Fn2(lambda d1, d2: torch.ones(d1[0], d2[0]).squeeze(0).sum(-1))
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::sum.dim_IntList \(FX node `sum_1`\): the rank of value "
+                                                       r"squeeze is not known"):
+        fastonnx.export(model, (_sizes(1), _sizes(4)))
+
+
+def test_squeeze_of_a_dim_whose_range_includes_one():
+    model = Fn(lambda x: x.squeeze(0) * 2)
+    proto = fastonnx.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("b", min=1)},)).model_proto
+    for n in (1, 3):
+        assert_matches(proto, model, (torch.randn(n, 4),), rtol=0, atol=0)
+
+
+def test_squeeze_of_a_dim_torch_export_keeps_above_one():
+    # Dim.AUTO traces sizes of 2 or more (the program refuses 1): the dim stays, no run-time test.
+    model = Fn(lambda x: x.squeeze(0) * 2)
+    proto = fastonnx.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.AUTO},)).model_proto
+    assert [n.op_type for n in proto.graph.node] == ["Mul"]
+    assert_matches(proto, model, (torch.randn(5, 4),), rtol=0, atol=0)
+
+
+# -- eye of dynamic sizes -------------------------------------------------------------------------
+# torch.export keeps every size dynamic; eye had no converter, and its decomposition was traced
+# outside the program's fake mode (eye's inputs are all sizes), which pinned the sizes to the
+# example's.
+
+EYES = {
+    "eye_m": lambda x: x + torch.eye(x.shape[1], x.shape[2]),
+    "eye_n": lambda x: x[0] @ torch.eye(x.shape[2]),
+    "eye_batch": lambda x: torch.eye(x.shape[0], dtype=torch.int64).sum(1) + x.shape[1],
+}
+
+
+def _dim_params(proto: onnx.ModelProto) -> list[list[str]]:
+    return [[d.dim_param for d in i.type.tensor_type.shape.dim] for i in proto.graph.input]
+
+
+@pytest.mark.parametrize("opset", OPSET_MATRIX, ids=lambda v: f"opset{v}")
+@pytest.mark.parametrize("name", list(EYES))
+def test_eye_of_dynamic_sizes_stays_dynamic(name, opset):
+    model = Fn(EYES[name])
+    proto = fastonnx.export(model, (torch.randn(2, 3, 4),), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO},),
+                            opset_version=opset).model_proto
+    assert all(_dim_params(proto)[0]), _dim_params(proto)
+    for shape in [(2, 3, 4), (5, 6, 7), (4, 4, 2)]:
+        assert_matches(proto, model, (torch.randn(*shape),), rtol=1e-5, atol=1e-5)
+
+
+def test_eye_with_dynamic_axes_stays_dynamic():
+    model = Fn(EYES["eye_m"])
+    proto = fastonnx.export(model, (torch.randn(2, 3, 4),), dynamic_axes={"input_1": [0, 1, 2]},
+                            input_names=["input_1"]).model_proto
+    assert all(_dim_params(proto)[0]), _dim_params(proto)
+    assert_matches(proto, model, (torch.randn(5, 6, 7),), rtol=1e-5, atol=1e-5)
+
+
+def _program_with_eye() -> torch.export.ExportedProgram:
+    dims = {0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO}
+    return torch.export.export(Fn(EYES["eye_m"]), (torch.randn(2, 3, 4),), dynamic_shapes=(dims,))
+
+
+def test_decomposing_an_op_of_sizes_keeps_them_symbolic():
+    graph = copy_graph(_program_with_eye().graph)
+    Decomposer(graph, lambda op: op is not torch.ops.aten.eye.m).run()
+    x = next(n for n in graph.nodes if n.op == "placeholder")
+    assert not any(d.node.expr.is_number for d in x.meta["val"].shape), x.meta["val"].shape
+    assert torch.ops.aten.arange.default in {n.target for n in graph.nodes}
+
+
+def test_a_decomposition_that_pins_a_size_is_an_error(monkeypatch):
+    import fastonnx._decompose as decompose
+
+    def pinning_eye(n, m, **kwargs):
+        return torch.zeros(int(n), int(m))  # int() of a symbolic size guards it to its example value
+
+    monkeypatch.setattr(decompose, "decomposition_of", lambda op: pinning_eye if op is torch.ops.aten.eye.m else None)
+    graph = copy_graph(_program_with_eye().graph)
+    with pytest.raises(fastonnx.ConversionError, match=r"decomposition of aten.eye.m \(FX node `eye`\) fixes the "
+                                                       r"dynamic size\(s\) s\d+ = 3"):
+        Decomposer(graph, lambda op: op is not torch.ops.aten.eye.m).run()
+
+
+# -- complex values and casts ---------------------------------------------------------------------
+# FNet: fftn over (1, 2) of a real input casts it to complex64 first; that Cast was written as an
+# ONNX Cast to complex64 whose output the graph declared float (complex values are real pairs),
+# and onnxruntime refused the file.
+
+SPECTRA = {
+    "fftn_real": lambda x: torch.fft.fftn(x, dim=(1, 2)).real,
+    "fft2_real": lambda x: torch.fft.fft2(x).real,
+    "fft2_imag": lambda x: torch.fft.fft2(x).imag,
+    "fft2_abs": lambda x: torch.fft.fft2(x).abs(),
+    "rfft_real": lambda x: torch.fft.rfft(x).real,
+    "rfft_abs": lambda x: torch.fft.rfft(x, dim=1).abs(),
+    "ifft_real": lambda x: torch.fft.ifft(x).real,
+    "ifft_imag": lambda x: torch.fft.ifft(x, dim=1).imag.resolve_neg(),
+    "ifftn_abs": lambda x: torch.fft.ifftn(x).abs(),
+    "complex128": lambda x: torch.fft.fft(x.to(torch.complex128)).imag,
+    "complex_to_real": lambda x: torch.fft.fft(x).to(torch.float64),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values to real discards the imaginary part")
+@pytest.mark.parametrize("opset", [13, 18, 20], ids=lambda v: f"opset{v}")
+@pytest.mark.parametrize("name", list(SPECTRA))
+def test_spectra_of_real_inputs(name, opset):
+    torch.manual_seed(0)
+    export_and_compare(Fn(SPECTRA[name]), (torch.randn(2, 3, 4),), rtol=1e-4, atol=1e-5, opset_version=opset)
+
+
+# -- declared types that contradict the graph -----------------------------------------------------
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda g, x: g.op("Shape", x),
+    lambda g, x: g.op("ArgMax", x, axis_i=1, keepdims_i=1),
+    # Once declared float, this Cast looked like a no-op to the passes, which removed it.
+    lambda g, x: g.op("Cast", x, to_i=7),
+], ids=["Shape", "ArgMax", "Cast"])
+def test_a_python_converter_result_of_another_type(wrong):
+    fastonnx.register_converter("aten::relu", wrong)
+    try:
+        with pytest.raises(fastonnx.ConversionError, match=r"the Python converter of aten::relu \(FX node `relu`\) "
+                                                           r"returned a wrong result 0: the value is int64 in the ONNX "
+                                                           r"graph where torch has float32"):
+            fastonnx.export(Fn(torch.relu), (torch.randn(2, 3),))
+    finally:
+        fastonnx.unregister_converter("aten::relu")
+
+
+def test_an_onnx_node_typed_complex_is_refused():
+    session = _C.Session(18)
+    x = session.add_input("x", dtype_code(torch.float32), [2])
+    with pytest.raises(fastonnx.ConversionError, match="ONNX Cast would make complex values"):
+        session.add_node("", "Cast", [x], [("to", "i", onnx.TensorProto.COMPLEX64)], 1)
+
+
+def test_a_control_flow_node_declaring_another_type_than_its_branches():
+    session = _C.Session(18)
+    x = session.add_input("x", dtype_code(torch.float32), [2])
+    flag = session.add_input("flag", dtype_code(torch.bool), [])
+    branches = []
+    for op in ("Neg", "Abs"):
+        session.begin_subgraph()
+        (out,) = session.add_node("", op, [x], [], 1)
+        branches.append(session.end_subgraph([out]))
+    (y,) = session.control_flow("If", [flag], [("then_branch", "g", branches[0]), ("else_branch", "g", branches[1])],
+                                [(dtype_code(torch.int64), [2])], "cond")
+    session.set_outputs([(y, "y")])
+    with pytest.raises(fastonnx.ConversionError, match=r"ONNX If node of FX node `cond` \(output `y`\): output 0 of its "
+                                                       r"`then_branch` subgraph is float32 where the graph declares "
+                                                       r"int64"):
+        session.finish("test")
