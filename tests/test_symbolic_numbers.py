@@ -5,6 +5,8 @@ the traced one."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -66,6 +68,21 @@ class Item(torch.nn.Module):
         return torch.full((2, 2), total), torch.full((3,), fill), x * fill.item()
 
 
+class Rounding(torch.nn.Module):
+    """Python's floor, ceil and trunc of a float are ints (interpolate's recomputed sizes)."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        return (torch.full((2,), math.floor(n / 3) * 2), torch.full((2,), math.ceil(n * 0.7)),
+                torch.full((2,), math.trunc(n / 4)))
+
+
+class RecomputedScale(torch.nn.Module):
+    def forward(self, x):
+        grid = x.reshape(1, 1, x.shape[0], 3)
+        return torch.nn.functional.interpolate(grid, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True)
+
+
 CASES = {
     "arange": (Arange(), lambda n: (_sizes(n),)),
     "float_arange_of_computed_length": (FloatArangeOfComputedLength(), lambda n: (_sizes(n),)),
@@ -74,6 +91,8 @@ CASES = {
     "bounds_alpha_weight_exponent": (Bounds(), lambda n: (_sizes(n),)),
     "attribute_numbers": (AttributeNumbers(), lambda n: (_sizes(n),)),
     "item": (Item(), lambda n: (_sizes(n), torch.tensor(n * 0.5))),
+    "rounding": (Rounding(), lambda n: (_sizes(n),)),
+    "recomputed_scale": (RecomputedScale(), lambda n: (_sizes(n),)),
 }
 
 

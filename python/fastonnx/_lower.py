@@ -138,6 +138,9 @@ _SYMBOLIC_OPS: dict[object, tuple[torch._ops.OpOverload, dict]] = {
     math.ceil: (aten.ceil.default, {}),
     math.trunc: (aten.trunc.default, {}),
 }
+# Python's floor, ceil and trunc of a float are ints, where the ATen op keeps a float: its result
+# is cast to int64.
+_ROUNDING_TO_INT = frozenset({math.floor, math.ceil, math.trunc})
 
 
 def symbolic_op(target) -> tuple[torch._ops.OpOverload, dict] | None:
@@ -515,6 +518,9 @@ class Lowering:
                 continue
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
+            if node.target in _ROUNDING_TO_INT:
+                rounded = self._convert(node, target, args, kwargs, [None])
+                target, args, kwargs = aten._to_copy.default, (rounded,), {"dtype": torch.int64}
             self.env[node] = self._convert(node, target, args, kwargs, metas)
         if self.graph is self.model_graph:
             self._enter_scope(0)
