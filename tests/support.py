@@ -117,3 +117,21 @@ def assert_declared_shapes_hold(model_proto: onnx.ModelProto, feeds: dict[str, n
                 seen = symbols.setdefault(d.dim_param, (size, name))
                 assert seen[0] == size, (f"`{d.dim_param}` is {seen[0]} in `{seen[1]}` but {size} in `{name}` "
                                          f"(dim {i})")
+
+
+class Lambda(torch.nn.Module):
+    """A model computing ``fn(x)``: an op or a few under test."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class Lambda2(Lambda):
+    """A model computing ``fn(x, y)``."""
+
+    def forward(self, x, y):
+        return self.fn(x, y)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 import fastonnx
-from support import assert_matches, flat_tensors, run_ort
+from support import Lambda, Lambda2, assert_matches, flat_tensors, run_ort
 
 AUTO = Dim.AUTO
 
@@ -50,24 +50,6 @@ def run_with_nans_at(proto: onnx.ModelProto, model: torch.nn.Module, *inputs: tu
             expected = flat_tensors(model(*args))
         for got, want in zip(run_ort(proto, list(args)), expected):
             torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-4, atol=1e-5, equal_nan=True)
-
-
-class Lambda(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class Pair(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x, y):
-        return self.fn(x, y)
 
 
 class Attention(torch.nn.Module):
@@ -155,7 +137,7 @@ def test_diagonal_of_dynamic_sizes(offset, dim1, dim2):
 def test_take_along_dim_with_a_dynamic_index_length():
     # torch.export specializes self's sizes and the index's other sizes (take_along_dim's checks);
     # the length of the index along dim stays dynamic.
-    model = Pair(lambda x, i: torch.take_along_dim(x, i, dim=1))
+    model = Lambda2(lambda x, i: torch.take_along_dim(x, i, dim=1))
     x, i = torch.randn(3, 5, 4), torch.randint(0, 5, (3, 2, 4))
     proto = export_dynamic(model, (x, i), ({}, {1: AUTO}))
     run_at(proto, model, (x, torch.randint(0, 5, (3, 7, 4))), (x, torch.randint(0, 5, (3, 1, 4))))

@@ -15,21 +15,7 @@ import fastonnx
 from fastonnx import _C
 from fastonnx._decompose import Decomposer, copy_graph, decomposition_of
 from fastonnx._dtypes import dtype_code
-from support import OPSET_MATRIX, assert_matches, export_and_compare, run_ort
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class Fn2(Fn):
-    def forward(self, d1, d2):
-        return self.fn(d1, d2)
+from support import OPSET_MATRIX, Lambda, Lambda2, assert_matches, export_and_compare, run_ort
 
 
 def _sizes(n: int) -> torch.Tensor:
@@ -52,7 +38,7 @@ SQUEEZES = {
 @pytest.mark.parametrize("opset", [13, 18, fastonnx._C.MAX_OPSET])
 @pytest.mark.parametrize("name", list(SQUEEZES))
 def test_squeeze_of_a_size_read_from_data(name, opset):
-    model = Fn2(SQUEEZES[name])
+    model = Lambda2(SQUEEZES[name])
     proto = fastonnx.export(model, (_sizes(1), _sizes(4)), opset_version=opset).model_proto
     for a, b in [(1, 4), (3, 4), (1, 1), (2, 1), (0, 3)]:
         args = (_sizes(a), _sizes(b))
@@ -65,14 +51,14 @@ def test_squeeze_of_a_size_read_from_data(name, opset):
 def test_the_rank_of_a_squeeze_decided_at_run_time_is_not_assumed():
     # torch traced sum(-1) over dim 1 of a rank-2 tensor; eager sums dim 0 when the squeeze
     # happened. No converter may take torch's traced rank for granted.
-    model = Fn2(lambda d1, d2: torch.ones(d1[0], d2[0]).squeeze(0).sum(-1))
+    model = Lambda2(lambda d1, d2: torch.ones(d1[0], d2[0]).squeeze(0).sum(-1))
     with pytest.raises(fastonnx.ConversionError, match=r"aten::sum.dim_IntList \(FX node `sum_1`\): the rank of value "
                                                        r"squeeze is not known"):
         fastonnx.export(model, (_sizes(1), _sizes(4)))
 
 
 def test_squeeze_of_a_dim_whose_range_includes_one():
-    model = Fn(lambda x: x.squeeze(0) * 2)
+    model = Lambda(lambda x: x.squeeze(0) * 2)
     proto = fastonnx.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("b", min=1)},)).model_proto
     for n in (1, 3):
         assert_matches(proto, model, (torch.randn(n, 4),), rtol=0, atol=0)
@@ -80,7 +66,7 @@ def test_squeeze_of_a_dim_whose_range_includes_one():
 
 def test_squeeze_of_a_dim_torch_export_keeps_above_one():
     # Dim.AUTO traces sizes of 2 or more (the program refuses 1): the dim stays, no run-time test.
-    model = Fn(lambda x: x.squeeze(0) * 2)
+    model = Lambda(lambda x: x.squeeze(0) * 2)
     proto = fastonnx.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.AUTO},)).model_proto
     assert [n.op_type for n in proto.graph.node] == ["Mul"]
     assert_matches(proto, model, (torch.randn(5, 4),), rtol=0, atol=0)
@@ -105,7 +91,7 @@ def _dim_params(proto: onnx.ModelProto) -> list[list[str]]:
 @pytest.mark.parametrize("opset", OPSET_MATRIX, ids=lambda v: f"opset{v}")
 @pytest.mark.parametrize("name", list(EYES))
 def test_eye_of_dynamic_sizes_stays_dynamic(name, opset):
-    model = Fn(EYES[name])
+    model = Lambda(EYES[name])
     proto = fastonnx.export(model, (torch.randn(2, 3, 4),), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO},),
                             opset_version=opset).model_proto
     assert all(_dim_params(proto)[0]), _dim_params(proto)
@@ -114,7 +100,7 @@ def test_eye_of_dynamic_sizes_stays_dynamic(name, opset):
 
 
 def test_eye_with_dynamic_axes_stays_dynamic():
-    model = Fn(EYES["eye_m"])
+    model = Lambda(EYES["eye_m"])
     proto = fastonnx.export(model, (torch.randn(2, 3, 4),), dynamic_axes={"input_1": [0, 1, 2]},
                             input_names=["input_1"]).model_proto
     assert all(_dim_params(proto)[0]), _dim_params(proto)
@@ -123,7 +109,7 @@ def test_eye_with_dynamic_axes_stays_dynamic():
 
 def _program_with_eye() -> torch.export.ExportedProgram:
     dims = {0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO}
-    return torch.export.export(Fn(EYES["eye_m"]), (torch.randn(2, 3, 4),), dynamic_shapes=(dims,))
+    return torch.export.export(Lambda(EYES["eye_m"]), (torch.randn(2, 3, 4),), dynamic_shapes=(dims,))
 
 
 def test_decomposing_an_op_of_sizes_keeps_them_symbolic():
@@ -169,7 +155,7 @@ SPECTRA = {
 @pytest.mark.parametrize("name", list(SPECTRA))
 def test_spectra_of_real_inputs(name, opset):
     torch.manual_seed(0)
-    export_and_compare(Fn(SPECTRA[name]), (torch.randn(2, 3, 4),), rtol=1e-4, atol=1e-5, opset_version=opset)
+    export_and_compare(Lambda(SPECTRA[name]), (torch.randn(2, 3, 4),), rtol=1e-4, atol=1e-5, opset_version=opset)
 
 
 # -- declared types that contradict the graph -----------------------------------------------------
@@ -187,7 +173,7 @@ def test_a_python_converter_result_of_another_type(wrong):
         with pytest.raises(fastonnx.ConversionError, match=r"the Python converter of aten::relu \(FX node `relu`\) "
                                                            r"returned a wrong result 0: the value is int64 in the ONNX "
                                                            r"graph where torch has float32"):
-            fastonnx.export(Fn(torch.relu), (torch.randn(2, 3),))
+            fastonnx.export(Lambda(torch.relu), (torch.randn(2, 3),))
     finally:
         fastonnx.unregister_converter("aten::relu")
 

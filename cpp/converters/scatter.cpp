@@ -215,6 +215,9 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
   // adds nothing.
   (void)end;
   const int64_t rank = b.rank(self);
+  // wrap_dim lets dim 0 through on a 0-d tensor, which has no dimension to slice (torch's meta
+  // kernel lets it through too).
+  if (rank == 0) b.fail("slice_scatter: a 0-d tensor has no dimension to slice");
   const int64_t d = wrap_dim(b, dim, rank);
   const SymInt count = size_at(b, src, d);
   // torch counts a negative start from the end and clamps it at 0.
