@@ -79,7 +79,6 @@ def test_dynamic_auto_names_dimensions_after_the_input():
     "options, error",
     [
         ({"dynamic_axes": {"x": [0]}, "dynamic_shapes": {"x": {0: Dim.AUTO}}}, "not both"),
-        ({"dynamic_axes": {"nope": [0]}}, "neither inputs"),
         ({"dynamic_shapes": {"nope": {0: Dim.AUTO}}}, "not arguments of this call"),
         ({"dynamic_shapes": {"x": {5: Dim.AUTO}}}, "dimension 5 does not exist"),
         ({"dynamic_shapes": {"x": {0: 3.5}}}, "must be a torch.export.Dim"),
@@ -208,3 +207,11 @@ def test_verbose_prints_the_graph(capsys):
     printed = capsys.readouterr().out
     assert "LayerNormalization" in printed or "ReduceMean" in printed
     assert "x" in printed and "output_1" in printed
+
+
+def test_a_dynamic_axes_key_of_nothing_is_ignored_with_a_warning():
+    """torch.onnx ignores a dynamic_axes key that names neither an input nor an output (its own
+    RNN tests pass `seq_lengths` to models without one): fastonnx too, naming what keys may be."""
+    with pytest.warns(fastonnx.DynamicAxesWarning, match=r"dynamic_axes\['nope'\] is ignored: names neither an input "
+                                                         r"\(x, mask\) nor an output \(output_0, output_1\)"):
+        fastonnx.export(Encoder().eval(), _encoder_inputs(2, 5), dynamic_axes={"nope": [0]})

@@ -44,8 +44,9 @@ class Request:
     sources: list[str] = field(default_factory=list)  # per tensor input: how torch's ShapeEnv names it
     relaxed: bool = False  # dynamic_axes: the model may fix a requested axis (it is then warned about)
     generated: set[str] = field(default_factory=set)  # names made for axes given without one
-    # dynamic_axes keys of forward arguments that hold no tensor in this call (None, a number),
-    # with what they hold: torch.onnx ignores them, and so does fastonnx, saying so.
+    # dynamic_axes keys that name no tensor (an argument that holds None or a number in this
+    # call, a name of no input or output), with why: torch.onnx ignores them, and so does
+    # fastonnx, saying so.
     ignored: dict[str, str] = field(default_factory=dict)
 
 
@@ -218,7 +219,8 @@ def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | No
     ignored: dict[str, str] = {}
     for key, axes in dynamic_axes.items():
         if key in parameters and not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(combined.get(key))):
-            ignored[key] = "is not passed" if key not in combined else f"is {combined[key]!r}"
+            held = "is not passed" if key not in combined else f"is {combined[key]!r}"
+            ignored[key] = f"the argument `{key}` {held}, not a tensor"
             continue
         t = _tensor_input(key, combined, leaves, tensors, input_names)
         if t is None:
@@ -291,12 +293,11 @@ def warn_static(static: list[StaticAxis], shared: list[tuple[str, str, str]], re
                 stacklevel: int) -> None:
     """One warning for every requested axis that stayed static, for the names given to axes
     that torch found to be one size (``shared``: (kept name, dropped name, where); a name
-    fastonnx made up is dropped silently), and for the keys of arguments that hold no tensor."""
+    fastonnx made up is dropped silently), and for the keys it ignored (``request.ignored``)."""
     shared = [s for s in shared if s[1] not in request.generated]
     if not static and not shared and not request.ignored:
         return
-    lines = [f"dynamic_axes[{key!r}] is ignored: the argument `{key}` {held}, not a tensor"
-             for key, held in request.ignored.items()]
+    lines = [f"dynamic_axes[{key!r}] is ignored: {why}" for key, why in request.ignored.items()]
     if static:
         lines.append(f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "
                      f"so the ONNX graph takes only the traced size there:")

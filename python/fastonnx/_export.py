@@ -173,10 +173,11 @@ def export(
         raise
     except Exception as e:  # noqa: BLE001 - a failure no phase turned into an ExportError is a bug
         raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
-    unknown = sorted(set(request.output_axes) - set(result.output_names))
-    if unknown:
-        raise ArgumentError(f"dynamic_axes names {unknown}, which are neither inputs ({result.input_names}) nor "
-                         f"outputs ({result.output_names})")
+    # torch.onnx ignores a key that names neither an input nor an output, with a warning: so does
+    # fastonnx (in the one DynamicAxesWarning), naming what the keys may be.
+    for key in sorted(set(request.output_axes) - set(result.output_names)):
+        request.ignored[key] = (f"names neither an input ({', '.join(result.input_names)}) nor an output "
+                                f"({', '.join(result.output_names)})")
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
     if verbose:
