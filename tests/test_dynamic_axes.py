@@ -265,3 +265,32 @@ def test_dynamic_shapes_names_land_on_their_flattened_tensor():
     assert [_dims(i) for i in result.model_proto.graph.input] == [[4, 3], [4, 3], ["n"], ["n"], [3]]
     args, kwargs = _mixed(4, 9)
     _run_and_compare(result, model, args, kwargs)
+
+
+RECURRENT = {
+    "lstm": lambda: torch.nn.LSTM(4, 8, num_layers=2),
+    "lstm_bidirectional_batch_first": lambda: torch.nn.LSTM(4, 8, bidirectional=True, batch_first=True),
+    "gru": lambda: torch.nn.GRU(4, 8, num_layers=2),
+    "rnn_tanh_bidirectional": lambda: torch.nn.RNN(4, 8, bidirectional=True),
+    "rnn_relu": lambda: torch.nn.RNN(4, 8, nonlinearity="relu", num_layers=2),
+}
+
+
+@pytest.mark.parametrize("name", list(RECURRENT))
+def test_recurrent_layers_keep_a_dynamic_sequence_length(name):
+    """nn.LSTM, nn.GRU and nn.RNN trace with a symbolic sequence length (as while-loops, written
+    as ONNX LSTM, GRU and RNN), also when the same layer was exported before without dynamic
+    axes (torch caches the kernel an op dispatched to)."""
+    model = RECURRENT[name]().eval()
+    first = model.batch_first
+    x = torch.randn(3, 5, 4) if first else torch.randn(5, 3, 4)
+    fastonnx.export(model, (x,))
+    axes = {0: "batch", 1: "steps"} if first else {0: "steps", 1: "batch"}
+    result, warned = _export(model, (x,), input_names=["x"], dynamic_axes={"x": axes})
+    assert not warned, [str(w.message) for w in warned]
+    assert _dims(result.model_proto.graph.input[0])[:2] == [axes[0], axes[1]]
+    for steps, batch in ((9, 2), (1, 4)):
+        y = torch.randn(batch, steps, 4) if first else torch.randn(steps, batch, 4)
+        _run_and_compare(result, model, (y,))
+    # And a later export without dynamic axes unrolls again, at the traced length only.
+    assert _dims(fastonnx.export(model, (x,)).model_proto.graph.input[0]) == list(x.shape)

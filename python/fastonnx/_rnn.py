@@ -69,10 +69,26 @@ def rnns_as_loops():
     except ImportError:
         yield
         return
-    with (
-        _patches.register_lstm_while_loop_decomposition(),
-        _patches.register_gru_while_loop_decomposition(),
-        _patches._register_rnn_while_loop_decomposition(torch.ops.aten.rnn_tanh.input, _elman(torch.tanh)),
-        _patches._register_rnn_while_loop_decomposition(torch.ops.aten.rnn_relu.input, _elman(torch.relu)),
-    ):
-        yield
+    ops = (torch.ops.aten.lstm.input, torch.ops.aten.gru.input, torch.ops.aten.rnn_tanh.input,
+           torch.ops.aten.rnn_relu.input)
+    # torch's registration sets the kernels without clearing the ops' dispatch caches: an op
+    # dispatched before (an export without dynamic shapes) would keep its unrolling kernel, and
+    # one dispatched inside would keep the loop after. Cleared on the way in and out.
+    _clear_dispatch_caches(ops)
+    try:
+        with (
+            _patches.register_lstm_while_loop_decomposition(),
+            _patches.register_gru_while_loop_decomposition(),
+            _patches._register_rnn_while_loop_decomposition(ops[2], _elman(torch.tanh)),
+            _patches._register_rnn_while_loop_decomposition(ops[3], _elman(torch.relu)),
+        ):
+            yield
+    finally:
+        _clear_dispatch_caches(ops)
+
+
+def _clear_dispatch_caches(ops) -> None:
+    for op in ops:
+        cache = getattr(op, "_dispatch_cache", None)
+        if cache is not None:
+            cache.clear()
