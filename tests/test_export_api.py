@@ -345,3 +345,11 @@ def test_an_unexpected_failure_is_an_internal_error(monkeypatch):
     with pytest.raises(fastonnx.InternalError, match="failed unexpectedly: KeyError") as info:
         fastonnx.export(TwoInTwoOut(), _args())
     assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_outer_of_mixed_dtypes():
+    """torch.outer promotes mixed dtypes (float32 and int64 multiply in float32), as ONNX's Mul
+    does not; found by PyTorch's own ONNX tests."""
+    from support import Lambda2
+
+    export_and_compare(Lambda2(torch.outer), (torch.randn(3), torch.arange(4)))

@@ -81,9 +81,11 @@ Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar 
 }
 
 Value outer(Builder& b, Value self, Value vec2) {
-  const Value column = b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{1})});
+  // Mixed dtypes multiply in torch's promoted one.
+  const ScalarType dtype = b.compute_dtype(self, vec2);
+  const Value column = b.op("Unsqueeze", {b.cast(self, dtype), b.ints(std::vector<int64_t>{1})});
   // ONNX's Mul takes no bool; a product of truth values is their conjunction.
-  return b.op(b.dtype(self) == ScalarType::Bool ? "And" : "Mul", {column, vec2});
+  return b.op(dtype == ScalarType::Bool ? "And" : "Mul", {column, b.cast(vec2, dtype)});
 }
 
 Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>>) {

@@ -49,7 +49,11 @@ def decomposition_of(op, *, core: bool = False) -> Callable | None:
     table = _table()
     if op in table:
         return table[op]
-    if op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
+    try:
+        composite = op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+    except RuntimeError:  # an op only TorchScript knows (aten::size), which the dispatcher does not
+        composite = False
+    if composite:
         return op.decompose
     return torch._decomp.decomposition_table.get(op) if core else None
 

@@ -137,6 +137,8 @@ _SYMBOLIC_OPS: dict[object, tuple[torch._ops.OpOverload, dict]] = {
     math.floor: (aten.floor.default, {}),
     math.ceil: (aten.ceil.default, {}),
     math.trunc: (aten.trunc.default, {}),
+    # `x.size(d)` as a TorchScript op, which decompositions of C++ composites (`_dim_arange`) call.
+    aten.size.int: (aten.sym_size.int, {}),
 }
 # Python's floor, ceil and trunc of a float are ints, where the ATen op keeps a float: its result
 # is cast to int64.
