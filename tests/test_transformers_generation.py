@@ -16,6 +16,7 @@ from support import assert_declared_shapes_hold, check
 from transformers.exporters import ExportedModel, OnnxConfig
 from transformers.exporters.utils import decompose_prefill_decode, onnx_feed
 
+import fastonnx
 from fastonnx import DynamicAxesWarning
 from fastonnx.integrations.transformers import FastOnnxExporter
 
@@ -126,3 +127,20 @@ def test_a_batch_of_one_is_said_to_stay_static():
     assert len(messages) == 2  # prefill and decode
     assert all("`input_ids` axis 0" in m and "`input_ids` axis 1" not in m for m in messages)
     assert "`input.cache.layers.0.keys` axis 0" in messages[1]
+
+
+def test_export_of_one_graph_and_the_options_it_refuses():
+    """``export`` makes one graph the same way; what fastonnx does not do is an error that says
+    what to change."""
+    model = build("gpt2")
+    inputs = prompt(2, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = FastOnnxExporter().export(model, dict(inputs), OnnxConfig(dynamic=True))
+    with torch.no_grad():
+        want = model(**inputs)
+    _assert_close(exported(**prompt(2, 5)).logits, want.logits, "export")
+    with pytest.raises(fastonnx.ArgumentError, match="ort_fusions"):
+        FastOnnxExporter().export(model, dict(inputs), OnnxConfig(dynamic=True, ort_fusions="cpu"))
+    with pytest.raises(fastonnx.ArgumentError, match="sets \\['opset_version'\\] itself"):
+        FastOnnxExporter(opset_version=17)

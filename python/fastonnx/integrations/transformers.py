@@ -27,7 +27,6 @@ import tempfile
 import warnings
 import weakref
 from pathlib import Path
-
 from unittest import mock
 
 import transformers.exporters.base as transformers_exporters_base
@@ -89,8 +88,7 @@ class FastOnnxExporter(OnnxExporter):
             # DynamoExporter's trace (its patches, cache pytrees, Dim.AUTO for dynamic=True).
             program, metadata = DynamoExporter.export_program(self, model, sample_inputs, config=config)
         input_names, output_names = disambiguate_io_names(input_names, output_names)
-        onnx_model = _converted(program, sample_inputs, input_names, output_names, config.opset_version,
-                                self.export_kwargs)
+        onnx_model = _converted(program, input_names, output_names, config.opset_version, self.export_kwargs)
         if config.dynamic or config.dynamic_shapes is not None:
             _warn_sizes_of_one(onnx_model, sample_inputs)
         onnx_model = quantize_converted_model(onnx_model, sample_inputs, config)
@@ -136,7 +134,7 @@ def _warn_sizes_of_one(onnx_model, sample_inputs) -> None:
         for axis, dim in enumerate(value.shape):
             # A decode step's one query token (the last axis of a token input beside a cache)
             # is one by design; multi_token_decode=True makes it dynamic.
-            query = caches and path.split(".")[0] not in caches and axis == example.dim() - 1
+            query = bool(caches) and path.split(".")[0] not in caches and axis == example.dim() - 1
             if isinstance(dim, int) and dim == 1 and example.shape[axis] == 1 and not query:
                 fixed.append(f"`{value.name}` axis {axis}")
     if fixed:
@@ -145,7 +143,7 @@ def _warn_sizes_of_one(onnx_model, sample_inputs) -> None:
                       stacklevel=3)
 
 
-def _converted(program, sample_inputs, input_names, output_names, opset_version, export_kwargs):
+def _converted(program, input_names, output_names, opset_version, export_kwargs):
     """The ExportedProgram as an ``onnx_ir.Model`` whose weights stay in a file beside the model
     (a temporary directory that lives as long as the model), so a large model is never held in
     memory twice and ONNX Runtime opens it by path (``meta["path"]``, as for a saved model)."""
@@ -153,8 +151,8 @@ def _converted(program, sample_inputs, input_names, output_names, opset_version,
 
     directory = tempfile.TemporaryDirectory(prefix="fastonnx-")
     path = Path(directory.name) / "model.onnx"
-    export(program, (), path, kwargs=copy.deepcopy(dict(sample_inputs)), input_names=input_names,
-           output_names=output_names, opset_version=opset_version, external_data=True, **export_kwargs)
+    export(program, (), path, input_names=input_names, output_names=output_names, opset_version=opset_version,
+           external_data=True, **export_kwargs)
     model = onnx_ir.load(str(path))
     model.meta["path"] = str(path)
     weakref.finalize(model, directory.cleanup)
