@@ -500,3 +500,18 @@ def test_pooled_context_interpolated_to_a_dynamic_size(mode):
     model = Lambda(fn)
     proto = export_dynamic(model, (torch.randn(2, 4, 6, 8),), ({0: AUTO, 2: AUTO, 3: AUTO},))
     run_at(proto, model, (torch.randn(1, 4, 9, 5),), (torch.randn(3, 4, 16, 17),), (torch.randn(2, 4, 3, 30),))
+
+
+@pytest.mark.parametrize(
+    "fn, example, dims, sizes",
+    [
+        # The dims after the merged ones move (Falcon's attention: (B, S, G, H, D) -> (B, S, G*H, D)).
+        (lambda x: x.flatten(2, 3), (2, 5, 2, 4, 8), {0: AUTO, 1: AUTO}, [(3, 7, 2, 4, 8), (1, 2, 2, 4, 8)]),
+        (lambda x: x.flatten(1, 2), (3, 4, 5, 6), {0: AUTO, 2: AUTO, 3: AUTO}, [(2, 4, 7, 9)]),
+        (lambda x: x.flatten(0, 1), (4, 3, 0), {0: AUTO}, [(5, 3, 0)]),  # a trailing size of 0 stays 0
+    ],
+)
+def test_flatten_of_dynamic_sizes(fn, example, dims, sizes):
+    model = Lambda(fn)
+    proto = export_dynamic(model, (torch.randn(*example),), (dims,))
+    run_at(proto, model, *[(torch.randn(*s),) for s in sizes])

@@ -239,6 +239,8 @@ def _torch_result(op, schema, args, inputs):
             return torch.scalar_tensor(value, dtype=torch.tensor(value).dtype, device="meta")
         if _base_type(arg)[0] == "ScalarType" and value is not None:
             return _TORCH_DTYPES[value]
+        if _base_type(arg)[0] == "Device":  # factories (arange, full) would allocate on the CPU
+            return torch.device("meta")
         return value
 
     positional = [to_torch(a, v) for a, v in zip(schema, args) if not a.kwarg_only]

@@ -14,9 +14,8 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
 // True where query i may attend to key j: j <= i (torch's tril over (L, S)).
 Value causal_mask(Builder& b, Value query, Value key, int64_t key_rank) {
-  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
-  const Value rows = b.op("Range", {zero, scalar_size_along(b, query, b.rank(query) - 2), one});
-  const Value cols = b.op("Range", {zero, scalar_size_along(b, key, key_rank - 2), one});
+  const Value rows = iota(b, scalar_size_along(b, query, b.rank(query) - 2));
+  const Value cols = iota(b, scalar_size_along(b, key, key_rank - 2));
   return b.op("GreaterOrEqual", {b.op("Unsqueeze", {rows, b.ints(std::vector<int64_t>{1})}), cols});
 }
 

@@ -199,7 +199,7 @@ Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, Sym
   const Value out_shape = b.op("Concat", {weights, width}, {Attr::i("axis", 0)});
   if (b.opset() < 16) {
     // No ScatterND reduction yet: a one-hot (index, weight row) matrix, transposed, times the rows.
-    const Value row_ids = b.op("Range", {b.scalar(0, ScalarType::Long), b.op("Squeeze", {weights}), b.scalar(1, ScalarType::Long)});
+    const Value row_ids = iota(b, b.op("Squeeze", {weights}));
     const Value one_hot = b.cast(b.op("Equal", {b.op("Unsqueeze", {idx, one}), row_ids}), dtype);
     if (scale_grad_by_freq) {
       const Value counts = reduce(b, "ReduceSum", one_hot, std::vector<int64_t>{0}, false);

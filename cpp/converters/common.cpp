@@ -13,15 +13,18 @@ int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
-namespace {
-
-// The size of `x` along `axis` when it is known and static.
 std::optional<int64_t> known_size(Builder& b, Value x, int64_t axis) {
   if (!b.has_shape(x)) return std::nullopt;
   const Dim& d = b.shape(x)[static_cast<size_t>(axis)];
   if (!d.is_static()) return std::nullopt;
   return d.value;
 }
+
+Value iota(Builder& b, Value n) {
+  return b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), n, b.scalar(int64_t{1}, ScalarType::Long)});
+}
+
+namespace {
 
 // Reshape to a static shape. ONNX's 0 copies the input's size unless allowzero is set (opset
 // 14); before that, an empty result is an empty tensor broadcast to the shape.

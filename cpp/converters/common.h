@@ -35,6 +35,10 @@ Value join_sizes(Builder& b, const std::vector<Value>& parts);
 Value reshape_to(Builder& b, Value x, Value shape);
 // The size of dimension `dim` of `x`: a number when it is static, else a 0-d Gather of its Shape.
 SymInt size_at(Builder& b, Value x, int64_t dim);
+// The size of `x` along `axis` when it is known and static.
+std::optional<int64_t> known_size(Builder& b, Value x, int64_t axis);
+// 0, 1, ..., n - 1 as a 1-D int64 tensor, for a count `n` that is a 0-d int64 value.
+Value iota(Builder& b, Value n);
 
 // An ONNX Reduce* op (ReduceMean, ReduceMax, ...) over `axes` (every axis when absent). The axes
 // are an input from opset 18 (ReduceSum: 13), an attribute before.

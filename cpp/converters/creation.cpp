@@ -21,8 +21,6 @@ Value filled_like(Builder& b, const Scalar& value, Value like) {
   return b.op("Expand", {scalar, shape_of(b, like)});
 }
 
-Value long_scalar(Builder& b, const Scalar& s) { return b.scalar(s, ScalarType::Long); }
-
 // torch's arange: ceil((end - start) / step) elements, element i being start + i * step.
 Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& step) {
   const ScalarType dtype = b.out_meta().dtype;
@@ -31,10 +29,10 @@ Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& st
     // torch takes start, end and step in the integer dtype (truncated toward zero, as Cast
     // does), and ONNX's Range on integers counts max(ceil((limit - start) / delta), 0) elements
     // as torch does; a length torch.export recorded as a number gives the limit directly.
-    const Value first = long_scalar(b, start), delta = long_scalar(b, step);
+    const Value first = b.scalar(start, ScalarType::Long), delta = b.scalar(step, ScalarType::Long);
     const Value limit = shape && start.is_static() && step.is_static()
-                            ? long_scalar(b, start.to_int() + (*shape)[0] * step.to_int())
-                            : long_scalar(b, end);
+                            ? b.long_scalar(start.to_int() + (*shape)[0] * step.to_int())
+                            : b.scalar(end, ScalarType::Long);
     return b.cast(b.op("Range", {first, limit, delta}), dtype);
   }
   // torch computes element i as start + i * step in double (float for half types) and rounds
@@ -47,22 +45,15 @@ Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& st
     const Value span = b.op("Div", {b.op("Sub", {b.scalar(end, ScalarType::Double), from}), by});
     length = b.op("Max", {b.cast(b.op("Ceil", {span}), ScalarType::Long), b.scalar(int64_t{0}, ScalarType::Long)});
   }
-  const Value index = b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), length,
-                                     b.scalar(int64_t{1}, ScalarType::Long)});
+  const Value index = iota(b, length);
   const Value offset = b.op("Mul", {b.cast(index, ScalarType::Double), by});
   return b.cast(b.op("Add", {offset, from}), dtype);
 }
 
-// 0, 1, ..., size - 1 as int64; `size` may be a graph value.
-Value iota(Builder& b, const SymInt& size) {
-  const Value end = size.is_static() ? b.scalar(size.value, ScalarType::Long) : size.sym;
-  return b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), end, b.scalar(int64_t{1}, ScalarType::Long)});
-}
-
 // The n x m identity in the node's dtype.
 Value identity(Builder& b, const SymInt& n, const SymInt& m) {
-  const Value rows = b.op("Unsqueeze", {iota(b, n), b.ints(std::vector<int64_t>{1})});
-  return b.cast(b.op("Equal", {rows, iota(b, m)}), b.out_meta().dtype);
+  const Value rows = b.op("Unsqueeze", {iota(b, b.long_scalar(n)), b.ints(std::vector<int64_t>{1})});
+  return b.cast(b.op("Equal", {rows, iota(b, b.long_scalar(m))}), b.out_meta().dtype);
 }
 
 }  // namespace

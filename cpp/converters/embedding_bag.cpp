@@ -17,11 +17,9 @@ Value unsqueeze(Builder& b, Value x, int64_t axis) { return b.op("Unsqueeze", {x
 
 Value squeeze0(Builder& b, Value x) { return b.op("Squeeze", {x, b.ints(std::vector<int64_t>{0})}); }
 
-Value long_scalar(Builder& b, int64_t v) { return b.scalar(Scalar(v), ScalarType::Long); }
-
 // 0, 1, ..., length - 1 for a 1-element int64 `length`.
 Value range(Builder& b, Value length) {
-  return b.op("Range", {long_scalar(b, 0), squeeze0(b, length), long_scalar(b, 1)});
+  return iota(b, squeeze0(b, length));
 }
 
 // onnxruntime has no float16 scatter with a reduction; float32 holds every float16 value.
@@ -68,14 +66,14 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   Value bag_of;
   if (b.opset() >= 16) {
     const Value slots = b.op("Add", {positions_shape, b.ints(std::vector<int64_t>{1})});  // a start may be the end
-    const Value marks = b.op("ScatterElements", {b.op("Expand", {long_scalar(b, 0), slots}), starts,
-                                                 b.op("Expand", {long_scalar(b, 1), bags_shape})},
+    const Value marks = b.op("ScatterElements", {b.op("Expand", {b.long_scalar(0), slots}), starts,
+                                                 b.op("Expand", {b.long_scalar(1), bags_shape})},
                              {Attr::i("axis", 0), Attr::s("reduction", "add")});
-    const Value started = b.op("CumSum", {marks, long_scalar(b, 0)});
-    bag_of = b.op("Sub", {b.op("Slice", {started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}), long_scalar(b, 1)});
+    const Value started = b.op("CumSum", {marks, b.long_scalar(0)});
+    bag_of = b.op("Sub", {b.op("Slice", {started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}), b.long_scalar(1)});
   } else {
     const Value started = b.op("LessOrEqual", {unsqueeze(b, starts, 0), unsqueeze(b, positions, 1)});
-    bag_of = b.op("Sub", {reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), long_scalar(b, 1)});
+    bag_of = b.op("Sub", {reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
   }
   // (bags, positions): position p counts in bag b. Only built where no scatter reduction exists.
   const auto membership = [&] {
@@ -91,11 +89,11 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   if (members) {
     counts = reduce(b, "ReduceSum", b.cast(*members, ScalarType::Long), std::vector<int64_t>{1}, false);
   } else {
-    const Value ones = valid ? b.cast(*valid, ScalarType::Long) : b.op("Expand", {long_scalar(b, 1), positions_shape});
-    counts = b.op("ScatterElements", {b.op("Expand", {long_scalar(b, 0), bags_shape}), bag_of, ones},
+    const Value ones = valid ? b.cast(*valid, ScalarType::Long) : b.op("Expand", {b.long_scalar(1), positions_shape});
+    counts = b.op("ScatterElements", {b.op("Expand", {b.long_scalar(0), bags_shape}), bag_of, ones},
                   {Attr::i("axis", 0), Attr::s("reduction", "add")});
   }
-  const Value nonempty = unsqueeze(b, b.op("Greater", {counts, long_scalar(b, 0)}), 1);
+  const Value nonempty = unsqueeze(b, b.op("Greater", {counts, b.long_scalar(0)}), 1);
 
   Value rows = b.op("Gather", {weight, index});
   if (per_sample_weights) {
@@ -112,7 +110,7 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
       result = scatter_rows(b, b.op("Expand", {zero, rows_shape}), bag_of, counted, "add");
     }
     if (mode == kMean) {
-      const Value divisor = b.cast(b.op("Max", {counts, long_scalar(b, 1)}), dtype);  // empty bags stay 0
+      const Value divisor = b.cast(b.op("Max", {counts, b.long_scalar(1)}), dtype);  // empty bags stay 0
       result = b.op("Div", {result, unsqueeze(b, divisor, 1)});
     }
   } else {
@@ -136,7 +134,7 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
     result = b.op("Where", {nonempty, result, zero});
     // An empty bag's first position is one past the end: a 0 appended there.
     const Value chosen = b.op("Gather", {b.op("Concat", {index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
-    max_indices = b.op("Where", {nonempty, chosen, long_scalar(b, 0)});
+    max_indices = b.op("Where", {nonempty, chosen, b.long_scalar(0)});
   }
 
   // What torch returns besides the result (used by its backward): offset2bag (empty when it
@@ -151,7 +149,7 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   };
   const auto unfilled = [&](size_t i) {
     const auto recorded = b.out_static_shape(i);
-    return b.op("Expand", {long_scalar(b, 0), recorded ? b.ints(*recorded) : bags_shape});
+    return b.op("Expand", {b.long_scalar(0), recorded ? b.ints(*recorded) : bags_shape});
   };
   const auto recorded_offset2bag = b.out_static_shape(1);
   const bool no_offset2bag = recorded_offset2bag && recorded_offset2bag->size() == 1 && (*recorded_offset2bag)[0] == 0;
@@ -177,7 +175,7 @@ std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value i
                                                bool include_last_offset, std::optional<int64_t> padding_idx) {
   std::optional<Value> padding;
   if (padding_idx) {
-    padding = long_scalar(b, *padding_idx);
+    padding = b.long_scalar(*padding_idx);
     if (*padding_idx < 0) padding = b.op("Add", {scalar_size_along(b, weight, 0), *padding});
   }
   return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding);
@@ -188,7 +186,7 @@ std::array<Value, 4> _embedding_bag(Builder& b, Value weight, Value indices, Val
                                     std::optional<Value> per_sample_weights, bool include_last_offset,
                                     int64_t padding_idx) {
   std::optional<Value> padding;
-  if (padding_idx >= 0) padding = long_scalar(b, padding_idx);
+  if (padding_idx >= 0) padding = b.long_scalar(padding_idx);
   return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding);
 }
 

@@ -39,7 +39,7 @@ std::pair<Value, Value> row_pairs(Builder& b, Value self) {
     return {b.ints(first), b.ints(second)};
   }
   const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
-  const Value positions = b.op("Range", {zero, scalar_size_along(b, self, 0), one});
+  const Value positions = iota(b, scalar_size_along(b, self, 0));
   const Value upper = b.op("Less", {b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{1})}),
                                     b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{0})})});
   const Value pairs = b.op("NonZero", {upper});

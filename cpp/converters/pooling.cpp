@@ -113,7 +113,7 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const RuntimeWindows&
     const auto spatial = static_cast<int64_t>(w.rank());
     const Value plane = sizes_between(b, self, rank - spatial, rank);
     const Value count = reduce(b, "ReduceProd", plane, std::vector<int64_t>{0}, false);
-    const Value all = b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), count, b.scalar(int64_t{1}, ScalarType::Long)});
+    const Value all = iota(b, count);
     positions = window_slices(b, b.op("Reshape", {all, plane}), spatial, w, Scalar(int64_t{-1}));
     // Each window starts at its first position inside the input.
     index = positions.back();
@@ -313,14 +313,14 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
 Value adaptive_avg_pool_by_matrices(Builder& b, Value self, const SymIntList& out) {
   const int64_t rank = b.rank(self), nd = static_cast<int64_t>(out.size());
   const ScalarType dtype = b.dtype(self);
-  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
+  const Value one = b.scalar(int64_t{1}, ScalarType::Long);
   Value x = self;
   for (int64_t i = 0; i < nd; ++i) {
     const int64_t axis = rank - nd + i;
     const Value in = scalar_size_along(b, self, axis);
-    const Value n = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
-    const Value rows = b.op("Unsqueeze", {b.op("Range", {zero, n, one}), b.ints(std::vector<int64_t>{1})});
-    const Value cols = b.op("Range", {zero, in, one});
+    const Value n = b.long_scalar(out[i]);
+    const Value rows = b.op("Unsqueeze", {iota(b, n), b.ints(std::vector<int64_t>{1})});
+    const Value cols = iota(b, in);
     const Value start = b.op("Div", {b.op("Mul", {rows, in}), n});
     const Value end = b.op("Div", {b.op("Add", {b.op("Mul", {b.op("Add", {rows, one}), in}), b.op("Sub", {n, one})}), n});
     const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, start}), b.op("Less", {cols, end})});

@@ -207,8 +207,7 @@ std::array<Value, 2> cumulative_extremum(Builder& b, bool is_max, Value self, in
   });
   std::vector<int64_t> along_axis(static_cast<size_t>(rank), 1);
   along_axis[axis] = -1;
-  const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
-  const Value positions = b.op("Reshape", {b.op("Range", {zero, scalar_size_along(b, self, axis), one}), b.ints(along_axis)});
+  const Value positions = b.op("Reshape", {iota(b, scalar_size_along(b, self, axis)), b.ints(along_axis)});
   Value reached = b.op("Equal", {x, value});
   if (floating) reached = b.op("Or", {reached, b.op("IsNaN", {x})});
   const Value marked = b.op("Where", {reached, positions, b.scalar(int64_t{-1}, ScalarType::Long)});

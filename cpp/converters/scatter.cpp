@@ -108,11 +108,6 @@ Value along_dim(Builder& b, Value index, int64_t dim, int64_t rank, Value shape)
   return b.op("Expand", {b.op("Reshape", {index, b.ints(view)}), shape});
 }
 
-// A scalar int64 graph value of a static or symbolic int.
-Value scalar_of(Builder& b, const SymInt& s) {
-  return s.is_static() ? b.scalar(s.value, ScalarType::Long) : b.cast(s.sym, ScalarType::Long);
-}
-
 }  // namespace
 
 namespace manual {
@@ -228,8 +223,8 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
     if (first.is_static() && size.is_static()) {
       first = SymInt(std::max<int64_t>(first.value + size.value, 0));
     } else {
-      const Value at = scalar_of(b, first), zero = b.scalar(0, ScalarType::Long);
-      const Value from_end = b.op("Max", {b.op("Add", {at, scalar_of(b, size)}), zero});
+      const Value at = b.long_scalar(first), zero = b.scalar(0, ScalarType::Long);
+      const Value from_end = b.op("Max", {b.op("Add", {at, b.long_scalar(size)}), zero});
       first = SymInt(b.op("Where", {b.op("Less", {at, zero}), from_end, at}));
     }
   }
@@ -239,8 +234,8 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
     for (size_t i = 0; i < at.size(); ++i) at[i] = first.value + static_cast<int64_t>(i) * step.value;
     positions = b.ints(at);
   } else {
-    const Value from = scalar_of(b, first), by = scalar_of(b, step);
-    const Value to = b.op("Add", {from, b.op("Mul", {scalar_of(b, count), by})});
+    const Value from = b.long_scalar(first), by = b.long_scalar(step);
+    const Value to = b.op("Add", {from, b.op("Mul", {b.long_scalar(count), by})});
     positions = b.op("Range", {from, to, by});
   }
   return scatter_elements(b, self, rank, d, along_dim(b, positions, d, rank, shape_of(b, src)), src, "none");
@@ -283,7 +278,7 @@ Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_
     const std::vector<int64_t> shape = {length.value, 2};
     pairs = b.constant(ScalarType::Long, shape, std::move(bytes));
   } else {
-    const Value steps = b.op("Range", {b.scalar(0, ScalarType::Long), length.sym, b.scalar(1, ScalarType::Long)});
+    const Value steps = iota(b, length.sym);
     const Value column_axis = b.ints(std::vector<int64_t>{1});
     const Value rows = b.op("Unsqueeze", {b.op("Add", {steps, b.scalar(row, ScalarType::Long)}), column_axis});
     const Value columns = b.op("Unsqueeze", {b.op("Add", {steps, b.scalar(column, ScalarType::Long)}), column_axis});

@@ -15,13 +15,14 @@ Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_
   start_dim = wrap_dim(b, start_dim, rank);
   end_dim = wrap_dim(b, end_dim, rank);
   if (b.out_static_shape()) return reshape_to_output(b, self, {});
-  // Dynamic: ONNX's 0 copies the input's size at the same index, which is right for the dims
-  // before the merged ones; those after it moved, so their sizes are given.
-  SymIntList size;
-  for (int64_t d = 0; d < start_dim; ++d) size.push_back(SymInt(int64_t{0}));
-  size.push_back(SymInt(int64_t{-1}));
-  for (int64_t d = end_dim + 1; d < rank; ++d) size.push_back(size_at(b, self, d));
-  return b.op("Reshape", {self, b.ints(size)});
+  // Dynamic: the sizes kept and the product of the merged ones, read at run time where dynamic
+  // (every size given: neither Reshape's 0, which copies the size at the same index, nor -1).
+  std::vector<Value> parts;
+  if (start_dim > 0) parts.push_back(sizes_between(b, self, 0, start_dim));
+  const Value merged = sizes_between(b, self, start_dim, end_dim + 1);
+  parts.push_back(reduce(b, "ReduceProd", merged, std::vector<int64_t>{0}, true));
+  if (end_dim + 1 < rank) parts.push_back(sizes_between(b, self, end_dim + 1, rank));
+  return reshape_to(b, self, join_sizes(b, parts));
 }
 
 Value permute(Builder& b, Value self, std::vector<int64_t> dims) {
@@ -177,7 +178,7 @@ Value repeated_indices(Builder& b, Value counts, const std::optional<SymInt>& to
   if (!total) {
     length = reduce(b, "ReduceSum", counts, std::nullopt, false);
   } else {
-    length = total->is_static() ? b.scalar(total->value, ScalarType::Long) : total->sym;
+    length = b.long_scalar(*total);
   }
   const Value positions =
       b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), length, b.scalar(int64_t{1}, ScalarType::Long)});

@@ -23,13 +23,6 @@ Value slice(Builder& b, Value x, int64_t axis, Value start, Value end, int64_t s
   return b.op("Slice", inputs);
 }
 
-// The size of `x` along `axis`, when it is static.
-std::optional<int64_t> static_dim(Builder& b, Value x, int64_t axis) {
-  const Dim d = b.shape(x)[axis];
-  if (!d.is_static()) return std::nullopt;
-  return d.value;
-}
-
 template <typename Sizes>
 std::vector<Value> split(Builder& b, Value self, int64_t axis, const Sizes& sizes) {
   if (sizes.size() == 1) return {self};
@@ -65,17 +58,13 @@ Value roll_along(Builder& b, Value x, int64_t axis, const SymInt& shift, std::op
 }
 
 Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
-  const Value k = diagonal.is_static() ? b.scalar(diagonal.value, ScalarType::Long) : diagonal.sym;
+  const Value k = b.long_scalar(diagonal);
   if (b.opset() >= 14) return b.op("Trilu", {self, k}, {Attr::i("upper", upper)});
   // Opset 13 has no Trilu: keep the elements whose (column - row) is on the kept side of the
   // diagonal.
   if (b.rank(self) < 2) b.fail("triu/tril need a tensor of rank 2 or more");
   const auto positions = [&](int64_t axis) {  // 0, 1, ... along axis (counted from the end)
-    const Value zero = b.scalar(int64_t{0}, ScalarType::Long), step = b.scalar(int64_t{1}, ScalarType::Long);
-    const Dim d = b.shape(self)[b.rank(self) + axis];
-    const Value n = d.is_static() ? b.scalar(d.value, ScalarType::Long)
-                                  : b.op("Gather", {b.op("Shape", {self}), b.scalar(axis, ScalarType::Long)});
-    return b.op("Range", {zero, n, step});
+    return iota(b, scalar_size_along(b, self, b.rank(self) + axis));
   };
   const Value rows = b.op("Unsqueeze", {positions(-2), b.ints(std::vector<int64_t>{1})});
   const Value diff = b.op("Sub", {positions(-1), rows});
@@ -89,13 +78,11 @@ Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
 // storage[offset + sum of i_d * stride_d], gathered from the flattened tensor with the positions
 // computed in the graph (the sizes, strides or offset are dynamic).
 Value strided_gather(Builder& b, Value self, const SymIntList& size, const SymIntList& stride, const SymInt& offset) {
-  const auto scalar = [&](const SymInt& s) { return s.is_static() ? b.scalar(s.value, ScalarType::Long) : s.sym; };
-  Value positions = scalar(offset);
+  Value positions = b.long_scalar(offset);
   for (size_t d = 0; d < size.size(); ++d) {
     std::vector<int64_t> along(size.size(), 1);
     along[d] = -1;
-    const Value indices = b.op("Range", {scalar(SymInt(int64_t{0})), scalar(size[d]), scalar(SymInt(int64_t{1}))});
-    const Value steps = b.op("Mul", {indices, scalar(stride[d])});
+    const Value steps = b.op("Mul", {iota(b, b.long_scalar(size[d])), b.long_scalar(stride[d])});
     positions = b.op("Add", {positions, b.op("Reshape", {steps, b.ints(along)})});
   }
   return b.op("Gather", {b.op("Reshape", {self, one(b, -1)}), positions});
@@ -117,7 +104,7 @@ Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length) {
 
 Value select_int(Builder& b, Value self, int64_t dim, SymInt index) {
   // A 0-d index drops the axis; Gather takes negative indices from the end, as torch does.
-  const Value i = index.is_static() ? b.scalar(index.value, ScalarType::Long) : index.sym;
+  const Value i = b.long_scalar(index);
   return b.op("Gather", {self, i}, {Attr::i("axis", wrap_dim(b, dim, b.rank(self)))});
 }
 
@@ -135,7 +122,7 @@ Value slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> st
 
 std::vector<Value> split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim) {
   dim = wrap_dim(b, dim, b.rank(self));
-  const auto size = static_dim(b, self, dim);
+  const auto size = known_size(b, self, dim);
   if (!size || !split_size.is_static()) return split_computed(b, self, dim, one(b, split_size), b.out_count());
   const int64_t k = split_size.value;
   // torch makes ceil(size / k) parts (one empty part for an empty dim), the last one shorter.
@@ -153,7 +140,7 @@ std::vector<Value> chunk(Builder& b, Value self, int64_t chunks, int64_t dim) {
   dim = wrap_dim(b, dim, b.rank(self));
   // torch: parts of ceil(size / chunks), so there may be fewer than `chunks`; an empty dim
   // makes `chunks` empty parts.
-  const auto size = static_dim(b, self, dim);
+  const auto size = known_size(b, self, dim);
   if (!size) {
     const Value k = b.op("Div", {b.op("Add", {size_along(b, self, dim), one(b, chunks - 1)}), one(b, chunks)});
     return split_computed(b, self, dim, k, b.out_count());
@@ -170,7 +157,7 @@ std::vector<Value> unbind_int(Builder& b, Value self, int64_t dim) {
   dim = wrap_dim(b, dim, b.rank(self));
   // One part per element along dim: as many as torch recorded when the size is dynamic (it
   // fixes their number).
-  const auto size = static_dim(b, self, dim);
+  const auto size = known_size(b, self, dim);
   const size_t parts = size ? static_cast<size_t>(*size) : b.out_count();
   if (parts == 0) return {};
   const Value axes = one(b, dim);
@@ -206,7 +193,7 @@ Value roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims)
   Value x = self;
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t axis = wrap_dim(b, dims[i], rank);
-    x = roll_along(b, x, axis, shifts[i], static_dim(b, self, axis));
+    x = roll_along(b, x, axis, shifts[i], known_size(b, self, axis));
   }
   return x;
 }
@@ -227,7 +214,7 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
   perm.push_back(dim2);
   const Value moved = permute(b, self, perm);
   const int64_t last = rank - 2;
-  const auto rows = static_dim(b, self, dim1), cols = static_dim(b, self, dim2);
+  const auto rows = known_size(b, self, dim1), cols = known_size(b, self, dim2);
   if (rows && cols && (offset >= 0 ? std::min(*rows, *cols - offset) : std::min(*rows + offset, *cols)) <= 0) {
     // Empty: cut both dims to 0, then merge them (Reshape's 0 copies the 0).
     const Value empty = b.op("Slice", {moved, b.ints(std::vector<int64_t>{0, 0}), b.ints(std::vector<int64_t>{0, 0}),

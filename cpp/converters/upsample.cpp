@@ -150,8 +150,8 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
         b.fail("upsampling with scale factors along some axes only needs static sizes along the others "
                "(ONNX Resize takes scales or sizes, not both)");
       }
-      const Value out_i = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
-      items.push_back(dynamic_scale(b, how, nd, scalar_size_along(b, input, axes[i]), out_i, *onnx_scale[i]));
+      items.push_back(dynamic_scale(b, how, nd, scalar_size_along(b, input, axes[i]), b.long_scalar(out[i]),
+                                    *onnx_scale[i]));
     }
     inputs.push_back(b.op("Concat", spread(items), {Attr::i("axis", 0)}));
   } else {
@@ -259,8 +259,8 @@ Value runtime_antialias_weights(Builder& b, Method method, Value in, Value out, 
   const Value wide = b.op("GreaterOrEqual", {scale, f(1.0)});
   const Value support = b.op("Where", {wide, b.op("Mul", {half_width, scale}), half_width});
   const Value invscale = b.op("Where", {wide, b.op("Div", {f(1.0), scale}), f(1.0)});
-  const Value rows = b.op("Unsqueeze", {b.op("Range", {zero, out, one}), b.ints(std::vector<int64_t>{1})});
-  const Value cols = b.op("Range", {zero, in, one});
+  const Value rows = b.op("Unsqueeze", {iota(b, out), b.ints(std::vector<int64_t>{1})});
+  const Value cols = iota(b, in);
   const Value center = b.op("Mul", {scale, b.op("Add", {to_float(rows), f(0.5)})});
   const auto bound = [&](const char* side) {  // int64(center -+ support + 0.5), truncated
     return b.cast(b.op("Add", {b.op(side, {center, support}), f(0.5)}), ScalarType::Long);
@@ -305,7 +305,7 @@ Value antialiased_resize(Builder& b, Value input, const Interpolation& how, cons
       }
       continue;
     }
-    const Value out_size = out[i].is_static() ? b.scalar(out[i].value, ScalarType::Long) : out[i].sym;
+    const Value out_size = b.long_scalar(out[i]);
     const Value w = b.cast(runtime_antialias_weights(b, how.method, scalar_size_along(b, input, axis), out_size,
                                                      how.align_corners, scales[i]),
                            dtype);

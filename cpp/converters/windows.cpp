@@ -21,13 +21,16 @@ Value one_hot_kernels(Builder& b, const std::vector<int64_t>& kernel, int64_t po
   return b.tensor(taps, shape, dtype);
 }
 
-}  // namespace
-
-int64_t Windows::positions() const {
+// How many kernel positions a window has.
+int64_t product(const std::vector<int64_t>& kernel) {
   int64_t n = 1;
   for (int64_t k : kernel) n *= k;
   return n;
 }
+
+}  // namespace
+
+int64_t Windows::positions() const { return product(kernel); }
 
 std::vector<int64_t> Windows::end_padding() const {
   std::vector<int64_t> pads;
@@ -185,11 +188,7 @@ Value per_window(Builder& b, const std::vector<Scalar>& values, const Windows& w
   return b.scalar(values.front(), dtype);
 }
 
-int64_t RuntimeWindows::positions() const {
-  int64_t n = 1;
-  for (int64_t k : kernel) n *= k;
-  return n;
-}
+int64_t RuntimeWindows::positions() const { return product(kernel); }
 
 namespace {
 
@@ -289,8 +288,7 @@ Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, 
   // padding) positions, the windows clipped to the padded input; their outer product.
   Value divisors;
   for (size_t i = 0; i < w.rank(); ++i) {
-    const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
-    const Value windows = b.op("Range", {zero, b.op("Squeeze", {w.out[i], one_int(b, 0)}), one});
+    const Value windows = iota(b, b.op("Squeeze", {w.out[i], one_int(b, 0)}));
     const Value start = b.op("Sub", {b.op("Mul", {windows, one_int(b, w.stride[i])}), one_int(b, w.padding[i])});
     const Value in = b.ints(SymIntList{w.in[i]});
     const Value end = b.op("Min", {b.op("Add", {start, one_int(b, w.kernel[i])}), b.op("Add", {in, one_int(b, w.padding[i])})});

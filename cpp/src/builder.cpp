@@ -237,6 +237,10 @@ Value Builder::ints(const SymIntList& items) {
   return op("Concat", parts, {Attr::i("axis", 0)});
 }
 
+Value Builder::long_scalar(const SymInt& s) {
+  return s.is_static() ? scalar(s.value, ScalarType::Long) : cast(s.sym, ScalarType::Long);
+}
+
 std::optional<Value> Builder::ints(const std::optional<std::vector<int64_t>>& items) {
   if (!items) return std::nullopt;
   return ints(*items);

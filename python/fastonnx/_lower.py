@@ -368,8 +368,8 @@ class Lowering:
             return None
         return a
 
-    def _args(self, node: torch.fx.Node, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
-        label = lambda: f"{qualified_name(target)} (FX node `{node.name}`)"  # noqa: E731 - for errors only
+    def _args(self, fx_name: str, target, plan: _Plan, args: tuple, kwargs: dict) -> list:
+        label = lambda: f"{qualified_name(target)} (FX node `{fx_name}`)"  # noqa: E731 - for errors only
         if len(args) > len(plan.names) or any(k not in plan.names for k in kwargs):
             raise ConversionError(
                 f"{label()}: {len(args)} positional argument(s) and keyword(s) {list(kwargs)} do not fit the "
@@ -520,7 +520,7 @@ class Lowering:
                 continue
             sym = symbolic_op(node.target)
             target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
-            if node.target in _ROUNDING_TO_INT:
+            if sym and node.target in _ROUNDING_TO_INT:
                 rounded = self._convert(node, target, args, kwargs, [None])
                 target, args, kwargs = aten._to_copy.default, (rounded,), {"dtype": torch.int64}
             self.env[node] = self._convert(node, target, args, kwargs, metas)
@@ -570,7 +570,7 @@ class Lowering:
             raise ConversionError(f"{qualified_name(target)} (FX node `{node.name}`): its Python converter does not "
                                   f"apply at opset {self.opset} (see the opset= of register_converter)")
         try:
-            refs = self.session.convert(plan.op_id, self._args(node, target, plan, args, kwargs), metas, node.name)
+            refs = self.session.convert(plan.op_id, self._args(node.name, target, plan, args, kwargs), metas, node.name)
         except _C.ConvertError as e:
             source = _first_source_line(node)
             raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None
@@ -630,17 +630,15 @@ class Lowering:
         dtype = (torch.bool if isinstance(val, (bool, torch.SymBool)) else
                  torch.int64 if isinstance(val, (int, torch.SymInt)) else torch.get_default_dtype())
         if isinstance(ref, (int, float)):
-            op, args = aten.scalar_tensor.default, {"s": ref, "dtype": dtype_code(dtype)}
+            op, kwargs = aten.scalar_tensor.default, {"s": ref, "dtype": dtype}
         elif isinstance(val, torch.SymFloat) and dtype != torch.float64:  # computed in float64
-            op, args = aten._to_copy.default, {"self": ref, "dtype": dtype_code(dtype)}
+            op, kwargs = aten._to_copy.default, {"self": ref, "dtype": dtype}
         else:
             return ref
-        plan = plan_for(op)
-        encoded: list = [...] * plan.n_args
-        for k, v in args.items():
-            encoded[plan.position[plan.names.index(k)]] = v
+        plan, fx_name = plan_for(op), f"output_{path}"
         try:
-            return self.session.convert(plan.op_id, encoded, [(dtype_code(dtype), [])], f"output_{path}")[0]
+            return self.session.convert(plan.op_id, self._args(fx_name, op, plan, (), kwargs),
+                                        [(dtype_code(dtype), [])], fx_name)[0]
         except _C.ConvertError as e:
             raise ConversionError(f"output {path}: {e}") from None
 

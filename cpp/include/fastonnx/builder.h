@@ -61,6 +61,8 @@ class Builder {
   // the symbolic items.
   Value ints(const std::vector<int64_t>& items);
   Value ints(const SymIntList& items);
+  // An int, static or computed, as a 0-d int64 value.
+  Value long_scalar(const SymInt& s);
   std::optional<Value> ints(const std::optional<std::vector<int64_t>>& items);
   std::optional<Value> ints(const std::optional<SymIntList>& items);
 
