@@ -135,3 +135,33 @@ class Lambda2(Lambda):
 
     def forward(self, x, y):
         return self.fn(x, y)
+
+
+class TwoInTwoOut(torch.nn.Module):
+    """The smallest model with two inputs, two outputs and a weight: for tests of export()'s arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        return self.lin(x).relu(), (x * y).sum(1)
+
+
+def two_in_two_out_args() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(2, 4), torch.randn(2, 4)
+
+
+def scaled_tanh_op(name: str):
+    """A torch.library custom op, tanh(x) * scale, registered as ``name`` (a name per test file, as
+    each file registers its own converter for it)."""
+
+    @torch.library.custom_op(name, mutates_args=())
+    def scaled_tanh(x: torch.Tensor, scale: float) -> torch.Tensor:
+        return torch.tanh(x) * scale
+
+    @scaled_tanh.register_fake
+    def _(x, scale):
+        return torch.empty_like(x)
+
+    return scaled_tanh

@@ -10,24 +10,13 @@ import torch
 
 import fastonnx
 from fastonnx import ArgumentError, ConversionError, ExportError, TraceError, WriteError
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 3)
-
-    def forward(self, x, y):
-        return self.lin(x).relu(), (x * y).sum(1)
-
-
-def _args():
-    return torch.randn(2, 4), torch.randn(2, 4)
+from support import TwoInTwoOut, two_in_two_out_args
 
 
 def _fails(error: type[ExportError], fragment: str, model=None, args=None, *rest, **kwargs) -> str:
     with pytest.raises(error) as info:
-        fastonnx.export(Net() if model is None else model, _args() if args is None else args, *rest, **kwargs)
+        model = TwoInTwoOut() if model is None else model
+        fastonnx.export(model, two_in_two_out_args() if args is None else args, *rest, **kwargs)
     message = str(info.value)
     assert isinstance(info.value, ExportError)
     assert fragment in message, message
@@ -112,7 +101,7 @@ def test_directory_without_write_permission(tmp_path):
 def test_a_long_file_name_that_fits_is_written(tmp_path):
     """The temporary name must not be what makes a valid name too long."""
     path = tmp_path / ("m" * 250 + ".onnx")
-    fastonnx.export(Net(), _args(), str(path))
+    fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), str(path))
     assert os.listdir(tmp_path) == [path.name]
 
 
@@ -240,9 +229,9 @@ def test_trace_error_of_a_data_dependent_size():
 def test_argument_errors_are_type_and_value_errors():
     """Code written against Python's conventions (or torch.onnx) still catches them."""
     with pytest.raises(TypeError):
-        fastonnx.export(Net(), [torch.randn(2, 4)])
+        fastonnx.export(TwoInTwoOut(), [torch.randn(2, 4)])
     with pytest.raises(ValueError):
-        fastonnx.export(Net(), _args(), opset_version=99)
+        fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), opset_version=99)
     assert issubclass(WriteError, OSError)
 
 
@@ -251,6 +240,6 @@ def test_bad_input_leaves_an_earlier_file_untouched(tmp_path):
     path.write_bytes(b"earlier model")
     for kwargs in ({"opset_version": 99}, {"input_names": ["a", "b", "c"]}, {"dynamo": True}):
         with pytest.raises(ArgumentError):
-            fastonnx.export(Net(), _args(), str(path), **kwargs)
+            fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), str(path), **kwargs)
     assert path.read_bytes() == b"earlier model"
     assert os.listdir(tmp_path) == ["m.onnx"]

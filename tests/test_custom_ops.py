@@ -9,17 +9,10 @@ import pytest
 import torch
 
 import fastonnx
-from support import check, export_and_compare
+from support import check, export_and_compare, scaled_tanh_op
 
 
-@torch.library.custom_op("fastonnx_test::scaled_tanh", mutates_args=())
-def scaled_tanh(x: torch.Tensor, scale: float) -> torch.Tensor:
-    return torch.tanh(x) * scale
-
-
-@scaled_tanh.register_fake
-def _(x, scale):
-    return torch.empty_like(x)
+scaled_tanh = scaled_tanh_op("fastonnx_test::scaled_tanh")
 
 
 @torch.library.custom_op("fastonnx_test::split_signs", mutates_args=())

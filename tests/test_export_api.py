@@ -10,25 +10,12 @@ import torch
 
 import fastonnx
 from fastonnx import _lower
-from support import check, export_and_compare, run_ort
-
-
-class TwoInTwoOut(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 3)
-
-    def forward(self, x, y):
-        return self.lin(x).relu(), (x * y).sum(1)
-
-
-def _args():
-    return torch.randn(2, 4), torch.randn(2, 4)
+from support import TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
 
 
 def test_writes_file_and_result(tmp_path):
     path = tmp_path / "m.onnx"
-    result = fastonnx.export(TwoInTwoOut(), _args(), str(path))
+    result = fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), str(path))
     loaded = onnx.load(str(path))
     check(loaded)
     assert loaded.SerializeToString() == result.model_proto.SerializeToString()
@@ -50,7 +37,7 @@ def test_lone_tensor_args_and_exported_program():
 
 
 def test_input_and_output_names_partial():
-    proto = fastonnx.export(TwoInTwoOut(), _args(), input_names=["a"], output_names=["logits"]).model_proto
+    proto = fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), input_names=["a"], output_names=["logits"]).model_proto
     assert [i.name for i in proto.graph.input] == ["a", "y"]
     assert proto.graph.output[0].name == "logits"
     check(proto)
@@ -90,7 +77,7 @@ def test_passthrough_output_gets_identity():
 )
 def test_bad_arguments(kwargs, error, fragment):
     with pytest.raises(error) as info:
-        fastonnx.export(TwoInTwoOut(), _args(), **kwargs)
+        fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), **kwargs)
     assert fragment in str(info.value)
 
 
@@ -343,7 +330,7 @@ def test_an_unexpected_failure_is_an_internal_error(monkeypatch):
 
     monkeypatch.setattr(_lower.Lowering, "convert_nodes", broken)
     with pytest.raises(fastonnx.InternalError, match="failed unexpectedly: KeyError") as info:
-        fastonnx.export(TwoInTwoOut(), _args())
+        fastonnx.export(TwoInTwoOut(), two_in_two_out_args())
     assert isinstance(info.value.__cause__, KeyError)
 
 

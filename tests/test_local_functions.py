@@ -4,7 +4,7 @@ every export, see conftest.py)."""
 import onnx
 import pytest
 import torch
-from support import check, export_and_compare, run_ort
+from support import check, export_and_compare, run_ort, scaled_tanh_op
 from torch import nn
 
 import fastonnx
@@ -227,14 +227,7 @@ def test_nested_scopes_call_each_other():
     assert y.tolist() == [0.0, 0.0]
 
 
-@torch.library.custom_op("fastonnx_test::functions_scaled_tanh", mutates_args=())
-def scaled_tanh(x: torch.Tensor, scale: float) -> torch.Tensor:
-    return torch.tanh(x) * scale
-
-
-@scaled_tanh.register_fake
-def _(x, scale):
-    return torch.empty_like(x)
+scaled_tanh = scaled_tanh_op("fastonnx_test::functions_scaled_tanh")
 
 
 class UsesCustomOp(nn.Module):
