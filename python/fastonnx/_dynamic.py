@@ -49,6 +49,13 @@ class Request:
     # fastonnx, saying so.
     ignored: dict[str, str] = field(default_factory=dict)
 
+    def ignore_unmatched_outputs(self, input_names: Sequence[str], output_names: Sequence[str]) -> None:
+        """Ignores the output keys that name no output (torch.onnx ignores a key that names neither
+        an input nor an output), naming what the keys may be."""
+        for key in sorted(set(self.output_axes) - set(output_names)):
+            self.ignored[key] = (f"names neither an input ({', '.join(input_names)}) nor an output "
+                                 f"({', '.join(output_names)})")
+
 
 @dataclass(frozen=True)
 class _Leaf:
@@ -150,7 +157,7 @@ def _walk(value, spec, where: str, names: DimNames):
 
 
 def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axes,
-            input_names: list[str] | None) -> Request:
+            input_names: Sequence[str] | None) -> Request:
     """The request of ``dynamic_shapes`` or ``dynamic_axes`` (one at most) for this call."""
     kwargs = kwargs or {}
     if dynamic_shapes is not None and dynamic_axes is not None:
@@ -204,7 +211,7 @@ def _param_names(model: torch.nn.Module, args: tuple) -> list[str]:
     return positional
 
 
-def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | None, parameters: set[str]) -> Request:
+def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: Sequence[str] | None, parameters: set[str]) -> Request:
     """torch.onnx's ``dynamic_axes`` as ``Dim.AUTO`` per requested input axis (in the structure
     of the call), the names per flattened tensor input, and the entries of outputs. A key of a
     forward parameter that holds no tensor in this call (left out, None, a number) is ignored,
@@ -249,7 +256,7 @@ def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | No
 
 
 def _tensor_input(key: str, combined: dict, leaves: list[_Leaf], tensors: list[int],
-                  input_names: list[str] | None) -> int | None:
+                  input_names: Sequence[str] | None) -> int | None:
     """The tensor input (its index among the tensor inputs) a dynamic_axes key names: an entry
     of ``input_names``, a default input name, or a top-level argument that is one tensor. None
     when it names no input (an output)."""

@@ -3,11 +3,23 @@ converted, decomposed or could not be."""
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
+from collections.abc import Iterable
 
 import torch
 
+from ._graph import PreparedGraph
+from ._op_table import qualified_name
 from .errors import UnsupportedOpsError
+
+
+def aten_histogram(graphs: Iterable[PreparedGraph]) -> Counter:
+    """How many times each op is called among the live nodes of ``graphs`` (``aten::linear``: 12)."""
+    return Counter(
+        qualified_name(n.target) for g in graphs for n in g.graph.nodes
+        if n in g.live and n.op == "call_function" and n.target is not operator.getitem
+    )
 
 
 def _table(header: tuple[str, ...], rows) -> list[str]:
