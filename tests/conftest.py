@@ -10,6 +10,13 @@ for p in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(p))
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists
+def pytest_configure(config):
+    from progress_log import register
+
+    register(config)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--op", action="append", default=[], metavar="NAME",

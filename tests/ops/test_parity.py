@@ -11,6 +11,7 @@ import fastonnx
 from row import PARITY_OPSETS, Row
 from rows import ALL_ROWS
 from parity_cases import SEEN_OVERLOADS, Case, build_cases
+from progress_log import progress_note
 from support import check, flat_tensors, onnx_layout, run_ort
 
 
@@ -30,19 +31,19 @@ def _selected_rows(config: pytest.Config) -> tuple[Row, ...]:
 _BUILT: dict[tuple[str, ...], list[Case]] = {}  # row ids -> their cases (rows are not hashable)
 
 
-def _cases(rows: tuple[Row, ...]) -> list[Case]:
+def _cases(rows: tuple[Row, ...], config: pytest.Config) -> list[Case]:
     key = tuple(r.id for r in rows)
     if key not in _BUILT:
-        _BUILT[key] = build_cases(rows, PARITY_OPSETS)
+        _BUILT[key] = build_cases(rows, PARITY_OPSETS, progress_note(config))
     return _BUILT[key]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" in metafunc.fixturenames:
-        metafunc.parametrize("case", [_param(c) for c in _cases(_selected_rows(metafunc.config))])
+        metafunc.parametrize("case", [_param(c) for c in _cases(_selected_rows(metafunc.config), metafunc.config)])
     elif "row" in metafunc.fixturenames:
         rows = _selected_rows(metafunc.config)
-        _cases(rows)  # test_row_exercises_its_overloads reads what building them saw
+        _cases(rows, metafunc.config)  # test_row_exercises_its_overloads reads what building them saw
         metafunc.parametrize("row", rows, ids=lambda r: r.id)
 
 
