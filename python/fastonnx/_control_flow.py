@@ -11,7 +11,7 @@ instead of becoming subgraph inputs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -41,21 +41,34 @@ def is_control_flow(target) -> bool:
         return False
 
 
+def _args(node: torch.fx.Node) -> tuple[Any, ...]:
+    """A control-flow node's arguments, laid out as CONTROL_FLOW's comments show (torch.fx types
+    each as any FX argument)."""
+    return node.args
+
+
+def _label(node: torch.fx.Node) -> str:
+    """How an error names a control-flow node: ``cond (FX node `cond_1`)``."""
+    return f"{getattr(node.target, '__name__', node.target)} (FX node `{node.name}`)"
+
+
 def function_modules(node: torch.fx.Node, attribute: Callable[[str], object]) -> list[torch.fx.GraphModule]:
     """The submodules a control-flow node calls (in argument order)."""
     modules = []
     for i in CONTROL_FLOW[node.target]:
-        arg = node.args[i]
-        module = attribute(arg.target) if isinstance(arg, torch.fx.Node) and arg.op == "get_attr" else None
+        arg = _args(node)[i]
+        module = attribute(cast(str, arg.target)) if isinstance(arg, torch.fx.Node) and arg.op == "get_attr" else None
         if not isinstance(module, torch.fx.GraphModule):
-            raise ConversionError(f"{node.target.__name__} (FX node `{node.name}`): argument {i} is {arg!r}, "
-                                  f"not a traced function (a get_attr of a GraphModule)")
+            raise ConversionError(
+                f"{_label(node)}: argument {i} is {arg!r}, not a traced function (a get_attr of a GraphModule)"
+            )
         modules.append(module)
     return modules
 
 
-def collect_bodies(main: PreparedGraph, prepare: Callable[[torch.fx.GraphModule], PreparedGraph]
-                   ) -> dict[torch.fx.GraphModule, PreparedGraph]:
+def collect_bodies(
+    main: PreparedGraph, prepare: Callable[[torch.fx.GraphModule], PreparedGraph]
+) -> dict[torch.fx.GraphModule, PreparedGraph]:
     """Every function the live control-flow nodes of ``main`` call, and those their functions
     call in turn, each prepared once by ``prepare``."""
     bodies: dict[torch.fx.GraphModule, PreparedGraph] = {}
@@ -72,11 +85,15 @@ def collect_bodies(main: PreparedGraph, prepare: Callable[[torch.fx.GraphModule]
     return bodies
 
 
+def _bodies(lowering: Lowering, node: torch.fx.Node) -> list[PreparedGraph]:
+    """The prepared functions a control-flow node calls (in argument order)."""
+    return [lowering.body(m) for m in function_modules(node, lowering.frame.prepared.attribute)]
+
+
 def _tensor_ref(lowering: Lowering, arg, what: str, node: torch.fx.Node):
     ref = lowering.encode(arg)
     if not isinstance(ref, _C.ValueRef):
-        raise ConversionError(f"{node.target.__name__} (FX node `{node.name}`): {what} is {ref!r}; fastonnx converts "
-                              f"only tensors there")
+        raise ConversionError(f"{_label(node)}: {what} is {ref!r}; fastonnx converts only tensors there")
     return ref
 
 
@@ -99,8 +116,9 @@ def _state_ref(lowering: Lowering, arg, what: str, node: torch.fx.Node, index: i
 def _end_subgraph(lowering: Lowering, node: torch.fx.Node, outputs: list) -> int:
     for out in outputs:
         if not isinstance(out, _C.ValueRef):
-            raise ConversionError(f"{node.target.__name__} (FX node `{node.name}`): a function returns {out!r}; "
-                                  f"fastonnx converts functions that return tensors")
+            raise ConversionError(
+                f"{_label(node)}: a function returns {out!r}; fastonnx converts functions that return tensors"
+            )
     return lowering.session.end_subgraph(outputs)
 
 
@@ -110,13 +128,17 @@ def _subgraph_inputs(lowering: Lowering, node: torch.fx.Node, placeholders: list
     for p in placeholders:
         meta = lowering.meta(p.meta.get("val"))
         if meta is None:
-            raise ConversionError(f"{node.target.__name__} (FX node `{node.name}`): input `{p.name}` of its function "
-                                  f"is {p.meta.get('val')!r}; fastonnx converts only tensors and numbers there")
+            raise ConversionError(
+                f"{_label(node)}: input `{p.name}` of its function "
+                f"is {p.meta.get('val')!r}; fastonnx converts only tensors and numbers there"
+            )
         refs.append(lowering.session.add_subgraph_input(f"{node.name}_{p.name}", meta[0], meta[1]))
     return refs
 
 
-def _control_node(lowering: Lowering, node: torch.fx.Node, op_type: str, inputs: list, attrs: list, metas: list) -> list:
+def _control_node(
+    lowering: Lowering, node: torch.fx.Node, op_type: str, inputs: list, attrs: list, metas: list
+) -> list:
     try:
         return lowering.session.control_flow(op_type, inputs, attrs, metas, node.name)
     except _C.ConvertError as e:
@@ -126,8 +148,8 @@ def _control_node(lowering: Lowering, node: torch.fx.Node, op_type: str, inputs:
 def lower_cond(lowering: Lowering, node: torch.fx.Node, metas: list) -> list:
     """``cond(pred, true_fn, false_fn, operands)`` -> ``If``. ONNX branches take no inputs: the
     placeholders of each branch are the operands themselves, read from the enclosing graph."""
-    pred, _, _, operands = node.args
-    true_body, false_body = (lowering.body(m) for m in function_modules(node, lowering.frame.prepared.attribute))
+    pred, _, _, operands = _args(node)
+    true_body, false_body = _bodies(lowering, node)
     outer = [lowering.encode(o) for o in operands]
     chosen = lowering.encode(pred)
     if isinstance(chosen, bool):  # a predicate torch.export pinned to a constant
@@ -145,8 +167,8 @@ def lower_while_loop(lowering: Lowering, node: torch.fx.Node, metas: list) -> li
     """``while_loop(cond_fn, body_fn, carried, additional)`` -> ``Loop`` without a trip count:
     the condition is computed once before the loop on the initial values and again at the end of
     each iteration on the new ones. Additional inputs are read from the enclosing graph."""
-    _, _, carried, additional = node.args[:4]
-    cond_body, loop_body = (lowering.body(m) for m in function_modules(node, lowering.frame.prepared.attribute))
+    _, _, carried, additional = _args(node)[:4]
+    cond_body, loop_body = _bodies(lowering, node)
     carried_refs = [_state_ref(lowering, c, "a carried value", node, i) for i, c in enumerate(carried)]
     extra = [lowering.encode(a) for a in additional]
     first = _constant_if_number(lowering, lowering.lower_body(cond_body, carried_refs + extra)[0], f"{node.name}_first")
@@ -166,8 +188,8 @@ def lower_scan(lowering: Lowering, node: torch.fx.Node, metas: list) -> list:
     moves another ``dim`` there): the state is the carry, each x a slice, and the outputs are the
     final carry followed by the stacked ys, as in torch. Additional inputs are read from the
     enclosing graph."""
-    _, init, xs, additional = node.args[:4]
-    (combine,) = (lowering.body(m) for m in function_modules(node, lowering.frame.prepared.attribute))
+    _, init, xs, additional = _args(node)[:4]
+    (combine,) = _bodies(lowering, node)
     init_refs = [_state_ref(lowering, t, "an initial carry", node, i) for i, t in enumerate(init)]
     xs_refs = [_tensor_ref(lowering, t, "a scanned input", node) for t in xs]
     extra = [lowering.encode(a) for a in additional]
@@ -182,8 +204,8 @@ def lower_scan(lowering: Lowering, node: torch.fx.Node, metas: list) -> list:
 def lower_map(lowering: Lowering, node: torch.fx.Node, metas: list) -> list:
     """``map_impl(body_fn, xs, additional)`` (``torch._higher_order_ops.map``) -> a ``Scan``
     without state: the body sees one slice of each x, its outputs are stacked."""
-    _, xs, additional = node.args[:3]
-    (body,) = (lowering.body(m) for m in function_modules(node, lowering.frame.prepared.attribute))
+    _, xs, additional = _args(node)[:3]
+    (body,) = _bodies(lowering, node)
     xs_refs = [_tensor_ref(lowering, t, "a mapped input", node) for t in xs]
     extra = [lowering.encode(a) for a in additional]
     session = lowering.session

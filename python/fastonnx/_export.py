@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import torch
@@ -90,17 +90,17 @@ def export(
     one the model fixes stays static, listed with why in one ``DynamicAxesWarning``. Dynamic
     dimensions keep their names in the ONNX inputs and outputs. A Python number ``forward``
     returns is a 0-d output (int64, the default float dtype, bool); ``None`` is no output.
-    ``export_params=False`` makes the weights graph inputs instead of
-    initializers; ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so
-    a runtime may override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in
-    eval mode, ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and
-    batch statistics). ``custom_opsets`` gives the version of each custom domain the nodes of
-    Python converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to ``<f>.data`` beside the model (by
-    default only above protobuf's 2 GB). ``verify`` runs the model in onnxruntime on the example
-    inputs, prints the largest differences per output and raises ``VerificationError`` on a
-    mismatch. ``report`` writes a Markdown report (``<f>.report.md`` for True, or the path
-    given), also when the export fails. ``verbose=True`` prints the ONNX graph; ``False`` turns
-    off the progress bars long exports show on a terminal.
+    ``export_params=False`` makes the weights graph inputs instead of initializers;
+    ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so a runtime may
+    override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in eval mode,
+    ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and batch
+    statistics). ``custom_opsets`` gives the version of each custom domain the nodes of Python
+    converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to
+    ``<f>.data`` beside the model (by default only above protobuf's 2 GB). ``verify`` runs the
+    model in onnxruntime on the example inputs, prints the largest differences per output and
+    raises ``VerificationError`` on a mismatch. ``report`` writes a Markdown report
+    (``<f>.report.md`` for True, or the path given), also when the export fails. ``verbose=True``
+    prints the ONNX graph; ``False`` turns off the progress bars long exports show on a terminal.
     ``export_modules_as_functions``: ``True`` or a set of module classes (matched exactly, not
     subclasses) whose calls become ONNX local functions (opset 15 or later): each call of such a
     submodule is a node calling a FunctionProto of domain ``"fastonnx.functions"`` named after the
@@ -115,9 +115,18 @@ def export(
     """
     args, kwargs = check_model_inputs(model, args, kwargs)
     options = ExportOptions.from_arguments(
-        f=f, input_names=input_names, output_names=output_names, opset_version=opset_version,
-        export_params=export_params, keep_initializers_as_inputs=keep_initializers_as_inputs, training=training,
-        custom_opsets=custom_opsets, external_data=external_data, verify=verify, report=report, verbose=verbose,
+        f=f,
+        input_names=input_names,
+        output_names=output_names,
+        opset_version=opset_version,
+        export_params=export_params,
+        keep_initializers_as_inputs=keep_initializers_as_inputs,
+        training=training,
+        custom_opsets=custom_opsets,
+        external_data=external_data,
+        verify=verify,
+        report=report,
+        verbose=verbose,
         export_modules_as_functions=export_modules_as_functions,
     )
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
@@ -171,10 +180,8 @@ class _Exporter:
             raise
         except ExportError:
             raise
-        except Exception as e:  # noqa: BLE001 - a failure no phase turned into an ExportError is a bug
-            raise InternalError(
-                f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}"
-            ) from e
+        except Exception as e:  # a failure no phase turned into an ExportError is a bug
+            raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
 
     def _convert(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
         options, timings = self.options, self.timings
@@ -203,13 +210,17 @@ class _Exporter:
         scopes = ModuleScopes(session, options.functions) if options.functions else None
         lowering = Lowering(ep, session, main, options.opset, bodies, scopes)
         t0 = time.perf_counter()
-        lowering.add_placeholders(options.input_names, request.dim_names, options.export_params,
-                                  self._why_static(ep, request, fixed) if fixed is not None else None)
-        input_names = options.input_names
-        if input_names is not None and len(input_names) > len(lowering.input_names):
+        lowering.add_placeholders(
+            options.input_names,
+            request.dim_names,
+            options.export_params,
+            self._why_static(ep, request, fixed) if fixed is not None else None,
+        )
+        input_names, inputs = options.input_names, len(lowering.input_names)
+        if input_names is not None and len(input_names) > inputs:
             raise ArgumentError(
-                f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs; "
-                f"give at most {len(lowering.input_names)}"
+                f"input_names has {len(input_names)} names but the model has {inputs} tensor inputs; "
+                f"give at most {inputs}"
             )
         with self.progress.stage("converting", total=len(main.live), unit="node") as advance:
             lowering.convert_nodes(advance)
@@ -217,8 +228,10 @@ class _Exporter:
         self.static_axes, self.shared_names = lowering.static_axes, lowering.shared_names
         output_names = options.output_names
         if output_names is not None and len(output_names) > len(outputs):
-            raise ArgumentError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor "
-                                f"outputs; give at most {len(outputs)}")
+            raise ArgumentError(
+                f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor "
+                f"outputs; give at most {len(outputs)}"
+            )
         # One Python->C++ call per node: its native side is the conversion proper, the rest is
         # lowering (walking the FX graph, encoding arguments).
         timings["convert"] = session.convert_seconds
@@ -227,8 +240,15 @@ class _Exporter:
         t0 = time.perf_counter()
         native = session.finish(__version__)
         timings["passes"] = time.perf_counter() - t0
-        return ExportResult(native, options.opset, lowering.input_names, outputs, ep, timings,
-                            model=model if isinstance(model, torch.nn.Module) else None)
+        return ExportResult(
+            native,
+            options.opset,
+            lowering.input_names,
+            outputs,
+            ep,
+            timings,
+            model=model if isinstance(model, torch.nn.Module) else None,
+        )
 
     @staticmethod
     def _why_static(ep: ExportedProgram, request: Request, fixed: dict):
@@ -242,7 +262,7 @@ class _Exporter:
     def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> PreparedGraph:
         """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that
         have no converter decomposed (in a copy, when any has), and its live nodes."""
-        attribute = functools.partial(getattr, module)
+        attribute: Callable[[str], object] = functools.partial(getattr, module)
         if any(_needs_decomposition(n) for n in graph.nodes):
             decomposer = Decomposer(copy_graph(graph), decomposition_for)
             decomposer.run()
@@ -259,10 +279,15 @@ class _Exporter:
     def write_report(self, model, result: ExportResult | None = None, error: Exception | None = None) -> None:
         assert self.options.report_path is not None
         text = _report.render(
-            model_name=type(model).__name__, opset=self.options.opset, timings=self.timings, aten_ops=self.aten_ops,
-            decomposed=self.decomposed, proto=result.model_proto if result is not None and
-            result.native.weights_nbytes < (1 << 30) else None,
-            pass_stats=result.native.pass_stats if result is not None else None, error=error)
+            model_name=type(model).__name__,
+            opset=self.options.opset,
+            timings=self.timings,
+            aten_ops=self.aten_ops,
+            decomposed=self.decomposed,
+            proto=result.model_proto if result is not None and result.native.weights_nbytes < (1 << 30) else None,
+            pass_stats=result.native.pass_stats if result is not None else None,
+            error=error,
+        )
         write_atomically({self.options.report_path: lambda tmp: Path(tmp).write_text(text)})
 
 

@@ -35,11 +35,12 @@ class ModuleScopes:
         self.ids: dict[tuple[str, ...], int] = {}  # keys of the stack down to the module -> scope
 
     def _selected(self, name: str) -> bool:
-        return self.selection is True or name in self.selection
+        return self.selection is True or (isinstance(self.selection, frozenset) and name in self.selection)
 
     def scope_of(self, node: torch.fx.Node) -> int:
         stack = node.meta.get("nn_module_stack") or {}
-        scope, keys = 0, ()
+        scope = 0
+        keys: tuple[str, ...] = ()
         for key, (path, module_type) in stack.items():
             keys += (key,)
             name = type_name(module_type)

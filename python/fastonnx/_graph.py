@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -23,8 +24,10 @@ class PreparedGraph:
         return [n for n in self.graph.nodes if n.op == "placeholder"]
 
     @property
-    def output(self) -> torch.fx.Node:
-        return output_node(self.graph)
+    def results(self) -> Any:
+        """What the graph returns: its output node's argument (a node, or a tuple of nodes and
+        constants)."""
+        return output_node(self.graph).args[0]
 
 
 def output_node(graph: torch.fx.Graph) -> torch.fx.Node:

@@ -15,8 +15,9 @@ import contextlib
 import functools
 import operator
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy
 import torch
@@ -33,7 +34,7 @@ from ._functions import ModuleScopes
 from ._graph import PreparedGraph, source_line
 from ._op_table import DROPPED, REQUIRED, ROUNDING_TO_INT, Plan, aten, live_nodes, plan_for, qualified_name, symbolic_op
 from ._output_names import output_paths
-from ._values import graph_meta, static_number
+from ._values import graph_meta, static_number, tensor_meta
 from .errors import ArgumentError, ConversionError
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -47,7 +48,7 @@ class GraphFrame:
     nodes of a control-flow function stay in the scope of the op that owns them."""
 
     prepared: PreparedGraph
-    env: dict[torch.fx.Node, object] = field(default_factory=dict)
+    env: dict[torch.fx.Node, Any] = field(default_factory=dict)
     scopes: ModuleScopes | None = None
 
 
@@ -56,8 +57,15 @@ class Lowering:
     are the prepared functions of its control-flow ops (by submodule); one missing is lowered as
     traced. ``frame`` is the graph being lowered: ``main``'s, or a control-flow function's."""
 
-    def __init__(self, ep: ExportedProgram, session: _C.Session, main: PreparedGraph,
-                 opset: int = _C.DEFAULT_OPSET, bodies: dict | None = None, scopes: ModuleScopes | None = None):
+    def __init__(
+        self,
+        ep: ExportedProgram,
+        session: _C.Session,
+        main: PreparedGraph,
+        opset: int = _C.DEFAULT_OPSET,
+        bodies: dict | None = None,
+        scopes: ModuleScopes | None = None,
+    ):
         self.ep = ep
         self.opset = opset
         self.session = session
@@ -75,8 +83,9 @@ class Lowering:
 
     def body(self, module: torch.fx.GraphModule) -> PreparedGraph:
         if module not in self.bodies:
-            self.bodies[module] = PreparedGraph(module.graph, functools.partial(getattr, module),
-                                                live_nodes(module.graph))
+            self.bodies[module] = PreparedGraph(
+                module.graph, functools.partial(getattr, module), live_nodes(module.graph)
+            )
         return self.bodies[module]
 
     @contextlib.contextmanager
@@ -94,12 +103,17 @@ class Lowering:
         returns."""
         placeholders = body.placeholders
         if len(placeholders) != len(bindings):
-            raise ConversionError(f"a function of a control-flow op takes {len(placeholders)} inputs; it was given "
-                                  f"{len(bindings)}")
+            raise ConversionError(
+                f"a function of a control-flow op takes {len(placeholders)} inputs; it was given {len(bindings)}"
+            )
         with self.entering(GraphFrame(body, dict(zip(placeholders, bindings)))):
             self.convert_nodes()
-            results = body.output.args[0]
+            results = body.results
             return [self.encode(r) for r in (results if isinstance(results, (list, tuple)) else [results])]
+
+    def tensor_meta(self, tensor: torch.Tensor) -> tuple[int, list]:
+        """(dtype code, shape) of a tensor value, as the session takes it."""
+        return tensor_meta(tensor, self.dim_name)
 
     def meta(self, value) -> tuple[int, list] | None:
         """(dtype code, shape) of a node's value, as the session takes it."""
@@ -157,8 +171,13 @@ class Lowering:
                 self.session.mark_may_be_one(name)
         return name
 
-    def add_placeholders(self, input_names: list[str] | None, dim_names: list[dict[int, str]] = (),
-                         export_params: bool = True, why_static=None) -> None:
+    def add_placeholders(
+        self,
+        input_names: Sequence[str] | None,
+        dim_names: Sequence[dict[int, str]] = (),
+        export_params: bool = True,
+        why_static=None,
+    ) -> None:
         """Graph inputs and initializers. A dynamic input dimension takes the name asked for in
         ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``; a requested one
         the trace fixed is listed in ``static_axes`` (``why_static(input index, axis, size)``
@@ -168,8 +187,11 @@ class Lowering:
         env = self.model_frame.env
         placeholders = self.model_frame.prepared.placeholders
         user_names = list(input_names or [])
-        inputs = [(spec, node) for spec, node in zip(sig.input_specs, placeholders)
-                  if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)]
+        inputs = [
+            (spec, node)
+            for spec, node in zip(sig.input_specs, placeholders)
+            if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)
+        ]
         names = [user_names.pop(0) if user_names else node.name for _, node in inputs]
         requests = [dim_names[i] if i < len(dim_names) else {} for i in range(len(inputs))]
         self._name_symbols([node.meta["val"].shape for _, node in inputs], names, requests, why_static)
@@ -182,7 +204,7 @@ class Lowering:
                 if node not in tensor_inputs:
                     env[node] = node.meta.get("val")  # a Python constant torch.export specialized
                     continue
-                meta = self.meta(node.meta["val"])
+                meta = self.tensor_meta(node.meta["val"])
                 env[node] = self.session.add_input(tensor_inputs[node], meta[0], meta[1])
                 self.input_names.append(tensor_inputs[node])
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and not export_params:
@@ -193,7 +215,7 @@ class Lowering:
             else:
                 raise ConversionError(f"input `{node.name}` of kind {spec.kind.name} is not supported")
         for name, node in weights_as_inputs:
-            meta = self.meta(node.meta["val"])
+            meta = self.tensor_meta(node.meta["val"])
             env[node] = self.session.add_input(name, meta[0], meta[1])
 
     def _name_symbols(self, shapes: list, names: list[str], requests: list[dict[int, str]], why_static) -> None:
@@ -219,8 +241,13 @@ class Lowering:
 
     def _initializer(self, name: str, tensor: torch.Tensor):
         # A tensor two parameters share (tied embeddings) is one initializer, written once.
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tensor.dtype, tuple(tensor.shape),
-               tuple(tensor.stride()))
+        key = (
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tensor.dtype,
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+        )
         if key in self.shared and tensor.numel():
             return self.shared[key]
         self.shared[key] = ref = self.new_initializer(name, tensor)
@@ -305,27 +332,34 @@ class Lowering:
         try:
             out = fn(GraphContext(self.session, self.opset, self.keep_alive), *args, **kwargs)
         except (_C.ConvertError, TypeError, ValueError) as e:
-            raise ConversionError(f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) "
-                                  f"failed: {e}") from e
+            raise ConversionError(
+                f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {e}"
+            ) from e
         results = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(results) != len(metas) or not all(isinstance(r, Value) for r in results):
-            raise ConversionError(f"the Python converter of {qualified_name(node.target)} returned {out!r}; it must "
-                                  f"return {len(metas)} value(s) made with g.op")
+            raise ConversionError(
+                f"the Python converter of {qualified_name(node.target)} returned {out!r}; it must "
+                f"return {len(metas)} value(s) made with g.op"
+            )
         for i, (r, meta) in enumerate(zip(results, metas)):
             if meta is not None:
                 try:
                     self.session.set_meta(r.ref, meta[0], meta[1])
                 except _C.ConvertError as e:
-                    raise ConversionError(f"the Python converter of {qualified_name(node.target)} (FX node "
-                                          f"`{node.name}`) returned a wrong result {i}: {e}") from None
+                    raise ConversionError(
+                        f"the Python converter of {qualified_name(node.target)} (FX node "
+                        f"`{node.name}`) returned a wrong result {i}: {e}"
+                    ) from None
         refs = [r.ref for r in results]
         return refs if isinstance(out, (list, tuple)) else refs[0]
 
     def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):
         plan = plan_for(target)
         if plan is None:  # only a Python converter registered for later opsets
-            raise ConversionError(f"{qualified_name(target)} (FX node `{node.name}`): its Python converter does not "
-                                  f"apply at opset {self.opset} (see the opset= of register_converter)")
+            raise ConversionError(
+                f"{qualified_name(target)} (FX node `{node.name}`): its Python converter does not "
+                f"apply at opset {self.opset} (see the opset= of register_converter)"
+            )
         try:
             refs = self.session.convert(plan.op_id, self._args(node.name, target, plan, args, kwargs), metas, node.name)
         except _C.ConvertError as e:
@@ -333,8 +367,9 @@ class Lowering:
             raise ConversionError(str(e) + (f"\n  from {source}" if source else "")) from None
         return refs if plan.multi_output else refs[0]
 
-    def set_outputs(self, output_names: list[str] | None,
-                    output_axes: dict[str, dict[int, str]] | None = None) -> list[str]:
+    def set_outputs(
+        self, output_names: Sequence[str] | None, output_axes: dict[str, dict[int, str]] | None = None
+    ) -> list[str]:
         """Graph outputs, named by ``output_names`` in order, the rest by where they sit in what
         ``forward`` returns (see ``output_paths``). A returned Python number is a 0-d tensor
         (int64, the default float dtype or bool, as torch.onnx makes it); a returned None is
@@ -342,7 +377,11 @@ class Lowering:
         axis that is one symbol is named as asked; one that is static goes to ``static_axes``."""
         sig = self.ep.graph_signature
         user_names = list(output_names or [])
-        values = [v for spec, v in zip(sig.output_specs, self.model_frame.prepared.output.args[0]) if spec.kind == OutputKind.USER_OUTPUT]
+        values = [
+            v
+            for spec, v in zip(sig.output_specs, self.model_frame.prepared.results)
+            if spec.kind == OutputKind.USER_OUTPUT
+        ]
         # (mutations of buffers and inputs, the other outputs, have no place in an ONNX graph)
         paths = output_paths(self.ep.call_spec.out_spec, len(values))
         outputs, vals = [], []
@@ -357,13 +396,17 @@ class Lowering:
             vals.append(val)
         # Renaming dimensions is for a value that is one output's alone: an input's, a weight's or
         # one returned twice would be renamed there too.
-        leaves = {v.id for n, v in self.model_frame.env.items()
-                  if n.op in ("placeholder", "get_attr") and isinstance(v, _C.ValueRef)}
+        leaves = {
+            v.id
+            for n, v in self.model_frame.env.items()
+            if n.op in ("placeholder", "get_attr") and isinstance(v, _C.ValueRef)
+        }
         returned = Counter(ref.id for ref, _ in outputs)
         for (ref, name), val in zip(outputs, vals):
-            if (output_axes or {}).get(name):
+            requested = (output_axes or {}).get(name)
+            if requested:
                 own = ref.id not in leaves and returned[ref.id] == 1
-                self._name_output_dims(ref, val, name, output_axes[name], own)
+                self._name_output_dims(ref, val, name, requested, own)
         self.session.set_outputs(outputs)
         return [name for _, name in outputs]
 
@@ -383,8 +426,13 @@ class Lowering:
         """A returned Python number ``val`` as a 0-d tensor of the type torch.onnx gives it:
         int64, bool, or the default float dtype. ``ref`` is its graph value (an int64, float64
         or bool 0-d tensor) or, when torch knows it, the number itself."""
-        dtype = (torch.bool if isinstance(val, (bool, torch.SymBool)) else
-                 torch.int64 if isinstance(val, (int, torch.SymInt)) else torch.get_default_dtype())
+        dtype = (
+            torch.bool
+            if isinstance(val, (bool, torch.SymBool))
+            else torch.int64
+            if isinstance(val, (int, torch.SymInt))
+            else torch.get_default_dtype()
+        )
         if isinstance(ref, (int, float)):
             op, kwargs = aten.scalar_tensor.default, {"s": ref, "dtype": dtype}
         elif isinstance(val, torch.SymFloat) and dtype != torch.float64:  # computed in float64
@@ -392,9 +440,11 @@ class Lowering:
         else:
             return ref
         plan, fx_name = plan_for(op), f"output_{path}"
+        assert plan is not None  # both ops have converters
         try:
-            return self.session.convert(plan.op_id, self._args(fx_name, op, plan, (), kwargs),
-                                        [(dtype_code(dtype), [])], fx_name)[0]
+            return self.session.convert(
+                plan.op_id, self._args(fx_name, op, plan, (), kwargs), [(dtype_code(dtype), [])], fx_name
+            )[0]
         except _C.ConvertError as e:
             raise ConversionError(f"output {path}: {e}") from None
 
@@ -404,17 +454,25 @@ class Lowering:
         rank = val.dim() if isinstance(val, torch.Tensor) else 0
         bad = [a for a in requested if isinstance(a, bool) or not isinstance(a, int) or not -rank <= a < rank]
         if bad:
-            raise ArgumentError(f"dynamic_axes[{name!r}]: dimension {bad[0]!r} does not exist in output `{name}`, "
-                                f"of rank {rank}")
+            raise ArgumentError(
+                f"dynamic_axes[{name!r}]: dimension {bad[0]!r} does not exist in output `{name}`, of rank {rank}"
+            )
         shape = list(val.shape)
-        dims = self.meta(val)[1]
+        dims = self.tensor_meta(val)[1]
         renamed = False
         for axis, dim_name in requested.items():
             axis %= rank
             expr = shape[axis].node.expr if isinstance(shape[axis], torch.SymInt) else None
             if expr is None or expr.is_number:
-                self.static_axes.append(StaticAxis(f"output `{name}`", axis, dim_name, int(shape[axis]),
-                                                   "(its size depends on no dynamic input axis)"))
+                self.static_axes.append(
+                    StaticAxis(
+                        f"output `{name}`",
+                        axis,
+                        dim_name,
+                        int(shape[axis]),
+                        "(its size depends on no dynamic input axis)",
+                    )
+                )
             elif expr.is_Symbol and own and dims[axis] != dim_name:
                 dims[axis], renamed = dim_name, True
         if renamed:

@@ -22,13 +22,15 @@ from ._files import check_writable
 from ._functions import MIN_FUNCTIONS_OPSET, type_name
 from .errors import ArgumentError
 
-
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 def _plain_signature(sig: inspect.Signature) -> str:
-    return str(sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
-                           return_annotation=sig.empty))
+    return str(
+        sig.replace(
+            parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()], return_annotation=sig.empty
+        )
+    )
 
 
 # torch.onnx.export's arguments that fastonnx.export does not take, and what to do instead (the
@@ -40,7 +42,7 @@ TORCH_ONNX_ONLY = {
     "do_constant_folding": "fastonnx always folds constants; drop it",
     "custom_translation_table": "register a converter per op with fastonnx.register_converter(op, fn)",
     "operator_export_type": "fastonnx writes standard ONNX ops (and custom domains of registered converters); "
-                            "an op without a converter raises UnsupportedOpsError",
+    "an op without a converter raises UnsupportedOpsError",
     "profile": "the result's `timings` and report=True give the time of each phase",
     "dump_exported_program": "the result's `exported_program` is the traced program",
     "artifacts_dir": "report= takes the path of the report",
@@ -76,7 +78,9 @@ def _explain(name: str, sig: inspect.Signature, kwargs: dict, error: TypeError) 
             lines.append(f"`{k}` is a torch.onnx.export argument fastonnx does not take: {TORCH_ONNX_ONLY[k]}")
             continue
         close = [p for p in keywords if p.startswith(k)] or difflib.get_close_matches(k, keywords, n=1)
-        lines.append(f"`{k}` is not an argument of fastonnx.{name}" + (f"; did you mean `{close[0]}`?" if close else ""))
+        lines.append(
+            f"`{k}` is not an argument of fastonnx.{name}" + (f"; did you mean `{close[0]}`?" if close else "")
+        )
     lines.append(f"it accepts: {', '.join(keywords)} (a subset of torch.onnx.export's)")
     return "\n".join(lines)
 

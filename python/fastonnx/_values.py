@@ -11,12 +11,16 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_
 from ._dtypes import dtype_code
 
 
+def tensor_meta(tensor: torch.Tensor, dim_name: Callable[[torch.SymInt], int | str]) -> tuple[int, list]:
+    """(dtype code, shape) of a tensor; ``dim_name`` names a symbolic dimension."""
+    return dtype_code(tensor.dtype), [dim_name(d) if isinstance(d, torch.SymInt) else int(d) for d in tensor.shape]
+
+
 def graph_meta(value: object, dim_name: Callable[[torch.SymInt], int | str]) -> tuple[int, list] | None:
     """(dtype code, shape) of a node's value: a tensor's, or a 0-d tensor's for a Python number
-    (a symbolic size is an int64 scalar in the ONNX graph, as torch computes it in int64).
-    ``dim_name`` names a symbolic dimension."""
+    (a symbolic size is an int64 scalar in the ONNX graph, as torch computes it in int64)."""
     if isinstance(value, torch.Tensor):
-        return dtype_code(value.dtype), [dim_name(d) if isinstance(d, torch.SymInt) else int(d) for d in value.shape]
+        return tensor_meta(value, dim_name)
     if isinstance(value, (bool, torch.SymBool)):
         return dtype_code(torch.bool), []
     if isinstance(value, (int, torch.SymInt)):
