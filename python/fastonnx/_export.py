@@ -135,14 +135,14 @@ def export(
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
-    if verbose:
+    if options.verbose:
         import onnx
 
         print(onnx.printer.to_text(result.model_proto.graph))
     if options.verify:
         _verify(model, result, args, kwargs)
-    if f is not None:
-        exporter.write(result, f)
+    if options.f is not None:
+        exporter.write(result, options.f)
     if options.report_path is not None:
         exporter.write_report(model, result=result)
     return result

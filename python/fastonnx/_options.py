@@ -89,6 +89,7 @@ def _explain(name: str, sig: inspect.Signature, kwargs: dict, error: TypeError) 
 class ExportOptions:
     """How to export, checked and in normal form (``from_arguments``)."""
 
+    f: str | os.PathLike | None  # where to write the model; None: nowhere
     input_names: tuple[str, ...] | None
     output_names: tuple[str, ...] | None
     opset: int
@@ -141,6 +142,7 @@ class ExportOptions:
         if f is not None:
             check_writable(f)
         return cls(
+            f=f,
             input_names=inputs,
             output_names=outputs,
             opset=opset,
