@@ -10,6 +10,21 @@ for p in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(p))
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists
+def pytest_configure(config):
+    from progress_log import register
+
+    register(config)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--op", action="append", default=[], metavar="NAME",
+        help="run the op-parity tests (tests/ops) of these rows only: an ATen overload (atan2.out) or its name "
+             "(atan2), a row id or a rows module (arithmetic); repeat it or separate names with commas",
+    )
+
+
 @pytest.fixture(autouse=True)
 def every_export_is_checked(monkeypatch):
     """Every model a test exports must pass the full checker (strict shape inference with type

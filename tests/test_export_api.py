@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fastonnx
-from fastonnx import _lower
+from fastonnx import _lower, _op_table
 from support import TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
 
 
@@ -179,11 +179,11 @@ def test_opset_rules_pick_by_target():
 def test_argument_unknown_to_the_generated_converter(monkeypatch):
     """A newer torch may add a trailing defaulted argument: at its default it is dropped,
     otherwise the export fails naming it."""
-    registry = dict(_lower._registry())
+    registry = dict(_op_table._registry())
     op_id, names, static = registry["hardtanh"]
     registry["hardtanh"] = (op_id, names[:-1], static)  # as if max_val were new in this torch
-    monkeypatch.setattr(_lower, "_registry", lambda: registry)
-    monkeypatch.setattr(_lower, "_PLANS", {})
+    monkeypatch.setattr(_op_table, "_registry", lambda: registry)
+    monkeypatch.setattr(_op_table, "_PLANS", {})
 
     export_and_compare(torch.nn.Hardtanh(-1.0, 1.0), (torch.randn(5) * 3,))
     with pytest.raises(fastonnx.ConversionError, match="`max_val`=2.0 is new in this torch"):

@@ -1,9 +1,10 @@
 """fastonnx: a fast PyTorch -> ONNX exporter (torch.export front end, native C++ core)."""
 
 from ._custom import register_converter, unregister_converter
-from ._export import __version__, export
-from ._lower import supported_ops
+from ._export import export
+from ._op_table import supported_ops
 from ._program import ExportResult
+from ._version import __version__
 from .errors import (
     ArgumentError,
     ConversionError,

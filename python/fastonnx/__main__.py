@@ -1,8 +1,8 @@
 """python -m fastonnx: look at and check ONNX models.
 
-    python -m fastonnx inspect MODEL.onnx    inputs, outputs, opsets, op histogram, size
-    python -m fastonnx verify MODEL.onnx     onnx's full checker and strict shape inference, then
-                                             one onnxruntime run on random inputs
+python -m fastonnx inspect MODEL.onnx    inputs, outputs, opsets, op histogram, size
+python -m fastonnx verify MODEL.onnx     onnx's full checker and strict shape inference, then
+                                         one onnxruntime run on random inputs
 """
 
 from __future__ import annotations
@@ -35,8 +35,13 @@ def _type(value_info) -> str:
 def _external_bytes(model, directory: str) -> int:
     import onnx
 
-    files = {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
-             for e in t.external_data if e.key == "location"}
+    files = {
+        e.value
+        for t in model.graph.initializer
+        if t.data_location == onnx.TensorProto.EXTERNAL
+        for e in t.external_data
+        if e.key == "location"
+    }
     return sum(os.path.getsize(os.path.join(directory, f)) for f in files if os.path.exists(os.path.join(directory, f)))
 
 
@@ -55,8 +60,10 @@ def inspect_model(path: str) -> int:
         print(f"  {v.name}: {_type(v)}")
     size = os.path.getsize(path)
     external = _external_bytes(model, os.path.dirname(os.path.abspath(path)))
-    print(f"{len(g.node)} nodes, {len(g.initializer)} initializers; {size / 2**20:.2f} MiB"
-          + (f" + {external / 2**20:.2f} MiB external data" if external else ""))
+    print(
+        f"{len(g.node)} nodes, {len(g.initializer)} initializers; {size / 2**20:.2f} MiB"
+        + (f" + {external / 2**20:.2f} MiB external data" if external else "")
+    )
     if model.functions:
         print(f"{len(model.functions)} local functions: " + ", ".join(f.name for f in model.functions))
     print("ops:")
@@ -72,13 +79,13 @@ def verify_model(path: str, dims: dict[str, int], seed: int) -> int:
 
     try:
         onnx.checker.check_model(path, full_check=True)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - whatever the checker rejects is this command's answer
         print(f"checker: FAILED: {e}")
         return 1
     print("checker (full, with strict shape inference): ok")
     try:
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - whatever keeps onnxruntime from loading it is the answer
         print(f"onnxruntime: cannot load: {e}")
         return 1
     rng = np.random.default_rng(seed)
@@ -116,15 +123,21 @@ def ort_type_to_numpy(t: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fastonnx", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m fastonnx", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("inspect", help="inputs, outputs, opsets, op histogram and size of a model")
     i.add_argument("model")
     v = sub.add_parser("verify", help="full checker, strict shape inference and an onnxruntime run on random inputs")
     v.add_argument("model")
-    v.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help="size of a named dynamic dimension (default 2); repeatable")
+    v.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="size of a named dynamic dimension (default 2); repeatable",
+    )
     v.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.command == "inspect":

@@ -42,12 +42,14 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list):
     from ._export import export
 
     if any(not isinstance(x, torch.Tensor) for x in example_inputs):
-        warnings.warn("fastonnx backend: this graph takes symbolic sizes (dynamic shapes); it runs eagerly",
-                      stacklevel=2)
+        warnings.warn(
+            "fastonnx backend: this graph takes symbolic sizes (dynamic shapes); it runs eagerly", stacklevel=2
+        )
         return gm.forward
     if any(x.requires_grad for x in example_inputs) and torch.is_grad_enabled():
-        warnings.warn("fastonnx backend: ONNX graphs have no autograd; this graph runs eagerly under grad mode",
-                      stacklevel=2)
+        warnings.warn(
+            "fastonnx backend: ONNX graphs have no autograd; this graph runs eagerly under grad mode", stacklevel=2
+        )
         return gm.forward
     try:
         result = export(gm, tuple(example_inputs), verbose=False)
@@ -57,7 +59,6 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list):
     specs = result.exported_program.graph_signature.output_specs
     if not all(isinstance(s.arg, TensorArgument) for s in specs if s.kind == OutputKind.USER_OUTPUT):
         # The ONNX graph returns numbers as tensors and drops None: not what the caller expects.
-        warnings.warn("fastonnx backend: this graph returns values that are not tensors; it runs eagerly",
-                      stacklevel=2)
+        warnings.warn("fastonnx backend: this graph returns values that are not tensors; it runs eagerly", stacklevel=2)
         return gm.forward
     return OnnxRuntimeGraph(result, result.exported_program.call_spec.out_spec)

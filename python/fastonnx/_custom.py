@@ -83,7 +83,7 @@ def _attribute(key: str, value) -> tuple[str, str, object]:
         if kind == "i" and isinstance(value, (list, tuple)):
             kind = "ints"
         return name, kind, value
-    if isinstance(value, bool) or isinstance(value, int):
+    if isinstance(value, (bool, int)):
         return key, "i", int(value)
     if isinstance(value, float):
         return key, "f", value
@@ -97,8 +97,10 @@ def _attribute(key: str, value) -> tuple[str, str, object]:
         return key, "ints", [int(v) for v in value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) for v in value):
         return key, "floats", [float(v) for v in value]
-    raise TypeError(f"attribute {key}={value!r}: give an int, float, str, torch.dtype or a non-empty list of numbers "
-                    f"(or a torch.onnx-style suffix: {key}_i, {key}_f, {key}_s, {key}_is, {key}_fs)")
+    raise TypeError(
+        f"attribute {key}={value!r}: give an int, float, str, torch.dtype or a non-empty list of numbers "
+        f"(or a torch.onnx-style suffix: {key}_i, {key}_f, {key}_s, {key}_is, {key}_fs)"
+    )
 
 
 class GraphContext:
@@ -120,8 +122,9 @@ class GraphContext:
         t = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
         t = t.detach().to("cpu", dtype or t.dtype).contiguous()
         self._keep_alive.append(t)
-        ref = self._session.add_initializer("", dtype_code(t.dtype), list(t.shape), t.data_ptr(),
-                                            t.numel() * t.element_size(), t)
+        ref = self._session.add_initializer(
+            "", dtype_code(t.dtype), list(t.shape), t.data_ptr(), t.numel() * t.element_size(), t
+        )
         return Value(ref, t.dtype, tuple(t.shape))
 
     def _value(self, x) -> Value:
@@ -129,4 +132,6 @@ class GraphContext:
             return x
         if isinstance(x, (int, float, bool, list, tuple, torch.Tensor)):
             return self.constant(x)
-        raise TypeError(f"an op input must be a value of the graph, a number, a list or a tensor, got {type(x).__name__}")
+        raise TypeError(
+            f"an op input must be a value of the graph, a number, a list or a tensor, got {type(x).__name__}"
+        )

@@ -15,6 +15,7 @@ import functools
 import operator
 from collections import Counter
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch._decomp
@@ -23,6 +24,7 @@ from torch._subclasses.functional_tensor import dispatch_functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ._graph import source_line
 from .errors import ConversionError
 
 # A decomposition that keeps producing the op it decomposes (directly or through others)
@@ -73,8 +75,10 @@ def _inlined_body(node: torch.fx.Node) -> int | None:
 
 
 def _mutates(graph: torch.fx.Graph) -> bool:
-    return any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
-               for n in graph.nodes)
+    return any(
+        n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+        for n in graph.nodes
+    )
 
 
 def _fake_mode_of(graph: torch.fx.Graph):
@@ -102,8 +106,10 @@ def _check_nothing_fixed(node: torch.fx.Node, shape_env, symbols: set, fixed_bef
     fixed = {s: e for s, e in shape_env.replacements.items() if s in symbols and s not in fixed_before}
     if fixed:
         pinned = ", ".join(f"{s} = {e}" for s, e in fixed.items())
-        raise ConversionError(f"PyTorch's decomposition of {node.target} (FX node `{node.name}`) fixes the dynamic "
-                              f"size(s) {pinned}; fastonnx has no converter for {node.target} that keeps them dynamic")
+        raise ConversionError(
+            f"PyTorch's decomposition of {node.target} (FX node `{node.name}`) fixes the dynamic "
+            f"size(s) {pinned}; fastonnx has no converter for {node.target} that keeps them dynamic"
+        )
 
 
 class Decomposer:
@@ -123,11 +129,11 @@ class Decomposer:
         return node.op == "call_function" and self.decomposition(node) is not None
 
     def run(self) -> None:
-        wrappers = [n for n in self.graph.nodes if _inlined_body(n) is not None]
+        wrappers = self._wrappers()
         while wrappers:  # a wrapped body may wrap another
-            for node in wrappers:
-                self._inline(node)
-            wrappers = [n for n in self.graph.nodes if _inlined_body(n) is not None]
+            for node, index in wrappers:
+                self._inline(node, index)
+            wrappers = self._wrappers()
         pending = [n for n in self.graph.nodes if self._wants(n)]
         for _ in range(_MAX_ROUNDS):
             if not pending:
@@ -137,6 +143,10 @@ class Decomposer:
                 produced += self._expand(node)
             pending = [n for n in produced if n.graph is self.graph and self._wants(n)]
         self.graph.lint()
+
+    def _wrappers(self) -> list[tuple[torch.fx.Node, int]]:
+        """The mode-only wrappers of the graph, with the position of their body."""
+        return [(n, index) for n in self.graph.nodes if (index := _inlined_body(n)) is not None]
 
     @staticmethod
     def inlines(node: torch.fx.Node) -> bool:
@@ -175,36 +185,37 @@ class Decomposer:
                 # A C++ composite kernel may mutate what it made (stft's `out.transpose_(1, 2)`):
                 # traced again through functionalization, that becomes the functional op.
                 sub = make_fx(dispatch_functionalize(call), tracing_mode="real")(*values)
-        if shape_env is not None:
+        if before is not None:
             _check_nothing_fixed(node, shape_env, *before)
         return sub, [leaves[i] for i in inputs]
 
     def _expand(self, node: torch.fx.Node) -> list[torch.fx.Node]:
+        op = cast(torch._ops.OpOverload, node.target)  # what `decomposition` decomposes
         try:
             sub, inputs = self._trace(node)
-        except Exception as e:  # noqa: BLE001 - PyTorch's decomposition, traced on recorded values
-            trace = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines()
-                     if line.strip().startswith("File ")]
-            where = f"\n  from {trace[-1]}" if trace else ""
-            raise ConversionError(f"PyTorch's decomposition of {node.target._schema.name} (FX node `{node.name}`) "
-                                  f"failed: {type(e).__name__}: {e}{where}") from e
-        self.decomposed[node.target] += 1
+        except Exception as e:  # PyTorch's decomposition, traced on recorded values
+            source = source_line(node)
+            where = f"\n  from {source}" if source else ""
+            raise ConversionError(
+                f"PyTorch's decomposition of {op._schema.name} (FX node `{node.name}`) "
+                f"failed: {type(e).__name__}: {e}{where}"
+            ) from e
+        self.decomposed[op] += 1
         new_nodes = self._splice(node, sub, inputs)
-        origin = node.meta.get(DECOMPOSED_FROM) or str(node.target._schema.name)
+        origin = node.meta.get(DECOMPOSED_FROM) or str(op._schema.name)
         for n in new_nodes:
             n.meta[DECOMPOSED_FROM] = origin
         return new_nodes
 
-    def _inline(self, node: torch.fx.Node) -> None:
-        index = _inlined_body(node)
-        body = node.args[index]
-        self._splice(node, self.attribute(body.target), list(node.args[index + 1 :]))
+    def _inline(self, node: torch.fx.Node, index: int) -> None:
+        body = cast(torch.fx.Node, node.args[index])
+        self._splice(node, self.attribute(cast(str, body.target)), list(node.args[index + 1 :]))
         if not body.users:
             self.graph.erase_node(body)
 
     def _splice(self, node: torch.fx.Node, sub: torch.fx.GraphModule, inputs: list) -> list[torch.fx.Node]:
         """Replaces ``node`` by the nodes of ``sub``, whose placeholders take ``inputs``."""
-        env: dict[torch.fx.Node, object] = {}
+        env: dict[torch.fx.Node, Any] = {}
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
         env.update(zip(placeholders, inputs))
         inherited = {k: node.meta[k] for k in _INHERITED_META if k in node.meta}
@@ -237,7 +248,7 @@ class Decomposer:
             for user in list(node.users):
                 if user.target is not operator.getitem:
                     raise RuntimeError(f"{node.format_node()} is used whole by {user.format_node()}")
-                item = result[user.args[1]]
+                item = result[cast(int, user.args[1])]
                 if isinstance(item, torch.fx.Node):
                     user.replace_all_uses_with(item)
                 elif user.users:

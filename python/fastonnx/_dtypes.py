@@ -37,9 +37,21 @@ def dtype_code(dtype: torch.dtype) -> int:
 
 # ONNX's TensorProto.DataType codes, for dtype attributes written by Python converters.
 _ONNX_CODES = {
-    torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.uint16: 4, torch.int16: 5, torch.int32: 6,
-    torch.int64: 7, torch.bool: 9, torch.float16: 10, torch.float64: 11, torch.uint32: 12, torch.uint64: 13,
-    torch.complex64: 14, torch.complex128: 15, torch.bfloat16: 16,
+    torch.float32: 1,
+    torch.uint8: 2,
+    torch.int8: 3,
+    torch.uint16: 4,
+    torch.int16: 5,
+    torch.int32: 6,
+    torch.int64: 7,
+    torch.bool: 9,
+    torch.float16: 10,
+    torch.float64: 11,
+    torch.uint32: 12,
+    torch.uint64: 13,
+    torch.complex64: 14,
+    torch.complex128: 15,
+    torch.bfloat16: 16,
 }
 
 

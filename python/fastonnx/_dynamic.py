@@ -20,8 +20,9 @@ import os
 import sysconfig
 import traceback
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -48,6 +49,14 @@ class Request:
     # call, a name of no input or output), with why: torch.onnx ignores them, and so does
     # fastonnx, saying so.
     ignored: dict[str, str] = field(default_factory=dict)
+
+    def ignore_unmatched_outputs(self, input_names: Sequence[str], output_names: Sequence[str]) -> None:
+        """Ignores the output keys that name no output (torch.onnx ignores a key that names neither
+        an input nor an output), naming what the keys may be."""
+        for key in sorted(set(self.output_axes) - set(output_names)):
+            self.ignored[key] = (
+                f"names neither an input ({', '.join(input_names)}) nor an output ({', '.join(output_names)})"
+            )
 
 
 @dataclass(frozen=True)
@@ -82,20 +91,24 @@ def _leaves(combined: dict) -> list[_Leaf]:
             else:
                 parts.append(str(getattr(key, "name", key)))
                 source += f".{getattr(key, 'name', key)}"
-        out.append(_Leaf(str(path[0].key), "_".join(parts).lower(), source, value))
+        argument = cast(pytree.MappingKey, path[0]).key  # `combined` is a dict: its first key
+        out.append(_Leaf(str(argument), "_".join(parts).lower(), source, value))
     return out
 
 
-def _axes(spec, tensor: torch.Tensor, where: str) -> dict[int, object]:
+def _axes(spec, tensor: torch.Tensor, where: str) -> dict[int, Any]:
     """A tensor's {axis: entry} from a dict or a per-dimension list, axes checked and made
     non-negative; entries that are None are dropped."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(spec, Mapping):
         items = spec.items()
     elif isinstance(spec, Sequence) and not isinstance(spec, str):
         items = enumerate(spec)
     else:
-        raise ArgumentError(f"{where}: a tensor's dynamic shape is a dict {{dim: Dim}} or a list with one entry per "
-                            f"dimension, got {type(spec).__name__}")
+        raise ArgumentError(
+            f"{where}: a tensor's dynamic shape is a dict {{dim: Dim}} or a list with one entry per "
+            f"dimension, got {type(spec).__name__}"
+        )
     out = {}
     for axis, d in items:
         if isinstance(axis, bool) or not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim():
@@ -119,8 +132,10 @@ def _dim_spec(spec, tensor: torch.Tensor, where: str) -> tuple[object, dict[int,
         elif isinstance(d, Dim):  # named, possibly derived (2 * batch): ONNX calls it that
             out[axis], names[axis] = d, d.__name__
         else:
-            raise ArgumentError(f"{where}: dimension {axis} must be a torch.export.Dim, Dim.AUTO, Dim.DYNAMIC, a name "
-                                f"or None, got {d!r}")
+            raise ArgumentError(
+                f"{where}: dimension {axis} must be a torch.export.Dim, Dim.AUTO, Dim.DYNAMIC, a name "
+                f"or None, got {d!r}"
+            )
     return out, names
 
 
@@ -135,8 +150,10 @@ def _walk(value, spec, where: str, names: DimNames):
     if isinstance(value, (list, tuple)):
         specs = [None] * len(value) if spec is None else spec
         if not isinstance(specs, (list, tuple)) or len(specs) != len(value):
-            raise ArgumentError(f"{where}: the dynamic shape spec must have one entry per item of the "
-                                f"{type(value).__name__} ({len(value)}), got {spec!r}")
+            raise ArgumentError(
+                f"{where}: the dynamic shape spec must have one entry per item of the "
+                f"{type(value).__name__} ({len(value)}), got {spec!r}"
+            )
         items = [_walk(v, s, f"{where}[{i}]", names) for i, (v, s) in enumerate(zip(value, specs))]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
@@ -149,8 +166,9 @@ def _walk(value, spec, where: str, names: DimNames):
     return spec
 
 
-def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axes,
-            input_names: list[str] | None) -> Request:
+def resolve(
+    model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axes, input_names: Sequence[str] | None
+) -> Request:
     """The request of ``dynamic_shapes`` or ``dynamic_axes`` (one at most) for this call."""
     kwargs = kwargs or {}
     if dynamic_shapes is not None and dynamic_axes is not None:
@@ -158,8 +176,10 @@ def resolve(model, args: tuple, kwargs: dict | None, dynamic_shapes, dynamic_axe
     if dynamic_shapes is None and dynamic_axes is None:
         return Request()
     if not isinstance(model, torch.nn.Module):
-        raise ArgumentError("dynamic_shapes/dynamic_axes apply when tracing a module; an ExportedProgram already "
-                            "fixed its dynamic dimensions")
+        raise ArgumentError(
+            "dynamic_shapes/dynamic_axes apply when tracing a module; an ExportedProgram already "
+            "fixed its dynamic dimensions"
+        )
     try:
         combined = _combined(model, args, kwargs)
     except TypeError as e:
@@ -175,16 +195,22 @@ def _from_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, combi
     if isinstance(dynamic_shapes, Mapping):
         unknown = sorted(set(dynamic_shapes) - set(positional) - set(keyword))
         if unknown:
-            raise ArgumentError(f"dynamic_shapes names {unknown}, which are not arguments of this call; "
-                                f"the arguments are {positional + keyword}")
+            raise ArgumentError(
+                f"dynamic_shapes names {unknown}, which are not arguments of this call; "
+                f"the arguments are {positional + keyword}"
+            )
         specs = [dynamic_shapes.get(p) for p in positional] + [dynamic_shapes.get(k) for k in keyword]
     elif isinstance(dynamic_shapes, (list, tuple)):
         if len(dynamic_shapes) != len(args) + len(kwargs):
-            raise ArgumentError(f"dynamic_shapes has {len(dynamic_shapes)} entries for {len(args) + len(kwargs)} inputs")
+            raise ArgumentError(
+                f"dynamic_shapes has {len(dynamic_shapes)} entries for {len(args) + len(kwargs)} inputs"
+            )
         specs = list(dynamic_shapes)
     else:
-        raise ArgumentError(f"dynamic_shapes must be a dict keyed by argument name or a tuple in argument order, "
-                            f"got {type(dynamic_shapes).__name__}")
+        raise ArgumentError(
+            f"dynamic_shapes must be a dict keyed by argument name or a tuple in argument order, "
+            f"got {type(dynamic_shapes).__name__}"
+        )
     names: DimNames = []
     values = list(args) + list(kwargs.values())
     converted = [_walk(v, s, n, names) for v, s, n in zip(values, specs, positional + keyword)]
@@ -198,19 +224,25 @@ def _param_names(model: torch.nn.Module, args: tuple) -> list[str]:
     positional = []
     for i in range(len(args)):
         if i >= len(params) or params[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            raise ArgumentError("dynamic shapes by name need forward() to name each positional argument; "
-                                "pass dynamic_shapes as a tuple in argument order instead")
+            raise ArgumentError(
+                "dynamic shapes by name need forward() to name each positional argument; "
+                "pass dynamic_shapes as a tuple in argument order instead"
+            )
         positional.append(params[i].name)
     return positional
 
 
-def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | None, parameters: set[str]) -> Request:
+def _from_dynamic_axes(
+    dynamic_axes, combined: dict, input_names: Sequence[str] | None, parameters: set[str]
+) -> Request:
     """torch.onnx's ``dynamic_axes`` as ``Dim.AUTO`` per requested input axis (in the structure
     of the call), the names per flattened tensor input, and the entries of outputs. A key of a
     forward parameter that holds no tensor in this call (left out, None, a number) is ignored,
     as torch.onnx ignores it."""
     if not isinstance(dynamic_axes, Mapping):
-        raise ArgumentError(f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}")
+        raise ArgumentError(
+            f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}"
+        )
     leaves = _leaves(combined)
     tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf.value, torch.Tensor)]
     names: DimNames = [{} for _ in tensors]
@@ -227,12 +259,14 @@ def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | No
             output_axes[key] = _axis_names(key, axes)
             continue
         if t in keyed_by:
-            raise ArgumentError(f"dynamic_axes names input {leaves[tensors[t]].name!r} twice, as {keyed_by[t]!r} and "
-                                f"{key!r}; give its axes once")
+            raise ArgumentError(
+                f"dynamic_axes names input {leaves[tensors[t]].name!r} twice, as {keyed_by[t]!r} and "
+                f"{key!r}; give its axes once"
+            )
         keyed_by[t] = key
-        tensor = leaves[tensors[t]].value
+        tensor = cast(torch.Tensor, leaves[tensors[t]].value)  # `tensors` indexes the tensor leaves
         names[t] = _axes(_axis_names(key, axes), tensor, f"dynamic_axes[{key!r}]")
-    specs = [None] * len(leaves)
+    specs: list[dict | None] = [None] * len(leaves)
     for t, requested in enumerate(names):
         if requested:
             specs[tensors[t]] = dict.fromkeys(requested, Dim.AUTO)
@@ -243,13 +277,18 @@ def _from_dynamic_axes(dynamic_axes, combined: dict, input_names: list[str] | No
         own = [s for leaf, s in zip(leaves, specs) if leaf.argument == arg]
         whole = any(own) or isinstance(value, (dict, list, tuple))
         shapes[arg] = pytree.tree_unflatten(own, pytree.tree_structure(value)) if whole else None
-    generated = {n for key, axes in dynamic_axes.items() if not isinstance(axes, Mapping)
-                 for n in _axis_names(key, axes).values()}
+    generated = {
+        n
+        for key, axes in dynamic_axes.items()
+        if not isinstance(axes, Mapping)
+        for n in _axis_names(key, axes).values()
+    }
     return Request(shapes, names, output_axes, [leaves[i].source for i in tensors], True, generated, ignored)
 
 
-def _tensor_input(key: str, combined: dict, leaves: list[_Leaf], tensors: list[int],
-                  input_names: list[str] | None) -> int | None:
+def _tensor_input(
+    key: str, combined: dict, leaves: list[_Leaf], tensors: list[int], input_names: Sequence[str] | None
+) -> int | None:
     """The tensor input (its index among the tensor inputs) a dynamic_axes key names: an entry
     of ``input_names``, a default input name, or a top-level argument that is one tensor. None
     when it names no input (an output)."""
@@ -264,9 +303,11 @@ def _tensor_input(key: str, combined: dict, leaves: list[_Leaf], tensors: list[i
     if len(own) == 1 and isinstance(leaves[own[0]].value, torch.Tensor) and leaves[own[0]].name == key.lower():
         return tensors.index(own[0])
     held = [leaves[i].name for i in own if isinstance(leaves[i].value, torch.Tensor)]
-    raise ArgumentError(f"dynamic_axes[{key!r}]: the argument `{key}` is a {type(combined[key]).__name__} of "
-                        f"{len(held)} tensor(s); key each tensor by its input name, {held}, or name them with "
-                        f"input_names")
+    raise ArgumentError(
+        f"dynamic_axes[{key!r}]: the argument `{key}` is a {type(combined[key]).__name__} of "
+        f"{len(held)} tensor(s); key each tensor by its input name, {held}, or name them with "
+        f"input_names"
+    )
 
 
 def _axis_names(key: str, axes) -> dict[int, str]:
@@ -289,8 +330,9 @@ class StaticAxis:
     why: str = ""
 
 
-def warn_static(static: list[StaticAxis], shared: list[tuple[str, str, str]], request: Request,
-                stacklevel: int) -> None:
+def warn_static(
+    static: list[StaticAxis], shared: list[tuple[str, str, str]], request: Request, stacklevel: int
+) -> None:
     """One warning for every requested axis that stayed static, for the names given to axes
     that torch found to be one size (``shared``: (kept name, dropped name, where); a name
     fastonnx made up is dropped silently), and for the keys it ignored (``request.ignored``)."""
@@ -299,10 +341,14 @@ def warn_static(static: list[StaticAxis], shared: list[tuple[str, str, str]], re
         return
     lines = [f"dynamic_axes[{key!r}] is ignored: {why}" for key, why in request.ignored.items()]
     if static:
-        lines.append(f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "
-                     f"so the ONNX graph takes only the traced size there:")
-        lines += [f"  - {s.what} axis {s.axis} ('{s.name}'): fixed to {s.size}" + (f" {s.why}" if s.why else "")
-                  for s in static]
+        lines.append(
+            f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "
+            f"so the ONNX graph takes only the traced size there:"
+        )
+        lines += [
+            f"  - {s.what} axis {s.axis} ('{s.name}'): fixed to {s.size}" + (f" {s.why}" if s.why else "")
+            for s in static
+        ]
     if shared:
         lines.append("dynamic_axes: axes torch found to be equal share one dimension name:")
         lines += [f"  - '{dropped}' ({where}) is '{kept}'" for kept, dropped, where in shared]
@@ -318,8 +364,9 @@ def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str
     if shape_env is None:
         return ""
     wanted = f"{source}.size()[{axis}]"
-    symbol = next((s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)),
-                  None)
+    symbol = next(
+        (s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)), None
+    )
     frame = None
     seen = set()
     while symbol in fixed and symbol not in seen:
@@ -338,8 +385,11 @@ _SITE = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "p
 
 
 def _is_library(filename: str) -> bool:
-    return (filename.startswith(_OURS) or filename.startswith("<")
-            or (filename.startswith(_STDLIB) and not filename.startswith(_SITE)))
+    return (
+        filename.startswith(_OURS)
+        or filename.startswith("<")
+        or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
+    )
 
 
 def user_frame(frames: Sequence[traceback.FrameSummary]) -> traceback.FrameSummary | None:

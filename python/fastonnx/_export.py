@@ -1,12 +1,14 @@
-"""fastonnx.export: trace, decompose what has no converter, lower and convert, write."""
+"""fastonnx.export: check the options, trace, decompose what has no converter, lower and convert,
+write."""
 
 from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import torch
@@ -14,65 +16,38 @@ from torch.export import ExportedProgram
 from torch.onnx import TrainingMode
 
 from . import _C, _report
-from ._calls import check_weights_have_data, checked_call, one_at_a_time
-from ._control_flow import Body, collect_bodies
+from ._control_flow import collect_bodies
 from ._decompose import Decomposer, copy_graph
 from ._dynamic import Request, StaticAxis, warn_static, why_static
 from ._dynamic import resolve as resolve_dynamic
-from ._files import check_writable, write_atomically
-from ._functions import ModuleScopes, check_selection
-from ._lower import Lowering, aten_histogram, check_supported, decomposition_for, live_nodes
+from ._files import write_atomically
+from ._functions import ModuleScopes
+from ._graph import PreparedGraph
+from ._lower import Lowering
+from ._op_table import decomposition_for, live_nodes
+from ._options import ExportOptions, check_model_inputs, check_weights_have_data, checked_call
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace
-from .errors import (ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError,
-                     VerificationError)
+from ._unsupported import check_supported
+from ._version import __version__
+from .errors import ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError, VerificationError
 
-__version__ = "0.1.0"
-
-
-def _check_names(kind: str, names: Sequence[str] | None) -> list[str] | None:
-    if names is None:
-        return None
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
-        raise ArgumentError(f"{kind} must be a list of non-empty strings, got {names!r}")
-    dupes = sorted({n for n in names if list(names).count(n) > 1})
-    if dupes:
-        raise ArgumentError(f"{kind} has duplicate names: {dupes}; each graph input and output needs its own")
-    return list(names)
+# torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
+# (two traces at once fail or corrupt each other), and the conversion holds the GIL anyway.
+# Re-entrant: an export started from inside another (a forward that exports) must not deadlock.
+_EXPORT_LOCK = threading.RLock()
 
 
-def _check_opset(opset_version: int | None) -> int:
-    if opset_version is None:
-        return _C.DEFAULT_OPSET
-    if type(opset_version) is not int or not _C.MIN_OPSET <= opset_version <= _C.MAX_OPSET:
-        raise ArgumentError(
-            f"opset_version={opset_version!r} is not supported; fastonnx produces opsets "
-            f"{_C.MIN_OPSET} to {_C.MAX_OPSET} (default {_C.DEFAULT_OPSET})"
-        )
-    return opset_version
+def one_at_a_time(fn):
+    """Runs calls of ``fn`` one after the other: a call from another thread waits."""
 
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _EXPORT_LOCK:
+            return fn(*args, **kwargs)
 
-def _check_training(training) -> TrainingMode:
-    if isinstance(training, TrainingMode):
-        return training
-    if isinstance(training, bool):  # torch.onnx's older spelling
-        return TrainingMode.TRAINING if training else TrainingMode.EVAL
-    raise ArgumentError(f"training must be a torch.onnx.TrainingMode (EVAL, PRESERVE, TRAINING), got {training!r}")
-
-
-def _needs_decomposition(node) -> bool:
-    if node.op != "call_function":
-        return False
-    return Decomposer.inlines(node) or decomposition_for(node) is not None
-
-
-def _report_path(f, report) -> Path | None:
-    if report is False or report is None:
-        return None
-    if report is True:
-        return Path(os.fspath(f) + ".report.md") if f is not None else Path("fastonnx_report.md")
-    return Path(os.fspath(report))
+    return wrapper
 
 
 @checked_call
@@ -115,17 +90,17 @@ def export(
     one the model fixes stays static, listed with why in one ``DynamicAxesWarning``. Dynamic
     dimensions keep their names in the ONNX inputs and outputs. A Python number ``forward``
     returns is a 0-d output (int64, the default float dtype, bool); ``None`` is no output.
-    ``export_params=False`` makes the weights graph inputs instead of
-    initializers; ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so
-    a runtime may override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in
-    eval mode, ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and
-    batch statistics). ``custom_opsets`` gives the version of each custom domain the nodes of
-    Python converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to ``<f>.data`` beside the model (by
-    default only above protobuf's 2 GB). ``verify`` runs the model in onnxruntime on the example
-    inputs, prints the largest differences per output and raises ``VerificationError`` on a
-    mismatch. ``report`` writes a Markdown report (``<f>.report.md`` for True, or the path
-    given), also when the export fails. ``verbose=True`` prints the ONNX graph; ``False`` turns
-    off the progress bars long exports show on a terminal.
+    ``export_params=False`` makes the weights graph inputs instead of initializers;
+    ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so a runtime may
+    override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in eval mode,
+    ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and batch
+    statistics). ``custom_opsets`` gives the version of each custom domain the nodes of Python
+    converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to
+    ``<f>.data`` beside the model (by default only above protobuf's 2 GB). ``verify`` runs the
+    model in onnxruntime on the example inputs, prints the largest differences per output and
+    raises ``VerificationError`` on a mismatch. ``report`` writes a Markdown report
+    (``<f>.report.md`` for True, or the path given), also when the export fails. ``verbose=True``
+    prints the ONNX graph; ``False`` turns off the progress bars long exports show on a terminal.
     ``export_modules_as_functions``: ``True`` or a set of module classes (matched exactly, not
     subclasses) whose calls become ONNX local functions (opset 15 or later): each call of such a
     submodule is a node calling a FunctionProto of domain ``"fastonnx.functions"`` named after the
@@ -138,92 +113,81 @@ def export(
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
-    if not isinstance(model, (torch.nn.Module, ExportedProgram)):
-        raise ArgumentError(f"model must be a torch.nn.Module or a torch.export.ExportedProgram, got {type(model).__name__}")
-    if isinstance(args, torch.Tensor):
-        args = (args,)
-    if not isinstance(args, tuple):
-        raise ArgumentError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        raise ArgumentError(f"kwargs must be a dict, got {type(kwargs).__name__}")
-    input_names = _check_names("input_names", input_names)
-    output_names = _check_names("output_names", output_names)
-    shared = sorted(set(input_names or ()) & set(output_names or ()))
-    if shared:
-        raise ArgumentError(f"input_names and output_names share {shared}; each graph input and output needs its own name")
-    opset = _check_opset(opset_version)
-    functions = check_selection(export_modules_as_functions, opset)
-    training = _check_training(training)
-    if custom_opsets is not None and not (isinstance(custom_opsets, dict) and all(
-            isinstance(k, str) and k and isinstance(v, int) for k, v in custom_opsets.items())):
-        raise ArgumentError(f"custom_opsets maps domain names to versions, e.g. {{'mylib': 1}}; got {custom_opsets!r}")
-    if f is not None:
-        check_writable(f)
-    report_path = _report_path(f, report)
-    request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, input_names)
-    exporter = _Exporter(opset, Progress(verbose))
-    try:
-        result = exporter.run(model, args, kwargs, request, input_names, output_names, training,
-                              export_params, keep_initializers_as_inputs, custom_opsets or {}, functions)
-    except (UnsupportedOpsError, ConversionError) as e:
-        if report_path is not None:
-            exporter.write_report(model, report_path, error=e)
-        raise
-    except ExportError:
-        raise
-    except Exception as e:  # noqa: BLE001 - a failure no phase turned into an ExportError is a bug
-        raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
-    # torch.onnx ignores a key that names neither an input nor an output, with a warning: so does
-    # fastonnx (in the one DynamicAxesWarning), naming what the keys may be.
-    for key in sorted(set(request.output_axes) - set(result.output_names)):
-        request.ignored[key] = (f"names neither an input ({', '.join(result.input_names)}) nor an output "
-                                f"({', '.join(result.output_names)})")
+    args, kwargs = check_model_inputs(model, args, kwargs)
+    options = ExportOptions.from_arguments(
+        f=f,
+        input_names=input_names,
+        output_names=output_names,
+        opset_version=opset_version,
+        export_params=export_params,
+        keep_initializers_as_inputs=keep_initializers_as_inputs,
+        training=training,
+        custom_opsets=custom_opsets,
+        external_data=external_data,
+        verify=verify,
+        report=report,
+        verbose=verbose,
+        export_modules_as_functions=export_modules_as_functions,
+    )
+    request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
+    exporter = _Exporter(options)
+    result = exporter.run(model, args, kwargs, request)
+    request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
-    if verbose:
+    if options.verbose:
         import onnx
 
         print(onnx.printer.to_text(result.model_proto.graph))
-    if verify:
-        if isinstance(model, ExportedProgram):
-            raise ArgumentError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
-        diffs = result.verify(*args, **(kwargs or {}))
-        if not all(d.ok for d in diffs):
-            raise VerificationError("onnxruntime's outputs differ from PyTorch's:\n" + _format(diffs))
-    if f is not None:
-        t0 = time.perf_counter()
-        with exporter.progress.stage("writing", total=result.native.weights_nbytes, unit="B", scale=True) as advance:
-            result.save(f, external_data=external_data, progress=advance)
-        result.timings["write"] = time.perf_counter() - t0
-    if report_path is not None:
-        exporter.write_report(model, report_path, result=result)
+    if options.verify:
+        _verify(model, result, args, kwargs)
+    if options.f is not None:
+        exporter.write(result, options.f)
+    if options.report_path is not None:
+        exporter.write_report(model, result=result)
     return result
 
 
-def _format(diffs) -> str:
-    from ._verify import format_diffs
+def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> None:
+    if isinstance(model, ExportedProgram):
+        raise ArgumentError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
+    diffs = result.verify(*args, **(kwargs or {}))
+    if not all(d.ok for d in diffs):
+        from ._verify import format_diffs
 
-    return format_diffs(diffs)
+        raise VerificationError("onnxruntime's outputs differ from PyTorch's:\n" + format_diffs(diffs))
 
 
 class _Exporter:
     """The phases of one export, with what the report needs from each."""
 
-    def __init__(self, opset: int, progress: Progress):
-        self.opset = opset
-        self.progress = progress
+    def __init__(self, options: ExportOptions):
+        self.options = options
+        self.progress = Progress(options.verbose)
         self.timings: dict[str, float] = {}
         self.aten_ops: Counter = Counter()
         self.decomposed: Counter = Counter()
         self.static_axes: list[StaticAxis] = []
         self.shared_names: list[tuple[str, str, str]] = []
 
-    def run(self, model, args, kwargs, request: Request, input_names, output_names, training,
-            export_params, keep_initializers_as_inputs, custom_opsets, functions=False) -> ExportResult:
-        timings = self.timings
+    def run(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
+        """The converted model; on a failure to convert, the report (when asked for) says why."""
+        try:
+            return self._convert(model, args, kwargs, request)
+        except (UnsupportedOpsError, ConversionError) as e:
+            if self.options.report_path is not None:
+                self.write_report(model, error=e)
+            raise
+        except ExportError:
+            raise
+        except Exception as e:  # a failure no phase turned into an ExportError is a bug
+            raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
+
+    def _convert(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
+        options, timings = self.options, self.timings
         t0 = time.perf_counter()
-        fixed = {} if request.relaxed else None
-        ep = trace(model, args, kwargs, request.shapes, training, fixed)
+        fixed: dict | None = {} if request.relaxed else None
+        ep = trace(model, args, kwargs, request.shapes, options.training, fixed)
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)
 
@@ -234,35 +198,40 @@ class _Exporter:
 
         t0 = time.perf_counter()
         main = self._prepare(ep.graph, ep.graph_module)
-        graph, attribute, live = main.graph, main.attribute, main.live
         # The functions of control-flow ops (cond branches, loop bodies), prepared the same way.
-        bodies = collect_bodies(graph, live, main.attribute, lambda module: self._prepare(module.graph, module))
+        bodies = collect_bodies(main, lambda module: self._prepare(module.graph, module))
         timings["decompose"] = time.perf_counter() - t0
 
-        self.aten_ops = aten_histogram(graph, live)
-        for body in bodies.values():
-            self.aten_ops += aten_histogram(body.graph, body.live)
-        check_supported(graph, live, bodies.values())
-        session = _C.Session(self.opset, keep_initializers_as_inputs)
-        for domain, version in custom_opsets.items():
+        self.aten_ops = _report.aten_histogram([main, *bodies.values()])
+        check_supported([main, *bodies.values()])
+        session = _C.Session(options.opset, options.keep_initializers_as_inputs)
+        for domain, version in options.custom_opsets.items():
             session.set_domain_version(domain, version)
-        scopes = ModuleScopes(session, functions) if functions else None
-        lowering = Lowering(ep, session, graph, live, attribute, self.opset, bodies, scopes)
+        scopes = ModuleScopes(session, options.functions) if options.functions else None
+        lowering = Lowering(ep, session, main, options.opset, bodies, scopes)
         t0 = time.perf_counter()
-        lowering.add_placeholders(input_names, request.dim_names, export_params,
-                                  self._why_static(ep, request, fixed) if fixed is not None else None)
-        if input_names is not None and len(input_names) > len(lowering.input_names):
+        lowering.add_placeholders(
+            options.input_names,
+            request.dim_names,
+            options.export_params,
+            self._why_static(ep, request, fixed) if fixed is not None else None,
+        )
+        input_names, inputs = options.input_names, len(lowering.input_names)
+        if input_names is not None and len(input_names) > inputs:
             raise ArgumentError(
-                f"input_names has {len(input_names)} names but the model has {len(lowering.input_names)} tensor inputs; "
-                f"give at most {len(lowering.input_names)}"
+                f"input_names has {len(input_names)} names but the model has {inputs} tensor inputs; "
+                f"give at most {inputs}"
             )
-        with self.progress.stage("converting", total=len(live), unit="node") as advance:
+        with self.progress.stage("converting", total=len(main.live), unit="node") as advance:
             lowering.convert_nodes(advance)
-        outputs = lowering.set_outputs(output_names, request.output_axes)
+        outputs = lowering.set_outputs(options.output_names, request.output_axes)
         self.static_axes, self.shared_names = lowering.static_axes, lowering.shared_names
+        output_names = options.output_names
         if output_names is not None and len(output_names) > len(outputs):
-            raise ArgumentError(f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor "
-                                f"outputs; give at most {len(outputs)}")
+            raise ArgumentError(
+                f"output_names has {len(output_names)} names but the model has {len(outputs)} tensor "
+                f"outputs; give at most {len(outputs)}"
+            )
         # One Python->C++ call per node: its native side is the conversion proper, the rest is
         # lowering (walking the FX graph, encoding arguments).
         timings["convert"] = session.convert_seconds
@@ -271,8 +240,15 @@ class _Exporter:
         t0 = time.perf_counter()
         native = session.finish(__version__)
         timings["passes"] = time.perf_counter() - t0
-        return ExportResult(native, self.opset, lowering.input_names, outputs, ep, timings,
-                            model=model if isinstance(model, torch.nn.Module) else None)
+        return ExportResult(
+            native,
+            options.opset,
+            lowering.input_names,
+            outputs,
+            ep,
+            timings,
+            model=model if isinstance(model, torch.nn.Module) else None,
+        )
 
     @staticmethod
     def _why_static(ep: ExportedProgram, request: Request, fixed: dict):
@@ -283,24 +259,42 @@ class _Exporter:
         shape_env = getattr(mode, "shape_env", None)
         return lambda i, axis, size: why_static(shape_env, request.sources[i], axis, size, fixed)
 
-    def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> Body:
+    def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> PreparedGraph:
         """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that
         have no converter decomposed (in a copy, when any has), and its live nodes."""
-        attribute = functools.partial(getattr, module)
+        attribute: Callable[[str], object] = functools.partial(getattr, module)
         if any(_needs_decomposition(n) for n in graph.nodes):
             decomposer = Decomposer(copy_graph(graph), decomposition_for)
             decomposer.run()
             graph, attribute = decomposer.graph, decomposer.attribute
             self.decomposed += Counter({str(op): n for op, n in decomposer.decomposed.items()})
-        return Body(graph, attribute, live_nodes(graph))
+        return PreparedGraph(graph, attribute, live_nodes(graph))
 
-    def write_report(self, model, path: Path, result: ExportResult | None = None, error: Exception | None = None):
+    def write(self, result: ExportResult, f: str | os.PathLike) -> None:
+        t0 = time.perf_counter()
+        with self.progress.stage("writing", total=result.native.weights_nbytes, unit="B", scale=True) as advance:
+            result.save(f, external_data=self.options.external_data, progress=advance)
+        result.timings["write"] = time.perf_counter() - t0
+
+    def write_report(self, model, result: ExportResult | None = None, error: Exception | None = None) -> None:
+        assert self.options.report_path is not None
         text = _report.render(
-            model_name=type(model).__name__, opset=self.opset, timings=self.timings, aten_ops=self.aten_ops,
-            decomposed=self.decomposed, proto=result.model_proto if result is not None and
-            result.native.weights_nbytes < (1 << 30) else None,
-            pass_stats=result.native.pass_stats if result is not None else None, error=error)
-        write_atomically({path: lambda tmp: Path(tmp).write_text(text)})
+            model_name=type(model).__name__,
+            opset=self.options.opset,
+            timings=self.timings,
+            aten_ops=self.aten_ops,
+            decomposed=self.decomposed,
+            proto=result.model_proto if result is not None and result.native.weights_nbytes < (1 << 30) else None,
+            pass_stats=result.native.pass_stats if result is not None else None,
+            error=error,
+        )
+        write_atomically({self.options.report_path: lambda tmp: Path(tmp).write_text(text)})
+
+
+def _needs_decomposition(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    return Decomposer.inlines(node) or decomposition_for(node) is not None
 
 
 __all__ = ["export", "ExportError"]

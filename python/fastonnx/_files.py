@@ -7,6 +7,7 @@ and leaves earlier files at the paths as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -47,11 +48,11 @@ def _create_temp(target: str) -> str:
     return tmp
 
 
-def _cannot_write(path: object, reason: str) -> WriteError:
-    return WriteError(f"cannot write {os.fspath(path)}: {reason}")  # type: ignore[arg-type]
+def _cannot_write(path: str | os.PathLike, reason: str) -> WriteError:
+    return WriteError(f"cannot write {os.fspath(path)}: {reason}")
 
 
-def check_writable(path: object) -> str:
+def check_writable(path: str | os.PathLike) -> str:
     """Fails before any work when a file could not be written at ``path`` (by creating and
     removing a temporary file there: the one test that holds on every file system and for
     root too). Returns the file that will be written."""
@@ -70,7 +71,7 @@ def check_writable(path: object) -> str:
     return target
 
 
-def write_atomically(files: Mapping[str | os.PathLike, Callable[[str], None]]) -> None:
+def write_atomically(files: Mapping[str | os.PathLike, Callable[[str], object]]) -> None:
     """Writes several files as one: ``write(tmp)`` writes each under a temporary name beside
     its path, and only when every one is complete are they renamed into place, in the order
     given. List the file that refers to the others (the model, after its external data) last:
@@ -81,7 +82,7 @@ def write_atomically(files: Mapping[str | os.PathLike, Callable[[str], None]]) -
     path."""
     targets = [(path, check_writable(path), write) for path, write in files.items()]
     temps: list[str] = []
-    current: object = ""
+    current: str | os.PathLike = ""
     try:
         for path, target, write in targets:
             current = path
@@ -100,7 +101,5 @@ def write_atomically(files: Mapping[str | os.PathLike, Callable[[str], None]]) -
 
 def _remove(paths: list[str]) -> None:
     for p in paths:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # already renamed into place
             os.unlink(p)
-        except FileNotFoundError:
-            pass  # already renamed into place

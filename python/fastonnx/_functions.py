@@ -9,12 +9,9 @@ outlines every scope into a call of an ONNX local function (cpp/src/outline.cpp)
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import torch
 
 from . import _C
-from .errors import ArgumentError
 
 FUNCTION_DOMAIN = _C.FUNCTION_DOMAIN
 # ModelProto.functions exist from IR version 8, which opset 15 brings.
@@ -28,27 +25,6 @@ def type_name(module_type) -> str:
     return f"{module_type.__module__}.{module_type.__qualname__}"
 
 
-def check_selection(value, opset: int) -> bool | frozenset[str]:
-    """``export_modules_as_functions``: False, True, or the module classes whose calls become
-    functions (as the qualified names torch.export records)."""
-    if isinstance(value, bool):
-        selection = value
-    elif isinstance(value, Collection) and not isinstance(value, (str, bytes, dict)):
-        wrong = [v for v in value if not (isinstance(v, type) and issubclass(v, torch.nn.Module))]
-        if wrong:
-            raise ArgumentError(f"export_modules_as_functions holds {', '.join(repr(w) for w in wrong)}, which "
-                                f"{'is' if len(wrong) == 1 else 'are'} not a torch.nn.Module subclass; give True, False "
-                                f"or a set of module classes, e.g. {{torch.nn.Linear}}")
-        selection = frozenset(type_name(v) for v in value) or False
-    else:
-        raise ArgumentError(f"export_modules_as_functions must be True, False or a set of torch.nn.Module "
-                            f"subclasses, got {value!r}")
-    if selection and opset < MIN_FUNCTIONS_OPSET:
-        raise ArgumentError(f"export_modules_as_functions needs opset_version {MIN_FUNCTIONS_OPSET} or later (ONNX "
-                            f"local functions); got {opset}")
-    return selection
-
-
 class ModuleScopes:
     """Registers each call of a selected module with ``session`` as a scope, and tells which
     scope an FX node's ONNX nodes belong to: its innermost selected module call's."""
@@ -59,11 +35,12 @@ class ModuleScopes:
         self.ids: dict[tuple[str, ...], int] = {}  # keys of the stack down to the module -> scope
 
     def _selected(self, name: str) -> bool:
-        return self.selection is True or name in self.selection
+        return self.selection is True or (isinstance(self.selection, frozenset) and name in self.selection)
 
     def scope_of(self, node: torch.fx.Node) -> int:
         stack = node.meta.get("nn_module_stack") or {}
-        scope, keys = 0, ()
+        scope = 0
+        keys: tuple[str, ...] = ()
         for key, (path, module_type) in stack.items():
             keys += (key,)
             name = type_name(module_type)

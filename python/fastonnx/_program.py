@@ -63,8 +63,13 @@ class ExportResult:
         print(format_diffs(diffs))
         return diffs
 
-    def save(self, path: str | os.PathLike, *, external_data: bool | None = None,
-             progress: Callable[[int], None] | None = None) -> None:
+    def save(
+        self,
+        path: str | os.PathLike,
+        *,
+        external_data: bool | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         """Write the model to ``path``, atomically: every file is written under a temporary name
         and renamed when complete. ``external_data`` puts the weights (initializers of 1 KiB or
         more) in ``<path>.data`` beside the model, offsets aligned for memory mapping; by default
@@ -79,8 +84,11 @@ class ExportResult:
         # the data file's writer only learns its temporary name, the model's writes both.
         data_path = external_data_path(path)
         data_tmp: list[str] = []
-        write_atomically({
-            data_path: data_tmp.append,
-            path: lambda tmp: self.native.write(tmp, data_path=data_tmp[0], location=os.path.basename(data_path),
-                                                progress=progress),
-        })
+        write_atomically(
+            {
+                data_path: data_tmp.append,
+                path: lambda tmp: self.native.write(
+                    tmp, data_path=data_tmp[0], location=os.path.basename(data_path), progress=progress
+                ),
+            }
+        )

@@ -3,11 +3,25 @@ converted, decomposed or could not be."""
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
+from collections.abc import Iterable
 
 import torch
 
+from ._graph import PreparedGraph
+from ._op_table import qualified_name
 from .errors import UnsupportedOpsError
+
+
+def aten_histogram(graphs: Iterable[PreparedGraph]) -> Counter:
+    """How many times each op is called among the live nodes of ``graphs`` (``aten::linear``: 12)."""
+    return Counter(
+        qualified_name(n.target)
+        for g in graphs
+        for n in g.graph.nodes
+        if n in g.live and n.op == "call_function" and n.target is not operator.getitem
+    )
 
 
 def _table(header: tuple[str, ...], rows) -> list[str]:
@@ -33,13 +47,25 @@ def _nodes(graph) -> list:
     return out
 
 
-def render(*, model_name: str, opset: int, timings: dict[str, float], aten_ops: Counter, decomposed: Counter,
-           proto=None, pass_stats: dict | None = None, error: Exception | None = None) -> str:
+def render(
+    *,
+    model_name: str,
+    opset: int,
+    timings: dict[str, float],
+    aten_ops: Counter,
+    decomposed: Counter,
+    proto=None,
+    pass_stats: dict | None = None,
+    error: Exception | None = None,
+) -> str:
     import fastonnx
 
-    lines = ["# fastonnx export report\n",
-             f"- model: `{model_name}`; opset {opset}; torch {torch.__version__}; fastonnx {fastonnx.__version__}"]
+    lines = [
+        "# fastonnx export report\n",
+        f"- model: `{model_name}`; opset {opset}; torch {torch.__version__}; fastonnx {fastonnx.__version__}",
+    ]
     if proto is not None:
+
         def describe(values):
             out = []
             for v in values:
@@ -50,18 +76,23 @@ def render(*, model_name: str, opset: int, timings: dict[str, float], aten_ops: 
 
         weights = sum(len(t.raw_data) for t in proto.graph.initializer)
         nodes = _nodes(proto.graph)
-        lines += [f"- inputs: {describe(proto.graph.input)}",
-                  f"- outputs: {describe(proto.graph.output)}",
-                  f"- {len(nodes)} ONNX nodes, {len(proto.graph.initializer)} initializers "
-                  f"({weights / 2**20:.1f} MiB)"]
+        lines += [
+            f"- inputs: {describe(proto.graph.input)}",
+            f"- outputs: {describe(proto.graph.output)}",
+            f"- {len(nodes)} ONNX nodes, {len(proto.graph.initializer)} initializers ({weights / 2**20:.1f} MiB)",
+        ]
     if pass_stats:
         lines.append("- passes: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in pass_stats.items()))
     if error is not None:
         lines.append(f"\n## Export failed\n\n{type(error).__name__}:\n\n```\n{error}\n```")
         if isinstance(error, UnsupportedOpsError):
-            lines += ["\n## Unsupported ops\n", *_table(
-                ("op", "count", "from the decomposition of", "first at"),
-                [(op.overload, op.count, op.decomposed_from or "", op.first_source) for op in error.ops])]
+            lines += [
+                "\n## Unsupported ops\n",
+                *_table(
+                    ("op", "count", "from the decomposition of", "first at"),
+                    [(op.overload, op.count, op.decomposed_from or "", op.first_source) for op in error.ops],
+                ),
+            ]
     if timings:
         lines += ["\n## Phases (seconds)\n", *_table(tuple(timings), [tuple(f"{v:.3f}" for v in timings.values())])]
     lines += _histogram("ATen ops converted", aten_ops)

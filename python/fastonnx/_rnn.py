@@ -53,8 +53,18 @@ def _elman(nonlinearity):
     layer = functools.partial(_elman_layer, nonlinearity=nonlinearity)
 
     def impl(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-        out, final = _rnn_helper(input, hx.unbind(0), gather_params(params, has_biases, False), has_biases,
-                                 num_layers, dropout, train, bidirectional, batch_first, layer)
+        out, final = _rnn_helper(
+            input,
+            hx.unbind(0),
+            gather_params(params, has_biases, False),
+            has_biases,
+            num_layers,
+            dropout,
+            train,
+            bidirectional,
+            batch_first,
+            layer,
+        )
         return out, torch.stack(final, 0)
 
     return impl
@@ -69,8 +79,12 @@ def rnns_as_loops():
     except ImportError:
         yield
         return
-    ops = (torch.ops.aten.lstm.input, torch.ops.aten.gru.input, torch.ops.aten.rnn_tanh.input,
-           torch.ops.aten.rnn_relu.input)
+    ops = (
+        torch.ops.aten.lstm.input,
+        torch.ops.aten.gru.input,
+        torch.ops.aten.rnn_tanh.input,
+        torch.ops.aten.rnn_relu.input,
+    )
     # torch's registration sets the kernels without clearing the ops' dispatch caches: an op
     # dispatched before (an export without dynamic shapes) would keep its unrolling kernel, and
     # one dispatched inside would keep the loop after. Cleared on the way in and out.

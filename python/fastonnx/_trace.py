@@ -33,8 +33,14 @@ def _mode(model: torch.nn.Module, training: TrainingMode):
             m.train(mode)
 
 
-def trace(model, args: tuple, kwargs: dict | None, dynamic_shapes=None,
-          training: TrainingMode = TrainingMode.EVAL, fixed: dict | None = None) -> ExportedProgram:
+def trace(
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    dynamic_shapes=None,
+    training: TrainingMode = TrainingMode.EVAL,
+    fixed: dict | None = None,
+) -> ExportedProgram:
     """The program torch.export traces. ``fixed``, when given, is filled with where the trace
     fixed each symbolic size it replaced (see _recording_replacements)."""
     if isinstance(model, ExportedProgram):
@@ -44,7 +50,7 @@ def trace(model, args: tuple, kwargs: dict | None, dynamic_shapes=None,
     try:
         with _mode(model, training), torch.no_grad(), recording, rnns:
             return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
-    except Exception as e:  # noqa: BLE001 - any tracing failure is reported as one
+    except Exception as e:  # any tracing failure is reported as one
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
 
 
@@ -68,14 +74,14 @@ def _recording_replacements(fixed: dict):
             # tracing would name.
             frames = traceback.StackSummary.extract(traceback.walk_stack(sys._getframe(1)), lookup_lines=False)
             inner = next((i for i, f in enumerate(frames) if f.filename == __file__), len(frames))
-            fixed[a] = (tgt, user_frame(frames[inner - 1::-1] if inner else []))
+            fixed[a] = (tgt, user_frame(frames[inner - 1 :: -1] if inner else []))
         return original(self, a, tgt, msg, *rest, **kw)
 
-    ShapeEnv._set_replacement = set_replacement
+    ShapeEnv._set_replacement = set_replacement  # type: ignore[method-assign]  # for this trace only
     try:
         yield
     finally:
-        ShapeEnv._set_replacement = original
+        ShapeEnv._set_replacement = original  # type: ignore[method-assign]  # the method as it was
 
 
 def innermost(e: BaseException) -> BaseException:
@@ -98,7 +104,9 @@ def describe_failure(e: BaseException) -> str:
     chain, x = [cause], e
     while x is not cause:
         chain.append(x)
-        x = x.__cause__ if x.__cause__ is not None else x.__context__
+        nxt = x.__cause__ if x.__cause__ is not None else x.__context__
+        assert nxt is not None  # the chain innermost() followed down to `cause`
+        x = nxt
     first, *rest = str(cause).strip().splitlines() or [""]
     text = f"{type(cause).__name__}: {first}"
     frame = next((f for f in (user_frame(traceback.extract_tb(c.__traceback__)) for c in chain) if f is not None), None)
@@ -111,8 +119,7 @@ def describe_failure(e: BaseException) -> str:
     return "\n".join([text, *rest])
 
 
-def _mutated_arg(node: torch.fx.Node) -> torch.fx.Node | None:
-    schema = node.target._schema  # type: ignore[union-attr]
+def _mutated_arg(node: torch.fx.Node, schema: torch.FunctionSchema) -> torch.fx.Node | None:
     for i, a in enumerate(schema.arguments):
         if a.alias_info is not None and a.alias_info.is_write:
             value = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
@@ -120,8 +127,7 @@ def _mutated_arg(node: torch.fx.Node) -> torch.fx.Node | None:
     return None
 
 
-def _returns_alias(node: torch.fx.Node) -> bool:
-    schema = node.target._schema  # type: ignore[union-attr]
+def _returns_alias(schema: torch.FunctionSchema) -> bool:
     return bool(schema.returns) and schema.returns[0].alias_info is not None
 
 
@@ -133,7 +139,7 @@ def needs_functionalization(graph: torch.fx.Graph) -> bool:
     members: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for n in graph.nodes:
         r = n
-        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and _returns_alias(n):
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and _returns_alias(n.target._schema):
             src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
             if src is not None:
                 r = root.get(src, src)
@@ -142,7 +148,7 @@ def needs_functionalization(graph: torch.fx.Graph) -> bool:
     for n in graph.nodes:
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
-        mutated = _mutated_arg(n)
+        mutated = _mutated_arg(n, n.target._schema)
         if mutated is None:
             continue
         for alias in members[root[mutated]]:
@@ -156,14 +162,16 @@ def needs_functionalization(graph: torch.fx.Graph) -> bool:
 def program_needs_functionalization(ep: ExportedProgram) -> bool:
     """needs_functionalization of the program's graph or of a function of its control flow (the
     submodules cond, while_loop and scan call); functionalize() rewrites those too."""
-    return any(needs_functionalization(m.graph) for m in ep.graph_module.modules()
-               if isinstance(m, torch.fx.GraphModule))
+    return any(
+        needs_functionalization(m.graph) for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)
+    )
 
 
 def functionalize(ep: ExportedProgram) -> ExportedProgram:
     # An empty decomposition table: functionalize, decompose nothing.
     try:
         return ep.run_decompositions({})
-    except Exception as e:  # noqa: BLE001 - torch's re-trace of a program it traced
-        raise TraceError(f"functionalizing the traced program (ExportedProgram.run_decompositions) failed: "
-                         f"{describe_failure(e)}") from e
+    except Exception as e:  # torch's re-trace of a program it traced
+        raise TraceError(
+            f"functionalizing the traced program (ExportedProgram.run_decompositions) failed: {describe_failure(e)}"
+        ) from e

@@ -22,8 +22,16 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
-def compare(model_bytes: bytes, input_names: list[str], output_names: list[str], model, args: tuple,
-            kwargs: dict | None, rtol: float, atol: float) -> list[OutputDiff]:
+def compare(
+    model_bytes: bytes,
+    input_names: list[str],
+    output_names: list[str],
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    rtol: float,
+    atol: float,
+) -> list[OutputDiff]:
     """Run both and compare each output: max absolute and relative difference, and whether every
     element is within ``atol + rtol * |expected|``."""
     import onnxruntime as ort
@@ -36,13 +44,16 @@ def compare(model_bytes: bytes, input_names: list[str], output_names: list[str],
     actual = session.run(None, {n: _numpy(t) for n, t in zip(input_names, inputs)})
     with torch.no_grad():
         # A returned number is a 0-d output of the ONNX model; None is no output.
-        expected = [torch.as_tensor(x) for x in pytree.tree_leaves(model(*args, **kwargs))
-                    if isinstance(x, (torch.Tensor, int, float))]
+        expected = [
+            torch.as_tensor(x)
+            for x in pytree.tree_leaves(model(*args, **kwargs))
+            if isinstance(x, (torch.Tensor, int, float))
+        ]
     if len(expected) != len(actual):
         raise ValueError(f"PyTorch returns {len(expected)} tensors and numbers, the ONNX model {len(actual)} outputs")
     diffs = []
-    for name, got, want in zip(output_names, actual, expected):
-        want = _numpy(want)
+    for name, got, torch_value in zip(output_names, actual, expected):
+        want = _numpy(torch_value)
         if want.dtype == np.bool_ or got.dtype == np.bool_:
             bad = float(np.count_nonzero(got != want))
             diffs.append(OutputDiff(name, bad, bad, bad == 0))

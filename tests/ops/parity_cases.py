@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -17,7 +18,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import SampleInput
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from fastonnx._lower import overload_key
+from fastonnx._op_table import overload_key
 
 from row import PARITY_DTYPES, Row
 
@@ -204,11 +205,16 @@ def _row_cases(row: Row, dtype: torch.dtype) -> list[Case]:
     return kept
 
 
-def build_cases(rows: tuple[Row, ...], opsets: tuple[int, ...]) -> list[Case]:
-    """Each row's samples at each target opset (traced once, exported at every opset)."""
+def build_cases(rows: tuple[Row, ...], opsets: tuple[int, ...], progress: Callable[[str], None]) -> list[Case]:
+    """Each row's samples at each target opset (traced once, exported at every opset);
+    ``progress`` is told how far it got before each row."""
     ids = [r.id for r in rows]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"duplicate row ids in the op table: {duplicates}")
-    return [replace(case, opset=opset) for row in rows for dtype in row_dtypes(row) for case in _row_cases(row, dtype)
-            for opset in opsets]
+    cases = []
+    for done, row in enumerate(rows):
+        progress(f"collecting: the samples of {done}/{len(rows)} op table rows traced")
+        cases += [replace(case, opset=opset) for dtype in row_dtypes(row) for case in _row_cases(row, dtype)
+                  for opset in opsets]
+    return cases

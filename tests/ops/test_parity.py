@@ -3,23 +3,48 @@ onnxruntime, matches eager PyTorch."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
 
 import fastonnx
-from row import PARITY_OPSETS
+from row import PARITY_OPSETS, Row
 from rows import ALL_ROWS
 from parity_cases import SEEN_OVERLOADS, Case, build_cases
+from progress_log import progress_note
 from support import check, flat_tensors, onnx_layout, run_ort
 
-# FASTONNX_PARITY_ROWS=relu,conv2d (row ids) or =activation,nn (rows modules) narrows the run
-# while working on a family; unset, every row runs.
-_ONLY = {x for x in os.environ.get("FASTONNX_PARITY_ROWS", "").split(",") if x}
-SELECTED_ROWS = tuple(r for r in ALL_ROWS if not _ONLY or r.id in _ONLY or r.family in _ONLY)
-CASES = build_cases(SELECTED_ROWS, PARITY_OPSETS)
+
+def _selected_rows(config: pytest.Config) -> tuple[Row, ...]:
+    """The rows ``--op`` names (every row without it), chosen before any case is built: building
+    a case traces its sample, which for the whole table takes minutes."""
+    names = {name for option in config.getoption("op") for name in option.split(",") if name}
+    if not names:
+        return ALL_ROWS
+    keys = {r.id: {r.id, r.family, *r.overloads, *(o.split(".")[0] for o in r.overloads)} for r in ALL_ROWS}
+    unknown = sorted(names - set().union(*keys.values()))
+    if unknown:
+        raise pytest.UsageError(f"--op {', '.join(unknown)}: no row of tests/ops/rows/ covers it (README, 'Add an op')")
+    return tuple(r for r in ALL_ROWS if names & keys[r.id])
+
+
+_BUILT: dict[tuple[str, ...], list[Case]] = {}  # row ids -> their cases (rows are not hashable)
+
+
+def _cases(rows: tuple[Row, ...], config: pytest.Config) -> list[Case]:
+    key = tuple(r.id for r in rows)
+    if key not in _BUILT:
+        _BUILT[key] = build_cases(rows, PARITY_OPSETS, progress_note(config))
+    return _BUILT[key]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case" in metafunc.fixturenames:
+        metafunc.parametrize("case", [_param(c) for c in _cases(_selected_rows(metafunc.config), metafunc.config)])
+    elif "row" in metafunc.fixturenames:
+        rows = _selected_rows(metafunc.config)
+        _cases(rows, metafunc.config)  # test_row_exercises_its_overloads reads what building them saw
+        metafunc.parametrize("row", rows, ids=lambda r: r.id)
 
 
 def _param(case: Case):
@@ -50,7 +75,6 @@ def _compare(case: Case) -> None:
         case.row.compare(got, want, case.sample)
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_parity(case: Case):
     try:
         _compare(case)
@@ -59,7 +83,6 @@ def test_parity(case: Case):
         raise
 
 
-@pytest.mark.parametrize("row", SELECTED_ROWS, ids=lambda r: r.id)
 def test_row_exercises_its_overloads(row):
     seen = SEEN_OVERLOADS[row.id]
     missing = sorted(set(row.overloads) - seen)

@@ -64,26 +64,45 @@ class FastOnnxExporter(OnnxExporter):
     tested_versions = {"torch": "2.13.0", "onnx": "1.23.2", "onnxscript": "0.7.2"}
 
     def __init__(self, **export_kwargs):
-        reserved = sorted({"args", "f", "kwargs", "input_names", "output_names", "opset_version",
-                           "dynamic_shapes", "dynamic_axes", "external_data"} & set(export_kwargs))
+        reserved = sorted(
+            {
+                "args",
+                "f",
+                "kwargs",
+                "input_names",
+                "output_names",
+                "opset_version",
+                "dynamic_shapes",
+                "dynamic_axes",
+                "external_data",
+            }
+            & set(export_kwargs)
+        )
         if reserved:
-            raise ArgumentError(f"FastOnnxExporter sets {reserved} itself for each graph; set the opset and dynamic "
-                                "shapes in OnnxConfig")
+            raise ArgumentError(
+                f"FastOnnxExporter sets {reserved} itself for each graph; set the opset and dynamic "
+                "shapes in OnnxConfig"
+            )
         self.export_kwargs = export_kwargs
         super().__init__()
 
-    def export_for_generation(self, model, sample_inputs, config, *, generation_config=None,
-                              multi_token_decode: bool = False):
+    def export_for_generation(
+        self, model, sample_inputs, config, *, generation_config=None, multi_token_decode: bool = False
+    ):
         """transformers' ``export_for_generation``, with the decode graph traced on a step whose
         cache holds at least two positions (see ``_decompose_for_generation``)."""
         with mock.patch.object(transformers_exporters_base, "decompose_for_generation", _decompose_for_generation):
-            return super().export_for_generation(model, sample_inputs, config, generation_config=generation_config,
-                                                 multi_token_decode=multi_token_decode)
+            return super().export_for_generation(
+                model, sample_inputs, config, generation_config=generation_config, multi_token_decode=multi_token_decode
+            )
 
-    def export_program(self, model, sample_inputs, config: OnnxConfig):
+    # transformers calls it with the OnnxConfig the exporter was made with (ort_fusions is its own).
+    def export_program(self, model, sample_inputs, config: OnnxConfig):  # type: ignore[override]
         if config.ort_fusions is not None:
-            raise ArgumentError(f"OnnxConfig(ort_fusions={config.ort_fusions!r}) runs onnxscript's fusion rewriter, "
-                                "which fastonnx does not; leave ort_fusions=None")
+            raise ArgumentError(
+                f"OnnxConfig(ort_fusions={config.ort_fusions!r}) runs onnxscript's fusion rewriter, "
+                "which fastonnx does not; leave ort_fusions=None"
+            )
         with patch_model_outputs(model) as (input_names, output_names, traced_outputs):
             # DynamoExporter's trace (its patches, cache pytrees, Dim.AUTO for dynamic=True).
             program, metadata = DynamoExporter.export_program(self, model, sample_inputs, config=config)
@@ -101,8 +120,9 @@ def _decompose_for_generation(model, inputs, generation_config=None, multi_token
     one position (an encoder-decoder's first step: the decoder has seen one token) is replaced
     by the next step. torch.export makes a dynamic size whose example is 1 static, so a decode
     graph traced on a one-position cache would run only that first step."""
-    components = decompose_for_generation(model, inputs, generation_config=generation_config,
-                                          multi_token_decode=multi_token_decode)
+    components = decompose_for_generation(
+        model, inputs, generation_config=generation_config, multi_token_decode=multi_token_decode
+    )
     decode_model, decode_inputs = components["decode"]
     cache = next((v for v in decode_inputs.values() if isinstance(v, Cache)), None)
     if cache is None or cache.get_seq_length() != 1:
@@ -138,9 +158,12 @@ def _warn_sizes_of_one(onnx_model, sample_inputs) -> None:
             if isinstance(dim, int) and dim == 1 and example.shape[axis] == 1 and not query:
                 fixed.append(f"`{value.name}` axis {axis}")
     if fixed:
-        warnings.warn(f"these input axes were traced at size 1 and stay 1 in the ONNX graph (torch.export specializes "
-                      f"a size of 1): {', '.join(fixed)}; trace with 2 or more (a batch of 2)", DynamicAxesWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"these input axes were traced at size 1 and stay 1 in the ONNX graph (torch.export specializes "
+            f"a size of 1): {', '.join(fixed)}; trace with 2 or more (a batch of 2)",
+            DynamicAxesWarning,
+            stacklevel=3,
+        )
 
 
 def _converted(program, input_names, output_names, opset_version, export_kwargs):
@@ -151,8 +174,16 @@ def _converted(program, input_names, output_names, opset_version, export_kwargs)
 
     directory = tempfile.TemporaryDirectory(prefix="fastonnx-")
     path = Path(directory.name) / "model.onnx"
-    export(program, (), path, input_names=input_names, output_names=output_names, opset_version=opset_version,
-           external_data=True, **export_kwargs)
+    export(
+        program,
+        (),
+        path,
+        input_names=input_names,
+        output_names=output_names,
+        opset_version=opset_version,
+        external_data=True,
+        **export_kwargs,
+    )
     model = onnx_ir.load(str(path))
     model.meta["path"] = str(path)
     weakref.finalize(model, directory.cleanup)
