@@ -87,7 +87,11 @@ Arg to_arg(py::handle h) {
 }
 
 // (name, kind, value) attributes from Python; kind is i, f, s, ints, floats, or g (a subgraph id).
-Attrs to_attrs(const std::vector<std::tuple<std::string, std::string, py::object>>& attrs) {
+using PyAttrs = std::vector<std::tuple<std::string, std::string, py::object>>;
+// Node inputs from Python; None for an omitted one.
+using PyInputs = std::vector<std::optional<ValueRef>>;
+
+Attrs to_attrs(const PyAttrs& attrs) {
   Attrs out;
   for (const auto& [name, kind, value] : attrs) {
     if (kind == "i") out.push_back(Attr::i(name, value.cast<int64_t>()));
@@ -101,7 +105,7 @@ Attrs to_attrs(const std::vector<std::tuple<std::string, std::string, py::object
   return out;
 }
 
-Inputs to_inputs(const std::vector<std::optional<ValueRef>>& inputs) {
+Inputs to_inputs(const PyInputs& inputs) {
   Inputs ins;
   for (const auto& in : inputs) ins.push_back(in ? Input(Value{in->id}) : Input(std::optional<Value>{}));
   return ins;
@@ -197,9 +201,6 @@ py::list convert(Session& s, int op_id, const py::list& args, const py::list& me
   }
   return refs(s.convert(op_id, unpacked, std::move(out_metas), name));
 }
-
-using PyAttrs = std::vector<std::tuple<std::string, std::string, py::object>>;
-using PyInputs = std::vector<std::optional<ValueRef>>;
 
 py::list add_node(Session& s, const std::string& domain, const std::string& op_type, const PyInputs& inputs,
                   const PyAttrs& attrs, int n_outputs) {

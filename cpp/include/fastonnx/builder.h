@@ -46,7 +46,8 @@ class Builder {
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
   // A node of another domain (a custom op): ONNX knows nothing of its types, so its outputs'
-  // element types are unknown until the caller sets them.
+  // element types are unknown until the caller sets them. The empty domain and ai.onnx are ONNX's
+  // own: op_n.
   std::vector<Value> custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
                                const Attrs& attrs, int n_outputs);
 

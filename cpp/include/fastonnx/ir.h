@@ -125,10 +125,12 @@ class Graph {
   std::span<const Value> inputs(NodeId n) const;  // an invalid Value marks an omitted input
   std::span<const Value> outputs(NodeId n) const;
   std::span<const Attr> attrs(NodeId n) const;
-  const Attr* attr(NodeId n, AttrName name) const { return find_attr(attrs(n), name); }
+  const Attr* attr(NodeId n, AttrName name, std::optional<Attr::Kind> kind = std::nullopt) const {
+    return find_attr(attrs(n), name, kind);
+  }
   void kill(NodeId n) { nodes_[n.index].dead = true; }
-  // Gives node `n` a unique name from `base` (name_all() names only the main graph's nodes,
-  // after their op type).
+  // Gives node `n` a unique name from `base` (name_all() names only live nodes, after their op
+  // type: the nodes of a local function, dead in the graph, are named with this).
   void name_node(NodeId n, std::string_view base);
 
   // The module scope (export_modules_as_functions) of the nodes added from now on; 0 is the
@@ -152,7 +154,7 @@ class Graph {
   // over intermediate values that happened to take the name first).
   void claim_name(Value v, std::string_view name);
   std::string_view name(Value v) const { return strings.str(values_[v.id].name); }
-  // Gives every unnamed value and node a unique name (the serializer needs them all).
+  // Gives every unnamed value and live node a unique name (the serializer needs them all).
   void name_all();
 
   Value add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims);

@@ -28,7 +28,7 @@ struct Value {
 struct Input {
   Value value;
   Input(Value v) : value(v) {}  // NOLINT(google-explicit-constructor)
-  Input(const std::optional<Value>& v) : value(v.value_or(Value{})) {}  // NOLINT
+  Input(const std::optional<Value>& v) : value(v ? *v : Value{}) {}  // NOLINT
 };
 using Inputs = std::vector<Input>;
 

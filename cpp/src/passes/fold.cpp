@@ -333,14 +333,17 @@ Result slice(ConstInputs inputs) {
   })};
 }
 
+// The axes of a Squeeze, an Unsqueeze or a reduction: input 1 since opset 13 (18 for most
+// reductions), the `axes` attribute before; none when neither is given.
+std::vector<int64_t> axes_of(ConstInputs inputs, std::span<const Attr> attrs) {
+  if (inputs.size() > 1 && inputs[1]) return ints_of(*inputs[1]);
+  if (const Attr* a = find_attr(attrs, "axes", Attr::Kind::Ints)) return a->as_ints();
+  return {};
+}
+
 Result squeeze_like(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
   const ConstView& in = *inputs[0];
-  std::vector<int64_t> axes;
-  if (inputs.size() > 1 && inputs[1]) {
-    axes = ints_of(*inputs[1]);
-  } else if (const Attr* a = find_attr(attrs, "axes", Attr::Kind::Ints)) {
-    axes = a->as_ints();
-  }
+  const std::vector<int64_t> axes = axes_of(inputs, attrs);
   if (op == "Squeeze") {
     Shape out;
     for (size_t d = 0; d < in.shape.size(); ++d) {
@@ -398,12 +401,7 @@ Result expand(const ConstView& in, const ConstView& shape) {
 
 Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
   const ConstView& in = *inputs[0];
-  std::vector<int64_t> axes;
-  if (inputs.size() > 1 && inputs[1]) {
-    axes = ints_of(*inputs[1]);
-  } else if (const Attr* a = find_attr(attrs, "axes", Attr::Kind::Ints)) {
-    axes = a->as_ints();
-  }
+  const std::vector<int64_t> axes = axes_of(inputs, attrs);
   if (!axes.empty() || is_floating(in.dtype)) return std::nullopt;  // whole-tensor integer products/sums only
   int64_t acc = op == "ReduceProd" ? 1 : 0;
   for (int64_t v : ints_of(in)) acc = op == "ReduceProd" ? acc * v : acc + v;

@@ -180,8 +180,8 @@ class Optimizer {
         return true;
       }
       const auto rank = static_cast<int64_t>(shape->size());
-      const Attr* start_attr = find_attr(g_.attrs(n), "start", Attr::Kind::Int);
-      const Attr* end_attr = find_attr(g_.attrs(n), "end", Attr::Kind::Int);
+      const Attr* start_attr = g_.attr(n, "start", Attr::Kind::Int);
+      const Attr* end_attr = g_.attr(n, "end", Attr::Kind::Int);
       int64_t start = start_attr ? start_attr->as_int() : 0, end = end_attr ? end_attr->as_int() : rank;
       start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
       end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
@@ -280,8 +280,8 @@ class Optimizer {
       return;
     }
     // Without a perm (the default, reversed one) a Transpose is left alone.
-    const Attr* outer = find_attr(g_.attrs(n), "perm", Attr::Kind::Ints);
-    const Attr* inner = find_attr(g_.attrs(p), "perm", Attr::Kind::Ints);
+    const Attr* outer = g_.attr(n, "perm", Attr::Kind::Ints);
+    const Attr* inner = g_.attr(p, "perm", Attr::Kind::Ints);
     if (outer == nullptr || inner == nullptr || outer->as_ints().size() != inner->as_ints().size()) return;
     const size_t rank = outer->as_ints().size();
     std::vector<int64_t> composed(rank);
@@ -305,7 +305,7 @@ class Optimizer {
     if (op == "Cast") same = g_.info(x).dtype == g_.info(y).dtype;
     if (op == "Transpose") {
       // A Transpose's only attribute is its perm; without one it reverses the dimensions.
-      const Attr* perm = find_attr(g_.attrs(n), "perm", Attr::Kind::Ints);
+      const Attr* perm = g_.attr(n, "perm", Attr::Kind::Ints);
       same = perm != nullptr;
       for (size_t i = 0; perm != nullptr && i < perm->as_ints().size(); ++i) {
         same = same && perm->as_ints()[i] == static_cast<int64_t>(i);
