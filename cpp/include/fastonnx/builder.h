@@ -31,8 +31,9 @@ class Builder {
   int opset() const { return opset_; }
 
   // The graph new nodes go to: the main graph, or the subgraph the session is building.
-  void set_insertion_graph(GraphId graph) { insertion_graph_ = graph; }
   GraphId insertion_graph() const { return insertion_graph_; }
+  // Nodes go to `graph` for the guard's lifetime (MLIR's InsertionGuard).
+  ScopedValue<GraphId> with_insertion_graph(GraphId graph) { return {insertion_graph_, graph}; }
 
   // Subgraphs (the body of a Loop a converter makes, or the session's control flow): nodes go
   // to a new subgraph of the insertion graph from begin_subgraph() on; end_subgraph() sets its
@@ -45,7 +46,8 @@ class Builder {
   Value op(std::string_view type, const Inputs& inputs, const Attrs& attrs = {});
   std::vector<Value> op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
   // A node of another domain (a custom op): ONNX knows nothing of its types, so its outputs'
-  // element types are unknown until the caller sets them.
+  // element types are unknown until the caller sets them. The empty domain and ai.onnx are ONNX's
+  // own: op_n.
   std::vector<Value> custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
                                const Attrs& attrs, int n_outputs);
 
@@ -60,6 +62,7 @@ class Builder {
   // An int list as a 1-D int64 tensor: a constant when every item is static, else a Concat of
   // the symbolic items.
   Value ints(const std::vector<int64_t>& items);
+  Value ints(std::initializer_list<int64_t> items) { return ints(std::vector<int64_t>(items)); }  // b.ints({0, 1})
   Value ints(const SymIntList& items);
   // An int, static or computed, as a 0-d int64 value.
   Value long_scalar(const SymInt& s);
@@ -73,6 +76,8 @@ class Builder {
   // parts type); in any other converter a complex input is an error, not a silent misreading.
   // as_complex/as_real relabel a value between the two views without moving data.
   void accept_complex_pairs() { complex_pairs_ = true; }
+  // Complex pairs are accepted for the guard's lifetime (an Identity that copies them).
+  ScopedValue<bool> with_complex_pairs() { return {complex_pairs_, true}; }
   Value as_complex(Value pairs);
   Value as_real(Value complex);
 
@@ -96,7 +101,7 @@ class Builder {
   bool has_shape(Value v) const { return g_.info(v).has_shape && !g_.info(v).rank_varies; }
   int64_t rank(Value v) const;
   std::span<const Dim> shape(Value v) const;
-  std::optional<std::vector<int64_t>> static_shape(Value v) const;
+  std::optional<std::vector<int64_t>> static_shape(Value v) const { return g_.static_shape(v); }
   // Dynamic sizes that may be 1 at run time: torch.export's ranges do not exclude it (a size read
   // from data with .item(), a Dim with min=1), so torch traced the ops that treat a size of 1
   // apart (squeeze) without deciding for it, and the graph must decide when it runs.
@@ -115,8 +120,25 @@ class Builder {
   // How many outputs it recorded: the length of a list result (split, unbind), which torch.export
   // fixes even when the sizes it splits are dynamic.
   size_t out_count() const { return metas_.size(); }
-  std::optional<std::vector<int64_t>> out_static_shape(size_t i = 0) const;
-  void set_current(std::string_view fx_name, std::span<const TensorMeta> metas);
+  std::optional<std::vector<int64_t>> out_static_shape(size_t i = 0) const {
+    return fastonnx::static_shape(out_meta(i).shape);
+  }
+
+  // While it lives, the Builder converts FX node `fx_name`, whose outputs torch recorded as
+  // `metas`: the nodes added name it as their origin, out_meta() reads `metas`, and the
+  // converter's flags (accept_complex_pairs, mark_rank_dynamic) start clear. Afterwards no FX
+  // node is current and the flags are clear again.
+  class [[nodiscard]] CurrentNode {
+   public:
+    CurrentNode(Builder& b, std::string_view fx_name, std::span<const TensorMeta> metas);
+    ~CurrentNode();
+    CurrentNode(const CurrentNode&) = delete;
+    CurrentNode& operator=(const CurrentNode&) = delete;
+
+   private:
+    Builder& b_;
+    ScopedValue<StrId> origin_;
+  };
 
   [[noreturn]] void fail(const std::string& message) const;
 
@@ -136,8 +158,7 @@ class Builder {
   // Scalar constants by value id, so a cast of one makes a constant of the new type instead
   // of a Cast node.
   std::unordered_map<uint32_t, Scalar> scalars_;
-  std::string_view fx_name_;
-  std::span<const TensorMeta> metas_;
+  std::span<const TensorMeta> metas_;  // of the current FX node (CurrentNode)
   bool complex_pairs_ = false;  // the current converter handles complex values (as real pairs)
   std::unordered_set<StrId> may_be_one_;
   bool rank_dynamic_ = false;  // set by the current converter

@@ -1,35 +1,31 @@
-// The graph: an arena of values, nodes, edges and attributes addressed by 32-bit ids, with
-// interned names. The graph owns everything; converters reach it only through the Builder.
+// The graph: an arena of values, nodes, edges and attributes addressed by 32-bit ids (ids.h),
+// with interned names. The graph owns everything; converters reach it only through the Builder.
+// A value records the node that produces it; there are no use-lists: the passes that need a
+// value's readers sweep the nodes, which are in topological order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "fastonnx/ids.h"
 #include "fastonnx/tensor_bytes.h"
 #include "fastonnx/types.h"
 
 namespace fastonnx {
 
-using StrId = uint32_t;  // 0 is the empty string
-using NodeId = uint32_t;
-constexpr NodeId kNoNode = 0xFFFFFFFFu;
-// Which graph a node belongs to: the main graph, or a subgraph (the body of an If branch, a
-// Loop or a Scan), numbered from 1.
-using GraphId = uint32_t;
-constexpr GraphId kMainGraph = 0;
-
 class StringPool {
  public:
   StringPool();
   StrId intern(std::string_view s);
-  std::string_view str(StrId id) const { return *strings_[id]; }
+  std::string_view str(StrId id) const { return *strings_[id.index]; }
   bool contains(std::string_view s) const { return ids_.count(s) != 0; }
 
  private:
@@ -38,15 +34,18 @@ class StringPool {
   std::unordered_map<std::string_view, StrId> ids_;
 };
 
-// One dimension: static (symbol == 0) or named symbolic.
+// One dimension: static (no symbol) or named symbolic.
 struct Dim {
   int64_t value = -1;
-  StrId symbol = 0;
-  bool is_static() const { return symbol == 0 && value >= 0; }
+  StrId symbol;
+  bool is_static() const { return symbol == kNoName && value >= 0; }
 };
 
+// The sizes of `dims` when every one is static.
+std::optional<std::vector<int64_t>> static_shape(std::span<const Dim> dims);
+
 struct ValueInfo {
-  StrId name = 0;  // 0 until named; unnamed values get a unique name when serialized
+  StrId name;  // kNoName until named; unnamed values get a unique name when serialized
   ScalarType dtype = ScalarType::Undefined;
   bool has_shape = false;
   // The data decides its rank (a squeeze decided at run time): the shape is the one torch traced,
@@ -58,15 +57,15 @@ struct ValueInfo {
 };
 
 struct Node {
-  StrId op_type = 0;
-  StrId domain = 0;
-  StrId name = 0;
+  StrId op_type;
+  StrId domain;  // kNoName: ONNX's own
+  StrId name;
   uint32_t inputs_begin = 0, n_inputs = 0;
   uint32_t outputs_begin = 0, n_outputs = 0;
   uint32_t attrs_begin = 0, n_attrs = 0;
   GraphId graph = kMainGraph;
   uint32_t scope = 0;  // the module call (export_modules_as_functions) it comes from; 0: none
-  StrId origin = 0;    // the FX node whose conversion made it, for errors; 0: none
+  StrId origin;        // the FX node whose conversion made it, for errors; kNoName: none
   bool dead = false;
 };
 
@@ -77,7 +76,7 @@ struct Node {
 // arena's node order stays topological across graphs.
 struct Subgraph {
   GraphId parent = kMainGraph;
-  std::vector<uint32_t> inputs, outputs;
+  std::vector<Value> inputs, outputs;
 };
 
 // Tensor bytes that the graph borrows: `owner` keeps the memory alive (a torch tensor, or a
@@ -105,6 +104,8 @@ class Graph {
   Value add_value(ScalarType dtype);
   void set_shape(Value v, std::span<const Dim> dims);
   void set_dtype(Value v, ScalarType t) { values_[v.id].dtype = t; }
+  // The shape when every dimension is static and the rank does not vary (ValueInfo::rank_varies).
+  std::optional<std::vector<int64_t>> static_shape(Value v) const;
   void set_rank_varies(Value v) { values_[v.id].rank_varies = true; }
   const ValueInfo& info(Value v) const { return values_[v.id]; }
   std::span<const Dim> shape(Value v) const;
@@ -116,29 +117,35 @@ class Graph {
   // local function (the call of that function); the values' consumers are unchanged. `inputs`
   // and `outputs` must not view this graph's edges (inputs(), outputs()): adding the node moves
   // them.
-  NodeId add_call(std::string_view op_type, std::string_view domain, std::span<const uint32_t> inputs,
-                  std::span<const uint32_t> outputs);
-  const Node& node(NodeId n) const { return nodes_[n]; }
+  NodeId add_call(std::string_view op_type, std::string_view domain, std::span<const Value> inputs,
+                  std::span<const Value> outputs);
+  const Node& node(NodeId n) const { return nodes_[n.index]; }
   size_t num_nodes() const { return nodes_.size(); }
-  std::span<const uint32_t> inputs(NodeId n) const;  // Value::kNone marks an omitted input
-  std::span<const uint32_t> outputs(NodeId n) const;
+  IdRange<NodeId> node_ids() const { return {0, nodes_.size()}; }  // dead ones included
+  std::span<const Value> inputs(NodeId n) const;  // an invalid Value marks an omitted input
+  std::span<const Value> outputs(NodeId n) const;
   std::span<const Attr> attrs(NodeId n) const;
-  void kill(NodeId n) { nodes_[n].dead = true; }
-  // Gives node `n` a unique name from `base` (name_all() names only the main graph's nodes,
-  // after their op type).
+  const Attr* attr(NodeId n, AttrName name, std::optional<Attr::Kind> kind = std::nullopt) const {
+    return find_attr(attrs(n), name, kind);
+  }
+  void kill(NodeId n) { nodes_[n.index].dead = true; }
+  // Gives node `n` a unique name from `base` (name_all() names only live nodes, after their op
+  // type: the nodes of a local function, dead in the graph, are named with this).
   void name_node(NodeId n, std::string_view base);
 
   // The module scope (export_modules_as_functions) of the nodes added from now on; 0 is the
   // model itself. Nodes only carry it; outline_functions() acts on it.
   void set_scope(uint32_t scope) { scope_ = scope; }
-  // The FX node the nodes added from now on are made for (0: none).
-  void set_origin(StrId fx_node) { origin_ = fx_node; }
-  uint32_t scope(NodeId n) const { return nodes_[n].scope; }
-  void set_node_scope(NodeId n, uint32_t scope) { nodes_[n].scope = scope; }
-  // Makes input `i` of node `n` read `v` instead (the one place use-lists change).
-  void set_input(NodeId n, size_t i, uint32_t v) { edges_[nodes_[n].inputs_begin + i] = v; }
+  // The same, for the guard's lifetime.
+  ScopedValue<uint32_t> with_scope(uint32_t scope) { return {scope_, scope}; }
+  // The FX node the nodes added while the guard lives are made for (errors name it).
+  ScopedValue<StrId> with_origin(StrId fx_node) { return {origin_, fx_node}; }
+  uint32_t scope(NodeId n) const { return nodes_[n.index].scope; }
+  void set_node_scope(NodeId n, uint32_t scope) { nodes_[n.index].scope = scope; }
+  // Makes input `i` of node `n` read `v` instead.
+  void set_input(NodeId n, size_t i, Value v) { edges_[nodes_[n.index].inputs_begin + i] = v; }
   // Replaces the values of node `n`'s existing ints attribute `name`; false when it has none.
-  bool set_ints_attr(NodeId n, std::string_view name, std::vector<int64_t> values);
+  bool set_ints_attr(NodeId n, AttrName name, std::vector<int64_t> values);
 
   // A name that no other value, node or graph input/output has; `base` when it is free.
   StrId unique_name(std::string_view base);
@@ -147,7 +154,7 @@ class Graph {
   // over intermediate values that happened to take the name first).
   void claim_name(Value v, std::string_view name);
   std::string_view name(Value v) const { return strings.str(values_[v.id].name); }
-  // Gives every unnamed value and node a unique name (the serializer needs them all).
+  // Gives every unnamed value and live node a unique name (the serializer needs them all).
   void name_all();
 
   Value add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims);
@@ -156,17 +163,18 @@ class Graph {
   Value add_computed_initializer(ScalarType dtype, std::span<const Dim> dims, std::shared_ptr<const TensorBytes> bytes);
   // A new initializer with the bytes of `source` (not copied) and another shape.
   Value alias_initializer(Value source, std::span<const Dim> dims);
-  void add_output(Value v) { outputs_.push_back(v.id); }
+  void add_output(Value v) { outputs_.push_back(v); }
 
   // Subgraphs (see Subgraph): a new empty one inside `parent`, its formal inputs and outputs.
   GraphId add_subgraph(GraphId parent);
   Value add_subgraph_input(GraphId graph, std::string_view name, ScalarType dtype, std::span<const Dim> dims);
-  void add_subgraph_output(GraphId graph, Value v) { subgraphs_[graph - 1].outputs.push_back(v.id); }
-  const Subgraph& subgraph(GraphId graph) const { return subgraphs_[graph - 1]; }
+  void add_subgraph_output(GraphId graph, Value v) { subgraphs_[graph.index - 1].outputs.push_back(v); }
+  const Subgraph& subgraph(GraphId graph) const { return subgraphs_[graph.index - 1]; }
   size_t num_subgraphs() const { return subgraphs_.size(); }
+  IdRange<GraphId> subgraph_ids() const { return {1, subgraphs_.size() + 1}; }
 
-  const std::vector<uint32_t>& graph_inputs() const { return inputs_; }
-  const std::vector<uint32_t>& graph_outputs() const { return outputs_; }
+  const std::vector<Value>& graph_inputs() const { return inputs_; }
+  const std::vector<Value>& graph_outputs() const { return outputs_; }
   const std::vector<Initializer>& initializers() const { return initializers_; }
   bool is_initializer(Value v) const;
   void set_overridable(Value v) { initializers_[initializer_of_[v.id]].overridable = true; }
@@ -178,16 +186,16 @@ class Graph {
   std::vector<Dim> dims_;
   std::vector<Node> nodes_;
   uint32_t scope_ = 0;  // of the nodes added next
-  StrId origin_ = 0;    // of the nodes added next
-  std::vector<uint32_t> edges_;
+  StrId origin_;        // of the nodes added next
+  std::vector<Value> edges_;
   std::vector<Attr> attrs_;
-  std::vector<uint32_t> inputs_, outputs_;
+  std::vector<Value> inputs_, outputs_;
   std::vector<Initializer> initializers_;
   std::vector<Subgraph> subgraphs_;  // subgraph id - 1
   std::vector<int32_t> initializer_of_;  // value id -> index in initializers_, or -1
   std::unordered_map<StrId, uint32_t> name_counters_;
   std::vector<bool> used_names_;  // indexed by StrId
-  std::unordered_map<StrId, uint32_t> value_named_;
+  std::unordered_map<StrId, Value> value_named_;
 };
 
 }  // namespace fastonnx

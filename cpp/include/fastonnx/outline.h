@@ -29,11 +29,11 @@ struct Scope {
 struct LocalFunction {
   std::string name;
   std::vector<NodeId> body;  // in topological order
-  std::vector<uint32_t> inputs;
-  std::vector<uint32_t> outputs;
+  std::vector<Value> inputs;
+  std::vector<Value> outputs;
   // Small constants (initializers) the body reads: Constant nodes of the function, as a function
   // holds no initializers. Weights are inputs.
-  std::vector<uint32_t> constants;
+  std::vector<Value> constants;
 };
 
 struct Outlined {

@@ -20,9 +20,10 @@ struct PassStats {
   size_t removed = 0;           // dead nodes
 };
 
-// One forward sweep over the nodes in topological order, each node in turn: constant folding,
-// forwarding of no-op nodes, common-subexpression elimination; then dead-node removal. Nodes
-// that produce graph outputs are kept as they are.
+// Merges equal small constants, then one forward sweep over the nodes in topological order, each
+// node in turn: constant folding, composition of transposes, forwarding of no-op nodes,
+// common-subexpression elimination; then dead-node removal. Nodes that produce graph outputs
+// are kept as they are.
 PassStats optimize(Graph& g);
 
 // Appends what identifies attribute `a` (name, kind, value) to `key`: nodes whose attributes

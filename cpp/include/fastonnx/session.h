@@ -79,8 +79,6 @@ class Session {
   static std::string node_label(int op_id, std::string_view fx_name);
 
  private:
-  // Ends converting the current FX node (Builder state, origin of new nodes).
-  void end_current();
   // Rejects an argument that refers to a value the graph does not have.
   void check_refs(const Arg& a) const;
 

@@ -4,10 +4,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
+
+#include "fastonnx/ids.h"
 
 namespace fastonnx {
 
@@ -20,11 +24,11 @@ struct Value {
   bool operator!=(const Value& o) const { return id != o.id; }
 };
 
-// An op input: a value, or absent (an omitted optional ONNX input).
+// An op input: a value, or absent (an omitted optional ONNX input: an invalid Value).
 struct Input {
-  uint32_t id = Value::kNone;
-  Input(Value v) : id(v.id) {}  // NOLINT(google-explicit-constructor)
-  Input(const std::optional<Value>& v) : id(v ? v->id : Value::kNone) {}  // NOLINT
+  Value value;
+  Input(Value v) : value(v) {}  // NOLINT(google-explicit-constructor)
+  Input(const std::optional<Value>& v) : value(v ? *v : Value{}) {}  // NOLINT
 };
 using Inputs = std::vector<Input>;
 
@@ -117,28 +121,53 @@ class ConvertError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// An ONNX attribute. A Graph attribute (an If branch, a Loop or Scan body) holds the id of a
-// subgraph of the same Graph in `int_value`.
-struct Attr {
-  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Graph };
-  std::string name;
-  Kind kind = Kind::Int;
-  int64_t int_value = 0;
-  double float_value = 0;
-  std::string string_value;
-  std::vector<int64_t> int_values;
-  std::vector<double> float_values;
-  std::vector<std::string> string_values;
+// The name of an attribute, interned in one pool for the whole process (attributes are made
+// before they reach a graph, and their names are few): 32 bits, compared as an id.
+class AttrName {
+ public:
+  AttrName(std::string_view name);  // NOLINT(google-explicit-constructor)
+  AttrName(const char* name) : AttrName(std::string_view(name)) {}  // NOLINT
+  AttrName(const std::string& name) : AttrName(std::string_view(name)) {}  // NOLINT
+  std::string_view str() const;
+  uint32_t id() const { return id_; }
+  bool operator==(const AttrName& o) const { return id_ == o.id_; }
 
-  static Attr i(std::string n, int64_t v);
-  static Attr f(std::string n, double v);
-  static Attr f(std::string n, const Scalar& v) { return f(std::move(n), v.to_double()); }
-  static Attr s(std::string n, std::string v);
-  static Attr ints(std::string n, std::vector<int64_t> v);
-  static Attr floats(std::string n, std::vector<double> v);
-  static Attr strings(std::string n, std::vector<std::string> v);
-  static Attr graph(std::string n, uint32_t subgraph);
+ private:
+  uint32_t id_;
+};
+
+// An ONNX attribute: its name and one value of a kind. A Graph attribute (an If branch, a Loop
+// or Scan body) names a subgraph of the same Graph.
+struct Attr {
+  // In the order of the alternatives of `value`.
+  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Graph };
+  using Payload = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                               std::vector<std::string>, GraphId>;
+  AttrName name;
+  Payload value;
+
+  Kind kind() const { return static_cast<Kind>(value.index()); }
+  // The value of an attribute of the given kind (std::bad_variant_access for another kind).
+  int64_t as_int() const { return std::get<int64_t>(value); }
+  double as_float() const { return std::get<double>(value); }
+  const std::string& as_string() const { return std::get<std::string>(value); }
+  const std::vector<int64_t>& as_ints() const { return std::get<std::vector<int64_t>>(value); }
+  const std::vector<double>& as_floats() const { return std::get<std::vector<double>>(value); }
+  const std::vector<std::string>& as_strings() const { return std::get<std::vector<std::string>>(value); }
+  GraphId as_graph() const { return std::get<GraphId>(value); }
+
+  static Attr i(AttrName n, int64_t v) { return {n, v}; }
+  static Attr f(AttrName n, double v) { return {n, v}; }
+  static Attr f(AttrName n, const Scalar& v) { return f(n, v.to_double()); }
+  static Attr s(AttrName n, std::string v) { return {n, std::move(v)}; }
+  static Attr ints(AttrName n, std::vector<int64_t> v) { return {n, std::move(v)}; }
+  static Attr floats(AttrName n, std::vector<double> v) { return {n, std::move(v)}; }
+  static Attr strings(AttrName n, std::vector<std::string> v) { return {n, std::move(v)}; }
+  static Attr graph(AttrName n, GraphId subgraph) { return {n, subgraph}; }
 };
 using Attrs = std::vector<Attr>;
+
+// The attribute `name` among `attrs` (of a given kind when `kind` is set), or nullptr.
+const Attr* find_attr(std::span<const Attr> attrs, AttrName name, std::optional<Attr::Kind> kind = std::nullopt);
 
 }  // namespace fastonnx

@@ -3,7 +3,9 @@
 #include <cctype>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "fastonnx/fold.h"
@@ -12,24 +14,25 @@ namespace fastonnx {
 
 void remove_dead_nodes(Graph& g) {
   std::vector<bool> live(g.num_values(), false);
-  for (uint32_t out : g.graph_outputs()) live[out] = true;
+  for (const Value out : g.graph_outputs()) live[out.id] = true;
   // Nodes are in topological order, so one backward sweep settles liveness. A subgraph's nodes
   // come before the node that owns it, so a live owner makes the subgraph's outputs live before
   // the sweep reaches them, and they in turn keep alive the outer values they read.
-  for (NodeId n = static_cast<NodeId>(g.num_nodes()); n-- > 0;) {
+  for (auto i = static_cast<uint32_t>(g.num_nodes()); i-- > 0;) {
+    const NodeId n{i};
     if (g.node(n).dead) continue;
     bool needed = false;
-    for (uint32_t out : g.outputs(n)) needed = needed || live[out];
+    for (const Value out : g.outputs(n)) needed = needed || live[out.id];
     if (!needed) {
       g.kill(n);
       continue;
     }
-    for (uint32_t in : g.inputs(n)) {
-      if (in != Value::kNone) live[in] = true;
+    for (const Value in : g.inputs(n)) {
+      if (in.valid()) live[in.id] = true;
     }
     for (const Attr& a : g.attrs(n)) {
-      if (a.kind != Attr::Kind::Graph) continue;
-      for (uint32_t out : g.subgraph(static_cast<GraphId>(a.int_value)).outputs) live[out] = true;
+      if (a.kind() != Attr::Kind::Graph) continue;
+      for (const Value out : g.subgraph(a.as_graph()).outputs) live[out.id] = true;
     }
   }
 }
@@ -45,21 +48,28 @@ void append(std::string& key, T v) {
 }  // namespace
 
 void append_attr_key(std::string& key, const Attr& a) {
-  key += a.name;
-  append(key, a.kind);
-  append(key, a.int_value);
-  append(key, a.float_value);
-  append(key, a.string_value.size());
-  key += a.string_value;
-  append(key, a.int_values.size());
-  append_raw(key, a.int_values.data(), a.int_values.size() * sizeof(int64_t));
-  append(key, a.float_values.size());
-  append_raw(key, a.float_values.data(), a.float_values.size() * sizeof(double));
-  append(key, a.string_values.size());
-  for (const std::string& v : a.string_values) {
-    append(key, v.size());
-    key += v;
-  }
+  append(key, a.name.id());
+  append(key, a.kind());
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          append(key, v.size());
+          key += v;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          append(key, v.size());
+          for (const std::string& item : v) {
+            append(key, item.size());
+            key += item;
+          }
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) {
+          append(key, v.size());
+          append_raw(key, v.data(), v.size() * sizeof(v[0]));
+        } else {  // a number or a subgraph id
+          append(key, v);
+        }
+      },
+      a.value);
 }
 
 namespace {
@@ -82,20 +92,19 @@ bool is_random(std::string_view op) {
 class Optimizer {
  public:
   explicit Optimizer(Graph& g) : g_(g), subst_(g.num_values()), pinned_(g.num_values(), false) {
-    for (uint32_t v = 0; v < subst_.size(); ++v) subst_[v] = v;
-    for (uint32_t out : g.graph_outputs()) pinned_[out] = true;
+    for (uint32_t v = 0; v < subst_.size(); ++v) subst_[v] = Value{v};
+    for (const Value out : g.graph_outputs()) pinned_[out.id] = true;
     // A subgraph's outputs are its interface to the node that owns it: they stay produced by a
     // node of the subgraph (not replaced by an outer value or a constant).
-    for (GraphId sub = 1; sub <= g.num_subgraphs(); ++sub) {
-      for (uint32_t out : g.subgraph(sub).outputs) pinned_[out] = true;
+    for (const GraphId sub : g.subgraph_ids()) {
+      for (const Value out : g.subgraph(sub).outputs) pinned_[out.id] = true;
     }
   }
 
   PassStats run() {
     merge_constants();
     find_shared_weights();
-    const NodeId n_nodes = static_cast<NodeId>(g_.num_nodes());
-    for (NodeId n = 0; n < n_nodes; ++n) {
+    for (const NodeId n : g_.node_ids()) {
       if (g_.node(n).dead) continue;
       rewrite_inputs(n);
       if (produces_output(n) || try_fold(n)) continue;
@@ -109,46 +118,35 @@ class Optimizer {
   }
 
  private:
-  uint32_t resolve(uint32_t v) const {
-    while (v < subst_.size() && subst_[v] != v) v = subst_[v];
+  Value resolve(Value v) const {
+    while (v.id < subst_.size() && subst_[v.id] != v) v = subst_[v.id];
     return v;
   }
 
-  void replace(uint32_t old_value, Value new_value) {
+  void replace(Value old_value, Value new_value) {
     if (subst_.size() < g_.num_values()) {
       const size_t from = subst_.size();
       subst_.resize(g_.num_values());
-      for (size_t v = from; v < subst_.size(); ++v) subst_[v] = static_cast<uint32_t>(v);
+      for (size_t v = from; v < subst_.size(); ++v) subst_[v] = Value{static_cast<uint32_t>(v)};
     }
-    subst_[old_value] = new_value.id;
+    subst_[old_value.id] = new_value;
   }
 
   void rewrite_inputs(NodeId n) {
     const auto inputs = g_.inputs(n);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i] == Value::kNone) continue;
-      const uint32_t r = resolve(inputs[i]);
+      if (!inputs[i].valid()) continue;
+      const Value r = resolve(inputs[i]);
       if (r != inputs[i]) g_.set_input(n, i, r);
     }
   }
 
   // A node that produces a graph output keeps it, so the output keeps its name and producer.
   bool produces_output(NodeId n) const {
-    for (uint32_t out : g_.outputs(n)) {
-      if (out < pinned_.size() && pinned_[out]) return true;
+    for (const Value out : g_.outputs(n)) {
+      if (out.id < pinned_.size() && pinned_[out.id]) return true;
     }
     return false;
-  }
-
-  std::optional<std::vector<int64_t>> static_shape(uint32_t v) const {
-    const ValueInfo& info = g_.info(Value{v});
-    if (!info.has_shape || info.rank_varies) return std::nullopt;
-    std::vector<int64_t> out;
-    for (const Dim& d : g_.shape(Value{v})) {
-      if (!d.is_static()) return std::nullopt;
-      out.push_back(d.value);
-    }
-    return out;
   }
 
   Value int64_constant(std::vector<int64_t> values, bool scalar) {
@@ -173,7 +171,7 @@ class Optimizer {
     const std::string_view op = op_of(g_, n);
     const auto in = g_.inputs(n);
     if ((op == "Shape" || op == "Size") && !in.empty()) {
-      const auto shape = static_shape(in[0]);
+      const auto shape = g_.static_shape(in[0]);
       if (!shape) return false;
       if (op == "Size") {
         int64_t count = 1;
@@ -182,31 +180,29 @@ class Optimizer {
         return true;
       }
       const auto rank = static_cast<int64_t>(shape->size());
-      int64_t start = 0, end = rank;
-      for (const Attr& a : g_.attrs(n)) {
-        if (a.name == "start") start = a.int_value;
-        if (a.name == "end") end = a.int_value;
-      }
+      const Attr* start_attr = g_.attr(n, "start", Attr::Kind::Int);
+      const Attr* end_attr = g_.attr(n, "end", Attr::Kind::Int);
+      int64_t start = start_attr ? start_attr->as_int() : 0, end = end_attr ? end_attr->as_int() : rank;
       start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
       end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
       fold_to(n, {int64_constant(std::vector<int64_t>(shape->begin() + start, shape->begin() + std::max(start, end)), false)});
       return true;
     }
     if (op == "Gather" && in.size() == 2) {
-      const NodeId producer = g_.info(Value{in[0]}).producer;
-      const Initializer* index = g_.initializer(Value{in[1]});
+      const NodeId producer = g_.info(in[0]).producer;
+      const Initializer* index = g_.initializer(in[1]);
       if (producer == kNoNode || op_of(g_, producer) != "Shape" || g_.attrs(producer).size() != 0 || index == nullptr ||
-          g_.info(Value{in[1]}).dtype != ScalarType::Long || index->data == nullptr || index->nbytes != sizeof(int64_t)) {
+          g_.info(in[1]).dtype != ScalarType::Long || index->data == nullptr || index->nbytes != sizeof(int64_t)) {
         return false;
       }
-      const uint32_t source = g_.inputs(producer)[0];
-      if (!g_.info(Value{source}).has_shape || g_.info(Value{source}).rank_varies) return false;
-      const auto dims = g_.shape(Value{source});
+      const Value source = g_.inputs(producer)[0];
+      if (!g_.info(source).has_shape || g_.info(source).rank_varies) return false;
+      const auto dims = g_.shape(source);
       int64_t i;
       std::memcpy(&i, index->data, sizeof(i));
       if (i < 0) i += static_cast<int64_t>(dims.size());
       if (i < 0 || i >= static_cast<int64_t>(dims.size()) || !dims[i].is_static()) return false;
-      fold_to(n, {int64_constant({dims[i].value}, g_.shape(Value{in[1]}).empty())});
+      fold_to(n, {int64_constant({dims[i].value}, g_.shape(in[1]).empty())});
       return true;
     }
     return false;
@@ -215,22 +211,22 @@ class Optimizer {
   bool try_fold(NodeId n) {
     if (try_fold_shape(n)) return true;
     const auto in = g_.inputs(n);
-    if (!in.empty() && in[0] != Value::kNone && in[0] < shared_weight_.size() && shared_weight_[in[0]] &&
+    if (!in.empty() && in[0].valid() && in[0].id < shared_weight_.size() && shared_weight_[in[0].id] &&
         copies_weight(op_of(g_, n))) {
       return false;
     }
     std::vector<std::optional<ConstView>> views;
     std::vector<ConstSource> sources;
-    for (uint32_t v : in) {
-      if (v == Value::kNone) {
+    for (const Value v : in) {
+      if (!v.valid()) {
         views.emplace_back();
         sources.emplace_back();
         continue;
       }
-      const Initializer* init = g_.initializer(Value{v});
-      const auto shape = static_shape(v);
+      const Initializer* init = g_.initializer(v);
+      const auto shape = g_.static_shape(v);
       if (init == nullptr || init->overridable || !shape) return false;
-      views.push_back(ConstView{g_.info(Value{v}).dtype, *shape, static_cast<const uint8_t*>(init->data), init->model_tensor});
+      views.push_back(ConstView{g_.info(v).dtype, *shape, static_cast<const uint8_t*>(init->data), init->model_tensor});
       sources.push_back(ConstSource{init->data, init->owner});
     }
     if (views.empty()) return false;
@@ -241,7 +237,7 @@ class Optimizer {
       std::vector<Dim> dims;
       for (int64_t d : f.shape) dims.push_back(Dim{d, 0});
       if (f.alias_of >= 0) {
-        results.push_back(g_.alias_initializer(Value{in[f.alias_of]}, dims));
+        results.push_back(g_.alias_initializer(in[f.alias_of], dims));
       } else if (f.computed) {
         results.push_back(g_.add_computed_initializer(f.dtype, dims, f.computed));
       } else {
@@ -258,11 +254,11 @@ class Optimizer {
 
   // A folded weight is named after the weight it comes from (`fc.weight_transpose`).
   void name_after_weight(NodeId n, Value result) {
-    for (uint32_t v : g_.inputs(n)) {
-      if (v == Value::kNone) continue;
-      const ValueInfo& source = g_.info(Value{v});
-      const Initializer* init = g_.initializer(Value{v});
-      if (source.name == 0 || init == nullptr || init->nbytes <= kMergeableConstantBytes) continue;
+    for (const Value v : g_.inputs(n)) {
+      if (!v.valid()) continue;
+      const ValueInfo& source = g_.info(v);
+      const Initializer* init = g_.initializer(v);
+      if (source.name == kNoName || init == nullptr || init->nbytes <= kMergeableConstantBytes) continue;
       std::string name = std::string(g_.strings.str(source.name)) + "_";
       for (char c : op_of(g_, n)) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       g_.set_name(result, name);
@@ -277,55 +273,50 @@ class Optimizer {
   void compose_transposes(NodeId n) {
     if (op_of(g_, n) != "Transpose") return;
     const auto in = g_.inputs(n);
-    if (in.empty() || in[0] == Value::kNone) return;
-    const NodeId p = g_.info(Value{in[0]}).producer;
+    if (in.empty() || !in[0].valid()) return;
+    const NodeId p = g_.info(in[0]).producer;
     if (p == kNoNode || g_.node(p).dead || op_of(g_, p) != "Transpose" || g_.node(p).graph != g_.node(n).graph ||
         g_.scope(p) != g_.scope(n)) {
       return;
     }
-    const Attr* outer = find_perm(n);
-    const Attr* inner = find_perm(p);
-    if (outer == nullptr || inner == nullptr || outer->int_values.size() != inner->int_values.size()) return;
-    const size_t rank = outer->int_values.size();
+    // Without a perm (the default, reversed one) a Transpose is left alone.
+    const Attr* outer = g_.attr(n, "perm", Attr::Kind::Ints);
+    const Attr* inner = g_.attr(p, "perm", Attr::Kind::Ints);
+    if (outer == nullptr || inner == nullptr || outer->as_ints().size() != inner->as_ints().size()) return;
+    const size_t rank = outer->as_ints().size();
     std::vector<int64_t> composed(rank);
     for (size_t i = 0; i < rank; ++i) {
-      const int64_t q = outer->int_values[i];
+      const int64_t q = outer->as_ints()[i];
       if (q < 0 || static_cast<size_t>(q) >= rank) return;
-      composed[i] = inner->int_values[q];
+      composed[i] = inner->as_ints()[q];
     }
     g_.set_input(n, 0, g_.inputs(p)[0]);
     g_.set_ints_attr(n, "perm", std::move(composed));
     ++stats_.composed;
   }
 
-  const Attr* find_perm(NodeId n) const {
-    for (const Attr& a : g_.attrs(n)) {
-      if (a.name == "perm" && a.kind == Attr::Kind::Ints) return &a;
-    }
-    return nullptr;  // the default (reversed) perm: left alone
-  }
-
   // Nodes that compute nothing: their output is their input.
   bool try_forward(NodeId n) {
     const std::string_view op = op_of(g_, n);
     const auto in = g_.inputs(n);
-    if (in.empty() || in[0] == Value::kNone || g_.outputs(n).size() != 1) return false;
-    const uint32_t x = in[0], y = g_.outputs(n)[0];
+    if (in.empty() || !in[0].valid() || g_.outputs(n).size() != 1) return false;
+    const Value x = in[0], y = g_.outputs(n)[0];
     bool same = op == "Identity";
-    if (op == "Cast") same = g_.info(Value{x}).dtype == g_.info(Value{y}).dtype;
+    if (op == "Cast") same = g_.info(x).dtype == g_.info(y).dtype;
     if (op == "Transpose") {
-      same = true;
-      for (const Attr& a : g_.attrs(n)) {
-        for (size_t i = 0; a.name == "perm" && i < a.int_values.size(); ++i) same = same && a.int_values[i] == static_cast<int64_t>(i);
+      // A Transpose's only attribute is its perm; without one it reverses the dimensions.
+      const Attr* perm = g_.attr(n, "perm", Attr::Kind::Ints);
+      same = perm != nullptr;
+      for (size_t i = 0; perm != nullptr && i < perm->as_ints().size(); ++i) {
+        same = same && perm->as_ints()[i] == static_cast<int64_t>(i);
       }
-      same = same && !g_.attrs(n).empty();
     }
     if (op == "Reshape" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze") {
-      const auto a = static_shape(x), b = static_shape(y);
+      const auto a = g_.static_shape(x), b = g_.static_shape(y);
       same = a && b && *a == *b;
     }
     if (!same) return false;
-    replace(y, Value{x});
+    replace(y, x);
     g_.kill(n);
     ++stats_.forwarded;
     return true;
@@ -345,33 +336,33 @@ class Optimizer {
     // Nodes of two module calls that become local functions stay apart: merged, one call would
     // compute a value for the other, and the calls' bodies would differ.
     append(key, g_.scope(n));
-    for (uint32_t v : g_.inputs(n)) append(key, v);
+    for (const Value v : g_.inputs(n)) append(key, v);
     append(key, uint32_t{0xFFFFFFFFu});
     for (const Attr& a : g_.attrs(n)) append_attr_key(key, a);
     auto [it, inserted] = seen_.emplace(std::move(key), n);
     if (inserted) return false;
     const auto outs = g_.outputs(n), earlier = g_.outputs(it->second);
-    for (size_t i = 0; i < outs.size(); ++i) replace(outs[i], Value{earlier[i]});
+    for (size_t i = 0; i < outs.size(); ++i) replace(outs[i], earlier[i]);
     g_.kill(n);
     ++stats_.merged;
     return true;
   }
 
   void merge_constants() {
-    std::unordered_map<std::string, uint32_t> first;
+    std::unordered_map<std::string, Value> first;
     const size_t count = g_.initializers().size();
     for (size_t i = 0; i < count; ++i) {
       const Initializer& init = g_.initializers()[i];
       const ValueInfo& info = g_.info(init.value);
-      if (info.name != 0 || init.computed || init.overridable || init.nbytes > kMergeableConstantBytes) continue;
+      if (info.name != kNoName || init.computed || init.overridable || init.nbytes > kMergeableConstantBytes) continue;
       std::string key;
       append(key, info.dtype);
       for (const Dim& d : g_.shape(init.value)) append(key, d.value);
       append(key, int64_t{-2});
       append_raw(key, init.data, init.nbytes);
-      auto [it, inserted] = first.emplace(std::move(key), init.value.id);
+      auto [it, inserted] = first.emplace(std::move(key), init.value);
       if (!inserted && !pinned_[init.value.id]) {
-        replace(init.value.id, Value{it->second});
+        replace(init.value, it->second);
         ++stats_.constants_merged;
       }
     }
@@ -384,32 +375,32 @@ class Optimizer {
   // two copying folds that differ (two perms). Equal folds are one (CSE merges them).
   void find_shared_weights() {
     shared_weight_.assign(g_.num_values(), false);
-    std::unordered_map<uint32_t, std::string> first_read;  // weight -> how it is first read
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+    std::unordered_map<uint32_t, std::string> first_read;  // weight's value id -> how it is first read
+    for (const NodeId n : g_.node_ids()) {
       if (g_.node(n).dead) continue;
       const auto in = g_.inputs(n);
       for (size_t i = 0; i < in.size(); ++i) {
-        const Initializer* init = in[i] == Value::kNone ? nullptr : g_.initializer(Value{in[i]});
+        const Initializer* init = in[i].valid() ? g_.initializer(in[i]) : nullptr;
         if (init == nullptr || init->computed || init->nbytes < kSharedWeightBytes) continue;
         std::string how;  // empty: read as it is
         if (i == 0 && copies_weight(op_of(g_, n))) {
           how = op_of(g_, n);
           for (const Attr& a : g_.attrs(n)) append_attr_key(how, a);
         }
-        auto [it, inserted] = first_read.emplace(in[i], how);
-        if (!inserted && it->second != how) shared_weight_[in[i]] = true;
+        auto [it, inserted] = first_read.emplace(in[i].id, how);
+        if (!inserted && it->second != how) shared_weight_[in[i].id] = true;
       }
     }
   }
 
   size_t live_count() const {
     size_t n = 0;
-    for (NodeId i = 0; i < g_.num_nodes(); ++i) n += !g_.node(i).dead;
+    for (const NodeId i : g_.node_ids()) n += !g_.node(i).dead;
     return n;
   }
 
   Graph& g_;
-  std::vector<uint32_t> subst_;
+  std::vector<Value> subst_;  // by value id: the value that replaces it (itself when none)
   std::vector<bool> pinned_;
   std::unordered_map<std::string, NodeId> seen_;
   std::vector<bool> shared_weight_;  // by value id, see find_shared_weights

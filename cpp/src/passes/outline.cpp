@@ -37,16 +37,16 @@ class Outliner {
     // A node's place in the final order: the nodes' own order, a call right after the node whose
     // place it takes (ties between nested calls go by id, a caller being newer than its callee).
     find_captured_values();
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) place_.push_back(uint64_t{n} << 8);
+    for (const NodeId n : g_.node_ids()) place_.push_back(uint64_t{n.index} << 8);
     value_scope_.assign(g_.num_values(), kNoScope);
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+    for (const NodeId n : g_.node_ids()) {
       if (!is_graph_node(n)) continue;
-      for (uint32_t out : g_.outputs(n)) value_scope_[out] = g_.scope(n);
+      for (const Value out : g_.outputs(n)) value_scope_[out.id] = g_.scope(n);
     }
     for (uint32_t d = max_depth; d >= 1; --d) outline_depth(d);
 
     Outlined result;
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+    for (const NodeId n : g_.node_ids()) {
       if (is_graph_node(n)) result.main_order.push_back(n);
     }
     sort_by_place(result.main_order);
@@ -57,28 +57,32 @@ class Outliner {
  private:
   void sort_by_place(std::vector<NodeId>& nodes) const {
     std::sort(nodes.begin(), nodes.end(),
-              [&](NodeId a, NodeId b) { return place_[a] != place_[b] ? place_[a] < place_[b] : a < b; });
+              [&](NodeId a, NodeId b) {
+      return place_[a.index] != place_[b.index] ? place_[a.index] < place_[b.index] : a < b;
+    });
   }
 
   // Outlines every scope at depth `d`; the deeper ones are calls by now.
   void outline_depth(uint32_t d) {
     std::vector<std::vector<NodeId>> members(scopes_.size());
     first_outside_use_.assign(g_.num_values(), kUnused);
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
+    for (const NodeId n : g_.node_ids()) {
       if (!is_graph_node(n)) continue;
       const uint32_t s = g_.scope(n);
       if (depth_[s] == d) members[s].push_back(n);
-      for_each_read(n, [&](uint32_t in) {
-        if (in == Value::kNone) return;
-        const uint32_t owner = value_scope_[in];
+      for_each_read(n, [&](Value in) {
+        if (!in.valid()) return;
+        const uint32_t owner = value_scope_[in.id];
         if (owner != kNoScope && owner != s && depth_[owner] == d) {
-          first_outside_use_[in] = std::min(first_outside_use_[in], place_[n]);
+          first_outside_use_[in.id] = std::min(first_outside_use_[in.id], place_[n.index]);
         }
       });
     }
-    for (uint32_t out : g_.graph_outputs()) {
-      const uint32_t owner = value_scope_[out];
-      if (owner != kNoScope && depth_[owner] == d) first_outside_use_[out] = std::min(first_outside_use_[out], kGraphOutput);
+    for (const Value out : g_.graph_outputs()) {
+      const uint32_t owner = value_scope_[out.id];
+      if (owner != kNoScope && depth_[owner] == d) {
+        first_outside_use_[out.id] = std::min(first_outside_use_[out.id], kGraphOutput);
+      }
     }
     for (size_t s = 1; s < scopes_.size(); ++s) {
       if (members[s].empty()) continue;
@@ -91,14 +95,15 @@ class Outliner {
   // the node that owns it.
   bool is_graph_node(NodeId n) const { return !g_.node(n).dead && g_.node(n).graph == kMainGraph; }
 
-  // Calls `f` with each value node `n` reads, in order: its inputs (Value::kNone for an omitted
-  // one, which still counts for the inputs' positions), then the outer values its subgraphs read.
+  // Calls `f` with each value node `n` reads, in order: its inputs (an invalid Value for an
+  // omitted one, which still counts for the inputs' positions), then the outer values its
+  // subgraphs read.
   template <typename F>
   void for_each_read(NodeId n, F&& f) const {
-    for (uint32_t in : g_.inputs(n)) f(in);
+    for (const Value in : g_.inputs(n)) f(in);
     for (const Attr& a : g_.attrs(n)) {
-      if (a.kind != Attr::Kind::Graph) continue;
-      for (uint32_t v : captured_[a.int_value]) f(v);
+      if (a.kind() != Attr::Kind::Graph) continue;
+      for (const Value v : captured_[a.as_graph().index]) f(v);
     }
   }
 
@@ -108,41 +113,42 @@ class Outliner {
     const size_t n_subgraphs = g_.num_subgraphs();
     captured_.assign(n_subgraphs + 1, {});
     std::vector<std::vector<NodeId>> nodes_of(n_subgraphs + 1);
-    for (NodeId n = 0; n < g_.num_nodes(); ++n) {
-      if (!g_.node(n).dead) nodes_of[g_.node(n).graph].push_back(n);
+    for (const NodeId n : g_.node_ids()) {
+      if (!g_.node(n).dead) nodes_of[g_.node(n).graph.index].push_back(n);
     }
     std::vector<GraphId> defined_in(g_.num_values(), kMainGraph), seen_in(g_.num_values(), kMainGraph);
-    for (auto sub = static_cast<GraphId>(n_subgraphs); sub >= 1; --sub) {
-      for (uint32_t in : g_.subgraph(sub).inputs) defined_in[in] = sub;
-      for (NodeId n : nodes_of[sub]) {
-        for (uint32_t out : g_.outputs(n)) defined_in[out] = sub;
+    for (auto i = static_cast<uint32_t>(n_subgraphs); i >= 1; --i) {
+      const GraphId sub{i};
+      for (const Value in : g_.subgraph(sub).inputs) defined_in[in.id] = sub;
+      for (const NodeId n : nodes_of[i]) {
+        for (const Value out : g_.outputs(n)) defined_in[out.id] = sub;
       }
-      const auto capture = [&](uint32_t v) {
-        if (v == Value::kNone || defined_in[v] == sub || seen_in[v] == sub) return;
-        seen_in[v] = sub;
-        captured_[sub].push_back(v);
+      const auto capture = [&](Value v) {
+        if (!v.valid() || defined_in[v.id] == sub || seen_in[v.id] == sub) return;
+        seen_in[v.id] = sub;
+        captured_[i].push_back(v);
       };
-      for (NodeId n : nodes_of[sub]) {
-        for (uint32_t in : g_.inputs(n)) capture(in);
+      for (const NodeId n : nodes_of[i]) {
+        for (const Value in : g_.inputs(n)) capture(in);
         for (const Attr& a : g_.attrs(n)) {
-          if (a.kind == Attr::Kind::Graph) {
-            for (uint32_t v : captured_[a.int_value]) capture(v);
+          if (a.kind() == Attr::Kind::Graph) {
+            for (const Value v : captured_[a.as_graph().index]) capture(v);
           }
         }
       }
     }
   }
 
-  bool is_inlined_constant(uint32_t v) const {
-    const Initializer* init = g_.initializer(Value{v});
-    return init != nullptr && !init->overridable && g_.info(Value{v}).name == 0 && init->nbytes <= kInlinedConstantBytes;
+  bool is_inlined_constant(Value v) const {
+    const Initializer* init = g_.initializer(v);
+    return init != nullptr && !init->overridable && g_.info(v).name == kNoName && init->nbytes <= kInlinedConstantBytes;
   }
 
-  void append_type(std::string& key, uint32_t v) const {
-    const ValueInfo& info = g_.info(Value{v});
+  void append_type(std::string& key, Value v) const {
+    const ValueInfo& info = g_.info(v);
     append(key, info.dtype);
     append(key, info.has_shape ? info.rank : uint32_t{0xFFFFFFFFu});
-    for (const Dim& d : g_.shape(Value{v})) {
+    for (const Dim& d : g_.shape(v)) {
       append(key, d.value);
       append(key, d.symbol);
     }
@@ -158,14 +164,14 @@ class Outliner {
     // first use.
     std::string key = scopes_[s].function_name;
     key.push_back('\0');
-    std::unordered_map<uint32_t, uint64_t> local;
+    std::unordered_map<uint32_t, uint64_t> local;  // by value id
     for (size_t k = 0; k < nodes.size(); ++k) {
       const NodeId n = nodes[k];
       append(key, g_.node(n).op_type);
       append(key, g_.node(n).domain);
-      for_each_read(n, [&](uint32_t in) {
-        if (in == Value::kNone) return append(key, kUnused);
-        auto [it, fresh] = local.emplace(in, 0);
+      for_each_read(n, [&](Value in) {
+        if (!in.valid()) return append(key, kUnused);
+        auto [it, fresh] = local.emplace(in.id, 0);
         if (fresh) {
           if (is_inlined_constant(in)) {
             it->second = (uint64_t{1} << 62) | f.constants.size();
@@ -180,20 +186,20 @@ class Outliner {
       append(key, uint64_t{0xFFFFFFFFu});
       const auto outs = g_.outputs(n);
       for (size_t o = 0; o < outs.size(); ++o) {
-        local.emplace(outs[o], (uint64_t{k} << 16) | o);
-        if (first_outside_use_[outs[o]] == kUnused) continue;
-        if (first_outside_use_[outs[o]] < place_[last]) return leave_to_parent(nodes, parent);
+        local.emplace(outs[o].id, (uint64_t{k} << 16) | o);
+        if (first_outside_use_[outs[o].id] == kUnused) continue;
+        if (first_outside_use_[outs[o].id] < place_[last.index]) return leave_to_parent(nodes, parent);
         f.outputs.push_back(outs[o]);
       }
       append(key, static_cast<uint32_t>(outs.size()));
       for (const Attr& a : g_.attrs(n)) append_attr_key(key, a);
     }
     if (f.outputs.empty()) return leave_to_parent(nodes, parent);
-    for (uint32_t out : f.outputs) append(key, local[out]);
-    for (uint32_t in : f.inputs) append_type(key, in);
-    for (uint32_t c : f.constants) {
+    for (const Value out : f.outputs) append(key, local[out.id]);
+    for (const Value in : f.inputs) append_type(key, in);
+    for (const Value c : f.constants) {
       append_type(key, c);
-      const Initializer* init = g_.initializer(Value{c});
+      const Initializer* init = g_.initializer(c);
       if (init->data != nullptr) {
         key.append(static_cast<const char*>(init->data), init->nbytes);
       } else {
@@ -206,25 +212,26 @@ class Outliner {
       f.name = function_name(scopes_[s].function_name);
       f.body = nodes;
       for (NodeId n : nodes) {
-        if (g_.node(n).name == 0) g_.name_node(n, g_.strings.str(g_.node(n).op_type));
+        if (g_.node(n).name == kNoName) g_.name_node(n, g_.strings.str(g_.node(n).op_type));
       }
       functions_.push_back(f);
     }
     for (NodeId n : nodes) g_.kill(n);
-    g_.set_scope(parent);
-    const NodeId call = g_.add_call(functions_[it->second].name, kFunctionDomain, f.inputs, f.outputs);
-    g_.set_scope(0);
+    const NodeId call = [&] {
+      const auto scope = g_.with_scope(parent);
+      return g_.add_call(functions_[it->second].name, kFunctionDomain, f.inputs, f.outputs);
+    }();
     g_.name_node(call, scopes_[s].module_path);
-    place_.resize(call + 1);
-    place_[call] = place_[last] + 1;
-    for (uint32_t out : f.outputs) value_scope_[out] = parent;
+    place_.resize(call.index + 1);
+    place_[call.index] = place_[last.index] + 1;
+    for (const Value out : f.outputs) value_scope_[out.id] = parent;
   }
 
   // A module call that cannot be one call node: its nodes join the enclosing scope.
   void leave_to_parent(const std::vector<NodeId>& nodes, uint32_t parent) {
     for (NodeId n : nodes) {
       g_.set_node_scope(n, parent);
-      for (uint32_t out : g_.outputs(n)) value_scope_[out] = parent;
+      for (const Value out : g_.outputs(n)) value_scope_[out.id] = parent;
     }
   }
 
@@ -238,10 +245,10 @@ class Outliner {
   Graph& g_;
   std::span<const Scope> scopes_;
   std::vector<uint32_t> depth_;
-  std::vector<uint64_t> place_;               // by NodeId
-  std::vector<uint32_t> value_scope_;         // the scope whose node produces each value
-  std::vector<uint64_t> first_outside_use_;   // by value, for the depth being outlined
-  std::vector<std::vector<uint32_t>> captured_;  // by subgraph id
+  std::vector<uint64_t> place_;               // by node id
+  std::vector<uint32_t> value_scope_;         // by value id: the scope whose node produces it
+  std::vector<uint64_t> first_outside_use_;   // by value id, for the depth being outlined
+  std::vector<std::vector<Value>> captured_;  // by subgraph id
   std::unordered_map<std::string, size_t> signatures_;  // body -> index in functions_
   std::unordered_set<std::string> names_;
   std::vector<LocalFunction> functions_;

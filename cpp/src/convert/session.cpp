@@ -81,23 +81,18 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
   const uint32_t first_new_value = static_cast<uint32_t>(graph_.num_values());
   Outputs outs;
   bool rank_dynamic = false;
-  builder_.set_current(fx_name, metas);
-  graph_.set_origin(graph_.strings.intern(fx_name));
   try {
+    const Builder::CurrentNode current(builder_, fx_name, metas);
     for (const Arg& a : args) check_refs(a);
     entry.convert(builder_, args, outs);
     rank_dynamic = builder_.rank_dynamic();
   } catch (const ConvertError& e) {
-    end_current();
     throw ConvertError(node_label(op_id, fx_name) + ": " + e.what());
   } catch (const std::bad_alloc&) {
-    end_current();
     throw;
   } catch (const std::exception& e) {  // a bug in a converter: still name the node
-    end_current();
     throw std::runtime_error(node_label(op_id, fx_name) + ": " + e.what());
   }
-  end_current();
   // Values the converter made take the FX node's name and torch's metadata; a value it passed
   // through unchanged (clone, dropout in eval) keeps its own.
   for (size_t i = 0; i < outs.size() && i < metas.size(); ++i) {
@@ -112,14 +107,9 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
     if (metas[i].dtype != ScalarType::Undefined) graph_.set_dtype(v, metas[i].dtype);
     graph_.set_shape(v, metas[i].shape);
     if (rank_dynamic) graph_.set_rank_varies(v);
-    if (info.name == 0) graph_.set_name(v, outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
+    if (info.name == kNoName) graph_.set_name(v, outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
   }
   return outs;
-}
-
-void Session::end_current() {
-  builder_.set_current({}, {});
-  graph_.set_origin(0);
 }
 
 void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outputs) {
@@ -130,7 +120,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
     }
   }
   std::vector<bool> taken(graph_.num_values(), false);
-  builder_.accept_complex_pairs();  // an Identity copies complex values as their real pairs
+  const auto pairs = builder_.with_complex_pairs();  // an Identity copies complex values as their real pairs
   for (const auto& [value, name] : outputs) {
     Value v = value;
     // A graph output must be produced by a node of its own: a passed-through input or weight,
@@ -166,9 +156,10 @@ GraphId Session::end_subgraph(const std::vector<Value>& outputs) {
       throw ConvertError("a subgraph output refers to graph value " + std::to_string(v.id) + ", which does not exist");
     }
   }
-  builder_.accept_complex_pairs();  // an Identity copies complex values as their real pairs
-  const GraphId graph = builder_.end_subgraph(outputs);
-  builder_.set_current({}, {});
+  const GraphId graph = [&] {
+    const auto pairs = builder_.with_complex_pairs();  // an Identity copies complex values as their real pairs
+    return builder_.end_subgraph(outputs);
+  }();
   open_subgraphs_.pop_back();
   return graph;
 }
@@ -177,36 +168,35 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
                                          const std::vector<TensorMeta>& metas, std::string_view fx_name) {
   const std::string label = std::string(op_type) + " (FX node `" + std::string(fx_name) + "`)";
   for (const Input& in : inputs) {
-    if (in.id != Value::kNone && in.id >= graph_.num_values()) {
-      throw ConvertError(label + ": an input refers to graph value " + std::to_string(in.id) + ", which does not exist");
+    if (in.value.valid() && in.value.id >= graph_.num_values()) {
+      throw ConvertError(label + ": an input refers to graph value " + std::to_string(in.value.id) +
+                         ", which does not exist");
     }
   }
   std::vector<GraphId> subgraphs;
   for (const Attr& a : attrs) {
-    if (a.kind != Attr::Kind::Graph) continue;
-    if (a.int_value < 1 || static_cast<size_t>(a.int_value) > graph_.num_subgraphs() ||
-        graph_.subgraph(static_cast<GraphId>(a.int_value)).parent != builder_.insertion_graph()) {
-      throw ConvertError(label + ": attribute `" + a.name + "` names no subgraph ended in this graph");
+    if (a.kind() != Attr::Kind::Graph) continue;
+    const GraphId id = a.as_graph();
+    const std::string name(a.name.str());
+    if (id.index < 1 || id.index > graph_.num_subgraphs() || graph_.subgraph(id).parent != builder_.insertion_graph()) {
+      throw ConvertError(label + ": attribute `" + name + "` names no subgraph ended in this graph");
     }
     // Two owners (or two attributes) would write the subgraph twice, each copy defining the
     // same value names.
-    const auto id = static_cast<GraphId>(a.int_value);
-    if ((id < owned_.size() && owned_[id]) || std::find(subgraphs.begin(), subgraphs.end(), id) != subgraphs.end()) {
-      throw ConvertError(label + ": attribute `" + a.name + "` names a subgraph another node or attribute owns");
+    if ((id.index < owned_.size() && owned_[id.index]) || std::find(subgraphs.begin(), subgraphs.end(), id) != subgraphs.end()) {
+      throw ConvertError(label + ": attribute `" + name + "` names a subgraph another node or attribute owns");
     }
     subgraphs.push_back(id);
   }
   std::vector<Value> outs;
-  graph_.set_origin(graph_.strings.intern(fx_name));
   try {
+    const auto origin = graph_.with_origin(graph_.strings.intern(fx_name));
     outs = builder_.op_n(op_type, inputs, attrs, static_cast<int>(metas.size()));
   } catch (const ConvertError& e) {
-    graph_.set_origin(0);
     throw ConvertError(label + ": " + e.what());
   }
-  graph_.set_origin(0);
   owned_.resize(graph_.num_subgraphs() + 1, false);
-  for (const GraphId id : subgraphs) owned_[id] = true;
+  for (const GraphId id : subgraphs) owned_[id.index] = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
     graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
@@ -249,7 +239,7 @@ PassStats Session::finish() {
 
 size_t Session::num_nodes() const {
   size_t n = 0;
-  for (NodeId i = 0; i < graph_.num_nodes(); ++i) n += !graph_.node(i).dead;
+  for (const NodeId i : graph_.node_ids()) n += !graph_.node(i).dead;
   return n;
 }
 
@@ -264,10 +254,10 @@ ProtoMessage Session::serialize(const std::string& producer_version, ExternalDat
 
 size_t Session::weights_nbytes() const {
   std::vector<bool> used(graph_.num_values(), false);
-  for (NodeId n = 0; n < graph_.num_nodes(); ++n) {
+  for (const NodeId n : graph_.node_ids()) {
     if (graph_.node(n).dead) continue;
-    for (uint32_t in : graph_.inputs(n)) {
-      if (in != Value::kNone) used[in] = true;
+    for (const Value in : graph_.inputs(n)) {
+      if (in.valid()) used[in.id] = true;
     }
   }
   size_t total = 0;

@@ -47,9 +47,7 @@ ScalarType output_type(const OpTypes& spec, size_t i, std::span<const ScalarType
   // A variadic last output (Split) shares the type of the last formal one.
   const OutputType& rule = spec.outputs[std::min(i, spec.outputs.size() - 1)];
   if (!rule.attr.empty()) {
-    for (const Attr& a : attrs) {
-      if (a.name == rule.attr) return scalar_type_from_onnx(static_cast<int>(a.int_value));
-    }
+    if (const Attr* a = find_attr(attrs, rule.attr, Attr::Kind::Int)) return scalar_type_from_onnx(static_cast<int>(a->as_int()));
   }
   if (rule.input >= 0 && static_cast<size_t>(rule.input) < inputs.size() &&
       inputs[static_cast<size_t>(rule.input)] != ScalarType::Undefined) {
@@ -66,18 +64,18 @@ ScalarType output_type(const OpTypes& spec, size_t i, std::span<const ScalarType
 namespace {
 
 // The element type a value is written with: a complex value as its real parts (serializer.cpp).
-ScalarType written(const Graph& g, uint32_t v) {
-  if (v == Value::kNone) return ScalarType::Undefined;
-  const ScalarType t = g.info(Value{v}).dtype;
+ScalarType written(const Graph& g, Value v) {
+  if (!v.valid()) return ScalarType::Undefined;
+  const ScalarType t = g.info(v).dtype;
   return is_complex(t) ? real_part_type(t) : t;
 }
 
 std::string label(const Graph& g, NodeId n) {
   const Node& node = g.node(n);
   std::string s = "ONNX " + std::string(g.strings.str(node.op_type)) + " node";
-  if (node.origin != 0) s += " of FX node `" + std::string(g.strings.str(node.origin)) + "`";
+  if (node.origin != kNoName) s += " of FX node `" + std::string(g.strings.str(node.origin)) + "`";
   const auto outs = g.outputs(n);
-  if (!outs.empty() && !g.name(Value{outs[0]}).empty()) s += " (output `" + std::string(g.name(Value{outs[0]})) + "`)";
+  if (!outs.empty() && !g.name(outs[0]).empty()) s += " (output `" + std::string(g.name(outs[0])) + "`)";
   return s;
 }
 
@@ -92,12 +90,12 @@ void check_subgraph_outputs(const Graph& g, NodeId n, std::string_view type) {
   const size_t skipped = type == "Loop" ? 1 : 0;
   const auto outs = g.outputs(n);
   for (const Attr& a : g.attrs(n)) {
-    if (a.kind != Attr::Kind::Graph) continue;
-    const Subgraph& sub = g.subgraph(static_cast<GraphId>(a.int_value));
+    if (a.kind() != Attr::Kind::Graph) continue;
+    const Subgraph& sub = g.subgraph(a.as_graph());
     for (size_t j = 0; j < outs.size() && j + skipped < sub.outputs.size(); ++j) {
       const ScalarType declared = written(g, outs[j]), returned = written(g, sub.outputs[j + skipped]);
       if (declared != ScalarType::Undefined && returned != ScalarType::Undefined && declared != returned) {
-        mismatch(g, n, "output " + std::to_string(j) + " of its `" + a.name + "` subgraph", declared, returned);
+        mismatch(g, n, "output " + std::to_string(j) + " of its `" + std::string(a.name.str()) + "` subgraph", declared, returned);
       }
     }
   }
@@ -107,14 +105,14 @@ void check_subgraph_outputs(const Graph& g, NodeId n, std::string_view type) {
 
 void check_types(const Graph& g, int opset) {
   std::vector<ScalarType> inputs;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+  for (const NodeId n : g.node_ids()) {
     const Node& node = g.node(n);
-    if (node.dead || node.domain != 0) continue;  // other domains' types are their own
+    if (node.dead || node.domain != kNoName) continue;  // other domains' types are their own
     const std::string_view type = g.strings.str(node.op_type);
     const OpTypes* spec = onnx_types(type, opset);
     if (spec == nullptr) continue;
     inputs.clear();
-    for (uint32_t v : g.inputs(n)) inputs.push_back(written(g, v));
+    for (const Value v : g.inputs(n)) inputs.push_back(written(g, v));
     if (const std::string error = input_types_error(type, opset, *spec, inputs); !error.empty()) {
       throw ConvertError(label(g, n) + ": " + error + " (a fastonnx bug: the file would not load in onnxruntime)");
     }

@@ -1,7 +1,11 @@
 #include "fastonnx/types.h"
 
 #include <cstdio>
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <unordered_map>
 
 namespace fastonnx {
 
@@ -163,48 +167,49 @@ bool operator==(const SymIntList& a, const std::vector<int64_t>& b) {
 }
 
 namespace {
-Attr named(std::string name, Attr::Kind kind) {
-  Attr a;
-  a.name = std::move(name);
-  a.kind = kind;
-  return a;
+// The process's attribute names (AttrName): interned once, read by any thread.
+struct AttrNamePool {
+  std::shared_mutex mutex;
+  std::deque<std::string> storage;
+  std::vector<std::string_view> names;
+  std::unordered_map<std::string_view, uint32_t> ids;
+};
+AttrNamePool& attr_names() {
+  static AttrNamePool pool;
+  return pool;
 }
 }  // namespace
 
-Attr Attr::i(std::string n, int64_t v) {
-  Attr a = named(std::move(n), Kind::Int);
-  a.int_value = v;
-  return a;
+AttrName::AttrName(std::string_view name) {
+  AttrNamePool& pool = attr_names();
+  {
+    std::shared_lock read(pool.mutex);
+    if (auto it = pool.ids.find(name); it != pool.ids.end()) {
+      id_ = it->second;
+      return;
+    }
+  }
+  std::unique_lock write(pool.mutex);
+  if (auto it = pool.ids.find(name); it != pool.ids.end()) {  // interned meanwhile
+    id_ = it->second;
+    return;
+  }
+  id_ = static_cast<uint32_t>(pool.names.size());
+  pool.names.push_back(pool.storage.emplace_back(name));
+  pool.ids.emplace(pool.names.back(), id_);  // keyed by the pool's copy, not the caller's string
 }
-Attr Attr::f(std::string n, double v) {
-  Attr a = named(std::move(n), Kind::Float);
-  a.float_value = v;
-  return a;
+
+std::string_view AttrName::str() const {
+  AttrNamePool& pool = attr_names();
+  std::shared_lock read(pool.mutex);
+  return pool.names[id_];
 }
-Attr Attr::s(std::string n, std::string v) {
-  Attr a = named(std::move(n), Kind::String);
-  a.string_value = std::move(v);
-  return a;
-}
-Attr Attr::ints(std::string n, std::vector<int64_t> v) {
-  Attr a = named(std::move(n), Kind::Ints);
-  a.int_values = std::move(v);
-  return a;
-}
-Attr Attr::floats(std::string n, std::vector<double> v) {
-  Attr a = named(std::move(n), Kind::Floats);
-  a.float_values = std::move(v);
-  return a;
-}
-Attr Attr::strings(std::string n, std::vector<std::string> v) {
-  Attr a = named(std::move(n), Kind::Strings);
-  a.string_values = std::move(v);
-  return a;
-}
-Attr Attr::graph(std::string n, uint32_t subgraph) {
-  Attr a = named(std::move(n), Kind::Graph);
-  a.int_value = subgraph;
-  return a;
+
+const Attr* find_attr(std::span<const Attr> attrs, AttrName name, std::optional<Attr::Kind> kind) {
+  for (const Attr& a : attrs) {
+    if (a.name == name && (!kind || a.kind() == *kind)) return &a;
+  }
+  return nullptr;
 }
 
 }  // namespace fastonnx

@@ -36,34 +36,34 @@ namespace opset_f { enum : uint32_t { domain = 1, version = 2 }; }
 // `subgraph` writes the GraphProto of a Graph attribute.
 ProtoMessage attribute(const Attr& a, const std::function<ProtoMessage(const Attr&)>& subgraph) {
   ProtoMessage m;
-  m.bytes_field(attr_f::name, a.name);
-  switch (a.kind) {
+  m.bytes_field(attr_f::name, a.name.str());
+  switch (a.kind()) {
     case Attr::Kind::Graph:
       m.message_field(attr_f::g, subgraph(a));
       m.varint_field(attr_f::type, attr_type::GRAPH);
       break;
     case Attr::Kind::Int:
-      m.int64_field(attr_f::i, a.int_value);
+      m.int64_field(attr_f::i, a.as_int());
       m.varint_field(attr_f::type, attr_type::INT);
       break;
     case Attr::Kind::Float:
-      m.float_field(attr_f::f, static_cast<float>(a.float_value));
+      m.float_field(attr_f::f, static_cast<float>(a.as_float()));
       m.varint_field(attr_f::type, attr_type::FLOAT);
       break;
     case Attr::Kind::String:
-      m.bytes_field(attr_f::s, a.string_value);
+      m.bytes_field(attr_f::s, a.as_string());
       m.varint_field(attr_f::type, attr_type::STRING);
       break;
     case Attr::Kind::Ints:
-      m.packed_int64_field(attr_f::ints, a.int_values);
+      m.packed_int64_field(attr_f::ints, a.as_ints());
       m.varint_field(attr_f::type, attr_type::INTS);
       break;
     case Attr::Kind::Floats:
-      m.packed_float_field(attr_f::floats, std::vector<float>(a.float_values.begin(), a.float_values.end()));
+      m.packed_float_field(attr_f::floats, std::vector<float>(a.as_floats().begin(), a.as_floats().end()));
       m.varint_field(attr_f::type, attr_type::FLOATS);
       break;
     case Attr::Kind::Strings:
-      for (const std::string& v : a.string_values) m.bytes_field(attr_f::strings, v);
+      for (const std::string& v : a.as_strings()) m.bytes_field(attr_f::strings, v);
       m.varint_field(attr_f::type, attr_type::STRINGS);
       break;
   }
@@ -82,7 +82,7 @@ ProtoMessage value_info(const Graph& g, Value v) {
     ProtoMessage shape;
     for (const Dim& d : g.shape(v)) {
       ProtoMessage dim;
-      if (d.symbol != 0) {
+      if (d.symbol != kNoName) {
         dim.bytes_field(dim_f::dim_param, g.strings.str(d.symbol));
       } else if (d.value >= 0) {
         dim.int64_field(dim_f::dim_value, d.value);
@@ -145,18 +145,18 @@ class GraphWriter {
  public:
   GraphWriter(const Graph& g, const Outlined* outlined)
       : g_(g), nodes_of_(g.num_subgraphs() + 1), used_(g.num_values(), false), is_output_(g.num_values(), false) {
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    for (const NodeId n : g.node_ids()) {
       const Node& node = g.node(n);
       if (node.dead) continue;
-      nodes_of_[node.graph].push_back(n);
-      for (uint32_t in : g.inputs(n)) {
-        if (in != Value::kNone) used_[in] = true;
+      nodes_of_[node.graph.index].push_back(n);
+      for (const Value in : g.inputs(n)) {
+        if (in.valid()) used_[in.id] = true;
       }
     }
-    if (outlined != nullptr) nodes_of_[kMainGraph] = outlined->main_order;
-    for (uint32_t out : g.graph_outputs()) used_[out] = is_output_[out] = true;
-    for (GraphId sub = 1; sub <= g.num_subgraphs(); ++sub) {
-      for (uint32_t out : g.subgraph(sub).outputs) used_[out] = is_output_[out] = true;
+    if (outlined != nullptr) nodes_of_[kMainGraph.index] = outlined->main_order;
+    for (const Value out : g.graph_outputs()) used_[out.id] = is_output_[out.id] = true;
+    for (const GraphId sub : g.subgraph_ids()) {
+      for (const Value out : g.subgraph(sub).outputs) used_[out.id] = is_output_[out.id] = true;
     }
   }
 
@@ -166,14 +166,14 @@ class GraphWriter {
 
   // The nodes of `graph` and the value_info of what they compute.
   void add_nodes(ProtoMessage& graph, GraphId id) const {
-    for (NodeId n : nodes_of_[id]) graph.message_field(graph_f::node, node(n));
+    for (const NodeId n : nodes_of_[id.index]) graph.message_field(graph_f::node, node(n));
     // Shapes torch.export recorded for intermediate values: they document the graph and let the
     // checker's strict shape inference catch a converter that disagrees with torch.
-    for (NodeId n : nodes_of_[id]) {
-      for (uint32_t out : g_.outputs(n)) {
-        const ValueInfo& vi = g_.info(Value{out});
-        if (vi.has_shape && !vi.rank_varies && vi.dtype != ScalarType::Undefined && !is_output_[out]) {
-          graph.message_field(graph_f::value_info, value_info(g_, Value{out}));
+    for (const NodeId n : nodes_of_[id.index]) {
+      for (const Value out : g_.outputs(n)) {
+        const ValueInfo& vi = g_.info(out);
+        if (vi.has_shape && !vi.rank_varies && vi.dtype != ScalarType::Undefined && !is_output_[out.id]) {
+          graph.message_field(graph_f::value_info, value_info(g_, out));
         }
       }
     }
@@ -182,8 +182,8 @@ class GraphWriter {
   // Appends the nodes of the subgraphs node `n` owns, nested ones included.
   void add_subgraph_nodes(NodeId n, std::vector<NodeId>& out) const {
     for (const Attr& a : g_.attrs(n)) {
-      if (a.kind != Attr::Kind::Graph) continue;
-      for (NodeId inner : nodes_of_[static_cast<GraphId>(a.int_value)]) {
+      if (a.kind() != Attr::Kind::Graph) continue;
+      for (const NodeId inner : nodes_of_[a.as_graph().index]) {
         out.push_back(inner);
         add_subgraph_nodes(inner, out);
       }
@@ -193,15 +193,15 @@ class GraphWriter {
   ProtoMessage node(NodeId n) const {
     const Node& node = g_.node(n);
     ProtoMessage m;
-    for (uint32_t in : g_.inputs(n)) m.bytes_field(node_f::input, in == Value::kNone ? std::string_view() : g_.name(Value{in}));
-    for (uint32_t out : g_.outputs(n)) m.bytes_field(node_f::output, g_.name(Value{out}));
+    for (const Value in : g_.inputs(n)) m.bytes_field(node_f::input, in.valid() ? g_.name(in) : std::string_view());
+    for (const Value out : g_.outputs(n)) m.bytes_field(node_f::output, g_.name(out));
     m.bytes_field(node_f::name, g_.strings.str(node.name));
     m.bytes_field(node_f::op_type, g_.strings.str(node.op_type));
     const auto subgraph = [&](const Attr& a) {
-      return this->subgraph(static_cast<GraphId>(a.int_value), std::string(g_.strings.str(node.name)) + "_" + a.name);
+      return this->subgraph(a.as_graph(), std::string(g_.strings.str(node.name)) + "_" + std::string(a.name.str()));
     };
     for (const Attr& a : g_.attrs(n)) m.message_field(node_f::attribute, attribute(a, subgraph));
-    if (node.domain != 0) m.bytes_field(node_f::domain, g_.strings.str(node.domain));
+    if (node.domain != kNoName) m.bytes_field(node_f::domain, g_.strings.str(node.domain));
     return m;
   }
 
@@ -211,14 +211,14 @@ class GraphWriter {
     add_nodes(graph, id);
     graph.bytes_field(graph_f::name, name);
     const Subgraph& sub = g_.subgraph(id);
-    for (uint32_t in : sub.inputs) graph.message_field(graph_f::input, value_info(g_, Value{in}));
-    for (uint32_t out : sub.outputs) graph.message_field(graph_f::output, value_info(g_, Value{out}));
+    for (const Value in : sub.inputs) graph.message_field(graph_f::input, value_info(g_, in));
+    for (const Value out : sub.outputs) graph.message_field(graph_f::output, value_info(g_, out));
     return graph;
   }
 
   const Graph& g_;
-  std::vector<std::vector<NodeId>> nodes_of_;  // live nodes of each graph, in order
-  std::vector<bool> used_, is_output_;
+  std::vector<std::vector<NodeId>> nodes_of_;  // by graph id: its live nodes, in order
+  std::vector<bool> used_, is_output_;         // by value id
 };
 
 ProtoMessage opset_import(std::string_view domain, int64_t version) {
@@ -234,7 +234,7 @@ std::vector<ProtoMessage> custom_opset_imports(const Graph& g, const ModelInfo& 
   std::vector<ProtoMessage> out;
   for (NodeId n : nodes) {
     const StrId domain = g.node(n).domain;
-    if (domain == 0 || std::find(domains.begin(), domains.end(), domain) != domains.end()) continue;
+    if (domain == kNoName || std::find(domains.begin(), domains.end(), domain) != domains.end()) continue;
     domains.push_back(domain);
     int64_t version = 1;
     for (const auto& [name, v] : info.domain_versions) {
@@ -249,15 +249,15 @@ std::vector<ProtoMessage> custom_opset_imports(const Graph& g, const ModelInfo& 
 ProtoMessage function(const Graph& g, const ModelInfo& info, const GraphWriter& writer, const LocalFunction& f) {
   ProtoMessage m;
   m.bytes_field(function_f::name, f.name);
-  for (uint32_t in : f.inputs) m.bytes_field(function_f::input, g.name(Value{in}));
-  for (uint32_t out : f.outputs) m.bytes_field(function_f::output, g.name(Value{out}));
-  for (uint32_t c : f.constants) {
+  for (const Value in : f.inputs) m.bytes_field(function_f::input, g.name(in));
+  for (const Value out : f.outputs) m.bytes_field(function_f::output, g.name(out));
+  for (const Value c : f.constants) {
     ProtoMessage value;
     value.bytes_field(attr_f::name, "value");
-    value.message_field(attr_f::t, tensor(g, *g.initializer(Value{c}), nullptr));
+    value.message_field(attr_f::t, tensor(g, *g.initializer(c), nullptr));
     value.varint_field(attr_f::type, attr_type::TENSOR);
     ProtoMessage node;
-    node.bytes_field(node_f::output, g.name(Value{c}));
+    node.bytes_field(node_f::output, g.name(c));
     node.bytes_field(node_f::op_type, "Constant");
     node.message_field(node_f::attribute, value);
     m.message_field(function_f::node, node);
@@ -284,11 +284,11 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   for (const Initializer& init : g.initializers()) {
     if (writer.used(init.value)) graph.message_field(graph_f::initializer, tensor(g, init, external));
   }
-  for (uint32_t in : g.graph_inputs()) graph.message_field(graph_f::input, value_info(g, Value{in}));
+  for (const Value in : g.graph_inputs()) graph.message_field(graph_f::input, value_info(g, in));
   for (const Initializer& init : g.initializers()) {
     if (init.overridable && writer.used(init.value)) graph.message_field(graph_f::input, value_info(g, init.value));
   }
-  for (uint32_t out : g.graph_outputs()) graph.message_field(graph_f::output, value_info(g, Value{out}));
+  for (const Value out : g.graph_outputs()) graph.message_field(graph_f::output, value_info(g, out));
 
   ProtoMessage model;
   model.varint_field(model_f::ir_version, static_cast<uint64_t>(ir_version_for_opset(info.opset)));
@@ -298,7 +298,7 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   model.message_field(model_f::opset_import, opset_import("", info.opset));
   // Every domain a node uses, in the main graph or in a function.
   std::vector<NodeId> all_nodes;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+  for (const NodeId n : g.node_ids()) {
     if (!g.node(n).dead) all_nodes.push_back(n);
   }
   if (info.outlined != nullptr) {

@@ -1,5 +1,6 @@
 #include "fastonnx/ir.h"
 
+#include <optional>
 #include <string>
 
 namespace fastonnx {
@@ -10,7 +11,7 @@ StrId StringPool::intern(std::string_view s) {
   auto it = ids_.find(s);
   if (it != ids_.end()) return it->second;
   const std::string& stored = storage_.emplace_back(s);
-  const auto id = static_cast<StrId>(strings_.size());
+  const StrId id{static_cast<uint32_t>(strings_.size())};
   strings_.push_back(&stored);
   ids_.emplace(std::string_view(stored), id);
   return id;
@@ -36,9 +37,25 @@ std::span<const Dim> Graph::shape(Value v) const {
   return {dims_.data() + info.dims_begin, info.rank};
 }
 
+std::optional<std::vector<int64_t>> static_shape(std::span<const Dim> dims) {
+  std::vector<int64_t> out;
+  out.reserve(dims.size());
+  for (const Dim& d : dims) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> Graph::static_shape(Value v) const {
+  const ValueInfo& info = values_[v.id];
+  if (!info.has_shape || info.rank_varies) return std::nullopt;
+  return fastonnx::static_shape(shape(v));
+}
+
 NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
                        uint32_t n_outputs, const Attrs& attrs, GraphId graph) {
-  const auto id = static_cast<NodeId>(nodes_.size());
+  const NodeId id{static_cast<uint32_t>(nodes_.size())};
   Node n;
   n.graph = graph;
   n.scope = scope_;
@@ -47,16 +64,16 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
   n.domain = strings.intern(domain);
   // ONNX drops trailing omitted inputs; inner ones stay as empty names.
   size_t count = inputs.size();
-  while (count > 0 && inputs[count - 1].id == Value::kNone) --count;
+  while (count > 0 && !inputs[count - 1].value.valid()) --count;
   n.inputs_begin = static_cast<uint32_t>(edges_.size());
   n.n_inputs = static_cast<uint32_t>(count);
-  for (size_t i = 0; i < count; ++i) edges_.push_back(inputs[i].id);
+  for (size_t i = 0; i < count; ++i) edges_.push_back(inputs[i].value);
   n.outputs_begin = static_cast<uint32_t>(edges_.size());
   n.n_outputs = n_outputs;
   for (uint32_t i = 0; i < n_outputs; ++i) {
     Value out = add_value(ScalarType::Undefined);
     values_[out.id].producer = id;
-    edges_.push_back(out.id);
+    edges_.push_back(out);
   }
   n.attrs_begin = static_cast<uint32_t>(attrs_.size());
   n.n_attrs = static_cast<uint32_t>(attrs.size());
@@ -65,33 +82,36 @@ NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const 
   return id;
 }
 
-NodeId Graph::add_call(std::string_view op_type, std::string_view domain, std::span<const uint32_t> inputs,
-                       std::span<const uint32_t> outputs) {
+NodeId Graph::add_call(std::string_view op_type, std::string_view domain, std::span<const Value> inputs,
+                       std::span<const Value> outputs) {
   const NodeId id = add_node(op_type, domain, {}, 0, {});
-  Node& n = nodes_[id];
+  Node& n = nodes_[id.index];
   n.inputs_begin = static_cast<uint32_t>(edges_.size());
   n.n_inputs = static_cast<uint32_t>(inputs.size());
   edges_.insert(edges_.end(), inputs.begin(), inputs.end());
   n.outputs_begin = static_cast<uint32_t>(edges_.size());
   n.n_outputs = static_cast<uint32_t>(outputs.size());
   edges_.insert(edges_.end(), outputs.begin(), outputs.end());
-  for (uint32_t v : outputs) values_[v].producer = id;
+  for (const Value v : outputs) values_[v.id].producer = id;
   return id;
 }
 
-std::span<const uint32_t> Graph::inputs(NodeId n) const {
-  return {edges_.data() + nodes_[n].inputs_begin, nodes_[n].n_inputs};
+std::span<const Value> Graph::inputs(NodeId n) const {
+  const Node& node = nodes_[n.index];
+  return {edges_.data() + node.inputs_begin, node.n_inputs};
 }
-std::span<const uint32_t> Graph::outputs(NodeId n) const {
-  return {edges_.data() + nodes_[n].outputs_begin, nodes_[n].n_outputs};
+std::span<const Value> Graph::outputs(NodeId n) const {
+  const Node& node = nodes_[n.index];
+  return {edges_.data() + node.outputs_begin, node.n_outputs};
 }
 std::span<const Attr> Graph::attrs(NodeId n) const {
-  return {attrs_.data() + nodes_[n].attrs_begin, nodes_[n].n_attrs};
+  const Node& node = nodes_[n.index];
+  return {attrs_.data() + node.attrs_begin, node.n_attrs};
 }
 
 StrId Graph::unique_name(std::string_view base) {
   StrId id = strings.intern(base);
-  auto taken = [&](StrId s) { return s < used_names_.size() && used_names_[s]; };
+  auto taken = [&](StrId s) { return s.index < used_names_.size() && used_names_[s.index]; };
   if (taken(id) || base.empty()) {
     uint32_t& counter = name_counters_[id];
     std::string candidate;
@@ -100,15 +120,15 @@ StrId Graph::unique_name(std::string_view base) {
     } while (strings.contains(candidate) && taken(strings.intern(candidate)));
     id = strings.intern(candidate);
   }
-  if (id >= used_names_.size()) used_names_.resize(id + 1 + used_names_.size() / 2, false);
-  used_names_[id] = true;
+  if (id.index >= used_names_.size()) used_names_.resize(id.index + 1 + used_names_.size() / 2, false);
+  used_names_[id.index] = true;
   return id;
 }
 
 void Graph::set_name(Value v, std::string_view base) {
   const StrId id = unique_name(base);
   values_[v.id].name = id;
-  value_named_[id] = v.id;
+  value_named_[id] = v;
 }
 
 void Graph::claim_name(Value v, std::string_view name) {
@@ -116,32 +136,32 @@ void Graph::claim_name(Value v, std::string_view name) {
   if (values_[v.id].name == id) return;
   auto it = value_named_.find(id);
   if (it != value_named_.end()) {
-    const Value other{it->second};
+    const Value other = it->second;
     values_[other.id].name = unique_name(name);  // the claimed name is taken, so this is fresh
-    value_named_[values_[other.id].name] = other.id;
+    value_named_[values_[other.id].name] = other;
   } else {
     unique_name(name);  // marks it used
   }
   values_[v.id].name = id;
-  value_named_[id] = v.id;
+  value_named_[id] = v;
 }
 
 void Graph::name_all() {
   for (uint32_t v = 0; v < values_.size(); ++v) {
-    if (values_[v].name == 0) set_name(Value{v}, "_v");
+    if (values_[v].name == kNoName) set_name(Value{v}, "_v");
   }
   for (auto& n : nodes_) {
-    if (n.name == 0 && !n.dead) n.name = unique_name(std::string(strings.str(n.op_type)));
+    if (n.name == kNoName && !n.dead) n.name = unique_name(std::string(strings.str(n.op_type)));
   }
 }
 
-void Graph::name_node(NodeId n, std::string_view base) { nodes_[n].name = unique_name(base); }
+void Graph::name_node(NodeId n, std::string_view base) { nodes_[n.index].name = unique_name(base); }
 
 Value Graph::add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims) {
   Value v = add_value(dtype);
   set_shape(v, dims);
   set_name(v, name);
-  inputs_.push_back(v.id);
+  inputs_.push_back(v);
   return v;
 }
 
@@ -155,14 +175,11 @@ Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<
   return v;
 }
 
-bool Graph::set_ints_attr(NodeId n, std::string_view name, std::vector<int64_t> values) {
-  for (uint32_t i = nodes_[n].attrs_begin; i < nodes_[n].attrs_begin + nodes_[n].n_attrs; ++i) {
-    if (attrs_[i].name == name && attrs_[i].kind == Attr::Kind::Ints) {
-      attrs_[i].int_values = std::move(values);
-      return true;
-    }
-  }
-  return false;
+bool Graph::set_ints_attr(NodeId n, AttrName name, std::vector<int64_t> values) {
+  const Attr* a = find_attr(attrs(n), name, Attr::Kind::Ints);
+  if (a == nullptr) return false;
+  attrs_[static_cast<size_t>(a - attrs_.data())].value = std::move(values);
+  return true;
 }
 
 Value Graph::add_computed_initializer(ScalarType dtype, std::span<const Dim> dims,
@@ -187,14 +204,14 @@ Value Graph::alias_initializer(Value source, std::span<const Dim> dims) {
 
 GraphId Graph::add_subgraph(GraphId parent) {
   subgraphs_.push_back(Subgraph{parent, {}, {}});
-  return static_cast<GraphId>(subgraphs_.size());
+  return GraphId{static_cast<uint32_t>(subgraphs_.size())};
 }
 
 Value Graph::add_subgraph_input(GraphId graph, std::string_view name, ScalarType dtype, std::span<const Dim> dims) {
   Value v = add_value(dtype);
   set_shape(v, dims);
   set_name(v, name);
-  subgraphs_[graph - 1].inputs.push_back(v.id);
+  subgraphs_[graph.index - 1].inputs.push_back(v);
   return v;
 }
 

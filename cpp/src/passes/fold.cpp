@@ -30,16 +30,9 @@ using Shape = std::vector<int64_t>;
 using ConstInputs = std::span<const std::optional<ConstView>>;
 using Result = std::optional<std::vector<Folded>>;
 
-const Attr* find_attr(std::span<const Attr> attrs, std::string_view name) {
-  for (const Attr& a : attrs) {
-    if (a.name == name) return &a;
-  }
-  return nullptr;
-}
-
-int64_t attr_int(std::span<const Attr> attrs, std::string_view name, int64_t fallback) {
-  const Attr* a = find_attr(attrs, name);
-  return a ? a->int_value : fallback;
+int64_t attr_int(std::span<const Attr> attrs, AttrName name, int64_t fallback) {
+  const Attr* a = find_attr(attrs, name, Attr::Kind::Int);
+  return a ? a->as_int() : fallback;
 }
 
 size_t count_of(const Shape& s) {
@@ -201,8 +194,8 @@ Result binary(Binary op, const ConstView& a, const ConstView& b) {
 Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSource& source) {
   const size_t rank = in.shape.size();
   std::vector<int64_t> perm(rank);
-  if (const Attr* a = find_attr(attrs, "perm")) {
-    perm = a->int_values;
+  if (const Attr* a = find_attr(attrs, "perm", Attr::Kind::Ints)) {
+    perm = a->as_ints();
   } else {
     for (size_t d = 0; d < rank; ++d) perm[d] = static_cast<int64_t>(rank - 1 - d);
   }
@@ -224,9 +217,9 @@ Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSo
 }
 
 Result cast(const ConstView& in, std::span<const Attr> attrs, const ConstSource& source) {
-  const Attr* to_attr = find_attr(attrs, "to");
+  const Attr* to_attr = find_attr(attrs, "to", Attr::Kind::Int);
   if (to_attr == nullptr || in.data == nullptr) return std::nullopt;
-  const ScalarType to = scalar_type_from_onnx(static_cast<int>(to_attr->int_value));
+  const ScalarType to = scalar_type_from_onnx(static_cast<int>(to_attr->as_int()));
   if (!is_numeric(in.dtype) || !is_numeric(to)) return std::nullopt;
   if (to == in.dtype) return std::vector<Folded>{alias(in, in.shape)};
   Folded f;
@@ -340,14 +333,17 @@ Result slice(ConstInputs inputs) {
   })};
 }
 
+// The axes of a Squeeze, an Unsqueeze or a reduction: input 1 since opset 13 (18 for most
+// reductions), the `axes` attribute before; none when neither is given.
+std::vector<int64_t> axes_of(ConstInputs inputs, std::span<const Attr> attrs) {
+  if (inputs.size() > 1 && inputs[1]) return ints_of(*inputs[1]);
+  if (const Attr* a = find_attr(attrs, "axes", Attr::Kind::Ints)) return a->as_ints();
+  return {};
+}
+
 Result squeeze_like(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
   const ConstView& in = *inputs[0];
-  std::vector<int64_t> axes;
-  if (inputs.size() > 1 && inputs[1]) {
-    axes = ints_of(*inputs[1]);
-  } else if (const Attr* a = find_attr(attrs, "axes")) {
-    axes = a->int_values;
-  }
+  const std::vector<int64_t> axes = axes_of(inputs, attrs);
   if (op == "Squeeze") {
     Shape out;
     for (size_t d = 0; d < in.shape.size(); ++d) {
@@ -405,12 +401,7 @@ Result expand(const ConstView& in, const ConstView& shape) {
 
 Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
   const ConstView& in = *inputs[0];
-  std::vector<int64_t> axes;
-  if (inputs.size() > 1 && inputs[1]) {
-    axes = ints_of(*inputs[1]);
-  } else if (const Attr* a = find_attr(attrs, "axes")) {
-    axes = a->int_values;
-  }
+  const std::vector<int64_t> axes = axes_of(inputs, attrs);
   if (!axes.empty() || is_floating(in.dtype)) return std::nullopt;  // whole-tensor integer products/sums only
   int64_t acc = op == "ReduceProd" ? 1 : 0;
   for (int64_t v : ints_of(in)) acc = op == "ReduceProd" ? acc * v : acc + v;

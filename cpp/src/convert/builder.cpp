@@ -1,10 +1,10 @@
 #include "fastonnx/builder.h"
 
-#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 
+#include "fastonnx/numeric.h"
 #include "fastonnx/onnx_types.h"
 #include "fastonnx/typecheck.h"
 
@@ -18,9 +18,8 @@ std::vector<Value> Builder::custom_op(std::string_view domain, std::string_view 
                                      const Attrs& attrs, int n_outputs) {
   if (domain.empty() || domain == "ai.onnx") return op_n(type, inputs, attrs, n_outputs);
   const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
-  std::vector<Value> outs;
-  for (uint32_t id : g_.outputs(n)) outs.push_back(Value{id});
-  return outs;
+  const auto outs = g_.outputs(n);
+  return {outs.begin(), outs.end()};
 }
 
 std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
@@ -30,7 +29,7 @@ std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, co
   // Complex inputs are real pairs to ONNX; their outputs stay complex in the graph.
   std::vector<ScalarType> logical, written;
   for (const Input& in : inputs) {
-    const ScalarType t = in.id == Value::kNone ? ScalarType::Undefined : dtype(Value{in.id});
+    const ScalarType t = in.value.valid() ? dtype(in.value) : ScalarType::Undefined;
     if (is_complex(t) && !complex_pairs_) {
       fail("complex tensors are not supported by this converter (ONNX " + std::string(type) +
            "); compute on the real and imaginary parts (torch.view_as_real) instead");
@@ -50,8 +49,7 @@ std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, co
   const NodeId n = g_.add_node(type, "", inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   std::vector<Value> outs;
   outs.reserve(n_outputs);
-  for (uint32_t id : g_.outputs(n)) {
-    const Value v{id};
+  for (const Value v : g_.outputs(n)) {
     g_.set_dtype(v, output_type(*types, outs.size(), logical, attrs));
     outs.push_back(v);
   }
@@ -71,7 +69,7 @@ Value Builder::subgraph_input(std::string_view name, ScalarType dtype, std::span
 GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
   if (insertion_graph_ == kMainGraph) fail("end_subgraph without begin_subgraph");
   const GraphId graph = insertion_graph_;
-  std::vector<uint32_t> taken;
+  std::vector<Value> taken;
   for (const Value value : outputs) {
     Value v = value;
     // Like a graph output, a subgraph output is produced by a node of its own subgraph: an outer
@@ -79,14 +77,14 @@ GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
     // keeps the passes from replacing the output by an outer value).
     const NodeId producer = g_.info(v).producer;
     if (producer == kNoNode || g_.node(producer).graph != graph ||
-        std::find(taken.begin(), taken.end(), v.id) != taken.end()) {
+        std::find(taken.begin(), taken.end(), v) != taken.end()) {
       v = op("Identity", {value});
       if (g_.info(value).has_shape) {
         std::vector<Dim> dims(g_.shape(value).begin(), g_.shape(value).end());
         g_.set_shape(v, dims);
       }
     }
-    taken.push_back(v.id);
+    taken.push_back(v);
     g_.add_subgraph_output(graph, v);
   }
   insertion_graph_ = g_.subgraph(graph).parent;
@@ -94,38 +92,6 @@ GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
 }
 
 namespace {
-
-uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t mantissa = x & 0x007FFFFFu;
-  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
-  if (((x >> 23) & 0xFF) == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mantissa ? 0x200u : 0));
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    const uint32_t m = mantissa | 0x00800000u;
-    const int shift = 14 - exp;
-    uint32_t half = m >> shift;
-    const uint32_t rest = m & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(half);
-}
-
-uint16_t float_to_bfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if (std::isnan(f)) return 0x7FC0;
-  x += 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T v) {
@@ -265,10 +231,10 @@ Value Builder::as_complex(Value pairs) {
 
 Value Builder::as_real(Value complex) {
   if (!is_complex(dtype(complex))) fail(std::string("expected a complex tensor, got ") + dtype_name(dtype(complex)));
-  const bool accepted = complex_pairs_;
-  complex_pairs_ = true;
-  const Value v = op("Identity", {complex});
-  complex_pairs_ = accepted;
+  const Value v = [&] {
+    const auto pairs = with_complex_pairs();
+    return op("Identity", {complex});
+  }();
   g_.set_dtype(v, real_part_type(dtype(complex)));
   return v;
 }
@@ -364,16 +330,6 @@ std::span<const Dim> Builder::shape(Value v) const {
   return g_.shape(v);
 }
 
-std::optional<std::vector<int64_t>> Builder::static_shape(Value v) const {
-  if (!has_shape(v)) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const Dim& d : g_.shape(v)) {
-    if (!d.is_static()) return std::nullopt;
-    out.push_back(d.value);
-  }
-  return out;
-}
-
 int64_t Builder::static_int(const SymInt& s) const {
   if (!s.is_static()) fail("a dynamic size is used where ONNX needs a static attribute");
   return s.value;
@@ -391,20 +347,17 @@ const TensorMeta& Builder::out_meta(size_t i) const {
   return metas_[i];
 }
 
-std::optional<std::vector<int64_t>> Builder::out_static_shape(size_t i) const {
-  std::vector<int64_t> out;
-  for (const Dim& d : out_meta(i).shape) {
-    if (!d.is_static()) return std::nullopt;
-    out.push_back(d.value);
-  }
-  return out;
+Builder::CurrentNode::CurrentNode(Builder& b, std::string_view fx_name, std::span<const TensorMeta> metas)
+    : b_(b), origin_(b.g_.with_origin(b.g_.strings.intern(fx_name))) {
+  b_.metas_ = metas;
+  b_.complex_pairs_ = false;
+  b_.rank_dynamic_ = false;
 }
 
-void Builder::set_current(std::string_view fx_name, std::span<const TensorMeta> metas) {
-  fx_name_ = fx_name;
-  metas_ = metas;
-  complex_pairs_ = false;
-  rank_dynamic_ = false;
+Builder::CurrentNode::~CurrentNode() {
+  b_.metas_ = {};
+  b_.complex_pairs_ = false;
+  b_.rank_dynamic_ = false;
 }
 
 void Builder::fail(const std::string& message) const { throw ConvertError(message); }

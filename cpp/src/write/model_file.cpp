@@ -1,0 +1,105 @@
+#include "fastonnx/model_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <stdexcept>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fastonnx/prefetch.h"
+
+namespace fastonnx {
+namespace {
+
+// protobuf refuses to parse a message of 2 GB or more.
+constexpr size_t kMaxProtoBytes = (size_t{1} << 31) - 1;
+
+// Thrown from the sink on an I/O error, to stop the producer.
+struct WriteFailed {
+  int err;
+};
+
+}  // namespace
+
+void write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                const BetweenPieces& between_pieces) {
+  // Not truncated on opening: ext4 (auto_da_alloc) starts flushing a file truncated to size 0
+  // when it is closed, which doubled the cost of writing a large model. The caller's file is a
+  // new, empty temporary; an existing longer file is cut to size at the end instead.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), path);
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    throw std::system_error(err, std::generic_category(), path);
+  }
+  size_t unreported = 0, written = 0;
+  const auto end_piece = [&] {
+    const size_t piece = unreported;
+    unreported = 0;
+    between_pieces(piece);
+  };
+  try {
+    produce([&](const void* data, size_t size) {
+      const char* bytes = static_cast<const char*>(data);
+      while (size > 0) {
+        const size_t n = std::min(size, kWritePiece - unreported);
+        if (std::fwrite(bytes, 1, n, f) != n) throw WriteFailed{errno};
+        written += n;
+        bytes += n;
+        size -= n;
+        if ((unreported += n) == kWritePiece) end_piece();
+      }
+    });
+    if (unreported > 0) end_piece();
+  } catch (const WriteFailed& failed) {
+    std::fclose(f);
+    throw std::system_error(failed.err, std::generic_category(), path);
+  } catch (...) {
+    std::fclose(f);
+    throw;
+  }
+  struct stat st;
+  if (std::fflush(f) != 0 || ::fstat(fd, &st) != 0 ||
+      (static_cast<size_t>(st.st_size) > written && ::ftruncate(fd, static_cast<off_t>(written)) != 0)) {
+    const int err = errno;
+    std::fclose(f);
+    throw std::system_error(err, std::generic_category(), path);
+  }
+  if (std::fclose(f) != 0) throw std::system_error(errno, std::generic_category(), path);
+}
+
+void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, const std::string& path,
+                 const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces) {
+  if (location.empty()) {
+    const ProtoMessage proto = serialize(nullptr);
+    write_file(path, [&](const ByteSink& sink) {
+      Prefetcher ahead(proto.computed());
+      proto.produce(sink, &ahead);
+    }, between_pieces);
+    return;
+  }
+  ExternalData external;
+  external.location = location;
+  const ProtoMessage proto = serialize(&external);
+  write_file(data_path, [&](const ByteSink& sink) {
+    Prefetcher ahead(external.computed());
+    write_external_data(external, sink, &ahead);
+  }, between_pieces);
+  write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, between_pieces);
+}
+
+std::string model_bytes(const ProtoMessage& proto) {
+  if (proto.size() > kMaxProtoBytes) {
+    throw std::length_error("the model is " + std::to_string(proto.size()) +
+                            " bytes with its weights, beyond protobuf's 2 GB; save it with external data");
+  }
+  return proto.to_string();
+}
+
+}  // namespace fastonnx

@@ -1,0 +1,173 @@
+// Each pass on a small graph: constant folding, forwarding, CSE, transpose composition,
+// dead-node removal, and outlining of module scopes into local functions.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "fastonnx/outline.h"
+#include "fastonnx/passes.h"
+#include "test_util.h"
+
+namespace fastonnx {
+namespace {
+
+using testing::TestGraph;
+
+std::vector<int64_t> int64s(const Graph& g, Value v) {
+  const Initializer* init = g.initializer(v);
+  std::vector<int64_t> out(init->nbytes / sizeof(int64_t));
+  if (!out.empty()) std::memcpy(out.data(), init->data, init->nbytes);
+  return out;
+}
+
+TEST(Optimize, FoldsArithmeticOnConstants) {
+  TestGraph t;
+  const Value x = t.input("x", {4, 6});
+  const Value shape = t.b.op("Add", {t.b.ints({1, 2}), t.b.ints({3, 4})});
+  const Value y = t.b.op("Reshape", {x, shape});
+  t.g.add_output(y);
+  const PassStats stats = optimize(t.g);
+  EXPECT_EQ(stats.folded, 1u);
+  EXPECT_EQ(t.live_ops(), std::vector<std::string>{"Reshape"});
+  const Value folded = t.g.inputs(t.g.info(y).producer)[1];
+  ASSERT_TRUE(t.g.is_initializer(folded));
+  EXPECT_EQ(int64s(t.g, folded), (std::vector<int64_t>{4, 6}));
+}
+
+TEST(Optimize, FoldsTheShapeOfAStaticallyShapedValue) {
+  TestGraph t;
+  const Value x = t.input("x", {2, 5});
+  const Value y = t.b.op("Reshape", {x, t.b.op("Shape", {x}, {Attr::i("start", 1)})});
+  t.g.add_output(y);
+  optimize(t.g);
+  EXPECT_EQ(int64s(t.g, t.g.inputs(t.g.info(y).producer)[1]), std::vector<int64_t>{5});
+}
+
+TEST(Optimize, MergesCommonSubexpressions) {
+  TestGraph t;
+  const Value x = t.input("x", {3});
+  const Value a = t.b.op("Relu", {x}), b = t.b.op("Relu", {x});
+  const Value sum = t.b.op("Add", {a, b});
+  t.g.add_output(sum);
+  const PassStats stats = optimize(t.g);
+  EXPECT_EQ(stats.merged, 1u);
+  EXPECT_EQ(t.live_ops(), (std::vector<std::string>{"Relu", "Add"}));
+  const auto in = t.g.inputs(t.g.info(sum).producer);
+  EXPECT_EQ(in[0], a);
+  EXPECT_EQ(in[1], a);
+}
+
+TEST(Optimize, KeepsNodesWhoseAttributesDiffer) {
+  TestGraph t;
+  const Value x = t.input("x", {3, 4});
+  const Value a = t.b.op("Softmax", {x}, {Attr::i("axis", 0)}), b = t.b.op("Softmax", {x}, {Attr::i("axis", 1)});
+  t.g.add_output(t.b.op("Add", {a, b}));
+  EXPECT_EQ(optimize(t.g).merged, 0u);
+  EXPECT_EQ(t.live_ops().size(), 3u);
+}
+
+TEST(Optimize, ComposesTransposesAndForwardsAnIdentityOne) {
+  TestGraph t;
+  const Value x = t.input("x", {2, 3, 4});
+  const Value inner = t.b.op("Transpose", {x}, {Attr::ints("perm", {1, 0, 2})});
+  const Value outer = t.b.op("Transpose", {inner}, {Attr::ints("perm", {0, 2, 1})});
+  const Value y = t.b.op("Relu", {outer});
+  t.g.add_output(y);
+  const PassStats stats = optimize(t.g);
+  EXPECT_EQ(stats.composed, 1u);
+  EXPECT_EQ(t.live_ops(), (std::vector<std::string>{"Transpose", "Relu"}));
+  const NodeId composed = t.g.info(outer).producer;
+  EXPECT_EQ(t.g.inputs(composed)[0], x);
+  EXPECT_EQ(t.g.attr(composed, "perm")->as_ints(), (std::vector<int64_t>{1, 2, 0}));
+
+  TestGraph u;
+  const Value z = u.input("z", {2, 3});
+  const Value back = u.b.op("Transpose", {u.b.op("Transpose", {z}, {Attr::ints("perm", {1, 0})})},
+                            {Attr::ints("perm", {1, 0})});
+  const Value w = u.b.op("Relu", {back});
+  u.g.add_output(w);
+  const PassStats identity = optimize(u.g);
+  EXPECT_EQ(identity.composed, 1u);
+  EXPECT_EQ(identity.forwarded, 1u);
+  EXPECT_EQ(u.live_ops(), std::vector<std::string>{"Relu"});
+  EXPECT_EQ(u.g.inputs(u.g.info(w).producer)[0], z);
+}
+
+TEST(Optimize, KeepsTheNodesThatProduceGraphOutputs) {
+  TestGraph t;
+  const Value x = t.input("x", {3});
+  const Value y = t.b.op("Identity", {x});
+  t.g.add_output(y);
+  optimize(t.g);
+  EXPECT_EQ(t.live_ops(), std::vector<std::string>{"Identity"});
+}
+
+TEST(RemoveDeadNodes, KillsWhatReachesNoOutput) {
+  TestGraph t;
+  const Value x = t.input("x", {3});
+  const Value unused = t.b.op("Neg", {t.b.op("Exp", {x})});
+  t.g.add_output(t.b.op("Relu", {x}));
+  remove_dead_nodes(t.g);
+  EXPECT_EQ(t.live_ops(), std::vector<std::string>{"Relu"});
+  EXPECT_TRUE(t.producer(unused).dead);
+}
+
+TEST(RemoveDeadNodes, KeepsWhatASubgraphOfALiveNodeReads) {
+  TestGraph t;
+  const Value x = t.input("x", {3});
+  const Value cond = t.input("cond", {}, ScalarType::Bool);
+  const Value outer = t.b.op("Exp", {x});
+  t.b.begin_subgraph();
+  const GraphId then_branch = t.b.end_subgraph({t.b.op("Neg", {outer})});
+  t.b.begin_subgraph();
+  const GraphId else_branch = t.b.end_subgraph({t.b.op("Relu", {outer})});
+  const Value y =
+      t.b.op("If", {cond}, {Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)});
+  t.g.add_output(y);
+  remove_dead_nodes(t.g);
+  EXPECT_EQ(t.live_ops(), (std::vector<std::string>{"Exp", "Neg", "Relu", "If"}));
+}
+
+TEST(OutlineFunctions, EqualModuleCallsShareOneFunction) {
+  TestGraph t;
+  const Value x = t.input("x", {3});
+  const std::vector<Scope> scopes = {Scope{}, Scope{"Block", "blocks.0", 0}, Scope{"Block", "blocks.1", 0}};
+  t.g.set_scope(1);
+  const Value first = t.b.op("Relu", {t.b.op("Neg", {x})});
+  t.g.set_shape(first, t.g.shape(x));  // as the session does: the calls' inputs are typed alike
+  t.g.set_scope(2);
+  const Value second = t.b.op("Relu", {t.b.op("Neg", {first})});
+  t.g.set_scope(0);
+  t.g.add_output(t.b.op("Exp", {second}));
+  const Outlined outlined = outline_functions(t.g, scopes);
+  ASSERT_EQ(outlined.functions.size(), 1u);
+  const LocalFunction& f = outlined.functions[0];
+  EXPECT_EQ(f.name, "Block");
+  EXPECT_EQ(f.body.size(), 2u);
+  EXPECT_EQ(f.inputs, std::vector<Value>{x});
+  EXPECT_EQ(f.outputs, std::vector<Value>{first});
+  std::vector<std::string> main;
+  for (const NodeId n : outlined.main_order) main.emplace_back(t.op(n));
+  EXPECT_EQ(main, (std::vector<std::string>{"Block", "Block", "Exp"}));
+  EXPECT_EQ(t.g.strings.str(t.producer(second).name), "blocks.1");
+  EXPECT_EQ(t.g.strings.str(t.producer(second).domain), kFunctionDomain);
+}
+
+TEST(OutlineFunctions, DifferentBodiesGetNumberedNames) {
+  TestGraph t;
+  const Value x = t.input("x", {3});
+  const std::vector<Scope> scopes = {Scope{}, Scope{"Block", "a", 0}, Scope{"Block", "b", 0}};
+  t.g.set_scope(1);
+  const Value first = t.b.op("Relu", {x});
+  t.g.set_scope(2);
+  const Value second = t.b.op("Neg", {first});
+  t.g.set_scope(0);
+  t.g.add_output(t.b.op("Exp", {second}));
+  const Outlined outlined = outline_functions(t.g, scopes);
+  ASSERT_EQ(outlined.functions.size(), 2u);
+  EXPECT_EQ(outlined.functions[0].name, "Block");
+  EXPECT_EQ(outlined.functions[1].name, "Block_1");
+}
+
+}  // namespace
+}  // namespace fastonnx
