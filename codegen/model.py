@@ -150,8 +150,16 @@ class Literal:
 
     def __str__(self) -> str:
         if isinstance(self.value, tuple):
-            return "[" + ", ".join(repr(v) for v in self.value) + "]"
-        return repr(self.value)
+            return "[" + ", ".join(_spell(v) for v in self.value) + "]"
+        return _spell(self.value)
+
+
+def _spell(value) -> str:
+    """A literal as a spec writes it: strings in double quotes, as YAML's single-quoted rules
+    hold them (`onnx: 'compare("Equal", self, other)'`)."""
+    if isinstance(value, str) and value.isprintable() and '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    return repr(value)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,10 @@ def int_vector(items: list[str]) -> str:
     return "std::vector<int64_t>{" + ", ".join(items) + "}"
 
 
+def symint_list(items: list[str]) -> str:
+    return "SymIntList{" + ", ".join(f"SymInt({i})" for i in items) + "}"
+
+
 def float_vector(items: list[str]) -> str:
     return "std::vector<double>{" + ", ".join(items) + "}"
 

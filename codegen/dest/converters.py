@@ -92,6 +92,12 @@ def _fail(spec: OpSpec, msg: str, rule: Rule | None = None) -> NoReturn:
     raise SpecError(f"{where}: `{spec.overload}`: {msg}")
 
 
+def _fits(param: Type, arg: Type) -> bool:
+    """Whether an argument of type ``arg`` can be passed for a helper's parameter: as itself, or
+    a dim list as axes."""
+    return param.accepts(arg) or (param.kind is Kind.AXES and arg.kind is Kind.INT_LIST)
+
+
 class _RuleCompiler:
     """Compiles one rule's expression. ``since``/``until`` bound the opsets the rule can be
     chosen for, and every ONNX op it uses is checked against ONNX's registry at both ends."""
@@ -198,7 +204,9 @@ class _RuleCompiler:
             if v is None and any(t.optional or t.kind is Kind.AXES for t in types):
                 return F.NULLOPT
             if isinstance(v, str) and Kind.OP in kinds:
-                self.onnx_schemas(v)
+                # The helper picks the op's version (or another op) by the opset it targets.
+                if opsets.first_opset(v) is None:
+                    self.fail(f"{where}; `{v}` is not an ONNX operator")
                 return F.cpp_string(v)
             if isinstance(v, str) and Kind.STR in kinds:
                 return F.string_value(v)
@@ -212,20 +220,23 @@ class _RuleCompiler:
                 return F.scalar_value(F.literal_value(v))
             if isinstance(v, tuple) and all(type(x) is int for x in v) and Kind.INT_LIST in kinds:
                 return F.int_vector([F.literal_value(x) for x in v])
+            if isinstance(v, tuple) and all(type(x) is int for x in v) and Kind.SYMINT_LIST in kinds:
+                return F.symint_list([F.literal_value(x) for x in v])
             self.fail(f"{where}; `{e}` does not fit")
         if isinstance(e, Name):
             a = self.arg(e.id)
-            fits = any(t.accepts(a.type) or (t.kind is Kind.AXES and a.kind is Kind.INT_LIST) for t in types)
-            if not fits:
-                self.fail(f"{where}; `{e.id}` is a {a.type}")
-            return a.name
-        if isinstance(e, Call) and not e.is_onnx and HELPERS.get(e.func, None) is not None:
+            if any(_fits(t, a.type) for t in types):
+                return a.name
+            if a.optional and any(_fits(t, Type(a.kind)) for t in types):
+                return self.present(a)  # the rule's guard must prove it present
+            self.fail(f"{where}; `{e.id}` is a {a.type}")
+        if isinstance(e, Call) and not e.is_onnx and e.func in HELPERS:
             h = HELPERS[e.func]
             if h.role is HelperRole.ATTRIBUTE and Kind.INT_LIST in kinds:
                 return self.attribute_helper(e)
-            if h.role is HelperRole.TENSOR and len(h.returns) == 1 and h.returns[0].kind is Kind.AXES:
-                if Kind.AXES not in kinds:
-                    self.fail(f"{where}; `{e.func}` gives axes")
+            if h.role is HelperRole.TENSOR and len(h.returns) == 1 and h.returns[0].kind is not Kind.TENSOR:
+                if not any(_fits(t, h.returns[0]) for t in types):
+                    self.fail(f"{where}; `{e.func}` gives {h.returns[0]}")
                 return self.helper_call(e, n_tensors=0)
         if Kind.TENSOR not in kinds:
             self.fail(f"{where}; `{e}` is not one")

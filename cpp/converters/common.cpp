@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "fastonnx/helpers.h"
+
 namespace fastonnx {
 
 int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank) {
@@ -115,5 +117,13 @@ Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<
   const Value axes = b.ints(std::vector<int64_t>{0});
   return b.op("Squeeze", {op(b.op("Unsqueeze", {x, axes})), axes});
 }
+
+Value cast(Builder& b, Value x, ScalarType dtype) { return b.cast(x, dtype); }
+
+Value as_real(Builder& b, Value x) { return b.as_real(x); }
+
+Value as_complex(Builder& b, Value x) { return b.as_complex(x); }
+
+ScalarType output_dtype(Builder& b, int64_t index) { return b.out_meta(static_cast<size_t>(index)).dtype; }
 
 }  // namespace fastonnx

@@ -64,6 +64,10 @@ std::array<Value, 2> convert_log_sigmoid_forward(Builder& b, Value self);
 Value convert_threshold(Builder& b, Value self, Scalar threshold, Scalar value);
 // _prelu_kernel(Tensor self, Tensor weight) -> Tensor
 Value convert__prelu_kernel(Builder& b, Value self, Value weight);
+// add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+Value convert_add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
+// add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+Value convert_add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 // sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 Value convert_sub_Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
@@ -72,20 +76,140 @@ Value convert_sub_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
 Value convert_rsub_Tensor(Builder& b, Value self, Value other, Scalar alpha);
 // rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
 Value convert_rsub_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
+// mul.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_mul_Tensor(Builder& b, Value self, Value other);
+// mul.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_mul_Scalar(Builder& b, Value self, Scalar other);
 // div.Tensor(Tensor self, Tensor other) -> Tensor
 Value convert_div_Tensor(Builder& b, Value self, Value other);
 // div.Scalar(Tensor self, Scalar other) -> Tensor
 Value convert_div_Scalar(Builder& b, Value self, Scalar other);
+// div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+Value convert_div_Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode);
+// div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor
+Value convert_div_Scalar_mode(Builder& b, Value self, Scalar other, std::optional<std::string> rounding_mode);
+// floor_divide(Tensor self, Tensor other) -> Tensor
+Value convert_floor_divide(Builder& b, Value self, Value other);
+// floor_divide.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_floor_divide_Scalar(Builder& b, Value self, Scalar other);
 // fmod.Tensor(Tensor self, Tensor other) -> Tensor
 Value convert_fmod_Tensor(Builder& b, Value self, Value other);
 // fmod.Scalar(Tensor self, Scalar other) -> Tensor
 Value convert_fmod_Scalar(Builder& b, Value self, Scalar other);
+// remainder.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_remainder_Tensor(Builder& b, Value self, Value other);
+// remainder.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_remainder_Scalar(Builder& b, Value self, Scalar other);
+// pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+Value convert_pow_Tensor_Tensor(Builder& b, Value self, Value exponent);
+// atan2(Tensor self, Tensor other) -> Tensor
+Value convert_atan2(Builder& b, Value self, Value other);
+// atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Value convert_atan2_out(Builder& b, Value self, Value other, Value out);
 // addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
 Value convert_addcmul(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
 Value convert_addcdiv(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // xlogy.Tensor(Tensor self, Tensor other) -> Tensor
 Value convert_xlogy_Tensor(Builder& b, Value self, Value other);
+// eq.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_eq_Tensor(Builder& b, Value self, Value other);
+// eq.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_eq_Scalar(Builder& b, Value self, Scalar other);
+// ne.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_ne_Tensor(Builder& b, Value self, Value other);
+// ne.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_ne_Scalar(Builder& b, Value self, Scalar other);
+// gt.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_gt_Tensor(Builder& b, Value self, Value other);
+// gt.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_gt_Scalar(Builder& b, Value self, Scalar other);
+// ge.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_ge_Tensor(Builder& b, Value self, Value other);
+// ge.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_ge_Scalar(Builder& b, Value self, Scalar other);
+// lt.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_lt_Tensor(Builder& b, Value self, Value other);
+// lt.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_lt_Scalar(Builder& b, Value self, Scalar other);
+// le.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_le_Tensor(Builder& b, Value self, Value other);
+// le.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_le_Scalar(Builder& b, Value self, Scalar other);
+// logical_and(Tensor self, Tensor other) -> Tensor
+Value convert_logical_and(Builder& b, Value self, Value other);
+// logical_or(Tensor self, Tensor other) -> Tensor
+Value convert_logical_or(Builder& b, Value self, Value other);
+// logical_xor(Tensor self, Tensor other) -> Tensor
+Value convert_logical_xor(Builder& b, Value self, Value other);
+// bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_and_Tensor(Builder& b, Value self, Value other);
+// bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_and_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_or_Tensor(Builder& b, Value self, Value other);
+// bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_or_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_xor_Tensor(Builder& b, Value self, Value other);
+// bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_xor_Scalar(Builder& b, Value self, Scalar other);
+// maximum(Tensor self, Tensor other) -> Tensor
+Value convert_maximum(Builder& b, Value self, Value other);
+// minimum(Tensor self, Tensor other) -> Tensor
+Value convert_minimum(Builder& b, Value self, Value other);
+// clamp_min(Tensor self, Scalar min) -> Tensor
+Value convert_clamp_min(Builder& b, Value self, Scalar min);
+// clamp_min.Tensor(Tensor self, Tensor min) -> Tensor
+Value convert_clamp_min_Tensor(Builder& b, Value self, Value min);
+// clamp_max(Tensor self, Scalar max) -> Tensor
+Value convert_clamp_max(Builder& b, Value self, Scalar max);
+// clamp_max.Tensor(Tensor self, Tensor max) -> Tensor
+Value convert_clamp_max_Tensor(Builder& b, Value self, Value max);
+// arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_arange(Builder& b, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_zeros(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_ones(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_zeros_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_ones_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// fill.Scalar(Tensor self, Scalar value) -> Tensor
+Value convert_fill_Scalar(Builder& b, Value self, Scalar value);
+// eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_eye(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_eye_m(Builder& b, SymInt n, SymInt m, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// view_as_real(Tensor(a) self) -> Tensor(a)
+Value convert_view_as_real(Builder& b, Value self);
+// view_as_complex(Tensor(a) self) -> Tensor(a)
+Value convert_view_as_complex(Builder& b, Value self);
 // masked_select(Tensor self, Tensor mask) -> Tensor
 Value convert_masked_select(Builder& b, Value self, Value mask);
 // take(Tensor self, Tensor index) -> Tensor
@@ -106,8 +230,92 @@ Value convert_addbmm(Builder& b, Value self, Value batch1, Value batch2, Scalar 
 Value convert_dot(Builder& b, Value self, Value tensor);
 // vdot(Tensor self, Tensor other) -> Tensor
 Value convert_vdot(Builder& b, Value self, Value other);
+// _cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+Value convert__cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+// cdist(Tensor x1, Tensor x2, float p=2, int? compute_mode=None) -> Tensor
+Value convert_cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
+// _pdist_forward(Tensor self, float p=2) -> Tensor
+Value convert__pdist_forward(Builder& b, Value self, double p);
+// pdist(Tensor self, float p=2) -> Tensor
+Value convert_pdist(Builder& b, Value self, double p);
+// conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor
+Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
+// conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, str padding="valid", SymInt[2] dilation=1, SymInt groups=1) -> Tensor
+Value convert_conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
+// conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] output_padding=0, SymInt groups=1, SymInt[2] dilation=1) -> Tensor
+Value convert_conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
+// dropout(Tensor input, float p, bool train) -> Tensor
+Value convert_dropout(Builder& b, Value input, double p, bool train);
 // embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
 Value convert_embedding(Builder& b, Value weight, Value indices, SymInt padding_idx, bool scale_grad_by_freq, bool sparse);
+// _native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> convert__native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
+// native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> convert_native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps);
+// layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor
+Value convert_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enable);
+// native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> convert_native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, SymInt N, SymInt C, SymInt HxW, int64_t group, double eps);
+// native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
+std::array<Value, 2> convert_native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
+// constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
+Value convert_constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value);
+// reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+Value convert_reflection_pad1d(Builder& b, Value self, SymIntList padding);
+// reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor
+Value convert_reflection_pad2d(Builder& b, Value self, SymIntList padding);
+// reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor
+Value convert_reflection_pad3d(Builder& b, Value self, SymIntList padding);
+// replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+Value convert_replication_pad1d(Builder& b, Value self, SymIntList padding);
+// replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor
+Value convert_replication_pad2d(Builder& b, Value self, SymIntList padding);
+// replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor
+Value convert_replication_pad3d(Builder& b, Value self, SymIntList padding);
+// max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] dilation=1, bool ceil_mode=False) -> Tensor
+Value convert_max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
+Value convert_max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> Tensor
+Value convert_max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool1d_with_indices(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
+// avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False, bool count_include_pad=True) -> Tensor
+Value convert_avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad);
+// avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+Value convert_avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+// avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+Value convert_avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+// adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor
+Value convert_adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+Value convert_adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+Value convert_adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+// _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+Value convert__adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
+// _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+Value convert__adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
+// adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)
+std::array<Value, 2> convert_adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+std::array<Value, 2> convert_adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
+// adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
+std::array<Value, 2> convert_adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
+// rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_rand(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_randn(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_rand_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// bernoulli(Tensor self, *, Generator? generator=None) -> Tensor
+Value convert_bernoulli(Builder& b, Value self);
 // mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // sum(Tensor self, *, ScalarType? dtype=None) -> Tensor
@@ -116,12 +324,92 @@ Value convert_sum(Builder& b, Value self, std::optional<ScalarType> dtype);
 Value convert_sum_dim_IntList(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // mean(Tensor self, *, ScalarType? dtype=None) -> Tensor
 Value convert_mean(Builder& b, Value self, std::optional<ScalarType> dtype);
+// amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+Value convert_amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+Value convert_amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// max(Tensor self) -> Tensor
+Value convert_max(Builder& b, Value self);
+// min(Tensor self) -> Tensor
+Value convert_min(Builder& b, Value self);
+// max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_max_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_min_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+Value convert_argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+// argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+Value convert_argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
+// any(Tensor self) -> Tensor
+Value convert_any(Builder& b, Value self);
+// any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+Value convert_any_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
+Value convert_any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+// all(Tensor self) -> Tensor
+Value convert_all(Builder& b, Value self);
+// all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+Value convert_all_dim(Builder& b, Value self, int64_t dim, bool keepdim);
+// all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
+Value convert_all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
+// prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
+Value convert_prod(Builder& b, Value self, std::optional<ScalarType> dtype);
+// prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+Value convert_prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype);
+// count_nonzero(Tensor self, int? dim=None) -> Tensor
+Value convert_count_nonzero(Builder& b, Value self, std::optional<int64_t> dim);
+// count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor
+Value convert_count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim);
+// logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
+Value convert_logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
+// var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+Value convert_var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
+Value convert_var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// var(Tensor self, bool unbiased=True) -> Tensor
+Value convert_var(Builder& b, Value self, bool unbiased);
+// std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+Value convert_std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
+Value convert_std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// std(Tensor self, bool unbiased=True) -> Tensor
+Value convert_std(Builder& b, Value self, bool unbiased);
+// var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)
+std::array<Value, 2> convert_var_mean(Builder& b, Value self, bool unbiased);
+// std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
+// std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)
+std::array<Value, 2> convert_std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
+// std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)
+std::array<Value, 2> convert_std_mean(Builder& b, Value self, bool unbiased);
+// cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_cummax(Builder& b, Value self, int64_t dim);
+// cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_cummin(Builder& b, Value self, int64_t dim);
 // clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor
 Value convert_clone(Builder& b, Value self);
 // contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)
 Value convert_contiguous(Builder& b, Value self);
+// _to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
+Value convert__to_copy(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking);
+// to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
+Value convert_to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking, bool copy);
+// to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
+Value convert_to_dtype(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
+// to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
+Value convert_to_device(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
 // t(Tensor(a) self) -> Tensor(a)
 Value convert_t(Builder& b, Value self);
+// view(Tensor(a) self, SymInt[] size) -> Tensor(a)
+Value convert_view(Builder& b, Value self, SymIntList size);
+// _unsafe_view(Tensor self, SymInt[] size) -> Tensor
+Value convert__unsafe_view(Builder& b, Value self, SymIntList size);
+// reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
+Value convert_reshape(Builder& b, Value self, SymIntList shape);
 // _assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()
 void convert__assert_tensor_metadata(Builder& b, Value a, std::optional<SymIntList> size, std::optional<SymIntList> stride, std::optional<ScalarType> dtype);
 // alias(Tensor(a) self) -> Tensor(a)
@@ -130,6 +418,26 @@ Value convert_alias(Builder& b, Value self);
 Value convert_detach(Builder& b, Value self);
 // lift_fresh_copy(Tensor self) -> Tensor
 Value convert_lift_fresh_copy(Builder& b, Value self);
+// squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)
+Value convert_squeeze_dim(Builder& b, Value self, int64_t dim);
+// squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)
+Value convert_squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
+// repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+Value convert_repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
+// triu(Tensor self, SymInt diagonal=0) -> Tensor
+Value convert_triu(Builder& b, Value self, SymInt diagonal);
+// tril(Tensor self, SymInt diagonal=0) -> Tensor
+Value convert_tril(Builder& b, Value self, SymInt diagonal);
+// sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_sort(Builder& b, Value self, int64_t dim, bool descending);
+// sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
+// argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor
+Value convert_argsort(Builder& b, Value self, int64_t dim, bool descending);
+// argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor
+Value convert_argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
+// topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+std::array<Value, 2> convert_topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
 // sym_numel(Tensor self) -> SymInt
 Value convert_sym_numel(Builder& b, Value self);
 // abs(Tensor self) -> Tensor
@@ -192,10 +500,62 @@ Value convert_frac(Builder& b, Value self);
 Value convert_round_decimals(Builder& b, Value self, int64_t decimals);
 // sign(Tensor self) -> Tensor
 Value convert_sign(Builder& b, Value self);
+// isnan(Tensor self) -> Tensor
+Value convert_isnan(Builder& b, Value self);
 // bitwise_not(Tensor self) -> Tensor
 Value convert_bitwise_not(Builder& b, Value self);
 // logical_not(Tensor self) -> Tensor
 Value convert_logical_not(Builder& b, Value self);
+// upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+Value convert_upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+Value convert_upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+Value convert_upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+Value convert__upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+Value convert__upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// _upsample_nearest_exact3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+Value convert__upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
+// upsample_linear1d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+Value convert_upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+Value convert_upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_trilinear3d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+Value convert_upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+Value convert_upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// _upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+Value convert__upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// _upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+Value convert__upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
+// upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor
+Value convert_upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales);
+// upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert_upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert_upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor
+Value convert_upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales);
+// upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert_upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert_upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+// upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert_upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// _upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert__upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// _upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+Value convert__upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
+// grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+Value convert_grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+// grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+Value convert_grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
+// embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, Tensor)
+std::array<Value, 4> convert_embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
+// _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+std::array<Value, 4> convert__embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
 
 namespace manual {
 // prelu(Tensor self, Tensor weight) -> Tensor
@@ -204,36 +564,10 @@ Value prelu(Builder& b, Value self, Value weight);
 Value glu(Builder& b, Value self, int64_t dim);
 // rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor
 Value rrelu(Builder& b, Value self, Scalar lower, Scalar upper, bool training);
-// add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
-Value add_Tensor(Builder& b, Value self, Value other, Scalar alpha);
-// add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
-Value add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha);
-// mul.Tensor(Tensor self, Tensor other) -> Tensor
-Value mul_Tensor(Builder& b, Value self, Value other);
-// mul.Scalar(Tensor self, Scalar other) -> Tensor
-Value mul_Scalar(Builder& b, Value self, Scalar other);
-// div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
-Value div_Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode);
-// div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor
-Value div_Scalar_mode(Builder& b, Value self, Scalar other, std::optional<std::string> rounding_mode);
-// floor_divide(Tensor self, Tensor other) -> Tensor
-Value floor_divide(Builder& b, Value self, Value other);
-// floor_divide.Scalar(Tensor self, Scalar other) -> Tensor
-Value floor_divide_Scalar(Builder& b, Value self, Scalar other);
-// remainder.Tensor(Tensor self, Tensor other) -> Tensor
-Value remainder_Tensor(Builder& b, Value self, Value other);
-// remainder.Scalar(Tensor self, Scalar other) -> Tensor
-Value remainder_Scalar(Builder& b, Value self, Scalar other);
-// pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
-Value pow_Tensor_Tensor(Builder& b, Value self, Value exponent);
 // pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
 Value pow_Tensor_Scalar(Builder& b, Value self, Scalar exponent);
 // pow.Scalar(Scalar self, Tensor exponent) -> Tensor
 Value pow_Scalar(Builder& b, Scalar self, Value exponent);
-// atan2(Tensor self, Tensor other) -> Tensor
-Value atan2(Builder& b, Value self, Value other);
-// atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
-Value atan2_out(Builder& b, Value self, Value other, Value out);
 // lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor
 Value lerp_Scalar(Builder& b, Value self, Value end, Scalar weight);
 // lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor
@@ -250,48 +584,6 @@ std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Valu
 Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
 // _softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
 Value _softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
-// eq.Tensor(Tensor self, Tensor other) -> Tensor
-Value eq_Tensor(Builder& b, Value self, Value other);
-// eq.Scalar(Tensor self, Scalar other) -> Tensor
-Value eq_Scalar(Builder& b, Value self, Scalar other);
-// ne.Tensor(Tensor self, Tensor other) -> Tensor
-Value ne_Tensor(Builder& b, Value self, Value other);
-// ne.Scalar(Tensor self, Scalar other) -> Tensor
-Value ne_Scalar(Builder& b, Value self, Scalar other);
-// gt.Tensor(Tensor self, Tensor other) -> Tensor
-Value gt_Tensor(Builder& b, Value self, Value other);
-// gt.Scalar(Tensor self, Scalar other) -> Tensor
-Value gt_Scalar(Builder& b, Value self, Scalar other);
-// ge.Tensor(Tensor self, Tensor other) -> Tensor
-Value ge_Tensor(Builder& b, Value self, Value other);
-// ge.Scalar(Tensor self, Scalar other) -> Tensor
-Value ge_Scalar(Builder& b, Value self, Scalar other);
-// lt.Tensor(Tensor self, Tensor other) -> Tensor
-Value lt_Tensor(Builder& b, Value self, Value other);
-// lt.Scalar(Tensor self, Scalar other) -> Tensor
-Value lt_Scalar(Builder& b, Value self, Scalar other);
-// le.Tensor(Tensor self, Tensor other) -> Tensor
-Value le_Tensor(Builder& b, Value self, Value other);
-// le.Scalar(Tensor self, Scalar other) -> Tensor
-Value le_Scalar(Builder& b, Value self, Scalar other);
-// logical_and(Tensor self, Tensor other) -> Tensor
-Value logical_and(Builder& b, Value self, Value other);
-// logical_or(Tensor self, Tensor other) -> Tensor
-Value logical_or(Builder& b, Value self, Value other);
-// logical_xor(Tensor self, Tensor other) -> Tensor
-Value logical_xor(Builder& b, Value self, Value other);
-// bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor
-Value bitwise_and_Tensor(Builder& b, Value self, Value other);
-// bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
-Value bitwise_and_Scalar(Builder& b, Value self, Scalar other);
-// bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
-Value bitwise_or_Tensor(Builder& b, Value self, Value other);
-// bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
-Value bitwise_or_Scalar(Builder& b, Value self, Scalar other);
-// bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
-Value bitwise_xor_Tensor(Builder& b, Value self, Value other);
-// bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
-Value bitwise_xor_Scalar(Builder& b, Value self, Scalar other);
 // where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
 Value where_self(Builder& b, Value condition, Value self, Value other);
 // where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor
@@ -304,74 +596,18 @@ Value where_Scalar(Builder& b, Value condition, Scalar self, Scalar other);
 Value masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value);
 // masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor
 Value masked_fill_Tensor(Builder& b, Value self, Value mask, Value value);
-// maximum(Tensor self, Tensor other) -> Tensor
-Value maximum(Builder& b, Value self, Value other);
-// minimum(Tensor self, Tensor other) -> Tensor
-Value minimum(Builder& b, Value self, Value other);
 // clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
 Value clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
 // clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
 Value clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max);
-// clamp_min(Tensor self, Scalar min) -> Tensor
-Value clamp_min(Builder& b, Value self, Scalar min);
-// clamp_min.Tensor(Tensor self, Tensor min) -> Tensor
-Value clamp_min_Tensor(Builder& b, Value self, Value min);
-// clamp_max(Tensor self, Scalar max) -> Tensor
-Value clamp_max(Builder& b, Value self, Scalar max);
-// clamp_max.Tensor(Tensor self, Tensor max) -> Tensor
-Value clamp_max_Tensor(Builder& b, Value self, Value max);
-// arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value arange(Builder& b, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value zeros(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value ones(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value zeros_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value ones_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// fill.Scalar(Tensor self, Scalar value) -> Tensor
-Value fill_Scalar(Builder& b, Value self, Scalar value);
 // fill.Tensor(Tensor self, Tensor value) -> Tensor
 Value fill_Tensor(Builder& b, Value self, Value value);
-// new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value new_zeros(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value new_ones(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value new_full(Builder& b, Value self, SymIntList size, Scalar fill_value, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value eye(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value eye_m(Builder& b, SymInt n, SymInt m, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value empty_strided(Builder& b, SymIntList size, SymIntList stride, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value empty_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value new_empty(Builder& b, Value self, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // _fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
 Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
 // _fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
 Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, SymInt last_dim_size);
 // _fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
 Value _fft_c2c(Builder& b, Value self, SymIntList dim, int64_t normalization, bool forward);
-// view_as_real(Tensor(a) self) -> Tensor(a)
-Value view_as_real(Builder& b, Value self);
-// view_as_complex(Tensor(a) self) -> Tensor(a)
-Value view_as_complex(Builder& b, Value self);
 // real(Tensor(a) self) -> Tensor(a)
 Value real(Builder& b, Value self);
 // imag(Tensor(a) self) -> Tensor(a)
@@ -426,186 +662,36 @@ Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar 
 Value outer(Builder& b, Value self, Value vec2);
 // einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
 Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
-// _cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
-Value _cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
-// cdist(Tensor x1, Tensor x2, float p=2, int? compute_mode=None) -> Tensor
-Value cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
-// _pdist_forward(Tensor self, float p=2) -> Tensor
-Value _pdist_forward(Builder& b, Value self, double p);
-// pdist(Tensor self, float p=2) -> Tensor
-Value pdist(Builder& b, Value self, double p);
-// conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor
-Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
-// conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, str padding="valid", SymInt[2] dilation=1, SymInt groups=1) -> Tensor
-Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
-// conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] output_padding=0, SymInt groups=1, SymInt[2] dilation=1) -> Tensor
-Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
-// dropout(Tensor input, float p, bool train) -> Tensor
-Value dropout(Builder& b, Value input, double p, bool train);
 // pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 // batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double momentum, double eps, bool cudnn_enabled);
-// _native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
-std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, double momentum, double eps);
 // _native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
 std::array<Value, 3> _native_batch_norm_legit(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, Value running_mean, Value running_var, bool training, double momentum, double eps);
 // _native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
 std::array<Value, 3> _native_batch_norm_legit_no_stats(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, bool training, double momentum, double eps);
-// native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
-std::array<Value, 3> native_layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps);
-// layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor
-Value layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enable);
-// native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)
-std::array<Value, 3> native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, SymInt N, SymInt C, SymInt HxW, int64_t group, double eps);
 // group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor
 Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Value> weight, std::optional<Value> bias, double eps, bool cudnn_enabled);
 // instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor
 Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias, std::optional<Value> running_mean, std::optional<Value> running_var, bool use_input_stats, double momentum, double eps, bool cudnn_enabled);
 // rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor
 Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
-// native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
-std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::optional<bool> train);
-// constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
-Value constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value);
 // pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
 Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
-// reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor
-Value reflection_pad1d(Builder& b, Value self, SymIntList padding);
-// reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor
-Value reflection_pad2d(Builder& b, Value self, SymIntList padding);
-// reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor
-Value reflection_pad3d(Builder& b, Value self, SymIntList padding);
-// replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor
-Value replication_pad1d(Builder& b, Value self, SymIntList padding);
-// replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor
-Value replication_pad2d(Builder& b, Value self, SymIntList padding);
-// replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor
-Value replication_pad3d(Builder& b, Value self, SymIntList padding);
-// max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] dilation=1, bool ceil_mode=False) -> Tensor
-Value max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
-Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// max_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> Tensor
-Value max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// max_pool1d_with_indices(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
-std::array<Value, 2> max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
-std::array<Value, 2> max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
-std::array<Value, 2> max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode);
-// avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False, bool count_include_pad=True) -> Tensor
-Value avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad);
-// avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
-Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
-// avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
-Value avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
-// adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor
-Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
-// adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
-Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
-// adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
-Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
-// _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
-Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size);
-// _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
-Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size);
-// adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)
-std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size);
-// adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
-std::array<Value, 2> adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size);
-// adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
-std::array<Value, 2> adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size);
-// rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value rand(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-Value randn(Builder& b, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value rand_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
-Value randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // randperm(SymInt n, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 Value randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
-// bernoulli(Tensor self, *, Generator? generator=None) -> Tensor
-Value bernoulli(Builder& b, Value self);
 // bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor
 Value bernoulli_p(Builder& b, Value self, double p);
-// amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
-Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
-// amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
-Value amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
-// max(Tensor self) -> Tensor
-Value max(Builder& b, Value self);
-// min(Tensor self) -> Tensor
-Value min(Builder& b, Value self);
-// max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
-std::array<Value, 2> max_dim(Builder& b, Value self, int64_t dim, bool keepdim);
-// min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
-std::array<Value, 2> min_dim(Builder& b, Value self, int64_t dim, bool keepdim);
-// argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
-Value argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
-// argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
-Value argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim);
-// any(Tensor self) -> Tensor
-Value any(Builder& b, Value self);
-// any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
-Value any_dim(Builder& b, Value self, int64_t dim, bool keepdim);
-// any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
-Value any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
-// all(Tensor self) -> Tensor
-Value all(Builder& b, Value self);
-// all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
-Value all_dim(Builder& b, Value self, int64_t dim, bool keepdim);
-// all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
-Value all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim);
-// prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
-Value prod(Builder& b, Value self, std::optional<ScalarType> dtype);
-// prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
-Value prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype);
-// count_nonzero(Tensor self, int? dim=None) -> Tensor
-Value count_nonzero(Builder& b, Value self, std::optional<int64_t> dim);
-// count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor
-Value count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim);
-// logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
-Value logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim);
 // linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor
 Value norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim);
-// var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
-Value var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
-// var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
-Value var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
-// var(Tensor self, bool unbiased=True) -> Tensor
-Value var(Builder& b, Value self, bool unbiased);
-// std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
-Value std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
-// std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor
-Value std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
-// std(Tensor self, bool unbiased=True) -> Tensor
-Value std(Builder& b, Value self, bool unbiased);
-// var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
-std::array<Value, 2> var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
-// var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)
-std::array<Value, 2> var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
-// var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)
-std::array<Value, 2> var_mean(Builder& b, Value self, bool unbiased);
-// std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
-std::array<Value, 2> std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction, bool keepdim);
-// std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)
-std::array<Value, 2> std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim);
-// std_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)
-std::array<Value, 2> std_mean(Builder& b, Value self, bool unbiased);
 // cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 Value cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
-// cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
-std::array<Value, 2> cummax(Builder& b, Value self, int64_t dim);
-// cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
-std::array<Value, 2> cummin(Builder& b, Value self, int64_t dim);
 // logcumsumexp(Tensor self, int dim) -> Tensor
 Value logcumsumexp(Builder& b, Value self, int64_t dim);
 // lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
@@ -616,28 +702,14 @@ std::array<Value, 2> gru_input(Builder& b, Value input, Value hx, std::vector<Va
 std::array<Value, 2> rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 // rnn_relu.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
 std::array<Value, 2> rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
-// _to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
-Value _to_copy(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking);
-// to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
-Value to_dtype(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
 // cat(Tensor[] tensors, int dim=0) -> Tensor
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
-// view(Tensor(a) self, SymInt[] size) -> Tensor(a)
-Value view(Builder& b, Value self, SymIntList size);
-// reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)
-Value reshape(Builder& b, Value self, SymIntList shape);
-// _unsafe_view(Tensor self, SymInt[] size) -> Tensor
-Value _unsafe_view(Builder& b, Value self, SymIntList size);
 // flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim);
 // permute(Tensor(a) self, int[] dims) -> Tensor(a)
 Value permute(Builder& b, Value self, std::vector<int64_t> dims);
 // transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1);
-// to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
-Value to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory, bool non_blocking, bool copy);
-// to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)
-Value to_device(Builder& b, Value self, ScalarType dtype, bool non_blocking, bool copy);
 // copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
 Value copy(Builder& b, Value self, Value src, bool non_blocking);
 // resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor(a!)
@@ -650,10 +722,6 @@ Value repeat(Builder& b, Value self, SymIntList repeats);
 Value tile(Builder& b, Value self, SymIntList dims);
 // squeeze(Tensor(a) self) -> Tensor(a)
 Value squeeze(Builder& b, Value self);
-// squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)
-Value squeeze_dim(Builder& b, Value self, int64_t dim);
-// squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)
-Value squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim);
 // unsqueeze(Tensor(a) self, int dim) -> Tensor(a)
 Value unsqueeze(Builder& b, Value self, int64_t dim);
 // unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)
@@ -668,8 +736,6 @@ Value movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::
 Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
 // repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor
 Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim, std::optional<SymInt> output_size);
-// repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
-Value repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size);
 // narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)
 Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length);
 // select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)
@@ -692,20 +758,6 @@ Value roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims)
 Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
 // as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
-// triu(Tensor self, SymInt diagonal=0) -> Tensor
-Value triu(Builder& b, Value self, SymInt diagonal);
-// tril(Tensor self, SymInt diagonal=0) -> Tensor
-Value tril(Builder& b, Value self, SymInt diagonal);
-// sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
-std::array<Value, 2> sort(Builder& b, Value self, int64_t dim, bool descending);
-// sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
-std::array<Value, 2> sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending);
-// argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor
-Value argsort(Builder& b, Value self, int64_t dim, bool descending);
-// argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor
-Value argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
-// topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
-std::array<Value, 2> topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
 // sym_size.int(Tensor self, int dim) -> SymInt
 Value sym_size_int(Builder& b, Value self, int64_t dim);
 // sym_stride.int(Tensor self, int dim) -> SymInt
@@ -728,70 +780,18 @@ Value erfinv(Builder& b, Value self);
 Value logit(Builder& b, Value self, std::optional<double> eps);
 // round.decimals(Tensor self, *, int decimals) -> Tensor
 Value round_decimals(Builder& b, Value self, int64_t decimals);
-// isnan(Tensor self) -> Tensor
-Value isnan(Builder& b, Value self);
 // isinf(Tensor self) -> Tensor
 Value isinf(Builder& b, Value self);
 // nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor
 Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
-// upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
-Value upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
-// upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
-Value upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
-// upsample_nearest3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
-Value upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
-// _upsample_nearest_exact1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
-Value _upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
-// _upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
-Value _upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
-// _upsample_nearest_exact3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
-Value _upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, std::optional<std::vector<double>> scale_factors);
-// upsample_linear1d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
-Value upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
-// upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
-Value upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
-// upsample_trilinear3d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
-Value upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
-// upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
-Value upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
-// _upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
-Value _upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
-// _upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
-Value _upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners, std::optional<std::vector<double>> scale_factors);
-// upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor
-Value upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales);
-// upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor
-Value upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h, std::optional<double> scales_w);
-// upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
-Value upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
-// upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor
-Value upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales);
-// upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
-Value upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
-// upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
-Value upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
-// upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
-Value upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
-// _upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
-Value _upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
-// _upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
-Value _upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w);
-// grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
-Value grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
-// grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
-Value grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
 // im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
 Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
 // col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
 Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t> kernel_size, std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> stride);
 // pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
 Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
-// embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, Tensor)
-std::array<Value, 4> embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
 // embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)
 std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx);
-// _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
-std::array<Value, 4> _embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
 Value _adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
 // avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor

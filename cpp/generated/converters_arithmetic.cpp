@@ -8,6 +8,25 @@
 
 namespace fastonnx {
 
+// add.Tensor  (codegen/mappings/arithmetic.yaml:5)
+Value convert_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
+  // onnx: add(self, other, alpha)
+  {
+    const Value v0 = add(b, self, other, alpha);
+    return v0;
+  }
+}
+
+// add.Scalar  (codegen/mappings/arithmetic.yaml:6)
+Value convert_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] Scalar alpha) {
+  // onnx: add(self, computed_scalar(self, other), alpha)
+  {
+    const Value v0 = computed_scalar(b, self, other);
+    const Value v1 = add(b, self, v0, alpha);
+    return v1;
+  }
+}
+
 // sub.Tensor  (codegen/mappings/arithmetic.yaml:7)
 Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Scalar alpha) {
   // when: alpha == 1, promote: [self, other], onnx: Sub(self, other)
@@ -88,6 +107,25 @@ Value convert_rsub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
+// mul.Tensor  (codegen/mappings/arithmetic.yaml:19)
+Value convert_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: mul(self, other)
+  {
+    const Value v0 = mul(b, self, other);
+    return v0;
+  }
+}
+
+// mul.Scalar  (codegen/mappings/arithmetic.yaml:20)
+Value convert_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // onnx: mul(self, computed_scalar(self, other))
+  {
+    const Value v0 = computed_scalar(b, self, other);
+    const Value v1 = mul(b, self, v0);
+    return v1;
+  }
+}
+
 // div.Tensor  (codegen/mappings/arithmetic.yaml:21)
 Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Div(self, other)
@@ -111,7 +149,45 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// fmod.Tensor  (codegen/mappings/arithmetic.yaml:28)
+// div.Tensor_mode  (codegen/mappings/arithmetic.yaml:24)
+Value convert_div_Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] std::optional<std::string> rounding_mode) {
+  // onnx: divide(self, other, rounding_mode)
+  {
+    const Value v0 = divide(b, self, other, rounding_mode);
+    return v0;
+  }
+}
+
+// div.Scalar_mode  (codegen/mappings/arithmetic.yaml:25)
+Value convert_div_Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other, [[maybe_unused]] std::optional<std::string> rounding_mode) {
+  // onnx: divide(self, computed_scalar(self, other), rounding_mode)
+  {
+    const Value v0 = computed_scalar(b, self, other);
+    const Value v1 = divide(b, self, v0, rounding_mode);
+    return v1;
+  }
+}
+
+// floor_divide  (codegen/mappings/arithmetic.yaml:26)
+Value convert_floor_divide([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: divide(self, other, "floor")
+  {
+    const Value v0 = divide(b, self, other, std::string("floor"));
+    return v0;
+  }
+}
+
+// floor_divide.Scalar  (codegen/mappings/arithmetic.yaml:27)
+Value convert_floor_divide_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // onnx: divide(self, computed_scalar(self, other), "floor")
+  {
+    const Value v0 = computed_scalar(b, self, other);
+    const Value v1 = divide(b, self, v0, std::string("floor"));
+    return v1;
+  }
+}
+
+// fmod.Tensor  (codegen/mappings/arithmetic.yaml:29)
 Value convert_fmod_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Mod(self, other, fmod=1)
   {
@@ -123,7 +199,7 @@ Value convert_fmod_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// fmod.Scalar  (codegen/mappings/arithmetic.yaml:29)
+// fmod.Scalar  (codegen/mappings/arithmetic.yaml:30)
 Value convert_fmod_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
   // promote: [self], onnx: Mod(self, other, fmod=1)
   {
@@ -134,7 +210,53 @@ Value convert_fmod_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// addcmul  (codegen/mappings/arithmetic.yaml:40)
+// remainder.Tensor  (codegen/mappings/arithmetic.yaml:32)
+Value convert_remainder_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: remainder(self, other)
+  {
+    const Value v0 = remainder(b, self, other);
+    return v0;
+  }
+}
+
+// remainder.Scalar  (codegen/mappings/arithmetic.yaml:33)
+Value convert_remainder_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // onnx: remainder(self, computed_scalar(self, other))
+  {
+    const Value v0 = computed_scalar(b, self, other);
+    const Value v1 = remainder(b, self, v0);
+    return v1;
+  }
+}
+
+// pow.Tensor_Tensor  (codegen/mappings/arithmetic.yaml:34)
+Value convert_pow_Tensor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value exponent) {
+  // onnx: power(self, exponent, True, True)
+  {
+    const Value v0 = power(b, self, exponent, true, true);
+    return v0;
+  }
+}
+
+// atan2  (codegen/mappings/arithmetic.yaml:37)
+Value convert_atan2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: angle_of(self, other)
+  {
+    const Value v0 = angle_of(b, self, other);
+    return v0;
+  }
+}
+
+// atan2.out  (codegen/mappings/arithmetic.yaml:37)
+Value convert_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other, [[maybe_unused]] Value out) {
+  // onnx: angle_of(self, other)
+  {
+    const Value v0 = angle_of(b, self, other);
+    return v0;
+  }
+}
+
+// addcmul  (codegen/mappings/arithmetic.yaml:41)
 Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Mul(tensor1, tensor2))
   if (((value == int64_t{1}))) {
@@ -159,7 +281,7 @@ Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// addcdiv  (codegen/mappings/arithmetic.yaml:43)
+// addcdiv  (codegen/mappings/arithmetic.yaml:44)
 Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Div(tensor1, tensor2))
   if (((value == int64_t{1}))) {
@@ -184,7 +306,7 @@ Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:47)
+// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:48)
 Value convert_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Where(And(Equal(self, 0), Not(IsNaN(other))), 0, Mul(self, Log(other)))
   {

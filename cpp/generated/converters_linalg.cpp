@@ -115,4 +115,40 @@ Value convert_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
+// _cdist_forward  (codegen/mappings/linalg.yaml:25)
+Value convert__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
+  // onnx: distances(x1, x2, p)
+  {
+    const Value v0 = distances(b, x1, x2, p);
+    return v0;
+  }
+}
+
+// cdist  (codegen/mappings/linalg.yaml:25)
+Value convert_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
+  // onnx: distances(x1, x2, p)
+  {
+    const Value v0 = distances(b, x1, x2, p);
+    return v0;
+  }
+}
+
+// _pdist_forward  (codegen/mappings/linalg.yaml:26)
+Value convert__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // onnx: pairwise_distances(self, p)
+  {
+    const Value v0 = pairwise_distances(b, self, p);
+    return v0;
+  }
+}
+
+// pdist  (codegen/mappings/linalg.yaml:26)
+Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
+  // onnx: pairwise_distances(self, p)
+  {
+    const Value v0 = pairwise_distances(b, self, p);
+    return v0;
+  }
+}
+
 }  // namespace fastonnx

@@ -8,7 +8,43 @@
 
 namespace fastonnx {
 
-// embedding  (codegen/mappings/nn.yaml:17)
+// conv2d  (codegen/mappings/nn.yaml:5)
+Value convert_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+  // onnx: conv_nd(input, weight, bias, stride, twice(padding), dilation, groups)
+  {
+    const Value v0 = conv_nd(b, input, weight, bias, stride, helper_twice(b, padding), dilation, groups);
+    return v0;
+  }
+}
+
+// conv2d.padding  (codegen/mappings/nn.yaml:8)
+Value convert_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::string padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] SymInt groups) {
+  // onnx: conv_nd(input, weight, bias, stride, conv_pads(padding, weight, dilation), dilation, groups)
+  {
+    const Value v0 = conv_nd(b, input, weight, bias, stride, helper_conv_pads(b, padding, weight, dilation), dilation, groups);
+    return v0;
+  }
+}
+
+// conv_transpose2d.input  (codegen/mappings/nn.yaml:11)
+Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] SymIntList dilation) {
+  // onnx: conv_transpose_nd(input, weight, bias, stride, padding, output_padding, dilation, groups)
+  {
+    const Value v0 = conv_transpose_nd(b, input, weight, bias, stride, padding, output_padding, dilation, groups);
+    return v0;
+  }
+}
+
+// dropout  (codegen/mappings/nn.yaml:17)
+Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
+  // onnx: dropout_with_mask(input, p, train)[0]
+  {
+    const std::array<Value, 2> v0 = dropout_with_mask(b, input, p, train);
+    return v0[0];
+  }
+}
+
+// embedding  (codegen/mappings/nn.yaml:18)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {

@@ -78,4 +78,327 @@ Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
+// amax  (codegen/mappings/reduction.yaml:17)
+Value convert_amax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: reduce_extremum("ReduceMax", self, axes_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = reduce_extremum(b, "ReduceMax", self, v0, keepdim);
+    return v1;
+  }
+}
+
+// amin  (codegen/mappings/reduction.yaml:18)
+Value convert_amin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: reduce_extremum("ReduceMin", self, axes_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = reduce_extremum(b, "ReduceMin", self, v0, keepdim);
+    return v1;
+  }
+}
+
+// max  (codegen/mappings/reduction.yaml:19)
+Value convert_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: reduce_extremum("ReduceMax", self, None, False)
+  {
+    const Value v0 = reduce_extremum(b, "ReduceMax", self, std::nullopt, false);
+    return v0;
+  }
+}
+
+// min  (codegen/mappings/reduction.yaml:20)
+Value convert_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: reduce_extremum("ReduceMin", self, None, False)
+  {
+    const Value v0 = reduce_extremum(b, "ReduceMin", self, std::nullopt, false);
+    return v0;
+  }
+}
+
+// max.dim  (codegen/mappings/reduction.yaml:22)
+std::array<Value, 2> convert_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // onnx: extremum_with_index("ReduceMax", "ArgMax", self, dim, keepdim)
+  {
+    const std::array<Value, 2> v0 = extremum_with_index(b, "ReduceMax", "ArgMax", self, dim, keepdim);
+    return v0;
+  }
+}
+
+// min.dim  (codegen/mappings/reduction.yaml:23)
+std::array<Value, 2> convert_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // onnx: extremum_with_index("ReduceMin", "ArgMin", self, dim, keepdim)
+  {
+    const std::array<Value, 2> v0 = extremum_with_index(b, "ReduceMin", "ArgMin", self, dim, keepdim);
+    return v0;
+  }
+}
+
+// argmax  (codegen/mappings/reduction.yaml:24)
+Value convert_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: arg_extremum("ArgMax", self, dim, keepdim)
+  {
+    const Value v0 = arg_extremum(b, "ArgMax", self, dim, keepdim);
+    return v0;
+  }
+}
+
+// argmin  (codegen/mappings/reduction.yaml:25)
+Value convert_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: arg_extremum("ArgMin", self, dim, keepdim)
+  {
+    const Value v0 = arg_extremum(b, "ArgMin", self, dim, keepdim);
+    return v0;
+  }
+}
+
+// any  (codegen/mappings/reduction.yaml:26)
+Value convert_any([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: any_of(self, None, False)
+  {
+    const Value v0 = any_of(b, self, std::nullopt, false);
+    return v0;
+  }
+}
+
+// any.dim  (codegen/mappings/reduction.yaml:27)
+Value convert_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // onnx: any_of(self, axis_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axis_of(b, self, dim);
+    const Value v1 = any_of(b, self, v0, keepdim);
+    return v1;
+  }
+}
+
+// any.dims  (codegen/mappings/reduction.yaml:28)
+Value convert_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: any_of(self, axes_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = any_of(b, self, v0, keepdim);
+    return v1;
+  }
+}
+
+// all  (codegen/mappings/reduction.yaml:29)
+Value convert_all([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: all_of(self, None, False)
+  {
+    const Value v0 = all_of(b, self, std::nullopt, false);
+    return v0;
+  }
+}
+
+// all.dim  (codegen/mappings/reduction.yaml:30)
+Value convert_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
+  // onnx: all_of(self, axis_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axis_of(b, self, dim);
+    const Value v1 = all_of(b, self, v0, keepdim);
+    return v1;
+  }
+}
+
+// all.dims  (codegen/mappings/reduction.yaml:31)
+Value convert_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: all_of(self, axes_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = all_of(b, self, v0, keepdim);
+    return v1;
+  }
+}
+
+// prod  (codegen/mappings/reduction.yaml:32)
+Value convert_prod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // onnx: product(self, None, False)
+  {
+    const Value v0 = product(b, self, std::nullopt, false);
+    return v0;
+  }
+}
+
+// prod.dim_int  (codegen/mappings/reduction.yaml:33)
+Value convert_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
+  // onnx: product(self, axis_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axis_of(b, self, dim);
+    const Value v1 = product(b, self, v0, keepdim);
+    return v1;
+  }
+}
+
+// count_nonzero  (codegen/mappings/reduction.yaml:34)
+Value convert_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim) {
+  // when: dim is not None, onnx: count_nonzero_over(self, axis_of(self, dim))
+  if ((dim.has_value())) {
+    const std::optional<std::vector<int64_t>> v0 = axis_of(b, self, (*dim));
+    const Value v1 = count_nonzero_over(b, self, v0);
+    return v1;
+  }
+  // onnx: count_nonzero_over(self, None)
+  {
+    const Value v0 = count_nonzero_over(b, self, std::nullopt);
+    return v0;
+  }
+}
+
+// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:37)
+Value convert_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  // onnx: count_nonzero_over(self, axes_of(self, dim))
+  {
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = count_nonzero_over(b, self, v0);
+    return v1;
+  }
+}
+
+// logsumexp  (codegen/mappings/reduction.yaml:38)
+Value convert_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
+  // onnx: log_sum_exp(self, axes_of(self, dim), keepdim)
+  {
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = log_sum_exp(b, self, v0, keepdim);
+    return v1;
+  }
+}
+
+// var.correction  (codegen/mappings/reduction.yaml:42)
+Value convert_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // onnx: variance(self, dim, correction, keepdim)
+  {
+    const Value v0 = variance(b, self, dim, correction, keepdim);
+    return v0;
+  }
+}
+
+// var.dim  (codegen/mappings/reduction.yaml:43)
+Value convert_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // onnx: variance(self, dim, unbiased_correction(unbiased), keepdim)
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const Value v1 = variance(b, self, dim, v0, keepdim);
+    return v1;
+  }
+}
+
+// var  (codegen/mappings/reduction.yaml:44)
+Value convert_var([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // onnx: variance(self, None, unbiased_correction(unbiased), False)
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const Value v1 = variance(b, self, std::nullopt, v0, false);
+    return v1;
+  }
+}
+
+// std.correction  (codegen/mappings/reduction.yaml:45)
+Value convert_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // onnx: Sqrt(variance(self, dim, correction, keepdim))
+  {
+    const Value v0 = variance(b, self, dim, correction, keepdim);
+    const Value v1 = b.op("Sqrt", {v0}, {});
+    return v1;
+  }
+}
+
+// std.dim  (codegen/mappings/reduction.yaml:46)
+Value convert_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // onnx: Sqrt(variance(self, dim, unbiased_correction(unbiased), keepdim))
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const Value v1 = variance(b, self, dim, v0, keepdim);
+    const Value v2 = b.op("Sqrt", {v1}, {});
+    return v2;
+  }
+}
+
+// std  (codegen/mappings/reduction.yaml:47)
+Value convert_std([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // onnx: Sqrt(variance(self, None, unbiased_correction(unbiased), False))
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const Value v1 = variance(b, self, std::nullopt, v0, false);
+    const Value v2 = b.op("Sqrt", {v1}, {});
+    return v2;
+  }
+}
+
+// var_mean.correction  (codegen/mappings/reduction.yaml:48)
+std::array<Value, 2> convert_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // onnx: variance_and_mean(self, dim, correction, keepdim)
+  {
+    const std::array<Value, 2> v0 = variance_and_mean(b, self, dim, correction, keepdim);
+    return v0;
+  }
+}
+
+// var_mean.dim  (codegen/mappings/reduction.yaml:49)
+std::array<Value, 2> convert_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // onnx: variance_and_mean(self, dim, unbiased_correction(unbiased), keepdim)
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const std::array<Value, 2> v1 = variance_and_mean(b, self, dim, v0, keepdim);
+    return v1;
+  }
+}
+
+// var_mean  (codegen/mappings/reduction.yaml:50)
+std::array<Value, 2> convert_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // onnx: variance_and_mean(self, None, unbiased_correction(unbiased), False)
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const std::array<Value, 2> v1 = variance_and_mean(b, self, std::nullopt, v0, false);
+    return v1;
+  }
+}
+
+// std_mean.correction  (codegen/mappings/reduction.yaml:51)
+std::array<Value, 2> convert_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
+  // onnx: std_and_mean(self, dim, correction, keepdim)
+  {
+    const std::array<Value, 2> v0 = std_and_mean(b, self, dim, correction, keepdim);
+    return v0;
+  }
+}
+
+// std_mean.dim  (codegen/mappings/reduction.yaml:52)
+std::array<Value, 2> convert_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
+  // onnx: std_and_mean(self, dim, unbiased_correction(unbiased), keepdim)
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const std::array<Value, 2> v1 = std_and_mean(b, self, dim, v0, keepdim);
+    return v1;
+  }
+}
+
+// std_mean  (codegen/mappings/reduction.yaml:53)
+std::array<Value, 2> convert_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
+  // onnx: std_and_mean(self, None, unbiased_correction(unbiased), False)
+  {
+    const Scalar v0 = unbiased_correction(b, unbiased);
+    const std::array<Value, 2> v1 = std_and_mean(b, self, std::nullopt, v0, false);
+    return v1;
+  }
+}
+
+// cummax  (codegen/mappings/reduction.yaml:57)
+std::array<Value, 2> convert_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // onnx: cumulative_extremum("GreaterOrEqual", self, dim)
+  {
+    const std::array<Value, 2> v0 = cumulative_extremum(b, "GreaterOrEqual", self, dim);
+    return v0;
+  }
+}
+
+// cummin  (codegen/mappings/reduction.yaml:58)
+std::array<Value, 2> convert_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // onnx: cumulative_extremum("LessOrEqual", self, dim)
+  {
+    const std::array<Value, 2> v0 = cumulative_extremum(b, "LessOrEqual", self, dim);
+    return v0;
+  }
+}
+
 }  // namespace fastonnx

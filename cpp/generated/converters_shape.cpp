@@ -24,7 +24,51 @@ Value convert_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   }
 }
 
-// t  (codegen/mappings/shape.yaml:8)
+// _to_copy  (codegen/mappings/shape.yaml:6)
+Value convert__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking) {
+  // when: dtype is not None, onnx: cast(self, dtype)
+  if ((dtype.has_value())) {
+    const Value v0 = cast(b, self, (*dtype));
+    return v0;
+  }
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// to.dtype_layout  (codegen/mappings/shape.yaml:6)
+Value convert_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // when: dtype is not None, onnx: cast(self, dtype)
+  if ((dtype.has_value())) {
+    const Value v0 = cast(b, self, (*dtype));
+    return v0;
+  }
+  // onnx: self
+  {
+    return self;
+  }
+}
+
+// to.dtype  (codegen/mappings/shape.yaml:9)
+Value convert_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // onnx: cast(self, dtype)
+  {
+    const Value v0 = cast(b, self, dtype);
+    return v0;
+  }
+}
+
+// to.device  (codegen/mappings/shape.yaml:9)
+Value convert_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] ScalarType dtype, [[maybe_unused]] bool non_blocking, [[maybe_unused]] bool copy) {
+  // onnx: cast(self, dtype)
+  {
+    const Value v0 = cast(b, self, dtype);
+    return v0;
+  }
+}
+
+// t  (codegen/mappings/shape.yaml:10)
 Value convert_t([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: rank(self) == 2, onnx: Transpose(self, perm=[1, 0])
   if (((b.rank(self) == int64_t{2}))) {
@@ -37,7 +81,34 @@ Value convert_t([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// _assert_tensor_metadata  (codegen/mappings/shape.yaml:19)
+// view  (codegen/mappings/shape.yaml:15)
+Value convert_view([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
+  // onnx: reshape_to_output(self, size)
+  {
+    const Value v0 = reshape_to_output(b, self, size);
+    return v0;
+  }
+}
+
+// _unsafe_view  (codegen/mappings/shape.yaml:15)
+Value convert__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
+  // onnx: reshape_to_output(self, size)
+  {
+    const Value v0 = reshape_to_output(b, self, size);
+    return v0;
+  }
+}
+
+// reshape  (codegen/mappings/shape.yaml:16)
+Value convert_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shape) {
+  // onnx: reshape_to_output(self, shape)
+  {
+    const Value v0 = reshape_to_output(b, self, shape);
+    return v0;
+  }
+}
+
+// _assert_tensor_metadata  (codegen/mappings/shape.yaml:20)
 void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]] Value a, [[maybe_unused]] std::optional<SymIntList> size, [[maybe_unused]] std::optional<SymIntList> stride, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // onnx: ()
   {
@@ -45,7 +116,7 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
-// alias  (codegen/mappings/shape.yaml:21)
+// alias  (codegen/mappings/shape.yaml:22)
 Value convert_alias([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
@@ -53,7 +124,7 @@ Value convert_alias([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// detach  (codegen/mappings/shape.yaml:22)
+// detach  (codegen/mappings/shape.yaml:23)
 Value convert_detach([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
@@ -61,11 +132,58 @@ Value convert_detach([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// lift_fresh_copy  (codegen/mappings/shape.yaml:23)
+// lift_fresh_copy  (codegen/mappings/shape.yaml:24)
 Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
     return self;
+  }
+}
+
+// squeeze.dim  (codegen/mappings/shape.yaml:32)
+Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
+  // onnx: squeeze_size_one(self, dim)
+  {
+    const Value v0 = squeeze_size_one(b, self, dim);
+    return v0;
+  }
+}
+
+// squeeze.dims  (codegen/mappings/shape.yaml:32)
+Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
+  // onnx: squeeze_size_one(self, dim)
+  {
+    const Value v0 = squeeze_size_one(b, self, dim);
+    return v0;
+  }
+}
+
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:40)
+Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<SymInt> output_size) {
+  // onnx: cast(repeated_indices(repeats, output_size), output_dtype(0))
+  {
+    const Value v0 = repeated_indices(b, repeats, output_size);
+    const ScalarType v1 = output_dtype(b, int64_t{0});
+    const Value v2 = cast(b, v0, v1);
+    return v2;
+  }
+}
+
+// triu  (codegen/mappings/shape.yaml:53)
+Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  // onnx: trilu(self, diagonal, True)
+  {
+    const Value v0 = trilu(b, self, diagonal, true);
+    return v0;
+  }
+}
+
+// tril  (codegen/mappings/shape.yaml:54)
+Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
+  // onnx: trilu(self, diagonal, False)
+  {
+    const Value v0 = trilu(b, self, diagonal, false);
+    return v0;
   }
 }
 

@@ -365,7 +365,21 @@ Value convert_sign([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// bitwise_not  (codegen/mappings/unary.yaml:73)
+// isnan  (codegen/mappings/unary.yaml:67)
+Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: all_false_like(self)
+  if (!(is_floating(b.dtype(self)))) {
+    const Value v0 = all_false_like(b, self);
+    return v0;
+  }
+  // onnx: IsNaN(self)
+  {
+    const Value v0 = b.op("IsNaN", {self}, {});
+    return v0;
+  }
+}
+
+// bitwise_not  (codegen/mappings/unary.yaml:75)
 Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: dtype(self) == 'bool', onnx: Not(self)
   if (((b.dtype(self) == ScalarType::Bool))) {
@@ -385,7 +399,7 @@ Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// logical_not  (codegen/mappings/unary.yaml:78)
+// logical_not  (codegen/mappings/unary.yaml:80)
 Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Equal(self, 0)
   {

@@ -215,7 +215,7 @@ void unpack_add_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(manual::add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add_Tensor[] = {"self", "other", "alpha"};
 
@@ -223,7 +223,7 @@ void unpack_add_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(manual::add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add_Scalar[] = {"self", "other", "alpha"};
 
@@ -262,14 +262,14 @@ constexpr const char* kArgs_rsub_Scalar[] = {"self", "other", "alpha"};
 void unpack_mul_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::mul_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_mul_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul_Tensor[] = {"self", "other"};
 
 void unpack_mul_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::mul_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_mul_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul_Scalar[] = {"self", "other"};
 
@@ -291,7 +291,7 @@ void unpack_div_Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
-  outs.push_back(manual::div_Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+  outs.push_back(convert_div_Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
 constexpr const char* kArgs_div_Tensor_mode[] = {"self", "other", "rounding_mode"};
 
@@ -299,21 +299,21 @@ void unpack_div_Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
-  outs.push_back(manual::div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+  outs.push_back(convert_div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
 constexpr const char* kArgs_div_Scalar_mode[] = {"self", "other", "rounding_mode"};
 
 void unpack_floor_divide([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::floor_divide(b, std::move(self), std::move(other)));
+  outs.push_back(convert_floor_divide(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_floor_divide[] = {"self", "other"};
 
 void unpack_floor_divide_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::floor_divide_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_floor_divide_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_floor_divide_Scalar[] = {"self", "other"};
 
@@ -334,21 +334,21 @@ constexpr const char* kArgs_fmod_Scalar[] = {"self", "other"};
 void unpack_remainder_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::remainder_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_remainder_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder_Tensor[] = {"self", "other"};
 
 void unpack_remainder_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::remainder_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_remainder_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder_Scalar[] = {"self", "other"};
 
 void unpack_pow_Tensor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value exponent = unpack_tensor(b, arg_at(args, 1), "exponent");
-  outs.push_back(manual::pow_Tensor_Tensor(b, std::move(self), std::move(exponent)));
+  outs.push_back(convert_pow_Tensor_Tensor(b, std::move(self), std::move(exponent)));
 }
 constexpr const char* kArgs_pow_Tensor_Tensor[] = {"self", "exponent"};
 
@@ -369,7 +369,7 @@ constexpr const char* kArgs_pow_Scalar[] = {"self", "exponent"};
 void unpack_atan2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::atan2(b, std::move(self), std::move(other)));
+  outs.push_back(convert_atan2(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_atan2[] = {"self", "other"};
 
@@ -377,7 +377,7 @@ void unpack_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Value out = unpack_tensor(b, arg_at(args, 2), "out");
-  outs.push_back(manual::atan2_out(b, std::move(self), std::move(other), std::move(out)));
+  outs.push_back(convert_atan2_out(b, std::move(self), std::move(other), std::move(out)));
 }
 constexpr const char* kArgs_atan2_out[] = {"self", "other", "out"};
 
@@ -501,189 +501,189 @@ constexpr const char* kArgs__softmax_backward_data[] = {"grad_output", "output",
 void unpack_eq_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::eq_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_eq_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq_Tensor[] = {"self", "other"};
 
 void unpack_eq_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::eq_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_eq_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq_Scalar[] = {"self", "other"};
 
 void unpack_ne_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ne_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ne_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne_Tensor[] = {"self", "other"};
 
 void unpack_ne_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ne_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ne_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne_Scalar[] = {"self", "other"};
 
 void unpack_gt_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::gt_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_gt_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt_Tensor[] = {"self", "other"};
 
 void unpack_gt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::gt_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_gt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt_Scalar[] = {"self", "other"};
 
 void unpack_ge_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ge_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ge_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge_Tensor[] = {"self", "other"};
 
 void unpack_ge_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ge_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ge_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge_Scalar[] = {"self", "other"};
 
 void unpack_lt_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::lt_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_lt_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt_Tensor[] = {"self", "other"};
 
 void unpack_lt_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::lt_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_lt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt_Scalar[] = {"self", "other"};
 
 void unpack_le_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::le_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_le_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le_Tensor[] = {"self", "other"};
 
 void unpack_le_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::le_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_le_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le_Scalar[] = {"self", "other"};
 
 void unpack_logical_and([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::logical_and(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_and(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_and[] = {"self", "other"};
 
 void unpack_logical_or([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::logical_or(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_or(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_or[] = {"self", "other"};
 
 void unpack_logical_xor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::logical_xor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_xor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_xor[] = {"self", "other"};
 
 void unpack_bitwise_and_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_and_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and_Tensor[] = {"self", "other"};
 
 void unpack_bitwise_and_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_and_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and_Scalar[] = {"self", "other"};
 
 void unpack_bitwise_or_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_or_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or_Tensor[] = {"self", "other"};
 
 void unpack_bitwise_or_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_or_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or_Scalar[] = {"self", "other"};
 
 void unpack_bitwise_xor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_xor_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor_Tensor[] = {"self", "other"};
 
 void unpack_bitwise_xor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_xor_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor_Scalar[] = {"self", "other"};
 
 void unpack___and___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_and_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___and___Tensor[] = {"self", "other"};
 
 void unpack___and___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_and_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___and___Scalar[] = {"self", "other"};
 
 void unpack___or___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_or_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___or___Tensor[] = {"self", "other"};
 
 void unpack___or___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_or_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___or___Scalar[] = {"self", "other"};
 
 void unpack___xor___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_xor_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___xor___Tensor[] = {"self", "other"};
 
 void unpack___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_xor_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___xor___Scalar[] = {"self", "other"};
 
@@ -738,28 +738,28 @@ constexpr const char* kArgs_masked_fill_Tensor[] = {"self", "mask", "value"};
 void unpack_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::maximum(b, std::move(self), std::move(other)));
+  outs.push_back(convert_maximum(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_maximum[] = {"self", "other"};
 
 void unpack_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::minimum(b, std::move(self), std::move(other)));
+  outs.push_back(convert_minimum(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_minimum[] = {"self", "other"};
 
 void unpack_max_other([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::maximum(b, std::move(self), std::move(other)));
+  outs.push_back(convert_maximum(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_max_other[] = {"self", "other"};
 
 void unpack_min_other([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::minimum(b, std::move(self), std::move(other)));
+  outs.push_back(convert_minimum(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_min_other[] = {"self", "other"};
 
@@ -782,28 +782,28 @@ constexpr const char* kArgs_clamp_Tensor[] = {"self", "min", "max"};
 void unpack_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min = unpack_scalar(b, arg_at(args, 1), "min");
-  outs.push_back(manual::clamp_min(b, std::move(self), std::move(min)));
+  outs.push_back(convert_clamp_min(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min[] = {"self", "min"};
 
 void unpack_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value min = unpack_tensor(b, arg_at(args, 1), "min");
-  outs.push_back(manual::clamp_min_Tensor(b, std::move(self), std::move(min)));
+  outs.push_back(convert_clamp_min_Tensor(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min_Tensor[] = {"self", "min"};
 
 void unpack_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar max = unpack_scalar(b, arg_at(args, 1), "max");
-  outs.push_back(manual::clamp_max(b, std::move(self), std::move(max)));
+  outs.push_back(convert_clamp_max(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max[] = {"self", "max"};
 
 void unpack_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value max = unpack_tensor(b, arg_at(args, 1), "max");
-  outs.push_back(manual::clamp_max_Tensor(b, std::move(self), std::move(max)));
+  outs.push_back(convert_clamp_max_Tensor(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max_Tensor[] = {"self", "max"};
 
@@ -811,7 +811,7 @@ void unpack_arange([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Scalar end = unpack_scalar(b, arg_at(args, 0), "end");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::arange(b, std::move(end), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_arange(b, std::move(end), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_arange[] = {"end", "dtype", "layout", "device", "pin_memory"};
 
@@ -820,7 +820,7 @@ void unpack_arange_start([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Scalar end = unpack_scalar(b, arg_at(args, 1), "end");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::arange_start(b, std::move(start), std::move(end), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_arange_start(b, std::move(start), std::move(end), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_arange_start[] = {"start", "end", "dtype", "layout", "device", "pin_memory"};
 
@@ -830,7 +830,7 @@ void unpack_arange_start_step([[maybe_unused]] Builder& b, [[maybe_unused]] cons
   Scalar step = given(args, 2) ? unpack_scalar(b, args[2], "step") : Scalar(Scalar(int64_t{1}));
   std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::arange_start_step(b, std::move(start), std::move(end), std::move(step), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_arange_start_step(b, std::move(start), std::move(end), std::move(step), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_arange_start_step[] = {"start", "end", "step", "dtype", "layout", "device", "pin_memory"};
 
@@ -839,16 +839,26 @@ void unpack_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   Scalar fill_value = unpack_scalar(b, arg_at(args, 1), "fill_value");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::full(b, std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_full(b, std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_full[] = {"size", "fill_value", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  Scalar fill_value = unpack_scalar(b, arg_at(args, 2), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar fill_value = unpack_scalar(b, arg_at(args, 1), "fill_value");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::full_like(b, std::move(self), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_full_like(b, std::move(self), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_full_like[] = {"self", "fill_value", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
@@ -856,23 +866,41 @@ void unpack_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::zeros(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_zeros(b, std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_zeros[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_zeros(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_zeros[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::ones(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_ones(b, std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_ones[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_ones(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_zeros_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::zeros_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_zeros_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_zeros_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
@@ -880,7 +908,7 @@ void unpack_ones_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::ones_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_ones_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_ones_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
@@ -888,14 +916,14 @@ void unpack_scalar_tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   Scalar s = unpack_scalar(b, arg_at(args, 0), "s");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::scalar_tensor(b, std::move(s), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_scalar_tensor(b, std::move(s), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_scalar_tensor[] = {"s", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar value = unpack_scalar(b, arg_at(args, 1), "value");
-  outs.push_back(manual::fill_Scalar(b, std::move(self), std::move(value)));
+  outs.push_back(convert_fill_Scalar(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill_Scalar[] = {"self", "value"};
 
@@ -906,39 +934,11 @@ void unpack_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_fill_Tensor[] = {"self", "value"};
 
-void unpack_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::new_zeros(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_new_zeros[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
-
-void unpack_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::new_ones(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
-
-void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  Scalar fill_value = unpack_scalar(b, arg_at(args, 2), "fill_value");
-  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
-
 void unpack_eye([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymInt n = unpack_symint(arg_at(args, 0), "n");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::eye(b, std::move(n), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_eye(b, std::move(n), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_eye[] = {"n", "dtype", "layout", "device", "pin_memory"};
 
@@ -947,7 +947,7 @@ void unpack_eye_m([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   SymInt m = unpack_symint(arg_at(args, 1), "m");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::eye_m(b, std::move(n), std::move(m), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_eye_m(b, std::move(n), std::move(m), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_eye_m[] = {"n", "m", "dtype", "layout", "device", "pin_memory"};
 
@@ -955,7 +955,7 @@ void unpack_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] co
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::empty_memory_format(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_empty_memory_format(b, std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_empty_memory_format[] = {"size", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
@@ -964,26 +964,26 @@ void unpack_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   SymIntList stride = unpack_symint_list(arg_at(args, 1), "stride");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::empty_strided(b, std::move(size), std::move(stride), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_empty_strided(b, std::move(size), std::move(stride), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_empty_strided[] = {"size", "stride", "dtype", "layout", "device", "pin_memory"};
-
-void unpack_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::empty_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_empty_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
 void unpack_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::new_empty(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_new_empty(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_new_empty[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
 void unpack__fft_r2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -1014,13 +1014,13 @@ constexpr const char* kArgs__fft_c2c[] = {"self", "dim", "normalization", "forwa
 
 void unpack_view_as_real([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::view_as_real(b, std::move(self)));
+  outs.push_back(convert_view_as_real(b, std::move(self)));
 }
 constexpr const char* kArgs_view_as_real[] = {"self"};
 
 void unpack_view_as_complex([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::view_as_complex(b, std::move(self)));
+  outs.push_back(convert_view_as_complex(b, std::move(self)));
 }
 constexpr const char* kArgs_view_as_complex[] = {"self"};
 
@@ -1335,7 +1335,7 @@ void unpack__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value x2 = unpack_tensor(b, arg_at(args, 1), "x2");
   double p = unpack_float(arg_at(args, 2), "p");
   std::optional<int64_t> compute_mode = unpack_opt_int(arg_at(args, 3), "compute_mode");
-  outs.push_back(manual::_cdist_forward(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
+  outs.push_back(convert__cdist_forward(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
 }
 constexpr const char* kArgs__cdist_forward[] = {"x1", "x2", "p", "compute_mode"};
 
@@ -1344,21 +1344,21 @@ void unpack_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value x2 = unpack_tensor(b, arg_at(args, 1), "x2");
   double p = given(args, 2) ? unpack_float(args[2], "p") : double(2.0);
   std::optional<int64_t> compute_mode = given(args, 3) ? unpack_opt_int(args[3], "compute_mode") : std::optional<int64_t>(std::nullopt);
-  outs.push_back(manual::cdist(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
+  outs.push_back(convert_cdist(b, std::move(x1), std::move(x2), std::move(p), std::move(compute_mode)));
 }
 constexpr const char* kArgs_cdist[] = {"x1", "x2", "p", "compute_mode"};
 
 void unpack__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   double p = given(args, 1) ? unpack_float(args[1], "p") : double(2.0);
-  outs.push_back(manual::_pdist_forward(b, std::move(self), std::move(p)));
+  outs.push_back(convert__pdist_forward(b, std::move(self), std::move(p)));
 }
 constexpr const char* kArgs__pdist_forward[] = {"self", "p"};
 
 void unpack_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   double p = given(args, 1) ? unpack_float(args[1], "p") : double(2.0);
-  outs.push_back(manual::pdist(b, std::move(self), std::move(p)));
+  outs.push_back(convert_pdist(b, std::move(self), std::move(p)));
 }
 constexpr const char* kArgs_pdist[] = {"self", "p"};
 
@@ -1370,7 +1370,7 @@ void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(manual::conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv2d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1382,7 +1382,7 @@ void unpack_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 1) : SymIntList(SymIntList{SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(manual::conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv1d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1394,7 +1394,7 @@ void unpack_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(manual::conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv3d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1406,7 +1406,7 @@ void unpack_conv2d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(manual::conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv2d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1418,7 +1418,7 @@ void unpack_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(manual::conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv1d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1430,7 +1430,7 @@ void unpack_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(manual::conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv3d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1443,7 +1443,7 @@ void unpack_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused]]
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 2) : SymIntList(SymIntList{SymInt(0), SymInt(0)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
   SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 2) : SymIntList(SymIntList{SymInt(1), SymInt(1)});
-  outs.push_back(manual::conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
+  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
 constexpr const char* kArgs_conv_transpose2d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
@@ -1456,7 +1456,7 @@ void unpack_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] const
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 1) : SymIntList(SymIntList{SymInt(0)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
   SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
-  outs.push_back(manual::conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
+  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
 constexpr const char* kArgs_conv_transpose1d[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
@@ -1469,7 +1469,7 @@ void unpack_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]]
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
   SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
-  outs.push_back(manual::conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
+  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
 constexpr const char* kArgs_conv_transpose3d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
@@ -1491,7 +1491,7 @@ void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   double p = unpack_float(arg_at(args, 1), "p");
   bool train = unpack_bool(arg_at(args, 2), "train");
-  outs.push_back(manual::dropout(b, std::move(input), std::move(p), std::move(train)));
+  outs.push_back(convert_dropout(b, std::move(input), std::move(p), std::move(train)));
 }
 constexpr const char* kArgs_dropout[] = {"input", "p", "train"};
 
@@ -1534,7 +1534,7 @@ void unpack__native_batch_norm_legit_no_training([[maybe_unused]] Builder& b, [[
   Value running_var = unpack_tensor(b, arg_at(args, 4), "running_var");
   double momentum = unpack_float(arg_at(args, 5), "momentum");
   double eps = unpack_float(arg_at(args, 6), "eps");
-  for (Value v : manual::_native_batch_norm_legit_no_training(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(momentum), std::move(eps))) outs.push_back(v);
+  for (Value v : convert__native_batch_norm_legit_no_training(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(momentum), std::move(eps))) outs.push_back(v);
 }
 constexpr const char* kArgs__native_batch_norm_legit_no_training[] = {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"};
 
@@ -1568,7 +1568,7 @@ void unpack_native_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] cons
   std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 2), "weight");
   std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 3), "bias");
   double eps = unpack_float(arg_at(args, 4), "eps");
-  for (Value v : manual::native_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps))) outs.push_back(v);
+  for (Value v : convert_native_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps))) outs.push_back(v);
 }
 constexpr const char* kArgs_native_layer_norm[] = {"input", "normalized_shape", "weight", "bias", "eps"};
 
@@ -1579,7 +1579,7 @@ void unpack_layer_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::optional<Value> bias = given(args, 3) ? unpack_opt_tensor(b, args[3], "bias") : std::optional<Value>(std::nullopt);
   double eps = given(args, 4) ? unpack_float(args[4], "eps") : double(1e-05);
   bool cudnn_enable = given(args, 5) ? unpack_bool(args[5], "cudnn_enable") : bool(true);
-  outs.push_back(manual::layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enable)));
+  outs.push_back(convert_layer_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enable)));
 }
 constexpr const char* kArgs_layer_norm[] = {"input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"};
 
@@ -1592,7 +1592,7 @@ void unpack_native_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] cons
   SymInt HxW = unpack_symint(arg_at(args, 5), "HxW");
   int64_t group = unpack_int(arg_at(args, 6), "group");
   double eps = unpack_float(arg_at(args, 7), "eps");
-  for (Value v : manual::native_group_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(eps))) outs.push_back(v);
+  for (Value v : convert_native_group_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(eps))) outs.push_back(v);
 }
 constexpr const char* kArgs_native_group_norm[] = {"input", "weight", "bias", "N", "C", "HxW", "group", "eps"};
 
@@ -1634,7 +1634,7 @@ void unpack_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   double p = unpack_float(arg_at(args, 1), "p");
   std::optional<bool> train = unpack_opt_bool(arg_at(args, 2), "train");
-  for (Value v : manual::native_dropout(b, std::move(input), std::move(p), std::move(train))) outs.push_back(v);
+  for (Value v : convert_native_dropout(b, std::move(input), std::move(p), std::move(train))) outs.push_back(v);
 }
 constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 
@@ -1642,7 +1642,7 @@ void unpack_constant_pad_nd([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
   Scalar value = given(args, 2) ? unpack_scalar(b, args[2], "value") : Scalar(Scalar(int64_t{0}));
-  outs.push_back(manual::constant_pad_nd(b, std::move(self), std::move(pad), std::move(value)));
+  outs.push_back(convert_constant_pad_nd(b, std::move(self), std::move(pad), std::move(value)));
 }
 constexpr const char* kArgs_constant_pad_nd[] = {"self", "pad", "value"};
 
@@ -1658,42 +1658,42 @@ constexpr const char* kArgs_pad[] = {"self", "pad", "mode", "value"};
 void unpack_reflection_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 2);
-  outs.push_back(manual::reflection_pad1d(b, std::move(self), std::move(padding)));
+  outs.push_back(convert_reflection_pad1d(b, std::move(self), std::move(padding)));
 }
 constexpr const char* kArgs_reflection_pad1d[] = {"self", "padding"};
 
 void unpack_reflection_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 4);
-  outs.push_back(manual::reflection_pad2d(b, std::move(self), std::move(padding)));
+  outs.push_back(convert_reflection_pad2d(b, std::move(self), std::move(padding)));
 }
 constexpr const char* kArgs_reflection_pad2d[] = {"self", "padding"};
 
 void unpack_reflection_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 6);
-  outs.push_back(manual::reflection_pad3d(b, std::move(self), std::move(padding)));
+  outs.push_back(convert_reflection_pad3d(b, std::move(self), std::move(padding)));
 }
 constexpr const char* kArgs_reflection_pad3d[] = {"self", "padding"};
 
 void unpack_replication_pad1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 2);
-  outs.push_back(manual::replication_pad1d(b, std::move(self), std::move(padding)));
+  outs.push_back(convert_replication_pad1d(b, std::move(self), std::move(padding)));
 }
 constexpr const char* kArgs_replication_pad1d[] = {"self", "padding"};
 
 void unpack_replication_pad2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 4);
-  outs.push_back(manual::replication_pad2d(b, std::move(self), std::move(padding)));
+  outs.push_back(convert_replication_pad2d(b, std::move(self), std::move(padding)));
 }
 constexpr const char* kArgs_replication_pad2d[] = {"self", "padding"};
 
 void unpack_replication_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList padding = unpack_symint_list(arg_at(args, 1), "padding", 6);
-  outs.push_back(manual::replication_pad3d(b, std::move(self), std::move(padding)));
+  outs.push_back(convert_replication_pad3d(b, std::move(self), std::move(padding)));
 }
 constexpr const char* kArgs_replication_pad3d[] = {"self", "padding"};
 
@@ -1704,7 +1704,7 @@ void unpack_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
   std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 1) : std::vector<int64_t>(std::vector<int64_t>{1});
   bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
-  outs.push_back(manual::max_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+  outs.push_back(convert_max_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
 }
 constexpr const char* kArgs_max_pool1d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
@@ -1715,7 +1715,7 @@ void unpack_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 2) : std::vector<int64_t>(std::vector<int64_t>{0, 0});
   std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 2) : std::vector<int64_t>(std::vector<int64_t>{1, 1});
   bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
-  outs.push_back(manual::max_pool2d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+  outs.push_back(convert_max_pool2d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
 }
 constexpr const char* kArgs_max_pool2d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
@@ -1726,7 +1726,7 @@ void unpack_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
   std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 3) : std::vector<int64_t>(std::vector<int64_t>{1, 1, 1});
   bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
-  outs.push_back(manual::max_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
+  outs.push_back(convert_max_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode)));
 }
 constexpr const char* kArgs_max_pool3d[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
@@ -1737,7 +1737,7 @@ void unpack_max_pool1d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
   std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 1) : std::vector<int64_t>(std::vector<int64_t>{1});
   bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
-  for (Value v : manual::max_pool1d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+  for (Value v : convert_max_pool1d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
 }
 constexpr const char* kArgs_max_pool1d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
@@ -1748,7 +1748,7 @@ void unpack_max_pool2d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 2) : std::vector<int64_t>(std::vector<int64_t>{0, 0});
   std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 2) : std::vector<int64_t>(std::vector<int64_t>{1, 1});
   bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
-  for (Value v : manual::max_pool2d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+  for (Value v : convert_max_pool2d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
 }
 constexpr const char* kArgs_max_pool2d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
@@ -1759,7 +1759,7 @@ void unpack_max_pool3d_with_indices([[maybe_unused]] Builder& b, [[maybe_unused]
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 3) : std::vector<int64_t>(std::vector<int64_t>{0, 0, 0});
   std::vector<int64_t> dilation = given(args, 4) ? unpack_int_list(args[4], "dilation", 3) : std::vector<int64_t>(std::vector<int64_t>{1, 1, 1});
   bool ceil_mode = given(args, 5) ? unpack_bool(args[5], "ceil_mode") : bool(false);
-  for (Value v : manual::max_pool3d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
+  for (Value v : convert_max_pool3d_with_indices(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode))) outs.push_back(v);
 }
 constexpr const char* kArgs_max_pool3d_with_indices[] = {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 
@@ -1770,7 +1770,7 @@ void unpack_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::vector<int64_t> padding = given(args, 3) ? unpack_int_list(args[3], "padding", 1) : std::vector<int64_t>(std::vector<int64_t>{0});
   bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
   bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
-  outs.push_back(manual::avg_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad)));
+  outs.push_back(convert_avg_pool1d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad)));
 }
 constexpr const char* kArgs_avg_pool1d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"};
 
@@ -1782,7 +1782,7 @@ void unpack_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
   bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
   std::optional<int64_t> divisor_override = given(args, 6) ? unpack_opt_int(args[6], "divisor_override") : std::optional<int64_t>(std::nullopt);
-  outs.push_back(manual::avg_pool2d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+  outs.push_back(convert_avg_pool2d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
 }
 constexpr const char* kArgs_avg_pool2d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
 
@@ -1794,63 +1794,63 @@ void unpack_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   bool ceil_mode = given(args, 4) ? unpack_bool(args[4], "ceil_mode") : bool(false);
   bool count_include_pad = given(args, 5) ? unpack_bool(args[5], "count_include_pad") : bool(true);
   std::optional<int64_t> divisor_override = given(args, 6) ? unpack_opt_int(args[6], "divisor_override") : std::optional<int64_t>(std::nullopt);
-  outs.push_back(manual::avg_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+  outs.push_back(convert_avg_pool3d(b, std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
 }
 constexpr const char* kArgs_avg_pool3d[] = {"self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
 
 void unpack_adaptive_avg_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 1);
-  outs.push_back(manual::adaptive_avg_pool1d(b, std::move(self), std::move(output_size)));
+  outs.push_back(convert_adaptive_avg_pool1d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs_adaptive_avg_pool1d[] = {"self", "output_size"};
 
 void unpack_adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
-  outs.push_back(manual::adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
+  outs.push_back(convert_adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs_adaptive_avg_pool2d[] = {"self", "output_size"};
 
 void unpack_adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
-  outs.push_back(manual::adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
+  outs.push_back(convert_adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs_adaptive_avg_pool3d[] = {"self", "output_size"};
 
 void unpack__adaptive_avg_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
-  outs.push_back(manual::_adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
+  outs.push_back(convert__adaptive_avg_pool2d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs__adaptive_avg_pool2d[] = {"self", "output_size"};
 
 void unpack__adaptive_avg_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 3);
-  outs.push_back(manual::_adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
+  outs.push_back(convert__adaptive_avg_pool3d(b, std::move(self), std::move(output_size)));
 }
 constexpr const char* kArgs__adaptive_avg_pool3d[] = {"self", "output_size"};
 
 void unpack_adaptive_max_pool1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 1);
-  for (Value v : manual::adaptive_max_pool1d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+  for (Value v : convert_adaptive_max_pool1d(b, std::move(self), std::move(output_size))) outs.push_back(v);
 }
 constexpr const char* kArgs_adaptive_max_pool1d[] = {"self", "output_size"};
 
 void unpack_adaptive_max_pool2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 2);
-  for (Value v : manual::adaptive_max_pool2d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+  for (Value v : convert_adaptive_max_pool2d(b, std::move(self), std::move(output_size))) outs.push_back(v);
 }
 constexpr const char* kArgs_adaptive_max_pool2d[] = {"self", "output_size"};
 
 void unpack_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> output_size = unpack_int_list(arg_at(args, 1), "output_size", 3);
-  for (Value v : manual::adaptive_max_pool3d(b, std::move(self), std::move(output_size))) outs.push_back(v);
+  for (Value v : convert_adaptive_max_pool3d(b, std::move(self), std::move(output_size))) outs.push_back(v);
 }
 constexpr const char* kArgs_adaptive_max_pool3d[] = {"self", "output_size"};
 
@@ -1858,7 +1858,7 @@ void unpack_rand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::rand(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_rand(b, std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_rand[] = {"size", "dtype", "layout", "device", "pin_memory"};
 
@@ -1866,7 +1866,7 @@ void unpack_randn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::randn(b, std::move(size), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_randn(b, std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_randn[] = {"size", "dtype", "layout", "device", "pin_memory"};
 
@@ -1874,7 +1874,7 @@ void unpack_rand_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::rand_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_rand_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_rand_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
@@ -1882,7 +1882,7 @@ void unpack_randn_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(manual::randn_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(convert_randn_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_randn_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
 
@@ -1896,7 +1896,7 @@ constexpr const char* kArgs_randperm[] = {"n", "dtype", "layout", "device", "pin
 
 void unpack_bernoulli([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::bernoulli(b, std::move(self)));
+  outs.push_back(convert_bernoulli(b, std::move(self)));
 }
 constexpr const char* kArgs_bernoulli[] = {"self", "generator"};
 
@@ -1943,7 +1943,7 @@ void unpack_amax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = given(args, 1) ? unpack_int_list(args[1], "dim", 1) : std::vector<int64_t>(std::vector<int64_t>{});
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::amax(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_amax(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_amax[] = {"self", "dim", "keepdim"};
 
@@ -1951,19 +1951,19 @@ void unpack_amin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = given(args, 1) ? unpack_int_list(args[1], "dim", 1) : std::vector<int64_t>(std::vector<int64_t>{});
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::amin(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_amin(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_amin[] = {"self", "dim", "keepdim"};
 
 void unpack_max([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::max(b, std::move(self)));
+  outs.push_back(convert_max(b, std::move(self)));
 }
 constexpr const char* kArgs_max[] = {"self"};
 
 void unpack_min([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::min(b, std::move(self)));
+  outs.push_back(convert_min(b, std::move(self)));
 }
 constexpr const char* kArgs_min[] = {"self"};
 
@@ -1971,7 +1971,7 @@ void unpack_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  for (Value v : manual::max_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
+  for (Value v : convert_max_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
 }
 constexpr const char* kArgs_max_dim[] = {"self", "dim", "keepdim"};
 
@@ -1979,7 +1979,7 @@ void unpack_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  for (Value v : manual::min_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
+  for (Value v : convert_min_dim(b, std::move(self), std::move(dim), std::move(keepdim))) outs.push_back(v);
 }
 constexpr const char* kArgs_min_dim[] = {"self", "dim", "keepdim"};
 
@@ -1987,7 +1987,7 @@ void unpack_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::argmax(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_argmax(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_argmax[] = {"self", "dim", "keepdim"};
 
@@ -1995,13 +1995,13 @@ void unpack_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::argmin(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_argmin(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_argmin[] = {"self", "dim", "keepdim"};
 
 void unpack_any([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::any(b, std::move(self)));
+  outs.push_back(convert_any(b, std::move(self)));
 }
 constexpr const char* kArgs_any[] = {"self"};
 
@@ -2009,7 +2009,7 @@ void unpack_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::any_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_any_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_any_dim[] = {"self", "dim", "keepdim"};
 
@@ -2017,13 +2017,13 @@ void unpack_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim") : std::optional<std::vector<int64_t>>(std::nullopt);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::any_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_any_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_any_dims[] = {"self", "dim", "keepdim"};
 
 void unpack_all([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::all(b, std::move(self)));
+  outs.push_back(convert_all(b, std::move(self)));
 }
 constexpr const char* kArgs_all[] = {"self"};
 
@@ -2031,7 +2031,7 @@ void unpack_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::all_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_all_dim(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_all_dim[] = {"self", "dim", "keepdim"};
 
@@ -2039,14 +2039,14 @@ void unpack_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim") : std::optional<std::vector<int64_t>>(std::nullopt);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::all_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_all_dims(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_all_dims[] = {"self", "dim", "keepdim"};
 
 void unpack_prod([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(manual::prod(b, std::move(self), std::move(dtype)));
+  outs.push_back(convert_prod(b, std::move(self), std::move(dtype)));
 }
 constexpr const char* kArgs_prod[] = {"self", "dtype"};
 
@@ -2055,21 +2055,21 @@ void unpack_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
   std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(manual::prod_dim_int(b, std::move(self), std::move(dim), std::move(keepdim), std::move(dtype)));
+  outs.push_back(convert_prod_dim_int(b, std::move(self), std::move(dim), std::move(keepdim), std::move(dtype)));
 }
 constexpr const char* kArgs_prod_dim_int[] = {"self", "dim", "keepdim", "dtype"};
 
 void unpack_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<int64_t> dim = given(args, 1) ? unpack_opt_int(args[1], "dim") : std::optional<int64_t>(std::nullopt);
-  outs.push_back(manual::count_nonzero(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_count_nonzero(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_count_nonzero[] = {"self", "dim"};
 
 void unpack_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
-  outs.push_back(manual::count_nonzero_dim_IntList(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_count_nonzero_dim_IntList(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_count_nonzero_dim_IntList[] = {"self", "dim"};
 
@@ -2077,7 +2077,7 @@ void unpack_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim", 1);
   bool keepdim = given(args, 2) ? unpack_bool(args[2], "keepdim") : bool(false);
-  outs.push_back(manual::logsumexp(b, std::move(self), std::move(dim), std::move(keepdim)));
+  outs.push_back(convert_logsumexp(b, std::move(self), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_logsumexp[] = {"self", "dim", "keepdim"};
 
@@ -2105,7 +2105,7 @@ void unpack_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
   std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  outs.push_back(manual::var_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
+  outs.push_back(convert_var_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
 }
 constexpr const char* kArgs_var_correction[] = {"self", "dim", "correction", "keepdim"};
 
@@ -2114,14 +2114,14 @@ void unpack_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
   bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  outs.push_back(manual::var_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
+  outs.push_back(convert_var_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
 }
 constexpr const char* kArgs_var_dim[] = {"self", "dim", "unbiased", "keepdim"};
 
 void unpack_var([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
-  outs.push_back(manual::var(b, std::move(self), std::move(unbiased)));
+  outs.push_back(convert_var(b, std::move(self), std::move(unbiased)));
 }
 constexpr const char* kArgs_var[] = {"self", "unbiased"};
 
@@ -2130,7 +2130,7 @@ void unpack_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
   std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  outs.push_back(manual::std_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
+  outs.push_back(convert_std_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim)));
 }
 constexpr const char* kArgs_std_correction[] = {"self", "dim", "correction", "keepdim"};
 
@@ -2139,14 +2139,14 @@ void unpack_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
   bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  outs.push_back(manual::std_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
+  outs.push_back(convert_std_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim)));
 }
 constexpr const char* kArgs_std_dim[] = {"self", "dim", "unbiased", "keepdim"};
 
 void unpack_std([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
-  outs.push_back(manual::std(b, std::move(self), std::move(unbiased)));
+  outs.push_back(convert_std(b, std::move(self), std::move(unbiased)));
 }
 constexpr const char* kArgs_std[] = {"self", "unbiased"};
 
@@ -2155,7 +2155,7 @@ void unpack_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] co
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
   std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  for (Value v : manual::var_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
+  for (Value v : convert_var_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
 }
 constexpr const char* kArgs_var_mean_correction[] = {"self", "dim", "correction", "keepdim"};
 
@@ -2164,14 +2164,14 @@ void unpack_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
   bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  for (Value v : manual::var_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
+  for (Value v : convert_var_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
 }
 constexpr const char* kArgs_var_mean_dim[] = {"self", "dim", "unbiased", "keepdim"};
 
 void unpack_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
-  for (Value v : manual::var_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
+  for (Value v : convert_var_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
 }
 constexpr const char* kArgs_var_mean[] = {"self", "unbiased"};
 
@@ -2180,7 +2180,7 @@ void unpack_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] co
   std::optional<std::vector<int64_t>> dim = given(args, 1) ? unpack_opt_int_list(args[1], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
   std::optional<Scalar> correction = given(args, 2) ? unpack_opt_scalar(b, args[2], "correction") : std::optional<Scalar>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  for (Value v : manual::std_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
+  for (Value v : convert_std_mean_correction(b, std::move(self), std::move(dim), std::move(correction), std::move(keepdim))) outs.push_back(v);
 }
 constexpr const char* kArgs_std_mean_correction[] = {"self", "dim", "correction", "keepdim"};
 
@@ -2189,14 +2189,14 @@ void unpack_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   std::optional<std::vector<int64_t>> dim = unpack_opt_int_list(arg_at(args, 1), "dim", 1);
   bool unbiased = given(args, 2) ? unpack_bool(args[2], "unbiased") : bool(true);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  for (Value v : manual::std_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
+  for (Value v : convert_std_mean_dim(b, std::move(self), std::move(dim), std::move(unbiased), std::move(keepdim))) outs.push_back(v);
 }
 constexpr const char* kArgs_std_mean_dim[] = {"self", "dim", "unbiased", "keepdim"};
 
 void unpack_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   bool unbiased = given(args, 1) ? unpack_bool(args[1], "unbiased") : bool(true);
-  for (Value v : manual::std_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
+  for (Value v : convert_std_mean(b, std::move(self), std::move(unbiased))) outs.push_back(v);
 }
 constexpr const char* kArgs_std_mean[] = {"self", "unbiased"};
 
@@ -2219,14 +2219,14 @@ constexpr const char* kArgs_cumprod[] = {"self", "dim", "dtype"};
 void unpack_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  for (Value v : manual::cummax(b, std::move(self), std::move(dim))) outs.push_back(v);
+  for (Value v : convert_cummax(b, std::move(self), std::move(dim))) outs.push_back(v);
 }
 constexpr const char* kArgs_cummax[] = {"self", "dim"};
 
 void unpack_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  for (Value v : manual::cummin(b, std::move(self), std::move(dim))) outs.push_back(v);
+  for (Value v : convert_cummin(b, std::move(self), std::move(dim))) outs.push_back(v);
 }
 constexpr const char* kArgs_cummin[] = {"self", "dim"};
 
@@ -2310,18 +2310,37 @@ void unpack__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
   bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
-  outs.push_back(manual::_to_copy(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking)));
+  outs.push_back(convert__to_copy(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking)));
 }
 constexpr const char* kArgs__to_copy[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format"};
+
+void unpack_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
+  bool copy = given(args, 6) ? unpack_bool(args[6], "copy") : bool(false);
+  outs.push_back(convert_to_dtype_layout(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_dtype_layout[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy", "memory_format"};
 
 void unpack_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   ScalarType dtype = unpack_scalar_type(arg_at(args, 1), "dtype");
   bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
   bool copy = given(args, 3) ? unpack_bool(args[3], "copy") : bool(false);
-  outs.push_back(manual::to_dtype(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
+  outs.push_back(convert_to_dtype(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
 }
 constexpr const char* kArgs_to_dtype[] = {"self", "dtype", "non_blocking", "copy", "memory_format"};
+
+void unpack_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  ScalarType dtype = unpack_scalar_type(arg_at(args, 2), "dtype");
+  bool non_blocking = given(args, 3) ? unpack_bool(args[3], "non_blocking") : bool(false);
+  bool copy = given(args, 4) ? unpack_bool(args[4], "copy") : bool(false);
+  outs.push_back(convert_to_device(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_device[] = {"self", "device", "dtype", "non_blocking", "copy", "memory_format"};
 
 void unpack_t([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2339,23 +2358,23 @@ constexpr const char* kArgs_cat[] = {"tensors", "dim"};
 void unpack_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  outs.push_back(manual::view(b, std::move(self), std::move(size)));
+  outs.push_back(convert_view(b, std::move(self), std::move(size)));
 }
 constexpr const char* kArgs_view[] = {"self", "size"};
-
-void unpack_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList shape = unpack_symint_list(arg_at(args, 1), "shape");
-  outs.push_back(manual::reshape(b, std::move(self), std::move(shape)));
-}
-constexpr const char* kArgs_reshape[] = {"self", "shape"};
 
 void unpack__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  outs.push_back(manual::_unsafe_view(b, std::move(self), std::move(size)));
+  outs.push_back(convert__unsafe_view(b, std::move(self), std::move(size)));
 }
 constexpr const char* kArgs__unsafe_view[] = {"self", "size"};
+
+void unpack_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList shape = unpack_symint_list(arg_at(args, 1), "shape");
+  outs.push_back(convert_reshape(b, std::move(self), std::move(shape)));
+}
+constexpr const char* kArgs_reshape[] = {"self", "shape"};
 
 void unpack_flatten_using_ints([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2407,25 +2426,6 @@ void unpack_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const 
 }
 constexpr const char* kArgs_lift_fresh_copy[] = {"self"};
 
-void unpack_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
-  bool copy = given(args, 6) ? unpack_bool(args[6], "copy") : bool(false);
-  outs.push_back(manual::to_dtype_layout(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking), std::move(copy)));
-}
-constexpr const char* kArgs_to_dtype_layout[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy", "memory_format"};
-
-void unpack_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  ScalarType dtype = unpack_scalar_type(arg_at(args, 2), "dtype");
-  bool non_blocking = given(args, 3) ? unpack_bool(args[3], "non_blocking") : bool(false);
-  bool copy = given(args, 4) ? unpack_bool(args[4], "copy") : bool(false);
-  outs.push_back(manual::to_device(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
-}
-constexpr const char* kArgs_to_device[] = {"self", "device", "dtype", "non_blocking", "copy", "memory_format"};
-
 void unpack_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value src = unpack_tensor(b, arg_at(args, 1), "src");
@@ -2472,14 +2472,14 @@ constexpr const char* kArgs_squeeze[] = {"self"};
 void unpack_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(manual::squeeze_dim(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_squeeze_dim(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_squeeze_dim[] = {"self", "dim"};
 
 void unpack_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
-  outs.push_back(manual::squeeze_dims(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_squeeze_dims(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_squeeze_dims[] = {"self", "dim"};
 
@@ -2542,7 +2542,7 @@ constexpr const char* kArgs_repeat_interleave_self_Tensor[] = {"self", "repeats"
 void unpack_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value repeats = unpack_tensor(b, arg_at(args, 0), "repeats");
   std::optional<SymInt> output_size = given(args, 1) ? unpack_opt_symint(args[1], "output_size") : std::optional<SymInt>(std::nullopt);
-  outs.push_back(manual::repeat_interleave_Tensor(b, std::move(repeats), std::move(output_size)));
+  outs.push_back(convert_repeat_interleave_Tensor(b, std::move(repeats), std::move(output_size)));
 }
 constexpr const char* kArgs_repeat_interleave_Tensor[] = {"repeats", "output_size"};
 
@@ -2640,14 +2640,14 @@ constexpr const char* kArgs_as_strided[] = {"self", "size", "stride", "storage_o
 void unpack_triu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
-  outs.push_back(manual::triu(b, std::move(self), std::move(diagonal)));
+  outs.push_back(convert_triu(b, std::move(self), std::move(diagonal)));
 }
 constexpr const char* kArgs_triu[] = {"self", "diagonal"};
 
 void unpack_tril([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
-  outs.push_back(manual::tril(b, std::move(self), std::move(diagonal)));
+  outs.push_back(convert_tril(b, std::move(self), std::move(diagonal)));
 }
 constexpr const char* kArgs_tril[] = {"self", "diagonal"};
 
@@ -2655,7 +2655,7 @@ void unpack_sort([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
   bool descending = given(args, 2) ? unpack_bool(args[2], "descending") : bool(false);
-  for (Value v : manual::sort(b, std::move(self), std::move(dim), std::move(descending))) outs.push_back(v);
+  for (Value v : convert_sort(b, std::move(self), std::move(dim), std::move(descending))) outs.push_back(v);
 }
 constexpr const char* kArgs_sort[] = {"self", "dim", "descending"};
 
@@ -2664,7 +2664,7 @@ void unpack_sort_stable([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   std::optional<bool> stable = unpack_opt_bool(arg_at(args, 1), "stable");
   int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(-1);
   bool descending = given(args, 3) ? unpack_bool(args[3], "descending") : bool(false);
-  for (Value v : manual::sort_stable(b, std::move(self), std::move(stable), std::move(dim), std::move(descending))) outs.push_back(v);
+  for (Value v : convert_sort_stable(b, std::move(self), std::move(stable), std::move(dim), std::move(descending))) outs.push_back(v);
 }
 constexpr const char* kArgs_sort_stable[] = {"self", "stable", "dim", "descending"};
 
@@ -2672,7 +2672,7 @@ void unpack_argsort([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
   bool descending = given(args, 2) ? unpack_bool(args[2], "descending") : bool(false);
-  outs.push_back(manual::argsort(b, std::move(self), std::move(dim), std::move(descending)));
+  outs.push_back(convert_argsort(b, std::move(self), std::move(dim), std::move(descending)));
 }
 constexpr const char* kArgs_argsort[] = {"self", "dim", "descending"};
 
@@ -2681,7 +2681,7 @@ void unpack_argsort_stable([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   bool stable = unpack_bool(arg_at(args, 1), "stable");
   int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(-1);
   bool descending = given(args, 3) ? unpack_bool(args[3], "descending") : bool(false);
-  outs.push_back(manual::argsort_stable(b, std::move(self), std::move(stable), std::move(dim), std::move(descending)));
+  outs.push_back(convert_argsort_stable(b, std::move(self), std::move(stable), std::move(dim), std::move(descending)));
 }
 constexpr const char* kArgs_argsort_stable[] = {"self", "stable", "dim", "descending"};
 
@@ -2691,7 +2691,7 @@ void unpack_topk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(-1);
   bool largest = given(args, 3) ? unpack_bool(args[3], "largest") : bool(true);
   bool sorted = given(args, 4) ? unpack_bool(args[4], "sorted") : bool(true);
-  for (Value v : manual::topk(b, std::move(self), std::move(k), std::move(dim), std::move(largest), std::move(sorted))) outs.push_back(v);
+  for (Value v : convert_topk(b, std::move(self), std::move(k), std::move(dim), std::move(largest), std::move(sorted))) outs.push_back(v);
 }
 constexpr const char* kArgs_topk[] = {"self", "k", "dim", "largest", "sorted"};
 
@@ -2947,7 +2947,7 @@ constexpr const char* kArgs_sgn[] = {"self"};
 
 void unpack_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::isnan(b, std::move(self)));
+  outs.push_back(convert_isnan(b, std::move(self)));
 }
 constexpr const char* kArgs_isnan[] = {"self"};
 
@@ -2982,7 +2982,7 @@ void unpack_upsample_nearest1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]]
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
-  outs.push_back(manual::upsample_nearest1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+  outs.push_back(convert_upsample_nearest1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_nearest1d_vec[] = {"input", "output_size", "scale_factors"};
 
@@ -2990,7 +2990,7 @@ void unpack_upsample_nearest2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]]
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
-  outs.push_back(manual::upsample_nearest2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+  outs.push_back(convert_upsample_nearest2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_nearest2d_vec[] = {"input", "output_size", "scale_factors"};
 
@@ -2998,7 +2998,7 @@ void unpack_upsample_nearest3d_vec([[maybe_unused]] Builder& b, [[maybe_unused]]
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
-  outs.push_back(manual::upsample_nearest3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+  outs.push_back(convert_upsample_nearest3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_nearest3d_vec[] = {"input", "output_size", "scale_factors"};
 
@@ -3006,7 +3006,7 @@ void unpack__upsample_nearest_exact1d_vec([[maybe_unused]] Builder& b, [[maybe_u
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
-  outs.push_back(manual::_upsample_nearest_exact1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+  outs.push_back(convert__upsample_nearest_exact1d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
 }
 constexpr const char* kArgs__upsample_nearest_exact1d_vec[] = {"input", "output_size", "scale_factors"};
 
@@ -3014,7 +3014,7 @@ void unpack__upsample_nearest_exact2d_vec([[maybe_unused]] Builder& b, [[maybe_u
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
-  outs.push_back(manual::_upsample_nearest_exact2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+  outs.push_back(convert__upsample_nearest_exact2d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
 }
 constexpr const char* kArgs__upsample_nearest_exact2d_vec[] = {"input", "output_size", "scale_factors"};
 
@@ -3022,7 +3022,7 @@ void unpack__upsample_nearest_exact3d_vec([[maybe_unused]] Builder& b, [[maybe_u
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 2), "scale_factors");
-  outs.push_back(manual::_upsample_nearest_exact3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
+  outs.push_back(convert__upsample_nearest_exact3d_vec(b, std::move(input), std::move(output_size), std::move(scale_factors)));
 }
 constexpr const char* kArgs__upsample_nearest_exact3d_vec[] = {"input", "output_size", "scale_factors"};
 
@@ -3031,7 +3031,7 @@ void unpack_upsample_linear1d_vec([[maybe_unused]] Builder& b, [[maybe_unused]] 
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
-  outs.push_back(manual::upsample_linear1d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+  outs.push_back(convert_upsample_linear1d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_linear1d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
 
@@ -3040,7 +3040,7 @@ void unpack_upsample_bilinear2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
-  outs.push_back(manual::upsample_bilinear2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+  outs.push_back(convert_upsample_bilinear2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_bilinear2d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
 
@@ -3049,7 +3049,7 @@ void unpack_upsample_trilinear3d_vec([[maybe_unused]] Builder& b, [[maybe_unused
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
-  outs.push_back(manual::upsample_trilinear3d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+  outs.push_back(convert_upsample_trilinear3d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_trilinear3d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
 
@@ -3058,7 +3058,7 @@ void unpack_upsample_bicubic2d_vec([[maybe_unused]] Builder& b, [[maybe_unused]]
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
-  outs.push_back(manual::upsample_bicubic2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+  outs.push_back(convert_upsample_bicubic2d_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
 }
 constexpr const char* kArgs_upsample_bicubic2d_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
 
@@ -3067,7 +3067,7 @@ void unpack__upsample_bilinear2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unu
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
-  outs.push_back(manual::_upsample_bilinear2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+  outs.push_back(convert__upsample_bilinear2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
 }
 constexpr const char* kArgs__upsample_bilinear2d_aa_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
 
@@ -3076,7 +3076,7 @@ void unpack__upsample_bicubic2d_aa_vec([[maybe_unused]] Builder& b, [[maybe_unus
   std::optional<SymIntList> output_size = unpack_opt_symint_list(arg_at(args, 1), "output_size");
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<std::vector<double>> scale_factors = unpack_opt_float_list(arg_at(args, 3), "scale_factors");
-  outs.push_back(manual::_upsample_bicubic2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
+  outs.push_back(convert__upsample_bicubic2d_aa_vec(b, std::move(input), std::move(output_size), std::move(align_corners), std::move(scale_factors)));
 }
 constexpr const char* kArgs__upsample_bicubic2d_aa_vec[] = {"input", "output_size", "align_corners", "scale_factors"};
 
@@ -3084,7 +3084,7 @@ void unpack_upsample_nearest1d([[maybe_unused]] Builder& b, [[maybe_unused]] con
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 1);
   std::optional<double> scales = given(args, 2) ? unpack_opt_float(args[2], "scales") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_nearest1d(b, std::move(self), std::move(output_size), std::move(scales)));
+  outs.push_back(convert_upsample_nearest1d(b, std::move(self), std::move(output_size), std::move(scales)));
 }
 constexpr const char* kArgs_upsample_nearest1d[] = {"self", "output_size", "scales"};
 
@@ -3093,7 +3093,7 @@ void unpack_upsample_nearest2d([[maybe_unused]] Builder& b, [[maybe_unused]] con
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 2);
   std::optional<double> scales_h = given(args, 2) ? unpack_opt_float(args[2], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 3) ? unpack_opt_float(args[3], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_nearest2d(b, std::move(self), std::move(output_size), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert_upsample_nearest2d(b, std::move(self), std::move(output_size), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs_upsample_nearest2d[] = {"self", "output_size", "scales_h", "scales_w"};
 
@@ -3103,7 +3103,7 @@ void unpack_upsample_nearest3d([[maybe_unused]] Builder& b, [[maybe_unused]] con
   std::optional<double> scales_d = given(args, 2) ? unpack_opt_float(args[2], "scales_d") : std::optional<double>(std::nullopt);
   std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_nearest3d(b, std::move(self), std::move(output_size), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert_upsample_nearest3d(b, std::move(self), std::move(output_size), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs_upsample_nearest3d[] = {"self", "output_size", "scales_d", "scales_h", "scales_w"};
 
@@ -3112,7 +3112,7 @@ void unpack_upsample_linear1d([[maybe_unused]] Builder& b, [[maybe_unused]] cons
   SymIntList output_size = unpack_symint_list(arg_at(args, 1), "output_size", 1);
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<double> scales = given(args, 3) ? unpack_opt_float(args[3], "scales") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_linear1d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales)));
+  outs.push_back(convert_upsample_linear1d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales)));
 }
 constexpr const char* kArgs_upsample_linear1d[] = {"self", "output_size", "align_corners", "scales"};
 
@@ -3122,7 +3122,7 @@ void unpack_upsample_bilinear2d([[maybe_unused]] Builder& b, [[maybe_unused]] co
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_bilinear2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert_upsample_bilinear2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs_upsample_bilinear2d[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
 
@@ -3133,7 +3133,7 @@ void unpack_upsample_trilinear3d([[maybe_unused]] Builder& b, [[maybe_unused]] c
   std::optional<double> scales_d = given(args, 3) ? unpack_opt_float(args[3], "scales_d") : std::optional<double>(std::nullopt);
   std::optional<double> scales_h = given(args, 4) ? unpack_opt_float(args[4], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 5) ? unpack_opt_float(args[5], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_trilinear3d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert_upsample_trilinear3d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_d), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs_upsample_trilinear3d[] = {"self", "output_size", "align_corners", "scales_d", "scales_h", "scales_w"};
 
@@ -3143,7 +3143,7 @@ void unpack_upsample_bicubic2d([[maybe_unused]] Builder& b, [[maybe_unused]] con
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::upsample_bicubic2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert_upsample_bicubic2d(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs_upsample_bicubic2d[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
 
@@ -3153,7 +3153,7 @@ void unpack__upsample_bilinear2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::_upsample_bilinear2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert__upsample_bilinear2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs__upsample_bilinear2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
 
@@ -3163,7 +3163,7 @@ void unpack__upsample_bicubic2d_aa([[maybe_unused]] Builder& b, [[maybe_unused]]
   bool align_corners = unpack_bool(arg_at(args, 2), "align_corners");
   std::optional<double> scales_h = given(args, 3) ? unpack_opt_float(args[3], "scales_h") : std::optional<double>(std::nullopt);
   std::optional<double> scales_w = given(args, 4) ? unpack_opt_float(args[4], "scales_w") : std::optional<double>(std::nullopt);
-  outs.push_back(manual::_upsample_bicubic2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
+  outs.push_back(convert__upsample_bicubic2d_aa(b, std::move(self), std::move(output_size), std::move(align_corners), std::move(scales_h), std::move(scales_w)));
 }
 constexpr const char* kArgs__upsample_bicubic2d_aa[] = {"self", "output_size", "align_corners", "scales_h", "scales_w"};
 
@@ -3173,7 +3173,7 @@ void unpack_grid_sampler_2d([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   int64_t interpolation_mode = unpack_int(arg_at(args, 2), "interpolation_mode");
   int64_t padding_mode = unpack_int(arg_at(args, 3), "padding_mode");
   bool align_corners = unpack_bool(arg_at(args, 4), "align_corners");
-  outs.push_back(manual::grid_sampler_2d(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
+  outs.push_back(convert_grid_sampler_2d(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
 }
 constexpr const char* kArgs_grid_sampler_2d[] = {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"};
 
@@ -3183,7 +3183,7 @@ void unpack_grid_sampler([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   int64_t interpolation_mode = unpack_int(arg_at(args, 2), "interpolation_mode");
   int64_t padding_mode = unpack_int(arg_at(args, 3), "padding_mode");
   bool align_corners = unpack_bool(arg_at(args, 4), "align_corners");
-  outs.push_back(manual::grid_sampler(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
+  outs.push_back(convert_grid_sampler(b, std::move(input), std::move(grid), std::move(interpolation_mode), std::move(padding_mode), std::move(align_corners)));
 }
 constexpr const char* kArgs_grid_sampler[] = {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"};
 
@@ -3224,7 +3224,7 @@ void unpack_embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   bool sparse = given(args, 5) ? unpack_bool(args[5], "sparse") : bool(false);
   std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
   bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
-  for (Value v : manual::embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset))) outs.push_back(v);
+  for (Value v : convert_embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset))) outs.push_back(v);
 }
 constexpr const char* kArgs_embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset"};
 
@@ -3252,7 +3252,7 @@ void unpack__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
   bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
   int64_t padding_idx = given(args, 8) ? unpack_int(args[8], "padding_idx") : int64_t(-1);
-  for (Value v : manual::_embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+  for (Value v : convert__embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
 }
 constexpr const char* kArgs__embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
 
@@ -3311,7 +3311,7 @@ void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(manual::add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
 
@@ -3319,7 +3319,7 @@ void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(manual::add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
 
@@ -3385,7 +3385,7 @@ constexpr const char* kArgs_asinh_[] = {"self"};
 void unpack_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::atan2(b, std::move(self), std::move(other)));
+  outs.push_back(convert_atan2(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_atan2_[] = {"self", "other"};
 
@@ -3414,14 +3414,14 @@ constexpr const char* kArgs_baddbmm_[] = {"self", "batch1", "batch2", "beta", "a
 void unpack_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_and_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and__Scalar[] = {"self", "other"};
 
 void unpack_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_and_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and__Tensor[] = {"self", "other"};
 
@@ -3434,28 +3434,28 @@ constexpr const char* kArgs_bitwise_not_[] = {"self"};
 void unpack_bitwise_or__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_or_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Scalar[] = {"self", "other"};
 
 void unpack_bitwise_or__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_or_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Tensor[] = {"self", "other"};
 
 void unpack_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_xor_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor__Scalar[] = {"self", "other"};
 
 void unpack_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::bitwise_xor_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor__Tensor[] = {"self", "other"};
 
@@ -3491,28 +3491,28 @@ constexpr const char* kArgs_clamp__Tensor[] = {"self", "min", "max"};
 void unpack_clamp_max_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar max = unpack_scalar(b, arg_at(args, 1), "max");
-  outs.push_back(manual::clamp_max(b, std::move(self), std::move(max)));
+  outs.push_back(convert_clamp_max(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max_[] = {"self", "max"};
 
 void unpack_clamp_max__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value max = unpack_tensor(b, arg_at(args, 1), "max");
-  outs.push_back(manual::clamp_max_Tensor(b, std::move(self), std::move(max)));
+  outs.push_back(convert_clamp_max_Tensor(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max__Tensor[] = {"self", "max"};
 
 void unpack_clamp_min_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min = unpack_scalar(b, arg_at(args, 1), "min");
-  outs.push_back(manual::clamp_min(b, std::move(self), std::move(min)));
+  outs.push_back(convert_clamp_min(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min_[] = {"self", "min"};
 
 void unpack_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value min = unpack_tensor(b, arg_at(args, 1), "min");
-  outs.push_back(manual::clamp_min_Tensor(b, std::move(self), std::move(min)));
+  outs.push_back(convert_clamp_min_Tensor(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min__Tensor[] = {"self", "min"};
 
@@ -3569,7 +3569,7 @@ void unpack_div__Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
-  outs.push_back(manual::div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+  outs.push_back(convert_div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
 constexpr const char* kArgs_div__Scalar_mode[] = {"self", "other", "rounding_mode"};
 
@@ -3584,7 +3584,7 @@ void unpack_div__Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
-  outs.push_back(manual::div_Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+  outs.push_back(convert_div_Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
 constexpr const char* kArgs_div__Tensor_mode[] = {"self", "other", "rounding_mode"};
 
@@ -3600,14 +3600,14 @@ constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
 void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::eq_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_eq_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq__Scalar[] = {"self", "other"};
 
 void unpack_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::eq_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_eq_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq__Tensor[] = {"self", "other"};
 
@@ -3644,7 +3644,7 @@ constexpr const char* kArgs_expm1_[] = {"self"};
 void unpack_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar value = unpack_scalar(b, arg_at(args, 1), "value");
-  outs.push_back(manual::fill_Scalar(b, std::move(self), std::move(value)));
+  outs.push_back(convert_fill_Scalar(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill__Scalar[] = {"self", "value"};
 
@@ -3664,7 +3664,7 @@ constexpr const char* kArgs_floor_[] = {"self"};
 void unpack_floor_divide__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::floor_divide_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_floor_divide_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_floor_divide__Scalar[] = {"self", "other"};
 
@@ -3691,14 +3691,14 @@ constexpr const char* kArgs_frac_[] = {"self"};
 void unpack_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ge_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ge_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge__Scalar[] = {"self", "other"};
 
 void unpack_ge__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ge_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ge_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge__Tensor[] = {"self", "other"};
 
@@ -3712,14 +3712,14 @@ constexpr const char* kArgs_gelu_[] = {"self", "approximate"};
 void unpack_gt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::gt_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_gt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt__Scalar[] = {"self", "other"};
 
 void unpack_gt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::gt_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_gt_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt__Tensor[] = {"self", "other"};
 
@@ -3792,14 +3792,14 @@ constexpr const char* kArgs_index_put_[] = {"self", "indices", "values", "accumu
 void unpack_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::le_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_le_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le__Scalar[] = {"self", "other"};
 
 void unpack_le__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::le_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_le_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le__Tensor[] = {"self", "other"};
 
@@ -3853,7 +3853,7 @@ constexpr const char* kArgs_log_[] = {"self"};
 void unpack_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::logical_and(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_and(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_and_[] = {"self", "other"};
 
@@ -3866,14 +3866,14 @@ constexpr const char* kArgs_logical_not_[] = {"self"};
 void unpack_logical_or_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::logical_or(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_or(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_or_[] = {"self", "other"};
 
 void unpack_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::logical_xor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_xor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_xor_[] = {"self", "other"};
 
@@ -3887,14 +3887,14 @@ constexpr const char* kArgs_logit_[] = {"self", "eps"};
 void unpack_lt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::lt_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_lt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt__Scalar[] = {"self", "other"};
 
 void unpack_lt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::lt_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_lt_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt__Tensor[] = {"self", "other"};
 
@@ -3931,14 +3931,14 @@ constexpr const char* kArgs_mish_[] = {"self"};
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::mul_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_mul_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul__Scalar[] = {"self", "other"};
 
 void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::mul_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_mul_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
 
@@ -3954,14 +3954,14 @@ constexpr const char* kArgs_nan_to_num_[] = {"self", "nan", "posinf", "neginf"};
 void unpack_ne__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ne_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ne_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne__Scalar[] = {"self", "other"};
 
 void unpack_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::ne_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ne_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne__Tensor[] = {"self", "other"};
 
@@ -3992,14 +3992,14 @@ constexpr const char* kArgs_relu_[] = {"self"};
 void unpack_remainder__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(manual::remainder_Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_remainder_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder__Scalar[] = {"self", "other"};
 
 void unpack_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(manual::remainder_Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_remainder_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder__Tensor[] = {"self", "other"};
 
@@ -4152,14 +4152,14 @@ constexpr const char* kArgs_squeeze_[] = {"self"};
 void unpack_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(manual::squeeze_dim(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_squeeze_dim(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_squeeze__dim[] = {"self", "dim"};
 
 void unpack_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
-  outs.push_back(manual::squeeze_dims(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_squeeze_dims(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_squeeze__dims[] = {"self", "dim"};
 
@@ -4208,14 +4208,14 @@ constexpr const char* kArgs_threshold_[] = {"self", "threshold", "value"};
 void unpack_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
-  outs.push_back(manual::tril(b, std::move(self), std::move(diagonal)));
+  outs.push_back(convert_tril(b, std::move(self), std::move(diagonal)));
 }
 constexpr const char* kArgs_tril_[] = {"self", "diagonal"};
 
 void unpack_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
-  outs.push_back(manual::triu(b, std::move(self), std::move(diagonal)));
+  outs.push_back(convert_triu(b, std::move(self), std::move(diagonal)));
 }
 constexpr const char* kArgs_triu_[] = {"self", "diagonal"};
 
@@ -4349,23 +4349,23 @@ const OpEntry kOps[] = {
     {"arange.start", &unpack_arange_start, kArgs_arange_start, 0u},
     {"arange.start_step", &unpack_arange_start_step, kArgs_arange_start_step, 0u},
     {"full", &unpack_full, kArgs_full, 0u},
+    {"new_full", &unpack_new_full, kArgs_new_full, 0u},
     {"full_like", &unpack_full_like, kArgs_full_like, 0u},
     {"zeros", &unpack_zeros, kArgs_zeros, 0u},
+    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros, 0u},
     {"ones", &unpack_ones, kArgs_ones, 0u},
+    {"new_ones", &unpack_new_ones, kArgs_new_ones, 0u},
     {"zeros_like", &unpack_zeros_like, kArgs_zeros_like, 0u},
     {"ones_like", &unpack_ones_like, kArgs_ones_like, 0u},
     {"scalar_tensor", &unpack_scalar_tensor, kArgs_scalar_tensor, 0u},
     {"fill.Scalar", &unpack_fill_Scalar, kArgs_fill_Scalar, 0u},
     {"fill.Tensor", &unpack_fill_Tensor, kArgs_fill_Tensor, 0u},
-    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros, 0u},
-    {"new_ones", &unpack_new_ones, kArgs_new_ones, 0u},
-    {"new_full", &unpack_new_full, kArgs_new_full, 0u},
     {"eye", &unpack_eye, kArgs_eye, 0u},
     {"eye.m", &unpack_eye_m, kArgs_eye_m, 0u},
     {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format, 0u},
     {"empty_strided", &unpack_empty_strided, kArgs_empty_strided, 0u},
-    {"empty_like", &unpack_empty_like, kArgs_empty_like, 0u},
     {"new_empty", &unpack_new_empty, kArgs_new_empty, 0u},
+    {"empty_like", &unpack_empty_like, kArgs_empty_like, 0u},
     {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c, 0u},
     {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r, 0u},
     {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c, 0u},
@@ -4517,12 +4517,14 @@ const OpEntry kOps[] = {
     {"clone", &unpack_clone, kArgs_clone, 0u},
     {"contiguous", &unpack_contiguous, kArgs_contiguous, 0u},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy, 0u},
+    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u},
     {"to.dtype", &unpack_to_dtype, kArgs_to_dtype, 0u},
+    {"to.device", &unpack_to_device, kArgs_to_device, 0u},
     {"t", &unpack_t, kArgs_t, 0u},
     {"cat", &unpack_cat, kArgs_cat, 0u},
     {"view", &unpack_view, kArgs_view, 0u},
-    {"reshape", &unpack_reshape, kArgs_reshape, 0u},
     {"_unsafe_view", &unpack__unsafe_view, kArgs__unsafe_view, 0u},
+    {"reshape", &unpack_reshape, kArgs_reshape, 0u},
     {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints, 0u},
     {"permute", &unpack_permute, kArgs_permute, 0u},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int, 0u},
@@ -4530,8 +4532,6 @@ const OpEntry kOps[] = {
     {"alias", &unpack_alias, kArgs_alias, 0u},
     {"detach", &unpack_detach, kArgs_detach, 0u},
     {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy, 0u},
-    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u},
-    {"to.device", &unpack_to_device, kArgs_to_device, 0u},
     {"copy", &unpack_copy, kArgs_copy, 0u},
     {"resize_", &unpack_resize_, kArgs_resize_, 0u},
     {"expand", &unpack_expand, kArgs_expand, 0u},
