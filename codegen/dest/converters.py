@@ -481,9 +481,13 @@ class _RuleCompiler:
         self.fail(f"`{ast.unparse(node)}` cannot be used in `when:`")
 
 
-def _describe(rule: Rule) -> str:
-    """The rule as its spec says it, for a comment in the generated code."""
-    return ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}" for k, v in rule.to_yaml().items())
+def _describe(rule: Rule, fn: str) -> str:
+    """The rule as its spec says it, for a comment in the generated code; a manual rule by the
+    body it calls."""
+    said = rule.to_yaml()
+    if rule.manual:
+        said["manual"] = rule.body or fn
+    return ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}" for k, v in said.items())
 
 
 def _proved_present(rule: Rule) -> set[str]:
@@ -560,7 +564,7 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
             conds.append(F.opset_at_least(rule.since))
         if rule.when is not None:
             conds.append(comp.guard(rule.when.tree))
-        code = RuleCode(condition=F.all_of(conds), description=_describe(rule))
+        code = RuleCode(condition=F.all_of(conds), description=_describe(rule, fn))
         if rule.manual:
             manual_count += 1
             if manual_count > 1:

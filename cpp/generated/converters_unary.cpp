@@ -10,7 +10,7 @@ namespace fastonnx {
 
 // abs  (codegen/mappings/unary.yaml:4)
 Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  // when: dtype(self) == 'complex64' or dtype(self) == 'complex128', manual: True
+  // when: dtype(self) == 'complex64' or dtype(self) == 'complex128', manual: abs
   if ((((b.dtype(self) == ScalarType::ComplexFloat)) || ((b.dtype(self) == ScalarType::ComplexDouble)))) {
     return manual::abs(b, self);
   }
@@ -339,7 +339,7 @@ Value convert_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value
     const Value v0 = b.op("Round", {self}, {});
     return v0;
   }
-  // manual: True
+  // manual: round_decimals
   {
     return manual::round_decimals(b, self, decimals);
   }
