@@ -30,6 +30,9 @@ SIGNATURES: list[tuple[str, str]] = [
     # -- common.cpp ------------------------------------------------------------------------
     # Builder::cast: a Cast unless self has the dtype already (complex pairs kept)
     ("tensor", "cast(Tensor self, ScalarType dtype) -> Tensor"),
+    # Builder::dtype and scalar: a tensor's dtype, and a 0-d tensor of a number in a dtype
+    ("tensor", "dtype_of(Tensor self) -> ScalarType"),
+    ("tensor", "scalar(Scalar value, ScalarType dtype) -> Tensor"),
     # Builder::as_real and as_complex: a complex tensor as its (real, imaginary) pairs and back
     ("tensor", "as_real(Tensor self) -> Tensor"),
     ("tensor", "as_complex(Tensor self) -> Tensor"),
@@ -102,6 +105,8 @@ SIGNATURES: list[tuple[str, str]] = [
     # -- tensors: embedding_bag.cpp -------------------------------------------------------------
     ("tensor", "reduce_bags(Tensor weight, Tensor indices, Tensor offsets, int mode, Tensor? per_sample_weights, "
                "bool include_last_offset, Tensor? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)"),
+    # -- tensors: scatter.cpp -------------------------------------------------------------------
+    ("tensor", "index_fill(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"),
     # -- tensors: linalg.cpp --------------------------------------------------------------------
     ("tensor", "distances(Tensor x1, Tensor x2, float p) -> Tensor"),
     ("tensor", "pairwise_distances(Tensor self, float p) -> Tensor"),

@@ -108,7 +108,7 @@ class _RuleCompiler:
         self.nonnull = nonnull  # optional arguments the rule's guard proved present
         self.args = {a.schema_name: a for a in args}
         self.since, self.until = since, until
-        self.steps: list[Step] = []
+        self.steps: list[Step | HelperStep] = []
         self.counter = 0
         self.static: set[str] = set()  # arguments used as numbers known when exporting
 
@@ -180,7 +180,8 @@ class _RuleCompiler:
 
     def helper_call(self, call: Call, n_tensors: int) -> str:
         """A tensor helper's call as a step; returns the variable holding its result.
-        ``n_tensors``: how many tensors the caller takes from it (0: it passes an `axes` on)."""
+        ``n_tensors``: how many tensors the caller takes from it (0: a result that is not a
+        tensor, passed on to another helper)."""
         h = self.helper(call, HelperRole.TENSOR)
         tensors = all(r.kind is Kind.TENSOR for r in h.returns)
         if n_tensors and not tensors:

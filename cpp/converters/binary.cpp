@@ -5,7 +5,6 @@
 #include <numbers>
 
 #include "common.h"
-#include "fastonnx/helpers.h"
 
 namespace fastonnx {
 

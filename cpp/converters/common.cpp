@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <string>
 
-#include "fastonnx/helpers.h"
-
 namespace fastonnx {
 
 int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank) {
@@ -119,6 +117,10 @@ Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<
 }
 
 Value cast(Builder& b, Value x, ScalarType dtype) { return b.cast(x, dtype); }
+
+ScalarType dtype_of(Builder& b, Value x) { return b.dtype(x); }
+
+Value scalar(Builder& b, const Scalar& value, ScalarType dtype) { return b.scalar(value, dtype); }
 
 Value as_real(Builder& b, Value x) { return b.as_real(x); }
 

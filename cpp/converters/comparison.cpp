@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "common.h"
-#include "fastonnx/helpers.h"
 
 namespace fastonnx {
 namespace {
@@ -137,7 +136,6 @@ Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, con
   if (nan_bound) return clamp_tensors(b, self, bound(lo), bound(hi));
   return b.op("Clip", {b.cast(self, dtype), bound(lo), bound(hi)});
 }
-
 
 namespace manual {
 

@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "common.h"
-#include "fastonnx/helpers.h"
 
 namespace fastonnx {
 

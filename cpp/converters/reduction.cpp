@@ -7,12 +7,9 @@
 #include <limits>
 #include <numeric>
 
-#include "fastonnx/helpers.h"
 #include "reduction.h"
 
 namespace fastonnx {
-
-using Axes = std::optional<std::vector<int64_t>>;
 
 // The ONNX axes of a torch dim list: every axis (nullopt) when the list is absent or empty, or
 // when `x` is 0-d.

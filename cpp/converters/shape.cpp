@@ -3,7 +3,6 @@
 #include <numeric>
 
 #include "common.h"
-#include "fastonnx/helpers.h"
 
 namespace fastonnx::manual {
 

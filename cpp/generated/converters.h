@@ -216,6 +216,10 @@ Value convert_masked_select(Builder& b, Value self, Value mask);
 Value convert_take(Builder& b, Value self, Value index);
 // index_select(Tensor self, int dim, Tensor index) -> Tensor
 Value convert_index_select(Builder& b, Value self, int64_t dim, Value index);
+// index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+Value convert_index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
+// index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor
+Value convert_index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
 // mm(Tensor self, Tensor mat2) -> Tensor
 Value convert_mm(Builder& b, Value self, Value mat2);
 // bmm(Tensor self, Tensor mat2) -> Tensor
@@ -554,8 +558,6 @@ Value convert_grid_sampler_2d(Builder& b, Value input, Value grid, int64_t inter
 Value convert_grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners);
 // embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False) -> (Tensor, Tensor, Tensor, Tensor)
 std::array<Value, 4> convert_embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset);
-// _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
-std::array<Value, 4> convert__embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
 
 namespace manual {
 // prelu(Tensor self, Tensor weight) -> Tensor
@@ -644,10 +646,6 @@ Value scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value
 Value index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha);
 // index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor
 Value index_copy(Builder& b, Value self, int64_t dim, Value index, Value source);
-// index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
-Value index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
-// index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor
-Value index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
 // slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
 Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end, SymInt step);
 // select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor
@@ -792,6 +790,8 @@ Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t
 Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor);
 // embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)
 std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx);
+// _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+std::array<Value, 4> _embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, std::optional<Value> per_sample_weights, bool include_last_offset, int64_t padding_idx);
 // _adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor
 Value _adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self);
 // avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor

@@ -52,4 +52,26 @@ Value convert_index_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
+// index_fill.int_Scalar  (codegen/mappings/indexing.yaml:34)
+Value convert_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Scalar value) {
+  // onnx: index_fill(self, dim, index, scalar(value, dtype_of(self)))
+  {
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = scalar(b, value, v0);
+    const Value v2 = index_fill(b, self, dim, index, v1);
+    return v2;
+  }
+}
+
+// index_fill.int_Tensor  (codegen/mappings/indexing.yaml:35)
+Value convert_index_fill_int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index, [[maybe_unused]] Value value) {
+  // onnx: index_fill(self, dim, index, cast(value, dtype_of(self)))
+  {
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = cast(b, value, v0);
+    const Value v2 = index_fill(b, self, dim, index, v1);
+    return v2;
+  }
+}
+
 }  // namespace fastonnx

@@ -35,13 +35,4 @@ std::array<Value, 4> convert_embedding_bag([[maybe_unused]] Builder& b, [[maybe_
   }
 }
 
-// _embedding_bag  (codegen/mappings/vision.yaml:12)
-std::array<Value, 4> convert__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] Value offsets, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] int64_t mode, [[maybe_unused]] bool sparse, [[maybe_unused]] std::optional<Value> per_sample_weights, [[maybe_unused]] bool include_last_offset, [[maybe_unused]] int64_t padding_idx) {
-  // onnx: reduce_bags(weight, indices, offsets, mode, per_sample_weights, include_last_offset, None)
-  {
-    const std::array<Value, 4> v0 = reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, std::nullopt);
-    return v0;
-  }
-}
-
 }  // namespace fastonnx

@@ -1199,7 +1199,7 @@ void unpack_index_fill_int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] 
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
-  outs.push_back(manual::index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(convert_index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill_int_Scalar[] = {"self", "dim", "index", "value"};
 
@@ -1208,7 +1208,7 @@ void unpack_index_fill_int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] 
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value value = unpack_tensor(b, arg_at(args, 3), "value");
-  outs.push_back(manual::index_fill_int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(convert_index_fill_int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill_int_Tensor[] = {"self", "dim", "index", "value"};
 
@@ -3252,7 +3252,7 @@ void unpack__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
   bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
   int64_t padding_idx = given(args, 8) ? unpack_int(args[8], "padding_idx") : int64_t(-1);
-  for (Value v : convert__embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+  for (Value v : manual::_embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
 }
 constexpr const char* kArgs__embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
 
@@ -3767,7 +3767,7 @@ void unpack_index_fill__int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]]
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
-  outs.push_back(manual::index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(convert_index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill__int_Scalar[] = {"self", "dim", "index", "value"};
 
@@ -3776,7 +3776,7 @@ void unpack_index_fill__int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]]
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value value = unpack_tensor(b, arg_at(args, 3), "value");
-  outs.push_back(manual::index_fill_int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(convert_index_fill_int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill__int_Tensor[] = {"self", "dim", "index", "value"};
 

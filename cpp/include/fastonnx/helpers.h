@@ -32,6 +32,9 @@ std::vector<int64_t> helper_transpose_output_padding(Builder& b, const SymIntLis
 // common.cpp.
 // Builder::cast: a Cast unless `x` has the dtype already, complex (real, imaginary) pairs kept.
 Value cast(Builder& b, Value x, ScalarType dtype);
+// Builder::dtype and scalar: a tensor's dtype, and a 0-d tensor of `value` in `dtype`.
+ScalarType dtype_of(Builder& b, Value x);
+Value scalar(Builder& b, const Scalar& value, ScalarType dtype);
 // Builder::as_real and as_complex: a complex tensor as its (real, imaginary) pairs and back.
 Value as_real(Builder& b, Value x);
 Value as_complex(Builder& b, Value x);
@@ -142,6 +145,9 @@ Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::option
 std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value offsets, int64_t mode,
                                  const std::optional<Value>& per_sample_weights, bool include_last_offset,
                                  const std::optional<Value>& padding_idx);
+
+// scatter.cpp: `value` (a 0-d tensor) written at `index` along `dim`.
+Value index_fill(Builder& b, Value self, int64_t dim, Value index, Value value);
 
 // linalg.cpp: p-norm distances between the rows of x1 and x2, and between the rows of one tensor.
 Value distances(Builder& b, Value x1, Value x2, double p);
