@@ -1,4 +1,4 @@
-"""python -m codegen [--check] [--coverage] [--native-functions PATH]"""
+"""python -m codegen [--check] [--coverage] [--native-functions PATH] [--mappings DIR]"""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .gen import GENERATED, ROOT, coverage, generate
+from .gen import GENERATED, MAPPINGS, ROOT, coverage, generate
 from .load import NativeFunctions, default_native_functions
 from .model import SpecError
 
@@ -24,17 +24,19 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="native_functions.yaml to read (default: the one packaged with the installed torch)",
     )
+    p.add_argument("--mappings", type=Path, default=MAPPINGS, help="the directory of mapping specs (default: %(default)s)")
     args = p.parse_args(argv)
     nf = NativeFunctions.load(args.native_functions or default_native_functions())
-    if args.coverage:
-        mapped, missing = coverage(nf)
-        total = len(mapped) + len(missing)
-        print(f"core ATen overloads mapped: {len(mapped)}/{total}")
-        for name in missing:
-            print(f"  missing: {name}")
-        return 0
+    # Every entry point reports a bad spec as `file:line: message`, never as a traceback.
     try:
-        fm = generate(nf, check=args.check)
+        if args.coverage:
+            mapped, missing = coverage(nf, args.mappings)
+            total = len(mapped) + len(missing)
+            print(f"core ATen overloads mapped: {len(mapped)}/{total}")
+            for name in missing:
+                print(f"  missing: {name}")
+            return 0
+        fm = generate(nf, check=args.check, mapping_dir=args.mappings)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import opsets
-from .dest.converters import Converter, compile_spec, derive_inplace
+from .dest.converters import Converter, compile_spec, derive_inplace, manual_bodies
 from .dest.files import FileManager
 from .dest.onnx_types import op_versions
 from .load import NativeFunctions, load_specs
@@ -31,8 +31,11 @@ def compile_all(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> list[Conve
 def generate(nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, out_dir: Path = GENERATED) -> FileManager:
     converters = compile_all(nf, mapping_dir)
     fm = FileManager(TEMPLATES, out_dir, check, sources="codegen/mappings/*.yaml, native_functions.yaml and onnx.defs")
-    fm.render("converters.h.j2", "converters.h", converters=converters)
-    fm.render("converters.cpp.j2", "converters.cpp", converters=converters)
+    fm.render("converters.h.j2", "converters.h", converters=converters, manual_bodies=manual_bodies(converters))
+    # One file per mapping file, so that an edit to one recompiles only its family.
+    for family in sorted({c.family for c in converters if c.generated}):
+        generated = [c for c in converters if c.generated and c.family == family]
+        fm.render("converters.cpp.j2", f"converters_{family}.cpp", family=family, converters=generated)
     fm.render("registry.cpp.j2", "registry.cpp", converters=converters)
     fm.render("onnx_types.cpp.j2", "onnx_types.cpp", versions=op_versions())
     fm.render(

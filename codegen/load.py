@@ -15,11 +15,9 @@ from pathlib import Path
 import yaml
 from torchgen.model import FunctionSchema
 
-from .model import Guard, OpSpec, Rule, SpecError, parse_expr
+from .model import LINE_KEYS, RULE_KEYS, OpSpec, Rule, SpecError, fail
 
-RULE_KEYS = ("since", "when", "onnx", "manual", "promote", "static")
 ENTRY_KEYS = RULE_KEYS + ("same_as",)
-_LINE_KEYS = ("__line__", "__key_lines__")  # what LineLoader adds to every mapping
 
 
 def default_native_functions() -> Path:
@@ -95,36 +93,6 @@ class NativeFunctions:
         return sorted(k for k, t in self.tags.items() if "core" in t)
 
 
-def _pop_rule(d: dict, where: str) -> Rule:
-    unknown = sorted(str(k) for k in d if k not in RULE_KEYS and k not in _LINE_KEYS)
-    if unknown:
-        hint = ""
-        if any(c in k for k in unknown for c in "()="):
-            hint = " (an expression with commas inside `{...}` must be quoted: onnx: \"Op(a, b)\")"
-        raise SpecError(f"{where}: unknown key(s) {unknown}; a rule accepts {list(RULE_KEYS)}{hint}")
-    since = d.get("since")
-    if since is not None and type(since) is not int:
-        raise SpecError(f"{where}: `since:` must be an opset number, got {since!r}")
-    promote = d.get("promote", [])
-    if not isinstance(promote, list) or not all(isinstance(p, str) for p in promote):
-        raise SpecError(f"{where}: `promote:` is a list of argument names, e.g. [self, other]")
-    static = d.get("static", [])
-    if not isinstance(static, list) or not all(isinstance(p, str) for p in static):
-        raise SpecError(f"{where}: `static:` is a list of argument names, e.g. [p]")
-    try:
-        return Rule(
-            since=since,
-            when=Guard(str(d["when"])) if "when" in d else None,
-            onnx=parse_expr(str(d["onnx"])) if "onnx" in d else None,
-            manual=bool(d.get("manual", False)),
-            promote=tuple(promote),
-            static=tuple(static),
-            line=d.get("__line__", 0),
-        )
-    except SpecError as e:
-        raise SpecError(f"{where}: {e}") from None
-
-
 def load_spec_file(path: Path) -> list[OpSpec]:
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -137,27 +105,33 @@ def load_spec_file(path: Path) -> list[OpSpec]:
     if doc is None:
         return []
     if not isinstance(doc, dict):
-        raise SpecError(f"{path}:1: a mapping file is a YAML mapping of ATen overloads to rules")
+        fail(f"{path}:1", "a mapping file is a YAML mapping of ATen overloads to rules")
     specs = []
     doc.pop("__line__", None)
     key_lines = doc.pop("__key_lines__", {})
     for key, body in doc.items():
         line = key_lines.get(key, 1)
         where = f"{path}:{line}"
+        overloads = [o.strip() for o in str(key).split(",")]
+        if not all(overloads):
+            fail(where, f"`{key}`: overloads that share an entry are separated by single commas")
         if isinstance(body, dict) and "same_as" in body:
-            extra = sorted(str(k) for k in body if k != "same_as" and k not in _LINE_KEYS)
+            extra = sorted(str(k) for k in body if k != "same_as" and k not in LINE_KEYS)
             if extra:
-                raise SpecError(f"{where}: `same_as:` stands alone; remove {extra}")
-            specs.append(OpSpec(str(key), same_as=str(body["same_as"]), file=str(path), line=line))
+                fail(where, f"`same_as:` stands alone; remove {extra}")
+            specs += [OpSpec(o, same_as=str(body["same_as"]), file=str(path), line=line) for o in overloads]
             continue
         items = body if isinstance(body, list) else [body]
         if not items or not all(isinstance(i, dict) for i in items):
-            raise SpecError(
-                f"{where}: `{key}` must map to a rule ({{onnx: ...}} or {{manual: true}}), "
-                f"a list of rules, or {{same_as: other}}; accepted keys: {list(ENTRY_KEYS)}"
+            fail(
+                where,
+                f"`{key}` must map to a rule ({{onnx: ...}} or {{manual: true}}), "
+                f"a list of rules, or {{same_as: other}}; accepted keys: {list(ENTRY_KEYS)}",
             )
-        rules = tuple(_pop_rule(i, f"{path}:{i.get('__line__', line)}") for i in items)
-        specs.append(OpSpec(str(key), rules=rules, file=str(path), line=line))
+        rules = tuple(Rule.from_yaml(i, f"{path}:{i.get('__line__', line)}") for i in items)
+        if len(overloads) > 1 and any(r.manual and r.body is None for r in rules):
+            fail(where, f"overloads sharing a manual body name it: `manual: {overloads[0].split('.')[0]}`")
+        specs += [OpSpec(o, rules=rules, file=str(path), line=line) for o in overloads]
     return specs
 
 

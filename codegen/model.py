@@ -10,30 +10,122 @@ lowercase call is one of the helpers in ``HELPERS``.
 from __future__ import annotations
 
 import ast
+import enum
+import re
 from dataclasses import dataclass, field
-from typing import Union
+from typing import NoReturn, Union
+
+from .helpers import SIGNATURES
 
 
 class SpecError(Exception):
     """A mapping spec that cannot be accepted; the message carries ``file:line``."""
 
 
-# Lowercase calls a spec may use, with their arity. Each has a C++ implementation named
-# ``helper_<name>`` in cpp/include/fastonnx/helpers.h; what they return is spelled in codegen/api.
-HELPERS = {
-    "twice": 1,  # ONNX pads from torch's symmetric per-dimension padding: [a, b] -> [a, b, a, b]
-    "conv_pads": 3,  # conv_pads(padding, weight, dilation): pads for padding="same"/"valid"
-    # ConvTranspose pads and output_padding with torch's output_padding folded into the end pads
-    # where it fits (onnxruntime rejects output_padding >= stride, torch does not).
-    "transpose_pads": 2,  # transpose_pads(padding, output_padding)
-    "transpose_output_padding": 2,  # transpose_output_padding(padding, output_padding)
-    "rank": 1,  # static rank of a tensor (guards only)
-    "len": 1,  # length of a list argument (guards only)
-    "is_floating": 1,  # whether a tensor's dtype is a floating type (guards only)
-    "dtype": 1,  # a tensor's dtype, compared with a torch dtype name: dtype(self) == "bool" (guards only)
-}
-# Helpers that only `when:` guards may call.
-GUARD_HELPERS = ("rank", "len", "is_floating", "dtype")
+class Kind(enum.Enum):
+    """What a schema argument, or an operand of a helper, is. ``Tensor?[]`` is a list whose items
+    may be absent, not an absent list: a kind of its own."""
+
+    TENSOR = "Tensor"
+    INT = "int"
+    SYMINT = "SymInt"
+    FLOAT = "float"
+    BOOL = "bool"
+    STR = "str"
+    SCALAR = "Scalar"
+    SCALAR_TYPE = "ScalarType"
+    TENSOR_LIST = "Tensor[]"
+    OPTIONAL_TENSOR_LIST = "Tensor?[]"
+    INT_LIST = "int[]"
+    SYMINT_LIST = "SymInt[]"
+    FLOAT_LIST = "float[]"
+    BOOL_LIST = "bool[]"
+    IGNORED = "ignored"  # where or how torch stores a tensor: no meaning in ONNX
+    # Helper operands only:
+    OP = "op"  # the name of an ONNX op, a string literal checked against onnx.defs
+    AXES = "axes"  # torch dims as ONNX axes; absent means every axis
+
+    @property
+    def is_list(self) -> bool:
+        return self.value.endswith("[]")
+
+    @property
+    def is_tensor(self) -> bool:
+        return self in (Kind.TENSOR, Kind.TENSOR_LIST, Kind.OPTIONAL_TENSOR_LIST)
+
+
+@dataclass(frozen=True)
+class Type:
+    """A kind, possibly absent (``int?``); printed and parsed as the schema writes it."""
+
+    kind: Kind
+    optional: bool = False
+
+    @staticmethod
+    def parse(text: str) -> "Type":
+        optional = text.endswith("?") and text != "Tensor?[]"
+        kind = text[:-1] if optional else text
+        try:
+            t = Type(Kind(kind), optional)
+        except ValueError:
+            raise SpecError(f"`{text}` is not a type; types: {', '.join(k.value for k in Kind)}") from None
+        assert str(t) == text, (t, text)
+        return t
+
+    def accepts(self, other: "Type") -> bool:
+        """Whether a value of type ``other`` can be passed where this type is expected."""
+        return self.kind is other.kind and (self.optional or not other.optional)
+
+    def __str__(self) -> str:
+        return self.kind.value + ("?" if self.optional else "")
+
+
+class HelperRole(enum.Enum):
+    ATTRIBUTE = "attribute"  # gives an attribute's value; C++ `helper_<name>`
+    GUARD = "guard"  # reads what the exporter knows, in `when:` only
+    TENSOR = "tensor"  # builds nodes; C++ `<name>`
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A lowercase call a spec may make, with what it takes and gives, written as a schema:
+    ``compare(op op, Tensor self, Tensor|Scalar other) -> Tensor``. A parameter may accept
+    several types (the C++ function is overloaded for them). The C++ function of the same name
+    (``helper_<name>`` for an attribute helper) is declared in cpp/include/fastonnx/helpers.h."""
+
+    name: str
+    params: tuple[tuple[str, tuple[Type, ...]], ...]
+    returns: tuple[Type, ...]  # several: a tuple of tensors, selected with `[i]`
+    role: HelperRole = HelperRole.TENSOR
+
+    @staticmethod
+    def parse(text: str, role: HelperRole = HelperRole.TENSOR) -> "Helper":
+        m = re.fullmatch(r"(\w+)\((.*)\) -> (.+)", text)
+        if m is None:
+            raise SpecError(f"a helper is written `name(Type arg, ...) -> Type`, not `{text}`")
+        name, params_text, returns_text = m.groups()
+        params = []
+        for p in filter(None, (x.strip() for x in params_text.split(","))):
+            types, _, pname = p.rpartition(" ")
+            params.append((pname, tuple(Type.parse(t) for t in types.split("|"))))
+        returns = tuple(Type.parse(t.strip()) for t in returns_text.strip("()").split(","))
+        h = Helper(name, tuple(params), returns, role)
+        assert str(h) == text, (str(h), text)
+        return h
+
+    @property
+    def guard_only(self) -> bool:
+        return self.role is HelperRole.GUARD
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{'|'.join(str(t) for t in types)} {n}" for n, types in self.params)
+        rets = ", ".join(str(r) for r in self.returns)
+        return f"{self.name}({params}) -> {rets if len(self.returns) == 1 else '(' + rets + ')'}"
+
+
+# The lowercase calls a spec may use, read from their signatures in codegen/helpers.py.
+HELPERS = {h.name: h for h in (Helper.parse(text, HelperRole(role)) for role, text in SIGNATURES)}
+GUARD_HELPERS = tuple(n for n, h in HELPERS.items() if h.guard_only)
 
 
 # --------------------------------------------------------------------------------------------
@@ -58,8 +150,16 @@ class Literal:
 
     def __str__(self) -> str:
         if isinstance(self.value, tuple):
-            return "[" + ", ".join(repr(v) for v in self.value) + "]"
-        return repr(self.value)
+            return "[" + ", ".join(_spell(v) for v in self.value) + "]"
+        return _spell(self.value)
+
+
+def _spell(value) -> str:
+    """A literal as a spec writes it: strings in double quotes, as YAML's single-quoted rules
+    hold them (`onnx: 'compare("Equal", self, other)'`)."""
+    if isinstance(value, str) and value.isprintable() and '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -81,7 +181,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Item:
-    """``Op(...)[i]``: output ``i`` of a multi-output ONNX op."""
+    """``Op(...)[i]``: output ``i`` of a multi-output ONNX op or helper."""
 
     base: Call
     index: int
@@ -136,8 +236,8 @@ def _expr(node: ast.AST) -> Expr:
     if isinstance(node, ast.Subscript):
         base = _expr(node.value)
         idx = _literal(node.slice)
-        if not (isinstance(base, Call) and base.is_onnx and idx is not None and type(idx.value) is int):
-            raise SpecError("subscripts select an output of an ONNX op: `TopK(...)[1]`")
+        if not (isinstance(base, Call) and idx is not None and type(idx.value) is int):
+            raise SpecError("subscripts select an output of an ONNX op or a helper: `TopK(...)[1]`")
         return Item(base, idx.value)  # type: ignore[arg-type]
     if isinstance(node, ast.Tuple):
         return Tuple(tuple(_expr(e) for e in node.elts))
@@ -202,6 +302,21 @@ class Guard:
 # Rules and op specs
 
 
+RULE_KEYS = ("since", "when", "onnx", "manual", "promote", "static")
+LINE_KEYS = ("__line__", "__key_lines__")  # what the loader adds to every mapping
+
+
+def fail(where: str, msg: str) -> NoReturn:
+    raise SpecError(f"{where}: {msg}")
+
+
+def _names(d: dict, key: str, where: str, example: str) -> tuple[str, ...]:
+    value = d.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        fail(where, f"`{key}:` is a list of argument names, e.g. {example}")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One way to convert an overload. Rules are tried in order; the first whose ``since`` is
@@ -211,6 +326,9 @@ class Rule:
     when: Guard | None = None
     onnx: Expr | None = None
     manual: bool = False
+    # The hand-written body a manual rule calls: manual::<body>, shared by every overload whose
+    # entry names it; None: the overload's own name.
+    body: str | None = None
     promote: tuple[str, ...] = ()
     # Arguments a manual body needs as numbers known when exporting (it reads them with
     # Scalar::to_double or Builder::static_int). A node whose such argument the graph computes is
@@ -220,7 +338,9 @@ class Rule:
 
     def __post_init__(self) -> None:
         if (self.onnx is None) == (not self.manual):
-            raise SpecError("a rule has exactly one of `onnx:` and `manual: true`")
+            raise SpecError("a rule has exactly one of `onnx:` and `manual:`")
+        if self.body is not None and not (self.manual and self.body.isidentifier()):
+            raise SpecError(f"`manual: {self.body}` names a C++ function: an identifier")
         if self.manual and self.promote:
             raise SpecError("`promote:` is for `onnx:` rules; a manual body casts what it needs")
         if self.static and not self.manual:
@@ -235,7 +355,7 @@ class Rule:
         if self.promote:
             out["promote"] = list(self.promote)
         if self.manual:
-            out["manual"] = True
+            out["manual"] = self.body or True
             if self.static:
                 out["static"] = list(self.static)
         else:
@@ -243,21 +363,49 @@ class Rule:
         return out
 
     @staticmethod
-    def from_yaml(d: dict) -> "Rule":
-        return Rule(
-            since=d.get("since"),
-            when=Guard(d["when"]) if "when" in d else None,
-            onnx=parse_expr(d["onnx"]) if "onnx" in d else None,
-            manual=bool(d.get("manual", False)),
-            promote=tuple(d.get("promote", ())),
-            static=tuple(d.get("static", ())),
-        )
+    def from_yaml(d: dict, where: str = "<rule>") -> "Rule":
+        """Pops the keys a rule accepts, fails on leftovers with the keys it accepts, and checks
+        that the rule prints back to what it parsed from (as torchgen's FunctionSchema.parse)."""
+        rule = Rule._build(d, where)
+        assert Rule._build(rule.to_yaml(), where) == rule, f"{where}: the rule does not round-trip"
+        return rule
+
+    @staticmethod
+    def _build(d: dict, where: str) -> "Rule":
+        unknown = sorted(str(k) for k in d if k not in RULE_KEYS and k not in LINE_KEYS)
+        if unknown:
+            hint = ""
+            if any(c in k for k in unknown for c in "()="):
+                hint = " (an expression with commas inside `{...}` must be quoted: onnx: \"Op(a, b)\")"
+            fail(where, f"unknown key(s) {unknown}; a rule accepts {list(RULE_KEYS)}{hint}")
+        since = d.get("since")
+        if since is not None and type(since) is not int:
+            fail(where, f"`since:` must be an opset number, got {since!r}")
+        manual = d.get("manual", False)
+        if not (type(manual) is bool or isinstance(manual, str)):
+            fail(where, f"`manual:` is true or the name of a shared body, got {manual!r}")
+        promote = _names(d, "promote", where, "[self, other]")
+        static = _names(d, "static", where, "[p]")
+        try:
+            return Rule(
+                since=since,
+                when=Guard(str(d["when"])) if "when" in d else None,
+                onnx=parse_expr(str(d["onnx"])) if "onnx" in d else None,
+                manual=bool(manual),
+                body=manual if isinstance(manual, str) else None,
+                promote=promote,
+                static=static,
+                line=d.get("__line__", 0),
+            )
+        except SpecError as e:
+            fail(where, str(e))
 
 
 @dataclass(frozen=True)
 class OpSpec:
     """The spec of one ATen overload: its rules, or ``same_as`` another mapped overload whose
-    schema it shares (in-place variants such as ``relu_``)."""
+    schema it shares (in-place variants such as ``relu_``). Overloads listed together in one
+    entry (``eq.Tensor, eq.Scalar: ...``) each get a spec with the same rules."""
 
     overload: str
     rules: tuple[Rule, ...] = ()
@@ -267,7 +415,7 @@ class OpSpec:
 
     def __post_init__(self) -> None:
         if bool(self.rules) == bool(self.same_as):
-            raise SpecError(f"{self.where}: `{self.overload}` needs rules or `same_as:`, not both")
+            fail(self.where, f"`{self.overload}` needs rules or `same_as:`, not both")
 
     @property
     def where(self) -> str:

@@ -9,35 +9,61 @@ import json
 import re
 from dataclasses import dataclass
 
-from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType, Type
+from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
+from torchgen.model import Type as SchemaType
 
-from ..model import SpecError
+from ..model import Kind, SpecError, Type
 
-# What an argument is to a converter. The unpack function of the kind is `unpack_<kind>` in
-# cpp/include/fastonnx/unpack.h; optional kinds unpack with `unpack_opt_<kind>`.
+# The C++ type of each kind, and the name the unpack functions of cpp/include/fastonnx/unpack.h
+# give it: `unpack_<name>`, `unpack_opt_<name>` for an optional one.
+CPP_TYPES = {
+    Kind.TENSOR: ("Value", "tensor"),
+    Kind.INT: ("int64_t", "int"),
+    Kind.SYMINT: ("SymInt", "symint"),
+    Kind.FLOAT: ("double", "float"),
+    Kind.BOOL: ("bool", "bool"),
+    Kind.STR: ("std::string", "str"),
+    Kind.SCALAR: ("Scalar", "scalar"),
+    Kind.SCALAR_TYPE: ("ScalarType", "scalar_type"),
+    Kind.TENSOR_LIST: ("std::vector<Value>", "tensor_list"),
+    Kind.OPTIONAL_TENSOR_LIST: ("std::vector<std::optional<Value>>", "opt_tensor_list"),
+    Kind.INT_LIST: ("std::vector<int64_t>", "int_list"),
+    Kind.SYMINT_LIST: ("SymIntList", "symint_list"),
+    Kind.FLOAT_LIST: ("std::vector<double>", "float_list"),
+    Kind.BOOL_LIST: ("std::vector<bool>", "bool_list"),
+    Kind.AXES: ("std::optional<std::vector<int64_t>>", ""),
+}
 _BASE_KINDS = {
-    BaseTy.Tensor: ("tensor", "Value"),
-    BaseTy.int: ("int", "int64_t"),
-    BaseTy.SymInt: ("symint", "SymInt"),
-    BaseTy.float: ("float", "double"),
-    BaseTy.bool: ("bool", "bool"),
-    BaseTy.str: ("str", "std::string"),
-    BaseTy.Scalar: ("scalar", "Scalar"),
-    BaseTy.ScalarType: ("scalar_type", "ScalarType"),
+    BaseTy.Tensor: Kind.TENSOR,
+    BaseTy.int: Kind.INT,
+    BaseTy.SymInt: Kind.SYMINT,
+    BaseTy.float: Kind.FLOAT,
+    BaseTy.bool: Kind.BOOL,
+    BaseTy.str: Kind.STR,
+    BaseTy.Scalar: Kind.SCALAR,
+    BaseTy.ScalarType: Kind.SCALAR_TYPE,
 }
 _LIST_KINDS = {
-    BaseTy.Tensor: ("tensor_list", "std::vector<Value>"),
-    BaseTy.int: ("int_list", "std::vector<int64_t>"),
-    BaseTy.SymInt: ("symint_list", "SymIntList"),
-    BaseTy.float: ("float_list", "std::vector<double>"),
-    BaseTy.bool: ("bool_list", "std::vector<bool>"),
+    BaseTy.Tensor: Kind.TENSOR_LIST,
+    BaseTy.int: Kind.INT_LIST,
+    BaseTy.SymInt: Kind.SYMINT_LIST,
+    BaseTy.float: Kind.FLOAT_LIST,
+    BaseTy.bool: Kind.BOOL_LIST,
 }
 # Kinds whose value torch.export may leave to the graph (a symbolic size, `.item()`); every other
 # non-tensor argument is a number torch specialized while tracing.
-COMPUTABLE_KINDS = ("scalar", "symint", "symint_list")
+COMPUTABLE_KINDS = (Kind.SCALAR, Kind.SYMINT, Kind.SYMINT_LIST)
+
+
+def cpp_type(t: Type) -> str:
+    spelled = CPP_TYPES[t.kind][0]
+    return f"std::optional<{spelled}>" if t.optional else spelled
 # Arguments that say where or how torch stores a tensor; ONNX has no such notion, so converters
 # never see them.
 _IGNORED = {BaseTy.Layout, BaseTy.Device, BaseTy.MemoryFormat, BaseTy.Generator, BaseTy.DeviceIndex}
+
+INT64 = "ScalarType::Long"
+UNDEFINED_DTYPE = "ScalarType::Undefined"  # no fixed element type
 
 # ONNX tensor type strings -> the core's ScalarType enumerators.
 ONNX_TYPE_TO_SCALAR_TYPE = {
@@ -84,32 +110,32 @@ TORCH_DTYPE_TO_SCALAR_TYPE = {
 class CppArg:
     name: str  # C++ identifier (schema name, escaped if it is a C++ keyword)
     schema_name: str
-    kind: str  # e.g. "tensor", "opt_tensor", "int_list", "ignored"
-    cpp_type: str
+    type: Type
     default: str | None  # C++ expression for the schema default, None when required
     list_size: int  # N of `int[N]`, 0 when unsized
 
     @property
-    def ignored(self) -> bool:
-        return self.kind == "ignored"
-
-    @property
-    def base_kind(self) -> str:
-        return self.kind.removeprefix("opt_")
+    def kind(self) -> Kind:
+        return self.type.kind
 
     @property
     def optional(self) -> bool:
-        return self.kind.startswith("opt_")
+        return self.type.optional
 
     @property
-    def is_tensor(self) -> bool:
-        return self.base_kind in ("tensor", "tensor_list", "opt_tensor_list")
+    def ignored(self) -> bool:
+        return self.kind is Kind.IGNORED
+
+    @property
+    def cpp_type(self) -> str:
+        return cpp_type(self.type)
 
     def unpack(self, arg_expr: str, what: str) -> str:
         size = f", {self.list_size}" if self.list_size else ""
         # Numbers in tensor slots become constants; a Scalar may be a value the graph computes.
-        builder = "b, " if self.is_tensor or self.base_kind == "scalar" else ""
-        return f"unpack_{self.kind}({builder}{arg_expr}, {what}{size})"
+        builder = "b, " if self.kind.is_tensor or self.kind is Kind.SCALAR else ""
+        name = ("opt_" if self.optional else "") + CPP_TYPES[self.kind][1]
+        return f"unpack_{name}({builder}{arg_expr}, {what}{size})"
 
 
 _CPP_KEYWORDS = {"default", "int", "float", "bool", "char", "template", "class", "union", "auto"}
@@ -119,67 +145,67 @@ def cpp_name(name: str) -> str:
     return name + "_" if name in _CPP_KEYWORDS else name
 
 
-def _kind(t: Type) -> tuple[str, str]:
+def _type(t: SchemaType) -> Type:
     if isinstance(t, BaseType):
         if t.name in _IGNORED:
-            return "ignored", ""
+            return Type(Kind.IGNORED)
         if t.name in _BASE_KINDS:
-            return _BASE_KINDS[t.name]
+            return Type(_BASE_KINDS[t.name])
     elif isinstance(t, OptionalType):
         if isinstance(t.elem, BaseType) and t.elem.name in _IGNORED:
-            return "ignored", ""
+            return Type(Kind.IGNORED)
         if isinstance(t.elem, ListType) and isinstance(t.elem.elem, BaseType) and t.elem.elem.name is BaseTy.Tensor:
             raise SpecError("Tensor[]? is not supported")
-        kind, cpp = _kind(t.elem)
-        return "opt_" + kind, f"std::optional<{cpp}>"
+        return Type(_type(t.elem).kind, optional=True)
     elif isinstance(t, ListType):
         elem = t.elem
         if isinstance(elem, OptionalType) and isinstance(elem.elem, BaseType) and elem.elem.name is BaseTy.Tensor:
-            return "opt_tensor_list", "std::vector<std::optional<Value>>"
+            return Type(Kind.OPTIONAL_TENSOR_LIST)
         if isinstance(elem, BaseType) and elem.name in _LIST_KINDS:
-            return _LIST_KINDS[elem.name]
+            return Type(_LIST_KINDS[elem.name])
     raise SpecError(f"schema type `{t}` has no C++ spelling in codegen/api/cpp.py")
 
 
 # ScalarType defaults as native_functions.yaml writes them (`ScalarType? dtype=long`).
 _DTYPE_DEFAULTS = {"long": "ScalarType::Long", "int": "ScalarType::Int", "float": "ScalarType::Float", "double": "ScalarType::Double"}
+_BOOLS = {"True": "true", "False": "false"}
 
 
-def _default(arg: Argument, kind: str) -> str | None:
+def _default(arg: Argument, t: Type) -> str | None:
     d = arg.default
     if d is None:
         return None
-    if kind == "ignored":
+    k = t.kind
+    if k is Kind.IGNORED:
         return ""
-    base = kind.removeprefix("opt_")
     if d == "None":
         return "std::nullopt"
-    if base in ("int", "symint"):
-        return {"Mean": "1", "Sum": "2", "None": "0"}.get(d, d) if base == "int" else f"SymInt({d})"
-    if base == "float":
+    if k is Kind.INT:
+        return {"Mean": "1", "Sum": "2", "None": "0"}.get(d, d)
+    if k is Kind.SYMINT:
+        return f"SymInt({d})"
+    if k is Kind.FLOAT:
         return d if re.search(r"[.e]", d) or d in ("inf", "-inf") else d + ".0"
-    if base == "bool":
-        return {"True": "true", "False": "false"}[d]
-    if base == "str":
+    if k is Kind.BOOL:
+        return _BOOLS[d]
+    if k is Kind.STR:
         # The schema quotes like Python ('none' or "none"); C++ takes only double quotes.
         return f"std::string({json.dumps(ast.literal_eval(d))})"
-    if base == "scalar_type" and d in _DTYPE_DEFAULTS:
+    if k is Kind.SCALAR_TYPE and d in _DTYPE_DEFAULTS:
         return _DTYPE_DEFAULTS[d]
-    if base == "scalar":
+    if k is Kind.SCALAR:
         return f"Scalar({d})" if re.search(r"[.e]", d) else f"Scalar(int64_t{{{d}}})"
-    if base in ("int_list", "symint_list", "float_list", "bool_list"):
-        items = d.strip("[]").replace(" ", "")
-        values = [v for v in items.split(",") if v]
-        if base == "symint_list":
-            return "SymIntList{" + ", ".join(f"SymInt({v})" for v in values) + "}"
-        if base == "bool_list":
-            values = [{"True": "true", "False": "false"}[v] for v in values]
-        cpp = _LIST_KINDS[{"int_list": BaseTy.int, "float_list": BaseTy.float, "bool_list": BaseTy.bool}[base]][1]
-        return cpp + "{" + ", ".join(values) + "}"
+    if k in (Kind.INT_LIST, Kind.SYMINT_LIST, Kind.FLOAT_LIST, Kind.BOOL_LIST):
+        values = [v for v in d.strip("[]").replace(" ", "").split(",") if v]
+        if k is Kind.SYMINT_LIST:
+            values = [f"SymInt({v})" for v in values]
+        if k is Kind.BOOL_LIST:
+            values = [_BOOLS[v] for v in values]
+        return CPP_TYPES[k][0] + "{" + ", ".join(values) + "}"
     raise SpecError(f"default `{d}` of `{arg.name}` has no C++ spelling")
 
 
-def _list_size(t: Type) -> int:
+def _list_size(t: SchemaType) -> int:
     while isinstance(t, OptionalType):
         t = t.elem
     return t.size or 0 if isinstance(t, ListType) else 0
@@ -188,13 +214,13 @@ def _list_size(t: Type) -> int:
 def cpp_args(schema: FunctionSchema) -> list[CppArg]:
     out = []
     for a in schema.arguments.flat_all:
-        kind, cpp = _kind(a.type)
-        if kind in ("int_list", "symint_list") and a.default is not None and a.default.lstrip("-").isdigit():
+        t = _type(a.type)
+        if t.kind in (Kind.INT_LIST, Kind.SYMINT_LIST) and a.default is not None and a.default.lstrip("-").isdigit():
             size = _list_size(a.type)
-            default = _default(Argument(a.name, a.type, "[" + ",".join([a.default] * size) + "]", a.annotation), kind)
+            default = _default(Argument(a.name, a.type, "[" + ",".join([a.default] * size) + "]", a.annotation), t)
         else:
-            default = _default(a, kind)
-        out.append(CppArg(cpp_name(a.name), a.name, kind, cpp, default, _list_size(a.type)))
+            default = _default(a, t)
+        out.append(CppArg(cpp_name(a.name), a.name, t, default, _list_size(a.type)))
     return out
 
 

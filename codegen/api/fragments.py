@@ -75,12 +75,44 @@ def static_int(expr: str) -> str:
     return f"b.static_int({expr})"
 
 
-def helper(name: str, args: list[str]) -> str:
+def attribute_helper(name: str, args: list[str]) -> str:
     return f"helper_{name}({', '.join(['b', *args])})"
+
+
+def helper(name: str, args: list[str]) -> str:
+    """A tensor helper's call; the C++ function has the helper's name."""
+    return f"{name}({', '.join(['b', *args])})"
+
+
+def converter_name(fn: str) -> str:
+    return f"convert_{fn}"
+
+
+def manual_name(body: str) -> str:
+    return f"manual::{body}"
+
+
+def tensor_array(n: int) -> str:
+    return f"std::array<Value, {n}>"
+
+
+def scalar_value(value_expr: str) -> str:
+    return f"Scalar({value_expr})"
+
+
+NULLOPT = "std::nullopt"
+
+
+def braced(items: list[str]) -> str:
+    return "{" + ", ".join(items) + "}"
 
 
 def int_vector(items: list[str]) -> str:
     return "std::vector<int64_t>{" + ", ".join(items) + "}"
+
+
+def symint_list(items: list[str]) -> str:
+    return "SymIntList{" + ", ".join(f"SymInt({i})" for i in items) + "}"
 
 
 def float_vector(items: list[str]) -> str:
@@ -115,10 +147,29 @@ def length(expr: str) -> str:
     return f"static_cast<int64_t>({expr}.size())"
 
 
-BOOL_OPS = {"and": "&&", "or": "||"}
-NOT = "!"
+def all_of(conditions: list[str]) -> str:
+    return " && ".join(conditions)
 
 
+def any_of(conditions: list[str]) -> str:
+    return " || ".join(conditions)
+
+
+def group(expr: str) -> str:
+    return f"({expr})"
+
+
+def negation(condition: str) -> str:
+    return f"!({condition})"
+
+
+def comparison(left: str, op: str, right: str) -> str:
+    """``op`` as Python spells it: ==, !=, <, <=, >, >= (which C++ spells alike)."""
+    return f"({left} {op} {right})"
+
+
+def minus(number: str) -> str:
+    return f"(-{number})"
 
 
 def dtype_mask(enumerators) -> str:

@@ -5,15 +5,17 @@ Builder calls per rule (evaluated in order, so node order and names are determin
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
 
 import onnx.defs
 
 from .. import opsets
 from ..api import cpp, fragments as F
 from ..load import NativeFunctions
-from ..model import _COMPARE, GUARD_HELPERS, HELPERS, Call, Expr, Item, Literal, Name, OpSpec, Rule, SpecError, Tuple
+from ..model import HELPERS, Call, Expr, Helper, HelperRole, Item, Kind, Literal, Name, OpSpec, Rule, SpecError, Tuple, Type
+from .guards import GuardCompiler, proved_present
 
 AttrType = onnx.defs.OpSchema.AttrType
 
@@ -30,13 +32,22 @@ class Step:
     spread: str = ""  # a tensor-list parameter passed as the op's variadic inputs
 
 
+@dataclass(frozen=True)
+class HelperStep:
+    """A call of a tensor helper: ``const <cpp_type> <var> = <call>;``."""
+
+    var: str
+    cpp_type: str
+    call: str
+
+
 @dataclass
 class RuleCode:
     condition: str  # C++ boolean expression; "" means always
     promote: list[tuple[str, bool]] = field(default_factory=list)  # (parameter, is a list)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Step | HelperStep] = field(default_factory=list)
     result: str = ""
-    manual: bool = False
+    manual: str = ""  # the name of a manual rule's body (in namespace manual)
     description: str = ""
 
 
@@ -48,8 +59,11 @@ class Converter:
     n_returns: int
     args: list[cpp.CppArg]  # every schema argument, in order
     rules: list[RuleCode]
-    same_as: str | None = None  # C++ function name of the converter it forwards to
-    has_manual: bool = False
+    schema: str  # the ATen schema, for the declaration's comment
+    family: str  # the mapping file's stem: the generated file that holds the converter
+    # The function the registry calls: `convert_<fn>`, a manual body when that is all the spec
+    # says, or the converter of the overload a `same_as`/in-place twin converts as.
+    callee: str = ""
     where: str = ""
     # Arguments that must be numbers known when exporting (Rule.static): the lowering decomposes
     # a node whose such argument the graph computes.
@@ -60,14 +74,25 @@ class Converter:
         return [a for a in self.args if not a.ignored]
 
     @property
+    def generated(self) -> bool:
+        """Whether codegen writes a `convert_` function for it."""
+        return self.callee == F.converter_name(self.fn)
+
+    @property
     def static_mask(self) -> int:
         """``static_args`` as a bit set over the schema's argument positions."""
         return sum(1 << i for i, a in enumerate(self.args) if a.schema_name in self.static_args)
 
 
-def _fail(spec: OpSpec, msg: str, rule: Rule | None = None):
+def _fail(spec: OpSpec, msg: str, rule: Rule | None = None) -> NoReturn:
     where = f"{spec.file}:{rule.line}" if rule is not None and rule.line else spec.where
     raise SpecError(f"{where}: `{spec.overload}`: {msg}")
+
+
+def _fits(param: Type, arg: Type) -> bool:
+    """Whether an argument of type ``arg`` can be passed for a helper's parameter: as itself, or
+    a dim list as axes."""
+    return param.accepts(arg) or (param.kind is Kind.AXES and arg.kind is Kind.INT_LIST)
 
 
 class _RuleCompiler:
@@ -80,17 +105,17 @@ class _RuleCompiler:
         self.nonnull = nonnull  # optional arguments the rule's guard proved present
         self.args = {a.schema_name: a for a in args}
         self.since, self.until = since, until
-        self.steps: list[Step] = []
+        self.steps: list[Step | HelperStep] = []
         self.counter = 0
         self.static: set[str] = set()  # arguments used as numbers known when exporting
 
     def needs_static(self, a: cpp.CppArg) -> None:
         """``a`` is used where only a number known when exporting fits (an attribute); a number
         the graph computes cannot go there."""
-        if a.base_kind in cpp.COMPUTABLE_KINDS:
+        if a.kind in cpp.COMPUTABLE_KINDS:
             self.static.add(a.schema_name)
 
-    def fail(self, msg: str):
+    def fail(self, msg: str) -> NoReturn:
         _fail(self.spec, msg, self.rule)
 
     def arg(self, name: str) -> cpp.CppArg:
@@ -99,7 +124,7 @@ class _RuleCompiler:
             self.fail(f"`{name}` is not an argument of the schema; it has: {accepted}")
         a = self.args[name]
         if a.ignored:
-            self.fail(f"`{name}` ({a.kind}) has no meaning in ONNX and cannot be used in a rule")
+            self.fail(f"`{name}` has no meaning in ONNX and cannot be used in a rule")
         return a
 
     def onnx_schemas(self, op: str) -> list[onnx.defs.OpSchema]:
@@ -123,17 +148,106 @@ class _RuleCompiler:
         """Compile an expression that yields one ONNX value; returns its C++ expression."""
         if isinstance(e, Name):
             a = self.arg(e.id)
-            if a.base_kind != "tensor":
-                self.fail(f"`{e.id}` is a {a.kind}, not a tensor; only a tensor can be an op's result")
+            if a.kind is not Kind.TENSOR:
+                self.fail(f"`{e.id}` is a {a.type}, not a tensor; only a tensor can be an op's result")
             return a.name
         if isinstance(e, Item):
+            if not e.base.is_onnx:
+                return F.item(self.helper_call(e.base, n_tensors=e.index + 1), e.index)
             return F.item(self.op_call(e.base, min_outputs=e.index + 1, like_hint=like_hint), e.index)
         if isinstance(e, Call):
             if not e.is_onnx:
-                self.fail(f"helper `{e.func}` does not produce a tensor; ONNX ops are capitalised")
+                n = len(self.helper(e, HelperRole.TENSOR).returns)
+                if n > 1:
+                    self.fail(f"`{e.func}` gives {n} tensors; select one with `[i]`")
+                return self.helper_call(e, n_tensors=1)
             return self.op_call(e, min_outputs=1, like_hint=like_hint)
         self.fail(f"`{e}` does not produce a tensor")
-        raise AssertionError
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def helper(self, call: Call, role: HelperRole) -> Helper:
+        h = HELPERS.get(call.func)
+        if h is None or h.role is not role:
+            names = ", ".join(n for n, x in HELPERS.items() if x.role is role)
+            self.fail(f"`{call.func}` is not a {role.value} helper; they are: {names}")
+        if call.kwargs or len(call.args) != len(h.params):
+            self.fail(f"`{call.func}` takes {len(h.params)} positional argument(s): `{h}`")
+        return h
+
+    def helper_call(self, call: Call, n_tensors: int) -> str:
+        """A tensor helper's call as a step; returns the variable holding its result.
+        ``n_tensors``: how many tensors the caller takes from it (0: a result that is not a
+        tensor, passed on to another helper)."""
+        h = self.helper(call, HelperRole.TENSOR)
+        tensors = all(r.kind is Kind.TENSOR for r in h.returns)
+        if n_tensors and not tensors:
+            self.fail(f"`{call.func}` gives {', '.join(str(r) for r in h.returns)}, not a tensor")
+        if n_tensors > len(h.returns):
+            self.fail(f"`{call.func}` gives {len(h.returns)} tensor(s); index {n_tensors - 1} is out of range")
+        args = [self.helper_arg(call, name, types, a) for (name, types), a in zip(h.params, call.args)]
+        var = self.new_var()
+        ret = cpp.cpp_type(h.returns[0]) if len(h.returns) == 1 else F.tensor_array(len(h.returns))
+        self.steps.append(HelperStep(var, ret, F.helper(h.name, args)))
+        return var
+
+    def helper_arg(self, call: Call, param: str, types: tuple[Type, ...], e: Expr) -> str:
+        """The C++ expression of argument ``param`` of a helper call, checked against the
+        types the helper takes there."""
+        expected = " or ".join(str(t) for t in types)
+        where = f"argument `{param}` of `{call.func}` takes {expected}"
+        kinds = {t.kind for t in types}
+        if isinstance(e, Literal):
+            v = e.value
+            if v is None and any(t.optional or t.kind is Kind.AXES for t in types):
+                return F.NULLOPT
+            if isinstance(v, str) and Kind.OP in kinds:
+                # The helper picks the op's version (or another op) by the opset it targets.
+                if opsets.first_opset(v) is None:
+                    self.fail(f"{where}; `{v}` is not an ONNX operator")
+                return F.cpp_string(v)
+            if isinstance(v, str) and Kind.STR in kinds:
+                return F.string_value(v)
+            if type(v) is bool and Kind.BOOL in kinds:
+                return F.literal_value(v)
+            if type(v) is int and kinds & {Kind.INT, Kind.SYMINT}:
+                return F.literal_value(v)
+            if type(v) in (int, float) and Kind.FLOAT in kinds:
+                return F.literal_value(float(v))
+            if type(v) in (int, float) and Kind.SCALAR in kinds:
+                return F.scalar_value(F.literal_value(v))
+            if isinstance(v, tuple) and all(type(x) is int for x in v) and Kind.INT_LIST in kinds:
+                return F.int_vector([F.literal_value(x) for x in v])
+            if isinstance(v, tuple) and all(type(x) is int for x in v) and Kind.SYMINT_LIST in kinds:
+                return F.symint_list([F.literal_value(x) for x in v])
+            self.fail(f"{where}; `{e}` does not fit")
+        if isinstance(e, Name):
+            a = self.arg(e.id)
+            if any(_fits(t, a.type) for t in types):
+                return a.name
+            if a.optional and any(_fits(t, Type(a.kind)) for t in types):
+                return self.present(a)  # the rule's guard must prove it present
+            self.fail(f"{where}; `{e.id}` is a {a.type}")
+        if isinstance(e, Call) and not e.is_onnx and e.func in HELPERS:
+            h = HELPERS[e.func]
+            if h.role is HelperRole.ATTRIBUTE and Kind.INT_LIST in kinds:
+                return self.attribute_helper(e)
+            if h.role is HelperRole.TENSOR and len(h.returns) == 1 and h.returns[0].kind is not Kind.TENSOR:
+                if not any(_fits(t, h.returns[0]) for t in types):
+                    self.fail(f"{where}; `{e.func}` gives {h.returns[0]}")
+                return self.helper_call(e, n_tensors=0)
+        if Kind.TENSOR not in kinds:
+            self.fail(f"{where}; `{e}` is not one")
+        return self.value(e)
+
+    def attribute_helper(self, e: Call) -> str:
+        h = self.helper(e, HelperRole.ATTRIBUTE)
+        return F.attribute_helper(h.name, [self.helper_arg(e, n, types, a) for (n, types), a in zip(h.params, e.args)])
+
+    def new_var(self) -> str:
+        var = f"v{self.counter}"
+        self.counter += 1
+        return var
 
     def op_call(self, call: Call, min_outputs: int, like_hint: str | None = None) -> str:
         """``like_hint``: a tensor of the enclosing call that constants of this call may take
@@ -155,8 +269,8 @@ class _RuleCompiler:
         spread = ""
         for i, a in enumerate(call.args):
             formal = formals[min(i, len(formals) - 1)]
-            if isinstance(a, (Call, Item)) or (isinstance(a, Name) and self.arg(a.id).is_tensor):
-                if isinstance(a, Name) and self.arg(a.id).base_kind in ("tensor_list", "opt_tensor_list"):
+            if isinstance(a, (Call, Item)) or (isinstance(a, Name) and self.arg(a.id).kind.is_tensor):
+                if isinstance(a, Name) and self.arg(a.id).kind in (Kind.TENSOR_LIST, Kind.OPTIONAL_TENSOR_LIST):
                     if len(call.args) != 1 or formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
                         self.fail(f"a tensor list (`{a.id}`) can only be the sole, variadic input of an op")
                     spread = self.arg(a.id).name
@@ -172,8 +286,7 @@ class _RuleCompiler:
         n_out = max(min_outputs, 1)
         if n_out > len(schema.outputs) and schema.outputs[-1].option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
             self.fail(f"ONNX `{call.func}` has {len(schema.outputs)} outputs; index {n_out - 1} is out of range")
-        var = f"v{self.counter}"
-        self.counter += 1
+        var = self.new_var()
         self.steps.append(Step(var, call.func, [i for i in inputs if i is not None], attrs, n_out, spread))
         return var
 
@@ -201,16 +314,15 @@ class _RuleCompiler:
             self.fail(f"literal `{a}` cannot be an input of `{call.func}`")
         if isinstance(a, Name):
             arg = self.arg(a.id)
-            if arg.base_kind in ("int_list", "symint_list"):
-                if fixed not in (None, "ScalarType::Long"):
+            if arg.kind in (Kind.INT_LIST, Kind.SYMINT_LIST):
+                if fixed not in (None, cpp.INT64):
                     self.fail(f"`{a.id}` is an int list but input {i} of `{call.func}` is {formal.type_str}")
                 return F.ints_input(arg.name)
-            if arg.base_kind in ("scalar", "int", "float", "bool"):
+            if arg.kind in (Kind.SCALAR, Kind.INT, Kind.FLOAT, Kind.BOOL):
                 v = self.present(arg)
                 return F.scalar_of(v, fixed) if fixed else F.scalar_like(v, like)  # type: ignore[arg-type]
-            self.fail(f"`{a.id}` ({arg.kind}) cannot be an input of `{call.func}`")
+            self.fail(f"`{a.id}` ({arg.type}) cannot be an input of `{call.func}`")
         self.fail(f"`{a}` cannot be an input of `{call.func}`")
-        raise AssertionError
 
     def present(self, a: cpp.CppArg) -> str:
         """The C++ expression of a non-tensor argument's value; an optional one must be proved
@@ -245,156 +357,42 @@ class _RuleCompiler:
                 return F.attr("floats", name, F.float_vector([F.literal_value(float(x)) for x in v]))
             self.fail(f"{where} is {t.name}; `{e}` does not fit")
         if isinstance(e, Call) and not e.is_onnx:
-            if e.func not in HELPERS or e.func in GUARD_HELPERS:
-                self.fail(f"`{e.func}` is not a helper for attributes; helpers: "
-                          f"{', '.join(h for h in HELPERS if h not in GUARD_HELPERS)}")
-            if len(e.args) != HELPERS[e.func] or not all(isinstance(x, Name) for x in e.args):
-                self.fail(f"`{e.func}` takes {HELPERS[e.func]} argument name(s)")
-            helper_args = [self.arg(x.id).name for x in e.args]  # type: ignore[union-attr]
-            kind = (AttrType.INTS, "ints")  # every attribute helper yields an int list
-            if t != kind[0]:
-                self.fail(f"{where} is {t.name}; `{e.func}` gives {kind[0].name}")
-            return F.attr(kind[1], name, F.helper(e.func, helper_args))
+            helper = self.attribute_helper(e)  # every attribute helper gives an int list
+            if t != AttrType.INTS:
+                self.fail(f"{where} is {t.name}; `{e.func}` gives {AttrType.INTS.name}")
+            return F.attr("ints", name, helper)
         if isinstance(e, Name):
             a = self.arg(e.id)
-            k = a.base_kind
+            k = a.kind
             v = self.present(a)
             self.needs_static(a)
-            if t == AttrType.INT and k == "scalar_type":
+            if t == AttrType.INT and k is Kind.SCALAR_TYPE:
                 return F.attr_dtype(name, v)
-            if t == AttrType.INT and k in ("int", "bool"):
+            if t == AttrType.INT and k in (Kind.INT, Kind.BOOL):
                 return F.attr("i", name, v)
-            if t == AttrType.INT and k == "symint":
+            if t == AttrType.INT and k is Kind.SYMINT:
                 return F.attr("i", name, F.static_int(v))
-            if t == AttrType.FLOAT and k in ("float", "scalar", "int"):
+            if t == AttrType.FLOAT and k in (Kind.FLOAT, Kind.SCALAR, Kind.INT):
                 return F.attr("f", name, v)
-            if t == AttrType.STRING and k == "str":
+            if t == AttrType.STRING and k is Kind.STR:
                 return F.attr("s", name, v)
-            if t == AttrType.INTS and k == "int_list":
+            if t == AttrType.INTS and k is Kind.INT_LIST:
                 return F.attr("ints", name, v)
-            if t == AttrType.INTS and k == "symint_list":
+            if t == AttrType.INTS and k is Kind.SYMINT_LIST:
                 return F.attr("ints", name, F.static_ints(v))
-            if t == AttrType.FLOATS and k == "float_list":
+            if t == AttrType.FLOATS and k is Kind.FLOAT_LIST:
                 return F.attr("floats", name, v)
-            self.fail(f"{where} is {t.name}; `{e.id}` is a {a.kind}")
+            self.fail(f"{where} is {t.name}; `{e.id}` is a {a.type}")
         self.fail(f"{where}: `{e}` is neither a literal, an argument nor a helper")
-        raise AssertionError
-
-    # -- guards --------------------------------------------------------------------------------
-
-    def guard(self, node: ast.expr) -> str:
-        if isinstance(node, ast.BoolOp):
-            op = F.BOOL_OPS["and" if isinstance(node.op, ast.And) else "or"]
-            return "(" + f" {op} ".join(self.guard(v) for v in node.values) + ")"
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return f"{F.NOT}({self.guard(node.operand)})"
-        if isinstance(node, ast.Compare):
-            parts, left = [], node.left
-            for op, right in zip(node.ops, node.comparators):
-                if isinstance(op, (ast.Is, ast.IsNot)):
-                    if not (isinstance(right, ast.Constant) and right.value is None and isinstance(left, ast.Name)):
-                        self.fail("`is` only compares an argument with None: `bias is None`")
-                    a = self.arg(left.id)
-                    if not a.optional:
-                        self.fail(f"`{left.id}` is not optional; it is never None")
-                    parts.append(F.is_none(a.name, negate=isinstance(op, ast.IsNot)))
-                elif self.is_dtype_call(left) or self.is_dtype_call(right):
-                    parts.append(self.dtype_compare(left, op, right))
-                else:
-                    parts.append(f"({self.guard_value(left)} {_COMPARE[type(op)]} {self.guard_value(right)})")
-                left = right
-            return "(" + " && ".join(parts) + ")"
-        if isinstance(node, ast.Call) and node.func.id == "is_floating":  # type: ignore[attr-defined]
-            return F.is_floating(self.tensor_of(node, "is_floating"))
-        if isinstance(node, ast.Name):
-            a = self.arg(node.id)
-            if a.kind != "bool":
-                self.fail(f"`{node.id}` is a {a.kind}; compare it explicitly in `when:`")
-            return a.name
-        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
-            return F.literal_value(node.value)
-        self.fail(f"`{ast.unparse(node)}` is not a condition")
-        raise AssertionError
-
-    def tensor_of(self, call: ast.Call, helper: str) -> str:
-        """The C++ name of the tensor argument of a dtype predicate in a guard."""
-        target = call.args[0]
-        if not isinstance(target, ast.Name):
-            self.fail(f"{helper}() takes an argument name")
-        a = self.arg(target.id)
-        if a.base_kind != "tensor" or a.optional:
-            self.fail(f"{helper}() takes a tensor argument; `{target.id}` is a {a.kind}")
-        return a.name
-
-    @staticmethod
-    def is_dtype_call(node: ast.expr) -> bool:
-        return isinstance(node, ast.Call) and node.func.id == "dtype"  # type: ignore[attr-defined]
-
-    def dtype_compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr) -> str:
-        """``dtype(x) == "float16"``: a tensor's dtype against a torch dtype name."""
-        call, name = (left, right) if self.is_dtype_call(left) else (right, left)
-        if not isinstance(op, (ast.Eq, ast.NotEq)) or self.is_dtype_call(name):
-            self.fail('dtype(x) is compared with == or != to a dtype name: `dtype(self) == "bool"`')
-        if not (isinstance(name, ast.Constant) and name.value in cpp.TORCH_DTYPE_TO_SCALAR_TYPE):
-            self.fail(f"`{ast.unparse(name)}` is not a dtype name; names: {', '.join(cpp.TORCH_DTYPE_TO_SCALAR_TYPE)}")
-        enumerator = cpp.TORCH_DTYPE_TO_SCALAR_TYPE[name.value]  # type: ignore[union-attr]
-        return f"({F.dtype_of(self.tensor_of(call, 'dtype'))} {_COMPARE[type(op)]} {enumerator})"  # type: ignore[arg-type]
-
-    def guard_value(self, node: ast.expr) -> str:
-        if isinstance(node, ast.Constant):
-            v = node.value
-            if isinstance(v, str):
-                return F.cpp_string(v)
-            if isinstance(v, (bool, int, float)):
-                return F.literal_value(v)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return f"(-{self.guard_value(node.operand)})"
-        if isinstance(node, ast.List):
-            return F.int_vector([self.guard_value(e) for e in node.elts])
-        if isinstance(node, ast.Call):
-            if node.func.id in ("is_floating", "dtype"):  # type: ignore[attr-defined]
-                self.fail(f"{node.func.id}() is a condition of its own or compared to a dtype name, not a number")  # type: ignore[attr-defined]
-            target = node.args[0]
-            if not isinstance(target, ast.Name):
-                self.fail("rank() and len() take an argument name")
-            a = self.arg(target.id)
-            if node.func.id == "rank":  # type: ignore[attr-defined]
-                if a.base_kind != "tensor" or a.optional:
-                    self.fail(f"rank() takes a tensor argument; `{target.id}` is a {a.kind}")
-                return F.rank(a.name)
-            if not a.base_kind.endswith("_list") or a.optional:
-                self.fail(f"len() takes a list argument; `{target.id}` is a {a.kind}")
-            return F.length(a.name)
-        if isinstance(node, ast.Name):
-            a = self.arg(node.id)
-            if a.optional or a.base_kind in ("tensor", "tensor_list", "opt_tensor_list"):
-                self.fail(f"`{node.id}` ({a.kind}) cannot be compared in `when:`")
-            # A number the graph computes compares unequal to every constant (types.h), so a guard
-            # on it picks the rule for the general case: no need to know it when exporting.
-            return a.name
-        self.fail(f"`{ast.unparse(node)}` cannot be used in `when:`")
-        raise AssertionError
 
 
-def _describe(rule: Rule) -> str:
-    """The rule as its spec says it, for a comment in the generated code."""
-    return ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}" for k, v in rule.to_yaml().items())
-
-
-def _proved_present(rule: Rule) -> set[str]:
-    """Arguments a guard requires to be present: the `x is not None` terms of its top-level
-    `and`."""
-    if rule.when is None:
-        return set()
-    tree = rule.when.tree
-    terms = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
-    return {
-        t.left.id
-        for t in terms
-        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.IsNot)
-        and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant)
-        and t.comparators[0].value is None
-    }
+def _describe(rule: Rule, fn: str) -> str:
+    """The rule as its spec says it, for a comment in the generated code; a manual rule by the
+    body it calls."""
+    said = rule.to_yaml()
+    if rule.manual:
+        said["manual"] = rule.body or fn
+    return ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}" for k, v in said.items())
 
 
 def _rule_ranges(rules: tuple[Rule, ...]) -> list[tuple[int, int]]:
@@ -426,14 +424,15 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
     except SpecError as e:
         _fail(spec, str(e))
     fn = cpp.function_name(spec.overload)
+    family = Path(spec.file).stem
     if spec.same_as:
         target = converters.get(spec.same_as)
         if target is None:
             _fail(spec, f"`same_as: {spec.same_as}` names an overload that is not mapped (or is mapped later)")
-        if [(a.schema_name, a.kind) for a in target.args] != [(a.schema_name, a.kind) for a in args] or target.ret != ret:
+        if not _same_signature(target, args, ret):
             _fail(spec, f"`same_as: {spec.same_as}` needs the same arguments and returns as that schema")
-        return Converter(spec.overload, fn, ret, n_ret, args, [], same_as=target.fn, where=spec.where,
-                         static_args=target.static_args)
+        return Converter(spec.overload, fn, ret, n_ret, args, [], str(schema), family, callee=target.callee,
+                         where=spec.where, static_args=target.static_args)
 
     rules: list[RuleCode] = []
     manual_count = 0
@@ -441,38 +440,46 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
     for rule, (lo, hi) in zip(spec.rules, _rule_ranges(spec.rules)):
         if rule.since is not None and not opsets.MIN_OPSET <= rule.since <= opsets.MAX_OPSET:
             _fail(spec, f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}", rule)
-        comp = _RuleCompiler(spec, rule, args, lo, hi, _proved_present(rule))
+        comp = _RuleCompiler(spec, rule, args, lo, hi, proved_present(rule))
         conds = []
         for name in rule.static:
             a = comp.arg(name)
-            if a.base_kind not in cpp.COMPUTABLE_KINDS:
-                _fail(spec, f"`static:` lists arguments the graph may compute ({', '.join(cpp.COMPUTABLE_KINDS)}); "
-                            f"`{name}` is a {a.kind}, always known when exporting", rule)
+            if a.kind not in cpp.COMPUTABLE_KINDS:
+                _fail(spec, f"`static:` lists arguments the graph may compute "
+                            f"({', '.join(k.value for k in cpp.COMPUTABLE_KINDS)}); "
+                            f"`{name}` is a {a.type}, always known when exporting", rule)
             comp.static.add(name)
         if rule.since is not None and rule.since > opsets.MIN_OPSET:
             conds.append(F.opset_at_least(rule.since))
         if rule.when is not None:
-            conds.append(comp.guard(rule.when.tree))
-        code = RuleCode(condition=" && ".join(conds), manual=rule.manual, description=_describe(rule))
+            conds.append(GuardCompiler(comp.arg, comp.fail).guard(rule.when.tree))
+        code = RuleCode(condition=F.all_of(conds), description=_describe(rule, fn))
         if rule.manual:
             manual_count += 1
             if manual_count > 1:
-                _fail(spec, "only one rule of an overload can be `manual: true`; put the cases in its body", rule)
+                _fail(spec, "only one rule of an overload can be manual; put the cases in its body", rule)
+            code.manual = rule.body or fn
         else:
             if rule.promote:
                 tensors = []
                 for p in rule.promote:
                     a = comp.arg(p)
-                    if a.base_kind not in ("tensor", "tensor_list"):
-                        _fail(spec, f"`promote:` lists tensors; `{p}` is a {a.kind}", rule)
+                    if a.kind not in (Kind.TENSOR, Kind.TENSOR_LIST):
+                        _fail(spec, f"`promote:` lists tensors; `{p}` is a {a.type}", rule)
                     tensors.append(a)
-                code.promote = [(a.name, a.base_kind == "tensor_list") for a in tensors]
+                code.promote = [(a.name, a.kind is Kind.TENSOR_LIST) for a in tensors]
             code.result = _result(comp, rule.onnx, n_ret)  # type: ignore[arg-type]
             code.steps = comp.steps
         rules.append(code)
         static |= comp.static
-    return Converter(spec.overload, fn, ret, n_ret, args, rules, has_manual=manual_count > 0, where=spec.where,
-                     static_args=tuple(a.schema_name for a in args if a.schema_name in static))
+    only_manual = len(rules) == 1 and rules[0].manual and not rules[0].condition
+    callee = F.manual_name(rules[0].manual) if only_manual else F.converter_name(fn)
+    return Converter(spec.overload, fn, ret, n_ret, args, rules, str(schema), family, callee=callee,
+                     where=spec.where, static_args=tuple(a.schema_name for a in args if a.schema_name in static))
+
+
+def _same_signature(c: Converter, args: list[cpp.CppArg], ret: str) -> bool:
+    return [(a.schema_name, a.type) for a in c.args] == [(a.schema_name, a.type) for a in args] and c.ret == ret
 
 
 def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) -> Converter | None:
@@ -485,11 +492,32 @@ def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) ->
         ret, n_ret = cpp.returns_type(schema)
     except SpecError:
         return None
-    if [(a.schema_name, a.kind) for a in functional.args] != [(a.schema_name, a.kind) for a in args] or functional.ret != ret:
+    if not _same_signature(functional, args, ret):
         return None
     where = f"in-place twin of {functional.overload} ({functional.where})"
-    return Converter(overload, cpp.function_name(overload), ret, n_ret, args, [], same_as=functional.fn, where=where,
-                     static_args=functional.static_args)
+    return Converter(overload, cpp.function_name(overload), ret, n_ret, args, [], str(schema), functional.family,
+                     callee=functional.callee, where=where, static_args=functional.static_args)
+
+
+@dataclass
+class ManualBody:
+    """A hand-written body to declare, once per C++ signature, with the schemas of the overloads
+    whose rules call it."""
+
+    ret: str
+    name: str  # in namespace manual
+    params: list[cpp.CppArg]
+    schemas: list[str]
+
+
+def manual_bodies(converters: list[Converter]) -> list[ManualBody]:
+    out: dict[tuple, ManualBody] = {}
+    for c in converters:
+        for r in c.rules:
+            if r.manual:
+                key = (c.ret, r.manual, tuple(a.cpp_type for a in c.params))
+                out.setdefault(key, ManualBody(c.ret, r.manual, c.params, [])).schemas.append(c.schema)
+    return list(out.values())
 
 
 def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
@@ -497,10 +525,15 @@ def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
         if not (isinstance(e, Tuple) and not e.items):
             comp.fail("the schema returns nothing; write the rule as `onnx: ()` (the node is dropped)")
         return ""
+    if isinstance(e, Call) and not e.is_onnx and n_ret > 1:
+        n = len(comp.helper(e, HelperRole.TENSOR).returns)
+        if n != n_ret:
+            comp.fail(f"the schema returns {n_ret} tensors; `{e.func}` gives {n}")
+        return comp.helper_call(e, n_tensors=n)
     if isinstance(e, Tuple):
         if len(e.items) != n_ret:
             comp.fail(f"the schema returns {n_ret} tensors; the rule gives {len(e.items)}")
-        return "{" + ", ".join(comp.value(i) for i in e.items) + "}"
+        return F.braced([comp.value(i) for i in e.items])
     if n_ret != 1:
         comp.fail(f"the schema returns {n_ret} values; write the rule's result as a tuple `(a, b)`")
     return comp.value(e)

@@ -41,7 +41,7 @@ class OutputRule:
     none), a ``fixed`` type, and/or an attribute ``attr`` that overrides them when given."""
 
     input: int = -1
-    fixed: str = "ScalarType::Undefined"
+    fixed: str = cpp.UNDEFINED_DTYPE
     attr: str = ""
 
 

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "common.h"
-#include "conv.h"
 #include "fastonnx/helpers.h"
 
 namespace fastonnx {

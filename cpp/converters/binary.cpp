@@ -7,7 +7,9 @@
 #include "common.h"
 
 namespace fastonnx {
-namespace {
+
+// A Python number operand as a tensor in the dtype torch computes `self` op number in.
+Value computed_scalar(Builder& b, Value self, const Scalar& value) { return b.scalar(value, b.compute_dtype(self)); }
 
 // self + alpha * other. torch's + on bool is `or` (and alpha, a bool then, is True or False).
 Value add(Builder& b, Value self, Value other, const Scalar& alpha) {
@@ -30,13 +32,7 @@ Value mul(Builder& b, Value self, Value other) {
   return b.op(dtype == ScalarType::Bool ? "And" : "Mul", {self, other});
 }
 
-// Whether the sign bit of x is set, -0 included (atan2 tells +0 from -0): Min(x, 1/x) is
-// negative exactly then, since 1/-0 is -inf (and for -inf, whose reciprocal is -0, x itself
-// is). False for NaN.
-Value sign_bit(Builder& b, Value x) {
-  const Value reciprocal = b.op("Reciprocal", {x});
-  return b.op("Less", {b.op("Min", {x, reciprocal}), b.scalar_like(0, x)});
-}
+namespace {
 
 // Whether a nonzero remainder and the divisor differ in sign (Sign is exact, so no product can
 // underflow to zero).
@@ -78,6 +74,8 @@ Value truncate(Builder& b, Value x) {
   return b.op("Where", {negative, b.op("Ceil", {x}), b.op("Floor", {x})});
 }
 
+}  // namespace
+
 Value divide(Builder& b, Value self, Value other, const std::optional<std::string>& rounding_mode) {
   const ScalarType dtype = b.compute_dtype(self, other);
   self = b.cast(self, dtype);
@@ -116,6 +114,18 @@ Value power(Builder& b, Value base, Value exponent, bool base_may_be_zero, bool 
   return b.op("Where", {zero_to_negative, zero, result});
 }
 
+namespace {
+
+// Whether the sign bit of x is set, -0 included (atan2 tells +0 from -0): Min(x, 1/x) is
+// negative exactly then, since 1/-0 is -inf (and for -inf, whose reciprocal is -0, x itself
+// is). False for NaN.
+Value sign_bit(Builder& b, Value x) {
+  const Value reciprocal = b.op("Reciprocal", {x});
+  return b.op("Less", {b.op("Min", {x, reciprocal}), b.scalar_like(0, x)});
+}
+
+}  // namespace
+
 // atan2(y, x) from Atan(y / x), with the quadrant from the signs of x and y as IEEE atan2 has
 // it: for x with its sign bit set, ±pi (the sign of y) is added. Where |y| == |x| the ratio is
 // ±1, or y itself when both are zero, which keeps 0/0 and inf/inf from being NaN.
@@ -133,6 +143,8 @@ Value angle_of(Builder& b, Value y, Value x) {
   return b.op("Where", {sign_bit(b, x), b.op("Add", {angle, half_turn}), angle});
 }
 
+namespace {
+
 // torch's lerp: start + weight * (end - start) for |weight| < 0.5, else
 // end - (end - start) * (1 - weight), so that weight 0 gives start and weight 1 end exactly.
 Value lerp_small_weight(Builder& b, Value start, Value diff, Value weight) {
@@ -146,40 +158,6 @@ Value lerp_large_weight(Builder& b, Value end, Value diff, Value weight) {
 
 namespace manual {
 
-Value add_Tensor(Builder& b, Value self, Value other, Scalar alpha) { return add(b, self, other, alpha); }
-
-Value add_Scalar(Builder& b, Value self, Scalar other, Scalar alpha) {
-  return add(b, self, b.scalar(other, b.compute_dtype(self)), alpha);
-}
-
-Value mul_Tensor(Builder& b, Value self, Value other) { return mul(b, self, other); }
-
-Value mul_Scalar(Builder& b, Value self, Scalar other) {
-  return mul(b, self, b.scalar(other, b.compute_dtype(self)));
-}
-
-Value div_Tensor_mode(Builder& b, Value self, Value other, std::optional<std::string> rounding_mode) {
-  return divide(b, self, other, rounding_mode);
-}
-
-Value div_Scalar_mode(Builder& b, Value self, Scalar other, std::optional<std::string> rounding_mode) {
-  return divide(b, self, b.scalar(other, b.compute_dtype(self)), rounding_mode);
-}
-
-Value floor_divide(Builder& b, Value self, Value other) { return divide(b, self, other, "floor"); }
-
-Value floor_divide_Scalar(Builder& b, Value self, Scalar other) {
-  return divide(b, self, b.scalar(other, b.compute_dtype(self)), "floor");
-}
-
-Value remainder_Tensor(Builder& b, Value self, Value other) { return remainder(b, self, other); }
-
-Value remainder_Scalar(Builder& b, Value self, Scalar other) {
-  return remainder(b, self, b.scalar(other, b.compute_dtype(self)));
-}
-
-Value pow_Tensor_Tensor(Builder& b, Value self, Value exponent) { return power(b, self, exponent, true, true); }
-
 Value pow_Tensor_Scalar(Builder& b, Value self, Scalar exponent) {
   const bool may_be_negative = !exponent.is_static() || exponent.to_double() < 0;
   return power(b, self, b.scalar(exponent, b.compute_dtype(self)), true, may_be_negative);
@@ -189,10 +167,6 @@ Value pow_Scalar(Builder& b, Scalar self, Value exponent) {
   const bool may_be_zero = !self.is_static() || self.to_double() == 0;
   return power(b, b.scalar(self, b.compute_dtype(exponent)), exponent, may_be_zero, true);
 }
-
-Value atan2(Builder& b, Value self, Value other) { return angle_of(b, self, other); }
-
-Value atan2_out(Builder& b, Value self, Value other, Value) { return angle_of(b, self, other); }
 
 Value lerp_Scalar(Builder& b, Value self, Value end, Scalar weight) {
   const ScalarType dtype = b.compute_dtype(self, end);

@@ -116,4 +116,16 @@ Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<
   return b.op("Squeeze", {op(b.op("Unsqueeze", {x, axes})), axes});
 }
 
+Value cast(Builder& b, Value x, ScalarType dtype) { return b.cast(x, dtype); }
+
+ScalarType dtype_of(Builder& b, Value x) { return b.dtype(x); }
+
+Value scalar(Builder& b, const Scalar& value, ScalarType dtype) { return b.scalar(value, dtype); }
+
+Value as_real(Builder& b, Value x) { return b.as_real(x); }
+
+Value as_complex(Builder& b, Value x) { return b.as_complex(x); }
+
+ScalarType output_dtype(Builder& b, int64_t index) { return b.out_meta(static_cast<size_t>(index)).dtype; }
+
 }  // namespace fastonnx

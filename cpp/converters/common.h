@@ -7,15 +7,12 @@
 #include <vector>
 
 #include "converters.h"
+#include "fastonnx/helpers.h"
 
 namespace fastonnx {
 
 // A torch dim (possibly negative) as an index in [0, rank).
 int64_t wrap_dim(Builder& b, int64_t dim, int64_t rank);
-
-// Reshape to the shape torch.export recorded for the node's output (static), or to `size` when
-// that shape is dynamic. Returns `x` itself when the shape does not change.
-Value reshape_to_output(Builder& b, Value x, const SymIntList& size);
 
 // The shape of `x` as a 1-D int64 tensor: a constant when it is static, else a Shape node.
 Value shape_of(Builder& b, Value x);

@@ -27,20 +27,6 @@ Value compare(Builder& b, std::string_view op, Value x, Value y, ScalarType dtyp
   return b.op(op, {b.cast(x, dtype), b.cast(y, dtype)});
 }
 
-Value compare(Builder& b, std::string_view op, Value self, Value other) {
-  return compare(b, op, self, other, b.result_type({self, other}));
-}
-
-Value compare(Builder& b, std::string_view op, Value self, const Scalar& other) {
-  const ScalarType dtype = result_type_with_number(b, self, other);
-  return compare(b, op, self, b.scalar(other, dtype), dtype);
-}
-
-// Logical ops read any dtype as bool (nonzero, NaN included, is true), as ONNX's Cast does.
-Value logical(Builder& b, std::string_view op, Value self, Value other) {
-  return b.op(op, {b.cast(self, ScalarType::Bool), b.cast(other, ScalarType::Bool)});
-}
-
 // The 64 bits of an integer tensor as int64 zeros and ones in a new last axis (bit k at index k).
 // Through uint64, which BitShift (since opset 11) and Mod take: the Cast sign-extends a
 // narrower signed type, whose low bits are then those of the original.
@@ -81,6 +67,28 @@ Value bitwise_by_bits(Builder& b, std::string_view bitwise_op, Value self, Value
   return b.cast(b.op("Add", {high, half(0, false)}), dtype);
 }
 
+// Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
+Value select(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
+  const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
+  return b.cast(b.op("Where", {condition, b.cast(x, computed), b.cast(y, computed)}), dtype);
+}
+
+}  // namespace
+
+Value compare(Builder& b, std::string_view op, Value self, Value other) {
+  return compare(b, op, self, other, b.result_type({self, other}));
+}
+
+Value compare(Builder& b, std::string_view op, Value self, const Scalar& other) {
+  const ScalarType dtype = result_type_with_number(b, self, other);
+  return compare(b, op, self, b.scalar(other, dtype), dtype);
+}
+
+// Logical ops read any dtype as bool (nonzero, NaN included, is true), as ONNX's Cast does.
+Value logical(Builder& b, std::string_view op, Value self, Value other) {
+  return b.op(op, {b.cast(self, ScalarType::Bool), b.cast(other, ScalarType::Bool)});
+}
+
 // torch's bitwise ops on bool are the logical ones.
 Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, Value other) {
   const ScalarType dtype = b.compute_dtype(self, other);
@@ -95,30 +103,22 @@ Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_
   return bitwise(b, logical_op, bitwise_op, self, b.scalar(other, b.compute_dtype(self)));
 }
 
-// Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
-Value select(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
-  const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
-  return b.cast(b.op("Where", {condition, b.cast(x, computed), b.cast(y, computed)}), dtype);
-}
-
-// The elementwise maximum (minimum): Max (Min) propagates NaN as torch does; on bool it is Or
-// (And).
-enum class Extremum { Max, Min };
-
-Value extremum(Builder& b, Extremum which, Value x, Value y) {
+// The elementwise maximum (`op` Max) or minimum (Min): Max (Min) propagates NaN as torch does;
+// on bool it is Or (And).
+Value pairwise_extremum(Builder& b, std::string_view op, Value x, Value y) {
   const ScalarType dtype = b.compute_dtype(x, y);
   x = b.cast(x, dtype);
   y = b.cast(y, dtype);
-  if (dtype == ScalarType::Bool) return b.op(which == Extremum::Max ? "Or" : "And", {x, y});
-  return b.op(which == Extremum::Max ? "Max" : "Min", {x, y});
+  if (dtype == ScalarType::Bool) return b.op(op == "Max" ? "Or" : "And", {x, y});
+  return b.op(op, {x, y});
 }
 
 // clamp with tensor bounds: min(max(self, lo), hi), NaN anywhere giving NaN.
 Value clamp_tensors(Builder& b, Value self, const std::optional<Value>& lo, const std::optional<Value>& hi) {
   const ScalarType dtype = b.compute_dtype(self, lo, hi);
   Value out = b.cast(self, dtype);
-  if (lo) out = extremum(b, Extremum::Max, out, b.cast(*lo, dtype));
-  if (hi) out = extremum(b, Extremum::Min, out, b.cast(*hi, dtype));
+  if (lo) out = pairwise_extremum(b, "Max", out, b.cast(*lo, dtype));
+  if (hi) out = pairwise_extremum(b, "Min", out, b.cast(*hi, dtype));
   return out;
 }
 
@@ -137,33 +137,7 @@ Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, con
   return b.op("Clip", {b.cast(self, dtype), bound(lo), bound(hi)});
 }
 
-}  // namespace
-
 namespace manual {
-
-Value eq_Tensor(Builder& b, Value self, Value other) { return compare(b, "Equal", self, other); }
-Value eq_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "Equal", self, other); }
-Value ne_Tensor(Builder& b, Value self, Value other) { return b.op("Not", {compare(b, "Equal", self, other)}); }
-Value ne_Scalar(Builder& b, Value self, Scalar other) { return b.op("Not", {compare(b, "Equal", self, other)}); }
-Value gt_Tensor(Builder& b, Value self, Value other) { return compare(b, "Greater", self, other); }
-Value gt_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "Greater", self, other); }
-Value ge_Tensor(Builder& b, Value self, Value other) { return compare(b, "GreaterOrEqual", self, other); }
-Value ge_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "GreaterOrEqual", self, other); }
-Value lt_Tensor(Builder& b, Value self, Value other) { return compare(b, "Less", self, other); }
-Value lt_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "Less", self, other); }
-Value le_Tensor(Builder& b, Value self, Value other) { return compare(b, "LessOrEqual", self, other); }
-Value le_Scalar(Builder& b, Value self, Scalar other) { return compare(b, "LessOrEqual", self, other); }
-
-Value logical_and(Builder& b, Value self, Value other) { return logical(b, "And", self, other); }
-Value logical_or(Builder& b, Value self, Value other) { return logical(b, "Or", self, other); }
-Value logical_xor(Builder& b, Value self, Value other) { return logical(b, "Xor", self, other); }
-
-Value bitwise_and_Tensor(Builder& b, Value self, Value other) { return bitwise(b, "And", "BitwiseAnd", self, other); }
-Value bitwise_and_Scalar(Builder& b, Value self, Scalar other) { return bitwise(b, "And", "BitwiseAnd", self, other); }
-Value bitwise_or_Tensor(Builder& b, Value self, Value other) { return bitwise(b, "Or", "BitwiseOr", self, other); }
-Value bitwise_or_Scalar(Builder& b, Value self, Scalar other) { return bitwise(b, "Or", "BitwiseOr", self, other); }
-Value bitwise_xor_Tensor(Builder& b, Value self, Value other) { return bitwise(b, "Xor", "BitwiseXor", self, other); }
-Value bitwise_xor_Scalar(Builder& b, Value self, Scalar other) { return bitwise(b, "Xor", "BitwiseXor", self, other); }
 
 // A Python number branch takes part in torch's promotion; the output dtype recorded for the node
 // is its result.
@@ -195,9 +169,6 @@ Value masked_fill_Tensor(Builder& b, Value self, Value mask, Value value) {
   return select(b, mask, value, self, b.dtype(self));
 }
 
-Value maximum(Builder& b, Value self, Value other) { return extremum(b, Extremum::Max, self, other); }
-Value minimum(Builder& b, Value self, Value other) { return extremum(b, Extremum::Min, self, other); }
-
 Value clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max) {
   if (!min && !max) b.fail("clamp needs at least one of min and max");
   return clamp_numbers(b, self, min, max);
@@ -207,11 +178,6 @@ Value clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::option
   if (!min && !max) b.fail("clamp needs at least one of min and max");
   return clamp_tensors(b, self, min, max);
 }
-
-Value clamp_min(Builder& b, Value self, Scalar min) { return clamp_numbers(b, self, min, std::nullopt); }
-Value clamp_min_Tensor(Builder& b, Value self, Value min) { return clamp_tensors(b, self, min, std::nullopt); }
-Value clamp_max(Builder& b, Value self, Scalar max) { return clamp_numbers(b, self, std::nullopt, max); }
-Value clamp_max_Tensor(Builder& b, Value self, Value max) { return clamp_tensors(b, self, std::nullopt, max); }
 
 }  // namespace manual
 }  // namespace fastonnx

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "common.h"
-#include "conv.h"
 #include "fastonnx/helpers.h"
 
 namespace fastonnx {
@@ -175,21 +174,6 @@ Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::option
 }
 
 namespace manual {
-
-Value conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding,
-             SymIntList dilation, SymInt groups) {
-  return conv_nd(b, input, weight, bias, stride, helper_twice(b, padding), dilation, groups);
-}
-
-Value conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride,
-                     std::string padding, SymIntList dilation, SymInt groups) {
-  return conv_nd(b, input, weight, bias, stride, helper_conv_pads(b, padding, weight, dilation), dilation, groups);
-}
-
-Value conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride,
-                             SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation) {
-  return conv_transpose_nd(b, input, weight, bias, stride, padding, output_padding, dilation, groups);
-}
 
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride,
                   SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding,

@@ -3,9 +3,7 @@
 // one int64) and explicit dtypes alike.
 #include "common.h"
 
-namespace fastonnx::manual {
-
-namespace {
+namespace fastonnx {
 
 // A tensor of `size` filled with `value`: a scalar constant, expanded.
 Value filled(Builder& b, const Scalar& value, const SymIntList& size) {
@@ -56,86 +54,7 @@ Value identity(Builder& b, const SymInt& n, const SymInt& m) {
   return b.cast(b.op("Equal", {rows, iota(b, b.long_scalar(m))}), b.out_meta().dtype);
 }
 
-}  // namespace
-
-Value arange(Builder& b, Scalar end, std::optional<ScalarType>, std::optional<bool>) {
-  return range(b, int64_t{0}, end, int64_t{1});
-}
-
-Value arange_start(Builder& b, Scalar start, Scalar end, std::optional<ScalarType>, std::optional<bool>) {
-  return range(b, start, end, int64_t{1});
-}
-
-Value arange_start_step(Builder& b, Scalar start, Scalar end, Scalar step, std::optional<ScalarType>,
-                        std::optional<bool>) {
-  return range(b, start, end, step);
-}
-
-Value full(Builder& b, SymIntList size, Scalar fill_value, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, fill_value, size);
-}
-
-Value zeros(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, int64_t{0}, size);
-}
-
-Value ones(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, int64_t{1}, size);
-}
-
-Value empty_memory_format(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, int64_t{0}, size);
-}
-
-Value empty_strided(Builder& b, SymIntList size, SymIntList /*stride*/, std::optional<ScalarType>,
-                    std::optional<bool>) {
-  return filled(b, int64_t{0}, size);
-}
-
-Value full_like(Builder& b, Value self, Scalar fill_value, std::optional<ScalarType>, std::optional<bool>) {
-  return filled_like(b, fill_value, self);
-}
-
-Value zeros_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
-  return filled_like(b, int64_t{0}, self);
-}
-
-Value ones_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
-  return filled_like(b, int64_t{1}, self);
-}
-
-Value empty_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
-  return filled_like(b, int64_t{0}, self);
-}
-
-Value new_zeros(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, int64_t{0}, size);
-}
-
-Value new_ones(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, int64_t{1}, size);
-}
-
-Value new_full(Builder& b, Value /*self*/, SymIntList size, Scalar fill_value, std::optional<ScalarType>,
-               std::optional<bool>) {
-  return filled(b, fill_value, size);
-}
-
-Value new_empty(Builder& b, Value /*self*/, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return filled(b, int64_t{0}, size);
-}
-
-Value eye(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bool>) { return identity(b, n, n); }
-
-Value eye_m(Builder& b, SymInt n, SymInt m, std::optional<ScalarType>, std::optional<bool>) {
-  return identity(b, n, m);
-}
-
-Value scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType>, std::optional<bool>) {
-  return b.scalar(s, b.out_meta().dtype);
-}
-
-Value fill_Scalar(Builder& b, Value self, Scalar value) { return filled_like(b, value, self); }
+namespace manual {
 
 Value fill_Tensor(Builder& b, Value self, Value value) {
   const Value scalar = b.cast(value, b.dtype(self));
@@ -143,4 +62,5 @@ Value fill_Tensor(Builder& b, Value self, Value value) {
   return b.op("Expand", {scalar, shape_of(b, self)});
 }
 
-}  // namespace fastonnx::manual
+}  // namespace manual
+}  // namespace fastonnx

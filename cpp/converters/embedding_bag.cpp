@@ -9,6 +9,7 @@
 #include "common.h"
 
 namespace fastonnx {
+
 namespace {
 
 constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
@@ -34,6 +35,8 @@ Value scatter_rows(Builder& b, Value init, Value bag_of, Value updates, const ch
                          {Attr::s("reduction", reduction)});
   return b.cast(out, t);
 }
+
+}  // namespace
 
 std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value offsets, int64_t mode,
                                  const std::optional<Value>& per_sample_weights, bool include_last_offset,
@@ -159,14 +162,7 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   return {result, as_meta(offset2bag, 1), as_meta(bag_size, 2), as_meta(max_or_size, 3)};
 }
 
-}  // namespace
-
 namespace manual {
-
-std::array<Value, 4> embedding_bag(Builder& b, Value weight, Value indices, Value offsets, bool, int64_t mode, bool,
-                                   std::optional<Value> per_sample_weights, bool include_last_offset) {
-  return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, std::nullopt);
-}
 
 // A negative padding_idx counts from the end of the embedding table here (whose length is read
 // at run time when it is dynamic).

@@ -217,10 +217,6 @@ Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
   return normalized(b, signal, normalization, lengths, true);
 }
 
-Value view_as_real(Builder& b, Value self) { return b.as_real(self); }
-
-Value view_as_complex(Builder& b, Value self) { return b.as_complex(self); }
-
 Value real(Builder& b, Value self) {
   if (!is_complex(b.dtype(self))) return self;  // a real tensor is its own real part
   b.accept_complex_pairs();

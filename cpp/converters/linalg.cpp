@@ -7,6 +7,7 @@
 #include "reduction.h"
 
 namespace fastonnx {
+
 namespace {
 
 // onnxruntime's Gemm has kernels for floating types only; integers go through MatMul, which
@@ -15,6 +16,8 @@ bool gemm_fits(Builder& b, Value x) { return is_floating(b.dtype(x)); }
 
 Value transposed(Builder& b, Value m) { return b.op("Transpose", {m}, {Attr::ints("perm", {1, 0})}); }
 
+}  // namespace
+
 // The p-norm over the last axis of the differences of every row of `x1` (..., P, M) with every
 // row of `x2` (..., R, M): (..., P, R), computed exactly from the differences.
 Value distances(Builder& b, Value x1, Value x2, double p) {
@@ -22,6 +25,8 @@ Value distances(Builder& b, Value x1, Value x2, double p) {
   const Value cols = b.op("Unsqueeze", {x2, b.ints(std::vector<int64_t>{-3})});
   return vector_norm(b, b.op("Sub", {rows, cols}), p, std::vector<int64_t>{-1}, false);
 }
+
+namespace {
 
 // The rows i < j of an (N, M) tensor, in row-major order of (i, j): constant index lists when N
 // is static, else the positions (NonZero, row-major) of the strict upper triangle of an N x N
@@ -46,6 +51,8 @@ std::pair<Value, Value> row_pairs(Builder& b, Value self) {
   return {b.op("Gather", {pairs, zero}), b.op("Gather", {pairs, one})};
 }
 
+}  // namespace
+
 // The distances between rows i < j of `self` (N, M), in row-major order of (i, j).
 Value pairwise_distances(Builder& b, Value self, double p) {
   if (b.rank(self) != 2) b.fail("pdist needs a 2-D input");
@@ -53,8 +60,6 @@ Value pairwise_distances(Builder& b, Value self, double p) {
   const Value diff = b.op("Sub", {b.op("Gather", {self, first}), b.op("Gather", {self, second})});
   return vector_norm(b, diff, p, std::vector<int64_t>{-1}, false);
 }
-
-}  // namespace
 
 namespace manual {
 
@@ -134,14 +139,6 @@ Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::
   std::iota(ellipsis_axes.begin(), ellipsis_axes.end(), 0);
   return reduce(b, "ReduceSum", kept, ellipsis_axes, false);
 }
-
-Value _cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t>) {
-  return distances(b, x1, x2, p);
-}
-Value cdist(Builder& b, Value x1, Value x2, double p, std::optional<int64_t>) { return distances(b, x1, x2, p); }
-
-Value _pdist_forward(Builder& b, Value self, double p) { return pairwise_distances(b, self, p); }
-Value pdist(Builder& b, Value self, double p) { return pairwise_distances(b, self, p); }
 
 }  // namespace manual
 }  // namespace fastonnx

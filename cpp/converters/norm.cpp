@@ -6,6 +6,7 @@
 #include "common.h"
 
 namespace fastonnx {
+
 namespace {
 
 std::vector<int64_t> axes_from(int64_t first, int64_t rank) {
@@ -78,6 +79,8 @@ Standardized batch_stats_norm(Builder& b, Value input, const std::optional<Value
           b.op("Reshape", {s.rstd, flat})};
 }
 
+}  // namespace
+
 Value batch_norm_eval(Builder& b, Value input, const std::optional<Value>& weight, const std::optional<Value>& bias,
                       const std::optional<Value>& mean, const std::optional<Value>& var, double eps) {
   // Without running statistics torch normalizes with the batch's own, in eval mode too
@@ -144,7 +147,16 @@ std::array<Value, 3> group_norm_with_stats(Builder& b, Value input, const std::o
           b.op("Reshape", {s.rstd, stats_shape})};
 }
 
-}  // namespace
+// The output and mask of dropout: ONNX Dropout when training, else the input and an all-true mask.
+std::array<Value, 2> dropout_with_mask(Builder& b, Value input, double p, std::optional<bool> train) {
+  // torch drops nothing when not training, and with p = 0 its mask keeps everything.
+  if ((train.has_value() && !*train) || p == 0.0) {
+    return {input, b.op("Expand", {b.scalar(true, ScalarType::Bool), b.op("Shape", {input})})};
+  }
+  const std::vector<Value> outs =
+      b.op_n("Dropout", {input, b.scalar(p, ScalarType::Float), b.scalar(true, ScalarType::Bool)}, {}, 2);
+  return {outs[0], outs[1]};
+}
 
 namespace manual {
 
@@ -156,12 +168,6 @@ Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::opti
            "export the model in eval mode (model.eval())");
   }
   return batch_norm_eval(b, input, weight, bias, running_mean, running_var, eps);
-}
-
-std::array<Value, 3> _native_batch_norm_legit_no_training(Builder& b, Value input, std::optional<Value> weight,
-                                                          std::optional<Value> bias, Value running_mean,
-                                                          Value running_var, double, double eps) {
-  return with_empty_stats(b, batch_norm_eval(b, input, weight, bias, running_mean, running_var, eps));
 }
 
 std::array<Value, 3> _native_batch_norm_legit(Builder& b, Value input, std::optional<Value> weight,
@@ -178,21 +184,6 @@ std::array<Value, 3> _native_batch_norm_legit_no_stats(Builder& b, Value input, 
   // Without running statistics only the batch's own exist, whatever `training` says.
   const Standardized s = batch_stats_norm(b, input, weight, bias, eps);
   return {s.out, s.mean, s.rstd};
-}
-
-std::array<Value, 3> native_layer_norm(Builder& b, Value input, SymIntList normalized_shape,
-                                       std::optional<Value> weight, std::optional<Value> bias, double eps) {
-  return layer_norm_with_stats(b, input, normalized_shape, weight, bias, eps, b.out_meta(1).dtype);
-}
-
-Value layer_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight,
-                 std::optional<Value> bias, double eps, bool) {
-  return layer_norm_with_stats(b, input, normalized_shape, weight, bias, eps, std::nullopt)[0];
-}
-
-std::array<Value, 3> native_group_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias,
-                                       SymInt, SymInt, SymInt, int64_t group, double eps) {
-  return group_norm_with_stats(b, input, weight, bias, group, eps);
 }
 
 Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Value> weight, std::optional<Value> bias,
@@ -237,18 +228,6 @@ Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::option
   const Value normed = b.op("Div", {input, rms});
   return weight ? b.op("Mul", {normed, *weight}) : normed;
 }
-
-std::array<Value, 2> native_dropout(Builder& b, Value input, double p, std::optional<bool> train) {
-  // torch drops nothing when not training, and with p = 0 its mask keeps everything.
-  if ((train.has_value() && !*train) || p == 0.0) {
-    return {input, b.op("Expand", {b.scalar(true, ScalarType::Bool), b.op("Shape", {input})})};
-  }
-  const std::vector<Value> outs =
-      b.op_n("Dropout", {input, b.scalar(p, ScalarType::Float), b.scalar(true, ScalarType::Bool)}, {}, 2);
-  return {outs[0], outs[1]};
-}
-
-Value dropout(Builder& b, Value input, double p, bool train) { return native_dropout(b, input, p, train)[0]; }
 
 }  // namespace manual
 }  // namespace fastonnx

@@ -5,7 +5,7 @@
 
 #include "common.h"
 
-namespace fastonnx::manual {
+namespace fastonnx {
 
 namespace {
 
@@ -115,30 +115,23 @@ Value pad_nd(Builder& b, Value self, const SymIntList& pad, Mode mode, const Sca
 
 }  // namespace
 
-Value constant_pad_nd(Builder& b, Value self, SymIntList pad, Scalar value) {
-  return pad_nd(b, self, pad, Mode::Constant, value);
-}
-
-Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value) {
-  if (mode == "constant") return pad_nd(b, self, pad, Mode::Constant, Scalar(value.value_or(0.0)));
-  if (value && *value != 0.0) b.fail("pad: a fill value is only for mode 'constant', got mode '" + mode + "'");
+// torch's padding `mode` ("constant", with `value`; "reflect", "replicate" or "circular").
+Value padded(Builder& b, Value self, const SymIntList& pad, std::string_view mode, const Scalar& value) {
+  if (mode == "constant") return pad_nd(b, self, pad, Mode::Constant, value);
   if (mode == "reflect") return pad_nd(b, self, pad, Mode::Reflect);
   if (mode == "replicate") return pad_nd(b, self, pad, Mode::Replicate);
   if (mode == "circular") return pad_nd(b, self, pad, Mode::Circular);
-  b.fail("pad: unknown mode '" + mode + "'; torch's modes are constant, reflect, replicate and circular");
+  b.fail("pad: unknown mode '" + std::string(mode) + "'; torch's modes are constant, reflect, replicate and circular");
 }
 
-Value reflection_pad1d(Builder& b, Value self, SymIntList padding) { return pad_nd(b, self, padding, Mode::Reflect); }
-Value reflection_pad2d(Builder& b, Value self, SymIntList padding) { return pad_nd(b, self, padding, Mode::Reflect); }
-Value reflection_pad3d(Builder& b, Value self, SymIntList padding) { return pad_nd(b, self, padding, Mode::Reflect); }
-Value replication_pad1d(Builder& b, Value self, SymIntList padding) {
-  return pad_nd(b, self, padding, Mode::Replicate);
-}
-Value replication_pad2d(Builder& b, Value self, SymIntList padding) {
-  return pad_nd(b, self, padding, Mode::Replicate);
-}
-Value replication_pad3d(Builder& b, Value self, SymIntList padding) {
-  return pad_nd(b, self, padding, Mode::Replicate);
+namespace manual {
+
+Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value) {
+  if (mode != "constant" && value && *value != 0.0) {
+    b.fail("pad: a fill value is only for mode 'constant', got mode '" + mode + "'");
+  }
+  return padded(b, self, pad, mode, Scalar(value.value_or(0.0)));
 }
 
-}  // namespace fastonnx::manual
+}  // namespace manual
+}  // namespace fastonnx

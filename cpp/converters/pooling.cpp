@@ -8,6 +8,7 @@
 #include "windows.h"
 
 namespace fastonnx {
+
 namespace {
 
 // The padding of a max pool: no element of type `t` is below it.
@@ -132,9 +133,9 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const RuntimeWindows&
   return {best, index};
 }
 
-std::vector<Value> max_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
-                            const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode,
-                            bool with_indices) {
+std::vector<Value> pooled_maxima(Builder& b, Value self, const std::vector<int64_t>& kernel,
+                                 const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                 const std::vector<int64_t>& dilation, bool ceil_mode, bool with_indices) {
   const bool onnx_type = onnx_takes(b, "MaxPool", b.dtype(self));
   if (onnx_type && !ceil_mode) return onnx_max_pool(b, self, kernel, stride, padding, dilation, false, with_indices);
   if (const auto w = known_windows(b, self, kernel, stride, padding, dilation, ceil_mode)) {
@@ -153,6 +154,22 @@ std::vector<Value> max_pool(Builder& b, Value self, const std::vector<int64_t>& 
   }
   return outs;
 }
+
+}  // namespace
+
+Value max_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode) {
+  return pooled_maxima(b, self, kernel, stride, padding, dilation, ceil_mode, false)[0];
+}
+
+std::array<Value, 2> max_pool_with_indices(Builder& b, Value self, const std::vector<int64_t>& kernel,
+                                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                           const std::vector<int64_t>& dilation, bool ceil_mode) {
+  const auto outs = pooled_maxima(b, self, kernel, stride, padding, dilation, ceil_mode, true);
+  return {outs[0], outs[1]};
+}
+
+namespace {
 
 // Average pooling as torch divides: each window's sum over zero padding by avg_divisors.
 Value divided_sum_pool(Builder& b, Value x, const Windows& w, bool count_include_pad,
@@ -184,6 +201,8 @@ Value divided_sum_pool(Builder& b, Value x, const Windows& w, bool count_include
   return b.op("Mul", {avg, per_window(b, factors, w, dtype)});
 }
 
+}  // namespace
+
 Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                const std::vector<int64_t>& padding, bool ceil_mode, bool count_include_pad,
                std::optional<int64_t> divisor_override) {
@@ -214,6 +233,8 @@ Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const
   return b.op("Div", {sum, avg_divisors(b, windows, count_include_pad, divisor_override, b.dtype(self))});
 }
 
+namespace {
+
 // Output o of adaptive pooling along `axis` of `x` (out outputs) covers torch's
 // [floor(o*in/out), ceil((o+1)*in/out)): 1-D int64 bounds, computed at run time when the size
 // `in` is dynamic.
@@ -229,6 +250,8 @@ std::pair<Value, Value> adaptive_window(Builder& b, Value x, int64_t axis, int64
 Value slice_axis(Builder& b, Value x, int64_t axis, Value start, Value end) {
   return b.op("Slice", {x, start, end, b.ints(std::vector<int64_t>{axis})});
 }
+
+}  // namespace
 
 Value adaptive_avg_pool(Builder& b, Value self, const std::vector<int64_t>& out) {
   const size_t nd = out.size();
@@ -307,6 +330,8 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
   return {values, *index};
 }
 
+namespace {
+
 // Adaptive average pooling to an output size known at run time only: per axis, an (out, in)
 // matrix whose row o averages torch's window [floor(o*in/out), ceil((o+1)*in/out)), applied by a
 // MatMul with the axis moved last.
@@ -335,6 +360,8 @@ Value adaptive_avg_pool_by_matrices(Builder& b, Value self, const SymIntList& ou
   return x;
 }
 
+}  // namespace
+
 Value adaptive_avg_pool(Builder& b, Value self, const SymIntList& output_size) {
   for (const SymInt& s : output_size) {
     if (!s.is_static()) return adaptive_avg_pool_by_matrices(b, self, output_size);
@@ -342,82 +369,4 @@ Value adaptive_avg_pool(Builder& b, Value self, const SymIntList& output_size) {
   return adaptive_avg_pool(b, self, b.static_ints(output_size));
 }
 
-}  // namespace
-
-namespace manual {
-
-Value max_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
-  return max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, false)[0];
-}
-Value max_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
-  return max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, false)[0];
-}
-Value max_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
-  return max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, false)[0];
-}
-
-std::array<Value, 2> max_pool1d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size,
-                                             std::vector<int64_t> stride, std::vector<int64_t> padding,
-                                             std::vector<int64_t> dilation, bool ceil_mode) {
-  const auto outs = max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, true);
-  return {outs[0], outs[1]};
-}
-std::array<Value, 2> max_pool2d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size,
-                                             std::vector<int64_t> stride, std::vector<int64_t> padding,
-                                             std::vector<int64_t> dilation, bool ceil_mode) {
-  const auto outs = max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, true);
-  return {outs[0], outs[1]};
-}
-std::array<Value, 2> max_pool3d_with_indices(Builder& b, Value self, std::vector<int64_t> kernel_size,
-                                             std::vector<int64_t> stride, std::vector<int64_t> padding,
-                                             std::vector<int64_t> dilation, bool ceil_mode) {
-  const auto outs = max_pool(b, self, kernel_size, stride, padding, dilation, ceil_mode, true);
-  return {outs[0], outs[1]};
-}
-
-Value avg_pool1d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad) {
-  return avg_pool(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, std::nullopt);
-}
-Value avg_pool2d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
-                 std::optional<int64_t> divisor_override) {
-  return avg_pool(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-}
-Value avg_pool3d(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
-                 std::optional<int64_t> divisor_override) {
-  return avg_pool(b, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-}
-
-Value adaptive_avg_pool1d(Builder& b, Value self, std::vector<int64_t> output_size) {
-  return adaptive_avg_pool(b, self, output_size);
-}
-Value adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, output_size);
-}
-Value adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, output_size);
-}
-Value _adaptive_avg_pool2d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, output_size);
-}
-Value _adaptive_avg_pool3d(Builder& b, Value self, SymIntList output_size) {
-  return adaptive_avg_pool(b, self, output_size);
-}
-
-std::array<Value, 2> adaptive_max_pool1d(Builder& b, Value self, std::vector<int64_t> output_size) {
-  return adaptive_max_pool(b, self, output_size);
-}
-std::array<Value, 2> adaptive_max_pool2d(Builder& b, Value self, std::vector<int64_t> output_size) {
-  return adaptive_max_pool(b, self, output_size);
-}
-std::array<Value, 2> adaptive_max_pool3d(Builder& b, Value self, std::vector<int64_t> output_size) {
-  return adaptive_max_pool(b, self, output_size);
-}
-
-}  // namespace manual
 }  // namespace fastonnx

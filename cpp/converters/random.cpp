@@ -29,23 +29,27 @@ Attrs distribution_attrs(Distribution d, ScalarType dtype, ScalarType drawn) {
   return attrs;
 }
 
-// Draws of `dtype` shaped like `like` (whatever its element type).
-Value random_like(Builder& b, Distribution d, Value like, ScalarType dtype) {
+}  // namespace
+
+// Draws of `dtype` shaped like `like` (whatever its element type), by `op`: RandomUniformLike or
+// RandomNormalLike.
+Value random_like(Builder& b, std::string_view op, Value like, ScalarType dtype) {
+  const Distribution d = op == "RandomUniformLike" ? Distribution::Uniform : Distribution::Normal;
   const ScalarType drawn = draw_dtype(b, dtype);
-  const char* op = d == Distribution::Uniform ? "RandomUniformLike" : "RandomNormalLike";
   return b.cast(b.op(op, {like}, distribution_attrs(d, dtype, drawn)), dtype);
 }
 
-// Draws of `dtype` of shape `size`: a static shape is an attribute, a dynamic one is the shape of
-// a tensor the draws are made like.
-Value random_of_size(Builder& b, Distribution d, const SymIntList& size, ScalarType dtype) {
+// Draws of `dtype` of shape `size` by `op` (RandomUniform or RandomNormal): a static shape is an
+// attribute, a dynamic one is the shape of a tensor the draws are made like.
+Value random_of_size(Builder& b, std::string_view op, const SymIntList& size, ScalarType dtype) {
   bool dynamic = false;
   for (const SymInt& s : size) dynamic = dynamic || !s.is_static();
-  if (dynamic) return random_like(b, d, b.op("ConstantOfShape", {b.ints(size)}), dtype);
+  if (dynamic) return random_like(b, std::string(op) + "Like", b.op("ConstantOfShape", {b.ints(size)}), dtype);
+  const Distribution d = op == "RandomUniform" ? Distribution::Uniform : Distribution::Normal;
   const ScalarType drawn = draw_dtype(b, dtype);
   Attrs attrs = distribution_attrs(d, dtype, drawn);
   attrs.push_back(Attr::ints("shape", b.static_ints(size)));
-  return b.cast(b.op(d == Distribution::Uniform ? "RandomUniform" : "RandomNormal", {}, attrs), dtype);
+  return b.cast(b.op(op, {}, attrs), dtype);
 }
 
 // 1 where a uniform draw shaped like `self` falls below the probability `p`, in the dtype of the
@@ -56,35 +60,15 @@ Value bernoulli_trials(Builder& b, Value self, Value p) {
   return b.cast(b.op("Less", {draws, b.cast(p, drawn)}), b.out_meta().dtype);
 }
 
-}  // namespace
-
 namespace manual {
-
-Value rand(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return random_of_size(b, Distribution::Uniform, size, b.out_meta().dtype);
-}
-
-Value randn(Builder& b, SymIntList size, std::optional<ScalarType>, std::optional<bool>) {
-  return random_of_size(b, Distribution::Normal, size, b.out_meta().dtype);
-}
-
-Value rand_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
-  return random_like(b, Distribution::Uniform, self, b.out_meta().dtype);
-}
-
-Value randn_like(Builder& b, Value self, std::optional<ScalarType>, std::optional<bool>) {
-  return random_like(b, Distribution::Normal, self, b.out_meta().dtype);
-}
 
 Value randperm(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bool>) {
   // Ranking n independent uniform keys gives every permutation the same probability.
-  const Value keys = random_of_size(b, Distribution::Uniform, {n}, ScalarType::Float);
+  const Value keys = random_of_size(b, "RandomUniform", {n}, ScalarType::Float);
   const Value k = b.ints(SymIntList{n});
   const Value order = b.op_n("TopK", {keys, k}, {Attr::i("axis", 0)}, 2)[1];
   return b.cast(order, b.out_meta().dtype);
 }
-
-Value bernoulli(Builder& b, Value self) { return bernoulli_trials(b, self, self); }
 
 Value bernoulli_p(Builder& b, Value self, double p) {
   return bernoulli_trials(b, self, b.scalar(p, ScalarType::Double));

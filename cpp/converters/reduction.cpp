@@ -10,9 +10,6 @@
 #include "reduction.h"
 
 namespace fastonnx {
-namespace {
-
-using Axes = std::optional<std::vector<int64_t>>;
 
 // The ONNX axes of a torch dim list: every axis (nullopt) when the list is absent or empty, or
 // when `x` is 0-d.
@@ -25,6 +22,8 @@ Axes axes_of(Builder& b, Value x, const Axes& dims) {
 }
 
 Axes axis_of(Builder& b, Value x, int64_t dim) { return axes_of(b, x, std::vector<int64_t>{dim}); }
+
+namespace {
 
 // The axes spelled out: every axis of `x` for nullopt.
 std::vector<int64_t> explicit_axes(Builder& b, Value x, const Axes& axes) {
@@ -46,8 +45,10 @@ Value as_bits(Builder& b, Value x) { return b.cast(b.cast(x, ScalarType::Bool), 
 // `x` in a dtype the order-based kernels take: bool as uint8 bits.
 Value orderable(Builder& b, Value x) { return b.dtype(x) == ScalarType::Bool ? as_bits(b, x) : x; }
 
+}  // namespace
+
 // ReduceMax or ReduceMin of `x` in torch's dtype.
-Value extremum(Builder& b, std::string_view op, Value x, const Axes& axes, bool keepdim) {
+Value reduce_extremum(Builder& b, std::string_view op, Value x, const Axes& axes, bool keepdim) {
   return b.cast(reduce(b, op, orderable(b, x), axes, keepdim), b.dtype(x));
 }
 
@@ -61,22 +62,23 @@ Value all_of(Builder& b, Value x, const Axes& axes, bool keepdim) {
   return b.cast(reduce(b, "ReduceMin", as_bits(b, x), axes, keepdim), ScalarType::Bool);
 }
 
-// max.dim/min.dim: the extreme values and the first index at which they occur.
-std::array<Value, 2> extremum_with_index(Builder& b, bool is_max, Value self, int64_t dim, bool keepdim) {
+// max.dim/min.dim: the extreme values (`reduce_op`) and the first index at which they occur
+// (`arg_op`).
+std::array<Value, 2> extremum_with_index(Builder& b, std::string_view reduce_op, std::string_view arg_op, Value self,
+                                         int64_t dim, bool keepdim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
   if (rank == 0) return {self, b.scalar(int64_t{0}, ScalarType::Long)};
   const Value x = orderable(b, self);
-  const Value values = reduce(b, is_max ? "ReduceMax" : "ReduceMin", x, std::vector<int64_t>{axis}, keepdim);
-  const Value indices = b.op(is_max ? "ArgMax" : "ArgMin", {x},
+  const Value values = reduce(b, reduce_op, x, std::vector<int64_t>{axis}, keepdim);
+  const Value indices = b.op(arg_op, {x},
                              {Attr::i("axis", axis), Attr::i("keepdims", keepdim), Attr::i("select_last_index", 0)});
   return {b.cast(values, b.dtype(self)), indices};
 }
 
-// argmax/argmin: the first index of the extremum along `dim`, or in the flattened tensor.
-Value arg_extremum(Builder& b, bool is_max, Value self, std::optional<int64_t> dim, bool keepdim) {
+// argmax/argmin (`op`): the first index of the extremum along `dim`, or in the flattened tensor.
+Value arg_extremum(Builder& b, std::string_view op, Value self, std::optional<int64_t> dim, bool keepdim) {
   const int64_t rank = b.rank(self);
-  const std::string_view op = is_max ? "ArgMax" : "ArgMin";
   const Value x = orderable(b, self);
   if (!dim) {
     const Value flat = b.op("Reshape", {x, b.ints(std::vector<int64_t>{-1})});
@@ -114,6 +116,8 @@ Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim) {
   return b.op("Add", {b.op("Log", {sum}), keepdim ? shift : drop_axes(b, shift, self, axes)});
 }
 
+namespace {
+
 // The number of elements each reduced value covers, as a scalar of `x`'s dtype.
 Value reduced_count(Builder& b, Value x, const Axes& axes) {
   const std::vector<int64_t> reduced = explicit_axes(b, x, axes);
@@ -144,7 +148,27 @@ Moments moments(Builder& b, Value x, const Axes& dims, const std::optional<Scala
   return {b.op("Div", {squares, divisor}), keepdim ? mean : drop_axes(b, mean, x, axes)};
 }
 
-Scalar unbiased_correction(bool unbiased) { return Scalar(int64_t{unbiased ? 1 : 0}); }
+}  // namespace
+
+Value variance(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction, bool keepdim) {
+  return moments(b, self, dims, correction, keepdim).var;
+}
+
+std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction,
+                                       bool keepdim) {
+  const Moments m = moments(b, self, dims, correction, keepdim);
+  return {m.var, m.mean};
+}
+
+std::array<Value, 2> std_and_mean(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction,
+                                  bool keepdim) {
+  const Moments m = moments(b, self, dims, correction, keepdim);
+  return {b.op("Sqrt", {m.var}), m.mean};
+}
+
+Scalar unbiased_correction(Builder&, bool unbiased) { return Scalar(int64_t{unbiased ? 1 : 0}); }
+
+namespace {
 
 // `y` shifted `s` (a 1-D int64 of one item, below the length) places forward along `axis`: the
 // first `s` places filled with `fill` (or with the first element when `fill` is absent).
@@ -188,17 +212,20 @@ Value scan(Builder& b, Value x, Value like, int64_t axis, std::optional<Value> f
   return b.op("Loop", {std::optional<Value>(), first, x}, {Attr::graph("body", body)});
 }
 
+}  // namespace
+
 // cummax/cummin: the running extremum (a NaN wins and stays, as in torch), then the last index
 // at which it occurs (torch's ties): the running maximum of the positions where x reaches its
-// running extremum (or is NaN), -1 elsewhere.
-std::array<Value, 2> cumulative_extremum(Builder& b, bool is_max, Value self, int64_t dim) {
+// running extremum (or is NaN), -1 elsewhere. `keep_later` (GreaterOrEqual for the maximum,
+// LessOrEqual for the minimum) says when a later element replaces the extremum so far.
+std::array<Value, 2> cumulative_extremum(Builder& b, std::string_view keep_later, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
   if (rank == 0) return {self, b.scalar(int64_t{0}, ScalarType::Long)};
   const Value x = orderable(b, self);
   const bool floating = is_floating(b.dtype(x));
   const Value value = scan(b, x, self, axis, std::nullopt, [&](Value earlier, Value later) {
-    Value take_later = b.op(is_max ? "GreaterOrEqual" : "LessOrEqual", {later, earlier});
+    Value take_later = b.op(keep_later, {later, earlier});
     if (floating) {
       const Value earlier_is_number = b.op("Not", {b.op("IsNaN", {earlier})});
       take_later = b.op("Or", {b.op("IsNaN", {later}), b.op("And", {take_later, earlier_is_number})});
@@ -217,8 +244,6 @@ std::array<Value, 2> cumulative_extremum(Builder& b, bool is_max, Value self, in
   return {b.cast(value, b.dtype(self)), index};
 }
 
-}  // namespace
-
 Value vector_norm(Builder& b, Value x, double p, const Axes& axes, bool keepdim) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   if (p == 2) return reduce(b, "ReduceL2", x, axes, keepdim);
@@ -232,60 +257,6 @@ Value vector_norm(Builder& b, Value x, double p, const Axes& axes, bool keepdim)
 
 namespace manual {
 
-Value amax(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim) {
-  return extremum(b, "ReduceMax", self, axes_of(b, self, dim), keepdim);
-}
-Value amin(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim) {
-  return extremum(b, "ReduceMin", self, axes_of(b, self, dim), keepdim);
-}
-Value max(Builder& b, Value self) { return extremum(b, "ReduceMax", self, std::nullopt, false); }
-Value min(Builder& b, Value self) { return extremum(b, "ReduceMin", self, std::nullopt, false); }
-
-std::array<Value, 2> max_dim(Builder& b, Value self, int64_t dim, bool keepdim) {
-  return extremum_with_index(b, true, self, dim, keepdim);
-}
-std::array<Value, 2> min_dim(Builder& b, Value self, int64_t dim, bool keepdim) {
-  return extremum_with_index(b, false, self, dim, keepdim);
-}
-
-Value argmax(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim) {
-  return arg_extremum(b, true, self, dim, keepdim);
-}
-Value argmin(Builder& b, Value self, std::optional<int64_t> dim, bool keepdim) {
-  return arg_extremum(b, false, self, dim, keepdim);
-}
-
-Value any(Builder& b, Value self) { return any_of(b, self, std::nullopt, false); }
-Value any_dim(Builder& b, Value self, int64_t dim, bool keepdim) {
-  return any_of(b, self, axis_of(b, self, dim), keepdim);
-}
-Value any_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim) {
-  return any_of(b, self, axes_of(b, self, dim), keepdim);
-}
-Value all(Builder& b, Value self) { return all_of(b, self, std::nullopt, false); }
-Value all_dim(Builder& b, Value self, int64_t dim, bool keepdim) {
-  return all_of(b, self, axis_of(b, self, dim), keepdim);
-}
-Value all_dims(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim) {
-  return all_of(b, self, axes_of(b, self, dim), keepdim);
-}
-
-Value prod(Builder& b, Value self, std::optional<ScalarType>) { return product(b, self, std::nullopt, false); }
-Value prod_dim_int(Builder& b, Value self, int64_t dim, bool keepdim, std::optional<ScalarType>) {
-  return product(b, self, axis_of(b, self, dim), keepdim);
-}
-
-Value count_nonzero(Builder& b, Value self, std::optional<int64_t> dim) {
-  return count_nonzero_over(b, self, dim ? axis_of(b, self, *dim) : std::nullopt);
-}
-Value count_nonzero_dim_IntList(Builder& b, Value self, std::vector<int64_t> dim) {
-  return count_nonzero_over(b, self, axes_of(b, self, dim));
-}
-
-Value logsumexp(Builder& b, Value self, std::vector<int64_t> dim, bool keepdim) {
-  return log_sum_exp(b, self, axes_of(b, self, dim), keepdim);
-}
-
 Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim,
                          std::optional<ScalarType>) {
   // `dtype=` (the output's dtype) is what torch computes in.
@@ -293,50 +264,6 @@ Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::
 }
 Value norm_ScalarOpt_dim(Builder& b, Value self, std::optional<Scalar> p, std::vector<int64_t> dim, bool keepdim) {
   return vector_norm(b, self, p ? p->to_double() : 2.0, axes_of(b, self, dim), keepdim);
-}
-
-Value var_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction,
-                     bool keepdim) {
-  return moments(b, self, dim, correction, keepdim).var;
-}
-Value var_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim) {
-  return moments(b, self, dim, unbiased_correction(unbiased), keepdim).var;
-}
-Value var(Builder& b, Value self, bool unbiased) {
-  return moments(b, self, std::nullopt, unbiased_correction(unbiased), false).var;
-}
-Value std_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, std::optional<Scalar> correction,
-                     bool keepdim) {
-  return b.op("Sqrt", {var_correction(b, self, dim, correction, keepdim)});
-}
-Value std_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased, bool keepdim) {
-  return b.op("Sqrt", {var_dim(b, self, dim, unbiased, keepdim)});
-}
-Value std(Builder& b, Value self, bool unbiased) { return b.op("Sqrt", {var(b, self, unbiased)}); }
-
-std::array<Value, 2> var_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim,
-                                         std::optional<Scalar> correction, bool keepdim) {
-  const Moments m = moments(b, self, dim, correction, keepdim);
-  return {m.var, m.mean};
-}
-std::array<Value, 2> var_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased,
-                                  bool keepdim) {
-  return var_mean_correction(b, self, dim, unbiased_correction(unbiased), keepdim);
-}
-std::array<Value, 2> var_mean(Builder& b, Value self, bool unbiased) {
-  return var_mean_correction(b, self, std::nullopt, unbiased_correction(unbiased), false);
-}
-std::array<Value, 2> std_mean_correction(Builder& b, Value self, std::optional<std::vector<int64_t>> dim,
-                                         std::optional<Scalar> correction, bool keepdim) {
-  const Moments m = moments(b, self, dim, correction, keepdim);
-  return {b.op("Sqrt", {m.var}), m.mean};
-}
-std::array<Value, 2> std_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool unbiased,
-                                  bool keepdim) {
-  return std_mean_correction(b, self, dim, unbiased_correction(unbiased), keepdim);
-}
-std::array<Value, 2> std_mean(Builder& b, Value self, bool unbiased) {
-  return std_mean_correction(b, self, std::nullopt, unbiased_correction(unbiased), false);
 }
 
 Value cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
@@ -358,9 +285,6 @@ Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
     return b.op("Mul", {earlier, later});
   });
 }
-
-std::array<Value, 2> cummax(Builder& b, Value self, int64_t dim) { return cumulative_extremum(b, true, self, dim); }
-std::array<Value, 2> cummin(Builder& b, Value self, int64_t dim) { return cumulative_extremum(b, false, self, dim); }
 
 Value logcumsumexp(Builder& b, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);

@@ -110,6 +110,22 @@ Value along_dim(Builder& b, Value index, int64_t dim, int64_t rank, Value shape)
 
 }  // namespace
 
+// index_fill: the slices of self at `index` along dim take `value` (a 0-d tensor). Repeated
+// indices write the same value, so the scatter is deterministic.
+Value index_fill(Builder& b, Value self, int64_t dim, Value index, Value value) {
+  const int64_t rank = b.rank(self);
+  if (rank == 0) return scatter_elements(b, self, rank, dim, index, value, "none");
+  const int64_t d = wrap_dim(b, dim, rank);
+  std::vector<int64_t> before(static_cast<size_t>(d)), after(static_cast<size_t>(rank - d - 1));
+  std::iota(before.begin(), before.end(), 0);
+  std::iota(after.begin(), after.end(), d + 1);
+  const Value count = b.op("Shape", {b.op("Reshape", {index, b.ints(std::vector<int64_t>{-1})})});
+  const Value shape =
+      b.op("Concat", {sizes_of(b, self, before), count, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
+  const Value updates = b.op("Expand", {value, shape});
+  return scatter_elements(b, self, rank, d, along_dim(b, index, d, rank, shape), updates, "none");
+}
+
 namespace manual {
 
 Value scatter_src(Builder& b, Value self, int64_t dim, Value index, Value src) {
@@ -174,34 +190,6 @@ Value index_copy(Builder& b, Value self, int64_t dim, Value index, Value source)
   if (rank == 0) return scatter_elements(b, self, rank, dim, index, source, "none");
   const int64_t d = wrap_dim(b, dim, rank);
   return scatter_elements(b, self, rank, d, along_dim(b, index, d, rank, shape_of(b, source)), source, "none");
-}
-
-namespace {
-
-// index_fill: the slices of self at `index` along dim take `value` (a 0-d tensor). Repeated
-// indices write the same value, so the scatter is deterministic.
-Value index_fill(Builder& b, Value self, int64_t dim, Value index, Value value) {
-  const int64_t rank = b.rank(self);
-  if (rank == 0) return scatter_elements(b, self, rank, dim, index, value, "none");
-  const int64_t d = wrap_dim(b, dim, rank);
-  std::vector<int64_t> before(static_cast<size_t>(d)), after(static_cast<size_t>(rank - d - 1));
-  std::iota(before.begin(), before.end(), 0);
-  std::iota(after.begin(), after.end(), d + 1);
-  const Value count = b.op("Shape", {b.op("Reshape", {index, b.ints(std::vector<int64_t>{-1})})});
-  const Value shape =
-      b.op("Concat", {sizes_of(b, self, before), count, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
-  const Value updates = b.op("Expand", {value, shape});
-  return scatter_elements(b, self, rank, d, along_dim(b, index, d, rank, shape), updates, "none");
-}
-
-}  // namespace
-
-Value index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value) {
-  return index_fill(b, self, dim, index, b.scalar(value, b.dtype(self)));
-}
-
-Value index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value) {
-  return index_fill(b, self, dim, index, b.cast(value, b.dtype(self)));
 }
 
 Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optional<SymInt> start,

@@ -6,10 +6,6 @@
 
 namespace fastonnx::manual {
 
-Value view(Builder& b, Value self, SymIntList size) { return reshape_to_output(b, self, size); }
-Value reshape(Builder& b, Value self, SymIntList shape) { return reshape_to_output(b, self, shape); }
-Value _unsafe_view(Builder& b, Value self, SymIntList size) { return reshape_to_output(b, self, size); }
-
 Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_dim) {
   const int64_t rank = b.rank(self);
   start_dim = wrap_dim(b, start_dim, rank);
@@ -94,7 +90,7 @@ Value cat(Builder& b, std::vector<Value> tensors, int64_t dim) {
 }  // namespace fastonnx::manual
 
 // Copies, broadcasts, and the ops that add, remove or reorder dimensions.
-namespace fastonnx::manual {
+namespace fastonnx {
 
 namespace {
 
@@ -143,6 +139,8 @@ Value squeeze_at_run_time(Builder& b, Value self, const std::vector<int64_t>& al
   return b.op("Squeeze", {padded, b.op("Compress", {b.ints(axes), chosen}, {Attr::i("axis", 0)})});
 }
 
+}  // namespace
+
 // Squeezes the dims of `dims` that have size 1; torch leaves the others alone. A dynamic size is
 // never 1 unless torch.export's ranges allow it (Builder::may_be_one); then the graph decides.
 Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims) {
@@ -161,6 +159,10 @@ Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims)
   return b.op("Squeeze", {self, b.ints(axes)});
 }
 
+Value squeeze_size_one(Builder& b, Value self, int64_t dim) { return squeeze_size_one(b, self, std::vector<int64_t>{dim}); }
+
+namespace {
+
 // Gathers `indices` along `dim`, or from the flattened tensor when dim is absent.
 Value gather_repeated(Builder& b, Value self, std::optional<int64_t> dim, Value indices) {
   if (!dim || b.rank(self) == 0) {
@@ -168,6 +170,8 @@ Value gather_repeated(Builder& b, Value self, std::optional<int64_t> dim, Value 
   }
   return b.op("Gather", {self, indices}, {Attr::i("axis", wrap_dim(b, *dim, b.rank(self)))});
 }
+
+}  // namespace
 
 // The indices i of `counts` each repeated counts[i] times, `total` of them: output position j
 // holds how many running totals of `counts` are at most j.
@@ -187,16 +191,7 @@ Value repeated_indices(Builder& b, Value counts, const std::optional<SymInt>& to
   return reduce(b, "ReduceSum", b.cast(passed, ScalarType::Long), std::vector<int64_t>{1}, false);
 }
 
-}  // namespace
-
-Value _to_copy(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool>, bool) {
-  return dtype ? b.cast(self, *dtype) : self;
-}
-Value to_dtype(Builder& b, Value self, ScalarType dtype, bool, bool) { return b.cast(self, dtype); }
-Value to_dtype_layout(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool>, bool, bool) {
-  return dtype ? b.cast(self, *dtype) : self;
-}
-Value to_device(Builder& b, Value self, ScalarType dtype, bool, bool) { return b.cast(self, dtype); }
+namespace manual {
 
 Value copy(Builder& b, Value self, Value src, bool /*non_blocking*/) {
   // torch writes src into self's memory: src broadcast to self's shape, in self's dtype.
@@ -258,8 +253,6 @@ Value tile(Builder& b, Value self, SymIntList dims) {
 }
 
 Value squeeze(Builder& b, Value self) { return squeeze_size_one(b, self, iota_vector(0, b.rank(self))); }
-Value squeeze_dim(Builder& b, Value self, int64_t dim) { return squeeze_size_one(b, self, {dim}); }
-Value squeeze_dims(Builder& b, Value self, std::vector<int64_t> dim) { return squeeze_size_one(b, self, dim); }
 
 Value unsqueeze(Builder& b, Value self, int64_t dim) {
   // A negative dim counts from the end of the result, in torch and in ONNX.
@@ -338,10 +331,6 @@ Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::op
   return b.op("Reshape", {expanded, shape_replacing(b, self, axis, b.ints(std::vector<int64_t>{-1}))});
 }
 
-Value repeat_interleave_Tensor(Builder& b, Value repeats, std::optional<SymInt> output_size) {
-  return b.cast(repeated_indices(b, repeats, output_size), b.out_meta().dtype);
-}
-
 Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim,
                                     std::optional<SymInt> output_size) {
   const int64_t rank = b.rank(self);
@@ -362,4 +351,5 @@ Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::
   return gather_repeated(b, self, dim, repeated_indices(b, counts, output_size));
 }
 
-}  // namespace fastonnx::manual
+}  // namespace manual
+}  // namespace fastonnx

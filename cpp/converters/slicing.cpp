@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-namespace fastonnx::manual {
+namespace fastonnx {
 
 namespace {
 
@@ -57,6 +57,8 @@ Value roll_along(Builder& b, Value x, int64_t axis, const SymInt& shift, std::op
               {Attr::i("axis", axis)});
 }
 
+}  // namespace
+
 Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
   const Value k = b.long_scalar(diagonal);
   if (b.opset() >= 14) return b.op("Trilu", {self, k}, {Attr::i("upper", upper)});
@@ -74,6 +76,8 @@ Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
   return b.op("Where", {keep, self, b.scalar_like(int64_t{0}, self)});
 }
 
+namespace {
+
 // The view as_strided makes of self's storage (taken as contiguous): element (i_0, i_1, ...) is
 // storage[offset + sum of i_d * stride_d], gathered from the flattened tensor with the positions
 // computed in the graph (the sizes, strides or offset are dynamic).
@@ -89,6 +93,8 @@ Value strided_gather(Builder& b, Value self, const SymIntList& size, const SymIn
 }
 
 }  // namespace
+
+namespace manual {
 
 Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length) {
   dim = wrap_dim(b, dim, b.rank(self));
@@ -288,7 +294,5 @@ Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std
   return b.op("Gather", {b.op("Reshape", {self, one(b, -1)}), indices});
 }
 
-Value triu(Builder& b, Value self, SymInt diagonal) { return trilu(b, self, diagonal, true); }
-Value tril(Builder& b, Value self, SymInt diagonal) { return trilu(b, self, diagonal, false); }
-
-}  // namespace fastonnx::manual
+}  // namespace manual
+}  // namespace fastonnx

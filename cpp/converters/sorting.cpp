@@ -7,8 +7,6 @@
 
 namespace fastonnx {
 
-namespace {
-
 // The `k` (all when absent) largest or smallest elements of `self` along `dim`, sorted, and their
 // indices.
 std::array<Value, 2> top_k(Builder& b, Value self, int64_t dim, bool largest, const std::optional<SymInt>& k) {
@@ -25,34 +23,5 @@ std::array<Value, 2> top_k(Builder& b, Value self, int64_t dim, bool largest, co
   if (dtype == ScalarType::Bool) outs[0] = b.cast(outs[0], ScalarType::Bool);
   return {outs[0], outs[1]};
 }
-
-}  // namespace
-
-namespace manual {
-
-std::array<Value, 2> sort(Builder& b, Value self, int64_t dim, bool descending) {
-  return top_k(b, self, dim, descending, std::nullopt);
-}
-
-std::array<Value, 2> sort_stable(Builder& b, Value self, std::optional<bool> stable, int64_t dim, bool descending) {
-  (void)stable;  // TopK's order is stable either way
-  return top_k(b, self, dim, descending, std::nullopt);
-}
-
-Value argsort(Builder& b, Value self, int64_t dim, bool descending) {
-  return top_k(b, self, dim, descending, std::nullopt)[1];
-}
-
-Value argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending) {
-  (void)stable;
-  return top_k(b, self, dim, descending, std::nullopt)[1];
-}
-
-std::array<Value, 2> topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted) {
-  (void)sorted;
-  return top_k(b, self, dim, largest, k);
-}
-
-}  // namespace manual
 
 }  // namespace fastonnx

@@ -7,6 +7,7 @@
 #include "common.h"
 
 namespace fastonnx {
+
 namespace {
 
 // The float type an op computes in: the node's output dtype (an integer input is cast to it).
@@ -20,10 +21,14 @@ Value near_zero(Builder& b, Value x) {
   return b.op("Less", {b.op("Abs", {x}), b.scalar_like(0.5, x)});
 }
 
+}  // namespace
+
 // A bool tensor of False shaped like `x`.
 Value all_false_like(Builder& b, Value x) {
   return b.op("Expand", {b.scalar(Scalar(false), ScalarType::Bool), b.op("Shape", {x})});
 }
+
+namespace {
 
 // The largest finite value of a float dtype, nan_to_num's default for infinities.
 double largest_finite(Builder& b, ScalarType dtype) {
@@ -121,11 +126,6 @@ Value round_decimals(Builder& b, Value self, int64_t decimals) {
   const Value rounded = decimals > 0 ? b.op("Div", {b.op("Round", {b.op("Mul", {x, scale})}), scale})
                                      : b.op("Mul", {b.op("Round", {b.op("Div", {x, scale})}), scale});
   return b.cast(rounded, dtype);
-}
-
-Value isnan(Builder& b, Value self) {
-  if (!is_floating(b.dtype(self))) return all_false_like(b, self);
-  return b.op("IsNaN", {self});
 }
 
 Value isinf(Builder& b, Value self) {

@@ -315,103 +315,49 @@ Value antialiased_resize(Builder& b, Value input, const Interpolation& how, cons
   return x;
 }
 
-Value resize_vec(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
-                 const std::optional<std::vector<double>>& scale_factors, size_t nd) {
-  if (!output_size && !scale_factors) b.fail("upsampling needs an output size or scale factors");
-  return resize(b, input, how, output_size, given_scales(scale_factors, nd));
+// torch's interpolation mode ("nearest", "nearest-exact", "linear" or "cubic", whatever the
+// number of axes) as the Resize it becomes.
+Interpolation interpolation(Builder& b, std::string_view mode, bool align_corners, bool antialias) {
+  Method method = Method::Nearest;
+  if (mode == "nearest-exact") {
+    method = Method::NearestExact;
+  } else if (mode == "linear") {
+    method = Method::Linear;
+  } else if (mode == "cubic") {
+    method = Method::Cubic;
+  } else if (mode != "nearest") {
+    b.fail("unknown interpolation mode '" + std::string(mode) + "'");
+  }
+  return {method, align_corners, antialias};
 }
 
 }  // namespace
 
-namespace manual {
-
 // The .vec overloads: an output size or scale factors.
-Value upsample_nearest1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
-                             std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Nearest}, output_size, scale_factors, 1);
-}
-Value upsample_nearest2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
-                             std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Nearest}, output_size, scale_factors, 2);
-}
-Value upsample_nearest3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
-                             std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Nearest}, output_size, scale_factors, 3);
-}
-Value _upsample_nearest_exact1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
-                                    std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::NearestExact}, output_size, scale_factors, 1);
-}
-Value _upsample_nearest_exact2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
-                                    std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::NearestExact}, output_size, scale_factors, 2);
-}
-Value _upsample_nearest_exact3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size,
-                                    std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::NearestExact}, output_size, scale_factors, 3);
-}
-Value upsample_linear1d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
-                            std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Linear, align_corners}, output_size, scale_factors, 1);
-}
-Value upsample_bilinear2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
-                              std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Linear, align_corners}, output_size, scale_factors, 2);
-}
-Value upsample_trilinear3d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
-                               std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Linear, align_corners}, output_size, scale_factors, 3);
-}
-Value upsample_bicubic2d_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
-                             std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Cubic, align_corners}, output_size, scale_factors, 2);
-}
-Value _upsample_bilinear2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
-                                  std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Linear, align_corners, true}, output_size, scale_factors, 2);
-}
-Value _upsample_bicubic2d_aa_vec(Builder& b, Value input, std::optional<SymIntList> output_size, bool align_corners,
-                                 std::optional<std::vector<double>> scale_factors) {
-  return resize_vec(b, input, {Method::Cubic, align_corners, true}, output_size, scale_factors, 2);
+Value upsample_vec(Builder& b, Value input, std::string_view mode, bool align_corners, bool antialias,
+                   const std::optional<SymIntList>& output_size, const std::optional<std::vector<double>>& scale_factors,
+                   int64_t spatial_rank) {
+  if (!output_size && !scale_factors) b.fail("upsampling needs an output size or scale factors");
+  const auto nd = static_cast<size_t>(spatial_rank);
+  return resize(b, input, interpolation(b, mode, align_corners, antialias), output_size, given_scales(scale_factors, nd));
 }
 
-// The overloads with an output size and optional per-axis scales.
-Value upsample_nearest1d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales) {
-  return resize(b, self, {Method::Nearest}, output_size, {scales});
-}
-Value upsample_nearest2d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_h,
-                         std::optional<double> scales_w) {
-  return resize(b, self, {Method::Nearest}, output_size, {scales_h, scales_w});
-}
-Value upsample_nearest3d(Builder& b, Value self, SymIntList output_size, std::optional<double> scales_d,
-                         std::optional<double> scales_h, std::optional<double> scales_w) {
-  return resize(b, self, {Method::Nearest}, output_size, {scales_d, scales_h, scales_w});
-}
-Value upsample_linear1d(Builder& b, Value self, SymIntList output_size, bool align_corners,
-                        std::optional<double> scales) {
-  return resize(b, self, {Method::Linear, align_corners}, output_size, {scales});
-}
-Value upsample_bilinear2d(Builder& b, Value self, SymIntList output_size, bool align_corners,
-                          std::optional<double> scales_h, std::optional<double> scales_w) {
-  return resize(b, self, {Method::Linear, align_corners}, output_size, {scales_h, scales_w});
-}
-Value upsample_trilinear3d(Builder& b, Value self, SymIntList output_size, bool align_corners,
-                           std::optional<double> scales_d, std::optional<double> scales_h,
-                           std::optional<double> scales_w) {
-  return resize(b, self, {Method::Linear, align_corners}, output_size, {scales_d, scales_h, scales_w});
-}
-Value upsample_bicubic2d(Builder& b, Value self, SymIntList output_size, bool align_corners,
-                         std::optional<double> scales_h, std::optional<double> scales_w) {
-  return resize(b, self, {Method::Cubic, align_corners}, output_size, {scales_h, scales_w});
-}
-Value _upsample_bilinear2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners,
-                              std::optional<double> scales_h, std::optional<double> scales_w) {
-  return resize(b, self, {Method::Linear, align_corners, true}, output_size, {scales_h, scales_w});
-}
-Value _upsample_bicubic2d_aa(Builder& b, Value self, SymIntList output_size, bool align_corners,
-                             std::optional<double> scales_h, std::optional<double> scales_w) {
-  return resize(b, self, {Method::Cubic, align_corners, true}, output_size, {scales_h, scales_w});
+// The overloads with an output size and a scale per axis.
+Value upsample1d(Builder& b, Value self, std::string_view mode, bool align_corners, bool antialias,
+                 const SymIntList& output_size, std::optional<double> scales) {
+  return resize(b, self, interpolation(b, mode, align_corners, antialias), output_size, {scales});
 }
 
-}  // namespace manual
+Value upsample2d(Builder& b, Value self, std::string_view mode, bool align_corners, bool antialias,
+                 const SymIntList& output_size, std::optional<double> scales_h, std::optional<double> scales_w) {
+  return resize(b, self, interpolation(b, mode, align_corners, antialias), output_size, {scales_h, scales_w});
+}
+
+Value upsample3d(Builder& b, Value self, std::string_view mode, bool align_corners, bool antialias,
+                 const SymIntList& output_size, std::optional<double> scales_d, std::optional<double> scales_h,
+                 std::optional<double> scales_w) {
+  return resize(b, self, interpolation(b, mode, align_corners, antialias), output_size,
+                {scales_d, scales_h, scales_w});
+}
+
 }  // namespace fastonnx

@@ -8,7 +8,6 @@
 #include "windows.h"
 
 namespace fastonnx {
-namespace {
 
 Value grid_sample(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode,
                   bool align_corners) {
@@ -30,6 +29,8 @@ Value grid_sample(Builder& b, Value input, Value grid, int64_t interpolation_mod
                Attr::i("align_corners", align_corners)});
 }
 
+namespace {
+
 // The windows of im2col/col2im over an image of `image` sizes.
 Windows unfold_windows(const std::vector<int64_t>& image, const std::vector<int64_t>& kernel,
                        const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
@@ -42,16 +43,6 @@ Windows unfold_windows(const std::vector<int64_t>& image, const std::vector<int6
 }  // namespace
 
 namespace manual {
-
-Value grid_sampler_2d(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode,
-                      bool align_corners) {
-  return grid_sample(b, input, grid, interpolation_mode, padding_mode, align_corners);
-}
-
-Value grid_sampler(Builder& b, Value input, Value grid, int64_t interpolation_mode, int64_t padding_mode,
-                   bool align_corners) {
-  return grid_sample(b, input, grid, interpolation_mode, padding_mode, align_corners);
-}
 
 // (N, C, H, W) -> (N, C * kernel positions, windows): one strided slice per kernel offset,
 // stacked after the channel axis. Any element type.

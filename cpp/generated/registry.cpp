@@ -191,14 +191,14 @@ constexpr const char* kArgs__prelu_kernel[] = {"self", "weight"};
 void unpack_prelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
-  outs.push_back(convert_prelu(b, std::move(self), std::move(weight)));
+  outs.push_back(manual::prelu(b, std::move(self), std::move(weight)));
 }
 constexpr const char* kArgs_prelu[] = {"self", "weight"};
 
 void unpack_glu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(-1);
-  outs.push_back(convert_glu(b, std::move(self), std::move(dim)));
+  outs.push_back(manual::glu(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_glu[] = {"self", "dim"};
 
@@ -207,7 +207,7 @@ void unpack_rrelu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Scalar lower = given(args, 1) ? unpack_scalar(b, args[1], "lower") : Scalar(Scalar(0.125));
   Scalar upper = given(args, 2) ? unpack_scalar(b, args[2], "upper") : Scalar(Scalar(0.3333333333333333));
   bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
-  outs.push_back(convert_rrelu(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
+  outs.push_back(manual::rrelu(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
 }
 constexpr const char* kArgs_rrelu[] = {"self", "lower", "upper", "training", "generator"};
 
@@ -355,14 +355,14 @@ constexpr const char* kArgs_pow_Tensor_Tensor[] = {"self", "exponent"};
 void unpack_pow_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar exponent = unpack_scalar(b, arg_at(args, 1), "exponent");
-  outs.push_back(convert_pow_Tensor_Scalar(b, std::move(self), std::move(exponent)));
+  outs.push_back(manual::pow_Tensor_Scalar(b, std::move(self), std::move(exponent)));
 }
 constexpr const char* kArgs_pow_Tensor_Scalar[] = {"self", "exponent"};
 
 void unpack_pow_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Scalar self = unpack_scalar(b, arg_at(args, 0), "self");
   Value exponent = unpack_tensor(b, arg_at(args, 1), "exponent");
-  outs.push_back(convert_pow_Scalar(b, std::move(self), std::move(exponent)));
+  outs.push_back(manual::pow_Scalar(b, std::move(self), std::move(exponent)));
 }
 constexpr const char* kArgs_pow_Scalar[] = {"self", "exponent"};
 
@@ -385,7 +385,7 @@ void unpack_lerp_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
   Scalar weight = unpack_scalar(b, arg_at(args, 2), "weight");
-  outs.push_back(convert_lerp_Scalar(b, std::move(self), std::move(end), std::move(weight)));
+  outs.push_back(manual::lerp_Scalar(b, std::move(self), std::move(end), std::move(weight)));
 }
 constexpr const char* kArgs_lerp_Scalar[] = {"self", "end", "weight"};
 
@@ -393,7 +393,7 @@ void unpack_lerp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
   Value weight = unpack_tensor(b, arg_at(args, 2), "weight");
-  outs.push_back(convert_lerp_Tensor(b, std::move(self), std::move(end), std::move(weight)));
+  outs.push_back(manual::lerp_Tensor(b, std::move(self), std::move(end), std::move(weight)));
 }
 constexpr const char* kArgs_lerp_Tensor[] = {"self", "end", "weight"};
 
@@ -431,7 +431,7 @@ void unpack_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_un
   bool is_causal = given(args, 5) ? unpack_bool(args[5], "is_causal") : bool(false);
   std::optional<double> scale = given(args, 6) ? unpack_opt_float(args[6], "scale") : std::optional<double>(std::nullopt);
   bool enable_gqa = given(args, 7) ? unpack_bool(args[7], "enable_gqa") : bool(false);
-  outs.push_back(convert_scaled_dot_product_attention(b, std::move(query), std::move(key), std::move(value), std::move(attn_mask), std::move(dropout_p), std::move(is_causal), std::move(scale), std::move(enable_gqa)));
+  outs.push_back(manual::scaled_dot_product_attention(b, std::move(query), std::move(key), std::move(value), std::move(attn_mask), std::move(dropout_p), std::move(is_causal), std::move(scale), std::move(enable_gqa)));
 }
 constexpr const char* kArgs_scaled_dot_product_attention[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"};
 
@@ -447,7 +447,7 @@ void unpack_convolution_backward([[maybe_unused]] Builder& b, [[maybe_unused]] c
   SymIntList output_padding = unpack_symint_list(arg_at(args, 8), "output_padding");
   SymInt groups = unpack_symint(arg_at(args, 9), "groups");
   std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 10), "output_mask", 3);
-  for (Value v : convert_convolution_backward(b, std::move(grad_output), std::move(input), std::move(weight), std::move(bias_sizes), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups), std::move(output_mask))) outs.push_back(v);
+  for (Value v : manual::convolution_backward(b, std::move(grad_output), std::move(input), std::move(weight), std::move(bias_sizes), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups), std::move(output_mask))) outs.push_back(v);
 }
 constexpr const char* kArgs_convolution_backward[] = {"grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation", "transposed", "output_padding", "groups", "output_mask"};
 
@@ -460,7 +460,7 @@ void unpack_native_layer_norm_backward([[maybe_unused]] Builder& b, [[maybe_unus
   std::optional<Value> weight = unpack_opt_tensor(b, arg_at(args, 5), "weight");
   std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 6), "bias");
   std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 7), "output_mask", 3);
-  for (Value v : convert_native_layer_norm_backward(b, std::move(grad_out), std::move(input), std::move(normalized_shape), std::move(mean), std::move(rstd), std::move(weight), std::move(bias), std::move(output_mask))) outs.push_back(v);
+  for (Value v : manual::native_layer_norm_backward(b, std::move(grad_out), std::move(input), std::move(normalized_shape), std::move(mean), std::move(rstd), std::move(weight), std::move(bias), std::move(output_mask))) outs.push_back(v);
 }
 constexpr const char* kArgs_native_layer_norm_backward[] = {"grad_out", "input", "normalized_shape", "mean", "rstd", "weight", "bias", "output_mask"};
 
@@ -475,7 +475,7 @@ void unpack_native_group_norm_backward([[maybe_unused]] Builder& b, [[maybe_unus
   SymInt HxW = unpack_symint(arg_at(args, 7), "HxW");
   int64_t group = unpack_int(arg_at(args, 8), "group");
   std::vector<bool> output_mask = unpack_bool_list(arg_at(args, 9), "output_mask", 3);
-  for (Value v : convert_native_group_norm_backward(b, std::move(grad_out), std::move(input), std::move(mean), std::move(rstd), std::move(weight), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(output_mask))) outs.push_back(v);
+  for (Value v : manual::native_group_norm_backward(b, std::move(grad_out), std::move(input), std::move(mean), std::move(rstd), std::move(weight), std::move(N), std::move(C), std::move(HxW), std::move(group), std::move(output_mask))) outs.push_back(v);
 }
 constexpr const char* kArgs_native_group_norm_backward[] = {"grad_out", "input", "mean", "rstd", "weight", "N", "C", "HxW", "group", "output_mask"};
 
@@ -485,7 +485,7 @@ void unpack_embedding_dense_backward([[maybe_unused]] Builder& b, [[maybe_unused
   SymInt num_weights = unpack_symint(arg_at(args, 2), "num_weights");
   SymInt padding_idx = unpack_symint(arg_at(args, 3), "padding_idx");
   bool scale_grad_by_freq = unpack_bool(arg_at(args, 4), "scale_grad_by_freq");
-  outs.push_back(convert_embedding_dense_backward(b, std::move(grad_output), std::move(indices), std::move(num_weights), std::move(padding_idx), std::move(scale_grad_by_freq)));
+  outs.push_back(manual::embedding_dense_backward(b, std::move(grad_output), std::move(indices), std::move(num_weights), std::move(padding_idx), std::move(scale_grad_by_freq)));
 }
 constexpr const char* kArgs_embedding_dense_backward[] = {"grad_output", "indices", "num_weights", "padding_idx", "scale_grad_by_freq"};
 
@@ -494,7 +494,7 @@ void unpack__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]]
   Value output = unpack_tensor(b, arg_at(args, 1), "output");
   int64_t dim = unpack_int(arg_at(args, 2), "dim");
   ScalarType input_dtype = unpack_scalar_type(arg_at(args, 3), "input_dtype");
-  outs.push_back(convert__softmax_backward_data(b, std::move(grad_output), std::move(output), std::move(dim), std::move(input_dtype)));
+  outs.push_back(manual::_softmax_backward_data(b, std::move(grad_output), std::move(output), std::move(dim), std::move(input_dtype)));
 }
 constexpr const char* kArgs__softmax_backward_data[] = {"grad_output", "output", "dim", "input_dtype"};
 
@@ -648,42 +648,42 @@ constexpr const char* kArgs_bitwise_xor_Scalar[] = {"self", "other"};
 void unpack___and___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert___and___Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___and___Tensor[] = {"self", "other"};
 
 void unpack___and___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert___and___Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___and___Scalar[] = {"self", "other"};
 
 void unpack___or___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert___or___Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___or___Tensor[] = {"self", "other"};
 
 void unpack___or___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert___or___Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___or___Scalar[] = {"self", "other"};
 
 void unpack___xor___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert___xor___Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___xor___Tensor[] = {"self", "other"};
 
 void unpack___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert___xor___Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs___xor___Scalar[] = {"self", "other"};
 
@@ -691,7 +691,7 @@ void unpack_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
   Value other = unpack_tensor(b, arg_at(args, 2), "other");
-  outs.push_back(convert_where_self(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(manual::where_self(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_self[] = {"condition", "self", "other"};
 
@@ -699,7 +699,7 @@ void unpack_where_ScalarSelf([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Scalar self = unpack_scalar(b, arg_at(args, 1), "self");
   Value other = unpack_tensor(b, arg_at(args, 2), "other");
-  outs.push_back(convert_where_ScalarSelf(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(manual::where_ScalarSelf(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_ScalarSelf[] = {"condition", "self", "other"};
 
@@ -707,7 +707,7 @@ void unpack_where_ScalarOther([[maybe_unused]] Builder& b, [[maybe_unused]] cons
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 2), "other");
-  outs.push_back(convert_where_ScalarOther(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(manual::where_ScalarOther(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_ScalarOther[] = {"condition", "self", "other"};
 
@@ -715,7 +715,7 @@ void unpack_where_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Scalar self = unpack_scalar(b, arg_at(args, 1), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 2), "other");
-  outs.push_back(convert_where_Scalar(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(manual::where_Scalar(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_Scalar[] = {"condition", "self", "other"};
 
@@ -723,7 +723,7 @@ void unpack_masked_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] con
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
-  outs.push_back(convert_masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(manual::masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill_Scalar[] = {"self", "mask", "value"};
 
@@ -731,7 +731,7 @@ void unpack_masked_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] con
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Value value = unpack_tensor(b, arg_at(args, 2), "value");
-  outs.push_back(convert_masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(manual::masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill_Tensor[] = {"self", "mask", "value"};
 
@@ -752,14 +752,14 @@ constexpr const char* kArgs_minimum[] = {"self", "other"};
 void unpack_max_other([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_max_other(b, std::move(self), std::move(other)));
+  outs.push_back(convert_maximum(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_max_other[] = {"self", "other"};
 
 void unpack_min_other([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_min_other(b, std::move(self), std::move(other)));
+  outs.push_back(convert_minimum(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_min_other[] = {"self", "other"};
 
@@ -767,7 +767,7 @@ void unpack_clamp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(b, args[1], "min") : std::optional<Scalar>(std::nullopt);
   std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(b, args[2], "max") : std::optional<Scalar>(std::nullopt);
-  outs.push_back(convert_clamp(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(manual::clamp(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp[] = {"self", "min", "max"};
 
@@ -775,7 +775,7 @@ void unpack_clamp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Value> min = given(args, 1) ? unpack_opt_tensor(b, args[1], "min") : std::optional<Value>(std::nullopt);
   std::optional<Value> max = given(args, 2) ? unpack_opt_tensor(b, args[2], "max") : std::optional<Value>(std::nullopt);
-  outs.push_back(convert_clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(manual::clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp_Tensor[] = {"self", "min", "max"};
 
@@ -843,6 +843,16 @@ void unpack_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
 }
 constexpr const char* kArgs_full[] = {"size", "fill_value", "dtype", "layout", "device", "pin_memory"};
 
+void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  Scalar fill_value = unpack_scalar(b, arg_at(args, 2), "fill_value");
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
+
 void unpack_full_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar fill_value = unpack_scalar(b, arg_at(args, 1), "fill_value");
@@ -860,6 +870,15 @@ void unpack_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs_zeros[] = {"size", "dtype", "layout", "device", "pin_memory"};
 
+void unpack_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_zeros(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_zeros[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
+
 void unpack_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -867,6 +886,15 @@ void unpack_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   outs.push_back(convert_ones(b, std::move(size), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_ones[] = {"size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_new_ones(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_zeros_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -902,37 +930,9 @@ constexpr const char* kArgs_fill_Scalar[] = {"self", "value"};
 void unpack_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value value = unpack_tensor(b, arg_at(args, 1), "value");
-  outs.push_back(convert_fill_Tensor(b, std::move(self), std::move(value)));
+  outs.push_back(manual::fill_Tensor(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill_Tensor[] = {"self", "value"};
-
-void unpack_new_zeros([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(convert_new_zeros(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_new_zeros[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
-
-void unpack_new_ones([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(convert_new_ones(b, std::move(self), std::move(size), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_new_ones[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
-
-void unpack_new_full([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  Scalar fill_value = unpack_scalar(b, arg_at(args, 2), "fill_value");
-  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(convert_new_full(b, std::move(self), std::move(size), std::move(fill_value), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_new_full[] = {"self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"};
 
 void unpack_eye([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymInt n = unpack_symint(arg_at(args, 0), "n");
@@ -968,14 +968,6 @@ void unpack_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
 }
 constexpr const char* kArgs_empty_strided[] = {"size", "stride", "dtype", "layout", "device", "pin_memory"};
 
-void unpack_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(convert_empty_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
-}
-constexpr const char* kArgs_empty_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
-
 void unpack_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
@@ -985,12 +977,20 @@ void unpack_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 }
 constexpr const char* kArgs_new_empty[] = {"self", "size", "dtype", "layout", "device", "pin_memory"};
 
+void unpack_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_empty_like(b, std::move(self), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_empty_like[] = {"self", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
 void unpack__fft_r2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
   int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
   bool onesided = unpack_bool(arg_at(args, 3), "onesided");
-  outs.push_back(convert__fft_r2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(onesided)));
+  outs.push_back(manual::_fft_r2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(onesided)));
 }
 constexpr const char* kArgs__fft_r2c[] = {"self", "dim", "normalization", "onesided"};
 
@@ -999,7 +999,7 @@ void unpack__fft_c2r([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
   int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
   SymInt last_dim_size = unpack_symint(arg_at(args, 3), "last_dim_size");
-  outs.push_back(convert__fft_c2r(b, std::move(self), std::move(dim), std::move(normalization), std::move(last_dim_size)));
+  outs.push_back(manual::_fft_c2r(b, std::move(self), std::move(dim), std::move(normalization), std::move(last_dim_size)));
 }
 constexpr const char* kArgs__fft_c2r[] = {"self", "dim", "normalization", "last_dim_size"};
 
@@ -1008,7 +1008,7 @@ void unpack__fft_c2c([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   SymIntList dim = unpack_symint_list(arg_at(args, 1), "dim");
   int64_t normalization = unpack_int(arg_at(args, 2), "normalization");
   bool forward = unpack_bool(arg_at(args, 3), "forward");
-  outs.push_back(convert__fft_c2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(forward)));
+  outs.push_back(manual::_fft_c2c(b, std::move(self), std::move(dim), std::move(normalization), std::move(forward)));
 }
 constexpr const char* kArgs__fft_c2c[] = {"self", "dim", "normalization", "forward"};
 
@@ -1026,26 +1026,26 @@ constexpr const char* kArgs_view_as_complex[] = {"self"};
 
 void unpack_real([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_real(b, std::move(self)));
+  outs.push_back(manual::real(b, std::move(self)));
 }
 constexpr const char* kArgs_real[] = {"self"};
 
 void unpack_imag([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_imag(b, std::move(self)));
+  outs.push_back(manual::imag(b, std::move(self)));
 }
 constexpr const char* kArgs_imag[] = {"self"};
 
 void unpack__conj([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert__conj(b, std::move(self)));
+  outs.push_back(manual::_conj(b, std::move(self)));
 }
 constexpr const char* kArgs__conj[] = {"self"};
 
 void unpack_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
-  outs.push_back(convert_index_Tensor(b, std::move(self), std::move(indices)));
+  outs.push_back(manual::index_Tensor(b, std::move(self), std::move(indices)));
 }
 constexpr const char* kArgs_index_Tensor[] = {"self", "indices"};
 
@@ -1054,19 +1054,19 @@ void unpack_index_put([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
   Value values = unpack_tensor(b, arg_at(args, 2), "values");
   bool accumulate = given(args, 3) ? unpack_bool(args[3], "accumulate") : bool(false);
-  outs.push_back(convert_index_put(b, std::move(self), std::move(indices), std::move(values), std::move(accumulate)));
+  outs.push_back(manual::index_put(b, std::move(self), std::move(indices), std::move(values), std::move(accumulate)));
 }
 constexpr const char* kArgs_index_put[] = {"self", "indices", "values", "accumulate"};
 
 void unpack_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_nonzero(b, std::move(self)));
+  outs.push_back(manual::nonzero(b, std::move(self)));
 }
 constexpr const char* kArgs_nonzero[] = {"self"};
 
 void unpack_nonzero_numpy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  for (Value v : convert_nonzero_numpy(b, std::move(self))) outs.push_back(v);
+  for (Value v : manual::nonzero_numpy(b, std::move(self))) outs.push_back(v);
 }
 constexpr const char* kArgs_nonzero_numpy[] = {"self"};
 
@@ -1074,7 +1074,7 @@ void unpack_take_along_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
   std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
-  outs.push_back(convert_take_along_dim(b, std::move(self), std::move(indices), std::move(dim)));
+  outs.push_back(manual::take_along_dim(b, std::move(self), std::move(indices), std::move(dim)));
 }
 constexpr const char* kArgs_take_along_dim[] = {"self", "indices", "dim"};
 
@@ -1082,7 +1082,7 @@ void unpack_masked_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Value source = unpack_tensor(b, arg_at(args, 2), "source");
-  outs.push_back(convert_masked_scatter(b, std::move(self), std::move(mask), std::move(source)));
+  outs.push_back(manual::masked_scatter(b, std::move(self), std::move(mask), std::move(source)));
 }
 constexpr const char* kArgs_masked_scatter[] = {"self", "mask", "source"};
 
@@ -1113,7 +1113,7 @@ void unpack_gather([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   bool sparse_grad = given(args, 3) ? unpack_bool(args[3], "sparse_grad") : bool(false);
-  outs.push_back(convert_gather(b, std::move(self), std::move(dim), std::move(index), std::move(sparse_grad)));
+  outs.push_back(manual::gather(b, std::move(self), std::move(dim), std::move(index), std::move(sparse_grad)));
 }
 constexpr const char* kArgs_gather[] = {"self", "dim", "index", "sparse_grad"};
 
@@ -1122,7 +1122,7 @@ void unpack_scatter_src([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
-  outs.push_back(convert_scatter_src(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+  outs.push_back(manual::scatter_src(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
 }
 constexpr const char* kArgs_scatter_src[] = {"self", "dim", "index", "src"};
 
@@ -1131,7 +1131,7 @@ void unpack_scatter_value([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
-  outs.push_back(convert_scatter_value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(manual::scatter_value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_scatter_value[] = {"self", "dim", "index", "value"};
 
@@ -1141,7 +1141,7 @@ void unpack_scatter_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
-  outs.push_back(convert_scatter_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce)));
+  outs.push_back(manual::scatter_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce)));
 }
 constexpr const char* kArgs_scatter_reduce[] = {"self", "dim", "index", "src", "reduce"};
 
@@ -1151,7 +1151,7 @@ void unpack_scatter_value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] c
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
-  outs.push_back(convert_scatter_value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
+  outs.push_back(manual::scatter_value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
 }
 constexpr const char* kArgs_scatter_value_reduce[] = {"self", "dim", "index", "value", "reduce"};
 
@@ -1160,7 +1160,7 @@ void unpack_scatter_add([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
-  outs.push_back(convert_scatter_add(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+  outs.push_back(manual::scatter_add(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
 }
 constexpr const char* kArgs_scatter_add[] = {"self", "dim", "index", "src"};
 
@@ -1171,7 +1171,7 @@ void unpack_scatter_reduce_two([[maybe_unused]] Builder& b, [[maybe_unused]] con
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
   bool include_self = given(args, 5) ? unpack_bool(args[5], "include_self") : bool(true);
-  outs.push_back(convert_scatter_reduce_two(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce), std::move(include_self)));
+  outs.push_back(manual::scatter_reduce_two(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce), std::move(include_self)));
 }
 constexpr const char* kArgs_scatter_reduce_two[] = {"self", "dim", "index", "src", "reduce", "include_self"};
 
@@ -1181,7 +1181,7 @@ void unpack_index_add([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value source = unpack_tensor(b, arg_at(args, 3), "source");
   Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_index_add(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
+  outs.push_back(manual::index_add(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
 }
 constexpr const char* kArgs_index_add[] = {"self", "dim", "index", "source", "alpha"};
 
@@ -1190,7 +1190,7 @@ void unpack_index_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value source = unpack_tensor(b, arg_at(args, 3), "source");
-  outs.push_back(convert_index_copy(b, std::move(self), std::move(dim), std::move(index), std::move(source)));
+  outs.push_back(manual::index_copy(b, std::move(self), std::move(dim), std::move(index), std::move(source)));
 }
 constexpr const char* kArgs_index_copy[] = {"self", "dim", "index", "source"};
 
@@ -1219,7 +1219,7 @@ void unpack_slice_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   std::optional<SymInt> start = given(args, 3) ? unpack_opt_symint(args[3], "start") : std::optional<SymInt>(std::nullopt);
   std::optional<SymInt> end = given(args, 4) ? unpack_opt_symint(args[4], "end") : std::optional<SymInt>(std::nullopt);
   SymInt step = given(args, 5) ? unpack_symint(args[5], "step") : SymInt(SymInt(1));
-  outs.push_back(convert_slice_scatter(b, std::move(self), std::move(src), std::move(dim), std::move(start), std::move(end), std::move(step)));
+  outs.push_back(manual::slice_scatter(b, std::move(self), std::move(src), std::move(dim), std::move(start), std::move(end), std::move(step)));
 }
 constexpr const char* kArgs_slice_scatter[] = {"self", "src", "dim", "start", "end", "step"};
 
@@ -1228,7 +1228,7 @@ void unpack_select_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   Value src = unpack_tensor(b, arg_at(args, 1), "src");
   int64_t dim = unpack_int(arg_at(args, 2), "dim");
   SymInt index = unpack_symint(arg_at(args, 3), "index");
-  outs.push_back(convert_select_scatter(b, std::move(self), std::move(src), std::move(dim), std::move(index)));
+  outs.push_back(manual::select_scatter(b, std::move(self), std::move(src), std::move(dim), std::move(index)));
 }
 constexpr const char* kArgs_select_scatter[] = {"self", "src", "dim", "index"};
 
@@ -1238,7 +1238,7 @@ void unpack_diagonal_scatter([[maybe_unused]] Builder& b, [[maybe_unused]] const
   int64_t offset = given(args, 2) ? unpack_int(args[2], "offset") : int64_t(0);
   int64_t dim1 = given(args, 3) ? unpack_int(args[3], "dim1") : int64_t(0);
   int64_t dim2 = given(args, 4) ? unpack_int(args[4], "dim2") : int64_t(1);
-  outs.push_back(convert_diagonal_scatter(b, std::move(self), std::move(src), std::move(offset), std::move(dim1), std::move(dim2)));
+  outs.push_back(manual::diagonal_scatter(b, std::move(self), std::move(src), std::move(offset), std::move(dim1), std::move(dim2)));
 }
 constexpr const char* kArgs_diagonal_scatter[] = {"self", "src", "offset", "dim1", "dim2"};
 
@@ -1246,7 +1246,7 @@ void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
   std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
-  outs.push_back(convert_linear(b, std::move(input), std::move(weight), std::move(bias)));
+  outs.push_back(manual::linear(b, std::move(input), std::move(weight), std::move(bias)));
 }
 constexpr const char* kArgs_linear[] = {"input", "weight", "bias"};
 
@@ -1256,7 +1256,7 @@ void unpack_addmm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value mat2 = unpack_tensor(b, arg_at(args, 2), "mat2");
   Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
   Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_addmm(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
+  outs.push_back(manual::addmm(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
@@ -1318,7 +1318,7 @@ constexpr const char* kArgs_vdot[] = {"self", "other"};
 void unpack_outer([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value vec2 = unpack_tensor(b, arg_at(args, 1), "vec2");
-  outs.push_back(convert_outer(b, std::move(self), std::move(vec2)));
+  outs.push_back(manual::outer(b, std::move(self), std::move(vec2)));
 }
 constexpr const char* kArgs_outer[] = {"self", "vec2"};
 
@@ -1326,7 +1326,7 @@ void unpack_einsum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   std::string equation = unpack_str(arg_at(args, 0), "equation");
   std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 1), "tensors");
   std::optional<std::vector<int64_t>> path = given(args, 2) ? unpack_opt_int_list(args[2], "path") : std::optional<std::vector<int64_t>>(std::nullopt);
-  outs.push_back(convert_einsum(b, std::move(equation), std::move(tensors), std::move(path)));
+  outs.push_back(manual::einsum(b, std::move(equation), std::move(tensors), std::move(path)));
 }
 constexpr const char* kArgs_einsum[] = {"equation", "tensors", "path"};
 
@@ -1382,7 +1382,7 @@ void unpack_conv1d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 1) : SymIntList(SymIntList{SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(convert_conv1d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv1d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1394,7 +1394,7 @@ void unpack_conv3d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   SymIntList padding = given(args, 4) ? unpack_symint_list(args[4], "padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(convert_conv3d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv3d[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1418,7 +1418,7 @@ void unpack_conv1d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(convert_conv1d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv1d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1430,7 +1430,7 @@ void unpack_conv3d_padding([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::string padding = given(args, 4) ? unpack_str(args[4], "padding") : std::string(std::string("valid"));
   SymIntList dilation = given(args, 5) ? unpack_symint_list(args[5], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
-  outs.push_back(convert_conv3d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
+  outs.push_back(convert_conv2d_padding(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(groups)));
 }
 constexpr const char* kArgs_conv3d_padding[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
 
@@ -1456,7 +1456,7 @@ void unpack_conv_transpose1d([[maybe_unused]] Builder& b, [[maybe_unused]] const
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 1) : SymIntList(SymIntList{SymInt(0)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
   SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 1) : SymIntList(SymIntList{SymInt(1)});
-  outs.push_back(convert_conv_transpose1d(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
+  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
 constexpr const char* kArgs_conv_transpose1d[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
@@ -1469,7 +1469,7 @@ void unpack_conv_transpose3d_input([[maybe_unused]] Builder& b, [[maybe_unused]]
   SymIntList output_padding = given(args, 5) ? unpack_symint_list(args[5], "output_padding", 3) : SymIntList(SymIntList{SymInt(0), SymInt(0), SymInt(0)});
   SymInt groups = given(args, 6) ? unpack_symint(args[6], "groups") : SymInt(SymInt(1));
   SymIntList dilation = given(args, 7) ? unpack_symint_list(args[7], "dilation", 3) : SymIntList(SymIntList{SymInt(1), SymInt(1), SymInt(1)});
-  outs.push_back(convert_conv_transpose3d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
+  outs.push_back(convert_conv_transpose2d_input(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(output_padding), std::move(groups), std::move(dilation)));
 }
 constexpr const char* kArgs_conv_transpose3d_input[] = {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"};
 
@@ -1483,7 +1483,7 @@ void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   bool transposed = unpack_bool(arg_at(args, 6), "transposed");
   SymIntList output_padding = unpack_symint_list(arg_at(args, 7), "output_padding");
   SymInt groups = unpack_symint(arg_at(args, 8), "groups");
-  outs.push_back(convert_convolution(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups)));
+  outs.push_back(manual::convolution(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups)));
 }
 constexpr const char* kArgs_convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"};
 
@@ -1508,7 +1508,7 @@ constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "
 void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
-  outs.push_back(convert_pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
+  outs.push_back(manual::pixel_shuffle(b, std::move(self), std::move(upscale_factor)));
 }
 constexpr const char* kArgs_pixel_shuffle[] = {"self", "upscale_factor"};
 
@@ -1522,7 +1522,7 @@ void unpack_batch_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   double momentum = unpack_float(arg_at(args, 6), "momentum");
   double eps = unpack_float(arg_at(args, 7), "eps");
   bool cudnn_enabled = unpack_bool(arg_at(args, 8), "cudnn_enabled");
-  outs.push_back(convert_batch_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(training), std::move(momentum), std::move(eps), std::move(cudnn_enabled)));
+  outs.push_back(manual::batch_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(training), std::move(momentum), std::move(eps), std::move(cudnn_enabled)));
 }
 constexpr const char* kArgs_batch_norm[] = {"input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps", "cudnn_enabled"};
 
@@ -1547,7 +1547,7 @@ void unpack__native_batch_norm_legit([[maybe_unused]] Builder& b, [[maybe_unused
   bool training = unpack_bool(arg_at(args, 5), "training");
   double momentum = unpack_float(arg_at(args, 6), "momentum");
   double eps = unpack_float(arg_at(args, 7), "eps");
-  for (Value v : convert__native_batch_norm_legit(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
+  for (Value v : manual::_native_batch_norm_legit(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
 }
 constexpr const char* kArgs__native_batch_norm_legit[] = {"input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps"};
 
@@ -1558,7 +1558,7 @@ void unpack__native_batch_norm_legit_no_stats([[maybe_unused]] Builder& b, [[may
   bool training = unpack_bool(arg_at(args, 3), "training");
   double momentum = unpack_float(arg_at(args, 4), "momentum");
   double eps = unpack_float(arg_at(args, 5), "eps");
-  for (Value v : convert__native_batch_norm_legit_no_stats(b, std::move(input), std::move(weight), std::move(bias), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
+  for (Value v : manual::_native_batch_norm_legit_no_stats(b, std::move(input), std::move(weight), std::move(bias), std::move(training), std::move(momentum), std::move(eps))) outs.push_back(v);
 }
 constexpr const char* kArgs__native_batch_norm_legit_no_stats[] = {"input", "weight", "bias", "training", "momentum", "eps"};
 
@@ -1603,7 +1603,7 @@ void unpack_group_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::optional<Value> bias = given(args, 3) ? unpack_opt_tensor(b, args[3], "bias") : std::optional<Value>(std::nullopt);
   double eps = given(args, 4) ? unpack_float(args[4], "eps") : double(1e-05);
   bool cudnn_enabled = given(args, 5) ? unpack_bool(args[5], "cudnn_enabled") : bool(true);
-  outs.push_back(convert_group_norm(b, std::move(input), std::move(num_groups), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enabled)));
+  outs.push_back(manual::group_norm(b, std::move(input), std::move(num_groups), std::move(weight), std::move(bias), std::move(eps), std::move(cudnn_enabled)));
 }
 constexpr const char* kArgs_group_norm[] = {"input", "num_groups", "weight", "bias", "eps", "cudnn_enabled"};
 
@@ -1617,7 +1617,7 @@ void unpack_instance_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   double momentum = unpack_float(arg_at(args, 6), "momentum");
   double eps = unpack_float(arg_at(args, 7), "eps");
   bool cudnn_enabled = unpack_bool(arg_at(args, 8), "cudnn_enabled");
-  outs.push_back(convert_instance_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(use_input_stats), std::move(momentum), std::move(eps), std::move(cudnn_enabled)));
+  outs.push_back(manual::instance_norm(b, std::move(input), std::move(weight), std::move(bias), std::move(running_mean), std::move(running_var), std::move(use_input_stats), std::move(momentum), std::move(eps), std::move(cudnn_enabled)));
 }
 constexpr const char* kArgs_instance_norm[] = {"input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps", "cudnn_enabled"};
 
@@ -1626,7 +1626,7 @@ void unpack_rms_norm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   SymIntList normalized_shape = unpack_symint_list(arg_at(args, 1), "normalized_shape");
   std::optional<Value> weight = given(args, 2) ? unpack_opt_tensor(b, args[2], "weight") : std::optional<Value>(std::nullopt);
   std::optional<double> eps = given(args, 3) ? unpack_opt_float(args[3], "eps") : std::optional<double>(std::nullopt);
-  outs.push_back(convert_rms_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(eps)));
+  outs.push_back(manual::rms_norm(b, std::move(input), std::move(normalized_shape), std::move(weight), std::move(eps)));
 }
 constexpr const char* kArgs_rms_norm[] = {"input", "normalized_shape", "weight", "eps"};
 
@@ -1651,7 +1651,7 @@ void unpack_pad([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, 
   SymIntList pad = unpack_symint_list(arg_at(args, 1), "pad");
   std::string mode = given(args, 2) ? unpack_str(args[2], "mode") : std::string(std::string("constant"));
   std::optional<double> value = given(args, 3) ? unpack_opt_float(args[3], "value") : std::optional<double>(std::nullopt);
-  outs.push_back(convert_pad(b, std::move(self), std::move(pad), std::move(mode), std::move(value)));
+  outs.push_back(manual::pad(b, std::move(self), std::move(pad), std::move(mode), std::move(value)));
 }
 constexpr const char* kArgs_pad[] = {"self", "pad", "mode", "value"};
 
@@ -1890,7 +1890,7 @@ void unpack_randperm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   SymInt n = unpack_symint(arg_at(args, 0), "n");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(ScalarType::Long);
   std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  outs.push_back(convert_randperm(b, std::move(n), std::move(dtype), std::move(pin_memory)));
+  outs.push_back(manual::randperm(b, std::move(n), std::move(dtype), std::move(pin_memory)));
 }
 constexpr const char* kArgs_randperm[] = {"n", "dtype", "layout", "device", "pin_memory"};
 
@@ -1903,7 +1903,7 @@ constexpr const char* kArgs_bernoulli[] = {"self", "generator"};
 void unpack_bernoulli_p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   double p = unpack_float(arg_at(args, 1), "p");
-  outs.push_back(convert_bernoulli_p(b, std::move(self), std::move(p)));
+  outs.push_back(manual::bernoulli_p(b, std::move(self), std::move(p)));
 }
 constexpr const char* kArgs_bernoulli_p[] = {"self", "p", "generator"};
 
@@ -2087,7 +2087,7 @@ void unpack_linalg_vector_norm([[maybe_unused]] Builder& b, [[maybe_unused]] con
   std::optional<std::vector<int64_t>> dim = given(args, 2) ? unpack_opt_int_list(args[2], "dim", 1) : std::optional<std::vector<int64_t>>(std::nullopt);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
   std::optional<ScalarType> dtype = given(args, 4) ? unpack_opt_scalar_type(args[4], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(convert_linalg_vector_norm(b, std::move(self), std::move(ord), std::move(dim), std::move(keepdim), std::move(dtype)));
+  outs.push_back(manual::linalg_vector_norm(b, std::move(self), std::move(ord), std::move(dim), std::move(keepdim), std::move(dtype)));
 }
 constexpr const char* kArgs_linalg_vector_norm[] = {"self", "ord", "dim", "keepdim", "dtype"};
 
@@ -2096,7 +2096,7 @@ void unpack_norm_ScalarOpt_dim([[maybe_unused]] Builder& b, [[maybe_unused]] con
   std::optional<Scalar> p = unpack_opt_scalar(b, arg_at(args, 1), "p");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 2), "dim", 1);
   bool keepdim = given(args, 3) ? unpack_bool(args[3], "keepdim") : bool(false);
-  outs.push_back(convert_norm_ScalarOpt_dim(b, std::move(self), std::move(p), std::move(dim), std::move(keepdim)));
+  outs.push_back(manual::norm_ScalarOpt_dim(b, std::move(self), std::move(p), std::move(dim), std::move(keepdim)));
 }
 constexpr const char* kArgs_norm_ScalarOpt_dim[] = {"self", "p", "dim", "keepdim"};
 
@@ -2204,7 +2204,7 @@ void unpack_cumsum([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(convert_cumsum(b, std::move(self), std::move(dim), std::move(dtype)));
+  outs.push_back(manual::cumsum(b, std::move(self), std::move(dim), std::move(dtype)));
 }
 constexpr const char* kArgs_cumsum[] = {"self", "dim", "dtype"};
 
@@ -2212,7 +2212,7 @@ void unpack_cumprod([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(convert_cumprod(b, std::move(self), std::move(dim), std::move(dtype)));
+  outs.push_back(manual::cumprod(b, std::move(self), std::move(dim), std::move(dtype)));
 }
 constexpr const char* kArgs_cumprod[] = {"self", "dim", "dtype"};
 
@@ -2233,7 +2233,7 @@ constexpr const char* kArgs_cummin[] = {"self", "dim"};
 void unpack_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(convert_logcumsumexp(b, std::move(self), std::move(dim)));
+  outs.push_back(manual::logcumsumexp(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_logcumsumexp[] = {"self", "dim"};
 
@@ -2247,7 +2247,7 @@ void unpack_lstm_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   bool train = unpack_bool(arg_at(args, 6), "train");
   bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
   bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
-  for (Value v : convert_lstm_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+  for (Value v : manual::lstm_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
 }
 constexpr const char* kArgs_lstm_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
 
@@ -2261,7 +2261,7 @@ void unpack_gru_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   bool train = unpack_bool(arg_at(args, 6), "train");
   bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
   bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
-  for (Value v : convert_gru_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+  for (Value v : manual::gru_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
 }
 constexpr const char* kArgs_gru_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
 
@@ -2275,7 +2275,7 @@ void unpack_rnn_tanh_input([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   bool train = unpack_bool(arg_at(args, 6), "train");
   bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
   bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
-  for (Value v : convert_rnn_tanh_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+  for (Value v : manual::rnn_tanh_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
 }
 constexpr const char* kArgs_rnn_tanh_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
 
@@ -2289,7 +2289,7 @@ void unpack_rnn_relu_input([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   bool train = unpack_bool(arg_at(args, 6), "train");
   bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
   bool batch_first = unpack_bool(arg_at(args, 8), "batch_first");
-  for (Value v : convert_rnn_relu_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
+  for (Value v : manual::rnn_relu_input(b, std::move(input), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(dropout), std::move(train), std::move(bidirectional), std::move(batch_first))) outs.push_back(v);
 }
 constexpr const char* kArgs_rnn_relu_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
 
@@ -2314,6 +2314,16 @@ void unpack__to_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
 }
 constexpr const char* kArgs__to_copy[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format"};
 
+void unpack_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
+  bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
+  bool copy = given(args, 6) ? unpack_bool(args[6], "copy") : bool(false);
+  outs.push_back(convert_to_dtype_layout(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_dtype_layout[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy", "memory_format"};
+
 void unpack_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   ScalarType dtype = unpack_scalar_type(arg_at(args, 1), "dtype");
@@ -2322,6 +2332,15 @@ void unpack_to_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   outs.push_back(convert_to_dtype(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
 }
 constexpr const char* kArgs_to_dtype[] = {"self", "dtype", "non_blocking", "copy", "memory_format"};
+
+void unpack_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  ScalarType dtype = unpack_scalar_type(arg_at(args, 2), "dtype");
+  bool non_blocking = given(args, 3) ? unpack_bool(args[3], "non_blocking") : bool(false);
+  bool copy = given(args, 4) ? unpack_bool(args[4], "copy") : bool(false);
+  outs.push_back(convert_to_device(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
+}
+constexpr const char* kArgs_to_device[] = {"self", "device", "dtype", "non_blocking", "copy", "memory_format"};
 
 void unpack_t([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2332,7 +2351,7 @@ constexpr const char* kArgs_t[] = {"self"};
 void unpack_cat([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 0), "tensors");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
-  outs.push_back(convert_cat(b, std::move(tensors), std::move(dim)));
+  outs.push_back(manual::cat(b, std::move(tensors), std::move(dim)));
 }
 constexpr const char* kArgs_cat[] = {"tensors", "dim"};
 
@@ -2343,13 +2362,6 @@ void unpack_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
 }
 constexpr const char* kArgs_view[] = {"self", "size"};
 
-void unpack_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  SymIntList shape = unpack_symint_list(arg_at(args, 1), "shape");
-  outs.push_back(convert_reshape(b, std::move(self), std::move(shape)));
-}
-constexpr const char* kArgs_reshape[] = {"self", "shape"};
-
 void unpack__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
@@ -2357,18 +2369,25 @@ void unpack__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs__unsafe_view[] = {"self", "size"};
 
+void unpack_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymIntList shape = unpack_symint_list(arg_at(args, 1), "shape");
+  outs.push_back(convert_reshape(b, std::move(self), std::move(shape)));
+}
+constexpr const char* kArgs_reshape[] = {"self", "shape"};
+
 void unpack_flatten_using_ints([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t start_dim = given(args, 1) ? unpack_int(args[1], "start_dim") : int64_t(0);
   int64_t end_dim = given(args, 2) ? unpack_int(args[2], "end_dim") : int64_t(-1);
-  outs.push_back(convert_flatten_using_ints(b, std::move(self), std::move(start_dim), std::move(end_dim)));
+  outs.push_back(manual::flatten_using_ints(b, std::move(self), std::move(start_dim), std::move(end_dim)));
 }
 constexpr const char* kArgs_flatten_using_ints[] = {"self", "start_dim", "end_dim"};
 
 void unpack_permute([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dims = unpack_int_list(arg_at(args, 1), "dims");
-  outs.push_back(convert_permute(b, std::move(self), std::move(dims)));
+  outs.push_back(manual::permute(b, std::move(self), std::move(dims)));
 }
 constexpr const char* kArgs_permute[] = {"self", "dims"};
 
@@ -2376,7 +2395,7 @@ void unpack_transpose_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim0 = unpack_int(arg_at(args, 1), "dim0");
   int64_t dim1 = unpack_int(arg_at(args, 2), "dim1");
-  outs.push_back(convert_transpose_int(b, std::move(self), std::move(dim0), std::move(dim1)));
+  outs.push_back(manual::transpose_int(b, std::move(self), std::move(dim0), std::move(dim1)));
 }
 constexpr const char* kArgs_transpose_int[] = {"self", "dim0", "dim1"};
 
@@ -2407,37 +2426,18 @@ void unpack_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const 
 }
 constexpr const char* kArgs_lift_fresh_copy[] = {"self"};
 
-void unpack_to_dtype_layout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
-  std::optional<bool> pin_memory = given(args, 4) ? unpack_opt_bool(args[4], "pin_memory") : std::optional<bool>(std::nullopt);
-  bool non_blocking = given(args, 5) ? unpack_bool(args[5], "non_blocking") : bool(false);
-  bool copy = given(args, 6) ? unpack_bool(args[6], "copy") : bool(false);
-  outs.push_back(convert_to_dtype_layout(b, std::move(self), std::move(dtype), std::move(pin_memory), std::move(non_blocking), std::move(copy)));
-}
-constexpr const char* kArgs_to_dtype_layout[] = {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy", "memory_format"};
-
-void unpack_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
-  Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  ScalarType dtype = unpack_scalar_type(arg_at(args, 2), "dtype");
-  bool non_blocking = given(args, 3) ? unpack_bool(args[3], "non_blocking") : bool(false);
-  bool copy = given(args, 4) ? unpack_bool(args[4], "copy") : bool(false);
-  outs.push_back(convert_to_device(b, std::move(self), std::move(dtype), std::move(non_blocking), std::move(copy)));
-}
-constexpr const char* kArgs_to_device[] = {"self", "device", "dtype", "non_blocking", "copy", "memory_format"};
-
 void unpack_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value src = unpack_tensor(b, arg_at(args, 1), "src");
   bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
-  outs.push_back(convert_copy(b, std::move(self), std::move(src), std::move(non_blocking)));
+  outs.push_back(manual::copy(b, std::move(self), std::move(src), std::move(non_blocking)));
 }
 constexpr const char* kArgs_copy[] = {"self", "src", "non_blocking"};
 
 void unpack_resize_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
-  outs.push_back(convert_resize_(b, std::move(self), std::move(size)));
+  outs.push_back(manual::resize_(b, std::move(self), std::move(size)));
 }
 constexpr const char* kArgs_resize_[] = {"self", "size", "memory_format"};
 
@@ -2445,27 +2445,27 @@ void unpack_expand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
   bool implicit = given(args, 2) ? unpack_bool(args[2], "implicit") : bool(false);
-  outs.push_back(convert_expand(b, std::move(self), std::move(size), std::move(implicit)));
+  outs.push_back(manual::expand(b, std::move(self), std::move(size), std::move(implicit)));
 }
 constexpr const char* kArgs_expand[] = {"self", "size", "implicit"};
 
 void unpack_repeat([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList repeats = unpack_symint_list(arg_at(args, 1), "repeats");
-  outs.push_back(convert_repeat(b, std::move(self), std::move(repeats)));
+  outs.push_back(manual::repeat(b, std::move(self), std::move(repeats)));
 }
 constexpr const char* kArgs_repeat[] = {"self", "repeats"};
 
 void unpack_tile([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList dims = unpack_symint_list(arg_at(args, 1), "dims");
-  outs.push_back(convert_tile(b, std::move(self), std::move(dims)));
+  outs.push_back(manual::tile(b, std::move(self), std::move(dims)));
 }
 constexpr const char* kArgs_tile[] = {"self", "dims"};
 
 void unpack_squeeze([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_squeeze(b, std::move(self)));
+  outs.push_back(manual::squeeze(b, std::move(self)));
 }
 constexpr const char* kArgs_squeeze[] = {"self"};
 
@@ -2486,7 +2486,7 @@ constexpr const char* kArgs_squeeze_dims[] = {"self", "dim"};
 void unpack_unsqueeze([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(convert_unsqueeze(b, std::move(self), std::move(dim)));
+  outs.push_back(manual::unsqueeze(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_unsqueeze[] = {"self", "dim"};
 
@@ -2494,14 +2494,14 @@ void unpack_unflatten_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   SymIntList sizes = unpack_symint_list(arg_at(args, 2), "sizes");
-  outs.push_back(convert_unflatten_int(b, std::move(self), std::move(dim), std::move(sizes)));
+  outs.push_back(manual::unflatten_int(b, std::move(self), std::move(dim), std::move(sizes)));
 }
 constexpr const char* kArgs_unflatten_int[] = {"self", "dim", "sizes"};
 
 void unpack_stack([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   std::vector<Value> tensors = unpack_tensor_list(b, arg_at(args, 0), "tensors");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
-  outs.push_back(convert_stack(b, std::move(tensors), std::move(dim)));
+  outs.push_back(manual::stack(b, std::move(tensors), std::move(dim)));
 }
 constexpr const char* kArgs_stack[] = {"tensors", "dim"};
 
@@ -2509,7 +2509,7 @@ void unpack_movedim_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t source = unpack_int(arg_at(args, 1), "source");
   int64_t destination = unpack_int(arg_at(args, 2), "destination");
-  outs.push_back(convert_movedim_int(b, std::move(self), std::move(source), std::move(destination)));
+  outs.push_back(manual::movedim_int(b, std::move(self), std::move(source), std::move(destination)));
 }
 constexpr const char* kArgs_movedim_int[] = {"self", "source", "destination"};
 
@@ -2517,7 +2517,7 @@ void unpack_movedim_intlist([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> source = unpack_int_list(arg_at(args, 1), "source");
   std::vector<int64_t> destination = unpack_int_list(arg_at(args, 2), "destination");
-  outs.push_back(convert_movedim_intlist(b, std::move(self), std::move(source), std::move(destination)));
+  outs.push_back(manual::movedim_intlist(b, std::move(self), std::move(source), std::move(destination)));
 }
 constexpr const char* kArgs_movedim_intlist[] = {"self", "source", "destination"};
 
@@ -2526,7 +2526,7 @@ void unpack_repeat_interleave_self_int([[maybe_unused]] Builder& b, [[maybe_unus
   SymInt repeats = unpack_symint(arg_at(args, 1), "repeats");
   std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
   std::optional<SymInt> output_size = given(args, 3) ? unpack_opt_symint(args[3], "output_size") : std::optional<SymInt>(std::nullopt);
-  outs.push_back(convert_repeat_interleave_self_int(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
+  outs.push_back(manual::repeat_interleave_self_int(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
 }
 constexpr const char* kArgs_repeat_interleave_self_int[] = {"self", "repeats", "dim", "output_size"};
 
@@ -2535,7 +2535,7 @@ void unpack_repeat_interleave_self_Tensor([[maybe_unused]] Builder& b, [[maybe_u
   Value repeats = unpack_tensor(b, arg_at(args, 1), "repeats");
   std::optional<int64_t> dim = given(args, 2) ? unpack_opt_int(args[2], "dim") : std::optional<int64_t>(std::nullopt);
   std::optional<SymInt> output_size = given(args, 3) ? unpack_opt_symint(args[3], "output_size") : std::optional<SymInt>(std::nullopt);
-  outs.push_back(convert_repeat_interleave_self_Tensor(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
+  outs.push_back(manual::repeat_interleave_self_Tensor(b, std::move(self), std::move(repeats), std::move(dim), std::move(output_size)));
 }
 constexpr const char* kArgs_repeat_interleave_self_Tensor[] = {"self", "repeats", "dim", "output_size"};
 
@@ -2551,7 +2551,7 @@ void unpack_narrow([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   SymInt start = unpack_symint(arg_at(args, 2), "start");
   SymInt length = unpack_symint(arg_at(args, 3), "length");
-  outs.push_back(convert_narrow(b, std::move(self), std::move(dim), std::move(start), std::move(length)));
+  outs.push_back(manual::narrow(b, std::move(self), std::move(dim), std::move(start), std::move(length)));
 }
 constexpr const char* kArgs_narrow[] = {"self", "dim", "start", "length"};
 
@@ -2559,7 +2559,7 @@ void unpack_select_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   SymInt index = unpack_symint(arg_at(args, 2), "index");
-  outs.push_back(convert_select_int(b, std::move(self), std::move(dim), std::move(index)));
+  outs.push_back(manual::select_int(b, std::move(self), std::move(dim), std::move(index)));
 }
 constexpr const char* kArgs_select_int[] = {"self", "dim", "index"};
 
@@ -2569,7 +2569,7 @@ void unpack_slice_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   std::optional<SymInt> start = given(args, 2) ? unpack_opt_symint(args[2], "start") : std::optional<SymInt>(std::nullopt);
   std::optional<SymInt> end = given(args, 3) ? unpack_opt_symint(args[3], "end") : std::optional<SymInt>(std::nullopt);
   SymInt step = given(args, 4) ? unpack_symint(args[4], "step") : SymInt(SymInt(1));
-  outs.push_back(convert_slice_Tensor(b, std::move(self), std::move(dim), std::move(start), std::move(end), std::move(step)));
+  outs.push_back(manual::slice_Tensor(b, std::move(self), std::move(dim), std::move(start), std::move(end), std::move(step)));
 }
 constexpr const char* kArgs_slice_Tensor[] = {"self", "dim", "start", "end", "step"};
 
@@ -2577,7 +2577,7 @@ void unpack_split_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt split_size = unpack_symint(arg_at(args, 1), "split_size");
   int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
-  for (Value v : convert_split_Tensor(b, std::move(self), std::move(split_size), std::move(dim))) outs.push_back(v);
+  for (Value v : manual::split_Tensor(b, std::move(self), std::move(split_size), std::move(dim))) outs.push_back(v);
 }
 constexpr const char* kArgs_split_Tensor[] = {"self", "split_size", "dim"};
 
@@ -2585,7 +2585,7 @@ void unpack_split_with_sizes([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList split_sizes = unpack_symint_list(arg_at(args, 1), "split_sizes");
   int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
-  for (Value v : convert_split_with_sizes(b, std::move(self), std::move(split_sizes), std::move(dim))) outs.push_back(v);
+  for (Value v : manual::split_with_sizes(b, std::move(self), std::move(split_sizes), std::move(dim))) outs.push_back(v);
 }
 constexpr const char* kArgs_split_with_sizes[] = {"self", "split_sizes", "dim"};
 
@@ -2593,21 +2593,21 @@ void unpack_chunk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t chunks = unpack_int(arg_at(args, 1), "chunks");
   int64_t dim = given(args, 2) ? unpack_int(args[2], "dim") : int64_t(0);
-  for (Value v : convert_chunk(b, std::move(self), std::move(chunks), std::move(dim))) outs.push_back(v);
+  for (Value v : manual::chunk(b, std::move(self), std::move(chunks), std::move(dim))) outs.push_back(v);
 }
 constexpr const char* kArgs_chunk[] = {"self", "chunks", "dim"};
 
 void unpack_unbind_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = given(args, 1) ? unpack_int(args[1], "dim") : int64_t(0);
-  for (Value v : convert_unbind_int(b, std::move(self), std::move(dim))) outs.push_back(v);
+  for (Value v : manual::unbind_int(b, std::move(self), std::move(dim))) outs.push_back(v);
 }
 constexpr const char* kArgs_unbind_int[] = {"self", "dim"};
 
 void unpack_flip([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dims = unpack_int_list(arg_at(args, 1), "dims");
-  outs.push_back(convert_flip(b, std::move(self), std::move(dims)));
+  outs.push_back(manual::flip(b, std::move(self), std::move(dims)));
 }
 constexpr const char* kArgs_flip[] = {"self", "dims"};
 
@@ -2615,7 +2615,7 @@ void unpack_roll([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymIntList shifts = unpack_symint_list(arg_at(args, 1), "shifts", 1);
   std::vector<int64_t> dims = given(args, 2) ? unpack_int_list(args[2], "dims", 1) : std::vector<int64_t>(std::vector<int64_t>{});
-  outs.push_back(convert_roll(b, std::move(self), std::move(shifts), std::move(dims)));
+  outs.push_back(manual::roll(b, std::move(self), std::move(shifts), std::move(dims)));
 }
 constexpr const char* kArgs_roll[] = {"self", "shifts", "dims"};
 
@@ -2624,7 +2624,7 @@ void unpack_diagonal([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   int64_t offset = given(args, 1) ? unpack_int(args[1], "offset") : int64_t(0);
   int64_t dim1 = given(args, 2) ? unpack_int(args[2], "dim1") : int64_t(0);
   int64_t dim2 = given(args, 3) ? unpack_int(args[3], "dim2") : int64_t(1);
-  outs.push_back(convert_diagonal(b, std::move(self), std::move(offset), std::move(dim1), std::move(dim2)));
+  outs.push_back(manual::diagonal(b, std::move(self), std::move(offset), std::move(dim1), std::move(dim2)));
 }
 constexpr const char* kArgs_diagonal[] = {"self", "offset", "dim1", "dim2"};
 
@@ -2633,7 +2633,7 @@ void unpack_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
   SymIntList stride = unpack_symint_list(arg_at(args, 2), "stride");
   std::optional<SymInt> storage_offset = given(args, 3) ? unpack_opt_symint(args[3], "storage_offset") : std::optional<SymInt>(std::nullopt);
-  outs.push_back(convert_as_strided(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
+  outs.push_back(manual::as_strided(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
 }
 constexpr const char* kArgs_as_strided[] = {"self", "size", "stride", "storage_offset"};
 
@@ -2698,7 +2698,7 @@ constexpr const char* kArgs_topk[] = {"self", "k", "dim", "largest", "sorted"};
 void unpack_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(convert_sym_size_int(b, std::move(self), std::move(dim)));
+  outs.push_back(manual::sym_size_int(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_sym_size_int[] = {"self", "dim"};
 
@@ -2711,25 +2711,25 @@ constexpr const char* kArgs_sym_numel[] = {"self"};
 void unpack_sym_stride_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(convert_sym_stride_int(b, std::move(self), std::move(dim)));
+  outs.push_back(manual::sym_stride_int(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_sym_stride_int[] = {"self", "dim"};
 
 void unpack_sym_storage_offset([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sym_storage_offset(b, std::move(self)));
+  outs.push_back(manual::sym_storage_offset(b, std::move(self)));
 }
 constexpr const char* kArgs_sym_storage_offset[] = {"self"};
 
 void unpack_sym_is_contiguous([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sym_is_contiguous(b, std::move(self)));
+  outs.push_back(manual::sym_is_contiguous(b, std::move(self)));
 }
 constexpr const char* kArgs_sym_is_contiguous[] = {"self", "memory_format"};
 
 void unpack__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert__local_scalar_dense(b, std::move(self)));
+  outs.push_back(manual::_local_scalar_dense(b, std::move(self)));
 }
 constexpr const char* kArgs__local_scalar_dense[] = {"self"};
 
@@ -2873,26 +2873,26 @@ constexpr const char* kArgs_square[] = {"self"};
 
 void unpack_log1p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_log1p(b, std::move(self)));
+  outs.push_back(manual::log1p(b, std::move(self)));
 }
 constexpr const char* kArgs_log1p[] = {"self"};
 
 void unpack_expm1([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_expm1(b, std::move(self)));
+  outs.push_back(manual::expm1(b, std::move(self)));
 }
 constexpr const char* kArgs_expm1[] = {"self"};
 
 void unpack_erfinv([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_erfinv(b, std::move(self)));
+  outs.push_back(manual::erfinv(b, std::move(self)));
 }
 constexpr const char* kArgs_erfinv[] = {"self"};
 
 void unpack_logit([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<double> eps = given(args, 1) ? unpack_opt_float(args[1], "eps") : std::optional<double>(std::nullopt);
-  outs.push_back(convert_logit(b, std::move(self), std::move(eps)));
+  outs.push_back(manual::logit(b, std::move(self), std::move(eps)));
 }
 constexpr const char* kArgs_logit[] = {"self", "eps"};
 
@@ -2941,7 +2941,7 @@ constexpr const char* kArgs_sign[] = {"self"};
 
 void unpack_sgn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sgn(b, std::move(self)));
+  outs.push_back(convert_sign(b, std::move(self)));
 }
 constexpr const char* kArgs_sgn[] = {"self"};
 
@@ -2953,7 +2953,7 @@ constexpr const char* kArgs_isnan[] = {"self"};
 
 void unpack_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_isinf(b, std::move(self)));
+  outs.push_back(manual::isinf(b, std::move(self)));
 }
 constexpr const char* kArgs_isinf[] = {"self"};
 
@@ -2962,7 +2962,7 @@ void unpack_nan_to_num([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::optional<double> nan = given(args, 1) ? unpack_opt_float(args[1], "nan") : std::optional<double>(std::nullopt);
   std::optional<double> posinf = given(args, 2) ? unpack_opt_float(args[2], "posinf") : std::optional<double>(std::nullopt);
   std::optional<double> neginf = given(args, 3) ? unpack_opt_float(args[3], "neginf") : std::optional<double>(std::nullopt);
-  outs.push_back(convert_nan_to_num(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
+  outs.push_back(manual::nan_to_num(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
 }
 constexpr const char* kArgs_nan_to_num[] = {"self", "nan", "posinf", "neginf"};
 
@@ -3193,7 +3193,7 @@ void unpack_im2col([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 2), "dilation", 2);
   std::vector<int64_t> padding = unpack_int_list(arg_at(args, 3), "padding", 2);
   std::vector<int64_t> stride = unpack_int_list(arg_at(args, 4), "stride", 2);
-  outs.push_back(convert_im2col(b, std::move(self), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
+  outs.push_back(manual::im2col(b, std::move(self), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
 }
 constexpr const char* kArgs_im2col[] = {"self", "kernel_size", "dilation", "padding", "stride"};
 
@@ -3204,14 +3204,14 @@ void unpack_col2im([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 3), "dilation", 2);
   std::vector<int64_t> padding = unpack_int_list(arg_at(args, 4), "padding", 2);
   std::vector<int64_t> stride = unpack_int_list(arg_at(args, 5), "stride", 2);
-  outs.push_back(convert_col2im(b, std::move(self), std::move(output_size), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
+  outs.push_back(manual::col2im(b, std::move(self), std::move(output_size), std::move(kernel_size), std::move(dilation), std::move(padding), std::move(stride)));
 }
 constexpr const char* kArgs_col2im[] = {"self", "output_size", "kernel_size", "dilation", "padding", "stride"};
 
 void unpack_pixel_unshuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t downscale_factor = unpack_int(arg_at(args, 1), "downscale_factor");
-  outs.push_back(convert_pixel_unshuffle(b, std::move(self), std::move(downscale_factor)));
+  outs.push_back(manual::pixel_unshuffle(b, std::move(self), std::move(downscale_factor)));
 }
 constexpr const char* kArgs_pixel_unshuffle[] = {"self", "downscale_factor"};
 
@@ -3238,7 +3238,7 @@ void unpack_embedding_bag_padding_idx([[maybe_unused]] Builder& b, [[maybe_unuse
   std::optional<Value> per_sample_weights = unpack_opt_tensor(b, arg_at(args, 6), "per_sample_weights");
   bool include_last_offset = unpack_bool(arg_at(args, 7), "include_last_offset");
   std::optional<int64_t> padding_idx = unpack_opt_int(arg_at(args, 8), "padding_idx");
-  for (Value v : convert_embedding_bag_padding_idx(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+  for (Value v : manual::embedding_bag_padding_idx(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
 }
 constexpr const char* kArgs_embedding_bag_padding_idx[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
 
@@ -3252,14 +3252,14 @@ void unpack__embedding_bag([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   std::optional<Value> per_sample_weights = given(args, 6) ? unpack_opt_tensor(b, args[6], "per_sample_weights") : std::optional<Value>(std::nullopt);
   bool include_last_offset = given(args, 7) ? unpack_bool(args[7], "include_last_offset") : bool(false);
   int64_t padding_idx = given(args, 8) ? unpack_int(args[8], "padding_idx") : int64_t(-1);
-  for (Value v : convert__embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
+  for (Value v : manual::_embedding_bag(b, std::move(weight), std::move(indices), std::move(offsets), std::move(scale_grad_by_freq), std::move(mode), std::move(sparse), std::move(per_sample_weights), std::move(include_last_offset), std::move(padding_idx))) outs.push_back(v);
 }
 constexpr const char* kArgs__embedding_bag[] = {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights", "include_last_offset", "padding_idx"};
 
 void unpack__adaptive_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value grad_output = unpack_tensor(b, arg_at(args, 0), "grad_output");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
-  outs.push_back(convert__adaptive_avg_pool2d_backward(b, std::move(grad_output), std::move(self)));
+  outs.push_back(manual::_adaptive_avg_pool2d_backward(b, std::move(grad_output), std::move(self)));
 }
 constexpr const char* kArgs__adaptive_avg_pool2d_backward[] = {"grad_output", "self"};
 
@@ -3272,7 +3272,7 @@ void unpack_avg_pool2d_backward([[maybe_unused]] Builder& b, [[maybe_unused]] co
   bool ceil_mode = unpack_bool(arg_at(args, 5), "ceil_mode");
   bool count_include_pad = unpack_bool(arg_at(args, 6), "count_include_pad");
   std::optional<int64_t> divisor_override = unpack_opt_int(arg_at(args, 7), "divisor_override");
-  outs.push_back(convert_avg_pool2d_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
+  outs.push_back(manual::avg_pool2d_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(ceil_mode), std::move(count_include_pad), std::move(divisor_override)));
 }
 constexpr const char* kArgs_avg_pool2d_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"};
 
@@ -3285,25 +3285,25 @@ void unpack_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[mayb
   std::vector<int64_t> dilation = unpack_int_list(arg_at(args, 5), "dilation", 2);
   bool ceil_mode = unpack_bool(arg_at(args, 6), "ceil_mode");
   Value indices = unpack_tensor(b, arg_at(args, 7), "indices");
-  outs.push_back(convert_max_pool2d_with_indices_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode), std::move(indices)));
+  outs.push_back(manual::max_pool2d_with_indices_backward(b, std::move(grad_output), std::move(self), std::move(kernel_size), std::move(stride), std::move(padding), std::move(dilation), std::move(ceil_mode), std::move(indices)));
 }
 constexpr const char* kArgs_max_pool2d_with_indices_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "indices"};
 
 void unpack_abs_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_abs_(b, std::move(self)));
+  outs.push_back(convert_abs(b, std::move(self)));
 }
 constexpr const char* kArgs_abs_[] = {"self"};
 
 void unpack_acos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_acos_(b, std::move(self)));
+  outs.push_back(convert_acos(b, std::move(self)));
 }
 constexpr const char* kArgs_acos_[] = {"self"};
 
 void unpack_acosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_acosh_(b, std::move(self)));
+  outs.push_back(convert_acosh(b, std::move(self)));
 }
 constexpr const char* kArgs_acosh_[] = {"self"};
 
@@ -3311,7 +3311,7 @@ void unpack_add__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_add__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_add_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Scalar[] = {"self", "other", "alpha"};
 
@@ -3319,7 +3319,7 @@ void unpack_add__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_add__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_add_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_add__Tensor[] = {"self", "other", "alpha"};
 
@@ -3329,7 +3329,7 @@ void unpack_addbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
   Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
   Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_addbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+  outs.push_back(convert_addbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
 
@@ -3338,7 +3338,7 @@ void unpack_addcdiv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
   Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
   Scalar value = given(args, 3) ? unpack_scalar(b, args[3], "value") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_addcdiv_(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
+  outs.push_back(convert_addcdiv(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
 }
 constexpr const char* kArgs_addcdiv_[] = {"self", "tensor1", "tensor2", "value"};
 
@@ -3347,7 +3347,7 @@ void unpack_addcmul_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value tensor1 = unpack_tensor(b, arg_at(args, 1), "tensor1");
   Value tensor2 = unpack_tensor(b, arg_at(args, 2), "tensor2");
   Scalar value = given(args, 3) ? unpack_scalar(b, args[3], "value") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_addcmul_(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
+  outs.push_back(convert_addcmul(b, std::move(self), std::move(tensor1), std::move(tensor2), std::move(value)));
 }
 constexpr const char* kArgs_addcmul_[] = {"self", "tensor1", "tensor2", "value"};
 
@@ -3357,7 +3357,7 @@ void unpack_addmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value mat2 = unpack_tensor(b, arg_at(args, 2), "mat2");
   Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
   Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_addmm_(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
+  outs.push_back(manual::addmm(b, std::move(self), std::move(mat1), std::move(mat2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_addmm_[] = {"self", "mat1", "mat2", "beta", "alpha"};
 
@@ -3366,38 +3366,38 @@ void unpack_as_strided_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
   SymIntList stride = unpack_symint_list(arg_at(args, 2), "stride");
   std::optional<SymInt> storage_offset = given(args, 3) ? unpack_opt_symint(args[3], "storage_offset") : std::optional<SymInt>(std::nullopt);
-  outs.push_back(convert_as_strided_(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
+  outs.push_back(manual::as_strided(b, std::move(self), std::move(size), std::move(stride), std::move(storage_offset)));
 }
 constexpr const char* kArgs_as_strided_[] = {"self", "size", "stride", "storage_offset"};
 
 void unpack_asin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_asin_(b, std::move(self)));
+  outs.push_back(convert_asin(b, std::move(self)));
 }
 constexpr const char* kArgs_asin_[] = {"self"};
 
 void unpack_asinh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_asinh_(b, std::move(self)));
+  outs.push_back(convert_asinh(b, std::move(self)));
 }
 constexpr const char* kArgs_asinh_[] = {"self"};
 
 void unpack_atan2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_atan2_(b, std::move(self), std::move(other)));
+  outs.push_back(convert_atan2(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_atan2_[] = {"self", "other"};
 
 void unpack_atan_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_atan_(b, std::move(self)));
+  outs.push_back(convert_atan(b, std::move(self)));
 }
 constexpr const char* kArgs_atan_[] = {"self"};
 
 void unpack_atanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_atanh_(b, std::move(self)));
+  outs.push_back(convert_atanh(b, std::move(self)));
 }
 constexpr const char* kArgs_atanh_[] = {"self"};
 
@@ -3407,68 +3407,68 @@ void unpack_baddbmm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value batch2 = unpack_tensor(b, arg_at(args, 2), "batch2");
   Scalar beta = given(args, 3) ? unpack_scalar(b, args[3], "beta") : Scalar(Scalar(int64_t{1}));
   Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_baddbmm_(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
+  outs.push_back(convert_baddbmm(b, std::move(self), std::move(batch1), std::move(batch2), std::move(beta), std::move(alpha)));
 }
 constexpr const char* kArgs_baddbmm_[] = {"self", "batch1", "batch2", "beta", "alpha"};
 
 void unpack_bitwise_and__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_bitwise_and__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and__Scalar[] = {"self", "other"};
 
 void unpack_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_bitwise_and__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_and_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_and__Tensor[] = {"self", "other"};
 
 void unpack_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_bitwise_not_(b, std::move(self)));
+  outs.push_back(convert_bitwise_not(b, std::move(self)));
 }
 constexpr const char* kArgs_bitwise_not_[] = {"self"};
 
 void unpack_bitwise_or__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_bitwise_or__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Scalar[] = {"self", "other"};
 
 void unpack_bitwise_or__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_bitwise_or__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Tensor[] = {"self", "other"};
 
 void unpack_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_bitwise_xor__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor__Scalar[] = {"self", "other"};
 
 void unpack_bitwise_xor__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_bitwise_xor__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_bitwise_xor_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_xor__Tensor[] = {"self", "other"};
 
 void unpack_ceil_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_ceil_(b, std::move(self)));
+  outs.push_back(convert_ceil(b, std::move(self)));
 }
 constexpr const char* kArgs_ceil_[] = {"self"};
 
 void unpack_celu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar alpha = given(args, 1) ? unpack_scalar(b, args[1], "alpha") : Scalar(Scalar(1.0));
-  outs.push_back(convert_celu_(b, std::move(self), std::move(alpha)));
+  outs.push_back(convert_celu(b, std::move(self), std::move(alpha)));
 }
 constexpr const char* kArgs_celu_[] = {"self", "alpha"};
 
@@ -3476,7 +3476,7 @@ void unpack_clamp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(b, args[1], "min") : std::optional<Scalar>(std::nullopt);
   std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(b, args[2], "max") : std::optional<Scalar>(std::nullopt);
-  outs.push_back(convert_clamp_(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(manual::clamp(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp_[] = {"self", "min", "max"};
 
@@ -3484,35 +3484,35 @@ void unpack_clamp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Value> min = given(args, 1) ? unpack_opt_tensor(b, args[1], "min") : std::optional<Value>(std::nullopt);
   std::optional<Value> max = given(args, 2) ? unpack_opt_tensor(b, args[2], "max") : std::optional<Value>(std::nullopt);
-  outs.push_back(convert_clamp__Tensor(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(manual::clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp__Tensor[] = {"self", "min", "max"};
 
 void unpack_clamp_max_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar max = unpack_scalar(b, arg_at(args, 1), "max");
-  outs.push_back(convert_clamp_max_(b, std::move(self), std::move(max)));
+  outs.push_back(convert_clamp_max(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max_[] = {"self", "max"};
 
 void unpack_clamp_max__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value max = unpack_tensor(b, arg_at(args, 1), "max");
-  outs.push_back(convert_clamp_max__Tensor(b, std::move(self), std::move(max)));
+  outs.push_back(convert_clamp_max_Tensor(b, std::move(self), std::move(max)));
 }
 constexpr const char* kArgs_clamp_max__Tensor[] = {"self", "max"};
 
 void unpack_clamp_min_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min = unpack_scalar(b, arg_at(args, 1), "min");
-  outs.push_back(convert_clamp_min_(b, std::move(self), std::move(min)));
+  outs.push_back(convert_clamp_min(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min_[] = {"self", "min"};
 
 void unpack_clamp_min__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value min = unpack_tensor(b, arg_at(args, 1), "min");
-  outs.push_back(convert_clamp_min__Tensor(b, std::move(self), std::move(min)));
+  outs.push_back(convert_clamp_min_Tensor(b, std::move(self), std::move(min)));
 }
 constexpr const char* kArgs_clamp_min__Tensor[] = {"self", "min"};
 
@@ -3520,19 +3520,19 @@ void unpack_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value src = unpack_tensor(b, arg_at(args, 1), "src");
   bool non_blocking = given(args, 2) ? unpack_bool(args[2], "non_blocking") : bool(false);
-  outs.push_back(convert_copy_(b, std::move(self), std::move(src), std::move(non_blocking)));
+  outs.push_back(manual::copy(b, std::move(self), std::move(src), std::move(non_blocking)));
 }
 constexpr const char* kArgs_copy_[] = {"self", "src", "non_blocking"};
 
 void unpack_cos_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_cos_(b, std::move(self)));
+  outs.push_back(convert_cos(b, std::move(self)));
 }
 constexpr const char* kArgs_cos_[] = {"self"};
 
 void unpack_cosh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_cosh_(b, std::move(self)));
+  outs.push_back(convert_cosh(b, std::move(self)));
 }
 constexpr const char* kArgs_cosh_[] = {"self"};
 
@@ -3540,7 +3540,7 @@ void unpack_cumprod_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& a
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(convert_cumprod_(b, std::move(self), std::move(dim), std::move(dtype)));
+  outs.push_back(manual::cumprod(b, std::move(self), std::move(dim), std::move(dtype)));
 }
 constexpr const char* kArgs_cumprod_[] = {"self", "dim", "dtype"};
 
@@ -3548,20 +3548,20 @@ void unpack_cumsum_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
-  outs.push_back(convert_cumsum_(b, std::move(self), std::move(dim), std::move(dtype)));
+  outs.push_back(manual::cumsum(b, std::move(self), std::move(dim), std::move(dtype)));
 }
 constexpr const char* kArgs_cumsum_[] = {"self", "dim", "dtype"};
 
 void unpack_detach_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_detach_(b, std::move(self)));
+  outs.push_back(convert_detach(b, std::move(self)));
 }
 constexpr const char* kArgs_detach_[] = {"self"};
 
 void unpack_div__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_div__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_div_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Scalar[] = {"self", "other"};
 
@@ -3569,14 +3569,14 @@ void unpack_div__Scalar_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
-  outs.push_back(convert_div__Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+  outs.push_back(convert_div_Scalar_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
 constexpr const char* kArgs_div__Scalar_mode[] = {"self", "other", "rounding_mode"};
 
 void unpack_div__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_div__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_div_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_div__Tensor[] = {"self", "other"};
 
@@ -3584,7 +3584,7 @@ void unpack_div__Tensor_mode([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   std::optional<std::string> rounding_mode = unpack_opt_str(arg_at(args, 2), "rounding_mode");
-  outs.push_back(convert_div__Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
+  outs.push_back(convert_div_Tensor_mode(b, std::move(self), std::move(other), std::move(rounding_mode)));
 }
 constexpr const char* kArgs_div__Tensor_mode[] = {"self", "other", "rounding_mode"};
 
@@ -3593,145 +3593,145 @@ void unpack_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   Scalar alpha = given(args, 1) ? unpack_scalar(b, args[1], "alpha") : Scalar(Scalar(int64_t{1}));
   Scalar scale = given(args, 2) ? unpack_scalar(b, args[2], "scale") : Scalar(Scalar(int64_t{1}));
   Scalar input_scale = given(args, 3) ? unpack_scalar(b, args[3], "input_scale") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_elu_(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
+  outs.push_back(convert_elu(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
 }
 constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
 
 void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_eq__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_eq_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq__Scalar[] = {"self", "other"};
 
 void unpack_eq__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_eq__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_eq_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_eq__Tensor[] = {"self", "other"};
 
 void unpack_erf_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_erf_(b, std::move(self)));
+  outs.push_back(convert_erf(b, std::move(self)));
 }
 constexpr const char* kArgs_erf_[] = {"self"};
 
 void unpack_erfinv_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_erfinv_(b, std::move(self)));
+  outs.push_back(manual::erfinv(b, std::move(self)));
 }
 constexpr const char* kArgs_erfinv_[] = {"self"};
 
 void unpack_exp2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_exp2_(b, std::move(self)));
+  outs.push_back(convert_exp2(b, std::move(self)));
 }
 constexpr const char* kArgs_exp2_[] = {"self"};
 
 void unpack_exp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_exp_(b, std::move(self)));
+  outs.push_back(convert_exp(b, std::move(self)));
 }
 constexpr const char* kArgs_exp_[] = {"self"};
 
 void unpack_expm1_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_expm1_(b, std::move(self)));
+  outs.push_back(manual::expm1(b, std::move(self)));
 }
 constexpr const char* kArgs_expm1_[] = {"self"};
 
 void unpack_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar value = unpack_scalar(b, arg_at(args, 1), "value");
-  outs.push_back(convert_fill__Scalar(b, std::move(self), std::move(value)));
+  outs.push_back(convert_fill_Scalar(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill__Scalar[] = {"self", "value"};
 
 void unpack_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value value = unpack_tensor(b, arg_at(args, 1), "value");
-  outs.push_back(convert_fill__Tensor(b, std::move(self), std::move(value)));
+  outs.push_back(manual::fill_Tensor(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill__Tensor[] = {"self", "value"};
 
 void unpack_floor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_floor_(b, std::move(self)));
+  outs.push_back(convert_floor(b, std::move(self)));
 }
 constexpr const char* kArgs_floor_[] = {"self"};
 
 void unpack_floor_divide__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_floor_divide__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_floor_divide_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_floor_divide__Scalar[] = {"self", "other"};
 
 void unpack_fmod__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_fmod__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_fmod_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_fmod__Scalar[] = {"self", "other"};
 
 void unpack_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_fmod__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_fmod_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_fmod__Tensor[] = {"self", "other"};
 
 void unpack_frac_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_frac_(b, std::move(self)));
+  outs.push_back(convert_frac(b, std::move(self)));
 }
 constexpr const char* kArgs_frac_[] = {"self"};
 
 void unpack_ge__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_ge__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ge_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge__Scalar[] = {"self", "other"};
 
 void unpack_ge__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_ge__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ge_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ge__Tensor[] = {"self", "other"};
 
 void unpack_gelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::string approximate = given(args, 1) ? unpack_str(args[1], "approximate") : std::string(std::string("none"));
-  outs.push_back(convert_gelu_(b, std::move(self), std::move(approximate)));
+  outs.push_back(convert_gelu(b, std::move(self), std::move(approximate)));
 }
 constexpr const char* kArgs_gelu_[] = {"self", "approximate"};
 
 void unpack_gt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_gt__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_gt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt__Scalar[] = {"self", "other"};
 
 void unpack_gt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_gt__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_gt_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_gt__Tensor[] = {"self", "other"};
 
 void unpack_hardsigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_hardsigmoid_(b, std::move(self)));
+  outs.push_back(convert_hardsigmoid(b, std::move(self)));
 }
 constexpr const char* kArgs_hardsigmoid_[] = {"self"};
 
 void unpack_hardswish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_hardswish_(b, std::move(self)));
+  outs.push_back(convert_hardswish(b, std::move(self)));
 }
 constexpr const char* kArgs_hardswish_[] = {"self"};
 
@@ -3739,7 +3739,7 @@ void unpack_hardtanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar min_val = given(args, 1) ? unpack_scalar(b, args[1], "min_val") : Scalar(Scalar(int64_t{-1}));
   Scalar max_val = given(args, 2) ? unpack_scalar(b, args[2], "max_val") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_hardtanh_(b, std::move(self), std::move(min_val), std::move(max_val)));
+  outs.push_back(convert_hardtanh(b, std::move(self), std::move(min_val), std::move(max_val)));
 }
 constexpr const char* kArgs_hardtanh_[] = {"self", "min_val", "max_val"};
 
@@ -3749,7 +3749,7 @@ void unpack_index_add_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value source = unpack_tensor(b, arg_at(args, 3), "source");
   Scalar alpha = given(args, 4) ? unpack_scalar(b, args[4], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_index_add_(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
+  outs.push_back(manual::index_add(b, std::move(self), std::move(dim), std::move(index), std::move(source), std::move(alpha)));
 }
 constexpr const char* kArgs_index_add_[] = {"self", "dim", "index", "source", "alpha"};
 
@@ -3758,7 +3758,7 @@ void unpack_index_copy_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value source = unpack_tensor(b, arg_at(args, 3), "source");
-  outs.push_back(convert_index_copy_(b, std::move(self), std::move(dim), std::move(index), std::move(source)));
+  outs.push_back(manual::index_copy(b, std::move(self), std::move(dim), std::move(index), std::move(source)));
 }
 constexpr const char* kArgs_index_copy_[] = {"self", "dim", "index", "source"};
 
@@ -3767,7 +3767,7 @@ void unpack_index_fill__int_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]]
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
-  outs.push_back(convert_index_fill__int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(convert_index_fill_int_Scalar(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill__int_Scalar[] = {"self", "dim", "index", "value"};
 
@@ -3776,7 +3776,7 @@ void unpack_index_fill__int_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]]
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value value = unpack_tensor(b, arg_at(args, 3), "value");
-  outs.push_back(convert_index_fill__int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(convert_index_fill_int_Tensor(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_index_fill__int_Tensor[] = {"self", "dim", "index", "value"};
 
@@ -3785,28 +3785,28 @@ void unpack_index_put_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
   Value values = unpack_tensor(b, arg_at(args, 2), "values");
   bool accumulate = given(args, 3) ? unpack_bool(args[3], "accumulate") : bool(false);
-  outs.push_back(convert_index_put_(b, std::move(self), std::move(indices), std::move(values), std::move(accumulate)));
+  outs.push_back(manual::index_put(b, std::move(self), std::move(indices), std::move(values), std::move(accumulate)));
 }
 constexpr const char* kArgs_index_put_[] = {"self", "indices", "values", "accumulate"};
 
 void unpack_le__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_le__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_le_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le__Scalar[] = {"self", "other"};
 
 void unpack_le__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_le__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_le_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_le__Tensor[] = {"self", "other"};
 
 void unpack_leaky_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar negative_slope = given(args, 1) ? unpack_scalar(b, args[1], "negative_slope") : Scalar(Scalar(0.01));
-  outs.push_back(convert_leaky_relu_(b, std::move(self), std::move(negative_slope)));
+  outs.push_back(convert_leaky_relu(b, std::move(self), std::move(negative_slope)));
 }
 constexpr const char* kArgs_leaky_relu_[] = {"self", "negative_slope"};
 
@@ -3814,7 +3814,7 @@ void unpack_lerp__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
   Scalar weight = unpack_scalar(b, arg_at(args, 2), "weight");
-  outs.push_back(convert_lerp__Scalar(b, std::move(self), std::move(end), std::move(weight)));
+  outs.push_back(manual::lerp_Scalar(b, std::move(self), std::move(end), std::move(weight)));
 }
 constexpr const char* kArgs_lerp__Scalar[] = {"self", "end", "weight"};
 
@@ -3822,79 +3822,79 @@ void unpack_lerp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
   Value weight = unpack_tensor(b, arg_at(args, 2), "weight");
-  outs.push_back(convert_lerp__Tensor(b, std::move(self), std::move(end), std::move(weight)));
+  outs.push_back(manual::lerp_Tensor(b, std::move(self), std::move(end), std::move(weight)));
 }
 constexpr const char* kArgs_lerp__Tensor[] = {"self", "end", "weight"};
 
 void unpack_log10_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_log10_(b, std::move(self)));
+  outs.push_back(convert_log10(b, std::move(self)));
 }
 constexpr const char* kArgs_log10_[] = {"self"};
 
 void unpack_log1p_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_log1p_(b, std::move(self)));
+  outs.push_back(manual::log1p(b, std::move(self)));
 }
 constexpr const char* kArgs_log1p_[] = {"self"};
 
 void unpack_log2_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_log2_(b, std::move(self)));
+  outs.push_back(convert_log2(b, std::move(self)));
 }
 constexpr const char* kArgs_log2_[] = {"self"};
 
 void unpack_log_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_log_(b, std::move(self)));
+  outs.push_back(convert_log(b, std::move(self)));
 }
 constexpr const char* kArgs_log_[] = {"self"};
 
 void unpack_logical_and_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_logical_and_(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_and(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_and_[] = {"self", "other"};
 
 void unpack_logical_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_logical_not_(b, std::move(self)));
+  outs.push_back(convert_logical_not(b, std::move(self)));
 }
 constexpr const char* kArgs_logical_not_[] = {"self"};
 
 void unpack_logical_or_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_logical_or_(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_or(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_or_[] = {"self", "other"};
 
 void unpack_logical_xor_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_logical_xor_(b, std::move(self), std::move(other)));
+  outs.push_back(convert_logical_xor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_logical_xor_[] = {"self", "other"};
 
 void unpack_logit_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<double> eps = given(args, 1) ? unpack_opt_float(args[1], "eps") : std::optional<double>(std::nullopt);
-  outs.push_back(convert_logit_(b, std::move(self), std::move(eps)));
+  outs.push_back(manual::logit(b, std::move(self), std::move(eps)));
 }
 constexpr const char* kArgs_logit_[] = {"self", "eps"};
 
 void unpack_lt__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_lt__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_lt_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt__Scalar[] = {"self", "other"};
 
 void unpack_lt__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_lt__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_lt_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_lt__Tensor[] = {"self", "other"};
 
@@ -3902,7 +3902,7 @@ void unpack_masked_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] co
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
-  outs.push_back(convert_masked_fill__Scalar(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(manual::masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill__Scalar[] = {"self", "mask", "value"};
 
@@ -3910,7 +3910,7 @@ void unpack_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Value value = unpack_tensor(b, arg_at(args, 2), "value");
-  outs.push_back(convert_masked_fill__Tensor(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(manual::masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill__Tensor[] = {"self", "mask", "value"};
 
@@ -3918,27 +3918,27 @@ void unpack_masked_scatter_([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Value source = unpack_tensor(b, arg_at(args, 2), "source");
-  outs.push_back(convert_masked_scatter_(b, std::move(self), std::move(mask), std::move(source)));
+  outs.push_back(manual::masked_scatter(b, std::move(self), std::move(mask), std::move(source)));
 }
 constexpr const char* kArgs_masked_scatter_[] = {"self", "mask", "source"};
 
 void unpack_mish_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_mish_(b, std::move(self)));
+  outs.push_back(convert_mish(b, std::move(self)));
 }
 constexpr const char* kArgs_mish_[] = {"self"};
 
 void unpack_mul__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_mul__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_mul_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul__Scalar[] = {"self", "other"};
 
 void unpack_mul__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_mul__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_mul_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_mul__Tensor[] = {"self", "other"};
 
@@ -3947,72 +3947,72 @@ void unpack_nan_to_num_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   std::optional<double> nan = given(args, 1) ? unpack_opt_float(args[1], "nan") : std::optional<double>(std::nullopt);
   std::optional<double> posinf = given(args, 2) ? unpack_opt_float(args[2], "posinf") : std::optional<double>(std::nullopt);
   std::optional<double> neginf = given(args, 3) ? unpack_opt_float(args[3], "neginf") : std::optional<double>(std::nullopt);
-  outs.push_back(convert_nan_to_num_(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
+  outs.push_back(manual::nan_to_num(b, std::move(self), std::move(nan), std::move(posinf), std::move(neginf)));
 }
 constexpr const char* kArgs_nan_to_num_[] = {"self", "nan", "posinf", "neginf"};
 
 void unpack_ne__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_ne__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ne_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne__Scalar[] = {"self", "other"};
 
 void unpack_ne__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_ne__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_ne_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_ne__Tensor[] = {"self", "other"};
 
 void unpack_neg_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_neg_(b, std::move(self)));
+  outs.push_back(convert_neg(b, std::move(self)));
 }
 constexpr const char* kArgs_neg_[] = {"self"};
 
 void unpack_reciprocal_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_reciprocal_(b, std::move(self)));
+  outs.push_back(convert_reciprocal(b, std::move(self)));
 }
 constexpr const char* kArgs_reciprocal_[] = {"self"};
 
 void unpack_relu6_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_relu6_(b, std::move(self)));
+  outs.push_back(convert_relu6(b, std::move(self)));
 }
 constexpr const char* kArgs_relu6_[] = {"self"};
 
 void unpack_relu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_relu_(b, std::move(self)));
+  outs.push_back(convert_relu(b, std::move(self)));
 }
 constexpr const char* kArgs_relu_[] = {"self"};
 
 void unpack_remainder__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
-  outs.push_back(convert_remainder__Scalar(b, std::move(self), std::move(other)));
+  outs.push_back(convert_remainder_Scalar(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder__Scalar[] = {"self", "other"};
 
 void unpack_remainder__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_remainder__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_remainder_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_remainder__Tensor[] = {"self", "other"};
 
 void unpack_round_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_round_(b, std::move(self)));
+  outs.push_back(convert_round(b, std::move(self)));
 }
 constexpr const char* kArgs_round_[] = {"self"};
 
 void unpack_round__decimals([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t decimals = unpack_int(arg_at(args, 1), "decimals");
-  outs.push_back(convert_round__decimals(b, std::move(self), std::move(decimals)));
+  outs.push_back(convert_round_decimals(b, std::move(self), std::move(decimals)));
 }
 constexpr const char* kArgs_round__decimals[] = {"self", "decimals"};
 
@@ -4021,13 +4021,13 @@ void unpack_rrelu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Scalar lower = given(args, 1) ? unpack_scalar(b, args[1], "lower") : Scalar(Scalar(0.125));
   Scalar upper = given(args, 2) ? unpack_scalar(b, args[2], "upper") : Scalar(Scalar(0.3333333333333333));
   bool training = given(args, 3) ? unpack_bool(args[3], "training") : bool(false);
-  outs.push_back(convert_rrelu_(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
+  outs.push_back(manual::rrelu(b, std::move(self), std::move(lower), std::move(upper), std::move(training)));
 }
 constexpr const char* kArgs_rrelu_[] = {"self", "lower", "upper", "training", "generator"};
 
 void unpack_rsqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_rsqrt_(b, std::move(self)));
+  outs.push_back(convert_rsqrt(b, std::move(self)));
 }
 constexpr const char* kArgs_rsqrt_[] = {"self"};
 
@@ -4037,7 +4037,7 @@ void unpack_scatter__reduce([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
-  outs.push_back(convert_scatter__reduce(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce)));
+  outs.push_back(manual::scatter_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce)));
 }
 constexpr const char* kArgs_scatter__reduce[] = {"self", "dim", "index", "src", "reduce"};
 
@@ -4046,7 +4046,7 @@ void unpack_scatter__src([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
-  outs.push_back(convert_scatter__src(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+  outs.push_back(manual::scatter_src(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
 }
 constexpr const char* kArgs_scatter__src[] = {"self", "dim", "index", "src"};
 
@@ -4055,7 +4055,7 @@ void unpack_scatter__value([[maybe_unused]] Builder& b, [[maybe_unused]] const A
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
-  outs.push_back(convert_scatter__value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
+  outs.push_back(manual::scatter_value(b, std::move(self), std::move(dim), std::move(index), std::move(value)));
 }
 constexpr const char* kArgs_scatter__value[] = {"self", "dim", "index", "value"};
 
@@ -4065,7 +4065,7 @@ void unpack_scatter__value_reduce([[maybe_unused]] Builder& b, [[maybe_unused]] 
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Scalar value = unpack_scalar(b, arg_at(args, 3), "value");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
-  outs.push_back(convert_scatter__value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
+  outs.push_back(manual::scatter_value_reduce(b, std::move(self), std::move(dim), std::move(index), std::move(value), std::move(reduce)));
 }
 constexpr const char* kArgs_scatter__value_reduce[] = {"self", "dim", "index", "value", "reduce"};
 
@@ -4074,7 +4074,7 @@ void unpack_scatter_add_([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
   Value index = unpack_tensor(b, arg_at(args, 2), "index");
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
-  outs.push_back(convert_scatter_add_(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
+  outs.push_back(manual::scatter_add(b, std::move(self), std::move(dim), std::move(index), std::move(src)));
 }
 constexpr const char* kArgs_scatter_add_[] = {"self", "dim", "index", "src"};
 
@@ -4085,81 +4085,81 @@ void unpack_scatter_reduce__two([[maybe_unused]] Builder& b, [[maybe_unused]] co
   Value src = unpack_tensor(b, arg_at(args, 3), "src");
   std::string reduce = unpack_str(arg_at(args, 4), "reduce");
   bool include_self = given(args, 5) ? unpack_bool(args[5], "include_self") : bool(true);
-  outs.push_back(convert_scatter_reduce__two(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce), std::move(include_self)));
+  outs.push_back(manual::scatter_reduce_two(b, std::move(self), std::move(dim), std::move(index), std::move(src), std::move(reduce), std::move(include_self)));
 }
 constexpr const char* kArgs_scatter_reduce__two[] = {"self", "dim", "index", "src", "reduce", "include_self"};
 
 void unpack_selu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_selu_(b, std::move(self)));
+  outs.push_back(convert_selu(b, std::move(self)));
 }
 constexpr const char* kArgs_selu_[] = {"self"};
 
 void unpack_sgn_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sgn_(b, std::move(self)));
+  outs.push_back(convert_sign(b, std::move(self)));
 }
 constexpr const char* kArgs_sgn_[] = {"self"};
 
 void unpack_sigmoid_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sigmoid_(b, std::move(self)));
+  outs.push_back(convert_sigmoid(b, std::move(self)));
 }
 constexpr const char* kArgs_sigmoid_[] = {"self"};
 
 void unpack_sign_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sign_(b, std::move(self)));
+  outs.push_back(convert_sign(b, std::move(self)));
 }
 constexpr const char* kArgs_sign_[] = {"self"};
 
 void unpack_silu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_silu_(b, std::move(self)));
+  outs.push_back(convert_silu(b, std::move(self)));
 }
 constexpr const char* kArgs_silu_[] = {"self"};
 
 void unpack_sin_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sin_(b, std::move(self)));
+  outs.push_back(convert_sin(b, std::move(self)));
 }
 constexpr const char* kArgs_sin_[] = {"self"};
 
 void unpack_sinh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sinh_(b, std::move(self)));
+  outs.push_back(convert_sinh(b, std::move(self)));
 }
 constexpr const char* kArgs_sinh_[] = {"self"};
 
 void unpack_sqrt_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_sqrt_(b, std::move(self)));
+  outs.push_back(convert_sqrt(b, std::move(self)));
 }
 constexpr const char* kArgs_sqrt_[] = {"self"};
 
 void unpack_square_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_square_(b, std::move(self)));
+  outs.push_back(convert_square(b, std::move(self)));
 }
 constexpr const char* kArgs_square_[] = {"self"};
 
 void unpack_squeeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_squeeze_(b, std::move(self)));
+  outs.push_back(manual::squeeze(b, std::move(self)));
 }
 constexpr const char* kArgs_squeeze_[] = {"self"};
 
 void unpack_squeeze__dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(convert_squeeze__dim(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_squeeze_dim(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_squeeze__dim[] = {"self", "dim"};
 
 void unpack_squeeze__dims([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<int64_t> dim = unpack_int_list(arg_at(args, 1), "dim");
-  outs.push_back(convert_squeeze__dims(b, std::move(self), std::move(dim)));
+  outs.push_back(convert_squeeze_dims(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_squeeze__dims[] = {"self", "dim"};
 
@@ -4167,7 +4167,7 @@ void unpack_sub__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_sub__Scalar(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_sub_Scalar(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub__Scalar[] = {"self", "other", "alpha"};
 
@@ -4175,25 +4175,25 @@ void unpack_sub__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
   Scalar alpha = given(args, 2) ? unpack_scalar(b, args[2], "alpha") : Scalar(Scalar(int64_t{1}));
-  outs.push_back(convert_sub__Tensor(b, std::move(self), std::move(other), std::move(alpha)));
+  outs.push_back(convert_sub_Tensor(b, std::move(self), std::move(other), std::move(alpha)));
 }
 constexpr const char* kArgs_sub__Tensor[] = {"self", "other", "alpha"};
 
 void unpack_t_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_t_(b, std::move(self)));
+  outs.push_back(convert_t(b, std::move(self)));
 }
 constexpr const char* kArgs_t_[] = {"self"};
 
 void unpack_tan_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_tan_(b, std::move(self)));
+  outs.push_back(convert_tan(b, std::move(self)));
 }
 constexpr const char* kArgs_tan_[] = {"self"};
 
 void unpack_tanh_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_tanh_(b, std::move(self)));
+  outs.push_back(convert_tanh(b, std::move(self)));
 }
 constexpr const char* kArgs_tanh_[] = {"self"};
 
@@ -4201,41 +4201,41 @@ void unpack_threshold_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar threshold = unpack_scalar(b, arg_at(args, 1), "threshold");
   Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
-  outs.push_back(convert_threshold_(b, std::move(self), std::move(threshold), std::move(value)));
+  outs.push_back(convert_threshold(b, std::move(self), std::move(threshold), std::move(value)));
 }
 constexpr const char* kArgs_threshold_[] = {"self", "threshold", "value"};
 
 void unpack_tril_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
-  outs.push_back(convert_tril_(b, std::move(self), std::move(diagonal)));
+  outs.push_back(convert_tril(b, std::move(self), std::move(diagonal)));
 }
 constexpr const char* kArgs_tril_[] = {"self", "diagonal"};
 
 void unpack_triu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
-  outs.push_back(convert_triu_(b, std::move(self), std::move(diagonal)));
+  outs.push_back(convert_triu(b, std::move(self), std::move(diagonal)));
 }
 constexpr const char* kArgs_triu_[] = {"self", "diagonal"};
 
 void unpack_trunc_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(convert_trunc_(b, std::move(self)));
+  outs.push_back(convert_trunc(b, std::move(self)));
 }
 constexpr const char* kArgs_trunc_[] = {"self"};
 
 void unpack_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
-  outs.push_back(convert_unsqueeze_(b, std::move(self), std::move(dim)));
+  outs.push_back(manual::unsqueeze(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_unsqueeze_[] = {"self", "dim"};
 
 void unpack_xlogy__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value other = unpack_tensor(b, arg_at(args, 1), "other");
-  outs.push_back(convert_xlogy__Tensor(b, std::move(self), std::move(other)));
+  outs.push_back(convert_xlogy_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_xlogy__Tensor[] = {"self", "other"};
 
@@ -4349,23 +4349,23 @@ const OpEntry kOps[] = {
     {"arange.start", &unpack_arange_start, kArgs_arange_start, 0u},
     {"arange.start_step", &unpack_arange_start_step, kArgs_arange_start_step, 0u},
     {"full", &unpack_full, kArgs_full, 0u},
+    {"new_full", &unpack_new_full, kArgs_new_full, 0u},
     {"full_like", &unpack_full_like, kArgs_full_like, 0u},
     {"zeros", &unpack_zeros, kArgs_zeros, 0u},
+    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros, 0u},
     {"ones", &unpack_ones, kArgs_ones, 0u},
+    {"new_ones", &unpack_new_ones, kArgs_new_ones, 0u},
     {"zeros_like", &unpack_zeros_like, kArgs_zeros_like, 0u},
     {"ones_like", &unpack_ones_like, kArgs_ones_like, 0u},
     {"scalar_tensor", &unpack_scalar_tensor, kArgs_scalar_tensor, 0u},
     {"fill.Scalar", &unpack_fill_Scalar, kArgs_fill_Scalar, 0u},
     {"fill.Tensor", &unpack_fill_Tensor, kArgs_fill_Tensor, 0u},
-    {"new_zeros", &unpack_new_zeros, kArgs_new_zeros, 0u},
-    {"new_ones", &unpack_new_ones, kArgs_new_ones, 0u},
-    {"new_full", &unpack_new_full, kArgs_new_full, 0u},
     {"eye", &unpack_eye, kArgs_eye, 0u},
     {"eye.m", &unpack_eye_m, kArgs_eye_m, 0u},
     {"empty.memory_format", &unpack_empty_memory_format, kArgs_empty_memory_format, 0u},
     {"empty_strided", &unpack_empty_strided, kArgs_empty_strided, 0u},
-    {"empty_like", &unpack_empty_like, kArgs_empty_like, 0u},
     {"new_empty", &unpack_new_empty, kArgs_new_empty, 0u},
+    {"empty_like", &unpack_empty_like, kArgs_empty_like, 0u},
     {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c, 0u},
     {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r, 0u},
     {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c, 0u},
@@ -4517,12 +4517,14 @@ const OpEntry kOps[] = {
     {"clone", &unpack_clone, kArgs_clone, 0u},
     {"contiguous", &unpack_contiguous, kArgs_contiguous, 0u},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy, 0u},
+    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u},
     {"to.dtype", &unpack_to_dtype, kArgs_to_dtype, 0u},
+    {"to.device", &unpack_to_device, kArgs_to_device, 0u},
     {"t", &unpack_t, kArgs_t, 0u},
     {"cat", &unpack_cat, kArgs_cat, 0u},
     {"view", &unpack_view, kArgs_view, 0u},
-    {"reshape", &unpack_reshape, kArgs_reshape, 0u},
     {"_unsafe_view", &unpack__unsafe_view, kArgs__unsafe_view, 0u},
+    {"reshape", &unpack_reshape, kArgs_reshape, 0u},
     {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints, 0u},
     {"permute", &unpack_permute, kArgs_permute, 0u},
     {"transpose.int", &unpack_transpose_int, kArgs_transpose_int, 0u},
@@ -4530,8 +4532,6 @@ const OpEntry kOps[] = {
     {"alias", &unpack_alias, kArgs_alias, 0u},
     {"detach", &unpack_detach, kArgs_detach, 0u},
     {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy, 0u},
-    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u},
-    {"to.device", &unpack_to_device, kArgs_to_device, 0u},
     {"copy", &unpack_copy, kArgs_copy, 0u},
     {"resize_", &unpack_resize_, kArgs_resize_, 0u},
     {"expand", &unpack_expand, kArgs_expand, 0u},

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from codegen.api.cpp import cpp_args
+from codegen.dest.converters import manual_bodies
 from codegen.gen import GENERATED, MAPPINGS, ROOT, compile_all, generate
 from codegen.load import NativeFunctions, default_native_functions, load_specs
-from codegen.model import Rule, SpecError, parse_expr
+from codegen.model import HELPERS, Helper, Kind, Rule, SpecError, Type, parse_expr
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,9 @@ def test_every_spec_round_trips():
         "Concat(tensors, axis=dim)",
         "LeakyRelu(self, alpha=0.01)",
         "self",
+        'Not(compare("Equal", self, other))',
+        "reduce_extremum(\"ReduceMax\", self, axes_of(self, dim), keepdim)",
+        "layer_norm_with_stats(input, normalized_shape, weight, bias, eps, None)[0]",
     ],
 )
 def test_expression_round_trips(text):
@@ -83,6 +87,18 @@ def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
         ("relu: {when: 'dtype(self) == \"half\"', onnx: self}\n", ["ops.yaml:1", "`'half'` is not a dtype name", "float16"]),
         ("relu: {when: 'dtype(self) < \"bool\"', onnx: self}\n", ["ops.yaml:1", "compared with == or !="]),
         ("leaky_relu: {when: is_floating(negative_slope), onnx: self}\n", ["ops.yaml:1", "is_floating() takes a tensor"]),
+        ("eq.Tensor: {onnx: 'compare(\"Equal\", self, 2.5, other)'}\n", ["ops.yaml:1", "`compare` takes 3 positional", "op op"]),
+        ("eq.Tensor: {onnx: 'compare(\"Equl\", self, other)'}\n", ["ops.yaml:1", "`Equl` is not an ONNX operator"]),
+        ("eq.Tensor: {onnx: 'compare(self, self, other)'}\n", ["ops.yaml:1", "argument `op` of `compare` takes op", "`self` is a Tensor"]),
+        ("amax: {onnx: 'any_of(self, keepdim, keepdim)'}\n", ["ops.yaml:1", "argument `axes` of `any_of` takes axes", "`keepdim` is a bool"]),
+        ("count_nonzero: {onnx: 'count_nonzero_over(self, axis_of(self, dim))'}\n",
+         ["ops.yaml:1", "`dim` is optional", "when: dim is not None"]),
+        ("relu: {onnx: 'comparee(self)'}\n", ["ops.yaml:1", "`comparee` is not a tensor helper", "compare"]),
+        ("argsort: {onnx: 'top_k(self, dim, descending, None)[2]'}\n", ["ops.yaml:1", "gives 2 tensor(s); index 2 is out of range"]),
+        ("sigmoid, tanh: {manual: true}\n", ["ops.yaml:1", "name it: `manual: sigmoid`"]),
+        ("relu: {manual: 'not a name'}\n", ["ops.yaml:1", "names a C++ function"]),
+        ("relu,, tanh: {onnx: Relu(self)}\n", ["ops.yaml:1", "separated by single commas"]),
+        ("index.Tensor: {when: indices is None, manual: true}\n", ["ops.yaml:1", "`indices` is not optional"]),
     ],
     ids=[
         "unknown-key",
@@ -102,6 +118,17 @@ def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
         "dtype-name-unknown",
         "dtype-ordered",
         "dtype-predicate-of-scalar",
+        "helper-arity",
+        "helper-op-unknown",
+        "helper-argument-type",
+        "helper-axes-from-bool",
+        "helper-optional-unguarded",
+        "helper-unknown",
+        "helper-output-out-of-range",
+        "shared-manual-unnamed",
+        "manual-body-not-an-identifier",
+        "empty-overload-in-key",
+        "optional-items-list-is-not-optional",
     ],
 )
 def test_bad_spec_errors(tmp_path, nf, yaml_text, expected):
@@ -147,7 +174,7 @@ def test_guards_test_dtypes(tmp_path, nf):
 
 def test_check_reports_stale_files(tmp_path, nf):
     fm = generate(nf, check=True, out_dir=tmp_path)
-    assert sorted(p.name for p in fm.stale) == ["converters.cpp", "converters.h", "onnx_types.cpp", "opsets.h", "registry.cpp"]
+    assert sorted(p.name for p in fm.stale) == sorted(p.name for p in GENERATED.iterdir())
     assert not list(tmp_path.iterdir()), "--check must not write"
 
 
@@ -165,3 +192,45 @@ def test_generated_files_carry_banner():
 def test_string_defaults_are_cpp_literals(nf):
     (_, approximate) = cpp_args(nf.schema("gelu"))
     assert approximate.default == 'std::string("none")'  # the schema writes 'none'
+
+
+def test_helper_signatures_round_trip():
+    for helper in HELPERS.values():
+        assert Helper.parse(str(helper), helper.role) == helper
+
+
+def test_list_of_optional_tensors_is_a_kind_of_its_own(nf):
+    indices = next(a for a in cpp_args(nf.schema("index.Tensor")) if a.schema_name == "indices")
+    assert indices.type == Type(Kind.OPTIONAL_TENSOR_LIST)
+    assert not indices.optional and indices.kind.is_tensor
+    assert indices.unpack("x", '"indices"') == 'unpack_opt_tensor_list(b, x, "indices")'
+
+
+def test_overloads_share_an_entry(tmp_path, nf):
+    converters = _compile(
+        tmp_path,
+        nf,
+        """
+        eq.Tensor, eq.Scalar: {onnx: 'compare("Equal", self, other)'}
+        sigmoid, tanh: {manual: pointwise}
+        """,
+    )
+    by_name = {c.overload: c for c in converters}
+    assert by_name["eq.Tensor"].where == by_name["eq.Scalar"].where
+    assert by_name["eq.Tensor"].where.endswith("ops.yaml:1")
+    assert [s.call for s in by_name["eq.Scalar"].rules[0].steps] == ['compare(b, "Equal", self, other)']
+    # A manual body is called by the registry directly, declared once per C++ signature.
+    assert by_name["sigmoid"].callee == by_name["tanh"].callee == "manual::pointwise"
+    assert not by_name["sigmoid"].generated
+    (body,) = manual_bodies(converters)
+    assert body.name == "pointwise" and [s.split("(")[0] for s in body.schemas] == ["sigmoid", "tanh"]
+
+
+@pytest.mark.parametrize("flags", [[], ["--check"], ["--coverage"]], ids=["generate", "check", "coverage"])
+def test_entry_points_report_file_and_line(tmp_path, flags):
+    (tmp_path / "ops.yaml").write_text("relu: {onnx: Relu(self)}\ntanh: {onnx: 'compare(self)'}\n")
+    run = subprocess.run([sys.executable, "-m", "codegen", *flags, "--mappings", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stderr.startswith("error: ") and "ops.yaml:2: `tanh`:" in run.stderr, run.stderr
