@@ -7,7 +7,7 @@ from pathlib import Path
 from . import opsets
 from .dest.converters import Converter, compile_spec, derive_inplace, manual_bodies
 from .dest.files import FileManager
-from .dest.onnx_types import op_versions
+from .dest.onnx_types import op_arities, op_versions
 from .load import NativeFunctions, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,7 @@ def generate(nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, 
         fm.render("converters.cpp.j2", f"converters_{family}.cpp", family=family, converters=generated)
     fm.render("registry.cpp.j2", "registry.cpp", converters=converters)
     fm.render("onnx_types.cpp.j2", "onnx_types.cpp", versions=op_versions())
+    fm.render("onnx_ops.h.j2", "onnx_ops.h", arities=op_arities())
     fm.render(
         "opsets.h.j2",
         "opsets.h",

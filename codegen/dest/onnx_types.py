@@ -112,3 +112,43 @@ def op_versions() -> list[OpVersion]:
                 continue  # same constraints as the version before: it stays in force
             versions.append(v)
     return versions
+
+
+@dataclass(frozen=True)
+class OpArity:
+    """How many inputs and outputs a node of ``op`` may have at some supported opset: the bounds
+    over every version in force from MIN_OPSET to MAX_OPSET (ReduceMax takes its axes as an
+    attribute at 13 and as an optional input from 18: 1 to 2 inputs). Variadic counts are
+    capped at 65535, more than any node has."""
+
+    op: str
+    min_inputs: int
+    max_inputs: int
+    min_outputs: int
+    max_outputs: int
+
+
+_COUNT_CAP = 0xFFFF
+
+
+def op_arities() -> list[OpArity]:
+    """One row per standard op, sorted by name (the Builder looks names up by binary search at
+    compile time)."""
+    by_op: dict[str, list[onnx.defs.OpSchema]] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain == "" and s.since_version <= opsets.MAX_OPSET and not s.deprecated:
+            by_op.setdefault(s.name, []).append(s)
+    rows = []
+    for op, schemas in sorted(by_op.items()):
+        schemas.sort(key=lambda s: s.since_version)
+        in_force = [s for s, nxt in zip(schemas, schemas[1:] + [None]) if nxt is None or nxt.since_version > opsets.MIN_OPSET]
+        rows.append(
+            OpArity(
+                op,
+                min(s.min_input for s in in_force),
+                min(max(s.max_input for s in in_force), _COUNT_CAP),
+                min(s.min_output for s in in_force),
+                min(max(s.max_output for s in in_force), _COUNT_CAP),
+            )
+        )
+    return rows

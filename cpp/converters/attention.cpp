@@ -16,7 +16,7 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 Value causal_mask(Builder& b, Value query, Value key, int64_t key_rank) {
   const Value rows = iota(b, scalar_size_along(b, query, b.rank(query) - 2));
   const Value cols = iota(b, scalar_size_along(b, key, key_rank - 2));
-  return b.op("GreaterOrEqual", {b.op("Unsqueeze", {rows, b.ints(std::vector<int64_t>{1})}), cols});
+  return b.op<"GreaterOrEqual">({b.op<"Unsqueeze">({rows, b.ints(std::vector<int64_t>{1})}), cols});
 }
 
 // torch's default scale 1/sqrt(E), E the query's last size; computed in double as torch does,
@@ -26,7 +26,7 @@ Value default_scale(Builder& b, Value query) {
   const Dim head_size = b.shape(query)[static_cast<size_t>(last)];
   if (head_size.is_static()) return b.scalar_like(1.0 / std::sqrt(static_cast<double>(head_size.value)), query);
   const Value e = b.cast(scalar_size_along(b, query, last), ScalarType::Double);
-  return b.cast(b.op("Div", {b.scalar(1.0, ScalarType::Double), b.op("Sqrt", {e})}), b.dtype(query));
+  return b.cast(b.op<"Div">({b.scalar(1.0, ScalarType::Double), b.op<"Sqrt">({e})}), b.dtype(query));
 }
 
 // enable_gqa: each of the key's heads (dim -3) serves query_heads / key_heads query heads in a
@@ -46,9 +46,9 @@ Value repeat_heads(Builder& b, Value kv, Value query) {
   }
   const Value lead = sizes_between(b, kv, 0, head_axis), kv_heads = size_along(b, kv, head_axis);
   const Value tail = sizes_between(b, kv, rank - 2, rank), merged_heads = size_along(b, query, query_head_axis);
-  const Value groups = b.op("Div", {merged_heads, kv_heads});
-  const Value with_group_axis = b.op("Unsqueeze", {kv, b.ints(std::vector<int64_t>{rank - 2})});
-  const Value expanded = b.op("Expand", {with_group_axis, join_sizes(b, {lead, kv_heads, groups, tail})});
+  const Value groups = b.op<"Div">({merged_heads, kv_heads});
+  const Value with_group_axis = b.op<"Unsqueeze">({kv, b.ints(std::vector<int64_t>{rank - 2})});
+  const Value expanded = b.op<"Expand">({with_group_axis, join_sizes(b, {lead, kv_heads, groups, tail})});
   return reshape_to(b, expanded, join_sizes(b, {lead, merged_heads, tail}));
 }
 
@@ -58,21 +58,21 @@ Value attention_composite(Builder& b, Value query, Value key, int64_t key_rank, 
   std::vector<int64_t> swap_last(static_cast<size_t>(key_rank));
   for (int64_t d = 0; d < key_rank; ++d) swap_last[d] = d;
   std::swap(swap_last[key_rank - 1], swap_last[key_rank - 2]);
-  const Value key_t = b.op("Transpose", {key}, {Attr::ints("perm", swap_last)});
-  Value scores = b.op("Mul", {b.op("MatMul", {query, key_t}), scale});
+  const Value key_t = b.op<"Transpose">({key}, {Attr::ints("perm", swap_last)});
+  Value scores = b.op<"Mul">({b.op<"MatMul">({query, key_t}), scale});
   const Value minus_inf = b.scalar_like(kMinusInf, query);
-  if (is_causal) scores = b.op("Where", {causal_mask(b, query, key, key_rank), scores, minus_inf});
+  if (is_causal) scores = b.op<"Where">({causal_mask(b, query, key, key_rank), scores, minus_inf});
   if (attn_mask) {
-    scores = b.dtype(*attn_mask) == ScalarType::Bool ? b.op("Where", {*attn_mask, scores, minus_inf})
-                                                      : b.op("Add", {scores, b.cast(*attn_mask, b.dtype(query))});
+    scores = b.dtype(*attn_mask) == ScalarType::Bool ? b.op<"Where">({*attn_mask, scores, minus_inf})
+                                                      : b.op<"Add">({scores, b.cast(*attn_mask, b.dtype(query))});
   }
-  Value weights = b.op("Softmax", {scores}, {Attr::i("axis", -1)});
+  Value weights = b.op<"Softmax">({scores}, {Attr::i("axis", -1)});
   if (attn_mask) {
     // A row with every key masked out gives zeros in torch (its "safe softmax"), not NaN.
     const Value row_max = reduce(b, "ReduceMax", scores, std::vector<int64_t>{-1}, true);
-    weights = b.op("Where", {b.op("Equal", {row_max, minus_inf}), b.scalar_like(0.0, weights), weights});
+    weights = b.op<"Where">({b.op<"Equal">({row_max, minus_inf}), b.scalar_like(0.0, weights), weights});
   }
-  return b.op("MatMul", {weights, value});
+  return b.op<"MatMul">({weights, value});
 }
 
 // ONNX's Attention (opset 23) on (B, H, L, E) inputs; 3-D inputs are one head. Its grouped-query
@@ -81,13 +81,13 @@ Value attention_op(Builder& b, Value query, Value key, Value value, const std::o
                    bool is_causal, std::optional<double> scale) {
   const bool one_head = b.rank(query) == 3;
   const Value head_axis = b.ints(std::vector<int64_t>{1});
-  const auto four_d = [&](Value x) { return one_head ? b.op("Unsqueeze", {x, head_axis}) : x; };
+  const auto four_d = [&](Value x) { return one_head ? b.op<"Unsqueeze">({x, head_axis}) : x; };
   Inputs inputs = {four_d(query), four_d(key), four_d(value)};
-  if (attn_mask) inputs.push_back(b.rank(*attn_mask) == 3 ? b.op("Unsqueeze", {*attn_mask, head_axis}) : *attn_mask);
+  if (attn_mask) inputs.push_back(b.rank(*attn_mask) == 3 ? b.op<"Unsqueeze">({*attn_mask, head_axis}) : *attn_mask);
   Attrs attrs = {Attr::i("is_causal", is_causal)};
   if (scale) attrs.push_back(Attr::f("scale", *scale));
-  const Value out = b.op("Attention", inputs, attrs);
-  return one_head ? b.op("Squeeze", {out, head_axis}) : out;
+  const Value out = b.op<"Attention">(inputs, attrs);
+  return one_head ? b.op<"Squeeze">({out, head_axis}) : out;
 }
 
 }  // namespace

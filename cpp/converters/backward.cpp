@@ -55,20 +55,20 @@ Value conv_weight_grad(Builder& b, Value dy, Value x, const std::vector<int64_t>
       merged.push_back(shape[i + 2]);
       full_perm.push_back(static_cast<int64_t>(i) + 3);
     }
-    const Value moved = b.op("Transpose", {b.op("Reshape", {v, b.ints(split)})}, {Attr::ints("perm", full_perm)});
-    return b.op("Reshape", {moved, b.ints(merged)});
+    const Value moved = b.op<"Transpose">({b.op<"Reshape">({v, b.ints(split)})}, {Attr::ints("perm", full_perm)});
+    return b.op<"Reshape">({moved, b.ints(merged)});
   };
   // x: (N, G, Cg, *S) -> (Cg, G, N, *S) -> (Cg, G*N, *S); dy: (N, G, Og, *Out) -> (G, Og, N, *Out)
   // -> (G*Og, N, *Out).
   const Value inputs = grouped(x, x_shape, cg, {2, 1, 0}, {cg, groups * batch});
   const Value kernels = grouped(dy, dy_shape, og, {1, 2, 0}, {groups * og, batch});
-  const Value full = b.op("Conv", {inputs, kernels},
+  const Value full = b.op<"Conv">({inputs, kernels},
                           {Attr::ints("strides", dilation), Attr::ints("dilations", stride),
                            Attr::ints("pads", helper_twice(b, padding)), Attr::i("group", groups)});
-  const Value cropped = b.op("Slice", {full, b.ints(std::vector<int64_t>(n, 0)), b.ints(kernel), b.ints(range(2, n + 2))});
+  const Value cropped = b.op<"Slice">({full, b.ints(std::vector<int64_t>(n, 0)), b.ints(kernel), b.ints(range(2, n + 2))});
   std::vector<int64_t> perm = {1, 0};
   for (size_t i = 0; i < n; ++i) perm.push_back(static_cast<int64_t>(i) + 2);
-  return b.op("Transpose", {cropped}, {Attr::ints("perm", perm)});
+  return b.op<"Transpose">({cropped}, {Attr::ints("perm", perm)});
 }
 
 }  // namespace
@@ -126,17 +126,17 @@ std::array<Value, 3> native_layer_norm_backward(Builder& b, Value grad_out, Valu
   const int64_t rank = b.rank(input), axis = rank - static_cast<int64_t>(normalized_shape.size());
   const std::vector<int64_t> normalized = range(axis, rank), leading = range(0, axis);
   const ScalarType dtype = b.dtype(input);
-  const Value x_hat = b.op("Mul", {b.op("Sub", {input, b.cast(mean, dtype)}), b.cast(rstd, dtype)});
+  const Value x_hat = b.op<"Mul">({b.op<"Sub">({input, b.cast(mean, dtype)}), b.cast(rstd, dtype)});
   const auto sum_leading = [&](Value v) { return leading.empty() ? v : reduce(b, "ReduceSum", v, leading, false); };
   std::array<Value, 3> out = {left_out(b, input), left_out(b, input), left_out(b, input)};
   if (wanted(b, output_mask, 0)) {
-    const Value g = weight ? b.op("Mul", {grad_out, *weight}) : grad_out;
+    const Value g = weight ? b.op<"Mul">({grad_out, *weight}) : grad_out;
     const Value mean_g = reduce_mean_keepdims(b, g, normalized);
-    const Value mean_g_x = reduce_mean_keepdims(b, b.op("Mul", {g, x_hat}), normalized);
-    const Value centered = b.op("Sub", {b.op("Sub", {g, mean_g}), b.op("Mul", {x_hat, mean_g_x})});
-    out[0] = b.op("Mul", {b.cast(rstd, dtype), centered});
+    const Value mean_g_x = reduce_mean_keepdims(b, b.op<"Mul">({g, x_hat}), normalized);
+    const Value centered = b.op<"Sub">({b.op<"Sub">({g, mean_g}), b.op<"Mul">({x_hat, mean_g_x})});
+    out[0] = b.op<"Mul">({b.cast(rstd, dtype), centered});
   }
-  if (wanted(b, output_mask, 1)) out[1] = sum_leading(b.op("Mul", {grad_out, x_hat}));
+  if (wanted(b, output_mask, 1)) out[1] = sum_leading(b.op<"Mul">({grad_out, x_hat}));
   if (wanted(b, output_mask, 2)) out[2] = sum_leading(grad_out);
   return out;
 }
@@ -146,36 +146,36 @@ std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Valu
                                                 int64_t group, std::vector<bool> output_mask) {
   // As for layer norm, per (sample, group) of C/group channels; mean and rstd are (N, group).
   const ScalarType dtype = b.dtype(input);
-  const Value input_shape = b.op("Shape", {input});
+  const Value input_shape = b.op<"Shape">({input});
   const Value by_group = b.ints(SymIntList{N, SymInt(group), SymInt(-1)});
   const Value by_channel = b.ints(SymIntList{N, C, SymInt(-1)});
   const Value last = b.ints(std::vector<int64_t>{2});
-  const Value group_mean = b.cast(b.op("Unsqueeze", {mean, last}), dtype);
-  const Value group_rstd = b.cast(b.op("Unsqueeze", {rstd, last}), dtype);
-  const Value x_hat = b.op("Mul", {b.op("Sub", {b.op("Reshape", {input, by_group}), group_mean}), group_rstd});
+  const Value group_mean = b.cast(b.op<"Unsqueeze">({mean, last}), dtype);
+  const Value group_rstd = b.cast(b.op<"Unsqueeze">({rstd, last}), dtype);
+  const Value x_hat = b.op<"Mul">({b.op<"Sub">({b.op<"Reshape">({input, by_group}), group_mean}), group_rstd});
   std::array<Value, 3> out = {left_out(b, input), left_out(b, input), left_out(b, input)};
   if (wanted(b, output_mask, 0)) {
     Value g = grad_out;
     if (weight) {
       std::vector<int64_t> per_channel(static_cast<size_t>(b.rank(input) - 1), 1);
       per_channel[0] = -1;
-      g = b.op("Mul", {g, b.op("Reshape", {*weight, b.ints(per_channel)})});
+      g = b.op<"Mul">({g, b.op<"Reshape">({*weight, b.ints(per_channel)})});
     }
-    g = b.op("Reshape", {g, by_group});
+    g = b.op<"Reshape">({g, by_group});
     const std::vector<int64_t> within = {2};
     const Value mean_g = reduce_mean_keepdims(b, g, within);
-    const Value mean_g_x = reduce_mean_keepdims(b, b.op("Mul", {g, x_hat}), within);
-    const Value centered = b.op("Sub", {b.op("Sub", {g, mean_g}), b.op("Mul", {x_hat, mean_g_x})});
-    out[0] = b.op("Reshape", {b.op("Mul", {group_rstd, centered}), input_shape});
+    const Value mean_g_x = reduce_mean_keepdims(b, b.op<"Mul">({g, x_hat}), within);
+    const Value centered = b.op<"Sub">({b.op<"Sub">({g, mean_g}), b.op<"Mul">({x_hat, mean_g_x})});
+    out[0] = b.op<"Reshape">({b.op<"Mul">({group_rstd, centered}), input_shape});
   }
   const std::vector<int64_t> batch_and_positions = {0, 2};
   if (wanted(b, output_mask, 1)) {
-    const Value x_hat_channels = b.op("Reshape", {x_hat, by_channel});
-    const Value product = b.op("Mul", {b.op("Reshape", {grad_out, by_channel}), x_hat_channels});
+    const Value x_hat_channels = b.op<"Reshape">({x_hat, by_channel});
+    const Value product = b.op<"Mul">({b.op<"Reshape">({grad_out, by_channel}), x_hat_channels});
     out[1] = reduce(b, "ReduceSum", product, batch_and_positions, false);
   }
   if (wanted(b, output_mask, 2)) {
-    out[2] = reduce(b, "ReduceSum", b.op("Reshape", {grad_out, by_channel}), batch_and_positions, false);
+    out[2] = reduce(b, "ReduceSum", b.op<"Reshape">({grad_out, by_channel}), batch_and_positions, false);
   }
   return out;
 }
@@ -185,37 +185,37 @@ Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, Sym
   // Each row of dy is added to the weight row its index selects.
   const ScalarType dtype = b.dtype(grad_output);
   const Value flat = b.ints(std::vector<int64_t>{-1}), one = b.ints(std::vector<int64_t>{1});
-  const Value idx = b.op("Reshape", {b.cast(indices, ScalarType::Long), flat});
-  const Value width = b.op("Slice", {b.op("Shape", {grad_output}), b.ints(std::vector<int64_t>{-1}),
+  const Value idx = b.op<"Reshape">({b.cast(indices, ScalarType::Long), flat});
+  const Value width = b.op<"Slice">({b.op<"Shape">({grad_output}), b.ints(std::vector<int64_t>{-1}),
                                      b.ints(std::vector<int64_t>{kEnd})});
-  Value rows = b.op("Reshape", {grad_output, b.op("Concat", {flat, width}, {Attr::i("axis", 0)})});
+  Value rows = b.op<"Reshape">({grad_output, b.op<"Concat">({flat, width}, {Attr::i("axis", 0)})});
   const int64_t padding = b.static_int(padding_idx);
   if (padding >= 0) {  // the padding row gets no gradient
-    const Value is_padding = b.op("Equal", {idx, b.scalar(padding, ScalarType::Long)});
-    rows = b.op("Where", {b.op("Unsqueeze", {is_padding, one}), b.scalar(0, dtype), rows});
+    const Value is_padding = b.op<"Equal">({idx, b.scalar(padding, ScalarType::Long)});
+    rows = b.op<"Where">({b.op<"Unsqueeze">({is_padding, one}), b.scalar(0, dtype), rows});
   }
   const Value weights = b.ints(SymIntList{num_weights});
-  const Value out_shape = b.op("Concat", {weights, width}, {Attr::i("axis", 0)});
+  const Value out_shape = b.op<"Concat">({weights, width}, {Attr::i("axis", 0)});
   if (b.opset() < 16) {
     // No ScatterND reduction yet: a one-hot (index, weight row) matrix, transposed, times the rows.
-    const Value row_ids = iota(b, b.op("Squeeze", {weights}));
-    const Value one_hot = b.cast(b.op("Equal", {b.op("Unsqueeze", {idx, one}), row_ids}), dtype);
+    const Value row_ids = iota(b, b.op<"Squeeze">({weights}));
+    const Value one_hot = b.cast(b.op<"Equal">({b.op<"Unsqueeze">({idx, one}), row_ids}), dtype);
     if (scale_grad_by_freq) {
       const Value counts = reduce(b, "ReduceSum", one_hot, std::vector<int64_t>{0}, false);
-      rows = b.op("Div", {rows, b.op("Unsqueeze", {b.op("Gather", {counts, idx}), one})});
+      rows = b.op<"Div">({rows, b.op<"Unsqueeze">({b.op<"Gather">({counts, idx}), one})});
     }
-    return b.op("MatMul", {b.op("Transpose", {one_hot}, {Attr::ints("perm", {1, 0})}), rows});
+    return b.op<"MatMul">({b.op<"Transpose">({one_hot}, {Attr::ints("perm", {1, 0})}), rows});
   }
   if (scale_grad_by_freq) {  // each row divided by how often its index occurs
-    const Value zeros = b.op("Expand", {b.scalar(0, ScalarType::Long), weights});
-    const Value ones = b.op("Expand", {b.scalar(1, ScalarType::Long), b.op("Shape", {idx})});
-    const Value counts = b.op("ScatterElements", {zeros, idx, ones}, {Attr::s("reduction", "add")});
-    rows = b.op("Div", {rows, b.cast(b.op("Unsqueeze", {b.op("Gather", {counts, idx}), one}), dtype)});
+    const Value zeros = b.op<"Expand">({b.scalar(0, ScalarType::Long), weights});
+    const Value ones = b.op<"Expand">({b.scalar(1, ScalarType::Long), b.op<"Shape">({idx})});
+    const Value counts = b.op<"ScatterElements">({zeros, idx, ones}, {Attr::s("reduction", "add")});
+    rows = b.op<"Div">({rows, b.cast(b.op<"Unsqueeze">({b.op<"Gather">({counts, idx}), one}), dtype)});
   }
   // onnxruntime's ScatterND adds no float16; float32 holds its values exactly.
   const ScalarType sum_dtype = dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
-  const Value zeros = b.op("Expand", {b.scalar(0, sum_dtype), out_shape});
-  const Value sums = b.op("ScatterND", {zeros, b.op("Unsqueeze", {idx, one}), b.cast(rows, sum_dtype)},
+  const Value zeros = b.op<"Expand">({b.scalar(0, sum_dtype), out_shape});
+  const Value sums = b.op<"ScatterND">({zeros, b.op<"Unsqueeze">({idx, one}), b.cast(rows, sum_dtype)},
                           {Attr::s("reduction", "add")});
   return b.cast(sums, dtype);
 }
@@ -225,8 +225,8 @@ Value _softmax_backward_data(Builder& b, Value grad_output, Value output, int64_
   const int64_t rank = b.rank(output);
   const std::optional<std::vector<int64_t>> axes =
       rank == 0 ? std::nullopt : std::optional(std::vector<int64_t>{wrap_dim(b, dim, rank)});
-  const Value dot = reduce(b, "ReduceSum", b.op("Mul", {grad_output, output}), axes, true);
-  return b.cast(b.op("Mul", {output, b.op("Sub", {grad_output, dot})}), b.out_meta().dtype);
+  const Value dot = reduce(b, "ReduceSum", b.op<"Mul">({grad_output, output}), axes, true);
+  return b.cast(b.op<"Mul">({output, b.op<"Sub">({grad_output, dot})}), b.out_meta().dtype);
 }
 
 }  // namespace manual

@@ -21,7 +21,7 @@ std::optional<int64_t> known_size(Builder& b, Value x, int64_t axis) {
 }
 
 Value iota(Builder& b, Value n) {
-  return b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), n, b.scalar(int64_t{1}, ScalarType::Long)});
+  return b.op<"Range">({b.scalar(int64_t{0}, ScalarType::Long), n, b.scalar(int64_t{1}, ScalarType::Long)});
 }
 
 namespace {
@@ -30,11 +30,11 @@ namespace {
 // 14); before that, an empty result is an empty tensor broadcast to the shape.
 Value reshape_static(Builder& b, Value x, const std::vector<int64_t>& shape) {
   const auto zero = std::find(shape.begin(), shape.end(), 0);
-  if (zero == shape.end()) return b.op("Reshape", {x, b.ints(shape)});
-  if (b.opset() >= 14) return b.op("Reshape", {x, b.ints(shape)}, {Attr::i("allowzero", 1)});
+  if (zero == shape.end()) return b.op<"Reshape">({x, b.ints(shape)});
+  if (b.opset() >= 14) return b.op<"Reshape">({x, b.ints(shape)}, {Attr::i("allowzero", 1)});
   std::vector<int64_t> ones(shape.size(), 1);
   ones[zero - shape.begin()] = -1;
-  return b.op("Expand", {b.op("Reshape", {x, b.ints(ones)}), b.ints(shape)});
+  return b.op<"Expand">({b.op<"Reshape">({x, b.ints(ones)}), b.ints(shape)});
 }
 
 }  // namespace
@@ -54,12 +54,12 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size) {
     if (has_minus_one || b.opset() < 14) b.fail("a dynamic reshape with both 0 and -1 sizes has no ONNX form");
     attrs.push_back(Attr::i("allowzero", 1));
   }
-  return b.op("Reshape", {x, b.ints(size)}, attrs);
+  return b.op<"Reshape">({x, b.ints(size)}, attrs);
 }
 
 Value shape_of(Builder& b, Value x) {
   if (auto shape = b.static_shape(x)) return b.ints(*shape);
-  return b.op("Shape", {x});
+  return b.op<"Shape">({x});
 }
 
 SymInt size_at(Builder& b, Value x, int64_t dim) {
@@ -77,7 +77,7 @@ Value sizes_between(Builder& b, Value x, int64_t start, int64_t end) {
   for (int64_t axis = start; axis < end; ++axis) {
     const auto size = known_size(b, x, axis);
     if (!size) {
-      return b.op("Slice", {b.op("Shape", {x}), b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end})});
+      return b.op<"Slice">({b.op<"Shape">({x}), b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end})});
     }
     sizes.push_back(*size);
   }
@@ -86,20 +86,20 @@ Value sizes_between(Builder& b, Value x, int64_t start, int64_t end) {
 
 Value scalar_size_along(Builder& b, Value x, int64_t axis) {
   if (const auto size = known_size(b, x, axis)) return b.scalar(*size, ScalarType::Long);
-  return b.op("Gather", {b.op("Shape", {x}), b.scalar(axis, ScalarType::Long)}, {Attr::i("axis", 0)});
+  return b.op<"Gather">({b.op<"Shape">({x}), b.scalar(axis, ScalarType::Long)}, {Attr::i("axis", 0)});
 }
 
 Value join_sizes(Builder& b, const std::vector<Value>& parts) {
   if (parts.size() == 1) return parts.front();
-  return b.op("Concat", spread(parts), {Attr::i("axis", 0)});
+  return b.op<"Concat">(spread(parts), {Attr::i("axis", 0)});
 }
 
 Value reshape_to(Builder& b, Value x, Value shape) {
-  if (b.opset() >= 14) return b.op("Reshape", {x, shape}, {Attr::i("allowzero", 1)});
-  return b.op("Reshape", {x, shape});
+  if (b.opset() >= 14) return b.op<"Reshape">({x, shape}, {Attr::i("allowzero", 1)});
+  return b.op<"Reshape">({x, shape});
 }
 
-Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {
+Value reduce(Builder& b, OpType op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims) {
   const Attr keep = Attr::i("keepdims", keepdims);
   if (!axes) return b.op(op, {x}, {keep});
   if (b.opset() >= 18 || op == "ReduceSum") return b.op(op, {x, b.ints(*axes)}, {keep});
@@ -113,7 +113,7 @@ Value with_batch(Builder& b, Value x, int64_t batched_rank, const std::function<
            ", got rank " + std::to_string(b.rank(x)));
   }
   const Value axes = b.ints(std::vector<int64_t>{0});
-  return b.op("Squeeze", {op(b.op("Unsqueeze", {x, axes})), axes});
+  return b.op<"Squeeze">({op(b.op<"Unsqueeze">({x, axes})), axes});
 }
 
 Value cast(Builder& b, Value x, ScalarType dtype) { return b.cast(x, dtype); }

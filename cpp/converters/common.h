@@ -39,7 +39,7 @@ Value iota(Builder& b, Value n);
 
 // An ONNX Reduce* op (ReduceMean, ReduceMax, ...) over `axes` (every axis when absent). The axes
 // are an input from opset 18 (ReduceSum: 13), an attribute before.
-Value reduce(Builder& b, std::string_view op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims);
+Value reduce(Builder& b, OpType op, Value x, const std::optional<std::vector<int64_t>>& axes, bool keepdims);
 inline Value reduce_mean_keepdims(Builder& b, Value x, const std::vector<int64_t>& axes) {
   return reduce(b, "ReduceMean", x, axes, true);
 }

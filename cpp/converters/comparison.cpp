@@ -22,7 +22,7 @@ ScalarType result_type_with_number(Builder& b, Value tensor, const Scalar& numbe
 
 // ONNX `op` (Equal, Greater, ...) on x and y in `dtype`. Only Equal takes bool; uint8 orders
 // false and true the same way.
-Value compare(Builder& b, std::string_view op, Value x, Value y, ScalarType dtype) {
+Value compare(Builder& b, OpType op, Value x, Value y, ScalarType dtype) {
   if (dtype == ScalarType::Bool && op != "Equal") dtype = ScalarType::Byte;
   return b.op(op, {b.cast(x, dtype), b.cast(y, dtype)});
 }
@@ -33,9 +33,9 @@ Value compare(Builder& b, std::string_view op, Value x, Value y, ScalarType dtyp
 Value bits_of(Builder& b, Value x) {
   std::vector<Scalar> shifts;
   for (int64_t k = 0; k < 64; ++k) shifts.push_back(Scalar(k));
-  const Value wide = b.op("Unsqueeze", {b.cast(x, ScalarType::UInt64), b.ints(std::vector<int64_t>{-1})});
-  const Value shifted = b.op("BitShift", {wide, b.list(shifts, ScalarType::UInt64)}, {Attr::s("direction", "RIGHT")});
-  return b.cast(b.op("Mod", {shifted, b.scalar(Scalar(int64_t{2}), ScalarType::UInt64)}), ScalarType::Long);
+  const Value wide = b.op<"Unsqueeze">({b.cast(x, ScalarType::UInt64), b.ints(std::vector<int64_t>{-1})});
+  const Value shifted = b.op<"BitShift">({wide, b.list(shifts, ScalarType::UInt64)}, {Attr::s("direction", "RIGHT")});
+  return b.cast(b.op<"Mod">({shifted, b.scalar(Scalar(int64_t{2}), ScalarType::UInt64)}), ScalarType::Long);
 }
 
 // Below opset 18 ONNX has no BitwiseAnd/Or/Xor: the op is done bit by bit on bits_of() (and is
@@ -44,53 +44,53 @@ Value bits_of(Builder& b, Value x) {
 // is summed on its own and the halves joined by high * 2^32 + low: onnxruntime's int64 ReduceSum
 // is not exact for sums beyond 2^53, and a half's sum stays within 2^32. The Cast to `dtype`
 // keeps the low bits, as the result of the narrower op would be.
-Value bitwise_by_bits(Builder& b, std::string_view bitwise_op, Value self, Value other, ScalarType dtype) {
+Value bitwise_by_bits(Builder& b, OpType bitwise_op, Value self, Value other, ScalarType dtype) {
   const Value x = bits_of(b, self), y = bits_of(b, other);
   Value bits;
   if (bitwise_op == "BitwiseAnd") {
-    bits = b.op("Mul", {x, y});
+    bits = b.op<"Mul">({x, y});
   } else if (bitwise_op == "BitwiseOr") {
-    bits = b.op("Max", {x, y});
+    bits = b.op<"Max">({x, y});
   } else {
-    bits = b.op("Abs", {b.op("Sub", {x, y})});
+    bits = b.op<"Abs">({b.op<"Sub">({x, y})});
   }
   const auto half = [&](int64_t begin, bool top) {
     std::vector<Scalar> weights;
     for (int k = 0; k < 32; ++k) weights.push_back(Scalar(int64_t{1} << k));
     if (top) weights.back() = Scalar(-(int64_t{1} << 31));
-    const Value slice = b.op("Slice", {bits, b.ints(std::vector<int64_t>{begin}),
+    const Value slice = b.op<"Slice">({bits, b.ints(std::vector<int64_t>{begin}),
                                        b.ints(std::vector<int64_t>{begin + 32}), b.ints(std::vector<int64_t>{-1})});
-    return reduce(b, "ReduceSum", b.op("Mul", {slice, b.list(weights, ScalarType::Long)}), std::vector<int64_t>{-1},
+    return reduce(b, "ReduceSum", b.op<"Mul">({slice, b.list(weights, ScalarType::Long)}), std::vector<int64_t>{-1},
                   false);
   };
-  const Value high = b.op("Mul", {half(32, true), b.scalar(Scalar(int64_t{1} << 32), ScalarType::Long)});
-  return b.cast(b.op("Add", {high, half(0, false)}), dtype);
+  const Value high = b.op<"Mul">({half(32, true), b.scalar(Scalar(int64_t{1} << 32), ScalarType::Long)});
+  return b.cast(b.op<"Add">({high, half(0, false)}), dtype);
 }
 
 // Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
 Value select(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
   const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
-  return b.cast(b.op("Where", {condition, b.cast(x, computed), b.cast(y, computed)}), dtype);
+  return b.cast(b.op<"Where">({condition, b.cast(x, computed), b.cast(y, computed)}), dtype);
 }
 
 }  // namespace
 
-Value compare(Builder& b, std::string_view op, Value self, Value other) {
+Value compare(Builder& b, OpType op, Value self, Value other) {
   return compare(b, op, self, other, b.result_type({self, other}));
 }
 
-Value compare(Builder& b, std::string_view op, Value self, const Scalar& other) {
+Value compare(Builder& b, OpType op, Value self, const Scalar& other) {
   const ScalarType dtype = result_type_with_number(b, self, other);
   return compare(b, op, self, b.scalar(other, dtype), dtype);
 }
 
 // Logical ops read any dtype as bool (nonzero, NaN included, is true), as ONNX's Cast does.
-Value logical(Builder& b, std::string_view op, Value self, Value other) {
+Value logical(Builder& b, OpType op, Value self, Value other) {
   return b.op(op, {b.cast(self, ScalarType::Bool), b.cast(other, ScalarType::Bool)});
 }
 
 // torch's bitwise ops on bool are the logical ones.
-Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, Value other) {
+Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, Value other) {
   const ScalarType dtype = b.compute_dtype(self, other);
   self = b.cast(self, dtype);
   other = b.cast(other, dtype);
@@ -99,17 +99,17 @@ Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_
   return b.op(bitwise_op, {self, other});
 }
 
-Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, const Scalar& other) {
+Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, const Scalar& other) {
   return bitwise(b, logical_op, bitwise_op, self, b.scalar(other, b.compute_dtype(self)));
 }
 
 // The elementwise maximum (`op` Max) or minimum (Min): Max (Min) propagates NaN as torch does;
 // on bool it is Or (And).
-Value pairwise_extremum(Builder& b, std::string_view op, Value x, Value y) {
+Value pairwise_extremum(Builder& b, OpType op, Value x, Value y) {
   const ScalarType dtype = b.compute_dtype(x, y);
   x = b.cast(x, dtype);
   y = b.cast(y, dtype);
-  if (dtype == ScalarType::Bool) return b.op(op == "Max" ? "Or" : "And", {x, y});
+  if (dtype == ScalarType::Bool) return b.op(op == "Max" ? OpType("Or") : OpType("And"), {x, y});
   return b.op(op, {x, y});
 }
 
@@ -134,7 +134,7 @@ Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, con
   const auto may_be_nan = [](const std::optional<Scalar>& s) { return s && (!s->is_static() || std::isnan(s->to_double())); };
   const bool nan_bound = may_be_nan(lo) || may_be_nan(hi);
   if (nan_bound) return clamp_tensors(b, self, bound(lo), bound(hi));
-  return b.op("Clip", {b.cast(self, dtype), bound(lo), bound(hi)});
+  return b.op<"Clip">({b.cast(self, dtype), bound(lo), bound(hi)});
 }
 
 namespace manual {

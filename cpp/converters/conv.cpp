@@ -34,8 +34,8 @@ Value pad_spatial(Builder& b, Value x, const std::vector<int64_t>& begin, const 
     pad = pad || begin[i] > 0 || end[i] > 0;
     crop = crop || begin[i] < 0 || end[i] < 0;
   }
-  if (pad) x = b.op("Pad", {x, b.ints(pads)});
-  if (crop) x = b.op("Slice", {x, b.ints(starts), b.ints(ends), b.ints(spatial_axes(n))});
+  if (pad) x = b.op<"Pad">({x, b.ints(pads)});
+  if (crop) x = b.op<"Slice">({x, b.ints(starts), b.ints(ends), b.ints(spatial_axes(n))});
   return x;
 }
 
@@ -70,28 +70,28 @@ Value integer_conv(Builder& b, Value x, Value weight, const std::vector<int64_t>
       starts[i] = k * dilation[i];
       ends[i] = taps_after == 0 ? kEnd : -taps_after * dilation[i];
     }
-    const Value slice = b.op("Slice", {x, b.ints(starts), b.ints(ends), axes, steps});
+    const Value slice = b.op<"Slice">({x, b.ints(starts), b.ints(ends), axes, steps});
     if (!first_slice) first_slice = slice;
-    columns.push_back(b.op("Unsqueeze", {slice, unsqueeze_at}));
+    columns.push_back(b.op<"Unsqueeze">({slice, unsqueeze_at}));
   }
   const int64_t out_channels = w[0], group_depth = w[1] * offsets;
   // (N, C, offsets, *out) -> (N, groups, C/groups * offsets, positions); the weight (O, C/groups,
   // *kernel) -> (groups, O/groups, C/groups * offsets) has its taps in the same order.
-  const Value stacked = b.op("Concat", spread(columns), {Attr::i("axis", 2)});
-  const Value cols = b.op("Reshape", {stacked, b.ints(std::vector<int64_t>{0, groups, group_depth, -1})});
-  const Value kernel = b.op("Reshape", {weight, b.ints(std::vector<int64_t>{groups, out_channels / groups, group_depth})});
-  const Value product = b.op("MatMul", {kernel, cols});
-  const Value slice_shape = b.op("Shape", {*first_slice});
+  const Value stacked = b.op<"Concat">(spread(columns), {Attr::i("axis", 2)});
+  const Value cols = b.op<"Reshape">({stacked, b.ints(std::vector<int64_t>{0, groups, group_depth, -1})});
+  const Value kernel = b.op<"Reshape">({weight, b.ints(std::vector<int64_t>{groups, out_channels / groups, group_depth})});
+  const Value product = b.op<"MatMul">({kernel, cols});
+  const Value slice_shape = b.op<"Shape">({*first_slice});
   const auto dims = [&](int64_t from, int64_t to) {
-    return b.op("Slice", {slice_shape, b.ints(std::vector<int64_t>{from}), b.ints(std::vector<int64_t>{to})});
+    return b.op<"Slice">({slice_shape, b.ints(std::vector<int64_t>{from}), b.ints(std::vector<int64_t>{to})});
   };
   const Value out_shape =
-      b.op("Concat", {dims(0, 1), b.ints(std::vector<int64_t>{out_channels}), dims(2, kEnd)}, {Attr::i("axis", 0)});
-  Value out = b.op("Reshape", {product, out_shape});
+      b.op<"Concat">({dims(0, 1), b.ints(std::vector<int64_t>{out_channels}), dims(2, kEnd)}, {Attr::i("axis", 0)});
+  Value out = b.op<"Reshape">({product, out_shape});
   if (bias) {
     std::vector<int64_t> per_channel(n + 1, 1);
     per_channel[0] = out_channels;
-    out = b.op("Add", {out, b.op("Reshape", {*bias, b.ints(per_channel)})});
+    out = b.op<"Add">({out, b.op<"Reshape">({*bias, b.ints(per_channel)})});
   }
   return out;
 }
@@ -113,10 +113,10 @@ Value integer_conv_transpose(Builder& b, Value x, Value in_spatial, Value weight
     new_axes.push_back(static_cast<int64_t>(2 * i + 3));
     spread_pads[(2 * n + 2) + 2 + 2 * i + 1] = stride[i] - 1;
   }
-  const Value split_x = b.op("Unsqueeze", {x, b.ints(new_axes)});
-  const Value merged = b.op("Concat", {b.ints(std::vector<int64_t>{0, 0}), b.op("Mul", {in_spatial, b.ints(stride)})},
+  const Value split_x = b.op<"Unsqueeze">({x, b.ints(new_axes)});
+  const Value merged = b.op<"Concat">({b.ints(std::vector<int64_t>{0, 0}), b.op<"Mul">({in_spatial, b.ints(stride)})},
                             {Attr::i("axis", 0)});
-  const Value spread_x = b.op("Reshape", {b.op("Pad", {split_x, b.ints(spread_pads)}), merged});
+  const Value spread_x = b.op<"Reshape">({b.op<"Pad">({split_x, b.ints(spread_pads)}), merged});
   std::vector<int64_t> begin, end, kernel_shape = {w[1] * groups, w[0] / groups}, flip_starts, flip_ends, ones;
   int64_t offsets = 1;
   for (size_t i = 0; i < n; ++i) {
@@ -131,9 +131,9 @@ Value integer_conv_transpose(Builder& b, Value x, Value in_spatial, Value weight
   }
   // (C_in, C_out/groups, *k) -> (groups, C_in/groups, C_out/groups, taps) -> swap the channel
   // dims -> (C_out, C_in/groups, *k), flipped along every spatial dim.
-  const Value grouped = b.op("Reshape", {weight, b.ints(std::vector<int64_t>{groups, w[0] / groups, w[1], offsets})});
-  const Value swapped = b.op("Transpose", {grouped}, {Attr::ints("perm", {0, 2, 1, 3})});
-  const Value kernel = b.op("Slice", {b.op("Reshape", {swapped, b.ints(kernel_shape)}), b.ints(flip_starts),
+  const Value grouped = b.op<"Reshape">({weight, b.ints(std::vector<int64_t>{groups, w[0] / groups, w[1], offsets})});
+  const Value swapped = b.op<"Transpose">({grouped}, {Attr::ints("perm", {0, 2, 1, 3})});
+  const Value kernel = b.op<"Slice">({b.op<"Reshape">({swapped, b.ints(kernel_shape)}), b.ints(flip_starts),
                                       b.ints(flip_ends), b.ints(spatial_axes(n)), b.ints(std::vector<int64_t>(n, -1))});
   std::vector<int64_t> pads(begin);
   pads.insert(pads.end(), end.begin(), end.end());
@@ -148,7 +148,7 @@ Value conv_nd(Builder& b, Value input, Value weight, const std::optional<Value>&
   const int64_t group = b.static_int(groups);
   return with_batch(b, input, b.rank(weight), [&](Value x) {
     if (!is_floating(b.dtype(x))) return integer_conv(b, x, weight, weight_shape(b, weight), bias, strides, pads, dilations, group);
-    return b.op("Conv", {x, weight, bias},
+    return b.op<"Conv">({x, weight, bias},
                 {Attr::ints("strides", strides), Attr::ints("pads", pads), Attr::ints("dilations", dilations),
                  Attr::i("group", group)});
   });
@@ -166,7 +166,7 @@ Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::option
       return integer_conv_transpose(b, x, spatial, weight, bias, strides, b.static_ints(padding),
                                     b.static_ints(output_padding), dilations, group);
     }
-    return b.op("ConvTranspose", {x, weight, bias},
+    return b.op<"ConvTranspose">({x, weight, bias},
                 {Attr::ints("strides", strides), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)),
                  Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)),
                  Attr::ints("dilations", dilations), Attr::i("group", group)});

@@ -14,9 +14,9 @@ namespace {
 
 constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
 
-Value unsqueeze(Builder& b, Value x, int64_t axis) { return b.op("Unsqueeze", {x, b.ints(std::vector<int64_t>{axis})}); }
+Value unsqueeze(Builder& b, Value x, int64_t axis) { return b.op<"Unsqueeze">({x, b.ints(std::vector<int64_t>{axis})}); }
 
-Value squeeze0(Builder& b, Value x) { return b.op("Squeeze", {x, b.ints(std::vector<int64_t>{0})}); }
+Value squeeze0(Builder& b, Value x) { return b.op<"Squeeze">({x, b.ints(std::vector<int64_t>{0})}); }
 
 // 0, 1, ..., length - 1 for a 1-element int64 `length`.
 Value range(Builder& b, Value length) {
@@ -31,7 +31,7 @@ ScalarType scatter_type(ScalarType t) {
 // ScatterND of `updates` (positions, D) into rows `bag_of` of `init` (bags, D) with `reduction`.
 Value scatter_rows(Builder& b, Value init, Value bag_of, Value updates, const char* reduction) {
   const ScalarType t = b.dtype(updates), wide = scatter_type(t);
-  const Value out = b.op("ScatterND", {b.cast(init, wide), unsqueeze(b, bag_of, 1), b.cast(updates, wide)},
+  const Value out = b.op<"ScatterND">({b.cast(init, wide), unsqueeze(b, bag_of, 1), b.cast(updates, wide)},
                          {Attr::s("reduction", reduction)});
   return b.cast(out, t);
 }
@@ -48,40 +48,40 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   const ScalarType dtype = b.dtype(weight);
   const Value index = b.cast(indices, ScalarType::Long);
   const Value bounds = b.cast(offsets, ScalarType::Long);
-  const Value starts = include_last_offset ? b.op("Slice", {bounds, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})})
+  const Value starts = include_last_offset ? b.op<"Slice">({bounds, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})})
                                            : bounds;
-  const Value positions_shape = b.op("Shape", {index}), bags_shape = b.op("Shape", {starts});
+  const Value positions_shape = b.op<"Shape">({index}), bags_shape = b.op<"Shape">({starts});
   const Value positions = range(b, positions_shape);
-  const Value width = b.op("Slice", {b.op("Shape", {weight}), b.ints(std::vector<int64_t>{1}), b.ints(std::vector<int64_t>{2})});
-  const Value rows_shape = b.op("Concat", {bags_shape, width}, {Attr::i("axis", 0)});
+  const Value width = b.op<"Slice">({b.op<"Shape">({weight}), b.ints(std::vector<int64_t>{1}), b.ints(std::vector<int64_t>{2})});
+  const Value rows_shape = b.op<"Concat">({bags_shape, width}, {Attr::i("axis", 0)});
   const Value zero = b.scalar(Scalar(0.0), dtype);
 
   // The positions that count: not padding_idx, and before the last offset when it is given.
   std::optional<Value> valid;
-  if (padding_idx) valid = b.op("Not", {b.op("Equal", {index, *padding_idx})});
+  if (padding_idx) valid = b.op<"Not">({b.op<"Equal">({index, *padding_idx})});
   if (include_last_offset) {
-    const Value end = b.op("Slice", {bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
-    const Value before_end = b.op("Less", {positions, end});
-    valid = valid ? b.op("And", {*valid, before_end}) : before_end;
+    const Value end = b.op<"Slice">({bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
+    const Value before_end = b.op<"Less">({positions, end});
+    valid = valid ? b.op<"And">({*valid, before_end}) : before_end;
   }
 
   // The bag of each position: how many bags start at or before it, minus one.
   Value bag_of;
   if (b.opset() >= 16) {
-    const Value slots = b.op("Add", {positions_shape, b.ints(std::vector<int64_t>{1})});  // a start may be the end
-    const Value marks = b.op("ScatterElements", {b.op("Expand", {b.long_scalar(0), slots}), starts,
-                                                 b.op("Expand", {b.long_scalar(1), bags_shape})},
+    const Value slots = b.op<"Add">({positions_shape, b.ints(std::vector<int64_t>{1})});  // a start may be the end
+    const Value marks = b.op<"ScatterElements">({b.op<"Expand">({b.long_scalar(0), slots}), starts,
+                                                 b.op<"Expand">({b.long_scalar(1), bags_shape})},
                              {Attr::i("axis", 0), Attr::s("reduction", "add")});
-    const Value started = b.op("CumSum", {marks, b.long_scalar(0)});
-    bag_of = b.op("Sub", {b.op("Slice", {started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}), b.long_scalar(1)});
+    const Value started = b.op<"CumSum">({marks, b.long_scalar(0)});
+    bag_of = b.op<"Sub">({b.op<"Slice">({started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}), b.long_scalar(1)});
   } else {
-    const Value started = b.op("LessOrEqual", {unsqueeze(b, starts, 0), unsqueeze(b, positions, 1)});
-    bag_of = b.op("Sub", {reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
+    const Value started = b.op<"LessOrEqual">({unsqueeze(b, starts, 0), unsqueeze(b, positions, 1)});
+    bag_of = b.op<"Sub">({reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
   }
   // (bags, positions): position p counts in bag b. Only built where no scatter reduction exists.
   const auto membership = [&] {
-    Value m = b.op("Equal", {unsqueeze(b, range(b, bags_shape), 1), unsqueeze(b, bag_of, 0)});
-    return valid ? b.op("And", {m, unsqueeze(b, *valid, 0)}) : m;
+    Value m = b.op<"Equal">({unsqueeze(b, range(b, bags_shape), 1), unsqueeze(b, bag_of, 0)});
+    return valid ? b.op<"And">({m, unsqueeze(b, *valid, 0)}) : m;
   };
   const bool dense_sum = b.opset() < 16, dense_max = b.opset() < 18;
   std::optional<Value> members;
@@ -92,52 +92,52 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   if (members) {
     counts = reduce(b, "ReduceSum", b.cast(*members, ScalarType::Long), std::vector<int64_t>{1}, false);
   } else {
-    const Value ones = valid ? b.cast(*valid, ScalarType::Long) : b.op("Expand", {b.long_scalar(1), positions_shape});
-    counts = b.op("ScatterElements", {b.op("Expand", {b.long_scalar(0), bags_shape}), bag_of, ones},
+    const Value ones = valid ? b.cast(*valid, ScalarType::Long) : b.op<"Expand">({b.long_scalar(1), positions_shape});
+    counts = b.op<"ScatterElements">({b.op<"Expand">({b.long_scalar(0), bags_shape}), bag_of, ones},
                   {Attr::i("axis", 0), Attr::s("reduction", "add")});
   }
-  const Value nonempty = unsqueeze(b, b.op("Greater", {counts, b.long_scalar(0)}), 1);
+  const Value nonempty = unsqueeze(b, b.op<"Greater">({counts, b.long_scalar(0)}), 1);
 
-  Value rows = b.op("Gather", {weight, index});
+  Value rows = b.op<"Gather">({weight, index});
   if (per_sample_weights) {
     if (mode != kSum) b.fail("embedding_bag takes per_sample_weights only in sum mode");
-    rows = b.op("Mul", {rows, unsqueeze(b, *per_sample_weights, 1)});
+    rows = b.op<"Mul">({rows, unsqueeze(b, *per_sample_weights, 1)});
   }
   Value result;
   std::optional<Value> max_indices;
   if (mode != kMax) {
     if (members) {
-      result = b.op("MatMul", {b.cast(*members, dtype), rows});
+      result = b.op<"MatMul">({b.cast(*members, dtype), rows});
     } else {
-      const Value counted = valid ? b.op("Where", {unsqueeze(b, *valid, 1), rows, zero}) : rows;
-      result = scatter_rows(b, b.op("Expand", {zero, rows_shape}), bag_of, counted, "add");
+      const Value counted = valid ? b.op<"Where">({unsqueeze(b, *valid, 1), rows, zero}) : rows;
+      result = scatter_rows(b, b.op<"Expand">({zero, rows_shape}), bag_of, counted, "add");
     }
     if (mode == kMean) {
-      const Value divisor = b.cast(b.op("Max", {counts, b.long_scalar(1)}), dtype);  // empty bags stay 0
-      result = b.op("Div", {result, unsqueeze(b, divisor, 1)});
+      const Value divisor = b.cast(b.op<"Max">({counts, b.long_scalar(1)}), dtype);  // empty bags stay 0
+      result = b.op<"Div">({result, unsqueeze(b, divisor, 1)});
     }
   } else {
     // Empty bags are 0 with index 0; ties go to the first position, as torch scans.
     const Value lowest = b.scalar(Scalar(-std::numeric_limits<double>::infinity()), dtype);
     Value first;
     if (members) {
-      const Value masked = b.op("Where", {unsqueeze(b, *members, 2), unsqueeze(b, rows, 0), lowest});
+      const Value masked = b.op<"Where">({unsqueeze(b, *members, 2), unsqueeze(b, rows, 0), lowest});
       result = reduce(b, "ReduceMax", masked, std::vector<int64_t>{1}, false);
-      first = b.op("ArgMax", {masked}, {Attr::i("axis", 1), Attr::i("keepdims", 0)});
+      first = b.op<"ArgMax">({masked}, {Attr::i("axis", 1), Attr::i("keepdims", 0)});
     } else {
-      const Value counted = valid ? b.op("Where", {unsqueeze(b, *valid, 1), rows, lowest}) : rows;
-      result = scatter_rows(b, b.op("Expand", {lowest, rows_shape}), bag_of, counted, "max");
-      Value at_max = b.op("Equal", {counted, b.op("Gather", {result, bag_of})});
-      if (valid) at_max = b.op("And", {at_max, unsqueeze(b, *valid, 1)});
+      const Value counted = valid ? b.op<"Where">({unsqueeze(b, *valid, 1), rows, lowest}) : rows;
+      result = scatter_rows(b, b.op<"Expand">({lowest, rows_shape}), bag_of, counted, "max");
+      Value at_max = b.op<"Equal">({counted, b.op<"Gather">({result, bag_of})});
+      if (valid) at_max = b.op<"And">({at_max, unsqueeze(b, *valid, 1)});
       const Value past_end = squeeze0(b, positions_shape);
-      const Value candidate = b.op("Where", {at_max, unsqueeze(b, positions, 1), past_end});
-      first = b.op("ScatterND", {b.op("Expand", {past_end, rows_shape}), unsqueeze(b, bag_of, 1), candidate},
+      const Value candidate = b.op<"Where">({at_max, unsqueeze(b, positions, 1), past_end});
+      first = b.op<"ScatterND">({b.op<"Expand">({past_end, rows_shape}), unsqueeze(b, bag_of, 1), candidate},
                    {Attr::s("reduction", "min")});
     }
-    result = b.op("Where", {nonempty, result, zero});
+    result = b.op<"Where">({nonempty, result, zero});
     // An empty bag's first position is one past the end: a 0 appended there.
-    const Value chosen = b.op("Gather", {b.op("Concat", {index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
-    max_indices = b.op("Where", {nonempty, chosen, b.long_scalar(0)});
+    const Value chosen = b.op<"Gather">({b.op<"Concat">({index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
+    max_indices = b.op<"Where">({nonempty, chosen, b.long_scalar(0)});
   }
 
   // What torch returns besides the result (used by its backward): offset2bag (empty when it
@@ -148,11 +148,11 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   // they can disagree with its eager results) stay off the values the result is computed from.
   const auto as_meta = [&](Value v, size_t i) {
     const ScalarType t = b.out_meta(i).dtype;
-    return t == b.dtype(v) ? b.op("Identity", {v}) : b.cast(v, t);
+    return t == b.dtype(v) ? b.op<"Identity">({v}) : b.cast(v, t);
   };
   const auto unfilled = [&](size_t i) {
     const auto recorded = b.out_static_shape(i);
-    return b.op("Expand", {b.long_scalar(0), recorded ? b.ints(*recorded) : bags_shape});
+    return b.op<"Expand">({b.long_scalar(0), recorded ? b.ints(*recorded) : bags_shape});
   };
   const auto recorded_offset2bag = b.out_static_shape(1);
   const bool no_offset2bag = recorded_offset2bag && recorded_offset2bag->size() == 1 && (*recorded_offset2bag)[0] == 0;
@@ -172,7 +172,7 @@ std::array<Value, 4> embedding_bag_padding_idx(Builder& b, Value weight, Value i
   std::optional<Value> padding;
   if (padding_idx) {
     padding = b.long_scalar(*padding_idx);
-    if (*padding_idx < 0) padding = b.op("Add", {scalar_size_along(b, weight, 0), *padding});
+    if (*padding_idx < 0) padding = b.op<"Add">({scalar_size_along(b, weight, 0), *padding});
   }
   return reduce_bags(b, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding);
 }

@@ -84,22 +84,22 @@ Value dft_matmul(Builder& b, Value x, int64_t axis, int64_t rank, int64_t n, boo
   for (int64_t i = 0; i <= rank; ++i) perm.push_back(i);
   std::swap(perm[static_cast<size_t>(axis)], perm[static_cast<size_t>(rank - 1)]);
   const bool move = axis != rank - 1;
-  const Value moved = move ? b.op("Transpose", {x}, {Attr::ints("perm", perm)}) : x;
+  const Value moved = move ? b.op<"Transpose">({x}, {Attr::ints("perm", perm)}) : x;
   std::vector<int64_t> flat(static_cast<size_t>(rank - 1), 0), split(flat);
   flat.push_back(-1);
   split.insert(split.end(), {m, 2});
-  const Value product = b.op("MatMul", {b.op("Reshape", {moved, b.ints(flat)}), dft});
-  const Value out = b.op("Reshape", {product, b.ints(split)});
-  return move ? b.op("Transpose", {out}, {Attr::ints("perm", perm)}) : out;
+  const Value product = b.op<"MatMul">({b.op<"Reshape">({moved, b.ints(flat)}), dft});
+  const Value out = b.op<"Reshape">({product, b.ints(split)});
+  return move ? b.op<"Transpose">({out}, {Attr::ints("perm", perm)}) : out;
 }
 
 // ONNX DFT semantics along `axis` of `x` (torch rank `rank`, pair layout), of length `n`.
 Value dft(Builder& b, Value x, int64_t axis, int64_t rank, const SymInt& n, bool inverse, bool onesided, bool real_input) {
   const Attr inverse_attr = Attr::i("inverse", inverse), onesided_attr = Attr::i("onesided", onesided);
   if (b.opset() >= 20) {
-    return b.op("DFT", {x, std::optional<Value>(), b.scalar(axis, ScalarType::Long)}, {inverse_attr, onesided_attr});
+    return b.op<"DFT">({x, std::optional<Value>(), b.scalar(axis, ScalarType::Long)}, {inverse_attr, onesided_attr});
   }
-  if (b.opset() >= 17) return b.op("DFT", {x}, {Attr::i("axis", axis), inverse_attr, onesided_attr});
+  if (b.opset() >= 17) return b.op<"DFT">({x}, {Attr::i("axis", axis), inverse_attr, onesided_attr});
   if (!n.is_static()) {
     b.fail("a Fourier transform below opset 17 needs the static length of every transformed dimension (its DFT "
            "matrix is a constant; ONNX DFT, from opset 17, takes any length)");
@@ -122,20 +122,20 @@ Value normalized(Builder& b, Value x, int64_t normalization, const SymIntList& l
   if (known) {
     const double factor = scale * (inverse ? points : 1.0);
     if (factor == 1.0) return x;
-    return b.op("Mul", {x, b.scalar(factor, parts)});
+    return b.op<"Mul">({x, b.scalar(factor, parts)});
   }
   // points ^ (normalization's exponent, plus 1 when inverse)
   const double exponent = (normalization == 0 ? 0.0 : normalization == 1 ? -0.5 : -1.0) + (inverse ? 1.0 : 0.0);
   if (exponent == 0.0) return x;
   const Value product = reduce(b, "ReduceProd", b.ints(lengths), std::vector<int64_t>{0}, false);
-  const Value factor = b.op("Pow", {b.cast(product, ScalarType::Double), b.scalar(exponent, ScalarType::Double)});
-  return b.op("Mul", {x, b.cast(factor, parts)});
+  const Value factor = b.op<"Pow">({b.cast(product, ScalarType::Double), b.scalar(exponent, ScalarType::Double)});
+  return b.op<"Mul">({x, b.cast(factor, parts)});
 }
 
 // Part 0 (real) or 1 (imaginary) of a complex tensor of torch rank `rank`.
 Value part(Builder& b, Value complex, int64_t rank, int64_t index) {
   const Value pairs = b.as_real(complex);
-  return b.op("Gather", {pairs, b.scalar(index, ScalarType::Long)}, {Attr::i("axis", rank)});
+  return b.op<"Gather">({pairs, b.scalar(index, ScalarType::Long)}, {Attr::i("axis", rank)});
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
   if (dims.empty()) b.fail("_fft_r2c needs at least one dimension");
   // The one-sided half is taken along the last of `dim`, on the real input; then full transforms.
   SymIntList lengths;
-  Value x = b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{rank})});
+  Value x = b.op<"Unsqueeze">({self, b.ints(std::vector<int64_t>{rank})});
   for (size_t i = dims.size(); i-- > 0;) {
     lengths.push_back(signal_size(b, self, dims[i]));
     const bool last = i + 1 == dims.size();
@@ -196,21 +196,21 @@ Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
       b.fail("_fft_c2r of length " + std::to_string(length.value) + " needs " + std::to_string(half) +
              " input points, got " + std::to_string(given.value));
     }
-    if (given.value > half) x = b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
+    if (given.value > half) x = b.op<"Slice">({x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
     if (length.value - half > 0) {
       // X[L-h], ..., X[1], conjugated.
-      const Value mirrored = b.op("Slice", {x, b.ints(std::vector<int64_t>{length.value - half}),
+      const Value mirrored = b.op<"Slice">({x, b.ints(std::vector<int64_t>{length.value - half}),
                                             b.ints(std::vector<int64_t>{0}), axes, b.ints(std::vector<int64_t>{-1})});
-      x = b.op("Concat", {x, b.op("Mul", {mirrored, conjugate})}, {Attr::i("axis", axis)});
+      x = b.op<"Concat">({x, b.op<"Mul">({mirrored, conjugate})}, {Attr::i("axis", axis)});
     }
   } else {
     const Value l = b.ints(SymIntList{length});
-    const Value half = b.op("Add", {b.op("Div", {l, b.ints(std::vector<int64_t>{2})}), b.ints(std::vector<int64_t>{1})});
-    x = b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), half, axes});
+    const Value half = b.op<"Add">({b.op<"Div">({l, b.ints(std::vector<int64_t>{2})}), b.ints(std::vector<int64_t>{1})});
+    x = b.op<"Slice">({x, b.ints(std::vector<int64_t>{0}), half, axes});
     // X[L-h], ..., X[1], conjugated: empty when L - h is 0.
-    const Value mirrored = b.op("Slice", {x, b.op("Sub", {l, half}), b.ints(std::vector<int64_t>{0}), axes,
+    const Value mirrored = b.op<"Slice">({x, b.op<"Sub">({l, half}), b.ints(std::vector<int64_t>{0}), axes,
                                           b.ints(std::vector<int64_t>{-1})});
-    x = b.op("Concat", {x, b.op("Mul", {mirrored, conjugate})}, {Attr::i("axis", axis)});
+    x = b.op<"Concat">({x, b.op<"Mul">({mirrored, conjugate})}, {Attr::i("axis", axis)});
   }
   lengths.push_back(length);
   const Value signal = part(b, dft(b, x, axis, rank, length, true, false, false), rank, 0);
@@ -233,21 +233,21 @@ Value _conj(Builder& b, Value self) {
   if (!is_complex(b.dtype(self))) return self;  // a real tensor is its own conjugate
   b.accept_complex_pairs();
   const Value signs = b.list({Scalar(1.0), Scalar(-1.0)}, real_part_type(b.dtype(self)));
-  return b.as_complex(b.op("Mul", {b.as_real(self), signs}));
+  return b.as_complex(b.op<"Mul">({b.as_real(self), signs}));
 }
 
 // hypot(re, im) as torch computes it: scaled by the larger part, so squares do not overflow.
 Value abs(Builder& b, Value self) {
   b.accept_complex_pairs();
-  const Value parts = b.op("Abs", {b.as_real(self)});
+  const Value parts = b.op<"Abs">({b.as_real(self)});
   const std::vector<int64_t> last{-1};
   const Value larger = reduce(b, "ReduceMax", parts, last, true);
-  const Value zero = b.op("Equal", {larger, b.scalar_like(int64_t{0}, larger)});
-  const Value ratios = b.op("Div", {parts, b.op("Where", {zero, b.scalar_like(int64_t{1}, larger), larger})});
-  const Value norm = b.op("Mul", {larger, b.op("Sqrt", {reduce(b, "ReduceSum", b.op("Mul", {ratios, ratios}), last, true)})});
+  const Value zero = b.op<"Equal">({larger, b.scalar_like(int64_t{0}, larger)});
+  const Value ratios = b.op<"Div">({parts, b.op<"Where">({zero, b.scalar_like(int64_t{1}, larger), larger})});
+  const Value norm = b.op<"Mul">({larger, b.op<"Sqrt">({reduce(b, "ReduceSum", b.op<"Mul">({ratios, ratios}), last, true)})});
   // An infinite part makes the magnitude infinite, whatever the other (inf / inf is NaN).
-  const Value magnitude = b.op("Where", {b.op("IsInf", {larger}), larger, norm});
-  return b.op("Squeeze", {magnitude, b.ints(last)});
+  const Value magnitude = b.op<"Where">({b.op<"IsInf">({larger}), larger, norm});
+  return b.op<"Squeeze">({magnitude, b.ints(last)});
 }
 
 }  // namespace manual

@@ -19,7 +19,7 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& perm);
 // "min"). Reductions exist from opset 16 (add, mul) and 18 (max, min); below that this fails
 // clearly. Dtypes onnxruntime has no reduction kernel for are reduced in a dtype that holds
 // their values exactly and cast back.
-Value scatter(Builder& b, std::string_view op, Value data, Value indices, Value updates, std::string_view reduction,
+Value scatter(Builder& b, OpType op, Value data, Value indices, Value updates, std::string_view reduction,
               Attrs attrs = {});
 
 }  // namespace fastonnx

@@ -14,16 +14,16 @@ namespace {
 // has int32/int64 kernels and is exact.
 bool gemm_fits(Builder& b, Value x) { return is_floating(b.dtype(x)); }
 
-Value transposed(Builder& b, Value m) { return b.op("Transpose", {m}, {Attr::ints("perm", {1, 0})}); }
+Value transposed(Builder& b, Value m) { return b.op<"Transpose">({m}, {Attr::ints("perm", {1, 0})}); }
 
 }  // namespace
 
 // The p-norm over the last axis of the differences of every row of `x1` (..., P, M) with every
 // row of `x2` (..., R, M): (..., P, R), computed exactly from the differences.
 Value distances(Builder& b, Value x1, Value x2, double p) {
-  const Value rows = b.op("Unsqueeze", {x1, b.ints(std::vector<int64_t>{-2})});
-  const Value cols = b.op("Unsqueeze", {x2, b.ints(std::vector<int64_t>{-3})});
-  return vector_norm(b, b.op("Sub", {rows, cols}), p, std::vector<int64_t>{-1}, false);
+  const Value rows = b.op<"Unsqueeze">({x1, b.ints(std::vector<int64_t>{-2})});
+  const Value cols = b.op<"Unsqueeze">({x2, b.ints(std::vector<int64_t>{-3})});
+  return vector_norm(b, b.op<"Sub">({rows, cols}), p, std::vector<int64_t>{-1}, false);
 }
 
 namespace {
@@ -45,10 +45,10 @@ std::pair<Value, Value> row_pairs(Builder& b, Value self) {
   }
   const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
   const Value positions = iota(b, scalar_size_along(b, self, 0));
-  const Value upper = b.op("Less", {b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{1})}),
-                                    b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{0})})});
-  const Value pairs = b.op("NonZero", {upper});
-  return {b.op("Gather", {pairs, zero}), b.op("Gather", {pairs, one})};
+  const Value upper = b.op<"Less">({b.op<"Unsqueeze">({positions, b.ints(std::vector<int64_t>{1})}),
+                                    b.op<"Unsqueeze">({positions, b.ints(std::vector<int64_t>{0})})});
+  const Value pairs = b.op<"NonZero">({upper});
+  return {b.op<"Gather">({pairs, zero}), b.op<"Gather">({pairs, one})};
 }
 
 }  // namespace
@@ -57,7 +57,7 @@ std::pair<Value, Value> row_pairs(Builder& b, Value self) {
 Value pairwise_distances(Builder& b, Value self, double p) {
   if (b.rank(self) != 2) b.fail("pdist needs a 2-D input");
   const auto [first, second] = row_pairs(b, self);
-  const Value diff = b.op("Sub", {b.op("Gather", {self, first}), b.op("Gather", {self, second})});
+  const Value diff = b.op<"Sub">({b.op<"Gather">({self, first}), b.op<"Gather">({self, second})});
   return vector_norm(b, diff, p, std::vector<int64_t>{-1}, false);
 }
 
@@ -65,32 +65,32 @@ namespace manual {
 
 Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias) {
   if (bias && b.rank(input) == 2 && b.rank(weight) == 2 && gemm_fits(b, input)) {
-    return b.op("Gemm", {input, weight, *bias}, {Attr::i("transB", 1)});
+    return b.op<"Gemm">({input, weight, *bias}, {Attr::i("transB", 1)});
   }
   // A Transpose of a weight is folded into the initializer by the passes.
-  const Value product = b.op("MatMul", {input, b.rank(weight) == 1 ? weight : transposed(b, weight)});
-  return bias ? b.op("Add", {product, *bias}) : product;
+  const Value product = b.op<"MatMul">({input, b.rank(weight) == 1 ? weight : transposed(b, weight)});
+  return bias ? b.op<"Add">({product, *bias}) : product;
 }
 
 Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha) {
   // Gemm takes alpha and beta as attributes: numbers the graph computes take the MatMul path.
   if (gemm_fits(b, mat1) && alpha.is_static() && beta.is_static()) {
-    if (beta == 0.0) return b.op("Gemm", {mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
-    return b.op("Gemm", {mat1, mat2, self}, {Attr::f("alpha", alpha), Attr::f("beta", beta)});
+    if (beta == 0.0) return b.op<"Gemm">({mat1, mat2}, {Attr::f("alpha", alpha), Attr::f("beta", 0.0)});
+    return b.op<"Gemm">({mat1, mat2, self}, {Attr::f("alpha", alpha), Attr::f("beta", beta)});
   }
-  Value product = b.op("MatMul", {mat1, mat2});
-  if (alpha != int64_t{1}) product = b.op("Mul", {product, b.scalar_like(alpha, product)});
+  Value product = b.op<"MatMul">({mat1, mat2});
+  if (alpha != int64_t{1}) product = b.op<"Mul">({product, b.scalar_like(alpha, product)});
   if (beta == 0.0) return product;  // torch ignores `self` then
-  const Value scaled_self = beta == int64_t{1} ? self : b.op("Mul", {self, b.scalar_like(beta, self)});
-  return b.op("Add", {scaled_self, product});
+  const Value scaled_self = beta == int64_t{1} ? self : b.op<"Mul">({self, b.scalar_like(beta, self)});
+  return b.op<"Add">({scaled_self, product});
 }
 
 Value outer(Builder& b, Value self, Value vec2) {
   // Mixed dtypes multiply in torch's promoted one.
   const ScalarType dtype = b.compute_dtype(self, vec2);
-  const Value column = b.op("Unsqueeze", {b.cast(self, dtype), b.ints(std::vector<int64_t>{1})});
+  const Value column = b.op<"Unsqueeze">({b.cast(self, dtype), b.ints(std::vector<int64_t>{1})});
   // ONNX's Mul takes no bool; a product of truth values is their conjunction.
-  return b.op(dtype == ScalarType::Bool ? "And" : "Mul", {column, b.cast(vec2, dtype)});
+  return b.op(dtype == ScalarType::Bool ? OpType("And") : OpType("Mul"), {column, b.cast(vec2, dtype)});
 }
 
 Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>>) {
@@ -123,17 +123,17 @@ Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::
     const auto at = static_cast<int64_t>(terms[i].find("..."));
     std::vector<int64_t> axes;
     for (int64_t k = 0; k < widest - ellipsis_dims[i]; ++k) axes.push_back(at + k);
-    tensors[i] = b.op("Unsqueeze", {tensors[i], b.ints(axes)});
+    tensors[i] = b.op<"Unsqueeze">({tensors[i], b.ints(axes)});
   }
   // An explicit output without `...` sums over the ellipsis dims in torch; onnxruntime rejects
   // it, so keep them in front and sum them after.
   const size_t arrow = compact.find("->");
   const bool has_ellipsis = *std::max_element(ellipsis_dims.begin(), ellipsis_dims.end()) >= 0;
   if (arrow == std::string::npos || !has_ellipsis || compact.find("...", arrow) != std::string::npos) {
-    return b.op("Einsum", spread(tensors), {Attr::s("equation", compact)});
+    return b.op<"Einsum">(spread(tensors), {Attr::s("equation", compact)});
   }
   compact.insert(arrow + 2, "...");
-  const Value kept = b.op("Einsum", spread(tensors), {Attr::s("equation", compact)});
+  const Value kept = b.op<"Einsum">(spread(tensors), {Attr::s("equation", compact)});
   if (widest == 0) return kept;
   std::vector<int64_t> ellipsis_axes(static_cast<size_t>(widest));
   std::iota(ellipsis_axes.begin(), ellipsis_axes.end(), 0);

@@ -20,27 +20,27 @@ Value channel_count(Builder& b, Value input) {
   const auto shape = b.shape(input);
   if (shape.size() < 2) b.fail("normalization needs an input of rank 2 or more (N, C, ...)");
   if (shape[1].is_static()) return b.ints(std::vector<int64_t>{shape[1].value});
-  return b.op("Gather", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{1})});
+  return b.op<"Gather">({b.op<"Shape">({input}), b.ints(std::vector<int64_t>{1})});
 }
 
 // Per-channel scale or shift: the given tensor, or `fill` for every channel when absent.
 Value per_channel(Builder& b, const std::optional<Value>& given, Value input, double fill) {
   if (given) return *given;
-  return b.op("Expand", {b.scalar_like(fill, input), channel_count(b, input)});
+  return b.op<"Expand">({b.scalar_like(fill, input), channel_count(b, input)});
 }
 
 // A scale or shift over the trailing `normalized_shape`: the given tensor, or `fill` throughout.
 Value over_shape(Builder& b, const std::optional<Value>& given, Value input, const SymIntList& normalized_shape,
                  double fill) {
   if (given) return *given;
-  return b.op("Expand", {b.scalar_like(fill, input), b.ints(normalized_shape)});
+  return b.op<"Expand">({b.scalar_like(fill, input), b.ints(normalized_shape)});
 }
 
 // A per-channel vector shaped to broadcast against an (N, C, ...) tensor of rank `rank`.
 Value as_channel(Builder& b, Value per_channel_values, int64_t rank) {
   std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(rank - 1, 1)), 1);
   shape[0] = -1;
-  return b.op("Reshape", {per_channel_values, b.ints(shape)});
+  return b.op<"Reshape">({per_channel_values, b.ints(shape)});
 }
 
 struct Standardized {
@@ -50,15 +50,15 @@ struct Standardized {
 // (x - mean) / sqrt(var + eps) over `axes`, with the biased variance, as torch's norms compute.
 Standardized standardize(Builder& b, Value x, const std::vector<int64_t>& axes, double eps) {
   const Value mean = reduce_mean_keepdims(b, x, axes);
-  const Value centered = b.op("Sub", {x, mean});
-  const Value var = reduce_mean_keepdims(b, b.op("Mul", {centered, centered}), axes);
-  const Value rstd = b.op("Reciprocal", {b.op("Sqrt", {b.op("Add", {var, b.scalar_like(eps, var)})})});
-  return {b.op("Mul", {centered, rstd}), mean, rstd};
+  const Value centered = b.op<"Sub">({x, mean});
+  const Value var = reduce_mean_keepdims(b, b.op<"Mul">({centered, centered}), axes);
+  const Value rstd = b.op<"Reciprocal">({b.op<"Sqrt">({b.op<"Add">({var, b.scalar_like(eps, var)})})});
+  return {b.op<"Mul">({centered, rstd}), mean, rstd};
 }
 
 Value affine(Builder& b, Value normed, const std::optional<Value>& weight, const std::optional<Value>& bias) {
-  const Value scaled = weight ? b.op("Mul", {normed, *weight}) : normed;
-  return bias ? b.op("Add", {scaled, *bias}) : scaled;
+  const Value scaled = weight ? b.op<"Mul">({normed, *weight}) : normed;
+  return bias ? b.op<"Add">({scaled, *bias}) : scaled;
 }
 
 // Batch normalization with the batch's own statistics over (N, spatial...), per channel. The
@@ -75,8 +75,8 @@ Standardized batch_stats_norm(Builder& b, Value input, const std::optional<Value
     return as_channel(b, *v, rank);
   };
   const Value flat = b.ints(std::vector<int64_t>{-1});
-  return {affine(b, s.out, channel(weight), channel(bias)), b.op("Reshape", {s.mean, flat}),
-          b.op("Reshape", {s.rstd, flat})};
+  return {affine(b, s.out, channel(weight), channel(bias)), b.op<"Reshape">({s.mean, flat}),
+          b.op<"Reshape">({s.rstd, flat})};
 }
 
 }  // namespace
@@ -89,7 +89,7 @@ Value batch_norm_eval(Builder& b, Value input, const std::optional<Value>& weigh
   if (b.rank(input) < 2) b.fail("batch_norm needs an input of rank 2 or more (N, C, ...)");
   const Value scale = per_channel(b, weight, input, 1.0);
   const Value shift = per_channel(b, bias, input, 0.0);
-  return b.op("BatchNormalization", {input, scale, shift, *mean, *var}, {Attr::f("epsilon", eps)});
+  return b.op<"BatchNormalization">({input, scale, shift, *mean, *var}, {Attr::f("epsilon", eps)});
 }
 
 // What the saved-statistics outputs hold when torch normalizes with running statistics: empty
@@ -114,7 +114,7 @@ std::array<Value, 3> layer_norm_with_stats(Builder& b, Value input, const SymInt
     Inputs inputs = {input, scale};
     if (bias) inputs.push_back(*bias);
     const std::vector<Value> outs =
-        b.op_n("LayerNormalization", inputs, {Attr::i("axis", axis), Attr::f("epsilon", eps)}, 3);
+        b.op_n<"LayerNormalization">(inputs, {Attr::i("axis", axis), Attr::f("epsilon", eps)}, 3);
     if (!stats_dtype) return {outs[0], outs[1], outs[2]};
     return {outs[0], b.cast(outs[1], *stats_dtype), b.cast(outs[2], *stats_dtype)};
   }
@@ -135,26 +135,26 @@ std::array<Value, 3> group_norm_with_stats(Builder& b, Value input, const std::o
     for (size_t d = 1; d < shape->size(); ++d) per_group *= (*shape)[d];
     grouped_shape = {(*shape)[0], groups, groups == 0 ? 0 : per_group / groups};
   }
-  const Value grouped = b.op("Reshape", {input, b.ints(grouped_shape)});
+  const Value grouped = b.op<"Reshape">({input, b.ints(grouped_shape)});
   const Standardized s = standardize(b, grouped, {2}, eps);
-  const Value normed = b.op("Reshape", {s.out, b.op("Shape", {input})});
+  const Value normed = b.op<"Reshape">({s.out, b.op<"Shape">({input})});
   const auto channel = [&](const std::optional<Value>& v) -> std::optional<Value> {
     if (!v) return std::nullopt;
     return as_channel(b, *v, rank);
   };
   const Value stats_shape = b.ints(std::vector<int64_t>{grouped_shape[0], groups});
-  return {affine(b, normed, channel(weight), channel(bias)), b.op("Reshape", {s.mean, stats_shape}),
-          b.op("Reshape", {s.rstd, stats_shape})};
+  return {affine(b, normed, channel(weight), channel(bias)), b.op<"Reshape">({s.mean, stats_shape}),
+          b.op<"Reshape">({s.rstd, stats_shape})};
 }
 
 // The output and mask of dropout: ONNX Dropout when training, else the input and an all-true mask.
 std::array<Value, 2> dropout_with_mask(Builder& b, Value input, double p, std::optional<bool> train) {
   // torch drops nothing when not training, and with p = 0 its mask keeps everything.
   if ((train.has_value() && !*train) || p == 0.0) {
-    return {input, b.op("Expand", {b.scalar(true, ScalarType::Bool), b.op("Shape", {input})})};
+    return {input, b.op<"Expand">({b.scalar(true, ScalarType::Bool), b.op<"Shape">({input})})};
   }
   const std::vector<Value> outs =
-      b.op_n("Dropout", {input, b.scalar(p, ScalarType::Float), b.scalar(true, ScalarType::Bool)}, {}, 2);
+      b.op_n<"Dropout">({input, b.scalar(p, ScalarType::Float), b.scalar(true, ScalarType::Bool)}, {}, 2);
   return {outs[0], outs[1]};
 }
 
@@ -192,7 +192,7 @@ Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Valu
   if (b.opset() >= 21 && b.rank(input) >= 3) {
     const Value scale = per_channel(b, weight, input, 1.0);
     const Value shift = per_channel(b, bias, input, 0.0);
-    return b.op("GroupNormalization", {input, scale, shift},
+    return b.op<"GroupNormalization">({input, scale, shift},
                 {Attr::i("num_groups", num_groups), Attr::f("epsilon", eps)});
   }
   return group_norm_with_stats(b, input, weight, bias, num_groups, eps)[0];
@@ -208,7 +208,7 @@ Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::o
   if (b.rank(input) < 3) b.fail("instance_norm needs an input of rank 3 or more (N, C, spatial...)");
   const Value scale = per_channel(b, weight, input, 1.0);
   const Value shift = per_channel(b, bias, input, 0.0);
-  return b.op("InstanceNormalization", {input, scale, shift}, {Attr::f("epsilon", eps)});
+  return b.op<"InstanceNormalization">({input, scale, shift}, {Attr::f("epsilon", eps)});
 }
 
 Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight,
@@ -221,12 +221,12 @@ Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::option
                                                                            : std::numeric_limits<float>::epsilon());
   if (b.opset() >= 23) {
     const Value scale = over_shape(b, weight, input, normalized_shape, 1.0);
-    return b.op("RMSNormalization", {input, scale}, {Attr::i("axis", axis), Attr::f("epsilon", epsilon)});
+    return b.op<"RMSNormalization">({input, scale}, {Attr::i("axis", axis), Attr::f("epsilon", epsilon)});
   }
-  const Value mean_square = reduce_mean_keepdims(b, b.op("Mul", {input, input}), axes_from(axis, rank));
-  const Value rms = b.op("Sqrt", {b.op("Add", {mean_square, b.scalar_like(epsilon, mean_square)})});
-  const Value normed = b.op("Div", {input, rms});
-  return weight ? b.op("Mul", {normed, *weight}) : normed;
+  const Value mean_square = reduce_mean_keepdims(b, b.op<"Mul">({input, input}), axes_from(axis, rank));
+  const Value rms = b.op<"Sqrt">({b.op<"Add">({mean_square, b.scalar_like(epsilon, mean_square)})});
+  const Value normed = b.op<"Div">({input, rms});
+  return weight ? b.op<"Mul">({normed, *weight}) : normed;
 }
 
 }  // namespace manual

@@ -50,7 +50,7 @@ Value crop(Builder& b, Value x, const SymIntList& pads) {
     axes.push_back(d);
   }
   if (axes.empty()) return x;
-  return b.op("Slice", {x, b.ints(starts), b.ints(ends), b.ints(axes)});
+  return b.op<"Slice">({x, b.ints(starts), b.ints(ends), b.ints(axes)});
 }
 
 // The pads with their negative items set to 0, for Pad. A symbolic pad goes to Pad as it is
@@ -73,14 +73,14 @@ Value wrap_by_concat(Builder& b, Value x, const SymIntList& pads) {
     std::vector<Value> parts;
     if (!begin.is_static() || begin.value > 0) {
       const Value from = begin.is_static() ? b.ints(std::vector<int64_t>{-begin.value})
-                                           : b.op("Neg", {b.ints(SymIntList{begin})});
-      parts.push_back(b.op("Slice", {x, from, b.ints(std::vector<int64_t>{kToTheEnd}), axis}));
+                                           : b.op<"Neg">({b.ints(SymIntList{begin})});
+      parts.push_back(b.op<"Slice">({x, from, b.ints(std::vector<int64_t>{kToTheEnd}), axis}));
     }
     parts.push_back(x);
     if (!end.is_static() || end.value > 0) {
-      parts.push_back(b.op("Slice", {x, b.ints(std::vector<int64_t>{0}), b.ints(SymIntList{end}), axis}));
+      parts.push_back(b.op<"Slice">({x, b.ints(std::vector<int64_t>{0}), b.ints(SymIntList{end}), axis}));
     }
-    if (parts.size() > 1) x = b.op("Concat", spread(parts), {Attr::i("axis", d)});
+    if (parts.size() > 1) x = b.op<"Concat">(spread(parts), {Attr::i("axis", d)});
   }
   return x;
 }
@@ -93,7 +93,7 @@ Value pad_nd(Builder& b, Value self, const SymIntList& pad, Mode mode, const Sca
     if (all_zero(grow)) return x;
     Inputs inputs = {x, b.ints(grow)};
     if (mode == Mode::Constant) inputs.push_back(b.scalar_like(value, x));
-    return b.op("Pad", inputs, {Attr::s("mode", onnx_mode)});
+    return b.op<"Pad">(inputs, {Attr::s("mode", onnx_mode)});
   };
   switch (mode) {
     case Mode::Constant: return crop(b, pad_op(self, "constant"), pads);

@@ -52,11 +52,11 @@ Value plane_indices(Builder& b, Value onnx_indices, Value input, size_t spatial_
     for (int64_t s : *sizes) size *= s;
     plane = b.scalar(Scalar(size), ScalarType::Long);
   } else {
-    const Value dims = b.op("Slice", {b.op("Shape", {input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
+    const Value dims = b.op<"Slice">({b.op<"Shape">({input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
                                        b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
     plane = reduce(b, "ReduceProd", dims, std::vector<int64_t>{0}, false);
   }
-  return b.op("Mod", {onnx_indices, plane});
+  return b.op<"Mod">({onnx_indices, plane});
 }
 
 // Max pooling by ONNX MaxPool (floating point and 8-bit inputs).
@@ -68,8 +68,8 @@ std::vector<Value> onnx_max_pool(Builder& b, Value self, const std::vector<int64
                        Attr::ints("pads", helper_twice(b, padding)), Attr::ints("dilations", dilation),
                        Attr::i("ceil_mode", ceil_mode)};
   return with_batch_n(b, self, static_cast<int64_t>(nd) + 2, [&](Value x) -> std::vector<Value> {
-    if (!with_indices) return {b.op("MaxPool", {x}, attrs)};
-    const std::vector<Value> outs = b.op_n("MaxPool", {x}, attrs, 2);
+    if (!with_indices) return {b.op<"MaxPool">({x}, attrs)};
+    const std::vector<Value> outs = b.op_n<"MaxPool">({x}, attrs, 2);
     return {outs[0], plane_indices(b, outs[1], x, nd)};
   });
 }
@@ -88,14 +88,14 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const Windows& w, boo
     }
   }
   const std::vector<Value> slices = window_slices(b, self, w, lowest(dtype));
-  if (!with_indices && !is_floating(dtype)) return {b.op("Max", spread(slices))};
+  if (!with_indices && !is_floating(dtype)) return {b.op<"Max">(spread(slices))};
   Value best = b.scalar(lowest(dtype), dtype);
   Value index = b.tensor(first_inside, w.out, ScalarType::Long);
   for (size_t k = 0; k < slices.size(); ++k) {
-    Value better = b.op("Greater", {slices[k], best});
-    if (is_floating(dtype)) better = b.op("Or", {better, b.op("IsNaN", {slices[k]})});
-    best = b.op("Where", {better, slices[k], best});
-    if (with_indices) index = b.op("Where", {better, b.tensor(positions[k], w.out, ScalarType::Long), index});
+    Value better = b.op<"Greater">({slices[k], best});
+    if (is_floating(dtype)) better = b.op<"Or">({better, b.op<"IsNaN">({slices[k]})});
+    best = b.op<"Where">({better, slices[k], best});
+    if (with_indices) index = b.op<"Where">({better, b.tensor(positions[k], w.out, ScalarType::Long), index});
   }
   if (!with_indices) return {best};
   return {best, index};
@@ -107,7 +107,7 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const RuntimeWindows&
   const ScalarType dtype = b.dtype(self);
   const int64_t rank = b.rank(self);
   const std::vector<Value> slices = window_slices(b, self, rank, w, lowest(dtype));
-  if (!with_indices && !is_floating(dtype)) return {b.op("Max", spread(slices))};
+  if (!with_indices && !is_floating(dtype)) return {b.op<"Max">(spread(slices))};
   std::vector<Value> positions;
   Value index;
   if (with_indices) {
@@ -115,19 +115,19 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const RuntimeWindows&
     const Value plane = sizes_between(b, self, rank - spatial, rank);
     const Value count = reduce(b, "ReduceProd", plane, std::vector<int64_t>{0}, false);
     const Value all = iota(b, count);
-    positions = window_slices(b, b.op("Reshape", {all, plane}), spatial, w, Scalar(int64_t{-1}));
+    positions = window_slices(b, b.op<"Reshape">({all, plane}), spatial, w, Scalar(int64_t{-1}));
     // Each window starts at its first position inside the input.
     index = positions.back();
     for (size_t k = positions.size() - 1; k-- > 0;) {
-      index = b.op("Where", {b.op("GreaterOrEqual", {positions[k], b.scalar(int64_t{0}, ScalarType::Long)}), positions[k], index});
+      index = b.op<"Where">({b.op<"GreaterOrEqual">({positions[k], b.scalar(int64_t{0}, ScalarType::Long)}), positions[k], index});
     }
   }
   Value best = b.scalar(lowest(dtype), dtype);
   for (size_t k = 0; k < slices.size(); ++k) {
-    Value better = b.op("Greater", {slices[k], best});
-    if (is_floating(dtype)) better = b.op("Or", {better, b.op("IsNaN", {slices[k]})});
-    best = b.op("Where", {better, slices[k], best});
-    if (with_indices) index = b.op("Where", {better, positions[k], index});
+    Value better = b.op<"Greater">({slices[k], best});
+    if (is_floating(dtype)) better = b.op<"Or">({better, b.op<"IsNaN">({slices[k]})});
+    best = b.op<"Where">({better, slices[k], best});
+    if (with_indices) index = b.op<"Where">({better, positions[k], index});
   }
   if (!with_indices) return {best};
   return {best, index};
@@ -180,8 +180,8 @@ Value divided_sum_pool(Builder& b, Value x, const Windows& w, bool count_include
     // Integers: a sum of strided slices, divided (truncating) like torch's integer division.
     const std::vector<Value> slices = window_slices(b, x, w, Scalar(int64_t{0}));
     Value sum = slices[0];
-    for (size_t k = 1; k < slices.size(); ++k) sum = b.op("Add", {sum, slices[k]});
-    return b.op("Div", {sum, per_window(b, std::vector<Scalar>(divisors.begin(), divisors.end()), w, dtype)});
+    for (size_t k = 1; k < slices.size(); ++k) sum = b.op<"Add">({sum, slices[k]});
+    return b.op<"Div">({sum, per_window(b, std::vector<Scalar>(divisors.begin(), divisors.end()), w, dtype)});
   }
   // Zero-padded so every window is whole, the average over the whole window times
   // window size / divisor is torch's quotient.
@@ -194,11 +194,11 @@ Value divided_sum_pool(Builder& b, Value x, const Windows& w, bool count_include
   }
   const Attrs attrs = {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride)};
   const Value avg = with_batch(b, x, static_cast<int64_t>(rank), [&](Value batched) {
-    return b.op("AveragePool", {b.op("Pad", {batched, b.ints(pads)})}, attrs);
+    return b.op<"AveragePool">({b.op<"Pad">({batched, b.ints(pads)})}, attrs);
   });
   std::vector<Scalar> factors;
   for (int64_t d : divisors) factors.emplace_back(static_cast<double>(w.positions()) / static_cast<double>(d));
-  return b.op("Mul", {avg, per_window(b, factors, w, dtype)});
+  return b.op<"Mul">({avg, per_window(b, factors, w, dtype)});
 }
 
 }  // namespace
@@ -216,7 +216,7 @@ Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const
     const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", stride.empty() ? kernel : stride),
                          Attr::ints("pads", helper_twice(b, padding)), Attr::i("ceil_mode", ceil_mode),
                          Attr::i("count_include_pad", count_include_pad)};
-    const Value pooled = with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+    const Value pooled = with_batch(b, self, batched_rank, [&](Value x) { return b.op<"AveragePool">({x}, attrs); });
     // Dynamic sizes: the window torch drops may be there before opset 22.
     if (!ceil_mode || w || b.opset() >= 22) return pooled;
     const SymIntList in = spatial_sizes(b, self, nd);
@@ -229,8 +229,8 @@ Value avg_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const
   const RuntimeWindows windows = runtime_windows(b, in, kernel, stride, padding, dilation, ceil_mode);
   const std::vector<Value> slices = window_slices(b, self, b.rank(self), windows, Scalar(int64_t{0}));
   Value sum = slices[0];
-  for (size_t k = 1; k < slices.size(); ++k) sum = b.op("Add", {sum, slices[k]});
-  return b.op("Div", {sum, avg_divisors(b, windows, count_include_pad, divisor_override, b.dtype(self))});
+  for (size_t k = 1; k < slices.size(); ++k) sum = b.op<"Add">({sum, slices[k]});
+  return b.op<"Div">({sum, avg_divisors(b, windows, count_include_pad, divisor_override, b.dtype(self))});
 }
 
 namespace {
@@ -243,12 +243,12 @@ std::pair<Value, Value> adaptive_window(Builder& b, Value x, int64_t axis, int64
   const Dim d = b.shape(x)[static_cast<size_t>(axis)];
   if (d.is_static()) return {one((o * d.value) / out), one(((o + 1) * d.value + out - 1) / out)};
   const Value in = size_along(b, x, axis);
-  return {b.op("Div", {b.op("Mul", {in, one(o)}), one(out)}),
-          b.op("Div", {b.op("Add", {b.op("Mul", {in, one(o + 1)}), one(out - 1)}), one(out)})};
+  return {b.op<"Div">({b.op<"Mul">({in, one(o)}), one(out)}),
+          b.op<"Div">({b.op<"Add">({b.op<"Mul">({in, one(o + 1)}), one(out - 1)}), one(out)})};
 }
 
 Value slice_axis(Builder& b, Value x, int64_t axis, Value start, Value end) {
-  return b.op("Slice", {x, start, end, b.ints(std::vector<int64_t>{axis})});
+  return b.op<"Slice">({x, start, end, b.ints(std::vector<int64_t>{axis})});
 }
 
 }  // namespace
@@ -264,12 +264,12 @@ Value adaptive_avg_pool(Builder& b, Value self, const std::vector<int64_t>& out)
     same = same && (*in)[i] == out[i];
   }
   if (same) return self;
-  if (ones) return with_batch(b, self, batched_rank, [&](Value x) { return b.op("GlobalAveragePool", {x}); });
+  if (ones) return with_batch(b, self, batched_rank, [&](Value x) { return b.op<"GlobalAveragePool">({x}); });
   if (divisible) {
     std::vector<int64_t> kernel;
     for (size_t i = 0; i < nd; ++i) kernel.push_back((*in)[i] / out[i]);
     const Attrs attrs = {Attr::ints("kernel_shape", kernel), Attr::ints("strides", kernel)};
-    return with_batch(b, self, batched_rank, [&](Value x) { return b.op("AveragePool", {x}, attrs); });
+    return with_batch(b, self, batched_rank, [&](Value x) { return b.op<"AveragePool">({x}, attrs); });
   }
   // Windows of unequal size (or of sizes known at run time only): the axes are separable, each
   // averaged window by window.
@@ -283,7 +283,7 @@ Value adaptive_avg_pool(Builder& b, Value self, const std::vector<int64_t>& out)
       const auto [start, end] = adaptive_window(b, self, axis, o, out[i]);
       parts.push_back(reduce_mean_keepdims(b, slice_axis(b, x, axis, start, end), {axis}));
     }
-    x = b.op("Concat", parts, {Attr::i("axis", axis)});
+    x = b.op<"Concat">(parts, {Attr::i("axis", axis)});
   }
   return x;
 }
@@ -315,17 +315,17 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
       const auto [start, end] = adaptive_window(b, self, axis, o, out[i]);
       const Value window = slice_axis(b, values, axis, start, end);
       value_parts.push_back(reduce(b, "ReduceMax", window, std::vector<int64_t>{axis}, true));
-      const Value at = b.op("ArgMax", {window}, {Attr::i("axis", axis), Attr::i("keepdims", 1)});
-      Value position = b.op("Add", {at, start});
+      const Value at = b.op<"ArgMax">({window}, {Attr::i("axis", axis), Attr::i("keepdims", 1)});
+      Value position = b.op<"Add">({at, start});
       if (index) {
-        const Value carried = b.op("GatherElements", {slice_axis(b, *index, axis, start, end), at}, {Attr::i("axis", axis)});
-        position = b.op("Add", {b.op("Mul", {position, inner}), carried});
+        const Value carried = b.op<"GatherElements">({slice_axis(b, *index, axis, start, end), at}, {Attr::i("axis", axis)});
+        position = b.op<"Add">({b.op<"Mul">({position, inner}), carried});
       }
       index_parts.push_back(position);
     }
-    values = b.op("Concat", value_parts, {Attr::i("axis", axis)});
-    index = b.op("Concat", index_parts, {Attr::i("axis", axis)});
-    inner = b.op("Mul", {inner, size_along(b, self, axis)});
+    values = b.op<"Concat">(value_parts, {Attr::i("axis", axis)});
+    index = b.op<"Concat">(index_parts, {Attr::i("axis", axis)});
+    inner = b.op<"Mul">({inner, size_along(b, self, axis)});
   }
   return {values, *index};
 }
@@ -344,18 +344,18 @@ Value adaptive_avg_pool_by_matrices(Builder& b, Value self, const SymIntList& ou
     const int64_t axis = rank - nd + i;
     const Value in = scalar_size_along(b, self, axis);
     const Value n = b.long_scalar(out[i]);
-    const Value rows = b.op("Unsqueeze", {iota(b, n), b.ints(std::vector<int64_t>{1})});
+    const Value rows = b.op<"Unsqueeze">({iota(b, n), b.ints(std::vector<int64_t>{1})});
     const Value cols = iota(b, in);
-    const Value start = b.op("Div", {b.op("Mul", {rows, in}), n});
-    const Value end = b.op("Div", {b.op("Add", {b.op("Mul", {b.op("Add", {rows, one}), in}), b.op("Sub", {n, one})}), n});
-    const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, start}), b.op("Less", {cols, end})});
-    const Value weights = b.op("Div", {b.cast(inside, dtype), b.cast(b.op("Sub", {end, start}), dtype)});
+    const Value start = b.op<"Div">({b.op<"Mul">({rows, in}), n});
+    const Value end = b.op<"Div">({b.op<"Add">({b.op<"Mul">({b.op<"Add">({rows, one}), in}), b.op<"Sub">({n, one})}), n});
+    const Value inside = b.op<"And">({b.op<"GreaterOrEqual">({cols, start}), b.op<"Less">({cols, end})});
+    const Value weights = b.op<"Div">({b.cast(inside, dtype), b.cast(b.op<"Sub">({end, start}), dtype)});
     std::vector<int64_t> swap(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d) swap[d] = d;
     std::swap(swap[axis], swap[rank - 1]);
-    const Value moved = axis == rank - 1 ? x : b.op("Transpose", {x}, {Attr::ints("perm", swap)});
-    const Value pooled = b.op("MatMul", {moved, b.op("Transpose", {weights}, {Attr::ints("perm", {1, 0})})});
-    x = axis == rank - 1 ? pooled : b.op("Transpose", {pooled}, {Attr::ints("perm", swap)});
+    const Value moved = axis == rank - 1 ? x : b.op<"Transpose">({x}, {Attr::ints("perm", swap)});
+    const Value pooled = b.op<"MatMul">({moved, b.op<"Transpose">({weights}, {Attr::ints("perm", {1, 0})})});
+    x = axis == rank - 1 ? pooled : b.op<"Transpose">({pooled}, {Attr::ints("perm", swap)});
   }
   return x;
 }

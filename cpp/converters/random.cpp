@@ -33,7 +33,7 @@ Attrs distribution_attrs(Distribution d, ScalarType dtype, ScalarType drawn) {
 
 // Draws of `dtype` shaped like `like` (whatever its element type), by `op`: RandomUniformLike or
 // RandomNormalLike.
-Value random_like(Builder& b, std::string_view op, Value like, ScalarType dtype) {
+Value random_like(Builder& b, OpType op, Value like, ScalarType dtype) {
   const Distribution d = op == "RandomUniformLike" ? Distribution::Uniform : Distribution::Normal;
   const ScalarType drawn = draw_dtype(b, dtype);
   return b.cast(b.op(op, {like}, distribution_attrs(d, dtype, drawn)), dtype);
@@ -41,10 +41,10 @@ Value random_like(Builder& b, std::string_view op, Value like, ScalarType dtype)
 
 // Draws of `dtype` of shape `size` by `op` (RandomUniform or RandomNormal): a static shape is an
 // attribute, a dynamic one is the shape of a tensor the draws are made like.
-Value random_of_size(Builder& b, std::string_view op, const SymIntList& size, ScalarType dtype) {
+Value random_of_size(Builder& b, OpType op, const SymIntList& size, ScalarType dtype) {
   bool dynamic = false;
   for (const SymInt& s : size) dynamic = dynamic || !s.is_static();
-  if (dynamic) return random_like(b, std::string(op) + "Like", b.op("ConstantOfShape", {b.ints(size)}), dtype);
+  if (dynamic) return random_like(b, op == "RandomUniform" ? OpType("RandomUniformLike") : OpType("RandomNormalLike"), b.op<"ConstantOfShape">({b.ints(size)}), dtype);
   const Distribution d = op == "RandomUniform" ? Distribution::Uniform : Distribution::Normal;
   const ScalarType drawn = draw_dtype(b, dtype);
   Attrs attrs = distribution_attrs(d, dtype, drawn);
@@ -56,8 +56,8 @@ Value random_of_size(Builder& b, std::string_view op, const SymIntList& size, Sc
 // node's output.
 Value bernoulli_trials(Builder& b, Value self, Value p) {
   const ScalarType drawn = b.dtype(p) == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
-  const Value draws = b.op("RandomUniformLike", {self}, {Attr::i("dtype", onnx_dtype(drawn))});
-  return b.cast(b.op("Less", {draws, b.cast(p, drawn)}), b.out_meta().dtype);
+  const Value draws = b.op<"RandomUniformLike">({self}, {Attr::i("dtype", onnx_dtype(drawn))});
+  return b.cast(b.op<"Less">({draws, b.cast(p, drawn)}), b.out_meta().dtype);
 }
 
 namespace manual {
@@ -66,7 +66,7 @@ Value randperm(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bo
   // Ranking n independent uniform keys gives every permutation the same probability.
   const Value keys = random_of_size(b, "RandomUniform", {n}, ScalarType::Float);
   const Value k = b.ints(SymIntList{n});
-  const Value order = b.op_n("TopK", {keys, k}, {Attr::i("axis", 0)}, 2)[1];
+  const Value order = b.op_n<"TopK">({keys, k}, {Attr::i("axis", 0)}, 2)[1];
   return b.cast(order, b.out_meta().dtype);
 }
 

@@ -36,7 +36,7 @@ std::vector<int64_t> explicit_axes(Builder& b, Value x, const Axes& axes) {
 // Removes the reduced axes of a value reduced from `x` with keepdims=1.
 Value drop_axes(Builder& b, Value kept, Value x, const Axes& axes) {
   if (b.rank(x) == 0) return kept;
-  return b.op("Squeeze", {kept, b.ints(explicit_axes(b, x, axes))});
+  return b.op<"Squeeze">({kept, b.ints(explicit_axes(b, x, axes))});
 }
 
 // Truth values as uint8 0/1, which every Reduce*, ArgMax, Max and Min kernel takes.
@@ -48,7 +48,7 @@ Value orderable(Builder& b, Value x) { return b.dtype(x) == ScalarType::Bool ? a
 }  // namespace
 
 // ReduceMax or ReduceMin of `x` in torch's dtype.
-Value reduce_extremum(Builder& b, std::string_view op, Value x, const Axes& axes, bool keepdim) {
+Value reduce_extremum(Builder& b, OpType op, Value x, const Axes& axes, bool keepdim) {
   return b.cast(reduce(b, op, orderable(b, x), axes, keepdim), b.dtype(x));
 }
 
@@ -64,7 +64,7 @@ Value all_of(Builder& b, Value x, const Axes& axes, bool keepdim) {
 
 // max.dim/min.dim: the extreme values (`reduce_op`) and the first index at which they occur
 // (`arg_op`).
-std::array<Value, 2> extremum_with_index(Builder& b, std::string_view reduce_op, std::string_view arg_op, Value self,
+std::array<Value, 2> extremum_with_index(Builder& b, OpType reduce_op, OpType arg_op, Value self,
                                          int64_t dim, bool keepdim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
@@ -77,14 +77,14 @@ std::array<Value, 2> extremum_with_index(Builder& b, std::string_view reduce_op,
 }
 
 // argmax/argmin (`op`): the first index of the extremum along `dim`, or in the flattened tensor.
-Value arg_extremum(Builder& b, std::string_view op, Value self, std::optional<int64_t> dim, bool keepdim) {
+Value arg_extremum(Builder& b, OpType op, Value self, std::optional<int64_t> dim, bool keepdim) {
   const int64_t rank = b.rank(self);
   const Value x = orderable(b, self);
   if (!dim) {
-    const Value flat = b.op("Reshape", {x, b.ints(std::vector<int64_t>{-1})});
+    const Value flat = b.op<"Reshape">({x, b.ints(std::vector<int64_t>{-1})});
     const Value index = b.op(op, {flat}, {Attr::i("axis", 0), Attr::i("keepdims", 0)});
     if (!keepdim || rank == 0) return index;
-    return b.op("Reshape", {index, b.ints(std::vector<int64_t>(static_cast<size_t>(rank), 1))});
+    return b.op<"Reshape">({index, b.ints(std::vector<int64_t>(static_cast<size_t>(rank), 1))});
   }
   const int64_t axis = wrap_dim(b, *dim, rank);
   if (rank == 0) return b.scalar(int64_t{0}, ScalarType::Long);
@@ -110,10 +110,10 @@ Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim) {
   const Value x = b.cast(self, b.out_meta(0).dtype);  // ints and bool compute in float
   const Value max = reduce(b, "ReduceMax", x, axes, true);
   const Value inf = b.scalar_like(std::numeric_limits<double>::infinity(), max);
-  const Value infinite = b.op("Equal", {b.op("Abs", {max}), inf});
-  const Value shift = b.op("Where", {infinite, b.scalar_like(0.0, max), max});
-  const Value sum = reduce(b, "ReduceSum", b.op("Exp", {b.op("Sub", {x, shift})}), axes, keepdim);
-  return b.op("Add", {b.op("Log", {sum}), keepdim ? shift : drop_axes(b, shift, self, axes)});
+  const Value infinite = b.op<"Equal">({b.op<"Abs">({max}), inf});
+  const Value shift = b.op<"Where">({infinite, b.scalar_like(0.0, max), max});
+  const Value sum = reduce(b, "ReduceSum", b.op<"Exp">({b.op<"Sub">({x, shift})}), axes, keepdim);
+  return b.op<"Add">({b.op<"Log">({sum}), keepdim ? shift : drop_axes(b, shift, self, axes)});
 }
 
 namespace {
@@ -126,7 +126,7 @@ Value reduced_count(Builder& b, Value x, const Axes& axes) {
     for (int64_t a : reduced) n *= (*shape)[a];
     return b.scalar_like(static_cast<double>(n), x);
   }
-  const Value sizes = b.op("Gather", {b.op("Shape", {x}), b.ints(reduced)});
+  const Value sizes = b.op<"Gather">({b.op<"Shape">({x}), b.ints(reduced)});
   return b.cast(reduce(b, "ReduceProd", sizes, std::nullopt, false), b.dtype(x));
 }
 
@@ -140,12 +140,12 @@ Moments moments(Builder& b, Value x, const Axes& dims, const std::optional<Scala
   // A sum over the count rather than ReduceMean, which gives 0 over no elements where torch
   // gives NaN (0/0).
   const Value count = reduced_count(b, x, axes);
-  const Value mean = b.op("Div", {reduce(b, "ReduceSum", x, axes, true), count});
-  const Value deviation = b.op("Sub", {x, mean});
-  const Value squares = reduce(b, "ReduceSum", b.op("Mul", {deviation, deviation}), axes, keepdim);
-  const Value corrected = b.op("Sub", {count, b.scalar_like(correction ? *correction : Scalar(1.0), x)});
-  const Value divisor = b.op("Max", {corrected, b.scalar_like(0.0, x)});
-  return {b.op("Div", {squares, divisor}), keepdim ? mean : drop_axes(b, mean, x, axes)};
+  const Value mean = b.op<"Div">({reduce(b, "ReduceSum", x, axes, true), count});
+  const Value deviation = b.op<"Sub">({x, mean});
+  const Value squares = reduce(b, "ReduceSum", b.op<"Mul">({deviation, deviation}), axes, keepdim);
+  const Value corrected = b.op<"Sub">({count, b.scalar_like(correction ? *correction : Scalar(1.0), x)});
+  const Value divisor = b.op<"Max">({corrected, b.scalar_like(0.0, x)});
+  return {b.op<"Div">({squares, divisor}), keepdim ? mean : drop_axes(b, mean, x, axes)};
 }
 
 }  // namespace
@@ -163,7 +163,7 @@ std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims,
 std::array<Value, 2> std_and_mean(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction,
                                   bool keepdim) {
   const Moments m = moments(b, self, dims, correction, keepdim);
-  return {b.op("Sqrt", {m.var}), m.mean};
+  return {b.op<"Sqrt">({m.var}), m.mean};
 }
 
 Scalar unbiased_correction(Builder&, bool unbiased) { return Scalar(int64_t{unbiased ? 1 : 0}); }
@@ -173,12 +173,12 @@ namespace {
 // `y` shifted `s` (a 1-D int64 of one item, below the length) places forward along `axis`: the
 // first `s` places filled with `fill` (or with the first element when `fill` is absent).
 Value shifted(Builder& b, Value y, int64_t rank, int64_t axis, Value s, std::optional<Value> fill) {
-  const Value kept = b.op("Slice", {y, b.ints(std::vector<int64_t>{0}), b.op("Neg", {s}), b.ints(std::vector<int64_t>{axis})});
-  const Value pads = b.op("Concat", {b.ints(std::vector<int64_t>(static_cast<size_t>(axis), 0)), s,
+  const Value kept = b.op<"Slice">({y, b.ints(std::vector<int64_t>{0}), b.op<"Neg">({s}), b.ints(std::vector<int64_t>{axis})});
+  const Value pads = b.op<"Concat">({b.ints(std::vector<int64_t>(static_cast<size_t>(axis), 0)), s,
                                      b.ints(std::vector<int64_t>(static_cast<size_t>(2 * rank - axis - 1), 0))},
                           {Attr::i("axis", 0)});
-  if (fill) return b.op("Pad", {kept, pads, *fill});
-  return b.op("Pad", {kept, pads}, {Attr::s("mode", "edge")});
+  if (fill) return b.op<"Pad">({kept, pads, *fill});
+  return b.op<"Pad">({kept, pads}, {Attr::s("mode", "edge")});
 }
 
 // An inclusive scan of an associative `combine(earlier, later)` along `axis` in log2(n) steps
@@ -199,17 +199,17 @@ Value scan(Builder& b, Value x, Value like, int64_t axis, std::optional<Value> f
   }
   const Value n = size_along(b, like, axis), two = b.ints(std::vector<int64_t>{2});
   const auto below_length = [&](Value shift) {
-    return b.op("Squeeze", {b.op("Less", {shift, n}), b.ints(std::vector<int64_t>{0})});
+    return b.op<"Squeeze">({b.op<"Less">({shift, n}), b.ints(std::vector<int64_t>{0})});
   };
   b.begin_subgraph();
   const Value iteration = b.subgraph_input("scan_step", ScalarType::Long, {});
   b.subgraph_input("scan_condition", ScalarType::Bool, {});
   const Value y = b.subgraph_input("scan_state", b.dtype(x), b.shape(like));
-  const Value shift = b.op("Pow", {two, iteration});  // 2^iteration, as a 1-D int64 of one item
+  const Value shift = b.op<"Pow">({two, iteration});  // 2^iteration, as a 1-D int64 of one item
   const Value next = step(y, shift);
-  const GraphId body = b.end_subgraph({below_length(b.op("Mul", {shift, two})), next});
+  const GraphId body = b.end_subgraph({below_length(b.op<"Mul">({shift, two})), next});
   const Value first = below_length(b.ints(std::vector<int64_t>{1}));
-  return b.op("Loop", {std::optional<Value>(), first, x}, {Attr::graph("body", body)});
+  return b.op<"Loop">({std::optional<Value>(), first, x}, {Attr::graph("body", body)});
 }
 
 }  // namespace
@@ -218,7 +218,7 @@ Value scan(Builder& b, Value x, Value like, int64_t axis, std::optional<Value> f
 // at which it occurs (torch's ties): the running maximum of the positions where x reaches its
 // running extremum (or is NaN), -1 elsewhere. `keep_later` (GreaterOrEqual for the maximum,
 // LessOrEqual for the minimum) says when a later element replaces the extremum so far.
-std::array<Value, 2> cumulative_extremum(Builder& b, std::string_view keep_later, Value self, int64_t dim) {
+std::array<Value, 2> cumulative_extremum(Builder& b, OpType keep_later, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
   if (rank == 0) return {self, b.scalar(int64_t{0}, ScalarType::Long)};
@@ -227,19 +227,19 @@ std::array<Value, 2> cumulative_extremum(Builder& b, std::string_view keep_later
   const Value value = scan(b, x, self, axis, std::nullopt, [&](Value earlier, Value later) {
     Value take_later = b.op(keep_later, {later, earlier});
     if (floating) {
-      const Value earlier_is_number = b.op("Not", {b.op("IsNaN", {earlier})});
-      take_later = b.op("Or", {b.op("IsNaN", {later}), b.op("And", {take_later, earlier_is_number})});
+      const Value earlier_is_number = b.op<"Not">({b.op<"IsNaN">({earlier})});
+      take_later = b.op<"Or">({b.op<"IsNaN">({later}), b.op<"And">({take_later, earlier_is_number})});
     }
-    return b.op("Where", {take_later, later, earlier});
+    return b.op<"Where">({take_later, later, earlier});
   });
   std::vector<int64_t> along_axis(static_cast<size_t>(rank), 1);
   along_axis[axis] = -1;
-  const Value positions = b.op("Reshape", {iota(b, scalar_size_along(b, self, axis)), b.ints(along_axis)});
-  Value reached = b.op("Equal", {x, value});
-  if (floating) reached = b.op("Or", {reached, b.op("IsNaN", {x})});
-  const Value marked = b.op("Where", {reached, positions, b.scalar(int64_t{-1}, ScalarType::Long)});
+  const Value positions = b.op<"Reshape">({iota(b, scalar_size_along(b, self, axis)), b.ints(along_axis)});
+  Value reached = b.op<"Equal">({x, value});
+  if (floating) reached = b.op<"Or">({reached, b.op<"IsNaN">({x})});
+  const Value marked = b.op<"Where">({reached, positions, b.scalar(int64_t{-1}, ScalarType::Long)});
   const Value index = scan(b, marked, self, axis, std::nullopt, [&](Value earlier, Value later) {
-    return b.op("Max", {earlier, later});
+    return b.op<"Max">({earlier, later});
   });
   return {b.cast(value, b.dtype(self)), index};
 }
@@ -248,11 +248,11 @@ Value vector_norm(Builder& b, Value x, double p, const Axes& axes, bool keepdim)
   constexpr double inf = std::numeric_limits<double>::infinity();
   if (p == 2) return reduce(b, "ReduceL2", x, axes, keepdim);
   if (p == 1) return reduce(b, "ReduceL1", x, axes, keepdim);
-  if (p == inf) return reduce(b, "ReduceMax", b.op("Abs", {x}), axes, keepdim);
-  if (p == -inf) return reduce(b, "ReduceMin", b.op("Abs", {x}), axes, keepdim);
+  if (p == inf) return reduce(b, "ReduceMax", b.op<"Abs">({x}), axes, keepdim);
+  if (p == -inf) return reduce(b, "ReduceMin", b.op<"Abs">({x}), axes, keepdim);
   if (p == 0) return reduce(b, "ReduceSum", b.cast(b.cast(x, ScalarType::Bool), b.dtype(x)), axes, keepdim);
-  const Value powered = b.op("Pow", {b.op("Abs", {x}), b.scalar_like(p, x)});
-  return b.op("Pow", {reduce(b, "ReduceSum", powered, axes, keepdim), b.scalar_like(1.0 / p, x)});
+  const Value powered = b.op<"Pow">({b.op<"Abs">({x}), b.scalar_like(p, x)});
+  return b.op<"Pow">({reduce(b, "ReduceSum", powered, axes, keepdim), b.scalar_like(1.0 / p, x)});
 }
 
 namespace manual {
@@ -273,7 +273,7 @@ Value cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
   // CumSum takes float16 from opset 14; before, sum in float32, which holds every float16.
   const bool widen = out == ScalarType::Half && b.opset() < 14;
   const Value x = b.cast(self, widen ? ScalarType::Float : out);
-  return b.cast(b.op("CumSum", {x, b.scalar(axis, ScalarType::Long)}), out);
+  return b.cast(b.op<"CumSum">({x, b.scalar(axis, ScalarType::Long)}), out);
 }
 
 Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
@@ -282,7 +282,7 @@ Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
   const Value x = b.cast(self, b.out_meta(0).dtype);
   if (rank == 0) return x;
   return scan(b, x, self, axis, b.scalar_like(int64_t{1}, x), [&](Value earlier, Value later) {
-    return b.op("Mul", {earlier, later});
+    return b.op<"Mul">({earlier, later});
   });
 }
 
@@ -293,8 +293,8 @@ Value logcumsumexp(Builder& b, Value self, int64_t dim) {
   // log(e^a + e^b) = max + log(1 + e^(min - max)) = max + Softplus(min - max); -inf is its identity.
   const Value minus_inf = b.scalar_like(-std::numeric_limits<double>::infinity(), self);
   return scan(b, self, self, axis, minus_inf, [&](Value earlier, Value later) {
-    const Value hi = b.op("Max", {earlier, later}), lo = b.op("Min", {earlier, later});
-    return b.op("Add", {hi, b.op("Softplus", {b.op("Sub", {lo, hi})})});
+    const Value hi = b.op<"Max">({earlier, later}), lo = b.op<"Min">({earlier, later});
+    return b.op<"Add">({hi, b.op<"Softplus">({b.op<"Sub">({lo, hi})})});
   });
 }
 

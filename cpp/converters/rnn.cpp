@@ -13,7 +13,7 @@ namespace fastonnx {
 namespace {
 
 struct CellKind {
-  const char* op;
+  OpType op;
   int64_t gates;
   std::vector<int64_t> onnx_gate_order;  // torch's gate index for each ONNX gate
   Attrs attrs;                           // beyond hidden_size and direction
@@ -42,8 +42,8 @@ Value gate_rows(Builder& b, const CellKind& cell, int64_t hidden) {
 Value stack_directions(Builder& b, const std::vector<Value>& per_direction) {
   const Value first = b.ints(std::vector<int64_t>{0});
   std::vector<Value> items;
-  for (Value v : per_direction) items.push_back(b.op("Unsqueeze", {v, first}));
-  return items.size() == 1 ? items[0] : b.op("Concat", spread(items), {Attr::i("axis", 0)});
+  for (Value v : per_direction) items.push_back(b.op<"Unsqueeze">({v, first}));
+  return items.size() == 1 ? items[0] : b.op<"Concat">(spread(items), {Attr::i("axis", 0)});
 }
 
 // One layer and direction's weights in torch's flat list.
@@ -60,23 +60,23 @@ struct LayerResult {
 };
 
 Value first_dim_range(Builder& b, Value v, int64_t from, int64_t to) {
-  return b.op("Slice", {v, b.ints(std::vector<int64_t>{from}), b.ints(std::vector<int64_t>{to}),
+  return b.op<"Slice">({v, b.ints(std::vector<int64_t>{from}), b.ints(std::vector<int64_t>{to}),
                         b.ints(std::vector<int64_t>{0})});
 }
 
 Value concat(Builder& b, const std::vector<Value>& parts, int64_t axis) {
-  return parts.size() == 1 ? parts[0] : b.op("Concat", spread(parts), {Attr::i("axis", axis)});
+  return parts.size() == 1 ? parts[0] : b.op<"Concat">(spread(parts), {Attr::i("axis", axis)});
 }
 
 // A layer as one ONNX node for both directions.
 LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vector<LayerWeights>& weights,
                        const std::vector<Value>& layer_states, const Value& rows, const Attrs& attrs) {
-  const auto reordered = [&](Value w) { return b.op("Gather", {w, rows}, {Attr::i("axis", 0)}); };
+  const auto reordered = [&](Value w) { return b.op<"Gather">({w, rows}, {Attr::i("axis", 0)}); };
   std::vector<Value> w, r, bias;
   for (const LayerWeights& lw : weights) {
     w.push_back(reordered(lw.w_ih));
     r.push_back(reordered(lw.w_hh));
-    if (lw.b_ih) bias.push_back(b.op("Concat", {reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}));
+    if (lw.b_ih) bias.push_back(b.op<"Concat">({reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}));
   }
   Inputs inputs = {x, stack_directions(b, w), stack_directions(b, r)};
   inputs.push_back(bias.empty() ? std::nullopt : std::optional(stack_directions(b, bias)));
@@ -84,8 +84,8 @@ LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vec
   for (Value state : layer_states) inputs.push_back(state);
   const std::vector<Value> outs = b.op_n(cell.op, inputs, attrs, cell.n_outputs);
   // Y (time, directions, batch, hidden) -> (time, batch, directions*hidden).
-  const Value y = b.op("Transpose", {outs[0]}, {Attr::ints("perm", {0, 2, 1, 3})});
-  return {b.op("Reshape", {y, b.ints(std::vector<int64_t>{0, 0, -1})}), {outs.begin() + 1, outs.end()}};
+  const Value y = b.op<"Transpose">({outs[0]}, {Attr::ints("perm", {0, 2, 1, 3})});
+  return {b.op<"Reshape">({y, b.ints(std::vector<int64_t>{0, 0, -1})}), {outs.begin() + 1, outs.end()}};
 }
 
 // An LSTM layer with proj_size P, which ONNX's LSTM lacks: torch feeds h = W_hr m back, where
@@ -98,8 +98,8 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
   const Value zero_axis = b.ints(std::vector<int64_t>{0}), one_axis = b.ints(std::vector<int64_t>{1});
   const Attrs transpose = {Attr::ints("perm", {1, 0})};
   // Row i of the first dim (-1: the last).
-  const auto row = [&](Value v, int64_t i) { return b.op("Gather", {v, b.scalar(i, ScalarType::Long)}, {Attr::i("axis", 0)}); };
-  const auto times_transposed = [&](Value v, Value w) { return b.op("MatMul", {v, b.op("Transpose", {w}, transpose)}); };
+  const auto row = [&](Value v, int64_t i) { return b.op<"Gather">({v, b.scalar(i, ScalarType::Long)}, {Attr::i("axis", 0)}); };
+  const auto times_transposed = [&](Value v, Value w) { return b.op<"MatMul">({v, b.op<"Transpose">({w}, transpose)}); };
   std::vector<Value> outputs, finals_h, finals_c;
   for (size_t d = 0; d < weights.size(); ++d) {
     const LayerWeights& lw = weights[d];
@@ -107,36 +107,36 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
     const auto index = static_cast<int64_t>(d);
     // The first step (the last for the reverse direction), with torch's gate order i, f, g, o.
     const int64_t first_step = reverse ? -1 : 0;
-    Value gates = b.op("Add", {times_transposed(row(x, first_step), lw.w_ih),
+    Value gates = b.op<"Add">({times_transposed(row(x, first_step), lw.w_ih),
                                times_transposed(row(layer_states[0], index), lw.w_hh)});
-    if (lw.b_ih) gates = b.op("Add", {gates, b.op("Add", {*lw.b_ih, *lw.b_hh})});
-    const std::vector<Value> g = b.op_n("Split", {gates, b.ints(std::vector<int64_t>(4, hidden))}, {Attr::i("axis", 1)}, 4);
-    const Value c_first = b.op("Add", {b.op("Mul", {b.op("Sigmoid", {g[1]}), row(layer_states[1], index)}),
-                                       b.op("Mul", {b.op("Sigmoid", {g[0]}), b.op("Tanh", {g[2]})})});
-    const Value m_first = b.op("Mul", {b.op("Sigmoid", {g[3]}), b.op("Tanh", {c_first})});
-    Value m_sequence = b.op("Unsqueeze", {m_first, zero_axis}), m_last = m_first, c_last = c_first;
+    if (lw.b_ih) gates = b.op<"Add">({gates, b.op<"Add">({*lw.b_ih, *lw.b_hh})});
+    const std::vector<Value> g = b.op_n<"Split">({gates, b.ints(std::vector<int64_t>(4, hidden))}, {Attr::i("axis", 1)}, 4);
+    const Value c_first = b.op<"Add">({b.op<"Mul">({b.op<"Sigmoid">({g[1]}), row(layer_states[1], index)}),
+                                       b.op<"Mul">({b.op<"Sigmoid">({g[0]}), b.op<"Tanh">({g[2]})})});
+    const Value m_first = b.op<"Mul">({b.op<"Sigmoid">({g[3]}), b.op<"Tanh">({c_first})});
+    Value m_sequence = b.op<"Unsqueeze">({m_first, zero_axis}), m_last = m_first, c_last = c_first;
     if (!steps.is_static() || steps.value > 1) {  // a dynamic length may be 1: the ONNX LSTM then runs no step
-      const auto reordered = [&](Value w) { return b.op("Gather", {w, rows}, {Attr::i("axis", 0)}); };
-      const Value recurrence = reordered(b.op("MatMul", {lw.w_hh, *lw.w_hr}));
+      const auto reordered = [&](Value w) { return b.op<"Gather">({w, rows}, {Attr::i("axis", 0)}); };
+      const Value recurrence = reordered(b.op<"MatMul">({lw.w_hh, *lw.w_hr}));
       std::optional<Value> bias;
       if (lw.b_ih) {
-        bias = b.op("Unsqueeze", {b.op("Concat", {reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}),
+        bias = b.op<"Unsqueeze">({b.op<"Concat">({reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}),
                                   zero_axis});
       }
       const Value rest = reverse ? first_dim_range(b, x, 0, -1) : first_dim_range(b, x, 1, std::numeric_limits<int64_t>::max());
       const std::vector<Value> outs = b.op_n(
           "LSTM",
-          {rest, b.op("Unsqueeze", {reordered(lw.w_ih), zero_axis}), b.op("Unsqueeze", {recurrence, zero_axis}), bias,
-           std::optional<Value>(), b.op("Unsqueeze", {m_first, zero_axis}), b.op("Unsqueeze", {c_first, zero_axis})},
+          {rest, b.op<"Unsqueeze">({reordered(lw.w_ih), zero_axis}), b.op<"Unsqueeze">({recurrence, zero_axis}), bias,
+           std::optional<Value>(), b.op<"Unsqueeze">({m_first, zero_axis}), b.op<"Unsqueeze">({c_first, zero_axis})},
           {Attr::i("hidden_size", hidden), Attr::s("direction", reverse ? "reverse" : "forward")}, 3);
-      const Value m_rest = b.op("Squeeze", {outs[0], one_axis});
-      m_sequence = b.op("Concat", reverse ? Inputs{m_rest, m_sequence} : Inputs{m_sequence, m_rest}, {Attr::i("axis", 0)});
-      m_last = b.op("Squeeze", {outs[1], zero_axis});
-      c_last = b.op("Squeeze", {outs[2], zero_axis});
+      const Value m_rest = b.op<"Squeeze">({outs[0], one_axis});
+      m_sequence = b.op<"Concat">(reverse ? Inputs{m_rest, m_sequence} : Inputs{m_sequence, m_rest}, {Attr::i("axis", 0)});
+      m_last = b.op<"Squeeze">({outs[1], zero_axis});
+      c_last = b.op<"Squeeze">({outs[2], zero_axis});
     }
     outputs.push_back(times_transposed(m_sequence, *lw.w_hr));
-    finals_h.push_back(b.op("Unsqueeze", {times_transposed(m_last, *lw.w_hr), zero_axis}));
-    finals_c.push_back(b.op("Unsqueeze", {c_last, zero_axis}));
+    finals_h.push_back(b.op<"Unsqueeze">({times_transposed(m_last, *lw.w_hr), zero_axis}));
+    finals_c.push_back(b.op<"Unsqueeze">({c_last, zero_axis}));
   }
   return {concat(b, outputs, 2), {concat(b, finals_h, 0), concat(b, finals_c, 0)}};
 }
@@ -169,7 +169,7 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
   const Dim steps = b.shape(input)[batch_first ? 1 : 0];
 
   const std::vector<int64_t> swap_batch_and_time = {1, 0, 2};
-  Value x = batch_first ? b.op("Transpose", {input}, {Attr::ints("perm", swap_batch_and_time)}) : input;
+  Value x = batch_first ? b.op<"Transpose">({input}, {Attr::ints("perm", swap_batch_and_time)}) : input;
   std::vector<std::vector<Value>> finals(states.size());
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     std::vector<LayerWeights> weights;
@@ -190,7 +190,7 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
     x = result.output;
     for (size_t s = 0; s < states.size(); ++s) finals[s].push_back(result.finals[s]);
   }
-  std::vector<Value> results = {batch_first ? b.op("Transpose", {x}, {Attr::ints("perm", swap_batch_and_time)}) : x};
+  std::vector<Value> results = {batch_first ? b.op<"Transpose">({x}, {Attr::ints("perm", swap_batch_and_time)}) : x};
   for (const auto& per_layer : finals) results.push_back(concat(b, per_layer, 0));
   return results;
 }

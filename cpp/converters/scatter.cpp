@@ -11,7 +11,7 @@
 
 namespace fastonnx {
 
-Value scatter(Builder& b, std::string_view op, Value data, Value indices, Value updates, std::string_view reduction,
+Value scatter(Builder& b, OpType op, Value data, Value indices, Value updates, std::string_view reduction,
               Attrs attrs) {
   if (reduction == "none") return b.op(op, {data, indices, updates}, attrs);
   const ScalarType dtype = b.dtype(data);
@@ -27,7 +27,7 @@ Value scatter(Builder& b, std::string_view op, Value data, Value indices, Value 
   const bool max_or_min = reduction == "max" || reduction == "min";
   const int since = max_or_min ? 18 : 16;
   if (b.opset() < since) {
-    b.fail("ONNX " + std::string(op) + " combines updates to one position (reduction '" + std::string(reduction) +
+    b.fail("ONNX " + std::string(op.name()) + " combines updates to one position (reduction '" + std::string(reduction) +
            "') only from opset " + std::to_string(since) + "; the target opset is " + std::to_string(b.opset()));
   }
   // onnxruntime's CPU kernels have no float16/bfloat16 add or mul reductions, nor any ScatterND
@@ -51,9 +51,9 @@ Value scatter_elements(Builder& b, Value self, int64_t rank, int64_t dim, Value 
     return scatter(b, "ScatterElements", self, index, updates, reduction, {Attr::i("axis", wrap_dim(b, dim, rank))});
   }
   wrap_dim(b, dim, rank);  // checks dim
-  const auto flat = [&](Value x) { return b.op("Reshape", {x, b.ints(std::vector<int64_t>{-1})}); };
+  const auto flat = [&](Value x) { return b.op<"Reshape">({x, b.ints(std::vector<int64_t>{-1})}); };
   const Value scattered = scatter(b, "ScatterElements", flat(self), flat(index), flat(updates), reduction);
-  return b.op("Reshape", {scattered, b.ints(std::vector<int64_t>{})});
+  return b.op<"Reshape">({scattered, b.ints(std::vector<int64_t>{})});
 }
 
 // torch reads only the part of src that index covers; ScatterElements wants the two of one shape.
@@ -64,11 +64,11 @@ Value fit_to_index(Builder& b, Value src, Value index) {
   if (rank == 0) return src;
   std::vector<int64_t> axes(static_cast<size_t>(rank));
   std::iota(axes.begin(), axes.end(), 0);
-  return b.op("Slice", {src, b.ints(std::vector<int64_t>(axes.size(), 0)), shape_of(b, index), b.ints(axes)});
+  return b.op<"Slice">({src, b.ints(std::vector<int64_t>(axes.size(), 0)), shape_of(b, index), b.ints(axes)});
 }
 
 Value filled(Builder& b, const Scalar& value, ScalarType dtype, Value shape) {
-  return b.op("Expand", {b.scalar(value, dtype), shape});
+  return b.op<"Expand">({b.scalar(value, dtype), shape});
 }
 
 std::string_view onnx_reduction(Builder& b, const std::string& reduce) {
@@ -105,7 +105,7 @@ Scalar reduction_identity(Builder& b, std::string_view reduction, ScalarType dty
 Value along_dim(Builder& b, Value index, int64_t dim, int64_t rank, Value shape) {
   std::vector<int64_t> view(static_cast<size_t>(rank), 1);
   view[dim] = -1;
-  return b.op("Expand", {b.op("Reshape", {index, b.ints(view)}), shape});
+  return b.op<"Expand">({b.op<"Reshape">({index, b.ints(view)}), shape});
 }
 
 }  // namespace
@@ -119,10 +119,10 @@ Value index_fill(Builder& b, Value self, int64_t dim, Value index, Value value) 
   std::vector<int64_t> before(static_cast<size_t>(d)), after(static_cast<size_t>(rank - d - 1));
   std::iota(before.begin(), before.end(), 0);
   std::iota(after.begin(), after.end(), d + 1);
-  const Value count = b.op("Shape", {b.op("Reshape", {index, b.ints(std::vector<int64_t>{-1})})});
+  const Value count = b.op<"Shape">({b.op<"Reshape">({index, b.ints(std::vector<int64_t>{-1})})});
   const Value shape =
-      b.op("Concat", {sizes_of(b, self, before), count, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
-  const Value updates = b.op("Expand", {value, shape});
+      b.op<"Concat">({sizes_of(b, self, before), count, sizes_of(b, self, after)}, {Attr::i("axis", 0)});
+  const Value updates = b.op<"Expand">({value, shape});
   return scatter_elements(b, self, rank, d, along_dim(b, index, d, rank, shape), updates, "none");
 }
 
@@ -165,12 +165,12 @@ Value scatter_reduce_two(Builder& b, Value self, int64_t dim, Value index, Value
   const Value reduced = scatter_elements(b, start, rank, dim, index, updates, reduction);
   if (reduce != "mean") return reduced;
   // The mean divides by how many values met at each position (self counting as one), or by 1.
-  const Value counted = b.op("Expand", {b.scalar(include_self ? 1 : 0, dtype), shape_of(b, self)});
-  const Value ones = b.op("Expand", {b.scalar(1, dtype), shape_of(b, index)});
-  const Value count = b.op("Max", {scatter_elements(b, counted, rank, dim, index, ones, "add"), b.scalar(1, dtype)});
-  if (is_floating(dtype)) return b.op("Div", {reduced, count});
+  const Value counted = b.op<"Expand">({b.scalar(include_self ? 1 : 0, dtype), shape_of(b, self)});
+  const Value ones = b.op<"Expand">({b.scalar(1, dtype), shape_of(b, index)});
+  const Value count = b.op<"Max">({scatter_elements(b, counted, rank, dim, index, ones, "add"), b.scalar(1, dtype)});
+  if (is_floating(dtype)) return b.op<"Div">({reduced, count});
   // torch floors the integer mean; a count is positive, so reduced - reduced mod count divides exactly.
-  return b.op("Div", {b.op("Sub", {reduced, b.op("Mod", {reduced, count})}), count});
+  return b.op<"Div">({b.op<"Sub">({reduced, b.op<"Mod">({reduced, count})}), count});
 }
 
 Value index_add(Builder& b, Value self, int64_t dim, Value index, Value source, Scalar alpha) {
@@ -178,7 +178,7 @@ Value index_add(Builder& b, Value self, int64_t dim, Value index, Value source, 
   Value updates = source;
   if (alpha != int64_t{1}) {
     const bool logical = b.dtype(source) == ScalarType::Bool;  // torch's bool alpha scales by and
-    updates = b.op(logical ? "And" : "Mul", {source, b.scalar(alpha, b.dtype(source))});
+    updates = b.op(logical ? OpType("And") : OpType("Mul"), {source, b.scalar(alpha, b.dtype(source))});
   }
   if (rank == 0) return scatter_elements(b, self, rank, dim, index, updates, "add");
   const int64_t d = wrap_dim(b, dim, rank);
@@ -212,8 +212,8 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
       first = SymInt(std::max<int64_t>(first.value + size.value, 0));
     } else {
       const Value at = b.long_scalar(first), zero = b.scalar(0, ScalarType::Long);
-      const Value from_end = b.op("Max", {b.op("Add", {at, b.long_scalar(size)}), zero});
-      first = SymInt(b.op("Where", {b.op("Less", {at, zero}), from_end, at}));
+      const Value from_end = b.op<"Max">({b.op<"Add">({at, b.long_scalar(size)}), zero});
+      first = SymInt(b.op<"Where">({b.op<"Less">({at, zero}), from_end, at}));
     }
   }
   Value positions;
@@ -223,8 +223,8 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
     positions = b.ints(at);
   } else {
     const Value from = b.long_scalar(first), by = b.long_scalar(step);
-    const Value to = b.op("Add", {from, b.op("Mul", {b.long_scalar(count), by})});
-    positions = b.op("Range", {from, to, by});
+    const Value to = b.op<"Add">({from, b.op<"Mul">({b.long_scalar(count), by})});
+    positions = b.op<"Range">({from, to, by});
   }
   return scatter_elements(b, self, rank, d, along_dim(b, positions, d, rank, shape_of(b, src)), src, "none");
 }
@@ -233,15 +233,15 @@ Value select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt inde
   const int64_t rank = b.rank(self);
   const int64_t d = wrap_dim(b, dim, rank);
   const Value axis = b.ints(std::vector<int64_t>{d});
-  const Value updates = b.op("Unsqueeze", {src, axis});
+  const Value updates = b.op<"Unsqueeze">({src, axis});
   Value shape;
   if (auto src_shape = b.static_shape(src)) {
     src_shape->insert(src_shape->begin() + d, 1);
     shape = b.ints(*src_shape);
   } else {
-    shape = b.op("Shape", {updates});
+    shape = b.op<"Shape">({updates});
   }
-  const Value positions = b.op("Expand", {b.ints(SymIntList{index}), shape});
+  const Value positions = b.op<"Expand">({b.ints(SymIntList{index}), shape});
   return scatter_elements(b, self, rank, d, positions, updates, "none");
 }
 
@@ -268,13 +268,13 @@ Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_
   } else {
     const Value steps = iota(b, length.sym);
     const Value column_axis = b.ints(std::vector<int64_t>{1});
-    const Value rows = b.op("Unsqueeze", {b.op("Add", {steps, b.scalar(row, ScalarType::Long)}), column_axis});
-    const Value columns = b.op("Unsqueeze", {b.op("Add", {steps, b.scalar(column, ScalarType::Long)}), column_axis});
-    pairs = b.op("Concat", {rows, columns}, {Attr::i("axis", 1)});
+    const Value rows = b.op<"Unsqueeze">({b.op<"Add">({steps, b.scalar(row, ScalarType::Long)}), column_axis});
+    const Value columns = b.op<"Unsqueeze">({b.op<"Add">({steps, b.scalar(column, ScalarType::Long)}), column_axis});
+    pairs = b.op<"Concat">({rows, columns}, {Attr::i("axis", 1)});
   }
   std::vector<int64_t> src_perm = {rank - 2};
   for (int64_t d = 0; d < rank - 2; ++d) src_perm.push_back(d);
-  const Value scattered = b.op("ScatterND", {data, pairs, transpose(b, src, src_perm)});
+  const Value scattered = b.op<"ScatterND">({data, pairs, transpose(b, src, src_perm)});
   return transpose(b, scattered, inverse(perm));
 }
 

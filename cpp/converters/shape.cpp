@@ -29,7 +29,7 @@ Value permute(Builder& b, Value self, std::vector<int64_t> dims) {
     identity = identity && dims[i] == static_cast<int64_t>(i);
   }
   if (identity) return self;
-  return b.op("Transpose", {self}, {Attr::ints("perm", dims)});
+  return b.op<"Transpose">({self}, {Attr::ints("perm", dims)});
 }
 
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1) {
@@ -40,14 +40,14 @@ Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1) {
   std::vector<int64_t> perm(static_cast<size_t>(rank));
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[dim0], perm[dim1]);
-  return b.op("Transpose", {self}, {Attr::ints("perm", perm)});
+  return b.op<"Transpose">({self}, {Attr::ints("perm", perm)});
 }
 
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
   const int64_t r = upscale_factor;
   // onnxruntime implements DepthToSpace for floating types only (no int64 or bool kernels).
   if (b.rank(self) == 4 && is_floating(b.dtype(self))) {
-    return b.op("DepthToSpace", {self}, {Attr::i("blocksize", r), Attr::s("mode", "CRD")});
+    return b.op<"DepthToSpace">({self}, {Attr::i("blocksize", r), Attr::s("mode", "CRD")});
   }
   // Otherwise: (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r), with
   // the sizes that are dynamic read at run time.
@@ -59,15 +59,15 @@ Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
   }
   const int64_t lead = rank - 3;
   const Value lead_sizes = sizes_between(b, self, 0, lead);
-  const Value c = b.op("Div", {size_along(b, self, lead), b.ints(std::vector<int64_t>{r * r})});
+  const Value c = b.op<"Div">({size_along(b, self, lead), b.ints(std::vector<int64_t>{r * r})});
   const Value h = size_along(b, self, lead + 1), w = size_along(b, self, lead + 2);
   const Value split = join_sizes(b, {lead_sizes, c, b.ints(std::vector<int64_t>{r, r}), h, w});
   std::vector<int64_t> perm(static_cast<size_t>(lead));
   std::iota(perm.begin(), perm.end(), 0);
   for (int64_t d : {0, 3, 1, 4, 2}) perm.push_back(lead + d);
-  const Value moved = b.op("Transpose", {reshape_to(b, self, split)}, {Attr::ints("perm", perm)});
+  const Value moved = b.op<"Transpose">({reshape_to(b, self, split)}, {Attr::ints("perm", perm)});
   const Value factor = b.ints(std::vector<int64_t>{r});
-  return reshape_to(b, moved, join_sizes(b, {lead_sizes, c, b.op("Mul", {h, factor}), b.op("Mul", {w, factor})}));
+  return reshape_to(b, moved, join_sizes(b, {lead_sizes, c, b.op<"Mul">({h, factor}), b.op<"Mul">({w, factor})}));
 }
 
 }  // namespace fastonnx::manual
@@ -84,7 +84,7 @@ Value cat(Builder& b, std::vector<Value> tensors, int64_t dim) {
   if (kept.empty()) kept.push_back(tensors.front());
   b.cast_all(kept, b.compute_dtype(kept));
   if (kept.size() == 1) return kept.front();
-  return b.op("Concat", spread(kept), {Attr::i("axis", dim)});
+  return b.op<"Concat">(spread(kept), {Attr::i("axis", dim)});
 }
 
 }  // namespace fastonnx::manual
@@ -107,17 +107,16 @@ std::vector<int64_t> iota_vector(int64_t begin, int64_t end) {
 // The size of `x` along `axis` as a 1-D int64 tensor of one item.
 Value dim_size(Builder& b, Value x, int64_t axis) {
   if (auto shape = b.static_shape(x)) return b.ints(std::vector<int64_t>{(*shape)[axis]});
-  const Value shape = b.op("Shape", {x});
-  return b.op("Slice", {shape, b.ints(std::vector<int64_t>{axis}), b.ints(std::vector<int64_t>{axis + 1})});
+  const Value shape = b.op<"Shape">({x});
+  return b.op<"Slice">({shape, b.ints(std::vector<int64_t>{axis}), b.ints(std::vector<int64_t>{axis + 1})});
 }
 
 // The shape of `x` with the size at `axis` replaced by the 1-D int64 `sizes`, built in the graph.
 Value shape_replacing(Builder& b, Value x, int64_t axis, Value sizes) {
-  const Value shape = b.op("Shape", {x});
+  const Value shape = b.op<"Shape">({x});
   const Value rank = b.ints(std::vector<int64_t>{b.rank(x)});
-  return b.op("Concat",
-              {b.op("Slice", {shape, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{axis})}), sizes,
-               b.op("Slice", {shape, b.ints(std::vector<int64_t>{axis + 1}), rank})},
+  return b.op<"Concat">({b.op<"Slice">({shape, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{axis})}), sizes,
+               b.op<"Slice">({shape, b.ints(std::vector<int64_t>{axis + 1}), rank})},
               {Attr::i("axis", 0)});
 }
 
@@ -127,16 +126,16 @@ Value shape_replacing(Builder& b, Value x, int64_t axis, Value sizes) {
 Value squeeze_at_run_time(Builder& b, Value self, const std::vector<int64_t>& always,
                           const std::vector<int64_t>& candidates) {
   const int64_t rank = b.rank(self);
-  const Value padded = b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{rank})});
-  const Value sizes = b.op("Gather", {b.op("Shape", {self}), b.ints(candidates)}, {Attr::i("axis", 0)});
+  const Value padded = b.op<"Unsqueeze">({self, b.ints(std::vector<int64_t>{rank})});
+  const Value sizes = b.op<"Gather">({b.op<"Shape">({self}), b.ints(candidates)}, {Attr::i("axis", 0)});
   std::vector<int64_t> axes(candidates);
   axes.insert(axes.end(), always.begin(), always.end());
   axes.push_back(rank);
   const Value kept = b.list(std::vector<Scalar>(always.size() + 1, Scalar(true)), ScalarType::Bool);
-  const Value chosen = b.op("Concat", {b.op("Equal", {sizes, b.ints(std::vector<int64_t>{1})}), kept},
+  const Value chosen = b.op<"Concat">({b.op<"Equal">({sizes, b.ints(std::vector<int64_t>{1})}), kept},
                             {Attr::i("axis", 0)});
   b.mark_rank_dynamic();
-  return b.op("Squeeze", {padded, b.op("Compress", {b.ints(axes), chosen}, {Attr::i("axis", 0)})});
+  return b.op<"Squeeze">({padded, b.op<"Compress">({b.ints(axes), chosen}, {Attr::i("axis", 0)})});
 }
 
 }  // namespace
@@ -156,7 +155,7 @@ Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims)
   }
   if (!candidates.empty()) return squeeze_at_run_time(b, self, axes, candidates);
   if (axes.empty()) return self;
-  return b.op("Squeeze", {self, b.ints(axes)});
+  return b.op<"Squeeze">({self, b.ints(axes)});
 }
 
 Value squeeze_size_one(Builder& b, Value self, int64_t dim) { return squeeze_size_one(b, self, std::vector<int64_t>{dim}); }
@@ -166,9 +165,9 @@ namespace {
 // Gathers `indices` along `dim`, or from the flattened tensor when dim is absent.
 Value gather_repeated(Builder& b, Value self, std::optional<int64_t> dim, Value indices) {
   if (!dim || b.rank(self) == 0) {
-    return b.op("Gather", {b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})}), indices});
+    return b.op<"Gather">({b.op<"Reshape">({self, b.ints(std::vector<int64_t>{-1})}), indices});
   }
-  return b.op("Gather", {self, indices}, {Attr::i("axis", wrap_dim(b, *dim, b.rank(self)))});
+  return b.op<"Gather">({self, indices}, {Attr::i("axis", wrap_dim(b, *dim, b.rank(self)))});
 }
 
 }  // namespace
@@ -177,7 +176,7 @@ Value gather_repeated(Builder& b, Value self, std::optional<int64_t> dim, Value 
 // holds how many running totals of `counts` are at most j.
 Value repeated_indices(Builder& b, Value counts, const std::optional<SymInt>& total) {
   counts = b.cast(counts, ScalarType::Long);
-  const Value ends = b.op("CumSum", {counts, b.scalar(int64_t{0}, ScalarType::Long)});
+  const Value ends = b.op<"CumSum">({counts, b.scalar(int64_t{0}, ScalarType::Long)});
   Value length;
   if (!total) {
     length = reduce(b, "ReduceSum", counts, std::nullopt, false);
@@ -185,9 +184,9 @@ Value repeated_indices(Builder& b, Value counts, const std::optional<SymInt>& to
     length = b.long_scalar(*total);
   }
   const Value positions =
-      b.op("Range", {b.scalar(int64_t{0}, ScalarType::Long), length, b.scalar(int64_t{1}, ScalarType::Long)});
-  const Value passed = b.op("LessOrEqual", {b.op("Unsqueeze", {ends, b.ints(std::vector<int64_t>{0})}),
-                                            b.op("Unsqueeze", {positions, b.ints(std::vector<int64_t>{1})})});
+      b.op<"Range">({b.scalar(int64_t{0}, ScalarType::Long), length, b.scalar(int64_t{1}, ScalarType::Long)});
+  const Value passed = b.op<"LessOrEqual">({b.op<"Unsqueeze">({ends, b.ints(std::vector<int64_t>{0})}),
+                                            b.op<"Unsqueeze">({positions, b.ints(std::vector<int64_t>{1})})});
   return reduce(b, "ReduceSum", b.cast(passed, ScalarType::Long), std::vector<int64_t>{1}, false);
 }
 
@@ -198,31 +197,31 @@ Value copy(Builder& b, Value self, Value src, bool /*non_blocking*/) {
   const Value converted = b.cast(src, b.dtype(self));
   const auto shape = b.static_shape(self);
   if (shape && b.static_shape(src) == shape) return converted;
-  return b.op("Expand", {converted, shape_of(b, self)});
+  return b.op<"Expand">({converted, shape_of(b, self)});
 }
 
 Value resize_(Builder& b, Value self, SymIntList size) {
   // The result reads self's storage from the start: fewer elements keep a prefix; the elements
   // torch adds are uninitialized memory, made zeros here.
-  Value flat = b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})});
+  Value flat = b.op<"Reshape">({self, b.ints(std::vector<int64_t>{-1})});
   const auto in = b.static_shape(self);
   const auto out = b.out_static_shape();
   if (in && out) {
     const int64_t have = numel(*in), want = numel(*out);
     if (have == want) return reshape_to_output(b, self, size);
     if (want < have) {
-      flat = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
+      flat = b.op<"Slice">({flat, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{want})});
     } else {
-      flat = b.op("Pad", {flat, b.ints(std::vector<int64_t>{0, want - have})});
+      flat = b.op<"Pad">({flat, b.ints(std::vector<int64_t>{0, want - have})});
     }
     return reshape_to_output(b, flat, size);
   }
   // Dynamic: the element counts are read at run time (Slice clamps to what there is).
   const Value want = reduce(b, "ReduceProd", b.ints(size), std::vector<int64_t>{0}, true);
-  const Value have = b.op("Reshape", {b.op("Size", {self}), b.ints(std::vector<int64_t>{1})});
-  const Value kept = b.op("Slice", {flat, b.ints(std::vector<int64_t>{0}), want});
-  const Value missing = b.op("Max", {b.op("Sub", {want, have}), b.ints(std::vector<int64_t>{0})});
-  const Value padded = b.op("Pad", {kept, b.op("Concat", {b.ints(std::vector<int64_t>{0}), missing}, {Attr::i("axis", 0)})});
+  const Value have = b.op<"Reshape">({b.op<"Size">({self}), b.ints(std::vector<int64_t>{1})});
+  const Value kept = b.op<"Slice">({flat, b.ints(std::vector<int64_t>{0}), want});
+  const Value missing = b.op<"Max">({b.op<"Sub">({want, have}), b.ints(std::vector<int64_t>{0})});
+  const Value padded = b.op<"Pad">({kept, b.op<"Concat">({b.ints(std::vector<int64_t>{0}), missing}, {Attr::i("axis", 0)})});
   return reshape_to_output(b, padded, size);
 }
 
@@ -232,7 +231,7 @@ Value expand(Builder& b, Value self, SymIntList size, bool /*implicit*/) {
   for (SymInt& s : size) {
     if (s.is_static() && s.value == -1) s = SymInt(int64_t{1});
   }
-  return b.op("Expand", {self, b.ints(size)});
+  return b.op<"Expand">({self, b.ints(size)});
 }
 
 Value repeat(Builder& b, Value self, SymIntList repeats) {
@@ -241,8 +240,8 @@ Value repeat(Builder& b, Value self, SymIntList repeats) {
   if (extra < 0) b.fail("repeat needs at least as many repeats as the tensor has dims");
   if (repeats.empty()) return self;
   // ONNX's Tile takes one repeat per dim; torch's extra repeats make new leading dims.
-  const Value x = extra > 0 ? b.op("Unsqueeze", {self, b.ints(iota_vector(0, extra))}) : self;
-  return b.op("Tile", {x, b.ints(repeats)});
+  const Value x = extra > 0 ? b.op<"Unsqueeze">({self, b.ints(iota_vector(0, extra))}) : self;
+  return b.op<"Tile">({x, b.ints(repeats)});
 }
 
 Value tile(Builder& b, Value self, SymIntList dims) {
@@ -256,7 +255,7 @@ Value squeeze(Builder& b, Value self) { return squeeze_size_one(b, self, iota_ve
 
 Value unsqueeze(Builder& b, Value self, int64_t dim) {
   // A negative dim counts from the end of the result, in torch and in ONNX.
-  return b.op("Unsqueeze", {self, b.ints(std::vector<int64_t>{dim})});
+  return b.op<"Unsqueeze">({self, b.ints(std::vector<int64_t>{dim})});
 }
 
 Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
@@ -267,11 +266,11 @@ Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
   dim = wrap_dim(b, dim, b.rank(self));
   const Value shape = shape_replacing(b, self, dim, b.ints(sizes));
   const auto zero = std::find_if(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
-  if (zero == sizes.end()) return b.op("Reshape", {self, shape});
-  if (b.opset() >= 14) return b.op("Reshape", {self, shape}, {Attr::i("allowzero", 1)});
+  if (zero == sizes.end()) return b.op<"Reshape">({self, shape});
+  if (b.opset() >= 14) return b.op<"Reshape">({self, shape}, {Attr::i("allowzero", 1)});
   std::vector<int64_t> ones(static_cast<size_t>(b.rank(self)) - 1 + sizes.size(), 1);
   ones[static_cast<size_t>(dim + (zero - sizes.begin()))] = -1;
-  return b.op("Expand", {b.op("Reshape", {self, b.ints(ones)}), shape});
+  return b.op<"Expand">({b.op<"Reshape">({self, b.ints(ones)}), shape});
 }
 
 Value stack(Builder& b, std::vector<Value> tensors, int64_t dim) {
@@ -280,9 +279,9 @@ Value stack(Builder& b, std::vector<Value> tensors, int64_t dim) {
   b.cast_all(tensors, b.compute_dtype(tensors));
   const Value axes = b.ints(std::vector<int64_t>{dim});
   std::vector<Value> parts;
-  for (Value t : tensors) parts.push_back(b.op("Unsqueeze", {t, axes}));
+  for (Value t : tensors) parts.push_back(b.op<"Unsqueeze">({t, axes}));
   if (parts.size() == 1) return parts.front();
-  return b.op("Concat", spread(parts), {Attr::i("axis", dim)});
+  return b.op<"Concat">(spread(parts), {Attr::i("axis", dim)});
 }
 
 Value movedim_intlist(Builder& b, Value self, std::vector<int64_t> source, std::vector<int64_t> destination) {
@@ -316,7 +315,7 @@ Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::op
   Value x = self;
   int64_t rank = b.rank(self), axis = 0;
   if (!dim || rank == 0) {
-    x = b.op("Reshape", {self, b.ints(std::vector<int64_t>{-1})});
+    x = b.op<"Reshape">({self, b.ints(std::vector<int64_t>{-1})});
     rank = 1;
   } else {
     axis = wrap_dim(b, *dim, rank);
@@ -324,11 +323,11 @@ Value repeat_interleave_self_int(Builder& b, Value self, SymInt repeats, std::op
   SymIntList broadcast(static_cast<size_t>(rank + 1), SymInt(int64_t{1}));
   broadcast[axis + 1] = repeats;
   const Value expanded =
-      b.op("Expand", {b.op("Unsqueeze", {x, b.ints(std::vector<int64_t>{axis + 1})}), b.ints(broadcast)});
+      b.op<"Expand">({b.op<"Unsqueeze">({x, b.ints(std::vector<int64_t>{axis + 1})}), b.ints(broadcast)});
   if (b.out_static_shape()) return reshape_to_output(b, expanded, {});
-  if (rank == 1) return b.op("Reshape", {expanded, b.ints(std::vector<int64_t>{-1})});
+  if (rank == 1) return b.op<"Reshape">({expanded, b.ints(std::vector<int64_t>{-1})});
   // Dynamic: self's sizes with the axis's replaced by -1.
-  return b.op("Reshape", {expanded, shape_replacing(b, self, axis, b.ints(std::vector<int64_t>{-1}))});
+  return b.op<"Reshape">({expanded, shape_replacing(b, self, axis, b.ints(std::vector<int64_t>{-1}))});
 }
 
 Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::optional<int64_t> dim,
@@ -344,9 +343,9 @@ Value repeat_interleave_self_Tensor(Builder& b, Value self, Value repeats, std::
     } else if (auto shape = b.static_shape(self)) {
       along = b.ints(std::vector<int64_t>{numel(*shape)});
     } else {
-      along = b.op("Reshape", {b.op("Size", {self}), b.ints(std::vector<int64_t>{1})});
+      along = b.op<"Reshape">({b.op<"Size">({self}), b.ints(std::vector<int64_t>{1})});
     }
-    counts = b.op("Expand", {b.op("Reshape", {repeats, b.ints(std::vector<int64_t>{1})}), along});
+    counts = b.op<"Expand">({b.op<"Reshape">({repeats, b.ints(std::vector<int64_t>{1})}), along});
   }
   return gather_repeated(b, self, dim, repeated_indices(b, counts, output_size));
 }

@@ -20,13 +20,13 @@ Value one(Builder& b, const SymInt& v) { return b.ints(SymIntList{v}); }
 Value slice(Builder& b, Value x, int64_t axis, Value start, Value end, int64_t step = 1) {
   Inputs inputs = {x, start, end, one(b, axis)};
   if (step != 1) inputs.push_back(one(b, step));
-  return b.op("Slice", inputs);
+  return b.op<"Slice">(inputs);
 }
 
 template <typename Sizes>
 std::vector<Value> split(Builder& b, Value self, int64_t axis, const Sizes& sizes) {
   if (sizes.size() == 1) return {self};
-  return b.op_n("Split", {self, b.ints(sizes)}, {Attr::i("axis", axis)}, static_cast<int>(sizes.size()));
+  return b.op_n<"Split">({self, b.ints(sizes)}, {Attr::i("axis", axis)}, static_cast<int>(sizes.size()));
 }
 
 // Splits `self` along `axis` into `parts` parts of `k` (a 1-D int64 of one item) elements, the
@@ -35,9 +35,9 @@ std::vector<Value> split(Builder& b, Value self, int64_t axis, const Sizes& size
 std::vector<Value> split_computed(Builder& b, Value self, int64_t axis, Value k, size_t parts) {
   if (parts == 1) return {self};
   const auto n = static_cast<int64_t>(parts);
-  const Value rest = b.op("Sub", {size_along(b, self, axis), b.op("Mul", {k, one(b, n - 1)})});
-  const Value sizes = b.op("Concat", {b.op("Expand", {k, one(b, n - 1)}), rest}, {Attr::i("axis", 0)});
-  return b.op_n("Split", {self, sizes}, {Attr::i("axis", axis)}, static_cast<int>(parts));
+  const Value rest = b.op<"Sub">({size_along(b, self, axis), b.op<"Mul">({k, one(b, n - 1)})});
+  const Value sizes = b.op<"Concat">({b.op<"Expand">({k, one(b, n - 1)}), rest}, {Attr::i("axis", 0)});
+  return b.op_n<"Split">({self, sizes}, {Attr::i("axis", axis)}, static_cast<int>(parts));
 }
 
 // `x` rolled by `shift` along `axis` of size `size` (symbolic when absent): the last
@@ -48,12 +48,12 @@ Value roll_along(Builder& b, Value x, int64_t axis, const SymInt& shift, std::op
     const int64_t kept = *size - ((shift.value % *size) + *size) % *size;
     if (kept == *size) return x;
     const Value tail = slice(b, x, axis, one(b, kept), one(b, kToTheEnd));
-    return b.op("Concat", {tail, slice(b, x, axis, one(b, 0), one(b, kept))}, {Attr::i("axis", axis)});
+    return b.op<"Concat">({tail, slice(b, x, axis, one(b, 0), one(b, kept))}, {Attr::i("axis", axis)});
   }
   // ONNX's integer Mod takes the divisor's sign, as Python's % does.
-  const Value n = b.op("Slice", {b.op("Shape", {x}), one(b, axis), one(b, axis + 1)});
-  const Value kept = b.op("Sub", {n, b.op("Mod", {one(b, shift), n})});
-  return b.op("Concat", {slice(b, x, axis, kept, one(b, kToTheEnd)), slice(b, x, axis, one(b, 0), kept)},
+  const Value n = b.op<"Slice">({b.op<"Shape">({x}), one(b, axis), one(b, axis + 1)});
+  const Value kept = b.op<"Sub">({n, b.op<"Mod">({one(b, shift), n})});
+  return b.op<"Concat">({slice(b, x, axis, kept, one(b, kToTheEnd)), slice(b, x, axis, one(b, 0), kept)},
               {Attr::i("axis", axis)});
 }
 
@@ -61,19 +61,19 @@ Value roll_along(Builder& b, Value x, int64_t axis, const SymInt& shift, std::op
 
 Value trilu(Builder& b, Value self, const SymInt& diagonal, bool upper) {
   const Value k = b.long_scalar(diagonal);
-  if (b.opset() >= 14) return b.op("Trilu", {self, k}, {Attr::i("upper", upper)});
+  if (b.opset() >= 14) return b.op<"Trilu">({self, k}, {Attr::i("upper", upper)});
   // Opset 13 has no Trilu: keep the elements whose (column - row) is on the kept side of the
   // diagonal.
   if (b.rank(self) < 2) b.fail("triu/tril need a tensor of rank 2 or more");
   const auto positions = [&](int64_t axis) {  // 0, 1, ... along axis (counted from the end)
     return iota(b, scalar_size_along(b, self, b.rank(self) + axis));
   };
-  const Value rows = b.op("Unsqueeze", {positions(-2), b.ints(std::vector<int64_t>{1})});
-  const Value diff = b.op("Sub", {positions(-1), rows});
-  const Value keep = b.op(upper ? "GreaterOrEqual" : "LessOrEqual", {diff, k});
+  const Value rows = b.op<"Unsqueeze">({positions(-2), b.ints(std::vector<int64_t>{1})});
+  const Value diff = b.op<"Sub">({positions(-1), rows});
+  const Value keep = b.op(upper ? OpType("GreaterOrEqual") : OpType("LessOrEqual"), {diff, k});
   // onnxruntime's Where has no bool kernel; for bool, keeping is And.
-  if (b.dtype(self) == ScalarType::Bool) return b.op("And", {self, keep});
-  return b.op("Where", {keep, self, b.scalar_like(int64_t{0}, self)});
+  if (b.dtype(self) == ScalarType::Bool) return b.op<"And">({self, keep});
+  return b.op<"Where">({keep, self, b.scalar_like(int64_t{0}, self)});
 }
 
 namespace {
@@ -86,10 +86,10 @@ Value strided_gather(Builder& b, Value self, const SymIntList& size, const SymIn
   for (size_t d = 0; d < size.size(); ++d) {
     std::vector<int64_t> along(size.size(), 1);
     along[d] = -1;
-    const Value steps = b.op("Mul", {iota(b, b.long_scalar(size[d])), b.long_scalar(stride[d])});
-    positions = b.op("Add", {positions, b.op("Reshape", {steps, b.ints(along)})});
+    const Value steps = b.op<"Mul">({iota(b, b.long_scalar(size[d])), b.long_scalar(stride[d])});
+    positions = b.op<"Add">({positions, b.op<"Reshape">({steps, b.ints(along)})});
   }
-  return b.op("Gather", {b.op("Reshape", {self, one(b, -1)}), positions});
+  return b.op<"Gather">({b.op<"Reshape">({self, one(b, -1)}), positions});
 }
 
 }  // namespace
@@ -111,7 +111,7 @@ Value narrow(Builder& b, Value self, int64_t dim, SymInt start, SymInt length) {
 Value select_int(Builder& b, Value self, int64_t dim, SymInt index) {
   // A 0-d index drops the axis; Gather takes negative indices from the end, as torch does.
   const Value i = b.long_scalar(index);
-  return b.op("Gather", {self, i}, {Attr::i("axis", wrap_dim(b, dim, b.rank(self)))});
+  return b.op<"Gather">({self, i}, {Attr::i("axis", wrap_dim(b, dim, b.rank(self)))});
 }
 
 Value slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end,
@@ -123,7 +123,7 @@ Value slice_Tensor(Builder& b, Value self, int64_t dim, std::optional<SymInt> st
   Inputs inputs = {self, one(b, start.value_or(SymInt(int64_t{0}))), one(b, end.value_or(SymInt(kToTheEnd))),
                    one(b, dim)};
   if (!unit_step) inputs.push_back(one(b, step));
-  return b.op("Slice", inputs);
+  return b.op<"Slice">(inputs);
 }
 
 std::vector<Value> split_Tensor(Builder& b, Value self, SymInt split_size, int64_t dim) {
@@ -148,7 +148,7 @@ std::vector<Value> chunk(Builder& b, Value self, int64_t chunks, int64_t dim) {
   // makes `chunks` empty parts.
   const auto size = known_size(b, self, dim);
   if (!size) {
-    const Value k = b.op("Div", {b.op("Add", {size_along(b, self, dim), one(b, chunks - 1)}), one(b, chunks)});
+    const Value k = b.op<"Div">({b.op<"Add">({size_along(b, self, dim), one(b, chunks - 1)}), one(b, chunks)});
     return split_computed(b, self, dim, k, b.out_count());
   }
   if (*size == 0) return split(b, self, dim, std::vector<int64_t>(static_cast<size_t>(chunks), 0));
@@ -168,7 +168,7 @@ std::vector<Value> unbind_int(Builder& b, Value self, int64_t dim) {
   if (parts == 0) return {};
   const Value axes = one(b, dim);
   std::vector<Value> out = split(b, self, dim, std::vector<int64_t>(parts, 1));
-  for (Value& part : out) part = b.op("Squeeze", {part, axes});
+  for (Value& part : out) part = b.op<"Squeeze">({part, axes});
   return out;
 }
 
@@ -178,7 +178,7 @@ Value flip(Builder& b, Value self, std::vector<int64_t> dims) {
   for (int64_t& d : dims) d = wrap_dim(b, d, rank);
   // Slice with step -1 from the last element to before the first.
   const size_t n = dims.size();
-  return b.op("Slice", {self, b.ints(std::vector<int64_t>(n, -1)), b.ints(std::vector<int64_t>(n, kBeforeTheStart)),
+  return b.op<"Slice">({self, b.ints(std::vector<int64_t>(n, -1)), b.ints(std::vector<int64_t>(n, kBeforeTheStart)),
                         b.ints(dims), b.ints(std::vector<int64_t>(n, -1))});
 }
 
@@ -192,8 +192,8 @@ Value roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims)
       numel = std::accumulate(shape->begin(), shape->end(), int64_t{1}, std::multiplies<>());
       if (*numel == 0 || (shifts[0].is_static() && shifts[0].value % *numel == 0)) return self;
     }
-    const Value flat = b.op("Reshape", {self, one(b, -1)});
-    return b.op("Reshape", {roll_along(b, flat, 0, shifts[0], numel), shape_of(b, self)});
+    const Value flat = b.op<"Reshape">({self, one(b, -1)});
+    return b.op<"Reshape">({roll_along(b, flat, 0, shifts[0], numel), shape_of(b, self)});
   }
   if (shifts.size() != dims.size()) b.fail("roll takes one shift per dim");
   Value x = self;
@@ -223,24 +223,24 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
   const auto rows = known_size(b, self, dim1), cols = known_size(b, self, dim2);
   if (rows && cols && (offset >= 0 ? std::min(*rows, *cols - offset) : std::min(*rows + offset, *cols)) <= 0) {
     // Empty: cut both dims to 0, then merge them (Reshape's 0 copies the 0).
-    const Value empty = b.op("Slice", {moved, b.ints(std::vector<int64_t>{0, 0}), b.ints(std::vector<int64_t>{0, 0}),
+    const Value empty = b.op<"Slice">({moved, b.ints(std::vector<int64_t>{0, 0}), b.ints(std::vector<int64_t>{0, 0}),
                                        b.ints(std::vector<int64_t>{last, last + 1})});
-    return b.op("Reshape", {empty, b.ints(std::vector<int64_t>(static_cast<size_t>(rank - 1), 0))});
+    return b.op<"Reshape">({empty, b.ints(std::vector<int64_t>(static_cast<size_t>(rank - 1), 0))});
   }
   const Value n_rows = size_along(b, self, dim1), n_cols = size_along(b, self, dim2);
-  const Value flat_shape = b.op("Concat", {b.ints(std::vector<int64_t>(static_cast<size_t>(last), 0)),
-                                           b.op("Mul", {n_rows, n_cols})}, {Attr::i("axis", 0)});
-  const Value flat = b.op("Reshape", {moved, flat_shape});
-  const Value reach = offset >= 0 ? b.op("Min", {n_rows, b.op("Sub", {n_cols, one(b, offset)})})
-                                  : b.op("Min", {b.op("Add", {n_rows, one(b, offset)}), n_cols});
-  const Value length = b.op("Max", {reach, one(b, 0)});
-  const Value first = offset >= 0 ? one(b, offset) : b.op("Mul", {one(b, -offset), n_cols});
-  const Value step = b.op("Add", {n_cols, one(b, 1)});
+  const Value flat_shape = b.op<"Concat">({b.ints(std::vector<int64_t>(static_cast<size_t>(last), 0)),
+                                           b.op<"Mul">({n_rows, n_cols})}, {Attr::i("axis", 0)});
+  const Value flat = b.op<"Reshape">({moved, flat_shape});
+  const Value reach = offset >= 0 ? b.op<"Min">({n_rows, b.op<"Sub">({n_cols, one(b, offset)})})
+                                  : b.op<"Min">({b.op<"Add">({n_rows, one(b, offset)}), n_cols});
+  const Value length = b.op<"Max">({reach, one(b, 0)});
+  const Value first = offset >= 0 ? one(b, offset) : b.op<"Mul">({one(b, -offset), n_cols});
+  const Value step = b.op<"Add">({n_cols, one(b, 1)});
   // first + (length - 1) * step + 1. With no diagonal (length 0) that is first - cols, which is
   // not negative (Slice would count it from the end) unless the matrix is empty, and not after
   // the start: the slice is empty.
-  const Value end = b.op("Add", {first, b.op("Add", {b.op("Mul", {b.op("Sub", {length, one(b, 1)}), step}), one(b, 1)})});
-  return b.op("Slice", {flat, first, end, one(b, last), step});
+  const Value end = b.op<"Add">({first, b.op<"Add">({b.op<"Mul">({b.op<"Sub">({length, one(b, 1)}), step}), one(b, 1)})});
+  return b.op<"Slice">({flat, first, end, one(b, last), step});
 }
 
 Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset) {
@@ -271,11 +271,11 @@ Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std
       expected *= sizes[d];
     }
     if (dense) {
-      const Value reshaped = *in == stored ? self : b.op("Reshape", {self, b.ints(stored)});
+      const Value reshaped = *in == stored ? self : b.op<"Reshape">({self, b.ints(stored)});
       std::vector<int64_t> perm(order.size());
       for (size_t i = 0; i < order.size(); ++i) perm[order[i]] = static_cast<int64_t>(i);
       if (std::is_sorted(order.begin(), order.end())) return reshaped;
-      return b.op("Transpose", {reshaped}, {Attr::ints("perm", perm)});
+      return b.op<"Transpose">({reshaped}, {Attr::ints("perm", perm)});
     }
   }
   // Otherwise gather each element of the view from the flattened storage.
@@ -291,7 +291,7 @@ Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std
     }
   }
   const Value indices = b.constant(ScalarType::Long, sizes, std::move(bytes));
-  return b.op("Gather", {b.op("Reshape", {self, one(b, -1)}), indices});
+  return b.op<"Gather">({b.op<"Reshape">({self, one(b, -1)}), indices});
 }
 
 }  // namespace manual

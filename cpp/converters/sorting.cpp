@@ -19,7 +19,7 @@ std::array<Value, 2> top_k(Builder& b, Value self, int64_t dim, bool largest, co
   const Value x = dtype == ScalarType::Bool ? b.cast(self, ScalarType::Byte) : self;
   const Value count = k ? b.ints(SymIntList{*k}) : sizes_of(b, self, {axis});
   // torch's sorted=False leaves the order unspecified; sorted is one such order.
-  auto outs = b.op_n("TopK", {x, count}, {Attr::i("axis", axis), Attr::i("largest", largest), Attr::i("sorted", 1)}, 2);
+  auto outs = b.op_n<"TopK">({x, count}, {Attr::i("axis", axis), Attr::i("largest", largest), Attr::i("sorted", 1)}, 2);
   if (dtype == ScalarType::Bool) outs[0] = b.cast(outs[0], ScalarType::Bool);
   return {outs[0], outs[1]};
 }

@@ -15,7 +15,7 @@ Value sym_stride_int(Builder& b, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);
   dim = wrap_dim(b, dim, rank);
   if (dim == rank - 1 || rank == 0) return b.scalar(Scalar(int64_t{1}), ScalarType::Long);
-  const Value tail = b.op("Slice", {b.op("Shape", {self}), b.ints(std::vector<int64_t>{dim + 1}),
+  const Value tail = b.op<"Slice">({b.op<"Shape">({self}), b.ints(std::vector<int64_t>{dim + 1}),
                                     b.ints(std::vector<int64_t>{rank})});
   return reduce(b, "ReduceProd", tail, std::nullopt, false);
 }
@@ -25,7 +25,7 @@ Value sym_storage_offset(Builder& b, Value) { return b.scalar(Scalar(int64_t{0})
 Value sym_is_contiguous(Builder& b, Value) { return b.scalar(Scalar(true), ScalarType::Bool); }
 
 Value _local_scalar_dense(Builder& b, Value self) {
-  const Value element = b.op("Reshape", {self, b.ints(std::vector<int64_t>{})});
+  const Value element = b.op<"Reshape">({self, b.ints(std::vector<int64_t>{})});
   return b.cast(element, b.out_meta().dtype);
 }
 

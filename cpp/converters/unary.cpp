@@ -13,19 +13,19 @@ namespace {
 // The float type an op computes in: the node's output dtype (an integer input is cast to it).
 Value to_compute_dtype(Builder& b, Value self) { return b.cast(self, b.compute_dtype(self)); }
 
-Value where(Builder& b, Value cond, Value x, Value y) { return b.op("Where", {cond, x, y}); }
+Value where(Builder& b, Value cond, Value x, Value y) { return b.op<"Where">({cond, x, y}); }
 
 // |x| < 0.5: where log(1 + x) and exp(x) - 1 lose digits to cancellation, and where Kahan's
 // corrections below are safe from overflow (outside it they are not needed).
 Value near_zero(Builder& b, Value x) {
-  return b.op("Less", {b.op("Abs", {x}), b.scalar_like(0.5, x)});
+  return b.op<"Less">({b.op<"Abs">({x}), b.scalar_like(0.5, x)});
 }
 
 }  // namespace
 
 // A bool tensor of False shaped like `x`.
 Value all_false_like(Builder& b, Value x) {
-  return b.op("Expand", {b.scalar(Scalar(false), ScalarType::Bool), b.op("Shape", {x})});
+  return b.op<"Expand">({b.scalar(Scalar(false), ScalarType::Bool), b.op<"Shape">({x})});
 }
 
 namespace {
@@ -50,10 +50,10 @@ namespace manual {
 Value log1p(Builder& b, Value self) {
   const Value x = to_compute_dtype(b, self);
   const Value one = b.scalar_like(1.0, x);
-  const Value u = b.op("Add", {x, one});
-  const Value log_u = b.op("Log", {u});
-  const Value corrected = b.op("Div", {b.op("Mul", {x, log_u}), b.op("Sub", {u, one})});
-  const Value small = where(b, b.op("Equal", {u, one}), x, corrected);
+  const Value u = b.op<"Add">({x, one});
+  const Value log_u = b.op<"Log">({u});
+  const Value corrected = b.op<"Div">({b.op<"Mul">({x, log_u}), b.op<"Sub">({u, one})});
+  const Value small = where(b, b.op<"Equal">({u, one}), x, corrected);
   return where(b, near_zero(b, x), small, log_u);
 }
 
@@ -61,10 +61,10 @@ Value log1p(Builder& b, Value self) {
 Value expm1(Builder& b, Value self) {
   const Value x = to_compute_dtype(b, self);
   const Value one = b.scalar_like(1.0, x);
-  const Value u = b.op("Exp", {x});
-  const Value u_minus_1 = b.op("Sub", {u, one});
-  const Value corrected = b.op("Div", {b.op("Mul", {u_minus_1, x}), b.op("Log", {u})});
-  const Value small = where(b, b.op("Equal", {u, one}), x, corrected);
+  const Value u = b.op<"Exp">({x});
+  const Value u_minus_1 = b.op<"Sub">({u, one});
+  const Value corrected = b.op<"Div">({b.op<"Mul">({u_minus_1, x}), b.op<"Log">({u})});
+  const Value small = where(b, b.op<"Equal">({u, one}), x, corrected);
   return where(b, near_zero(b, x), small, u_minus_1);
 }
 
@@ -73,9 +73,9 @@ Value expm1(Builder& b, Value self) {
 Value erfinv(Builder& b, Value self) {
   const Value y = to_compute_dtype(b, self);
   const auto c = [&](double v) { return b.scalar_like(v, y); };
-  const auto add = [&](Value p, Value q) { return b.op("Add", {p, q}); };
-  const auto mul = [&](Value p, Value q) { return b.op("Mul", {p, q}); };
-  const auto div = [&](Value p, Value q) { return b.op("Div", {p, q}); };
+  const auto add = [&](Value p, Value q) { return b.op<"Add">({p, q}); };
+  const auto mul = [&](Value p, Value q) { return b.op<"Mul">({p, q}); };
+  const auto div = [&](Value p, Value q) { return b.op<"Div">({p, q}); };
   // Horner's rule from the highest coefficient down.
   const auto poly = [&](Value z, std::initializer_list<double> coefficients) {
     auto it = coefficients.begin();
@@ -83,24 +83,24 @@ Value erfinv(Builder& b, Value self) {
     for (++it; it != coefficients.end(); ++it) acc = add(mul(acc, z), c(*it));
     return acc;
   };
-  const Value y_abs = b.op("Abs", {y});
+  const Value y_abs = b.op<"Abs">({y});
 
   const Value z_central = mul(y, y);
   const Value central = div(mul(y, poly(z_central, {-0.140543331, 0.914624893, -1.645349621, 0.886226899})),
                             poly(z_central, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0}));
   const Value z_tail =
-      b.op("Sqrt", {b.op("Neg", {b.op("Log", {div(b.op("Sub", {c(1.0), y_abs}), c(2.0))})})});
-  const Value tail = div(mul(b.op("Sign", {y}), poly(z_tail, {1.641345311, 3.429567803, -1.624906493, -1.970840454})),
+      b.op<"Sqrt">({b.op<"Neg">({b.op<"Log">({div(b.op<"Sub">({c(1.0), y_abs}), c(2.0))})})});
+  const Value tail = div(mul(b.op<"Sign">({y}), poly(z_tail, {1.641345311, 3.429567803, -1.624906493, -1.970840454})),
                          poly(z_tail, {1.637067800, 3.543889200, 1.0}));
-  Value x = where(b, b.op("LessOrEqual", {y_abs, c(0.7)}), central, tail);
+  Value x = where(b, b.op<"LessOrEqual">({y_abs, c(0.7)}), central, tail);
 
   const Value two_over_sqrt_pi = c(2.0 / std::sqrt(std::numbers::pi));
   for (int step = 0; step < 2; ++step) {
-    const Value slope = mul(two_over_sqrt_pi, b.op("Exp", {b.op("Neg", {mul(x, x)})}));
-    x = b.op("Sub", {x, div(b.op("Sub", {b.op("Erf", {x}), y}), slope)});
+    const Value slope = mul(two_over_sqrt_pi, b.op<"Exp">({b.op<"Neg">({mul(x, x)})}));
+    x = b.op<"Sub">({x, div(b.op<"Sub">({b.op<"Erf">({x}), y}), slope)});
   }
-  const Value signed_inf = mul(b.op("Sign", {y}), c(std::numeric_limits<double>::infinity()));
-  return where(b, b.op("Equal", {y_abs, c(1.0)}), signed_inf, x);
+  const Value signed_inf = mul(b.op<"Sign">({y}), c(std::numeric_limits<double>::infinity()));
+  return where(b, b.op<"Equal">({y_abs, c(1.0)}), signed_inf, x);
 }
 
 Value logit(Builder& b, Value self, std::optional<double> eps) {
@@ -108,10 +108,10 @@ Value logit(Builder& b, Value self, std::optional<double> eps) {
   if (eps && *eps >= 0) {
     const Value lo = b.scalar_like(*eps, x);
     // 1 - eps in the tensor's dtype, as torch computes it.
-    const Value hi = b.op("Sub", {b.scalar_like(1.0, x), lo});
-    x = b.op("Clip", {x, lo, hi});
+    const Value hi = b.op<"Sub">({b.scalar_like(1.0, x), lo});
+    x = b.op<"Clip">({x, lo, hi});
   }
-  return b.op("Log", {b.op("Div", {x, b.op("Sub", {b.scalar_like(1.0, x), x})})});
+  return b.op<"Log">({b.op<"Div">({x, b.op<"Sub">({b.scalar_like(1.0, x), x})})});
 }
 
 // torch scales by 10^|decimals| in its compute type, which is float32 for float16 and bfloat16:
@@ -123,8 +123,8 @@ Value round_decimals(Builder& b, Value self, int64_t decimals) {
   const bool half_width = element_size(dtype) == 2;
   const Value x = half_width ? b.cast(self, ScalarType::Float) : self;
   const Value scale = b.scalar_like(std::pow(10.0, static_cast<double>(std::abs(decimals))), x);
-  const Value rounded = decimals > 0 ? b.op("Div", {b.op("Round", {b.op("Mul", {x, scale})}), scale})
-                                     : b.op("Mul", {b.op("Round", {b.op("Div", {x, scale})}), scale});
+  const Value rounded = decimals > 0 ? b.op<"Div">({b.op<"Round">({b.op<"Mul">({x, scale})}), scale})
+                                     : b.op<"Mul">({b.op<"Round">({b.op<"Div">({x, scale})}), scale});
   return b.cast(rounded, dtype);
 }
 
@@ -133,7 +133,7 @@ Value isinf(Builder& b, Value self) {
   if (!is_floating(dtype)) return all_false_like(b, self);
   // IsInf takes 16-bit floats from opset 20; they widen to float32 exactly before that.
   const bool takes_dtype = b.opset() >= 20 || dtype == ScalarType::Float || dtype == ScalarType::Double;
-  return b.op("IsInf", {takes_dtype ? self : b.cast(self, ScalarType::Float)});
+  return b.op<"IsInf">({takes_dtype ? self : b.cast(self, ScalarType::Float)});
 }
 
 Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf,
@@ -143,9 +143,9 @@ Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optiona
   const double largest = largest_finite(b, dtype);
   const Value inf = b.scalar_like(std::numeric_limits<double>::infinity(), self);
   const Value minus_inf = b.scalar_like(-std::numeric_limits<double>::infinity(), self);
-  Value out = where(b, b.op("IsNaN", {self}), b.scalar_like(nan.value_or(0.0), self), self);
-  out = where(b, b.op("Equal", {self, inf}), b.scalar_like(posinf.value_or(largest), self), out);
-  return where(b, b.op("Equal", {self, minus_inf}), b.scalar_like(neginf.value_or(-largest), self), out);
+  Value out = where(b, b.op<"IsNaN">({self}), b.scalar_like(nan.value_or(0.0), self), self);
+  out = where(b, b.op<"Equal">({self, inf}), b.scalar_like(posinf.value_or(largest), self), out);
+  return where(b, b.op<"Equal">({self, minus_inf}), b.scalar_like(neginf.value_or(-largest), self), out);
 }
 
 }  // namespace manual

@@ -45,7 +45,7 @@ SymIntList output_sizes(Builder& b, Value input, const std::optional<SymIntList>
     }
     if (!scales[i]) b.fail("upsampling without an output size needs a scale factor for every axis");
     const Value in = b.cast(scalar_size_along(b, input, rank - static_cast<int64_t>(nd - i)), ScalarType::Double);
-    sizes.emplace_back(b.cast(b.op("Mul", {in, b.scalar(*scales[i], ScalarType::Double)}), ScalarType::Long));
+    sizes.emplace_back(b.cast(b.op<"Mul">({in, b.scalar(*scales[i], ScalarType::Double)}), ScalarType::Long));
   }
   return sizes;
 }
@@ -77,19 +77,19 @@ Value dynamic_scale(Builder& b, const Interpolation& how, size_t nd, Value in, V
   Value s = b.scalar(static_cast<double>(nearest), ScalarType::Float);
   if (static_cast<double>(nearest) != scale) {
     const float toward = static_cast<double>(nearest) < scale ? std::numeric_limits<float>::infinity() : 0.0f;
-    const Value size = b.cast(b.op("Mul", {b.cast(in, ScalarType::Float), s}), ScalarType::Long);
+    const Value size = b.cast(b.op<"Mul">({b.cast(in, ScalarType::Float), s}), ScalarType::Long);
     const Value neighbour = b.scalar(static_cast<double>(std::nextafter(nearest, toward)), ScalarType::Float);
-    s = b.op("Where", {b.op("Equal", {size, out}), s, neighbour});
+    s = b.op<"Where">({b.op<"Equal">({size, out}), s, neighbour});
   }
   const bool nearest_2d = how.method == Method::Nearest && nd == 2;
   if ((how.method == Method::Linear || nearest_2d) && scale > 1 && scale < 2) {
-    s = b.op("Where", {b.op("Equal", {out, in}), b.scalar(1.0, ScalarType::Float), s});
+    s = b.op<"Where">({b.op<"Equal">({out, in}), b.scalar(1.0, ScalarType::Float), s});
   }
   if (nearest_2d && scale > 2 && scale < 3) {
-    const Value doubled = b.op("Mul", {in, b.scalar(int64_t{2}, ScalarType::Long)});
-    s = b.op("Where", {b.op("Equal", {out, doubled}), b.scalar(2.0, ScalarType::Float), s});
+    const Value doubled = b.op<"Mul">({in, b.scalar(int64_t{2}, ScalarType::Long)});
+    s = b.op<"Where">({b.op<"Equal">({out, doubled}), b.scalar(2.0, ScalarType::Float), s});
   }
-  return b.op("Unsqueeze", {s, b.ints(std::vector<int64_t>{0})});
+  return b.op<"Unsqueeze">({s, b.ints(std::vector<int64_t>{0})});
 }
 
 Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
@@ -153,7 +153,7 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
       items.push_back(dynamic_scale(b, how, nd, scalar_size_along(b, input, axes[i]), b.long_scalar(out[i]),
                                     *onnx_scale[i]));
     }
-    inputs.push_back(b.op("Concat", spread(items), {Attr::i("axis", 0)}));
+    inputs.push_back(b.op<"Concat">(spread(items), {Attr::i("axis", 0)}));
   } else {
     inputs.push_back(absent);
     Value sizes = b.ints(out);
@@ -179,7 +179,7 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
       break;
   }
   if (b.opset() >= 18) attrs.push_back(Attr::ints("axes", axes));
-  return b.op("Resize", inputs, attrs);
+  return b.op<"Resize">(inputs, attrs);
 }
 
 // torch's antialiased filters (PIL's): a triangle for bilinear, Keys' cubic with a = -0.5 (not
@@ -229,14 +229,14 @@ std::vector<Scalar> antialias_weights(Method method, int64_t in, int64_t out, bo
 // antialias_filter on a float32 tensor, with the same float32 operations.
 Value antialias_filter(Builder& b, Method method, Value x) {
   const auto f = [&](double v) { return b.scalar(v, ScalarType::Float); };
-  const auto mul = [&](Value l, Value r) { return b.op("Mul", {l, r}); };
-  x = b.op("Abs", {x});
+  const auto mul = [&](Value l, Value r) { return b.op<"Mul">({l, r}); };
+  x = b.op<"Abs">({x});
   const Value zero = f(0.0);
-  if (method == Method::Linear) return b.op("Where", {b.op("Less", {x, f(1.0)}), b.op("Sub", {f(1.0), x}), zero});
+  if (method == Method::Linear) return b.op<"Where">({b.op<"Less">({x, f(1.0)}), b.op<"Sub">({f(1.0), x}), zero});
   constexpr double a = -0.5;
-  const Value near = b.op("Add", {mul(mul(b.op("Sub", {mul(f(a + 2.0), x), f(a + 3.0)}), x), x), f(1.0)});
-  const Value far = b.op("Sub", {mul(b.op("Add", {mul(b.op("Sub", {mul(f(a), x), f(5.0 * a)}), x), f(8.0 * a)}), x), f(4.0 * a)});
-  return b.op("Where", {b.op("Less", {x, f(1.0)}), near, b.op("Where", {b.op("Less", {x, f(2.0)}), far, zero})});
+  const Value near = b.op<"Add">({mul(mul(b.op<"Sub">({mul(f(a + 2.0), x), f(a + 3.0)}), x), x), f(1.0)});
+  const Value far = b.op<"Sub">({mul(b.op<"Add">({mul(b.op<"Sub">({mul(f(a), x), f(5.0 * a)}), x), f(8.0 * a)}), x), f(4.0 * a)});
+  return b.op<"Where">({b.op<"Less">({x, f(1.0)}), near, b.op<"Where">({b.op<"Less">({x, f(2.0)}), far, zero})});
 }
 
 // antialias_weights in the graph, as an (out, in) float32 matrix, for an axis whose input or
@@ -248,31 +248,31 @@ Value runtime_antialias_weights(Builder& b, Method method, Value in, Value out, 
   const Value zero = b.scalar(int64_t{0}, ScalarType::Long), one = b.scalar(int64_t{1}, ScalarType::Long);
   Value scale;
   if (align_corners) {
-    const Value ratio = b.op("Div", {to_float(b.op("Sub", {in, one})), to_float(b.op("Sub", {out, one}))});
-    scale = b.op("Where", {b.op("Greater", {out, one}), ratio, f(0.0)});
+    const Value ratio = b.op<"Div">({to_float(b.op<"Sub">({in, one})), to_float(b.op<"Sub">({out, one}))});
+    scale = b.op<"Where">({b.op<"Greater">({out, one}), ratio, f(0.0)});
   } else if (given && *given > 0) {
     scale = f(static_cast<double>(static_cast<float>(1.0 / *given)));
   } else {
-    scale = b.op("Div", {to_float(in), to_float(out)});
+    scale = b.op<"Div">({to_float(in), to_float(out)});
   }
   const Value half_width = f(method == Method::Linear ? 1.0 : 2.0);
-  const Value wide = b.op("GreaterOrEqual", {scale, f(1.0)});
-  const Value support = b.op("Where", {wide, b.op("Mul", {half_width, scale}), half_width});
-  const Value invscale = b.op("Where", {wide, b.op("Div", {f(1.0), scale}), f(1.0)});
-  const Value rows = b.op("Unsqueeze", {iota(b, out), b.ints(std::vector<int64_t>{1})});
+  const Value wide = b.op<"GreaterOrEqual">({scale, f(1.0)});
+  const Value support = b.op<"Where">({wide, b.op<"Mul">({half_width, scale}), half_width});
+  const Value invscale = b.op<"Where">({wide, b.op<"Div">({f(1.0), scale}), f(1.0)});
+  const Value rows = b.op<"Unsqueeze">({iota(b, out), b.ints(std::vector<int64_t>{1})});
   const Value cols = iota(b, in);
-  const Value center = b.op("Mul", {scale, b.op("Add", {to_float(rows), f(0.5)})});
-  const auto bound = [&](const char* side) {  // int64(center -+ support + 0.5), truncated
-    return b.cast(b.op("Add", {b.op(side, {center, support}), f(0.5)}), ScalarType::Long);
+  const Value center = b.op<"Mul">({scale, b.op<"Add">({to_float(rows), f(0.5)})});
+  const auto bound = [&](OpType side) {  // int64(center -+ support + 0.5), truncated
+    return b.cast(b.op<"Add">({b.op(side, {center, support}), f(0.5)}), ScalarType::Long);
   };
-  const Value lo = b.op("Max", {bound("Sub"), zero}), hi = b.op("Min", {bound("Add"), in});
-  const Value inside = b.op("And", {b.op("GreaterOrEqual", {cols, lo}), b.op("Less", {cols, hi})});
-  const Value at = b.op("Mul", {b.op("Add", {b.op("Sub", {to_float(cols), center}), f(0.5)}), invscale});
-  const Value w = b.op("Where", {inside, antialias_filter(b, method, at), f(0.0)});
+  const Value lo = b.op<"Max">({bound("Sub"), zero}), hi = b.op<"Min">({bound("Add"), in});
+  const Value inside = b.op<"And">({b.op<"GreaterOrEqual">({cols, lo}), b.op<"Less">({cols, hi})});
+  const Value at = b.op<"Mul">({b.op<"Add">({b.op<"Sub">({to_float(cols), center}), f(0.5)}), invscale});
+  const Value w = b.op<"Where">({inside, antialias_filter(b, method, at), f(0.0)});
   const Value total = reduce(b, "ReduceSum", w, std::vector<int64_t>{1}, true);
-  const Value normalized = b.op("Where", {b.op("Equal", {total, f(0.0)}), f(0.0), b.op("Div", {w, total})});
-  const Value identity = to_float(b.op("Equal", {rows, cols}));
-  return b.op("Where", {b.op("Equal", {out, in}), identity, normalized});
+  const Value normalized = b.op<"Where">({b.op<"Equal">({total, f(0.0)}), f(0.0), b.op<"Div">({w, total})});
+  const Value identity = to_float(b.op<"Equal">({rows, cols}));
+  return b.op<"Where">({b.op<"Equal">({out, in}), identity, normalized});
 }
 
 // Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis,
@@ -299,9 +299,9 @@ Value antialiased_resize(Builder& b, Value input, const Interpolation& how, cons
         for (int64_t r = 0; r < o; ++r) {
           for (int64_t j = 0; j < n; ++j) transposed[static_cast<size_t>(j * o + r)] = w[static_cast<size_t>(r * n + j)];
         }
-        x = b.op("MatMul", {x, b.tensor(transposed, {n, o}, dtype)});
+        x = b.op<"MatMul">({x, b.tensor(transposed, {n, o}, dtype)});
       } else {  // W @ x over the second last axis, broadcast over the leading ones
-        x = b.op("MatMul", {b.tensor(w, {o, n}, dtype), x});
+        x = b.op<"MatMul">({b.tensor(w, {o, n}, dtype), x});
       }
       continue;
     }
@@ -310,7 +310,7 @@ Value antialiased_resize(Builder& b, Value input, const Interpolation& how, cons
                                                      how.align_corners, scales[i]),
                            dtype);
     const std::vector<int64_t> swap = {1, 0};
-    x = last ? b.op("MatMul", {x, b.op("Transpose", {w}, {Attr::ints("perm", swap)})}) : b.op("MatMul", {w, x});
+    x = last ? b.op<"MatMul">({x, b.op<"Transpose">({w}, {Attr::ints("perm", swap)})}) : b.op<"MatMul">({w, x});
   }
   return x;
 }

@@ -24,7 +24,7 @@ Value grid_sample(Builder& b, Value input, Value grid, int64_t interpolation_mod
   static constexpr const char* kModes20[] = {"linear", "nearest", "cubic"};
   static constexpr const char* kPadding[] = {"zeros", "border", "reflection"};
   const char* mode = (b.opset() >= 20 ? kModes20 : kModes16)[interpolation_mode];
-  return b.op("GridSample", {input, grid},
+  return b.op<"GridSample">({input, grid},
               {Attr::s("mode", mode), Attr::s("padding_mode", kPadding[padding_mode]),
                Attr::i("align_corners", align_corners)});
 }
@@ -54,10 +54,10 @@ Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vect
   const int64_t offset_axis = rank - 2;  // after the channels
   const Value axes = b.ints(std::vector<int64_t>{offset_axis});
   Inputs offsets;
-  for (Value slice : window_slices(b, self, rank, w, Scalar(int64_t{0}))) offsets.push_back(b.op("Unsqueeze", {slice, axes}));
-  const Value stacked = b.op("Concat", offsets, {Attr::i("axis", offset_axis)});
-  const Value columns = b.op("Mul", {size_along(b, self, offset_axis - 1), b.ints(std::vector<int64_t>{w.positions()})});
-  const Value windows = b.op("Mul", {w.out[0], w.out[1]});
+  for (Value slice : window_slices(b, self, rank, w, Scalar(int64_t{0}))) offsets.push_back(b.op<"Unsqueeze">({slice, axes}));
+  const Value stacked = b.op<"Concat">(offsets, {Attr::i("axis", offset_axis)});
+  const Value columns = b.op<"Mul">({size_along(b, self, offset_axis - 1), b.ints(std::vector<int64_t>{w.positions()})});
+  const Value windows = b.op<"Mul">({w.out[0], w.out[1]});
   return reshape_to(b, stacked, join_sizes(b, {sizes_between(b, self, 0, offset_axis - 1), columns, windows}));
 }
 
@@ -69,7 +69,7 @@ Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t
     const Attrs attrs = {Attr::ints("dilations", dilation), Attr::ints("pads", helper_twice(b, padding)),
                          Attr::ints("strides", stride)};
     const Value image = b.ints(output_size);
-    return with_batch(b, self, 3, [&](Value x) { return b.op("Col2Im", {x, image, b.ints(kernel_size)}, attrs); });
+    return with_batch(b, self, 3, [&](Value x) { return b.op<"Col2Im">({x, image, b.ints(kernel_size)}, attrs); });
   }
   // Before: a ConvTranspose with one-hot kernels, the windows counted at run time when the
   // output size is dynamic.
@@ -80,14 +80,14 @@ Value col2im(Builder& b, Value self, SymIntList output_size, std::vector<int64_t
     const Windows w = unfold_windows(b.static_ints(output_size), kernel_size, dilation, padding, stride);
     std::vector<int64_t> per_channel = {-1, positions};
     per_channel.insert(per_channel.end(), w.out.begin(), w.out.end());
-    image_sum = scatter_windows(b, b.op("Reshape", {self, b.ints(per_channel)}), w);
+    image_sum = scatter_windows(b, b.op<"Reshape">({self, b.ints(per_channel)}), w);
   } else {
     const RuntimeWindows w = runtime_windows(b, output_size, kernel_size, stride, padding, dilation, false);
     const Value per_channel = join_sizes(b, {b.ints(std::vector<int64_t>{-1, positions}), w.out[0], w.out[1]});
-    image_sum = scatter_windows(b, b.op("Reshape", {self, per_channel}), w);
+    image_sum = scatter_windows(b, b.op<"Reshape">({self, per_channel}), w);
   }
   // (N * C, 1, H, W) -> (N, C, H, W), the channel count read at run time when it is dynamic.
-  const Value channels = b.op("Div", {size_along(b, self, rank - 2), b.ints(std::vector<int64_t>{positions})});
+  const Value channels = b.op<"Div">({size_along(b, self, rank - 2), b.ints(std::vector<int64_t>{positions})});
   return reshape_to(b, image_sum, join_sizes(b, {sizes_between(b, self, 0, rank - 2), channels, b.ints(output_size)}));
 }
 
@@ -106,14 +106,14 @@ Value pixel_unshuffle(Builder& b, Value self, int64_t downscale_factor) {
   const int64_t lead = rank - 3;
   const Value lead_sizes = sizes_between(b, self, 0, lead), c = size_along(b, self, lead);
   const Value factor = b.ints(std::vector<int64_t>{r});
-  const Value h = b.op("Div", {size_along(b, self, lead + 1), factor});
-  const Value w = b.op("Div", {size_along(b, self, lead + 2), factor});
+  const Value h = b.op<"Div">({size_along(b, self, lead + 1), factor});
+  const Value w = b.op<"Div">({size_along(b, self, lead + 2), factor});
   std::vector<int64_t> perm(static_cast<size_t>(lead));
   std::iota(perm.begin(), perm.end(), 0);
   for (int64_t d : {0, 2, 4, 1, 3}) perm.push_back(lead + d);
   const Value split = reshape_to(b, self, join_sizes(b, {lead_sizes, c, h, factor, w, factor}));
-  const Value moved = b.op("Transpose", {split}, {Attr::ints("perm", perm)});
-  const Value channels = b.op("Mul", {c, b.ints(std::vector<int64_t>{r * r})});
+  const Value moved = b.op<"Transpose">({split}, {Attr::ints("perm", perm)});
+  const Value channels = b.op<"Mul">({c, b.ints(std::vector<int64_t>{r * r})});
   return reshape_to(b, moved, join_sizes(b, {lead_sizes, channels, h, w}));
 }
 

@@ -87,7 +87,7 @@ std::vector<Value> window_slices(Builder& b, Value x, const Windows& w, const Sc
     pads[rank + lead + i] = end[i];
     padded = padded || w.padding[i] > 0 || end[i] > 0;
   }
-  if (padded) x = b.op("Pad", {x, b.ints(pads), b.scalar(fill, b.dtype(x))});
+  if (padded) x = b.op<"Pad">({x, b.ints(pads), b.scalar(fill, b.dtype(x))});
   std::vector<int64_t> axes;
   for (size_t i = 0; i < w.rank(); ++i) axes.push_back(static_cast<int64_t>(lead + i));
   const Value axes_v = b.ints(axes), steps = b.ints(w.stride);
@@ -99,7 +99,7 @@ std::vector<Value> window_slices(Builder& b, Value x, const Windows& w, const Sc
       starts.push_back(offset[i] * w.dilation[i]);  // in padded coordinates
       ends.push_back(starts.back() + (w.out[i] - 1) * w.stride[i] + 1);
     }
-    slices.push_back(b.op("Slice", {x, b.ints(starts), b.ints(ends), axes_v, steps}));
+    slices.push_back(b.op<"Slice">({x, b.ints(starts), b.ints(ends), axes_v, steps}));
     for (size_t i = w.rank(); i-- > 0;) {
       if (++offset[i] < w.kernel[i]) break;
       offset[i] = 0;
@@ -144,7 +144,7 @@ Value scatter_windows(Builder& b, Value cols, const Windows& w, bool whole_windo
   const Value kernels = one_hot_kernels(b, w.kernel, w.positions(), whole_window, b.dtype(cols));
   // Without pads the output covers the padded input (and whatever the last windows reach past
   // it); crop torch's padding at the start and cut or zero-fill the end to the input's size.
-  const Value full = b.op("ConvTranspose", {cols, kernels},
+  const Value full = b.op<"ConvTranspose">({cols, kernels},
                           {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride),
                            Attr::ints("dilations", w.dilation)});
   std::vector<int64_t> starts, ends, axes, fill(2 * (w.rank() + 2), 0);
@@ -157,8 +157,8 @@ Value scatter_windows(Builder& b, Value cols, const Windows& w, bool whole_windo
     fill[w.rank() + 2 + i + 2] = w.padding[i] + w.in[i] - ends.back();
     short_end = short_end || fill[w.rank() + 2 + i + 2] > 0;
   }
-  const Value cropped = b.op("Slice", {full, b.ints(starts), b.ints(ends), b.ints(axes)});
-  return short_end ? b.op("Pad", {cropped, b.ints(fill)}) : cropped;
+  const Value cropped = b.op<"Slice">({full, b.ints(starts), b.ints(ends), b.ints(axes)});
+  return short_end ? b.op<"Pad">({cropped, b.ints(fill)}) : cropped;
 }
 
 std::vector<int64_t> avg_divisors(const Windows& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
@@ -198,11 +198,11 @@ Value one_int(Builder& b, int64_t v) { return b.ints(std::vector<int64_t>{v}); }
 Value runtime_length(Builder& b, Value in, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation,
                      bool ceil_mode) {
   const int64_t bias = 2 * padding - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  Value out = b.op("Add", {b.op("Div", {b.op("Add", {in, one_int(b, bias)}), one_int(b, stride)}), one_int(b, 1)});
+  Value out = b.op<"Add">({b.op<"Div">({b.op<"Add">({in, one_int(b, bias)}), one_int(b, stride)}), one_int(b, 1)});
   if (ceil_mode) {  // a last window that would start in the right padding is dropped
-    const Value start = b.op("Mul", {b.op("Sub", {out, one_int(b, 1)}), one_int(b, stride)});
-    const Value in_padding = b.op("GreaterOrEqual", {start, b.op("Add", {in, one_int(b, padding)})});
-    out = b.op("Sub", {out, b.cast(in_padding, ScalarType::Long)});
+    const Value start = b.op<"Mul">({b.op<"Sub">({out, one_int(b, 1)}), one_int(b, stride)});
+    const Value in_padding = b.op<"GreaterOrEqual">({start, b.op<"Add">({in, one_int(b, padding)})});
+    out = b.op<"Sub">({out, b.cast(in_padding, ScalarType::Long)});
   }
   return out;
 }
@@ -253,11 +253,11 @@ std::vector<Value> window_slices(Builder& b, Value x, int64_t x_rank, const Runt
     pads[rank + lead + i] = w.padding[i] + (w.ceil_mode ? w.stride[i] - 1 : 0);
     padded = padded || pads[rank + lead + i] > 0;
   }
-  if (padded) x = b.op("Pad", {x, b.ints(pads), b.scalar(fill, b.dtype(x))});
+  if (padded) x = b.op<"Pad">({x, b.ints(pads), b.scalar(fill, b.dtype(x))});
   // Slice k covers (out - 1) * stride + 1 elements from its kernel offset.
   std::vector<Value> spans;
   for (size_t i = 0; i < w.rank(); ++i) {
-    spans.push_back(b.op("Add", {b.op("Mul", {b.op("Sub", {w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}), one_int(b, 1)}));
+    spans.push_back(b.op<"Add">({b.op<"Mul">({b.op<"Sub">({w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}), one_int(b, 1)}));
   }
   const Value span = join_sizes(b, spans);
   const Value axes = b.ints(spatial_axes(static_cast<int64_t>(rank), w.rank())), steps = b.ints(w.stride);
@@ -267,7 +267,7 @@ std::vector<Value> window_slices(Builder& b, Value x, int64_t x_rank, const Runt
     std::vector<int64_t> starts;
     for (size_t i = 0; i < w.rank(); ++i) starts.push_back(offset[i] * w.dilation[i]);  // in padded coordinates
     const Value start = b.ints(starts);
-    slices.push_back(b.op("Slice", {x, start, b.op("Add", {start, span}), axes, steps}));
+    slices.push_back(b.op<"Slice">({x, start, b.op<"Add">({start, span}), axes, steps}));
     for (size_t i = w.rank(); i-- > 0;) {
       if (++offset[i] < w.kernel[i]) break;
       offset[i] = 0;
@@ -278,7 +278,7 @@ std::vector<Value> window_slices(Builder& b, Value x, int64_t x_rank, const Runt
 
 Value crop_to_windows(Builder& b, Value y, const RuntimeWindows& w) {
   const Value axes = b.ints(spatial_axes(0, w.rank()));  // counted from the end
-  return b.op("Slice", {y, b.ints(std::vector<int64_t>(w.rank(), 0)), join_sizes(b, w.out), axes});
+  return b.op<"Slice">({y, b.ints(std::vector<int64_t>(w.rank(), 0)), join_sizes(b, w.out), axes});
 }
 
 Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, std::optional<int64_t> divisor_override,
@@ -288,22 +288,22 @@ Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, 
   // padding) positions, the windows clipped to the padded input; their outer product.
   Value divisors;
   for (size_t i = 0; i < w.rank(); ++i) {
-    const Value windows = iota(b, b.op("Squeeze", {w.out[i], one_int(b, 0)}));
-    const Value start = b.op("Sub", {b.op("Mul", {windows, one_int(b, w.stride[i])}), one_int(b, w.padding[i])});
+    const Value windows = iota(b, b.op<"Squeeze">({w.out[i], one_int(b, 0)}));
+    const Value start = b.op<"Sub">({b.op<"Mul">({windows, one_int(b, w.stride[i])}), one_int(b, w.padding[i])});
     const Value in = b.ints(SymIntList{w.in[i]});
-    const Value end = b.op("Min", {b.op("Add", {start, one_int(b, w.kernel[i])}), b.op("Add", {in, one_int(b, w.padding[i])})});
-    const Value count = count_include_pad ? b.op("Sub", {end, start})
-                                          : b.op("Sub", {b.op("Min", {end, in}), b.op("Max", {start, one_int(b, 0)})});
+    const Value end = b.op<"Min">({b.op<"Add">({start, one_int(b, w.kernel[i])}), b.op<"Add">({in, one_int(b, w.padding[i])})});
+    const Value count = count_include_pad ? b.op<"Sub">({end, start})
+                                          : b.op<"Sub">({b.op<"Min">({end, in}), b.op<"Max">({start, one_int(b, 0)})});
     std::vector<int64_t> shape(w.rank(), 1);
     shape[i] = -1;
-    const Value along = b.op("Reshape", {count, b.ints(shape)});
-    divisors = i == 0 ? along : b.op("Mul", {divisors, along});
+    const Value along = b.op<"Reshape">({count, b.ints(shape)});
+    divisors = i == 0 ? along : b.op<"Mul">({divisors, along});
   }
   return b.cast(divisors, dtype);
 }
 
 Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w) {
-  const Value full = b.op("ConvTranspose", {cols, one_hot_kernels(b, w.kernel, w.positions(), false, b.dtype(cols))},
+  const Value full = b.op<"ConvTranspose">({cols, one_hot_kernels(b, w.kernel, w.positions(), false, b.dtype(cols))},
                           {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride),
                            Attr::ints("dilations", w.dilation)});
   // The output covers (out - 1) * stride + (kernel - 1) * dilation + 1 positions of the padded
@@ -311,20 +311,20 @@ Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w) {
   std::vector<Value> missing, ends;
   for (size_t i = 0; i < w.rank(); ++i) {
     const int64_t reach = (w.kernel[i] - 1) * w.dilation[i] + 1;
-    const Value covered = b.op("Add", {b.op("Mul", {b.op("Sub", {w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}),
+    const Value covered = b.op<"Add">({b.op<"Mul">({b.op<"Sub">({w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}),
                                        one_int(b, reach)});
-    ends.push_back(b.op("Add", {b.ints(SymIntList{w.in[i]}), one_int(b, w.padding[i])}));
-    missing.push_back(b.op("Max", {b.op("Sub", {ends.back(), covered}), one_int(b, 0)}));
+    ends.push_back(b.op<"Add">({b.ints(SymIntList{w.in[i]}), one_int(b, w.padding[i])}));
+    missing.push_back(b.op<"Max">({b.op<"Sub">({ends.back(), covered}), one_int(b, 0)}));
   }
   std::vector<Value> pads = {b.ints(std::vector<int64_t>(w.rank() + 4, 0))};  // nothing before, nor after N and C
   pads.insert(pads.end(), missing.begin(), missing.end());
-  const Value filled = b.op("Pad", {full, join_sizes(b, pads)});
+  const Value filled = b.op<"Pad">({full, join_sizes(b, pads)});
   const Value axes = b.ints(spatial_axes(static_cast<int64_t>(w.rank()) + 2, w.rank()));
-  return b.op("Slice", {filled, b.ints(w.padding), join_sizes(b, ends), axes});
+  return b.op<"Slice">({filled, b.ints(w.padding), join_sizes(b, ends), axes});
 }
 
-bool onnx_takes(Builder& b, std::string_view op, ScalarType t) {
-  const OpTypes* types = onnx_types(op, b.opset());
+bool onnx_takes(Builder& b, OpType op, ScalarType t) {
+  const OpTypes* types = onnx_types(op.name(), b.opset());
   if (types == nullptr || types->inputs.empty()) return false;
   return (types->inputs[0].allowed & (uint64_t{1} << static_cast<int>(t))) != 0;
 }
@@ -337,8 +337,8 @@ std::vector<Value> with_batch_n(Builder& b, Value x, int64_t batched_rank,
            ", got rank " + std::to_string(b.rank(x)));
   }
   const Value axes = b.ints(std::vector<int64_t>{0});
-  std::vector<Value> outs = op(b.op("Unsqueeze", {x, axes}));
-  for (Value& v : outs) v = b.op("Squeeze", {v, axes});
+  std::vector<Value> outs = op(b.op<"Unsqueeze">({x, axes}));
+  for (Value& v : outs) v = b.op<"Squeeze">({v, axes});
   return outs;
 }
 

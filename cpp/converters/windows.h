@@ -95,7 +95,7 @@ Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, 
 Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w);
 
 // Whether ONNX `op` takes element type `t` as its first input at the target opset.
-bool onnx_takes(Builder& b, std::string_view op, ScalarType t);
+bool onnx_takes(Builder& b, OpType op, ScalarType t);
 
 // with_batch for ops with several outputs: each output loses the added batch axis again.
 std::vector<Value> with_batch_n(Builder& b, Value x, int64_t batched_rank,

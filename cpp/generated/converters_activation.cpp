@@ -12,12 +12,12 @@ namespace fastonnx {
 Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: not is_floating(self), onnx: Max(self, 0)
   if (!(is_floating(b.dtype(self)))) {
-    const Value v0 = b.op("Max", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v0 = b.op<"Max">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
     return v0;
   }
   // onnx: Relu(self)
   {
-    const Value v0 = b.op("Relu", {self}, {});
+    const Value v0 = b.op<"Relu">({self}, {});
     return v0;
   }
 }
@@ -26,7 +26,7 @@ Value convert_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar negative_slope) {
   // onnx: LeakyRelu(self, alpha=negative_slope)
   {
-    const Value v0 = b.op("LeakyRelu", {self}, {Attr::f("alpha", negative_slope)});
+    const Value v0 = b.op<"LeakyRelu">({self}, {Attr::f("alpha", negative_slope)});
     return v0;
   }
 }
@@ -35,7 +35,7 @@ Value convert_leaky_relu([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 Value convert_hardtanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min_val, [[maybe_unused]] Scalar max_val) {
   // onnx: Clip(self, min_val, max_val)
   {
-    const Value v0 = b.op("Clip", {self, b.scalar_like(Scalar(min_val), self), b.scalar_like(Scalar(max_val), self)}, {});
+    const Value v0 = b.op<"Clip">({self, b.scalar_like(Scalar(min_val), self), b.scalar_like(Scalar(max_val), self)}, {});
     return v0;
   }
 }
@@ -46,7 +46,7 @@ Value convert_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) 
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sigmoid", {self}, {});
+    const Value v0 = b.op<"Sigmoid">({self}, {});
     return v0;
   }
 }
@@ -57,7 +57,7 @@ Value convert_tanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Tanh", {self}, {});
+    const Value v0 = b.op<"Tanh">({self}, {});
     return v0;
   }
 }
@@ -68,16 +68,16 @@ Value convert_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Softmax", {v0}, {Attr::i("axis", int64_t{0})});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op<"Softmax">({v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op<"Squeeze">({v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
   // promote: [self], onnx: Softmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Softmax", {self}, {Attr::i("axis", dim)});
+    const Value v0 = b.op<"Softmax">({self}, {Attr::i("axis", dim)});
     return v0;
   }
 }
@@ -88,16 +88,16 @@ Value convert__softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Softmax", {v0}, {Attr::i("axis", int64_t{0})});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op<"Softmax">({v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op<"Squeeze">({v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
   // promote: [self], onnx: Softmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Softmax", {self}, {Attr::i("axis", dim)});
+    const Value v0 = b.op<"Softmax">({self}, {Attr::i("axis", dim)});
     return v0;
   }
 }
@@ -108,16 +108,16 @@ Value convert_log_softmax_int([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("LogSoftmax", {v0}, {Attr::i("axis", int64_t{0})});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op<"LogSoftmax">({v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op<"Squeeze">({v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
   // promote: [self], onnx: LogSoftmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("LogSoftmax", {self}, {Attr::i("axis", dim)});
+    const Value v0 = b.op<"LogSoftmax">({self}, {Attr::i("axis", dim)});
     return v0;
   }
 }
@@ -128,16 +128,16 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   if (((b.rank(self) == int64_t{0}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Unsqueeze", {self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("LogSoftmax", {v0}, {Attr::i("axis", int64_t{0})});
-    const Value v2 = b.op("Squeeze", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
+    const Value v1 = b.op<"LogSoftmax">({v0}, {Attr::i("axis", int64_t{0})});
+    const Value v2 = b.op<"Squeeze">({v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {});
     return v2;
   }
   // promote: [self], onnx: LogSoftmax(self, axis=dim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("LogSoftmax", {self}, {Attr::i("axis", dim)});
+    const Value v0 = b.op<"LogSoftmax">({self}, {Attr::i("axis", dim)});
     return v0;
   }
 }
@@ -146,29 +146,29 @@ Value convert__log_softmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
 Value convert_gelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::string approximate) {
   // since: 20, onnx: Gelu(self, approximate=approximate)
   if (b.opset() >= 20) {
-    const Value v0 = b.op("Gelu", {self}, {Attr::s("approximate", approximate)});
+    const Value v0 = b.op<"Gelu">({self}, {Attr::s("approximate", approximate)});
     return v0;
   }
   // when: approximate == 'tanh', onnx: Mul(Mul(self, 0.5), Add(Tanh(Mul(Add(self, Mul(Mul(Mul(self, self), self), 0.044715)), 0.7978845608028654)), 1))
   if (((approximate == "tanh"))) {
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(0.5), self)}, {});
-    const Value v1 = b.op("Mul", {self, self}, {});
-    const Value v2 = b.op("Mul", {v1, self}, {});
-    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(0.044715), v2)}, {});
-    const Value v4 = b.op("Add", {self, v3}, {});
-    const Value v5 = b.op("Mul", {v4, b.scalar_like(Scalar(0.7978845608028654), v4)}, {});
-    const Value v6 = b.op("Tanh", {v5}, {});
-    const Value v7 = b.op("Add", {v6, b.scalar_like(Scalar(int64_t{1}), v6)}, {});
-    const Value v8 = b.op("Mul", {v0, v7}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(0.5), self)}, {});
+    const Value v1 = b.op<"Mul">({self, self}, {});
+    const Value v2 = b.op<"Mul">({v1, self}, {});
+    const Value v3 = b.op<"Mul">({v2, b.scalar_like(Scalar(0.044715), v2)}, {});
+    const Value v4 = b.op<"Add">({self, v3}, {});
+    const Value v5 = b.op<"Mul">({v4, b.scalar_like(Scalar(0.7978845608028654), v4)}, {});
+    const Value v6 = b.op<"Tanh">({v5}, {});
+    const Value v7 = b.op<"Add">({v6, b.scalar_like(Scalar(int64_t{1}), v6)}, {});
+    const Value v8 = b.op<"Mul">({v0, v7}, {});
     return v8;
   }
   // onnx: Mul(Mul(self, 0.5), Add(Erf(Mul(self, 0.7071067811865476)), 1))
   {
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(0.5), self)}, {});
-    const Value v1 = b.op("Mul", {self, b.scalar_like(Scalar(0.7071067811865476), self)}, {});
-    const Value v2 = b.op("Erf", {v1}, {});
-    const Value v3 = b.op("Add", {v2, b.scalar_like(Scalar(int64_t{1}), v2)}, {});
-    const Value v4 = b.op("Mul", {v0, v3}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(0.5), self)}, {});
+    const Value v1 = b.op<"Mul">({self, b.scalar_like(Scalar(0.7071067811865476), self)}, {});
+    const Value v2 = b.op<"Erf">({v1}, {});
+    const Value v3 = b.op<"Add">({v2, b.scalar_like(Scalar(int64_t{1}), v2)}, {});
+    const Value v4 = b.op<"Mul">({v0, v3}, {});
     return v4;
   }
 }
@@ -177,8 +177,8 @@ Value convert_gelu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
 Value convert_silu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Mul(self, Sigmoid(self))
   {
-    const Value v0 = b.op("Sigmoid", {self}, {});
-    const Value v1 = b.op("Mul", {self, v0}, {});
+    const Value v0 = b.op<"Sigmoid">({self}, {});
+    const Value v1 = b.op<"Mul">({self, v0}, {});
     return v1;
   }
 }
@@ -187,7 +187,7 @@ Value convert_silu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_hardsigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: HardSigmoid(self, alpha=0.16666666666666666, beta=0.5)
   {
-    const Value v0 = b.op("HardSigmoid", {self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
+    const Value v0 = b.op<"HardSigmoid">({self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
     return v0;
   }
 }
@@ -196,13 +196,13 @@ Value convert_hardsigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 Value convert_hardswish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // since: 14, onnx: HardSwish(self)
   if (b.opset() >= 14) {
-    const Value v0 = b.op("HardSwish", {self}, {});
+    const Value v0 = b.op<"HardSwish">({self}, {});
     return v0;
   }
   // onnx: Mul(self, HardSigmoid(self, alpha=0.16666666666666666, beta=0.5))
   {
-    const Value v0 = b.op("HardSigmoid", {self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
-    const Value v1 = b.op("Mul", {self, v0}, {});
+    const Value v0 = b.op<"HardSigmoid">({self}, {Attr::f("alpha", 0.16666666666666666), Attr::f("beta", 0.5)});
+    const Value v1 = b.op<"Mul">({self, v0}, {});
     return v1;
   }
 }
@@ -211,14 +211,14 @@ Value convert_hardswish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
 Value convert_mish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // since: 18, onnx: Mish(self)
   if (b.opset() >= 18) {
-    const Value v0 = b.op("Mish", {self}, {});
+    const Value v0 = b.op<"Mish">({self}, {});
     return v0;
   }
   // onnx: Mul(self, Tanh(Softplus(self)))
   {
-    const Value v0 = b.op("Softplus", {self}, {});
-    const Value v1 = b.op("Tanh", {v0}, {});
-    const Value v2 = b.op("Mul", {self, v1}, {});
+    const Value v0 = b.op<"Softplus">({self}, {});
+    const Value v1 = b.op<"Tanh">({v0}, {});
+    const Value v2 = b.op<"Mul">({self, v1}, {});
     return v2;
   }
 }
@@ -227,19 +227,19 @@ Value convert_mish([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar threshold) {
   // when: beta == 1, onnx: Where(Greater(self, threshold), self, Softplus(self))
   if (((beta == int64_t{1}))) {
-    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(threshold), self)}, {});
-    const Value v1 = b.op("Softplus", {self}, {});
-    const Value v2 = b.op("Where", {v0, self, v1}, {});
+    const Value v0 = b.op<"Greater">({self, b.scalar_like(Scalar(threshold), self)}, {});
+    const Value v1 = b.op<"Softplus">({self}, {});
+    const Value v2 = b.op<"Where">({v0, self, v1}, {});
     return v2;
   }
   // onnx: Where(Greater(Mul(self, beta), threshold), self, Div(Softplus(Mul(self, beta)), beta))
   {
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
-    const Value v1 = b.op("Greater", {v0, b.scalar_like(Scalar(threshold), v0)}, {});
-    const Value v2 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
-    const Value v3 = b.op("Softplus", {v2}, {});
-    const Value v4 = b.op("Div", {v3, b.scalar_like(Scalar(beta), v3)}, {});
-    const Value v5 = b.op("Where", {v1, self, v4}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op<"Greater">({v0, b.scalar_like(Scalar(threshold), v0)}, {});
+    const Value v2 = b.op<"Mul">({self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v3 = b.op<"Softplus">({v2}, {});
+    const Value v4 = b.op<"Div">({v3, b.scalar_like(Scalar(beta), v3)}, {});
+    const Value v5 = b.op<"Where">({v1, self, v4}, {});
     return v5;
   }
 }
@@ -248,17 +248,17 @@ Value convert_softplus([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
 Value convert_elu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha, [[maybe_unused]] Scalar scale, [[maybe_unused]] Scalar input_scale) {
   // when: scale == 1 and input_scale == 1, onnx: Elu(self, alpha=alpha)
   if ((((scale == int64_t{1})) && ((input_scale == int64_t{1})))) {
-    const Value v0 = b.op("Elu", {self}, {Attr::f("alpha", alpha)});
+    const Value v0 = b.op<"Elu">({self}, {Attr::f("alpha", alpha)});
     return v0;
   }
   // onnx: Where(Greater(self, 0), Mul(self, scale), Mul(Elu(Mul(self, input_scale), alpha=alpha), scale))
   {
-    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Mul", {self, b.scalar_like(Scalar(scale), self)}, {});
-    const Value v2 = b.op("Mul", {self, b.scalar_like(Scalar(input_scale), self)}, {});
-    const Value v3 = b.op("Elu", {v2}, {Attr::f("alpha", alpha)});
-    const Value v4 = b.op("Mul", {v3, b.scalar_like(Scalar(scale), v3)}, {});
-    const Value v5 = b.op("Where", {v0, v1, v4}, {});
+    const Value v0 = b.op<"Greater">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Mul">({self, b.scalar_like(Scalar(scale), self)}, {});
+    const Value v2 = b.op<"Mul">({self, b.scalar_like(Scalar(input_scale), self)}, {});
+    const Value v3 = b.op<"Elu">({v2}, {Attr::f("alpha", alpha)});
+    const Value v4 = b.op<"Mul">({v3, b.scalar_like(Scalar(scale), v3)}, {});
+    const Value v5 = b.op<"Where">({v0, v1, v4}, {});
     return v5;
   }
 }
@@ -267,7 +267,7 @@ Value convert_elu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
 Value convert_selu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Selu(self)
   {
-    const Value v0 = b.op("Selu", {self}, {});
+    const Value v0 = b.op<"Selu">({self}, {});
     return v0;
   }
 }
@@ -276,16 +276,16 @@ Value convert_selu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_celu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar alpha) {
   // when: dtype(self) == 'float32', onnx: Celu(self, alpha=alpha)
   if (((b.dtype(self) == ScalarType::Float))) {
-    const Value v0 = b.op("Celu", {self}, {Attr::f("alpha", alpha)});
+    const Value v0 = b.op<"Celu">({self}, {Attr::f("alpha", alpha)});
     return v0;
   }
   // onnx: Where(Greater(self, 0), self, Mul(Elu(Div(self, alpha)), alpha))
   {
-    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Div", {self, b.scalar_like(Scalar(alpha), self)}, {});
-    const Value v2 = b.op("Elu", {v1}, {});
-    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(alpha), v2)}, {});
-    const Value v4 = b.op("Where", {v0, self, v3}, {});
+    const Value v0 = b.op<"Greater">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Div">({self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v2 = b.op<"Elu">({v1}, {});
+    const Value v3 = b.op<"Mul">({v2, b.scalar_like(Scalar(alpha), v2)}, {});
+    const Value v4 = b.op<"Where">({v0, self, v3}, {});
     return v4;
   }
 }
@@ -294,7 +294,7 @@ Value convert_celu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
 Value convert_relu6([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Clip(self, 0, 6)
   {
-    const Value v0 = b.op("Clip", {self, b.scalar_like(Scalar(int64_t{0}), self), b.scalar_like(Scalar(int64_t{6}), self)}, {});
+    const Value v0 = b.op<"Clip">({self, b.scalar_like(Scalar(int64_t{0}), self), b.scalar_like(Scalar(int64_t{6}), self)}, {});
     return v0;
   }
 }
@@ -303,9 +303,9 @@ Value convert_relu6([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lambd) {
   // onnx: Where(LessOrEqual(Abs(self), lambd), 0, self)
   {
-    const Value v0 = b.op("Abs", {self}, {});
-    const Value v1 = b.op("LessOrEqual", {v0, b.scalar_like(Scalar(lambd), v0)}, {});
-    const Value v2 = b.op("Where", {v1, b.scalar_like(Scalar(int64_t{0}), self), self}, {});
+    const Value v0 = b.op<"Abs">({self}, {});
+    const Value v1 = b.op<"LessOrEqual">({v0, b.scalar_like(Scalar(lambd), v0)}, {});
+    const Value v2 = b.op<"Where">({v1, b.scalar_like(Scalar(int64_t{0}), self), self}, {});
     return v2;
   }
 }
@@ -314,13 +314,13 @@ Value convert_hardshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 Value convert_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar lambd) {
   // onnx: Where(Greater(Abs(self), lambd), Sub(self, Mul(Sign(self), lambd)), Mul(self, 0))
   {
-    const Value v0 = b.op("Abs", {self}, {});
-    const Value v1 = b.op("Greater", {v0, b.scalar_like(Scalar(lambd), v0)}, {});
-    const Value v2 = b.op("Sign", {self}, {});
-    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(lambd), v2)}, {});
-    const Value v4 = b.op("Sub", {self, v3}, {});
-    const Value v5 = b.op("Mul", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v6 = b.op("Where", {v1, v4, v5}, {});
+    const Value v0 = b.op<"Abs">({self}, {});
+    const Value v1 = b.op<"Greater">({v0, b.scalar_like(Scalar(lambd), v0)}, {});
+    const Value v2 = b.op<"Sign">({self}, {});
+    const Value v3 = b.op<"Mul">({v2, b.scalar_like(Scalar(lambd), v2)}, {});
+    const Value v4 = b.op<"Sub">({self, v3}, {});
+    const Value v5 = b.op<"Mul">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v6 = b.op<"Where">({v1, v4, v5}, {});
     return v6;
   }
 }
@@ -329,11 +329,11 @@ Value convert_softshrink([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
 Value convert_log_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Sub(Min(self, 0), Softplus(Neg(Abs(self))))
   {
-    const Value v0 = b.op("Min", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Abs", {self}, {});
-    const Value v2 = b.op("Neg", {v1}, {});
-    const Value v3 = b.op("Softplus", {v2}, {});
-    const Value v4 = b.op("Sub", {v0, v3}, {});
+    const Value v0 = b.op<"Min">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Abs">({self}, {});
+    const Value v2 = b.op<"Neg">({v1}, {});
+    const Value v3 = b.op<"Softplus">({v2}, {});
+    const Value v4 = b.op<"Sub">({v0, v3}, {});
     return v4;
   }
 }
@@ -342,14 +342,14 @@ Value convert_log_sigmoid([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 std::array<Value, 2> convert_log_sigmoid_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: (Sub(Min(self, 0), Softplus(Neg(Abs(self)))), Exp(Neg(Abs(self))))
   {
-    const Value v0 = b.op("Min", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Abs", {self}, {});
-    const Value v2 = b.op("Neg", {v1}, {});
-    const Value v3 = b.op("Softplus", {v2}, {});
-    const Value v4 = b.op("Sub", {v0, v3}, {});
-    const Value v5 = b.op("Abs", {self}, {});
-    const Value v6 = b.op("Neg", {v5}, {});
-    const Value v7 = b.op("Exp", {v6}, {});
+    const Value v0 = b.op<"Min">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Abs">({self}, {});
+    const Value v2 = b.op<"Neg">({v1}, {});
+    const Value v3 = b.op<"Softplus">({v2}, {});
+    const Value v4 = b.op<"Sub">({v0, v3}, {});
+    const Value v5 = b.op<"Abs">({self}, {});
+    const Value v6 = b.op<"Neg">({v5}, {});
+    const Value v7 = b.op<"Exp">({v6}, {});
     return {v4, v7};
   }
 }
@@ -358,8 +358,8 @@ std::array<Value, 2> convert_log_sigmoid_forward([[maybe_unused]] Builder& b, [[
 Value convert_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar threshold, [[maybe_unused]] Scalar value) {
   // onnx: Where(LessOrEqual(self, threshold), value, self)
   {
-    const Value v0 = b.op("LessOrEqual", {self, b.scalar_like(Scalar(threshold), self)}, {});
-    const Value v1 = b.op("Where", {v0, b.scalar_like(Scalar(value), self), self}, {});
+    const Value v0 = b.op<"LessOrEqual">({self, b.scalar_like(Scalar(threshold), self)}, {});
+    const Value v1 = b.op<"Where">({v0, b.scalar_like(Scalar(value), self), self}, {});
     return v1;
   }
 }
@@ -368,9 +368,9 @@ Value convert_threshold([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
 Value convert__prelu_kernel([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value weight) {
   // onnx: Where(Greater(self, 0), self, Mul(weight, self))
   {
-    const Value v0 = b.op("Greater", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Mul", {weight, self}, {});
-    const Value v2 = b.op("Where", {v0, self, v1}, {});
+    const Value v0 = b.op<"Greater">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Mul">({weight, self}, {});
+    const Value v2 = b.op<"Where">({v0, self, v1}, {});
     return v2;
   }
 }

@@ -34,7 +34,7 @@ Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Sub", {self, other}, {});
+    const Value v0 = b.op<"Sub">({self, other}, {});
     return v0;
   }
   // promote: [self, other], onnx: Sub(self, Mul(other, alpha))
@@ -42,8 +42,8 @@ Value convert_sub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mul", {other, b.scalar_like(Scalar(alpha), other)}, {});
-    const Value v1 = b.op("Sub", {self, v0}, {});
+    const Value v0 = b.op<"Mul">({other, b.scalar_like(Scalar(alpha), other)}, {});
+    const Value v1 = b.op<"Sub">({self, v0}, {});
     return v1;
   }
 }
@@ -54,15 +54,15 @@ Value convert_sub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sub", {self, b.scalar_like(Scalar(other), self)}, {});
+    const Value v0 = b.op<"Sub">({self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
   }
   // promote: [self], onnx: Sub(self, Mul(other, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {b.scalar_like(Scalar(other), self), b.scalar_like(Scalar(alpha), self)}, {});
-    const Value v1 = b.op("Sub", {self, v0}, {});
+    const Value v0 = b.op<"Mul">({b.scalar_like(Scalar(other), self), b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v1 = b.op<"Sub">({self, v0}, {});
     return v1;
   }
 }
@@ -74,7 +74,7 @@ Value convert_rsub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Sub", {other, self}, {});
+    const Value v0 = b.op<"Sub">({other, self}, {});
     return v0;
   }
   // promote: [self, other], onnx: Sub(other, Mul(self, alpha))
@@ -82,8 +82,8 @@ Value convert_rsub_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(alpha), self)}, {});
-    const Value v1 = b.op("Sub", {other, v0}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v1 = b.op<"Sub">({other, v0}, {});
     return v1;
   }
 }
@@ -94,15 +94,15 @@ Value convert_rsub_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   if (((alpha == int64_t{1}))) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sub", {b.scalar_like(Scalar(other), self), self}, {});
+    const Value v0 = b.op<"Sub">({b.scalar_like(Scalar(other), self), self}, {});
     return v0;
   }
   // promote: [self], onnx: Sub(other, Mul(self, alpha))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(alpha), self)}, {});
-    const Value v1 = b.op("Sub", {b.scalar_like(Scalar(other), v0), v0}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(alpha), self)}, {});
+    const Value v1 = b.op<"Sub">({b.scalar_like(Scalar(other), v0), v0}, {});
     return v1;
   }
 }
@@ -133,7 +133,7 @@ Value convert_div_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Div", {self, other}, {});
+    const Value v0 = b.op<"Div">({self, other}, {});
     return v0;
   }
 }
@@ -144,7 +144,7 @@ Value convert_div_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Div", {self, b.scalar_like(Scalar(other), self)}, {});
+    const Value v0 = b.op<"Div">({self, b.scalar_like(Scalar(other), self)}, {});
     return v0;
   }
 }
@@ -194,7 +194,7 @@ Value convert_fmod_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Mod", {self, other}, {Attr::i("fmod", int64_t{1})});
+    const Value v0 = b.op<"Mod">({self, other}, {Attr::i("fmod", int64_t{1})});
     return v0;
   }
 }
@@ -205,7 +205,7 @@ Value convert_fmod_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mod", {self, b.scalar_like(Scalar(other), self)}, {Attr::i("fmod", int64_t{1})});
+    const Value v0 = b.op<"Mod">({self, b.scalar_like(Scalar(other), self)}, {Attr::i("fmod", int64_t{1})});
     return v0;
   }
 }
@@ -264,8 +264,8 @@ Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
     self = b.cast(self, computed_dtype_);
     tensor1 = b.cast(tensor1, computed_dtype_);
     tensor2 = b.cast(tensor2, computed_dtype_);
-    const Value v0 = b.op("Mul", {tensor1, tensor2}, {});
-    const Value v1 = b.op("Add", {self, v0}, {});
+    const Value v0 = b.op<"Mul">({tensor1, tensor2}, {});
+    const Value v1 = b.op<"Add">({self, v0}, {});
     return v1;
   }
   // promote: [self, tensor1, tensor2], onnx: Add(self, Mul(Mul(tensor1, value), tensor2))
@@ -274,9 +274,9 @@ Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
     self = b.cast(self, computed_dtype_);
     tensor1 = b.cast(tensor1, computed_dtype_);
     tensor2 = b.cast(tensor2, computed_dtype_);
-    const Value v0 = b.op("Mul", {tensor1, b.scalar_like(Scalar(value), tensor1)}, {});
-    const Value v1 = b.op("Mul", {v0, tensor2}, {});
-    const Value v2 = b.op("Add", {self, v1}, {});
+    const Value v0 = b.op<"Mul">({tensor1, b.scalar_like(Scalar(value), tensor1)}, {});
+    const Value v1 = b.op<"Mul">({v0, tensor2}, {});
+    const Value v2 = b.op<"Add">({self, v1}, {});
     return v2;
   }
 }
@@ -289,8 +289,8 @@ Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
     self = b.cast(self, computed_dtype_);
     tensor1 = b.cast(tensor1, computed_dtype_);
     tensor2 = b.cast(tensor2, computed_dtype_);
-    const Value v0 = b.op("Div", {tensor1, tensor2}, {});
-    const Value v1 = b.op("Add", {self, v0}, {});
+    const Value v0 = b.op<"Div">({tensor1, tensor2}, {});
+    const Value v1 = b.op<"Add">({self, v0}, {});
     return v1;
   }
   // promote: [self, tensor1, tensor2], onnx: Add(self, Div(Mul(tensor1, value), tensor2))
@@ -299,9 +299,9 @@ Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
     self = b.cast(self, computed_dtype_);
     tensor1 = b.cast(tensor1, computed_dtype_);
     tensor2 = b.cast(tensor2, computed_dtype_);
-    const Value v0 = b.op("Mul", {tensor1, b.scalar_like(Scalar(value), tensor1)}, {});
-    const Value v1 = b.op("Div", {v0, tensor2}, {});
-    const Value v2 = b.op("Add", {self, v1}, {});
+    const Value v0 = b.op<"Mul">({tensor1, b.scalar_like(Scalar(value), tensor1)}, {});
+    const Value v1 = b.op<"Div">({v0, tensor2}, {});
+    const Value v2 = b.op<"Add">({self, v1}, {});
     return v2;
   }
 }
@@ -313,13 +313,13 @@ Value convert_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
-    const Value v0 = b.op("Equal", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("IsNaN", {other}, {});
-    const Value v2 = b.op("Not", {v1}, {});
-    const Value v3 = b.op("And", {v0, v2}, {});
-    const Value v4 = b.op("Log", {other}, {});
-    const Value v5 = b.op("Mul", {self, v4}, {});
-    const Value v6 = b.op("Where", {v3, b.scalar_like(Scalar(int64_t{0}), v5), v5}, {});
+    const Value v0 = b.op<"Equal">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"IsNaN">({other}, {});
+    const Value v2 = b.op<"Not">({v1}, {});
+    const Value v3 = b.op<"And">({v0, v2}, {});
+    const Value v4 = b.op<"Log">({other}, {});
+    const Value v5 = b.op<"Mul">({self, v4}, {});
+    const Value v6 = b.op<"Where">({v3, b.scalar_like(Scalar(int64_t{0}), v5), v5}, {});
     return v6;
   }
 }

@@ -31,7 +31,7 @@ Value convert_ne_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   // onnx: Not(compare("Equal", self, other))
   {
     const Value v0 = compare(b, "Equal", self, other);
-    const Value v1 = b.op("Not", {v0}, {});
+    const Value v1 = b.op<"Not">({v0}, {});
     return v1;
   }
 }
@@ -41,7 +41,7 @@ Value convert_ne_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   // onnx: Not(compare("Equal", self, other))
   {
     const Value v0 = compare(b, "Equal", self, other);
-    const Value v1 = b.op("Not", {v0}, {});
+    const Value v1 = b.op<"Not">({v0}, {});
     return v1;
   }
 }

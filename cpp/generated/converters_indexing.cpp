@@ -12,13 +12,13 @@ namespace fastonnx {
 Value convert_masked_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask) {
   // onnx: Compress(Reshape(Expand(self, Shape(mask)), [-1]), Reshape(Expand(mask, Shape(self)), [-1]), axis=0)
   {
-    const Value v0 = b.op("Shape", {mask}, {});
-    const Value v1 = b.op("Expand", {self, v0}, {});
-    const Value v2 = b.op("Reshape", {v1, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
-    const Value v3 = b.op("Shape", {self}, {});
-    const Value v4 = b.op("Expand", {mask, v3}, {});
-    const Value v5 = b.op("Reshape", {v4, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
-    const Value v6 = b.op("Compress", {v2, v5}, {Attr::i("axis", int64_t{0})});
+    const Value v0 = b.op<"Shape">({mask}, {});
+    const Value v1 = b.op<"Expand">({self, v0}, {});
+    const Value v2 = b.op<"Reshape">({v1, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v3 = b.op<"Shape">({self}, {});
+    const Value v4 = b.op<"Expand">({mask, v3}, {});
+    const Value v5 = b.op<"Reshape">({v4, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v6 = b.op<"Compress">({v2, v5}, {Attr::i("axis", int64_t{0})});
     return v6;
   }
 }
@@ -27,8 +27,8 @@ Value convert_masked_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
 Value convert_take([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value index) {
   // onnx: Gather(Reshape(self, [-1]), index)
   {
-    const Value v0 = b.op("Reshape", {self, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Gather", {v0, index}, {});
+    const Value v0 = b.op<"Reshape">({self, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v1 = b.op<"Gather">({v0, index}, {});
     return v1;
   }
 }
@@ -41,13 +41,13 @@ Value convert_index_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
   // when: rank(index) == 0, onnx: Gather(self, Reshape(index, [1]), axis=dim)
   if (((b.rank(index) == int64_t{0}))) {
-    const Value v0 = b.op("Reshape", {index, b.list({Scalar(int64_t{1})}, ScalarType::Long)}, {});
-    const Value v1 = b.op("Gather", {self, v0}, {Attr::i("axis", dim)});
+    const Value v0 = b.op<"Reshape">({index, b.list({Scalar(int64_t{1})}, ScalarType::Long)}, {});
+    const Value v1 = b.op<"Gather">({self, v0}, {Attr::i("axis", dim)});
     return v1;
   }
   // onnx: Gather(self, index, axis=dim)
   {
-    const Value v0 = b.op("Gather", {self, index}, {Attr::i("axis", dim)});
+    const Value v0 = b.op<"Gather">({self, index}, {Attr::i("axis", dim)});
     return v0;
   }
 }

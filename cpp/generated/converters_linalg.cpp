@@ -12,7 +12,7 @@ namespace fastonnx {
 Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
-    const Value v0 = b.op("MatMul", {self, mat2}, {});
+    const Value v0 = b.op<"MatMul">({self, mat2}, {});
     return v0;
   }
 }
@@ -21,7 +21,7 @@ Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[may
 Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
-    const Value v0 = b.op("MatMul", {self, mat2}, {});
+    const Value v0 = b.op<"MatMul">({self, mat2}, {});
     return v0;
   }
 }
@@ -30,7 +30,7 @@ Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
 Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
-    const Value v0 = b.op("MatMul", {self, other}, {});
+    const Value v0 = b.op<"MatMul">({self, other}, {});
     return v0;
   }
 }
@@ -39,27 +39,27 @@ Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
 Value convert_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   // when: beta == 0 and alpha == 1, onnx: MatMul(batch1, batch2)
   if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
-    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
+    const Value v0 = b.op<"MatMul">({batch1, batch2}, {});
     return v0;
   }
   // when: beta == 0, onnx: Mul(MatMul(batch1, batch2), alpha)
   if (((beta == int64_t{0}))) {
-    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v1 = b.op("Mul", {v0, b.scalar_like(Scalar(alpha), v0)}, {});
+    const Value v0 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v1 = b.op<"Mul">({v0, b.scalar_like(Scalar(alpha), v0)}, {});
     return v1;
   }
   // when: beta == 1 and alpha == 1, onnx: Add(self, MatMul(batch1, batch2))
   if ((((beta == int64_t{1})) && ((alpha == int64_t{1})))) {
-    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v1 = b.op("Add", {self, v0}, {});
+    const Value v0 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v1 = b.op<"Add">({self, v0}, {});
     return v1;
   }
   // onnx: Add(Mul(self, beta), Mul(MatMul(batch1, batch2), alpha))
   {
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
-    const Value v1 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v2 = b.op("Mul", {v1, b.scalar_like(Scalar(alpha), v1)}, {});
-    const Value v3 = b.op("Add", {v0, v2}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v2 = b.op<"Mul">({v1, b.scalar_like(Scalar(alpha), v1)}, {});
+    const Value v3 = b.op<"Add">({v0, v2}, {});
     return v3;
   }
 }
@@ -68,31 +68,31 @@ Value convert_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
 Value convert_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   // when: beta == 0 and alpha == 1, onnx: ReduceSum(MatMul(batch1, batch2), [0], keepdims=0)
   if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
-    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v0 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v1 = b.op<"ReduceSum">({v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
     return v1;
   }
   // when: beta == 0, onnx: Mul(ReduceSum(MatMul(batch1, batch2), [0], keepdims=0), alpha)
   if (((beta == int64_t{0}))) {
-    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
-    const Value v2 = b.op("Mul", {v1, b.scalar_like(Scalar(alpha), v1)}, {});
+    const Value v0 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v1 = b.op<"ReduceSum">({v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v2 = b.op<"Mul">({v1, b.scalar_like(Scalar(alpha), v1)}, {});
     return v2;
   }
   // when: beta == 1 and alpha == 1, onnx: Add(self, ReduceSum(MatMul(batch1, batch2), [0], keepdims=0))
   if ((((beta == int64_t{1})) && ((alpha == int64_t{1})))) {
-    const Value v0 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v1 = b.op("ReduceSum", {v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
-    const Value v2 = b.op("Add", {self, v1}, {});
+    const Value v0 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v1 = b.op<"ReduceSum">({v0, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v2 = b.op<"Add">({self, v1}, {});
     return v2;
   }
   // onnx: Add(Mul(self, beta), Mul(ReduceSum(MatMul(batch1, batch2), [0], keepdims=0), alpha))
   {
-    const Value v0 = b.op("Mul", {self, b.scalar_like(Scalar(beta), self)}, {});
-    const Value v1 = b.op("MatMul", {batch1, batch2}, {});
-    const Value v2 = b.op("ReduceSum", {v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
-    const Value v3 = b.op("Mul", {v2, b.scalar_like(Scalar(alpha), v2)}, {});
-    const Value v4 = b.op("Add", {v0, v3}, {});
+    const Value v0 = b.op<"Mul">({self, b.scalar_like(Scalar(beta), self)}, {});
+    const Value v1 = b.op<"MatMul">({batch1, batch2}, {});
+    const Value v2 = b.op<"ReduceSum">({v1, b.list({Scalar(int64_t{0})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    const Value v3 = b.op<"Mul">({v2, b.scalar_like(Scalar(alpha), v2)}, {});
+    const Value v4 = b.op<"Add">({v0, v3}, {});
     return v4;
   }
 }
@@ -101,7 +101,7 @@ Value convert_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
 Value convert_dot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor) {
   // onnx: MatMul(self, tensor)
   {
-    const Value v0 = b.op("MatMul", {self, tensor}, {});
+    const Value v0 = b.op<"MatMul">({self, tensor}, {});
     return v0;
   }
 }
@@ -110,7 +110,7 @@ Value convert_dot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
 Value convert_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
-    const Value v0 = b.op("MatMul", {self, other}, {});
+    const Value v0 = b.op<"MatMul">({self, other}, {});
     return v0;
   }
 }

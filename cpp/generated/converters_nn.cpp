@@ -48,7 +48,7 @@ Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input,
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {
-    const Value v0 = b.op("Gather", {weight, indices}, {});
+    const Value v0 = b.op<"Gather">({weight, indices}, {});
     return v0;
   }
 }

@@ -20,21 +20,21 @@ Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   if (b.opset() >= 18) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("ReduceMean", {self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
+    const Value v0 = b.op<"ReduceMean">({self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
     return v0;
   }
   // when: dim is not None, promote: [self], onnx: ReduceMean(self, axes=dim, keepdims=keepdim)
   if ((dim.has_value())) {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("ReduceMean", {self}, {Attr::ints("axes", (*dim)), Attr::i("keepdims", keepdim)});
+    const Value v0 = b.op<"ReduceMean">({self}, {Attr::ints("axes", (*dim)), Attr::i("keepdims", keepdim)});
     return v0;
   }
   // promote: [self], onnx: ReduceMean(self, keepdims=keepdim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("ReduceMean", {self}, {Attr::i("keepdims", keepdim)});
+    const Value v0 = b.op<"ReduceMean">({self}, {Attr::i("keepdims", keepdim)});
     return v0;
   }
 }
@@ -45,7 +45,7 @@ Value convert_sum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("ReduceSum", {self}, {Attr::i("keepdims", int64_t{0})});
+    const Value v0 = b.op<"ReduceSum">({self}, {Attr::i("keepdims", int64_t{0})});
     return v0;
   }
 }
@@ -62,7 +62,7 @@ Value convert_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("ReduceSum", {self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
+    const Value v0 = b.op<"ReduceSum">({self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
     return v0;
   }
 }
@@ -73,7 +73,7 @@ Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("ReduceMean", {self}, {Attr::i("keepdims", int64_t{0})});
+    const Value v0 = b.op<"ReduceMean">({self}, {Attr::i("keepdims", int64_t{0})});
     return v0;
   }
 }
@@ -298,7 +298,7 @@ Value convert_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   // onnx: Sqrt(variance(self, dim, correction, keepdim))
   {
     const Value v0 = variance(b, self, dim, correction, keepdim);
-    const Value v1 = b.op("Sqrt", {v0}, {});
+    const Value v1 = b.op<"Sqrt">({v0}, {});
     return v1;
   }
 }
@@ -309,7 +309,7 @@ Value convert_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   {
     const Scalar v0 = unbiased_correction(b, unbiased);
     const Value v1 = variance(b, self, dim, v0, keepdim);
-    const Value v2 = b.op("Sqrt", {v1}, {});
+    const Value v2 = b.op<"Sqrt">({v1}, {});
     return v2;
   }
 }
@@ -320,7 +320,7 @@ Value convert_std([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   {
     const Scalar v0 = unbiased_correction(b, unbiased);
     const Value v1 = variance(b, self, std::nullopt, v0, false);
-    const Value v2 = b.op("Sqrt", {v1}, {});
+    const Value v2 = b.op<"Sqrt">({v1}, {});
     return v2;
   }
 }

@@ -72,7 +72,7 @@ Value convert_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
 Value convert_t([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: rank(self) == 2, onnx: Transpose(self, perm=[1, 0])
   if (((b.rank(self) == int64_t{2}))) {
-    const Value v0 = b.op("Transpose", {self}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
+    const Value v0 = b.op<"Transpose">({self}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
     return v0;
   }
   // onnx: self

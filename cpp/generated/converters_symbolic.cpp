@@ -12,7 +12,7 @@ namespace fastonnx {
 Value convert_sym_numel([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Size(self)
   {
-    const Value v0 = b.op("Size", {self}, {});
+    const Value v0 = b.op<"Size">({self}, {});
     return v0;
   }
 }

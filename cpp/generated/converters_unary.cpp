@@ -16,7 +16,7 @@ Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // onnx: Abs(self)
   {
-    const Value v0 = b.op("Abs", {self}, {});
+    const Value v0 = b.op<"Abs">({self}, {});
     return v0;
   }
 }
@@ -25,7 +25,7 @@ Value convert_abs([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_neg([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Neg(self)
   {
-    const Value v0 = b.op("Neg", {self}, {});
+    const Value v0 = b.op<"Neg">({self}, {});
     return v0;
   }
 }
@@ -36,7 +36,7 @@ Value convert_acos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Acos", {self}, {});
+    const Value v0 = b.op<"Acos">({self}, {});
     return v0;
   }
 }
@@ -47,7 +47,7 @@ Value convert_acosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Acosh", {self}, {});
+    const Value v0 = b.op<"Acosh">({self}, {});
     return v0;
   }
 }
@@ -58,7 +58,7 @@ Value convert_asin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Asin", {self}, {});
+    const Value v0 = b.op<"Asin">({self}, {});
     return v0;
   }
 }
@@ -69,7 +69,7 @@ Value convert_asinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Asinh", {self}, {});
+    const Value v0 = b.op<"Asinh">({self}, {});
     return v0;
   }
 }
@@ -80,7 +80,7 @@ Value convert_atan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Atan", {self}, {});
+    const Value v0 = b.op<"Atan">({self}, {});
     return v0;
   }
 }
@@ -91,7 +91,7 @@ Value convert_atanh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Atanh", {self}, {});
+    const Value v0 = b.op<"Atanh">({self}, {});
     return v0;
   }
 }
@@ -102,7 +102,7 @@ Value convert_cos([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Cos", {self}, {});
+    const Value v0 = b.op<"Cos">({self}, {});
     return v0;
   }
 }
@@ -113,7 +113,7 @@ Value convert_cosh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Cosh", {self}, {});
+    const Value v0 = b.op<"Cosh">({self}, {});
     return v0;
   }
 }
@@ -124,7 +124,7 @@ Value convert_sin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sin", {self}, {});
+    const Value v0 = b.op<"Sin">({self}, {});
     return v0;
   }
 }
@@ -135,7 +135,7 @@ Value convert_sinh([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sinh", {self}, {});
+    const Value v0 = b.op<"Sinh">({self}, {});
     return v0;
   }
 }
@@ -146,7 +146,7 @@ Value convert_tan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Tan", {self}, {});
+    const Value v0 = b.op<"Tan">({self}, {});
     return v0;
   }
 }
@@ -157,7 +157,7 @@ Value convert_erf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Erf", {self}, {});
+    const Value v0 = b.op<"Erf">({self}, {});
     return v0;
   }
 }
@@ -168,7 +168,7 @@ Value convert_exp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Exp", {self}, {});
+    const Value v0 = b.op<"Exp">({self}, {});
     return v0;
   }
 }
@@ -179,7 +179,7 @@ Value convert_exp2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Pow", {b.scalar_like(Scalar(int64_t{2}), self), self}, {});
+    const Value v0 = b.op<"Pow">({b.scalar_like(Scalar(int64_t{2}), self), self}, {});
     return v0;
   }
 }
@@ -190,7 +190,7 @@ Value convert_log([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Log", {self}, {});
+    const Value v0 = b.op<"Log">({self}, {});
     return v0;
   }
 }
@@ -201,8 +201,8 @@ Value convert_log2([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Log", {self}, {});
-    const Value v1 = b.op("Div", {v0, b.scalar_like(Scalar(0.6931471805599453), v0)}, {});
+    const Value v0 = b.op<"Log">({self}, {});
+    const Value v1 = b.op<"Div">({v0, b.scalar_like(Scalar(0.6931471805599453), v0)}, {});
     return v1;
   }
 }
@@ -213,8 +213,8 @@ Value convert_log10([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Log", {self}, {});
-    const Value v1 = b.op("Div", {v0, b.scalar_like(Scalar(2.302585092994046), v0)}, {});
+    const Value v0 = b.op<"Log">({self}, {});
+    const Value v1 = b.op<"Div">({v0, b.scalar_like(Scalar(2.302585092994046), v0)}, {});
     return v1;
   }
 }
@@ -225,7 +225,7 @@ Value convert_reciprocal([[maybe_unused]] Builder& b, [[maybe_unused]] Value sel
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Reciprocal", {self}, {});
+    const Value v0 = b.op<"Reciprocal">({self}, {});
     return v0;
   }
 }
@@ -236,7 +236,7 @@ Value convert_sqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sqrt", {self}, {});
+    const Value v0 = b.op<"Sqrt">({self}, {});
     return v0;
   }
 }
@@ -247,8 +247,8 @@ Value convert_rsqrt([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Sqrt", {self}, {});
-    const Value v1 = b.op("Reciprocal", {v0}, {});
+    const Value v0 = b.op<"Sqrt">({self}, {});
+    const Value v1 = b.op<"Reciprocal">({v0}, {});
     return v1;
   }
 }
@@ -259,7 +259,7 @@ Value convert_square([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op("Mul", {self, self}, {});
+    const Value v0 = b.op<"Mul">({self, self}, {});
     return v0;
   }
 }
@@ -272,7 +272,7 @@ Value convert_ceil([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // onnx: Ceil(self)
   {
-    const Value v0 = b.op("Ceil", {self}, {});
+    const Value v0 = b.op<"Ceil">({self}, {});
     return v0;
   }
 }
@@ -285,7 +285,7 @@ Value convert_floor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // onnx: Floor(self)
   {
-    const Value v0 = b.op("Floor", {self}, {});
+    const Value v0 = b.op<"Floor">({self}, {});
     return v0;
   }
 }
@@ -298,7 +298,7 @@ Value convert_round([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // onnx: Round(self)
   {
-    const Value v0 = b.op("Round", {self}, {});
+    const Value v0 = b.op<"Round">({self}, {});
     return v0;
   }
 }
@@ -311,10 +311,10 @@ Value convert_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // onnx: Where(Less(self, 0), Ceil(self), Floor(self))
   {
-    const Value v0 = b.op("Less", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Ceil", {self}, {});
-    const Value v2 = b.op("Floor", {self}, {});
-    const Value v3 = b.op("Where", {v0, v1, v2}, {});
+    const Value v0 = b.op<"Less">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Ceil">({self}, {});
+    const Value v2 = b.op<"Floor">({self}, {});
+    const Value v3 = b.op<"Where">({v0, v1, v2}, {});
     return v3;
   }
 }
@@ -323,11 +323,11 @@ Value convert_trunc([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_frac([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Sub(self, Where(Less(self, 0), Ceil(self), Floor(self)))
   {
-    const Value v0 = b.op("Less", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
-    const Value v1 = b.op("Ceil", {self}, {});
-    const Value v2 = b.op("Floor", {self}, {});
-    const Value v3 = b.op("Where", {v0, v1, v2}, {});
-    const Value v4 = b.op("Sub", {self, v3}, {});
+    const Value v0 = b.op<"Less">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v1 = b.op<"Ceil">({self}, {});
+    const Value v2 = b.op<"Floor">({self}, {});
+    const Value v3 = b.op<"Where">({v0, v1, v2}, {});
+    const Value v4 = b.op<"Sub">({self, v3}, {});
     return v4;
   }
 }
@@ -336,7 +336,7 @@ Value convert_frac([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_round_decimals([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t decimals) {
   // when: decimals == 0, onnx: Round(self)
   if (((decimals == int64_t{0}))) {
-    const Value v0 = b.op("Round", {self}, {});
+    const Value v0 = b.op<"Round">({self}, {});
     return v0;
   }
   // manual: round_decimals
@@ -353,14 +353,14 @@ Value convert_sign([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // when: is_floating(self), onnx: Where(IsNaN(self), 0, Sign(self))
   if (is_floating(b.dtype(self))) {
-    const Value v0 = b.op("IsNaN", {self}, {});
-    const Value v1 = b.op("Sign", {self}, {});
-    const Value v2 = b.op("Where", {v0, b.scalar_like(Scalar(int64_t{0}), v1), v1}, {});
+    const Value v0 = b.op<"IsNaN">({self}, {});
+    const Value v1 = b.op<"Sign">({self}, {});
+    const Value v2 = b.op<"Where">({v0, b.scalar_like(Scalar(int64_t{0}), v1), v1}, {});
     return v2;
   }
   // onnx: Sign(self)
   {
-    const Value v0 = b.op("Sign", {self}, {});
+    const Value v0 = b.op<"Sign">({self}, {});
     return v0;
   }
 }
@@ -374,7 +374,7 @@ Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
   // onnx: IsNaN(self)
   {
-    const Value v0 = b.op("IsNaN", {self}, {});
+    const Value v0 = b.op<"IsNaN">({self}, {});
     return v0;
   }
 }
@@ -383,18 +383,18 @@ Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
 Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: dtype(self) == 'bool', onnx: Not(self)
   if (((b.dtype(self) == ScalarType::Bool))) {
-    const Value v0 = b.op("Not", {self}, {});
+    const Value v0 = b.op<"Not">({self}, {});
     return v0;
   }
   // since: 18, onnx: BitwiseNot(self)
   if (b.opset() >= 18) {
-    const Value v0 = b.op("BitwiseNot", {self}, {});
+    const Value v0 = b.op<"BitwiseNot">({self}, {});
     return v0;
   }
   // onnx: Sub(Neg(self), 1)
   {
-    const Value v0 = b.op("Neg", {self}, {});
-    const Value v1 = b.op("Sub", {v0, b.scalar_like(Scalar(int64_t{1}), v0)}, {});
+    const Value v0 = b.op<"Neg">({self}, {});
+    const Value v1 = b.op<"Sub">({v0, b.scalar_like(Scalar(int64_t{1}), v0)}, {});
     return v1;
   }
 }
@@ -403,7 +403,7 @@ Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
 Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Equal(self, 0)
   {
-    const Value v0 = b.op("Equal", {self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
+    const Value v0 = b.op<"Equal">({self, b.scalar_like(Scalar(int64_t{0}), self)}, {});
     return v0;
   }
 }

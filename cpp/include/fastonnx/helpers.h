@@ -45,14 +45,14 @@ Value reshape_to_output(Builder& b, Value x, const SymIntList& size);
 
 // comparison.cpp. A comparison promotes its inputs (a Python number included) to torch's result
 // type; bool takes other ops than the numbers (Greater/Less*, Max/Min, Bitwise* take no bool).
-Value compare(Builder& b, std::string_view op, Value self, Value other);
-Value compare(Builder& b, std::string_view op, Value self, const Scalar& other);
-Value logical(Builder& b, std::string_view op, Value self, Value other);
+Value compare(Builder& b, OpType op, Value self, Value other);
+Value compare(Builder& b, OpType op, Value self, const Scalar& other);
+Value logical(Builder& b, OpType op, Value self, Value other);
 // torch's bitwise ops: `logical_op` on bool, `bitwise_op` on integers (bit by bit before opset 18).
-Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, Value other);
-Value bitwise(Builder& b, std::string_view logical_op, std::string_view bitwise_op, Value self, const Scalar& other);
+Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, Value other);
+Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, const Scalar& other);
 // Max or Min of two tensors in their promoted dtype (Or or And on bool).
-Value pairwise_extremum(Builder& b, std::string_view op, Value x, Value y);
+Value pairwise_extremum(Builder& b, OpType op, Value x, Value y);
 Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);
 Value clamp_tensors(Builder& b, Value self, const std::optional<Value>& lo, const std::optional<Value>& hi);
 
@@ -154,8 +154,8 @@ Value distances(Builder& b, Value x1, Value x2, double p);
 Value pairwise_distances(Builder& b, Value self, double p);
 
 // random.cpp. Draws of `dtype` by `op` (RandomUniform or RandomNormal, ...Like for the second).
-Value random_of_size(Builder& b, std::string_view op, const SymIntList& size, ScalarType dtype);
-Value random_like(Builder& b, std::string_view op, Value like, ScalarType dtype);
+Value random_of_size(Builder& b, OpType op, const SymIntList& size, ScalarType dtype);
+Value random_like(Builder& b, OpType op, Value like, ScalarType dtype);
 // 1 where a uniform draw shaped like `self` falls below the probability `p`, in the output dtype.
 Value bernoulli_trials(Builder& b, Value self, Value p);
 
@@ -171,12 +171,12 @@ Value all_false_like(Builder& b, Value x);
 using Axes = std::optional<std::vector<int64_t>>;
 Axes axes_of(Builder& b, Value x, const Axes& dims);
 Axes axis_of(Builder& b, Value x, int64_t dim);
-Value reduce_extremum(Builder& b, std::string_view op, Value x, const Axes& axes, bool keepdim);
+Value reduce_extremum(Builder& b, OpType op, Value x, const Axes& axes, bool keepdim);
 Value any_of(Builder& b, Value x, const Axes& axes, bool keepdim);
 Value all_of(Builder& b, Value x, const Axes& axes, bool keepdim);
-std::array<Value, 2> extremum_with_index(Builder& b, std::string_view reduce_op, std::string_view arg_op, Value self,
+std::array<Value, 2> extremum_with_index(Builder& b, OpType reduce_op, OpType arg_op, Value self,
                                          int64_t dim, bool keepdim);
-Value arg_extremum(Builder& b, std::string_view op, Value self, std::optional<int64_t> dim, bool keepdim);
+Value arg_extremum(Builder& b, OpType op, Value self, std::optional<int64_t> dim, bool keepdim);
 Value product(Builder& b, Value self, const Axes& axes, bool keepdim);
 Value count_nonzero_over(Builder& b, Value self, const Axes& axes);
 Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim);
@@ -188,6 +188,6 @@ std::array<Value, 2> std_and_mean(Builder& b, Value self, const Axes& dims, cons
                                   bool keepdim);
 // The correction of the `unbiased=` overloads.
 Scalar unbiased_correction(Builder& b, bool unbiased);
-std::array<Value, 2> cumulative_extremum(Builder& b, std::string_view keep_later, Value self, int64_t dim);
+std::array<Value, 2> cumulative_extremum(Builder& b, OpType keep_later, Value self, int64_t dim);
 
 }  // namespace fastonnx

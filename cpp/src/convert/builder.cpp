@@ -10,20 +10,25 @@
 
 namespace fastonnx {
 
-Value Builder::op(std::string_view type, const Inputs& inputs, const Attrs& attrs) {
-  return op_n(type, inputs, attrs, 1)[0];
-}
-
 std::vector<Value> Builder::custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
                                      const Attrs& attrs, int n_outputs) {
-  if (domain.empty() || domain == "ai.onnx") return op_n(type, inputs, attrs, n_outputs);
+  if (domain.empty() || domain == "ai.onnx") return add(type, inputs, attrs, n_outputs);
   const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   const auto outs = g_.outputs(n);
   return {outs.begin(), outs.end()};
 }
 
-std::vector<Value> Builder::op_n(std::string_view type, const Inputs& inputs, const Attrs& attrs,
-                                 int n_outputs) {
+std::vector<Value> Builder::add(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs) {
+  if (const OnnxArity* a = onnx_arity(type); a != nullptr) {
+    const size_t n_in = inputs.size();
+    const auto n_out = static_cast<size_t>(n_outputs);
+    if (n_in < a->min_inputs || n_in > a->max_inputs || n_out < a->min_outputs || n_out > a->max_outputs) {
+      fail("ONNX " + std::string(type) + " takes " + std::to_string(a->min_inputs) + " to " +
+           std::to_string(a->max_inputs) + " inputs and makes " + std::to_string(a->min_outputs) + " to " +
+           std::to_string(a->max_outputs) + " outputs; this node has " + std::to_string(n_in) + " and " +
+           std::to_string(n_outputs));
+    }
+  }
   const OpTypes* types = onnx_types(type, opset_);
   if (types == nullptr) fail("ONNX has no operator " + std::string(type) + " at opset " + std::to_string(opset_));
   // Complex inputs are real pairs to ONNX; their outputs stay complex in the graph.
@@ -78,7 +83,7 @@ GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
     const NodeId producer = g_.info(v).producer;
     if (producer == kNoNode || g_.node(producer).graph != graph ||
         std::find(taken.begin(), taken.end(), v) != taken.end()) {
-      v = op("Identity", {value});
+      v = op<"Identity">({value});
       if (g_.info(value).has_shape) {
         std::vector<Dim> dims(g_.shape(value).begin(), g_.shape(value).end());
         g_.set_shape(v, dims);
@@ -158,9 +163,9 @@ Value Builder::list(const std::vector<Scalar>& items, ScalarType dtype) {
     Inputs parts;
     const Value axes = ints(std::vector<int64_t>{0});
     for (const Scalar& s : items) {
-      parts.push_back(s.is_static() ? list({s}, dtype) : op("Unsqueeze", {scalar(s, dtype), axes}));
+      parts.push_back(s.is_static() ? list({s}, dtype) : op<"Unsqueeze">({scalar(s, dtype), axes}));
     }
-    return op("Concat", parts, {Attr::i("axis", 0)});
+    return op<"Concat">(parts, {Attr::i("axis", 0)});
   }
   std::vector<uint8_t> bytes;
   for (const Scalar& s : items) encode(bytes, s, dtype);
@@ -173,7 +178,7 @@ Value Builder::tensor(const std::vector<Scalar>& items, const std::vector<int64_
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(items.size())) fail("constant with " + std::to_string(items.size()) + " items for its shape");
-  if (!all_static(items)) return op("Reshape", {list(items, dtype), ints(shape)});
+  if (!all_static(items)) return op<"Reshape">({list(items, dtype), ints(shape)});
   std::vector<uint8_t> bytes;
   for (const Scalar& s : items) encode(bytes, s, dtype);
   return constant(dtype, shape, std::move(bytes));
@@ -198,9 +203,9 @@ Value Builder::ints(const SymIntList& items) {
   Inputs parts;
   const Value axes = ints(std::vector<int64_t>{0});
   for (const SymInt& s : items) {
-    parts.push_back(s.is_static() ? ints(std::vector<int64_t>{s.value}) : op("Unsqueeze", {s.sym, axes}));
+    parts.push_back(s.is_static() ? ints(std::vector<int64_t>{s.value}) : op<"Unsqueeze">({s.sym, axes}));
   }
-  return op("Concat", parts, {Attr::i("axis", 0)});
+  return op<"Concat">(parts, {Attr::i("axis", 0)});
 }
 
 Value Builder::long_scalar(const SymInt& s) {
@@ -224,7 +229,7 @@ Value Builder::as_complex(Value pairs) {
                              : t == ScalarType::Half  ? ScalarType::ComplexHalf
                                                       : ScalarType::Undefined;
   if (complex == ScalarType::Undefined) fail(std::string("no complex type has parts of type ") + dtype_name(t));
-  const Value v = op("Identity", {pairs});
+  const Value v = op<"Identity">({pairs});
   g_.set_dtype(v, complex);
   return v;
 }
@@ -233,7 +238,7 @@ Value Builder::as_real(Value complex) {
   if (!is_complex(dtype(complex))) fail(std::string("expected a complex tensor, got ") + dtype_name(dtype(complex)));
   const Value v = [&] {
     const auto pairs = with_complex_pairs();
-    return op("Identity", {complex});
+    return op<"Identity">({complex});
   }();
   g_.set_dtype(v, real_part_type(dtype(complex)));
   return v;
@@ -243,7 +248,7 @@ Value Builder::cast(Value v, ScalarType to) {
   if (dtype(v) == to) return v;
   if (is_complex(dtype(v)) || is_complex(to)) return cast_complex(v, to);
   if (auto it = scalars_.find(v.id); it != scalars_.end()) return scalar(it->second, to);
-  return op("Cast", {v}, {Attr::i("to", onnx_dtype(to))});
+  return op<"Cast">({v}, {Attr::i("to", onnx_dtype(to))});
 }
 
 // torch's conversions to and from complex dtypes, on the (real, imaginary) pairs: a real tensor
@@ -256,12 +261,12 @@ Value Builder::cast_complex(Value v, ScalarType to) {
     const int64_t r = rank(v);
     std::vector<int64_t> pads(static_cast<size_t>(2 * (r + 1)), 0);
     pads.back() = 1;  // after the real part, on the new last axis
-    const Value column = op("Unsqueeze", {cast(v, parts), ints(std::vector<int64_t>{-1})});
-    return as_complex(op("Pad", {column, ints(pads)}));
+    const Value column = op<"Unsqueeze">({cast(v, parts), ints(std::vector<int64_t>{-1})});
+    return as_complex(op<"Pad">({column, ints(pads)}));
   }
   const Value pairs = as_real(v);
-  const auto part = [&](int64_t i) { return op("Gather", {pairs, scalar(i, ScalarType::Long)}, {Attr::i("axis", -1)}); };
-  if (to == ScalarType::Bool) return op("Or", {cast(part(0), to), cast(part(1), to)});
+  const auto part = [&](int64_t i) { return op<"Gather">({pairs, scalar(i, ScalarType::Long)}, {Attr::i("axis", -1)}); };
+  if (to == ScalarType::Bool) return op<"Or">({cast(part(0), to), cast(part(1), to)});
   return cast(part(0), to);
 }
 

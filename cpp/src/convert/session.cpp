@@ -127,7 +127,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
     // or a value already returned, gets an Identity.
     if (graph_.info(v).producer == kNoNode || (v.id < taken.size() && taken[v.id])) {
       const ValueInfo src = graph_.info(v);
-      v = builder_.op("Identity", {v});
+      v = builder_.op<"Identity">({v});
       if (src.has_shape) {
         std::vector<Dim> dims(graph_.shape(value).begin(), graph_.shape(value).end());
         graph_.set_shape(v, dims);
@@ -191,7 +191,7 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
   std::vector<Value> outs;
   try {
     const auto origin = graph_.with_origin(graph_.strings.intern(fx_name));
-    outs = builder_.op_n(op_type, inputs, attrs, static_cast<int>(metas.size()));
+    outs = builder_.op_named(op_type, inputs, attrs, static_cast<int>(metas.size()));
   } catch (const ConvertError& e) {
     throw ConvertError(label + ": " + e.what());
   }

@@ -127,7 +127,7 @@ Scalar unpack_scalar(Builder& b, const Arg& a, const char* what) {
     case Arg::Kind::Value: {
       // A symbolic number (SymInt, SymFloat, SymBool, `.item()`): a 0-d value of the graph.
       Value v{static_cast<uint32_t>(a.i)};
-      if (b.has_shape(v) && b.rank(v) != 0) v = b.op("Reshape", {v, b.ints(std::vector<int64_t>{})});
+      if (b.has_shape(v) && b.rank(v) != 0) v = b.op<"Reshape">({v, b.ints(std::vector<int64_t>{})});
       return Scalar::in_graph(v, b.dtype(v));
     }
     default: wrong(a, what, "a number");
