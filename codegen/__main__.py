@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="native_functions.yaml to read (default: the one packaged with the installed torch)",
     )
-    p.add_argument("--mappings", type=Path, default=MAPPINGS, help="the directory of mapping specs (default: %(default)s)")
+    p.add_argument(
+        "--mappings", type=Path, default=MAPPINGS, help="the directory of mapping specs (default: %(default)s)"
+    )
     args = p.parse_args(argv)
     nf = NativeFunctions.load(args.native_functions or default_native_functions())
     # Every entry point reports a bad spec as `file:line: message`, never as a traceback.

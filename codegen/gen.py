@@ -28,7 +28,9 @@ def compile_all(nf: NativeFunctions, mapping_dir: Path = MAPPINGS) -> list[Conve
     return list(converters.values())
 
 
-def generate(nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, out_dir: Path = GENERATED) -> FileManager:
+def generate(
+    nf: NativeFunctions, *, check: bool, mapping_dir: Path = MAPPINGS, out_dir: Path = GENERATED
+) -> FileManager:
     converters = compile_all(nf, mapping_dir)
     fm = FileManager(TEMPLATES, out_dir, check, sources="codegen/mappings/*.yaml, native_functions.yaml and onnx.defs")
     fm.render("converters.h.j2", "converters.h", converters=converters, manual_bodies=manual_bodies(converters))

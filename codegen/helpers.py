@@ -61,50 +61,93 @@ SIGNATURES: list[tuple[str, str]] = [
     ("tensor", "range(Scalar start, Scalar end, Scalar step) -> Tensor"),
     ("tensor", "identity(SymInt n, SymInt m) -> Tensor"),
     # -- tensors: pooling.cpp -----------------------------------------------------------------
-    ("tensor", "max_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> Tensor"),
-    ("tensor", "max_pool_with_indices(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, "
-               "bool ceil_mode) -> (Tensor, Tensor)"),
-    ("tensor", "avg_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, "
-               "bool count_include_pad, int? divisor_override) -> Tensor"),
+    (
+        "tensor",
+        "max_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, bool ceil_mode)"
+        " -> Tensor",
+    ),
+    (
+        "tensor",
+        "max_pool_with_indices(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, "
+        "bool ceil_mode) -> (Tensor, Tensor)",
+    ),
+    (
+        "tensor",
+        "avg_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, "
+        "bool count_include_pad, int? divisor_override) -> Tensor",
+    ),
     ("tensor", "adaptive_avg_pool(Tensor self, int[]|SymInt[] output_size) -> Tensor"),
     ("tensor", "adaptive_max_pool(Tensor self, int[] output_size) -> (Tensor, Tensor)"),
     # -- tensors: upsample.cpp; mode: "nearest", "nearest-exact", "linear" or "cubic" ----------
-    ("tensor", "upsample_vec(Tensor input, str mode, bool align_corners, bool antialias, SymInt[]? output_size, "
-               "float[]? scale_factors, int spatial_rank) -> Tensor"),
-    ("tensor", "upsample1d(Tensor self, str mode, bool align_corners, bool antialias, SymInt[] output_size, "
-               "float? scales) -> Tensor"),
-    ("tensor", "upsample2d(Tensor self, str mode, bool align_corners, bool antialias, SymInt[] output_size, "
-               "float? scales_h, float? scales_w) -> Tensor"),
-    ("tensor", "upsample3d(Tensor self, str mode, bool align_corners, bool antialias, SymInt[] output_size, "
-               "float? scales_d, float? scales_h, float? scales_w) -> Tensor"),
+    (
+        "tensor",
+        "upsample_vec(Tensor input, str mode, bool align_corners, bool antialias, SymInt[]? output_size, "
+        "float[]? scale_factors, int spatial_rank) -> Tensor",
+    ),
+    (
+        "tensor",
+        "upsample1d(Tensor self, str mode, bool align_corners, bool antialias, SymInt[] output_size, "
+        "float? scales) -> Tensor",
+    ),
+    (
+        "tensor",
+        "upsample2d(Tensor self, str mode, bool align_corners, bool antialias, SymInt[] output_size, "
+        "float? scales_h, float? scales_w) -> Tensor",
+    ),
+    (
+        "tensor",
+        "upsample3d(Tensor self, str mode, bool align_corners, bool antialias, SymInt[] output_size, "
+        "float? scales_d, float? scales_h, float? scales_w) -> Tensor",
+    ),
     # -- tensors: norm.cpp; statistics (mean, inverse std) keep the reduced axes --------------
-    ("tensor", "batch_norm_eval(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
-               "float eps) -> Tensor"),
+    (
+        "tensor",
+        "batch_norm_eval(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+        "float eps) -> Tensor",
+    ),
     # the empty saved statistics torch returns when it normalizes with running ones
     ("tensor", "with_empty_stats(Tensor out) -> (Tensor, Tensor, Tensor)"),
     # the statistics in stats_dtype, or as ONNX computes them when absent (unused)
-    ("tensor", "layer_norm_with_stats(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, "
-               "ScalarType? stats_dtype) -> (Tensor, Tensor, Tensor)"),
-    ("tensor", "group_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias, int groups, float eps) "
-               "-> (Tensor, Tensor, Tensor)"),
+    (
+        "tensor",
+        "layer_norm_with_stats(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, "
+        "ScalarType? stats_dtype) -> (Tensor, Tensor, Tensor)",
+    ),
+    (
+        "tensor",
+        "group_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias, int groups, float eps) "
+        "-> (Tensor, Tensor, Tensor)",
+    ),
     ("tensor", "dropout_with_mask(Tensor input, float p, bool? train) -> (Tensor, Tensor)"),
     # -- tensors: padding.cpp; mode: "constant" (with value), "reflect", "replicate", "circular"
     ("tensor", "padded(Tensor self, SymInt[] pad, str mode, Scalar value) -> Tensor"),
     # -- tensors: vision.cpp ------------------------------------------------------------------
-    ("tensor", "grid_sample(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) "
-               "-> Tensor"),
+    (
+        "tensor",
+        "grid_sample(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) "
+        "-> Tensor",
+    ),
     # -- tensors: shape.cpp and slicing.cpp -----------------------------------------------------
     ("tensor", "squeeze_size_one(Tensor self, int[]|int dims) -> Tensor"),  # the dims of size 1 among dims
     ("tensor", "repeated_indices(Tensor counts, SymInt? total) -> Tensor"),
     ("tensor", "trilu(Tensor self, SymInt diagonal, bool upper) -> Tensor"),
     # -- tensors: conv.cpp, any spatial rank and dtype -------------------------------------------
-    ("tensor", "conv_nd(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, int[] pads, SymInt[] dilation, "
-               "SymInt groups) -> Tensor"),
-    ("tensor", "conv_transpose_nd(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
-               "SymInt[] output_padding, SymInt[] dilation, SymInt groups) -> Tensor"),
+    (
+        "tensor",
+        "conv_nd(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, int[] pads, SymInt[] dilation, "
+        "SymInt groups) -> Tensor",
+    ),
+    (
+        "tensor",
+        "conv_transpose_nd(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+        "SymInt[] output_padding, SymInt[] dilation, SymInt groups) -> Tensor",
+    ),
     # -- tensors: embedding_bag.cpp -------------------------------------------------------------
-    ("tensor", "reduce_bags(Tensor weight, Tensor indices, Tensor offsets, int mode, Tensor? per_sample_weights, "
-               "bool include_last_offset, Tensor? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)"),
+    (
+        "tensor",
+        "reduce_bags(Tensor weight, Tensor indices, Tensor offsets, int mode, Tensor? per_sample_weights, "
+        "bool include_last_offset, Tensor? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)",
+    ),
     # -- tensors: scatter.cpp -------------------------------------------------------------------
     ("tensor", "index_fill(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"),
     # -- tensors: linalg.cpp --------------------------------------------------------------------

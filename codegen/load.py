@@ -29,7 +29,7 @@ def default_native_functions() -> Path:
 class LineLoader(yaml.SafeLoader):
     """Records the line of every mapping as ``__line__`` (1-based), as torchgen's loader does."""
 
-    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+    def construct_mapping(self, node, deep=False):
         mapping = super().construct_mapping(node, deep=deep)
         key_lines: dict = {}
         for k, _ in node.value:
@@ -55,7 +55,7 @@ class NativeFunctions:
     _parsed: dict[str, FunctionSchema] = field(default_factory=dict)
 
     @staticmethod
-    def load(path: Path) -> "NativeFunctions":
+    def load(path: Path) -> NativeFunctions:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         with open(path) as f:
             entries = yaml.load(f, Loader=loader)
@@ -142,9 +142,7 @@ def load_specs(mapping_dir: Path) -> list[OpSpec]:
         rel = Path(os.path.relpath(path)) if path.resolve().is_relative_to(Path.cwd()) else path
         for spec in load_spec_file(rel):
             if spec.overload in seen:
-                raise SpecError(
-                    f"{spec.where}: `{spec.overload}` is already mapped at {seen[spec.overload].where}"
-                )
+                raise SpecError(f"{spec.where}: `{spec.overload}` is already mapped at {seen[spec.overload].where}")
             seen[spec.overload] = spec
             specs.append(spec)
     return specs

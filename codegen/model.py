@@ -13,7 +13,7 @@ import ast
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import NoReturn, Union
+from typing import NoReturn
 
 from .helpers import SIGNATURES
 
@@ -62,7 +62,7 @@ class Type:
     optional: bool = False
 
     @staticmethod
-    def parse(text: str) -> "Type":
+    def parse(text: str) -> Type:
         optional = text.endswith("?") and text != "Tensor?[]"
         kind = text[:-1] if optional else text
         try:
@@ -72,7 +72,7 @@ class Type:
         assert str(t) == text, (t, text)
         return t
 
-    def accepts(self, other: "Type") -> bool:
+    def accepts(self, other: Type) -> bool:
         """Whether a value of type ``other`` can be passed where this type is expected."""
         return self.kind is other.kind and (self.optional or not other.optional)
 
@@ -99,7 +99,7 @@ class Helper:
     role: HelperRole = HelperRole.TENSOR
 
     @staticmethod
-    def parse(text: str, role: HelperRole = HelperRole.TENSOR) -> "Helper":
+    def parse(text: str, role: HelperRole = HelperRole.TENSOR) -> Helper:
         m = re.fullmatch(r"(\w+)\((.*)\) -> (.+)", text)
         if m is None:
             raise SpecError(f"a helper is written `name(Type arg, ...) -> Type`, not `{text}`")
@@ -142,7 +142,7 @@ class Name:
 
 @dataclass(frozen=True)
 class Literal:
-    value: Union[bool, int, float, str, None, tuple]
+    value: bool | int | float | str | None | tuple
 
     def __post_init__(self) -> None:
         if isinstance(self.value, list):
@@ -167,8 +167,8 @@ class Call:
     """An ONNX op (capitalised) or a helper (lowercase)."""
 
     func: str
-    args: tuple["Expr", ...] = ()
-    kwargs: tuple[tuple[str, "Expr"], ...] = ()
+    args: tuple[Expr, ...] = ()
+    kwargs: tuple[tuple[str, Expr], ...] = ()
 
     @property
     def is_onnx(self) -> bool:
@@ -194,13 +194,13 @@ class Item:
 class Tuple:
     """The outputs of an op whose schema returns several tensors."""
 
-    items: tuple["Expr", ...]
+    items: tuple[Expr, ...]
 
     def __str__(self) -> str:
         return "(" + ", ".join(str(i) for i in self.items) + ")"
 
 
-Expr = Union[Name, Literal, Call, Item, Tuple]
+Expr = Name | Literal | Call | Item | Tuple
 
 
 def _literal(node: ast.AST) -> Literal | None:
@@ -238,7 +238,7 @@ def _expr(node: ast.AST) -> Expr:
         idx = _literal(node.slice)
         if not (isinstance(base, Call) and idx is not None and type(idx.value) is int):
             raise SpecError("subscripts select an output of an ONNX op or a helper: `TopK(...)[1]`")
-        return Item(base, idx.value)  # type: ignore[arg-type]
+        return Item(base, idx.value)
     if isinstance(node, ast.Tuple):
         return Tuple(tuple(_expr(e) for e in node.elts))
     raise SpecError(f"unsupported syntax in a spec expression: {ast.dump(node)[:60]}")
@@ -278,8 +278,21 @@ class Guard:
             raise SpecError(f"`when:` does not parse: {getattr(e, 'msg', e)} in `{self.text}`") from None
         for node in ast.walk(tree):
             allowed = (
-                ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare, ast.Name,
-                ast.Constant, ast.Load, ast.Call, ast.List, ast.Is, ast.IsNot, *_COMPARE,
+                ast.BoolOp,
+                ast.And,
+                ast.Or,
+                ast.UnaryOp,
+                ast.Not,
+                ast.USub,
+                ast.Compare,
+                ast.Name,
+                ast.Constant,
+                ast.Load,
+                ast.Call,
+                ast.List,
+                ast.Is,
+                ast.IsNot,
+                *_COMPARE,
             )
             if not isinstance(node, allowed):
                 raise SpecError(f"`when:` may not use {type(node).__name__}: `{self.text}`")
@@ -290,9 +303,7 @@ class Guard:
         return tree
 
     def names(self) -> set[str]:
-        return {
-            n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id not in GUARD_HELPERS
-        }
+        return {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id not in GUARD_HELPERS}
 
     def __str__(self) -> str:
         return self.text
@@ -363,7 +374,7 @@ class Rule:
         return out
 
     @staticmethod
-    def from_yaml(d: dict, where: str = "<rule>") -> "Rule":
+    def from_yaml(d: dict, where: str = "<rule>") -> Rule:
         """Pops the keys a rule accepts, fails on leftovers with the keys it accepts, and checks
         that the rule prints back to what it parsed from (as torchgen's FunctionSchema.parse)."""
         rule = Rule._build(d, where)
@@ -371,12 +382,12 @@ class Rule:
         return rule
 
     @staticmethod
-    def _build(d: dict, where: str) -> "Rule":
+    def _build(d: dict, where: str) -> Rule:
         unknown = sorted(str(k) for k in d if k not in RULE_KEYS and k not in LINE_KEYS)
         if unknown:
             hint = ""
             if any(c in k for k in unknown for c in "()="):
-                hint = " (an expression with commas inside `{...}` must be quoted: onnx: \"Op(a, b)\")"
+                hint = ' (an expression with commas inside `{...}` must be quoted: onnx: "Op(a, b)")'
             fail(where, f"unknown key(s) {unknown}; a rule accepts {list(RULE_KEYS)}{hint}")
         since = d.get("since")
         if since is not None and type(since) is not int:

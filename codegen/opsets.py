@@ -31,5 +31,7 @@ def first_opset(op: str) -> int | None:
 
 def ir_versions() -> list[tuple[int, int]]:
     """(opset, minimum IR version) for every supported opset, from onnx's own version table."""
-    return [(v, onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", v)])) for v in
-            range(MIN_OPSET, MAX_OPSET + 1)]
+    return [
+        (v, onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", v)]))
+        for v in range(MIN_OPSET, MAX_OPSET + 1)
+    ]

@@ -58,6 +58,8 @@ COMPUTABLE_KINDS = (Kind.SCALAR, Kind.SYMINT, Kind.SYMINT_LIST)
 def cpp_type(t: Type) -> str:
     spelled = CPP_TYPES[t.kind][0]
     return f"std::optional<{spelled}>" if t.optional else spelled
+
+
 # Arguments that say where or how torch stores a tensor; ONNX has no such notion, so converters
 # never see them.
 _IGNORED = {BaseTy.Layout, BaseTy.Device, BaseTy.MemoryFormat, BaseTy.Generator, BaseTy.DeviceIndex}
@@ -167,7 +169,12 @@ def _type(t: SchemaType) -> Type:
 
 
 # ScalarType defaults as native_functions.yaml writes them (`ScalarType? dtype=long`).
-_DTYPE_DEFAULTS = {"long": "ScalarType::Long", "int": "ScalarType::Int", "float": "ScalarType::Float", "double": "ScalarType::Double"}
+_DTYPE_DEFAULTS = {
+    "long": "ScalarType::Long",
+    "int": "ScalarType::Int",
+    "float": "ScalarType::Float",
+    "double": "ScalarType::Double",
+}
 _BOOLS = {"True": "true", "False": "false"}
 
 
@@ -226,8 +233,7 @@ def cpp_args(schema: FunctionSchema) -> list[CppArg]:
 
 # Returns a converter yields as graph values: tensors, and numbers as 0-d tensors (sizes from
 # sym_size, `.item()`).
-_VALUE_RETURNS = (BaseTy.Tensor, BaseTy.SymInt, BaseTy.int, BaseTy.SymBool, BaseTy.bool, BaseTy.Scalar,
-                  BaseTy.float)
+_VALUE_RETURNS = (BaseTy.Tensor, BaseTy.SymInt, BaseTy.int, BaseTy.SymBool, BaseTy.bool, BaseTy.Scalar, BaseTy.float)
 
 
 def returns_type(schema: FunctionSchema) -> tuple[str, int]:

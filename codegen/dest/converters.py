@@ -12,12 +12,33 @@ from typing import NoReturn
 import onnx.defs
 
 from .. import opsets
-from ..api import cpp, fragments as F
+from ..api import cpp
+from ..api import fragments as F
 from ..load import NativeFunctions
-from ..model import HELPERS, Call, Expr, Helper, HelperRole, Item, Kind, Literal, Name, OpSpec, Rule, SpecError, Tuple, Type
+from ..model import (
+    HELPERS,
+    Call,
+    Expr,
+    Helper,
+    HelperRole,
+    Item,
+    Kind,
+    Literal,
+    Name,
+    OpSpec,
+    Rule,
+    SpecError,
+    Tuple,
+    Type,
+)
 from .guards import GuardCompiler, proved_present
 
 AttrType = onnx.defs.OpSchema.AttrType
+
+
+def _attr_type_name(t: AttrType) -> str:
+    """INTS, FLOAT, ...: onnx's type stubs omit the pybind11 enum's ``name``."""
+    return t.name  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -135,8 +156,10 @@ class _RuleCompiler:
             s = opsets.schema(op, v)
             if s is None:
                 exists = opsets.first_opset(op)
-                hint = f"it exists from opset {exists}: add `since: {exists}`" if exists else (
-                    "it is not an ONNX operator; ops are capitalised ONNX names such as Relu, Conv, MatMul"
+                hint = (
+                    f"it exists from opset {exists}: add `since: {exists}`"
+                    if exists
+                    else ("it is not an ONNX operator; ops are capitalised ONNX names such as Relu, Conv, MatMul")
                 )
                 self.fail(f"ONNX op `{op}` is unknown at opset {v}; {hint}")
             out.append(s)
@@ -212,7 +235,7 @@ class _RuleCompiler:
                 return F.literal_value(v)
             if type(v) is int and kinds & {Kind.INT, Kind.SYMINT}:
                 return F.literal_value(v)
-            if type(v) in (int, float) and Kind.FLOAT in kinds:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and Kind.FLOAT in kinds:
                 return F.literal_value(float(v))
             if type(v) in (int, float) and Kind.SCALAR in kinds:
                 return F.scalar_value(F.literal_value(v))
@@ -275,8 +298,9 @@ class _RuleCompiler:
                         self.fail(f"a tensor list (`{a.id}`) can only be the sole, variadic input of an op")
                     spread = self.arg(a.id).name
                     continue
-                inputs.append(self.value(a, next(iter(tensors.values()), like_hint)))
-                tensors[i] = inputs[-1]
+                tensor = self.value(a, next(iter(tensors.values()), like_hint))
+                inputs.append(tensor)
+                tensors[i] = tensor
             else:
                 inputs.append(None)
                 pending.append((i, a))
@@ -284,14 +308,18 @@ class _RuleCompiler:
             inputs[i] = self.constant_input(call, formals, tensors, i, a, like_hint)
         attrs = [self.attribute(call.func, schemas, k, v) for k, v in call.kwargs]
         n_out = max(min_outputs, 1)
-        if n_out > len(schema.outputs) and schema.outputs[-1].option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+        if (
+            n_out > len(schema.outputs)
+            and schema.outputs[-1].option != onnx.defs.OpSchema.FormalParameterOption.Variadic
+        ):
             self.fail(f"ONNX `{call.func}` has {len(schema.outputs)} outputs; index {n_out - 1} is out of range")
         var = self.new_var()
         self.steps.append(Step(var, call.func, [i for i in inputs if i is not None], attrs, n_out, spread))
         return var
 
-    def constant_input(self, call: Call, formals, tensors: dict[int, str], i: int, a: Expr,
-                       like_hint: str | None) -> str:
+    def constant_input(
+        self, call: Call, formals, tensors: dict[int, str], i: int, a: Expr, like_hint: str | None
+    ) -> str:
         """A literal or non-tensor argument at an ONNX input becomes a constant whose element
         type follows ONNX's type constraints: a fixed type (``tensor(int64)``) as written, a type
         parameter shared with a tensor sibling like that sibling."""
@@ -302,8 +330,10 @@ class _RuleCompiler:
             shared = [t for j, t in tensors.items() if formals[min(j, len(formals) - 1)].type_str == formal.type_str]
             like = shared[0] if shared else next(iter(tensors.values()), like_hint)
         if fixed is None and like is None:
-            self.fail(f"cannot tell the element type of constant input {i} (`{a}`) of `{call.func}`: "
-                      f"give it a tensor sibling or use Cast")
+            self.fail(
+                f"cannot tell the element type of constant input {i} (`{a}`) of `{call.func}`: "
+                f"give it a tensor sibling or use Cast"
+            )
         if isinstance(a, Literal):
             v = a.value
             if isinstance(v, tuple):
@@ -339,15 +369,17 @@ class _RuleCompiler:
         for schema in schemas:
             if name not in schema.attributes:
                 split = "; split the rule with `since:`" if schema is not schemas[0] else ""
-                self.fail(f"ONNX `{op}` (opset {schema.since_version}) has no attribute `{name}`; "
-                          f"it has: {', '.join(sorted(schema.attributes)) or 'none'}{split}")
+                self.fail(
+                    f"ONNX `{op}` (opset {schema.since_version}) has no attribute `{name}`; "
+                    f"it has: {', '.join(sorted(schema.attributes)) or 'none'}{split}"
+                )
         t = schemas[0].attributes[name].type
         where = f"attribute `{name}` of `{op}`"
         if isinstance(e, Literal):
             v = e.value
-            if t == AttrType.INT and type(v) in (int, bool):
+            if t == AttrType.INT and isinstance(v, int):
                 return F.attr("i", name, F.literal_value(int(v)))
-            if t == AttrType.FLOAT and type(v) in (int, float):
+            if t == AttrType.FLOAT and isinstance(v, (int, float)) and not isinstance(v, bool):
                 return F.attr("f", name, F.literal_value(float(v)))
             if t == AttrType.STRING and isinstance(v, str):
                 return F.attr("s", name, F.string_value(v))
@@ -355,11 +387,11 @@ class _RuleCompiler:
                 return F.attr("ints", name, F.int_vector([F.literal_value(x) for x in v]))
             if t == AttrType.FLOATS and isinstance(v, tuple):
                 return F.attr("floats", name, F.float_vector([F.literal_value(float(x)) for x in v]))
-            self.fail(f"{where} is {t.name}; `{e}` does not fit")
+            self.fail(f"{where} is {_attr_type_name(t)}; `{e}` does not fit")
         if isinstance(e, Call) and not e.is_onnx:
             helper = self.attribute_helper(e)  # every attribute helper gives an int list
             if t != AttrType.INTS:
-                self.fail(f"{where} is {t.name}; `{e.func}` gives {AttrType.INTS.name}")
+                self.fail(f"{where} is {_attr_type_name(t)}; `{e.func}` gives {_attr_type_name(AttrType.INTS)}")
             return F.attr("ints", name, helper)
         if isinstance(e, Name):
             a = self.arg(e.id)
@@ -382,7 +414,7 @@ class _RuleCompiler:
                 return F.attr("ints", name, F.static_ints(v))
             if t == AttrType.FLOATS and k is Kind.FLOAT_LIST:
                 return F.attr("floats", name, v)
-            self.fail(f"{where} is {t.name}; `{e.id}` is a {a.type}")
+            self.fail(f"{where} is {_attr_type_name(t)}; `{e.id}` is a {a.type}")
         self.fail(f"{where}: `{e}` is neither a literal, an argument nor a helper")
 
 
@@ -410,11 +442,13 @@ def _rule_ranges(rules: tuple[Rule, ...]) -> list[tuple[int, int]]:
     return out
 
 
-def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Converter"]) -> Converter:
+def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, Converter]) -> Converter:
     if spec.overload not in nf.funcs:
         existing = nf.overloads_of(spec.overload)
-        hint = f"overloads of `{spec.overload.split('.')[0]}`: {', '.join(existing)}" if existing else (
-            "no overload of that name exists"
+        hint = (
+            f"overloads of `{spec.overload.split('.')[0]}`: {', '.join(existing)}"
+            if existing
+            else ("no overload of that name exists")
         )
         _fail(spec, f"not in {nf.path.name}; {hint}")
     schema = nf.schema(spec.overload)
@@ -431,23 +465,42 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
             _fail(spec, f"`same_as: {spec.same_as}` names an overload that is not mapped (or is mapped later)")
         if not _same_signature(target, args, ret):
             _fail(spec, f"`same_as: {spec.same_as}` needs the same arguments and returns as that schema")
-        return Converter(spec.overload, fn, ret, n_ret, args, [], str(schema), family, callee=target.callee,
-                         where=spec.where, static_args=target.static_args)
+        return Converter(
+            spec.overload,
+            fn,
+            ret,
+            n_ret,
+            args,
+            [],
+            str(schema),
+            family,
+            callee=target.callee,
+            where=spec.where,
+            static_args=target.static_args,
+        )
 
     rules: list[RuleCode] = []
     manual_count = 0
     static: set[str] = set()
     for rule, (lo, hi) in zip(spec.rules, _rule_ranges(spec.rules)):
         if rule.since is not None and not opsets.MIN_OPSET <= rule.since <= opsets.MAX_OPSET:
-            _fail(spec, f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}", rule)
+            _fail(
+                spec,
+                f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}",
+                rule,
+            )
         comp = _RuleCompiler(spec, rule, args, lo, hi, proved_present(rule))
         conds = []
         for name in rule.static:
             a = comp.arg(name)
             if a.kind not in cpp.COMPUTABLE_KINDS:
-                _fail(spec, f"`static:` lists arguments the graph may compute "
-                            f"({', '.join(k.value for k in cpp.COMPUTABLE_KINDS)}); "
-                            f"`{name}` is a {a.type}, always known when exporting", rule)
+                _fail(
+                    spec,
+                    f"`static:` lists arguments the graph may compute "
+                    f"({', '.join(k.value for k in cpp.COMPUTABLE_KINDS)}); "
+                    f"`{name}` is a {a.type}, always known when exporting",
+                    rule,
+                )
             comp.static.add(name)
         if rule.since is not None and rule.since > opsets.MIN_OPSET:
             conds.append(F.opset_at_least(rule.since))
@@ -474,8 +527,19 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, "Conve
         static |= comp.static
     only_manual = len(rules) == 1 and rules[0].manual and not rules[0].condition
     callee = F.manual_name(rules[0].manual) if only_manual else F.converter_name(fn)
-    return Converter(spec.overload, fn, ret, n_ret, args, rules, str(schema), family, callee=callee,
-                     where=spec.where, static_args=tuple(a.schema_name for a in args if a.schema_name in static))
+    return Converter(
+        spec.overload,
+        fn,
+        ret,
+        n_ret,
+        args,
+        rules,
+        str(schema),
+        family,
+        callee=callee,
+        where=spec.where,
+        static_args=tuple(a.schema_name for a in args if a.schema_name in static),
+    )
 
 
 def _same_signature(c: Converter, args: list[cpp.CppArg], ret: str) -> bool:
@@ -495,8 +559,19 @@ def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) ->
     if not _same_signature(functional, args, ret):
         return None
     where = f"in-place twin of {functional.overload} ({functional.where})"
-    return Converter(overload, cpp.function_name(overload), ret, n_ret, args, [], str(schema), functional.family,
-                     callee=functional.callee, where=where, static_args=functional.static_args)
+    return Converter(
+        overload,
+        cpp.function_name(overload),
+        ret,
+        n_ret,
+        args,
+        [],
+        str(schema),
+        functional.family,
+        callee=functional.callee,
+        where=where,
+        static_args=functional.static_args,
+    )
 
 
 @dataclass

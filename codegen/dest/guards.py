@@ -4,9 +4,11 @@ a C++ condition over the converter's parameters."""
 from __future__ import annotations
 
 import ast
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
-from ..api import cpp, fragments as F
+from ..api import cpp
+from ..api import fragments as F
 from ..model import _COMPARE, Kind, Rule, Type
 
 
@@ -72,7 +74,7 @@ class GuardCompiler:
             self.fail('dtype(x) is compared with == or != to a dtype name: `dtype(self) == "bool"`')
         if not (isinstance(name, ast.Constant) and name.value in cpp.TORCH_DTYPE_TO_SCALAR_TYPE):
             self.fail(f"`{ast.unparse(name)}` is not a dtype name; names: {', '.join(cpp.TORCH_DTYPE_TO_SCALAR_TYPE)}")
-        enumerator = cpp.TORCH_DTYPE_TO_SCALAR_TYPE[name.value]  # type: ignore[union-attr]
+        enumerator = cpp.TORCH_DTYPE_TO_SCALAR_TYPE[name.value]
         return F.comparison(F.dtype_of(self.tensor_of(call, "dtype")), _COMPARE[type(op)], enumerator)  # type: ignore[arg-type]
 
     def guard_value(self, node: ast.expr) -> str:
@@ -120,7 +122,10 @@ def proved_present(rule: Rule) -> set[str]:
     return {
         t.left.id
         for t in terms
-        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.IsNot)
-        and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant)
+        if isinstance(t, ast.Compare)
+        and len(t.ops) == 1
+        and isinstance(t.ops[0], ast.IsNot)
+        and isinstance(t.left, ast.Name)
+        and isinstance(t.comparators[0], ast.Constant)
         and t.comparators[0].value is None
     }

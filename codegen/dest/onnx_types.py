@@ -13,7 +13,8 @@ import onnx
 import onnx.defs
 
 from .. import opsets
-from ..api import cpp, fragments as F
+from ..api import cpp
+from ..api import fragments as F
 
 Option = onnx.defs.OpSchema.FormalParameterOption
 # The group of a variadic input whose items each have their own type (Loop's and Scan's
@@ -59,14 +60,12 @@ def _inputs(schema: onnx.defs.OpSchema) -> tuple[FormalInput, ...]:
     out = []
     for formal in schema.inputs:
         types = constraints.get(formal.type_str, [formal.type_str])
-        allowed = tuple(sorted({cpp.scalar_type(t) for t in types if cpp.scalar_type(t)}))
+        allowed = tuple(sorted({s for s in map(cpp.scalar_type, types) if s}))
         if not allowed:
             return ()  # sequences, optionals, maps: not checked
         variadic = formal.option == Option.Variadic
-        if variadic and not formal.is_homogeneous:
-            group = OWN_TYPES
-        else:
-            group = groups.setdefault(formal.type_str, len(groups))
+        own_types = variadic and not formal.is_homogeneous
+        group = OWN_TYPES if own_types else groups.setdefault(formal.type_str, len(groups))
         out.append(FormalInput(group, allowed, variadic))
     return tuple(out)
 
@@ -101,14 +100,18 @@ def op_versions() -> list[OpVersion]:
     for s in onnx.defs.get_all_schemas_with_history():
         if s.domain == "" and s.since_version <= opsets.MAX_OPSET and not s.deprecated:
             by_op.setdefault(s.name, []).append(s)
-    versions = []
+    versions: list[OpVersion] = []
     for op, schemas in sorted(by_op.items()):
         schemas.sort(key=lambda s: s.since_version)
         for s, nxt in zip(schemas, schemas[1:] + [None]):
             if nxt is not None and nxt.since_version <= opsets.MIN_OPSET:
                 continue  # superseded before the oldest opset fastonnx writes
             v = OpVersion(op, s.since_version, _inputs(s), _outputs(s))
-            if versions and versions[-1].op == op and (versions[-1].inputs, versions[-1].outputs) == (v.inputs, v.outputs):
+            if (
+                versions
+                and versions[-1].op == op
+                and (versions[-1].inputs, versions[-1].outputs) == (v.inputs, v.outputs)
+            ):
                 continue  # same constraints as the version before: it stays in force
             versions.append(v)
     return versions
@@ -141,7 +144,9 @@ def op_arities() -> list[OpArity]:
     rows = []
     for op, schemas in sorted(by_op.items()):
         schemas.sort(key=lambda s: s.since_version)
-        in_force = [s for s, nxt in zip(schemas, schemas[1:] + [None]) if nxt is None or nxt.since_version > opsets.MIN_OPSET]
+        in_force = [
+            s for s, nxt in zip(schemas, schemas[1:] + [None]) if nxt is None or nxt.since_version > opsets.MIN_OPSET
+        ]
         rows.append(
             OpArity(
                 op,
