@@ -3,10 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "fastonnx/types.h"
 
 namespace fastonnx {
+
+// The element of type T at `p`, which may be unaligned (torch memory, packed bytes).
+template <typename T>
+T load_unaligned(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
 
 uint16_t float_to_half(float f);
 float half_to_float(uint16_t h);

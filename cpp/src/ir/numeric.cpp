@@ -72,12 +72,6 @@ float bfloat16_to_float(uint16_t b) {
 
 namespace {
 template <typename T>
-T read(const void* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-template <typename T>
 void write(void* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
@@ -106,26 +100,26 @@ bool is_numeric(ScalarType t) {
 
 double load_double(ScalarType t, const void* p) {
   switch (t) {
-    case ScalarType::Half: return half_to_float(read<uint16_t>(p));
-    case ScalarType::BFloat16: return bfloat16_to_float(read<uint16_t>(p));
-    case ScalarType::Float: return read<float>(p);
-    case ScalarType::Double: return read<double>(p);
-    case ScalarType::UInt64: return static_cast<double>(read<uint64_t>(p));
+    case ScalarType::Half: return half_to_float(load_unaligned<uint16_t>(p));
+    case ScalarType::BFloat16: return bfloat16_to_float(load_unaligned<uint16_t>(p));
+    case ScalarType::Float: return load_unaligned<float>(p);
+    case ScalarType::Double: return load_unaligned<double>(p);
+    case ScalarType::UInt64: return static_cast<double>(load_unaligned<uint64_t>(p));
     default: return static_cast<double>(load_int(t, p));
   }
 }
 
 int64_t load_int(ScalarType t, const void* p) {
   switch (t) {
-    case ScalarType::Bool: return read<uint8_t>(p) != 0;
-    case ScalarType::Byte: return read<uint8_t>(p);
-    case ScalarType::Char: return read<int8_t>(p);
-    case ScalarType::Short: return read<int16_t>(p);
-    case ScalarType::Int: return read<int32_t>(p);
-    case ScalarType::Long: return read<int64_t>(p);
-    case ScalarType::UInt16: return read<uint16_t>(p);
-    case ScalarType::UInt32: return read<uint32_t>(p);
-    case ScalarType::UInt64: return static_cast<int64_t>(read<uint64_t>(p));
+    case ScalarType::Bool: return load_unaligned<uint8_t>(p) != 0;
+    case ScalarType::Byte: return load_unaligned<uint8_t>(p);
+    case ScalarType::Char: return load_unaligned<int8_t>(p);
+    case ScalarType::Short: return load_unaligned<int16_t>(p);
+    case ScalarType::Int: return load_unaligned<int32_t>(p);
+    case ScalarType::Long: return load_unaligned<int64_t>(p);
+    case ScalarType::UInt16: return load_unaligned<uint16_t>(p);
+    case ScalarType::UInt32: return load_unaligned<uint32_t>(p);
+    case ScalarType::UInt64: return static_cast<int64_t>(load_unaligned<uint64_t>(p));
     case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Float: case ScalarType::Double:
       return truncate(load_double(t, p));
     default: unsupported(t);

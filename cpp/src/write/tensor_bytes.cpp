@@ -22,14 +22,6 @@ void TensorBytes::produce(const ByteSink& sink) const {
 
 namespace {
 
-// Reads an element of torch memory, which may be unaligned.
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
 class Transposed final : public TensorBytes {
  public:
   Transposed(const void* data, std::shared_ptr<const void> owner, int element_size, std::vector<int64_t> shape,
@@ -129,7 +121,7 @@ class Transposed final : public TensorBytes {
     for (size_t r = r0; r < r1; ++r) {
       uint8_t* row = dst + (r - r0) * rows_in * sizeof(T);
       for (size_t c = c0; c < c1; ++c) {
-        const T v = load<T>(data_ + (c * cols_in + r) * sizeof(T));
+        const T v = load_unaligned<T>(data_ + (c * cols_in + r) * sizeof(T));
         std::memcpy(row + (c - c0) * sizeof(T), &v, sizeof(T));
       }
     }
