@@ -37,7 +37,7 @@ TensorMeta to_meta(Session& s, int64_t dtype, const py::list& shape) {
     if (py::isinstance<py::str>(d)) {
       meta.shape.push_back(Dim{-1, s.intern(d.cast<std::string>())});
     } else if (PyLong_Check(d.ptr()) && !PyBool_Check(d.ptr()) && to_int64(d) >= 0) {
-      meta.shape.push_back(Dim{to_int64(d), 0});
+      meta.shape.push_back(Dim{to_int64(d), kNoName});
     } else {
       throw ConvertError("a dimension must be a size (an int >= 0) or a symbol (a str), got " +
                          std::string(py::repr(d)));
@@ -146,7 +146,7 @@ void write(const Model& md, const std::string& path, const std::string& data_pat
            const py::object& progress) {
   const auto between_pieces = [&](size_t bytes) {
     py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) throw Interrupted{};
+    if (PyErr_CheckSignals() != 0) throw Interrupted{};  // NOLINT(bugprone-std-exception-baseclass): control flow
     if (!progress.is_none()) progress(bytes);
   };
   try {
@@ -181,7 +181,9 @@ py::list convert(Session& s, int op_id, const py::list& args, const py::list& me
   struct AddElapsed {  // also when the conversion throws
     Session& s;
     std::chrono::steady_clock::time_point start;
-    ~AddElapsed() { s.convert_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+    ~AddElapsed() {
+      s.convert_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
   } timer{s, start};
   Args unpacked;
   std::vector<TensorMeta> out_metas;
@@ -222,7 +224,8 @@ py::list control_flow(Session& s, const std::string& op_type, const PyInputs& in
 void init_model(py::module_& m) {
   py::class_<Model>(m, "Model")
       .def_property_readonly("weights_nbytes", [](const Model& md) { return md.session->weights_nbytes(); })
-      .def("to_bytes", [](const Model& md) { return py::bytes(model_bytes(md.session->serialize(md.producer_version))); })
+      .def("to_bytes",
+           [](const Model& md) { return py::bytes(model_bytes(md.session->serialize(md.producer_version))); })
       .def("write", &write, py::arg("path"), py::arg("data_path") = "", py::arg("location") = "",
            py::arg("progress") = py::none(),
            "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
@@ -244,12 +247,11 @@ void def_values(py::class_<Session, std::shared_ptr<Session>>& cls) {
           [](Session& s, const std::string& name, int dtype, const py::list& shape, uintptr_t data, size_t nbytes,
              py::object owner) {
             const TensorMeta meta = to_meta(s, dtype, shape);
-            return ValueRef{s.add_initializer(name, meta, reinterpret_cast<const void*>(data), nbytes,
-                                              keep_alive(std::move(owner)))
-                                .id};
+            // torch's data_ptr(), an address as a Python int.
+            const auto* bytes = reinterpret_cast<const void*>(data);  // NOLINT(performance-no-int-to-ptr)
+            return ValueRef{s.add_initializer(name, meta, bytes, nbytes, keep_alive(std::move(owner))).id};
           },
-          py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("nbytes"),
-          py::arg("owner"))
+          py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("nbytes"), py::arg("owner"))
       .def("convert", &convert, py::arg("op_id"), py::arg("args"), py::arg("metas"), py::arg("name"),
            "Convert one FX node: args hold ValueRef for tensors, ... for omitted arguments.")
       .def(
@@ -265,10 +267,13 @@ void def_values(py::class_<Session, std::shared_ptr<Session>>& cls) {
            "Add one node (Python converters); attrs are (name, kind, value) with kind i, f, s, ints or floats.")
       .def(
           "set_meta",
-          [](Session& s, const ValueRef& ref, int dtype, const py::list& shape) { s.set_meta(Value{ref.id}, to_meta(s, dtype, shape)); },
+          [](Session& s, const ValueRef& ref, int dtype, const py::list& shape) {
+            s.set_meta(Value{ref.id}, to_meta(s, dtype, shape));
+          },
           py::arg("value"), py::arg("dtype"), py::arg("shape"))
       .def(
-          "value_dtype", [](Session& s, const ValueRef& ref) { return static_cast<int>(s.builder().dtype(Value{ref.id})); },
+          "value_dtype",
+          [](Session& s, const ValueRef& ref) { return static_cast<int>(s.builder().dtype(Value{ref.id})); },
           py::arg("value"));
 }
 

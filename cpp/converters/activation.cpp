@@ -29,8 +29,9 @@ Value glu(Builder& b, Value self, int64_t dim) {
 // In eval mode rrelu is leaky_relu with the mean of its slope range.
 Value rrelu(Builder& b, Value self, Scalar lower, Scalar upper, bool training) {
   if (training) {
-    b.fail("rrelu in training mode draws a random slope per element, which an exported model cannot "
-           "reproduce; export the model in eval mode (model.eval(), or F.rrelu(..., training=False))");
+    b.fail(
+        "rrelu in training mode draws a random slope per element, which an exported model cannot "
+        "reproduce; export the model in eval mode (model.eval(), or F.rrelu(..., training=False))");
   }
   return b.op<"LeakyRelu">({self}, {Attr::f("alpha", (lower.to_double() + upper.to_double()) / 2)});
 }

@@ -64,7 +64,7 @@ Value attention_composite(Builder& b, Value query, Value key, int64_t key_rank, 
   if (is_causal) scores = b.op<"Where">({causal_mask(b, query, key, key_rank), scores, minus_inf});
   if (attn_mask) {
     scores = b.dtype(*attn_mask) == ScalarType::Bool ? b.op<"Where">({*attn_mask, scores, minus_inf})
-                                                      : b.op<"Add">({scores, b.cast(*attn_mask, b.dtype(query))});
+                                                     : b.op<"Add">({scores, b.cast(*attn_mask, b.dtype(query))});
   }
   Value weights = b.op<"Softmax">({scores}, {Attr::i("axis", -1)});
   if (attn_mask) {
@@ -97,8 +97,9 @@ namespace manual {
 Value scaled_dot_product_attention(Builder& b, Value query, Value key, Value value, std::optional<Value> attn_mask,
                                    double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
   if (dropout_p != 0.0) {
-    b.fail("scaled_dot_product_attention with dropout_p > 0 drops attention weights at random, even in eval mode; "
-           "export the model with dropout_p=0");
+    b.fail(
+        "scaled_dot_product_attention with dropout_p > 0 drops attention weights at random, even in eval mode; "
+        "export the model with dropout_p=0");
   }
   if (is_causal && attn_mask) b.fail("scaled_dot_product_attention takes is_causal or attn_mask, not both");
   const int64_t rank = b.rank(query);

@@ -62,10 +62,11 @@ Value conv_weight_grad(Builder& b, Value dy, Value x, const std::vector<int64_t>
   // -> (G*Og, N, *Out).
   const Value inputs = grouped(x, x_shape, cg, {2, 1, 0}, {cg, groups * batch});
   const Value kernels = grouped(dy, dy_shape, og, {1, 2, 0}, {groups * og, batch});
-  const Value full = b.op<"Conv">({inputs, kernels},
-                          {Attr::ints("strides", dilation), Attr::ints("dilations", stride),
-                           Attr::ints("pads", helper_twice(b, padding)), Attr::i("group", groups)});
-  const Value cropped = b.op<"Slice">({full, b.ints(std::vector<int64_t>(n, 0)), b.ints(kernel), b.ints(range(2, n + 2))});
+  const Value full =
+      b.op<"Conv">({inputs, kernels}, {Attr::ints("strides", dilation), Attr::ints("dilations", stride),
+                                       Attr::ints("pads", helper_twice(b, padding)), Attr::i("group", groups)});
+  const Value cropped =
+      b.op<"Slice">({full, b.ints(std::vector<int64_t>(n, 0)), b.ints(kernel), b.ints(range(2, n + 2))});
   std::vector<int64_t> perm = {1, 0};
   for (size_t i = 0; i < n; ++i) perm.push_back(static_cast<int64_t>(i) + 2);
   return b.op<"Transpose">({cropped}, {Attr::ints("perm", perm)});
@@ -107,8 +108,9 @@ std::array<Value, 3> convolution_backward(Builder& b, Value grad_output, Value i
   }
   if (wanted(b, output_mask, 1)) {
     // For a transposed convolution the roles of input and output gradient swap.
-    out[1] = transposed ? conv_weight_grad(b, input, grad_output, dy_shape, x_shape, kernel, strides, pads, dilations, group)
-                        : conv_weight_grad(b, grad_output, input, x_shape, dy_shape, kernel, strides, pads, dilations, group);
+    out[1] = transposed
+                 ? conv_weight_grad(b, input, grad_output, dy_shape, x_shape, kernel, strides, pads, dilations, group)
+                 : conv_weight_grad(b, grad_output, input, x_shape, dy_shape, kernel, strides, pads, dilations, group);
   }
   if (wanted(b, output_mask, 2)) {
     std::vector<int64_t> axes = {0};
@@ -142,8 +144,8 @@ std::array<Value, 3> native_layer_norm_backward(Builder& b, Value grad_out, Valu
 }
 
 std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Value input, Value mean, Value rstd,
-                                                std::optional<Value> weight, SymInt N, SymInt C, SymInt,
-                                                int64_t group, std::vector<bool> output_mask) {
+                                                std::optional<Value> weight, SymInt N, SymInt C, SymInt, int64_t group,
+                                                std::vector<bool> output_mask) {
   // As for layer norm, per (sample, group) of C/group channels; mean and rstd are (N, group).
   const ScalarType dtype = b.dtype(input);
   const Value input_shape = b.op<"Shape">({input});
@@ -186,8 +188,8 @@ Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, Sym
   const ScalarType dtype = b.dtype(grad_output);
   const Value flat = b.ints(std::vector<int64_t>{-1}), one = b.ints(std::vector<int64_t>{1});
   const Value idx = b.op<"Reshape">({b.cast(indices, ScalarType::Long), flat});
-  const Value width = b.op<"Slice">({b.op<"Shape">({grad_output}), b.ints(std::vector<int64_t>{-1}),
-                                     b.ints(std::vector<int64_t>{kEnd})});
+  const Value width = b.op<"Slice">(
+      {b.op<"Shape">({grad_output}), b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{kEnd})});
   Value rows = b.op<"Reshape">({grad_output, b.op<"Concat">({flat, width}, {Attr::i("axis", 0)})});
   const int64_t padding = b.static_int(padding_idx);
   if (padding >= 0) {  // the padding row gets no gradient
@@ -215,8 +217,8 @@ Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, Sym
   // onnxruntime's ScatterND adds no float16; float32 holds its values exactly.
   const ScalarType sum_dtype = dtype == ScalarType::Half || dtype == ScalarType::BFloat16 ? ScalarType::Float : dtype;
   const Value zeros = b.op<"Expand">({b.scalar(0, sum_dtype), out_shape});
-  const Value sums = b.op<"ScatterND">({zeros, b.op<"Unsqueeze">({idx, one}), b.cast(rows, sum_dtype)},
-                          {Attr::s("reduction", "add")});
+  const Value sums =
+      b.op<"ScatterND">({zeros, b.op<"Unsqueeze">({idx, one}), b.cast(rows, sum_dtype)}, {Attr::s("reduction", "add")});
   return b.cast(sums, dtype);
 }
 

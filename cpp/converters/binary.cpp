@@ -50,9 +50,9 @@ Value float_remainder(Builder& b, Value self, Value other) {
 
 // Python's floor division on floats, as torch's div_floor_floating computes it: the quotient
 // of self - fmod(self, other), a whole number up to rounding (torch floors it and adds one when
-// it was just below; Round does both), minus one where fmod and the divisor differ in sign. A plain Floor(self / other) is off by one when the rounded
-// quotient lands on a whole number (1 // 0.1 is 9). Division by zero gives self / other. (A zero
-// result can have the other sign than torch's; onnxruntime's Where drops the sign of -0 anyway.)
+// it was just below; Round does both), minus one where fmod and the divisor differ in sign. A plain Floor(self / other)
+// is off by one when the rounded quotient lands on a whole number (1 // 0.1 is 9). Division by zero gives self / other.
+// (A zero result can have the other sign than torch's; onnxruntime's Where drops the sign of -0 anyway.)
 Value float_floor_divide(Builder& b, Value self, Value other) {
   const Value mod = b.op<"Mod">({self, other}, {Attr::i("fmod", 1)});
   const Value whole = b.op<"Round">({b.op<"Div">({b.op<"Sub">({self, mod}), other})});
@@ -139,7 +139,8 @@ Value angle_of(Builder& b, Value y, Value x) {
   const Value same_magnitude = b.op<"Equal">({b.op<"Abs">({y}), b.op<"Abs">({x})});
   const Value ratio = b.op<"Where">({same_magnitude, same_magnitude_ratio, b.op<"Div">({y, x})});
   const Value angle = b.op<"Atan">({ratio});
-  const Value half_turn = b.op<"Where">({sign_bit(b, y), b.scalar(-std::numbers::pi, dtype), b.scalar(std::numbers::pi, dtype)});
+  const Value half_turn =
+      b.op<"Where">({sign_bit(b, y), b.scalar(-std::numbers::pi, dtype), b.scalar(std::numbers::pi, dtype)});
   return b.op<"Where">({sign_bit(b, x), b.op<"Add">({angle, half_turn}), angle});
 }
 

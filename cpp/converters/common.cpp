@@ -77,7 +77,8 @@ Value sizes_between(Builder& b, Value x, int64_t start, int64_t end) {
   for (int64_t axis = start; axis < end; ++axis) {
     const auto size = known_size(b, x, axis);
     if (!size) {
-      return b.op<"Slice">({b.op<"Shape">({x}), b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end})});
+      return b.op<"Slice">(
+          {b.op<"Shape">({x}), b.ints(std::vector<int64_t>{start}), b.ints(std::vector<int64_t>{end})});
     }
     sizes.push_back(*size);
   }

@@ -131,7 +131,9 @@ Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, con
     return b.scalar(*s, dtype);
   };
   // A bound the graph computes may be NaN too.
-  const auto may_be_nan = [](const std::optional<Scalar>& s) { return s && (!s->is_static() || std::isnan(s->to_double())); };
+  const auto may_be_nan = [](const std::optional<Scalar>& s) {
+    return s && (!s->is_static() || std::isnan(s->to_double()));
+  };
   const bool nan_bound = may_be_nan(lo) || may_be_nan(hi);
   if (nan_bound) return clamp_tensors(b, self, bound(lo), bound(hi));
   return b.op<"Clip">({b.cast(self, dtype), bound(lo), bound(hi)});

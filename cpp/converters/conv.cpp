@@ -79,7 +79,8 @@ Value integer_conv(Builder& b, Value x, Value weight, const std::vector<int64_t>
   // *kernel) -> (groups, O/groups, C/groups * offsets) has its taps in the same order.
   const Value stacked = b.op<"Concat">(spread(columns), {Attr::i("axis", 2)});
   const Value cols = b.op<"Reshape">({stacked, b.ints(std::vector<int64_t>{0, groups, group_depth, -1})});
-  const Value kernel = b.op<"Reshape">({weight, b.ints(std::vector<int64_t>{groups, out_channels / groups, group_depth})});
+  const Value kernel =
+      b.op<"Reshape">({weight, b.ints(std::vector<int64_t>{groups, out_channels / groups, group_depth})});
   const Value product = b.op<"MatMul">({kernel, cols});
   const Value slice_shape = b.op<"Shape">({*first_slice});
   const auto dims = [&](int64_t from, int64_t to) {
@@ -99,10 +100,10 @@ Value integer_conv(Builder& b, Value x, Value weight, const std::vector<int64_t>
 // Integer transposed convolution of a batched input: a stride-1 convolution of the input spread
 // out with stride-1 zeros between its elements, padded by dilation*(kernel-1) - padding (plus
 // output_padding at the end), with the kernel flipped and its in/out channels swapped per group.
-Value integer_conv_transpose(Builder& b, Value x, Value in_spatial, Value weight,
-                             const std::optional<Value>& bias, const std::vector<int64_t>& stride,
-                             const std::vector<int64_t>& padding, const std::vector<int64_t>& output_padding,
-                             const std::vector<int64_t>& dilation, int64_t groups) {
+Value integer_conv_transpose(Builder& b, Value x, Value in_spatial, Value weight, const std::optional<Value>& bias,
+                             const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                             const std::vector<int64_t>& output_padding, const std::vector<int64_t>& dilation,
+                             int64_t groups) {
   const std::vector<int64_t> w = weight_shape(b, weight);
   const size_t n = w.size() - 2;
   // (N, C, S1, S2) -> (N, C, S1, 1, S2, 1) -> zeros after each element -> (N, C, S1*s1, S2*s2),
@@ -115,7 +116,7 @@ Value integer_conv_transpose(Builder& b, Value x, Value in_spatial, Value weight
   }
   const Value split_x = b.op<"Unsqueeze">({x, b.ints(new_axes)});
   const Value merged = b.op<"Concat">({b.ints(std::vector<int64_t>{0, 0}), b.op<"Mul">({in_spatial, b.ints(stride)})},
-                            {Attr::i("axis", 0)});
+                                      {Attr::i("axis", 0)});
   const Value spread_x = b.op<"Reshape">({b.op<"Pad">({split_x, b.ints(spread_pads)}), merged});
   std::vector<int64_t> begin, end, kernel_shape = {w[1] * groups, w[0] / groups}, flip_starts, flip_ends, ones;
   int64_t offsets = 1;
@@ -147,10 +148,10 @@ Value conv_nd(Builder& b, Value input, Value weight, const std::optional<Value>&
   const std::vector<int64_t> strides = b.static_ints(stride), dilations = b.static_ints(dilation);
   const int64_t group = b.static_int(groups);
   return with_batch(b, input, b.rank(weight), [&](Value x) {
-    if (!is_floating(b.dtype(x))) return integer_conv(b, x, weight, weight_shape(b, weight), bias, strides, pads, dilations, group);
-    return b.op<"Conv">({x, weight, bias},
-                {Attr::ints("strides", strides), Attr::ints("pads", pads), Attr::ints("dilations", dilations),
-                 Attr::i("group", group)});
+    if (!is_floating(b.dtype(x)))
+      return integer_conv(b, x, weight, weight_shape(b, weight), bias, strides, pads, dilations, group);
+    return b.op<"Conv">({x, weight, bias}, {Attr::ints("strides", strides), Attr::ints("pads", pads),
+                                            Attr::ints("dilations", dilations), Attr::i("group", group)});
   });
 }
 
@@ -166,18 +167,18 @@ Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::option
       return integer_conv_transpose(b, x, spatial, weight, bias, strides, b.static_ints(padding),
                                     b.static_ints(output_padding), dilations, group);
     }
-    return b.op<"ConvTranspose">({x, weight, bias},
-                {Attr::ints("strides", strides), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)),
-                 Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)),
-                 Attr::ints("dilations", dilations), Attr::i("group", group)});
+    return b.op<"ConvTranspose">(
+        {x, weight, bias},
+        {Attr::ints("strides", strides), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)),
+         Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)),
+         Attr::ints("dilations", dilations), Attr::i("group", group)});
   });
 }
 
 namespace manual {
 
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride,
-                  SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding,
-                  SymInt groups) {
+                  SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups) {
   if (transposed) return conv_transpose_nd(b, input, weight, bias, stride, padding, output_padding, dilation, groups);
   return conv_nd(b, input, weight, bias, stride, helper_twice(b, padding), dilation, groups);
 }

@@ -14,14 +14,14 @@ namespace {
 
 constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
 
-Value unsqueeze(Builder& b, Value x, int64_t axis) { return b.op<"Unsqueeze">({x, b.ints(std::vector<int64_t>{axis})}); }
+Value unsqueeze(Builder& b, Value x, int64_t axis) {
+  return b.op<"Unsqueeze">({x, b.ints(std::vector<int64_t>{axis})});
+}
 
 Value squeeze0(Builder& b, Value x) { return b.op<"Squeeze">({x, b.ints(std::vector<int64_t>{0})}); }
 
 // 0, 1, ..., length - 1 for a 1-element int64 `length`.
-Value range(Builder& b, Value length) {
-  return iota(b, squeeze0(b, length));
-}
+Value range(Builder& b, Value length) { return iota(b, squeeze0(b, length)); }
 
 // onnxruntime has no float16 scatter with a reduction; float32 holds every float16 value.
 ScalarType scatter_type(ScalarType t) {
@@ -32,7 +32,7 @@ ScalarType scatter_type(ScalarType t) {
 Value scatter_rows(Builder& b, Value init, Value bag_of, Value updates, const char* reduction) {
   const ScalarType t = b.dtype(updates), wide = scatter_type(t);
   const Value out = b.op<"ScatterND">({b.cast(init, wide), unsqueeze(b, bag_of, 1), b.cast(updates, wide)},
-                         {Attr::s("reduction", reduction)});
+                                      {Attr::s("reduction", reduction)});
   return b.cast(out, t);
 }
 
@@ -48,11 +48,13 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   const ScalarType dtype = b.dtype(weight);
   const Value index = b.cast(indices, ScalarType::Long);
   const Value bounds = b.cast(offsets, ScalarType::Long);
-  const Value starts = include_last_offset ? b.op<"Slice">({bounds, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})})
-                                           : bounds;
+  const Value starts = include_last_offset
+                           ? b.op<"Slice">({bounds, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})})
+                           : bounds;
   const Value positions_shape = b.op<"Shape">({index}), bags_shape = b.op<"Shape">({starts});
   const Value positions = range(b, positions_shape);
-  const Value width = b.op<"Slice">({b.op<"Shape">({weight}), b.ints(std::vector<int64_t>{1}), b.ints(std::vector<int64_t>{2})});
+  const Value width =
+      b.op<"Slice">({b.op<"Shape">({weight}), b.ints(std::vector<int64_t>{1}), b.ints(std::vector<int64_t>{2})});
   const Value rows_shape = b.op<"Concat">({bags_shape, width}, {Attr::i("axis", 0)});
   const Value zero = b.scalar(Scalar(0.0), dtype);
 
@@ -60,7 +62,8 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   std::optional<Value> valid;
   if (padding_idx) valid = b.op<"Not">({b.op<"Equal">({index, *padding_idx})});
   if (include_last_offset) {
-    const Value end = b.op<"Slice">({bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
+    const Value end = b.op<"Slice">(
+        {bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
     const Value before_end = b.op<"Less">({positions, end});
     valid = valid ? b.op<"And">({*valid, before_end}) : before_end;
   }
@@ -69,14 +72,16 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   Value bag_of;
   if (b.opset() >= 16) {
     const Value slots = b.op<"Add">({positions_shape, b.ints(std::vector<int64_t>{1})});  // a start may be the end
-    const Value marks = b.op<"ScatterElements">({b.op<"Expand">({b.long_scalar(0), slots}), starts,
-                                                 b.op<"Expand">({b.long_scalar(1), bags_shape})},
-                             {Attr::i("axis", 0), Attr::s("reduction", "add")});
+    const Value marks = b.op<"ScatterElements">(
+        {b.op<"Expand">({b.long_scalar(0), slots}), starts, b.op<"Expand">({b.long_scalar(1), bags_shape})},
+        {Attr::i("axis", 0), Attr::s("reduction", "add")});
     const Value started = b.op<"CumSum">({marks, b.long_scalar(0)});
-    bag_of = b.op<"Sub">({b.op<"Slice">({started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}), b.long_scalar(1)});
+    bag_of = b.op<"Sub">({b.op<"Slice">({started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}),
+                          b.long_scalar(1)});
   } else {
     const Value started = b.op<"LessOrEqual">({unsqueeze(b, starts, 0), unsqueeze(b, positions, 1)});
-    bag_of = b.op<"Sub">({reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
+    bag_of = b.op<"Sub">(
+        {reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
   }
   // (bags, positions): position p counts in bag b. Only built where no scatter reduction exists.
   const auto membership = [&] {
@@ -94,7 +99,7 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   } else {
     const Value ones = valid ? b.cast(*valid, ScalarType::Long) : b.op<"Expand">({b.long_scalar(1), positions_shape});
     counts = b.op<"ScatterElements">({b.op<"Expand">({b.long_scalar(0), bags_shape}), bag_of, ones},
-                  {Attr::i("axis", 0), Attr::s("reduction", "add")});
+                                     {Attr::i("axis", 0), Attr::s("reduction", "add")});
   }
   const Value nonempty = unsqueeze(b, b.op<"Greater">({counts, b.long_scalar(0)}), 1);
 
@@ -132,11 +137,12 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
       const Value past_end = squeeze0(b, positions_shape);
       const Value candidate = b.op<"Where">({at_max, unsqueeze(b, positions, 1), past_end});
       first = b.op<"ScatterND">({b.op<"Expand">({past_end, rows_shape}), unsqueeze(b, bag_of, 1), candidate},
-                   {Attr::s("reduction", "min")});
+                                {Attr::s("reduction", "min")});
     }
     result = b.op<"Where">({nonempty, result, zero});
     // An empty bag's first position is one past the end: a 0 appended there.
-    const Value chosen = b.op<"Gather">({b.op<"Concat">({index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
+    const Value chosen =
+        b.op<"Gather">({b.op<"Concat">({index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
     max_indices = b.op<"Where">({nonempty, chosen, b.long_scalar(0)});
   }
 

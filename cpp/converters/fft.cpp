@@ -17,10 +17,14 @@ constexpr double kPi = 3.14159265358979323846;
 
 double torch_scale(Builder& b, int64_t normalization, double n) {
   switch (normalization) {
-    case 0: return 1.0;
-    case 1: return 1.0 / std::sqrt(n);
-    case 2: return 1.0 / n;
-    default: b.fail("unknown FFT normalization " + std::to_string(normalization) + " (0, 1 or 2)");
+    case 0:
+      return 1.0;
+    case 1:
+      return 1.0 / std::sqrt(n);
+    case 2:
+      return 1.0 / n;
+    default:
+      b.fail("unknown FFT normalization " + std::to_string(normalization) + " (0, 1 or 2)");
   }
 }
 
@@ -94,15 +98,17 @@ Value dft_matmul(Builder& b, Value x, int64_t axis, int64_t rank, int64_t n, boo
 }
 
 // ONNX DFT semantics along `axis` of `x` (torch rank `rank`, pair layout), of length `n`.
-Value dft(Builder& b, Value x, int64_t axis, int64_t rank, const SymInt& n, bool inverse, bool onesided, bool real_input) {
+Value dft(Builder& b, Value x, int64_t axis, int64_t rank, const SymInt& n, bool inverse, bool onesided,
+          bool real_input) {
   const Attr inverse_attr = Attr::i("inverse", inverse), onesided_attr = Attr::i("onesided", onesided);
   if (b.opset() >= 20) {
     return b.op<"DFT">({x, std::optional<Value>(), b.scalar(axis, ScalarType::Long)}, {inverse_attr, onesided_attr});
   }
   if (b.opset() >= 17) return b.op<"DFT">({x}, {Attr::i("axis", axis), inverse_attr, onesided_attr});
   if (!n.is_static()) {
-    b.fail("a Fourier transform below opset 17 needs the static length of every transformed dimension (its DFT "
-           "matrix is a constant; ONNX DFT, from opset 17, takes any length)");
+    b.fail(
+        "a Fourier transform below opset 17 needs the static length of every transformed dimension (its DFT "
+        "matrix is a constant; ONNX DFT, from opset 17, takes any length)");
   }
   return dft_matmul(b, x, axis, rank, n.value, inverse, onesided, real_input);
 }
@@ -196,7 +202,8 @@ Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
       b.fail("_fft_c2r of length " + std::to_string(length.value) + " needs " + std::to_string(half) +
              " input points, got " + std::to_string(given.value));
     }
-    if (given.value > half) x = b.op<"Slice">({x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
+    if (given.value > half)
+      x = b.op<"Slice">({x, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{half}), axes});
     if (length.value - half > 0) {
       // X[L-h], ..., X[1], conjugated.
       const Value mirrored = b.op<"Slice">({x, b.ints(std::vector<int64_t>{length.value - half}),
@@ -205,11 +212,12 @@ Value _fft_c2r(Builder& b, Value self, std::vector<int64_t> dim, int64_t normali
     }
   } else {
     const Value l = b.ints(SymIntList{length});
-    const Value half = b.op<"Add">({b.op<"Div">({l, b.ints(std::vector<int64_t>{2})}), b.ints(std::vector<int64_t>{1})});
+    const Value half =
+        b.op<"Add">({b.op<"Div">({l, b.ints(std::vector<int64_t>{2})}), b.ints(std::vector<int64_t>{1})});
     x = b.op<"Slice">({x, b.ints(std::vector<int64_t>{0}), half, axes});
     // X[L-h], ..., X[1], conjugated: empty when L - h is 0.
-    const Value mirrored = b.op<"Slice">({x, b.op<"Sub">({l, half}), b.ints(std::vector<int64_t>{0}), axes,
-                                          b.ints(std::vector<int64_t>{-1})});
+    const Value mirrored = b.op<"Slice">(
+        {x, b.op<"Sub">({l, half}), b.ints(std::vector<int64_t>{0}), axes, b.ints(std::vector<int64_t>{-1})});
     x = b.op<"Concat">({x, b.op<"Mul">({mirrored, conjugate})}, {Attr::i("axis", axis)});
   }
   lengths.push_back(length);
@@ -244,7 +252,8 @@ Value abs(Builder& b, Value self) {
   const Value larger = reduce(b, "ReduceMax", parts, last, true);
   const Value zero = b.op<"Equal">({larger, b.scalar_like(int64_t{0}, larger)});
   const Value ratios = b.op<"Div">({parts, b.op<"Where">({zero, b.scalar_like(int64_t{1}, larger), larger})});
-  const Value norm = b.op<"Mul">({larger, b.op<"Sqrt">({reduce(b, "ReduceSum", b.op<"Mul">({ratios, ratios}), last, true)})});
+  const Value norm =
+      b.op<"Mul">({larger, b.op<"Sqrt">({reduce(b, "ReduceSum", b.op<"Mul">({ratios, ratios}), last, true)})});
   // An infinite part makes the magnitude infinite, whatever the other (inf / inf is NaN).
   const Value magnitude = b.op<"Where">({b.op<"IsInf">({larger}), larger, norm});
   return b.op<"Squeeze">({magnitude, b.ints(last)});

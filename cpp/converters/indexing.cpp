@@ -57,10 +57,10 @@ Value where(Builder& b, Value condition, Value x, Value y) {
 // torch's index tensors resolved for ONNX's GatherND/ScatterND: a boolean mask over k dims is
 // replaced by the k coordinate vectors of its true elements (NonZero, in row-major order).
 struct AdvancedIndex {
-  std::vector<int64_t> dims;  // the indexed dims of self, ascending
-  std::vector<Value> indices;  // an int64 index tensor per indexed dim
+  std::vector<int64_t> dims;                                // the indexed dims of self, ascending
+  std::vector<Value> indices;                               // an int64 index tensor per indexed dim
   std::vector<std::optional<std::vector<int64_t>>> shapes;  // their static shapes, when known
-  int64_t batch_rank = 0;  // rank of the shape the index tensors broadcast to
+  int64_t batch_rank = 0;                                   // rank of the shape the index tensors broadcast to
   // torch puts the broadcast dims where the indexed dims were when those are consecutive, and
   // first otherwise.
   bool adjacent = true;
@@ -244,12 +244,13 @@ Value take_along_dim(Builder& b, Value self, Value indices, std::optional<int64_
     for (int64_t i = 0; same && i < rank; ++i) {
       const Dim mine = b.shape(x)[static_cast<size_t>(i)], theirs = b.shape(other)[static_cast<size_t>(i)];
       const bool equal = mine.is_static() ? theirs.is_static() && theirs.value == mine.value
-                                          : mine.symbol != 0 && theirs.symbol == mine.symbol;
+                                          : mine.symbol.is_set() && theirs.symbol == mine.symbol;
       same = i == d || equal || (theirs.is_static() && theirs.value == 1);
     }
     if (same) return x;
     const Value one = b.ints(std::vector<int64_t>{1});
-    return b.op<"Expand">({x, join_sizes(b, {sizes_between(b, other, 0, d), one, sizes_between(b, other, d + 1, rank)})});
+    return b.op<"Expand">(
+        {x, join_sizes(b, {sizes_between(b, other, 0, d), one, sizes_between(b, other, d + 1, rank)})});
   };
   return b.op<"GatherElements">({broadcast(self, indices), broadcast(indices, self)}, {Attr::i("axis", d)});
 }
@@ -267,8 +268,8 @@ Value masked_scatter(Builder& b, Value self, Value mask, Value source) {
   // The k-th true element of the mask (row-major) takes source's k-th element: its position in
   // source is the number of true elements before it.
   const Value flat_mask = b.op<"Reshape">({mask_b, b.ints(std::vector<int64_t>{-1})});
-  const Value before = b.op<"CumSum">({b.cast(flat_mask, ScalarType::Long), b.scalar(0, ScalarType::Long)},
-                            {Attr::i("exclusive", 1)});
+  const Value before =
+      b.op<"CumSum">({b.cast(flat_mask, ScalarType::Long), b.scalar(0, ScalarType::Long)}, {Attr::i("exclusive", 1)});
   // Under false elements the count can reach past source's end; those positions are not used.
   const Value positions = b.op<"Where">({flat_mask, before, b.scalar(0, ScalarType::Long)});
   const Value taken = b.op<"Gather">({b.op<"Reshape">({source, b.ints(std::vector<int64_t>{-1})}), positions});

@@ -161,11 +161,12 @@ std::array<Value, 2> dropout_with_mask(Builder& b, Value input, double p, std::o
 namespace manual {
 
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias,
-                 std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double,
-                 double eps, bool) {
+                 std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double, double eps,
+                 bool) {
   if (training && running_mean) {
-    b.fail("batch_norm in training mode updates running statistics, which ONNX cannot express; "
-           "export the model in eval mode (model.eval())");
+    b.fail(
+        "batch_norm in training mode updates running statistics, which ONNX cannot express; "
+        "export the model in eval mode (model.eval())");
   }
   return batch_norm_eval(b, input, weight, bias, running_mean, running_var, eps);
 }
@@ -193,7 +194,7 @@ Value group_norm(Builder& b, Value input, int64_t num_groups, std::optional<Valu
     const Value scale = per_channel(b, weight, input, 1.0);
     const Value shift = per_channel(b, bias, input, 0.0);
     return b.op<"GroupNormalization">({input, scale, shift},
-                {Attr::i("num_groups", num_groups), Attr::f("epsilon", eps)});
+                                      {Attr::i("num_groups", num_groups), Attr::f("epsilon", eps)});
   }
   return group_norm_with_stats(b, input, weight, bias, num_groups, eps)[0];
 }

@@ -72,8 +72,8 @@ Value wrap_by_concat(Builder& b, Value x, const SymIntList& pads) {
     const Value axis = b.ints(std::vector<int64_t>{d});
     std::vector<Value> parts;
     if (!begin.is_static() || begin.value > 0) {
-      const Value from = begin.is_static() ? b.ints(std::vector<int64_t>{-begin.value})
-                                           : b.op<"Neg">({b.ints(SymIntList{begin})});
+      const Value from =
+          begin.is_static() ? b.ints(std::vector<int64_t>{-begin.value}) : b.op<"Neg">({b.ints(SymIntList{begin})});
       parts.push_back(b.op<"Slice">({x, from, b.ints(std::vector<int64_t>{kToTheEnd}), axis}));
     }
     parts.push_back(x);
@@ -96,10 +96,13 @@ Value pad_nd(Builder& b, Value self, const SymIntList& pad, Mode mode, const Sca
     return b.op<"Pad">(inputs, {Attr::s("mode", onnx_mode)});
   };
   switch (mode) {
-    case Mode::Constant: return crop(b, pad_op(self, "constant"), pads);
+    case Mode::Constant:
+      return crop(b, pad_op(self, "constant"), pads);
     // torch's reflection and replication index the uncropped input, so crop after padding.
-    case Mode::Reflect: return crop(b, pad_op(self, "reflect"), pads);
-    case Mode::Replicate: return crop(b, pad_op(self, "edge"), pads);
+    case Mode::Reflect:
+      return crop(b, pad_op(self, "reflect"), pads);
+    case Mode::Replicate:
+      return crop(b, pad_op(self, "edge"), pads);
     // torch's circular padding wraps the cropped tensor.
     case Mode::Circular: {
       const Value cropped = crop(b, self, pads);

@@ -14,13 +14,20 @@ namespace {
 // The padding of a max pool: no element of type `t` is below it.
 Scalar lowest(ScalarType t) {
   switch (t) {
-    case ScalarType::Long: return Scalar(std::numeric_limits<int64_t>::min());
-    case ScalarType::Int: return Scalar(int64_t{std::numeric_limits<int32_t>::min()});
-    case ScalarType::Short: return Scalar(int64_t{std::numeric_limits<int16_t>::min()});
-    case ScalarType::Char: return Scalar(int64_t{std::numeric_limits<int8_t>::min()});
-    case ScalarType::Byte: return Scalar(int64_t{0});
-    case ScalarType::Bool: return Scalar(false);
-    default: return Scalar(-std::numeric_limits<double>::infinity());
+    case ScalarType::Long:
+      return Scalar(std::numeric_limits<int64_t>::min());
+    case ScalarType::Int:
+      return Scalar(int64_t{std::numeric_limits<int32_t>::min()});
+    case ScalarType::Short:
+      return Scalar(int64_t{std::numeric_limits<int16_t>::min()});
+    case ScalarType::Char:
+      return Scalar(int64_t{std::numeric_limits<int8_t>::min()});
+    case ScalarType::Byte:
+      return Scalar(int64_t{0});
+    case ScalarType::Bool:
+      return Scalar(false);
+    default:
+      return Scalar(-std::numeric_limits<double>::infinity());
   }
 }
 
@@ -52,8 +59,9 @@ Value plane_indices(Builder& b, Value onnx_indices, Value input, size_t spatial_
     for (int64_t s : *sizes) size *= s;
     plane = b.scalar(Scalar(size), ScalarType::Long);
   } else {
-    const Value dims = b.op<"Slice">({b.op<"Shape">({input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
-                                       b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
+    const Value dims =
+        b.op<"Slice">({b.op<"Shape">({input}), b.ints(std::vector<int64_t>{-static_cast<int64_t>(spatial_rank)}),
+                       b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
     plane = reduce(b, "ReduceProd", dims, std::vector<int64_t>{0}, false);
   }
   return b.op<"Mod">({onnx_indices, plane});
@@ -119,7 +127,8 @@ std::vector<Value> sliced_max_pool(Builder& b, Value self, const RuntimeWindows&
     // Each window starts at its first position inside the input.
     index = positions.back();
     for (size_t k = positions.size() - 1; k-- > 0;) {
-      index = b.op<"Where">({b.op<"GreaterOrEqual">({positions[k], b.scalar(int64_t{0}, ScalarType::Long)}), positions[k], index});
+      index = b.op<"Where">(
+          {b.op<"GreaterOrEqual">({positions[k], b.scalar(int64_t{0}, ScalarType::Long)}), positions[k], index});
     }
   }
   Value best = b.scalar(lowest(dtype), dtype);
@@ -300,14 +309,14 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
   if (divisible && onnx_takes(b, "MaxPool", b.dtype(self))) {
     std::vector<int64_t> kernel;
     for (size_t i = 0; i < nd; ++i) kernel.push_back((*in)[i] / out[i]);
-    const std::vector<Value> outs = onnx_max_pool(b, self, kernel, kernel, std::vector<int64_t>(nd, 0),
-                                                  std::vector<int64_t>(nd, 1), false, true);
+    const std::vector<Value> outs =
+        onnx_max_pool(b, self, kernel, kernel, std::vector<int64_t>(nd, 0), std::vector<int64_t>(nd, 1), false, true);
     return {outs[0], outs[1]};
   }
   const int64_t rank = b.rank(self);
   Value values = self;
-  std::optional<Value> index;                            // flat position within the axes reduced so far
-  Value inner = b.ints(std::vector<int64_t>{1});         // how many positions those axes hold
+  std::optional<Value> index;                     // flat position within the axes reduced so far
+  Value inner = b.ints(std::vector<int64_t>{1});  // how many positions those axes hold
   for (size_t i = nd; i-- > 0;) {
     const int64_t axis = rank - static_cast<int64_t>(nd) + static_cast<int64_t>(i);
     Inputs value_parts, index_parts;
@@ -318,7 +327,8 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
       const Value at = b.op<"ArgMax">({window}, {Attr::i("axis", axis), Attr::i("keepdims", 1)});
       Value position = b.op<"Add">({at, start});
       if (index) {
-        const Value carried = b.op<"GatherElements">({slice_axis(b, *index, axis, start, end), at}, {Attr::i("axis", axis)});
+        const Value carried =
+            b.op<"GatherElements">({slice_axis(b, *index, axis, start, end), at}, {Attr::i("axis", axis)});
         position = b.op<"Add">({b.op<"Mul">({position, inner}), carried});
       }
       index_parts.push_back(position);
@@ -347,7 +357,8 @@ Value adaptive_avg_pool_by_matrices(Builder& b, Value self, const SymIntList& ou
     const Value rows = b.op<"Unsqueeze">({iota(b, n), b.ints(std::vector<int64_t>{1})});
     const Value cols = iota(b, in);
     const Value start = b.op<"Div">({b.op<"Mul">({rows, in}), n});
-    const Value end = b.op<"Div">({b.op<"Add">({b.op<"Mul">({b.op<"Add">({rows, one}), in}), b.op<"Sub">({n, one})}), n});
+    const Value end =
+        b.op<"Div">({b.op<"Add">({b.op<"Mul">({b.op<"Add">({rows, one}), in}), b.op<"Sub">({n, one})}), n});
     const Value inside = b.op<"And">({b.op<"GreaterOrEqual">({cols, start}), b.op<"Less">({cols, end})});
     const Value weights = b.op<"Div">({b.cast(inside, dtype), b.cast(b.op<"Sub">({end, start}), dtype)});
     std::vector<int64_t> swap(static_cast<size_t>(rank));

@@ -29,7 +29,8 @@ Value _adaptive_avg_pool2d_backward(Builder& b, Value grad_output, Value self) {
     for (int64_t o = 0; o < out[axis]; ++o) {
       const int64_t start = (o * in[axis]) / out[axis], end = ((o + 1) * in[axis] + out[axis] - 1) / out[axis];
       for (int64_t j = start; j < end; ++j) {
-        m[static_cast<size_t>(transposed ? o * in[axis] + j : j * out[axis] + o)] = Scalar(1.0 / static_cast<double>(end - start));
+        m[static_cast<size_t>(transposed ? o * in[axis] + j : j * out[axis] + o)] =
+            Scalar(1.0 / static_cast<double>(end - start));
       }
     }
     return transposed ? b.tensor(m, {out[axis], in[axis]}, dtype) : b.tensor(m, {in[axis], out[axis]}, dtype);
@@ -46,7 +47,8 @@ Value avg_pool2d_backward(Builder& b, Value grad_output, Value self, std::vector
   const Windows w = pooling_windows(b, self, kernel_size, stride, padding, {1, 1}, ceil_mode);
   const std::vector<int64_t> divisors = avg_divisors(w, count_include_pad, divisor_override);
   const Value divisor = per_window(b, std::vector<Scalar>(divisors.begin(), divisors.end()), w, b.dtype(grad_output));
-  const Value per_plane = b.op<"Reshape">({b.op<"Div">({grad_output, divisor}), b.ints(std::vector<int64_t>{-1, 1, w.out[0], w.out[1]})});
+  const Value per_plane =
+      b.op<"Reshape">({b.op<"Div">({grad_output, divisor}), b.ints(std::vector<int64_t>{-1, 1, w.out[0], w.out[1]})});
   return b.op<"Reshape">({scatter_windows(b, per_plane, w, true), b.op<"Shape">({self})});
 }
 
@@ -64,7 +66,7 @@ Value max_pool2d_with_indices_backward(Builder& b, Value grad_output, Value self
     const Value planes = b.op<"Shape">({flatten_spatial(b, self, rank, 2)});
     const Value zeros = b.op<"Expand">({b.scalar(Scalar(0.0), b.dtype(grad)), planes});
     const Value summed = b.op<"ScatterElements">({zeros, flatten_spatial(b, indices, rank, 2), grad},
-                              {Attr::i("axis", -1), Attr::s("reduction", "add")});
+                                                 {Attr::i("axis", -1), Attr::s("reduction", "add")});
     return b.op<"Reshape">({b.cast(summed, dtype), b.op<"Shape">({self})});
   }
   // Before scatter-add (opset 16): per kernel offset, the gradient of the windows whose maximum

@@ -44,7 +44,9 @@ Value random_like(Builder& b, OpType op, Value like, ScalarType dtype) {
 Value random_of_size(Builder& b, OpType op, const SymIntList& size, ScalarType dtype) {
   bool dynamic = false;
   for (const SymInt& s : size) dynamic = dynamic || !s.is_static();
-  if (dynamic) return random_like(b, op == "RandomUniform" ? OpType("RandomUniformLike") : OpType("RandomNormalLike"), b.op<"ConstantOfShape">({b.ints(size)}), dtype);
+  if (dynamic)
+    return random_like(b, op == "RandomUniform" ? OpType("RandomUniformLike") : OpType("RandomNormalLike"),
+                       b.op<"ConstantOfShape">({b.ints(size)}), dtype);
   const Distribution d = op == "RandomUniform" ? Distribution::Uniform : Distribution::Normal;
   const ScalarType drawn = draw_dtype(b, dtype);
   Attrs attrs = distribution_attrs(d, dtype, drawn);

@@ -64,15 +64,15 @@ Value all_of(Builder& b, Value x, const Axes& axes, bool keepdim) {
 
 // max.dim/min.dim: the extreme values (`reduce_op`) and the first index at which they occur
 // (`arg_op`).
-std::array<Value, 2> extremum_with_index(Builder& b, OpType reduce_op, OpType arg_op, Value self,
-                                         int64_t dim, bool keepdim) {
+std::array<Value, 2> extremum_with_index(Builder& b, OpType reduce_op, OpType arg_op, Value self, int64_t dim,
+                                         bool keepdim) {
   const int64_t rank = b.rank(self);
   const int64_t axis = wrap_dim(b, dim, rank);
   if (rank == 0) return {self, b.scalar(int64_t{0}, ScalarType::Long)};
   const Value x = orderable(b, self);
   const Value values = reduce(b, reduce_op, x, std::vector<int64_t>{axis}, keepdim);
-  const Value indices = b.op(arg_op, {x},
-                             {Attr::i("axis", axis), Attr::i("keepdims", keepdim), Attr::i("select_last_index", 0)});
+  const Value indices =
+      b.op(arg_op, {x}, {Attr::i("axis", axis), Attr::i("keepdims", keepdim), Attr::i("select_last_index", 0)});
   return {b.cast(values, b.dtype(self)), indices};
 }
 
@@ -154,8 +154,8 @@ Value variance(Builder& b, Value self, const Axes& dims, const std::optional<Sca
   return moments(b, self, dims, correction, keepdim).var;
 }
 
-std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction,
-                                       bool keepdim) {
+std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims,
+                                       const std::optional<Scalar>& correction, bool keepdim) {
   const Moments m = moments(b, self, dims, correction, keepdim);
   return {m.var, m.mean};
 }
@@ -173,10 +173,11 @@ namespace {
 // `y` shifted `s` (a 1-D int64 of one item, below the length) places forward along `axis`: the
 // first `s` places filled with `fill` (or with the first element when `fill` is absent).
 Value shifted(Builder& b, Value y, int64_t rank, int64_t axis, Value s, std::optional<Value> fill) {
-  const Value kept = b.op<"Slice">({y, b.ints(std::vector<int64_t>{0}), b.op<"Neg">({s}), b.ints(std::vector<int64_t>{axis})});
+  const Value kept =
+      b.op<"Slice">({y, b.ints(std::vector<int64_t>{0}), b.op<"Neg">({s}), b.ints(std::vector<int64_t>{axis})});
   const Value pads = b.op<"Concat">({b.ints(std::vector<int64_t>(static_cast<size_t>(axis), 0)), s,
                                      b.ints(std::vector<int64_t>(static_cast<size_t>(2 * rank - axis - 1), 0))},
-                          {Attr::i("axis", 0)});
+                                    {Attr::i("axis", 0)});
   if (fill) return b.op<"Pad">({kept, pads, *fill});
   return b.op<"Pad">({kept, pads}, {Attr::s("mode", "edge")});
 }
@@ -238,9 +239,8 @@ std::array<Value, 2> cumulative_extremum(Builder& b, OpType keep_later, Value se
   Value reached = b.op<"Equal">({x, value});
   if (floating) reached = b.op<"Or">({reached, b.op<"IsNaN">({x})});
   const Value marked = b.op<"Where">({reached, positions, b.scalar(int64_t{-1}, ScalarType::Long)});
-  const Value index = scan(b, marked, self, axis, std::nullopt, [&](Value earlier, Value later) {
-    return b.op<"Max">({earlier, later});
-  });
+  const Value index = scan(b, marked, self, axis, std::nullopt,
+                           [&](Value earlier, Value later) { return b.op<"Max">({earlier, later}); });
   return {b.cast(value, b.dtype(self)), index};
 }
 
@@ -281,9 +281,8 @@ Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType>) {
   const int64_t axis = wrap_dim(b, dim, rank);
   const Value x = b.cast(self, b.out_meta(0).dtype);
   if (rank == 0) return x;
-  return scan(b, x, self, axis, b.scalar_like(int64_t{1}, x), [&](Value earlier, Value later) {
-    return b.op<"Mul">({earlier, later});
-  });
+  return scan(b, x, self, axis, b.scalar_like(int64_t{1}, x),
+              [&](Value earlier, Value later) { return b.op<"Mul">({earlier, later}); });
 }
 
 Value logcumsumexp(Builder& b, Value self, int64_t dim) {

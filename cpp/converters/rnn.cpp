@@ -22,8 +22,8 @@ struct CellKind {
 
 // Gate order: LSTM torch (i, f, g, o) -> ONNX (i, o, f, c); GRU torch (r, z, n) -> ONNX (z, r, h).
 // torch's GRU applies the reset gate after the recurrent matmul: linear_before_reset.
-const CellKind kLstm = {"LSTM", 4, {0, 3, 1, 2}, {}, 3};
-const CellKind kGru = {"GRU", 3, {1, 0, 2}, {Attr::i("linear_before_reset", 1)}, 2};
+CellKind lstm() { return {"LSTM", 4, {0, 3, 1, 2}, {}, 3}; }
+CellKind gru() { return {"GRU", 3, {1, 0, 2}, {Attr::i("linear_before_reset", 1)}, 2}; }
 
 CellKind elman(const char* activation, bool bidirectional) {
   std::vector<std::string> activations(bidirectional ? 2 : 1, activation);
@@ -60,8 +60,8 @@ struct LayerResult {
 };
 
 Value first_dim_range(Builder& b, Value v, int64_t from, int64_t to) {
-  return b.op<"Slice">({v, b.ints(std::vector<int64_t>{from}), b.ints(std::vector<int64_t>{to}),
-                        b.ints(std::vector<int64_t>{0})});
+  return b.op<"Slice">(
+      {v, b.ints(std::vector<int64_t>{from}), b.ints(std::vector<int64_t>{to}), b.ints(std::vector<int64_t>{0})});
 }
 
 Value concat(Builder& b, const std::vector<Value>& parts, int64_t axis) {
@@ -98,8 +98,12 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
   const Value zero_axis = b.ints(std::vector<int64_t>{0}), one_axis = b.ints(std::vector<int64_t>{1});
   const Attrs transpose = {Attr::ints("perm", {1, 0})};
   // Row i of the first dim (-1: the last).
-  const auto row = [&](Value v, int64_t i) { return b.op<"Gather">({v, b.scalar(i, ScalarType::Long)}, {Attr::i("axis", 0)}); };
-  const auto times_transposed = [&](Value v, Value w) { return b.op<"MatMul">({v, b.op<"Transpose">({w}, transpose)}); };
+  const auto row = [&](Value v, int64_t i) {
+    return b.op<"Gather">({v, b.scalar(i, ScalarType::Long)}, {Attr::i("axis", 0)});
+  };
+  const auto times_transposed = [&](Value v, Value w) {
+    return b.op<"MatMul">({v, b.op<"Transpose">({w}, transpose)});
+  };
   std::vector<Value> outputs, finals_h, finals_c;
   for (size_t d = 0; d < weights.size(); ++d) {
     const LayerWeights& lw = weights[d];
@@ -107,10 +111,11 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
     const auto index = static_cast<int64_t>(d);
     // The first step (the last for the reverse direction), with torch's gate order i, f, g, o.
     const int64_t first_step = reverse ? -1 : 0;
-    Value gates = b.op<"Add">({times_transposed(row(x, first_step), lw.w_ih),
-                               times_transposed(row(layer_states[0], index), lw.w_hh)});
+    Value gates = b.op<"Add">(
+        {times_transposed(row(x, first_step), lw.w_ih), times_transposed(row(layer_states[0], index), lw.w_hh)});
     if (lw.b_ih) gates = b.op<"Add">({gates, b.op<"Add">({*lw.b_ih, *lw.b_hh})});
-    const std::vector<Value> g = b.op_n<"Split">({gates, b.ints(std::vector<int64_t>(4, hidden))}, {Attr::i("axis", 1)}, 4);
+    const std::vector<Value> g =
+        b.op_n<"Split">({gates, b.ints(std::vector<int64_t>(4, hidden))}, {Attr::i("axis", 1)}, 4);
     const Value c_first = b.op<"Add">({b.op<"Mul">({b.op<"Sigmoid">({g[1]}), row(layer_states[1], index)}),
                                        b.op<"Mul">({b.op<"Sigmoid">({g[0]}), b.op<"Tanh">({g[2]})})});
     const Value m_first = b.op<"Mul">({b.op<"Sigmoid">({g[3]}), b.op<"Tanh">({c_first})});
@@ -120,17 +125,19 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
       const Value recurrence = reordered(b.op<"MatMul">({lw.w_hh, *lw.w_hr}));
       std::optional<Value> bias;
       if (lw.b_ih) {
-        bias = b.op<"Unsqueeze">({b.op<"Concat">({reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}),
-                                  zero_axis});
+        bias = b.op<"Unsqueeze">(
+            {b.op<"Concat">({reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}), zero_axis});
       }
-      const Value rest = reverse ? first_dim_range(b, x, 0, -1) : first_dim_range(b, x, 1, std::numeric_limits<int64_t>::max());
+      const Value rest =
+          reverse ? first_dim_range(b, x, 0, -1) : first_dim_range(b, x, 1, std::numeric_limits<int64_t>::max());
       const std::vector<Value> outs = b.op_n(
           "LSTM",
           {rest, b.op<"Unsqueeze">({reordered(lw.w_ih), zero_axis}), b.op<"Unsqueeze">({recurrence, zero_axis}), bias,
            std::optional<Value>(), b.op<"Unsqueeze">({m_first, zero_axis}), b.op<"Unsqueeze">({c_first, zero_axis})},
           {Attr::i("hidden_size", hidden), Attr::s("direction", reverse ? "reverse" : "forward")}, 3);
       const Value m_rest = b.op<"Squeeze">({outs[0], one_axis});
-      m_sequence = b.op<"Concat">(reverse ? Inputs{m_rest, m_sequence} : Inputs{m_sequence, m_rest}, {Attr::i("axis", 0)});
+      m_sequence =
+          b.op<"Concat">(reverse ? Inputs{m_rest, m_sequence} : Inputs{m_sequence, m_rest}, {Attr::i("axis", 0)});
       m_last = b.op<"Squeeze">({outs[1], zero_axis});
       c_last = b.op<"Squeeze">({outs[2], zero_axis});
     }
@@ -184,7 +191,8 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
       weights.push_back(lw);
     }
     std::vector<Value> layer_states;
-    for (Value state : states) layer_states.push_back(first_dim_range(b, state, layer * directions, (layer + 1) * directions));
+    for (Value state : states)
+      layer_states.push_back(first_dim_range(b, state, layer * directions, (layer + 1) * directions));
     const LayerResult result = projected ? projected_lstm_layer(b, x, steps, weights, layer_states, rows, hidden)
                                          : onnx_layer(b, cell, x, weights, layer_states, rows, attrs);
     x = result.output;
@@ -203,15 +211,15 @@ std::array<Value, 3> lstm_input(Builder& b, Value input, std::vector<Value> hx, 
                                 bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional,
                                 bool batch_first) {
   if (hx.size() != 2) b.fail("an LSTM takes two initial states (h0, c0)");
-  const auto out = recurrent(b, kLstm, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                             batch_first);
+  const auto out =
+      recurrent(b, lstm(), input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   return {out[0], out[1], out[2]};
 }
 
 std::array<Value, 2> gru_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases,
                                int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first) {
-  const auto out = recurrent(b, kGru, input, {hx}, params, has_biases, num_layers, dropout, train, bidirectional,
-                             batch_first);
+  const auto out =
+      recurrent(b, gru(), input, {hx}, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   return {out[0], out[1]};
 }
 

@@ -27,8 +27,9 @@ Value scatter(Builder& b, OpType op, Value data, Value indices, Value updates, s
   const bool max_or_min = reduction == "max" || reduction == "min";
   const int since = max_or_min ? 18 : 16;
   if (b.opset() < since) {
-    b.fail("ONNX " + std::string(op.name()) + " combines updates to one position (reduction '" + std::string(reduction) +
-           "') only from opset " + std::to_string(since) + "; the target opset is " + std::to_string(b.opset()));
+    b.fail("ONNX " + std::string(op.name()) + " combines updates to one position (reduction '" +
+           std::string(reduction) + "') only from opset " + std::to_string(since) + "; the target opset is " +
+           std::to_string(b.opset()));
   }
   // onnxruntime's CPU kernels have no float16/bfloat16 add or mul reductions, nor any ScatterND
   // reduction of them; float holds their values exactly.
@@ -88,15 +89,20 @@ Scalar reduction_identity(Builder& b, std::string_view reduction, ScalarType dty
     return Scalar(lowest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
   }
   switch (dtype) {
-    case ScalarType::Bool: return Scalar(!lowest);
-    case ScalarType::Byte: return Scalar(int64_t{lowest ? 0 : 255});
-    case ScalarType::Char: return Scalar(int64_t{lowest ? -128 : 127});
-    case ScalarType::Short: return Scalar(int64_t{lowest ? -32768 : 32767});
+    case ScalarType::Bool:
+      return Scalar(!lowest);
+    case ScalarType::Byte:
+      return Scalar(int64_t{lowest ? 0 : 255});
+    case ScalarType::Char:
+      return Scalar(int64_t{lowest ? -128 : 127});
+    case ScalarType::Short:
+      return Scalar(int64_t{lowest ? -32768 : 32767});
     case ScalarType::Int:
       return Scalar(int64_t{lowest ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max()});
     case ScalarType::Long:
       return Scalar(lowest ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
-    default: b.fail(std::string("scatter_reduce with include_self=False has no converter for ") + dtype_name(dtype));
+    default:
+      b.fail(std::string("scatter_reduce with include_self=False has no converter for ") + dtype_name(dtype));
   }
 }
 

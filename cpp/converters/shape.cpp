@@ -115,9 +115,9 @@ Value dim_size(Builder& b, Value x, int64_t axis) {
 Value shape_replacing(Builder& b, Value x, int64_t axis, Value sizes) {
   const Value shape = b.op<"Shape">({x});
   const Value rank = b.ints(std::vector<int64_t>{b.rank(x)});
-  return b.op<"Concat">({b.op<"Slice">({shape, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{axis})}), sizes,
-               b.op<"Slice">({shape, b.ints(std::vector<int64_t>{axis + 1}), rank})},
-              {Attr::i("axis", 0)});
+  return b.op<"Concat">({b.op<"Slice">({shape, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{axis})}),
+                         sizes, b.op<"Slice">({shape, b.ints(std::vector<int64_t>{axis + 1}), rank})},
+                        {Attr::i("axis", 0)});
 }
 
 // Squeeze's axes when whether some of them go is only known at run time: a dim of size 1 is
@@ -132,8 +132,8 @@ Value squeeze_at_run_time(Builder& b, Value self, const std::vector<int64_t>& al
   axes.insert(axes.end(), always.begin(), always.end());
   axes.push_back(rank);
   const Value kept = b.list(std::vector<Scalar>(always.size() + 1, Scalar(true)), ScalarType::Bool);
-  const Value chosen = b.op<"Concat">({b.op<"Equal">({sizes, b.ints(std::vector<int64_t>{1})}), kept},
-                            {Attr::i("axis", 0)});
+  const Value chosen =
+      b.op<"Concat">({b.op<"Equal">({sizes, b.ints(std::vector<int64_t>{1})}), kept}, {Attr::i("axis", 0)});
   b.mark_rank_dynamic();
   return b.op<"Squeeze">({padded, b.op<"Compress">({b.ints(axes), chosen}, {Attr::i("axis", 0)})});
 }
@@ -158,7 +158,9 @@ Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims)
   return b.op<"Squeeze">({self, b.ints(axes)});
 }
 
-Value squeeze_size_one(Builder& b, Value self, int64_t dim) { return squeeze_size_one(b, self, std::vector<int64_t>{dim}); }
+Value squeeze_size_one(Builder& b, Value self, int64_t dim) {
+  return squeeze_size_one(b, self, std::vector<int64_t>{dim});
+}
 
 namespace {
 
@@ -221,7 +223,8 @@ Value resize_(Builder& b, Value self, SymIntList size) {
   const Value have = b.op<"Reshape">({b.op<"Size">({self}), b.ints(std::vector<int64_t>{1})});
   const Value kept = b.op<"Slice">({flat, b.ints(std::vector<int64_t>{0}), want});
   const Value missing = b.op<"Max">({b.op<"Sub">({want, have}), b.ints(std::vector<int64_t>{0})});
-  const Value padded = b.op<"Pad">({kept, b.op<"Concat">({b.ints(std::vector<int64_t>{0}), missing}, {Attr::i("axis", 0)})});
+  const Value padded =
+      b.op<"Pad">({kept, b.op<"Concat">({b.ints(std::vector<int64_t>{0}), missing}, {Attr::i("axis", 0)})});
   return reshape_to_output(b, padded, size);
 }
 
@@ -265,7 +268,8 @@ Value unflatten_int(Builder& b, Value self, int64_t dim, SymIntList sizes) {
   // the empty tensor is reshaped to 1s around that 0 and broadcast to the shape.
   dim = wrap_dim(b, dim, b.rank(self));
   const Value shape = shape_replacing(b, self, dim, b.ints(sizes));
-  const auto zero = std::find_if(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
+  const auto zero =
+      std::find_if(sizes.begin(), sizes.end(), [](const SymInt& s) { return s.is_static() && s.value == 0; });
   if (zero == sizes.end()) return b.op<"Reshape">({self, shape});
   if (b.opset() >= 14) return b.op<"Reshape">({self, shape}, {Attr::i("allowzero", 1)});
   std::vector<int64_t> ones(static_cast<size_t>(b.rank(self)) - 1 + sizes.size(), 1);

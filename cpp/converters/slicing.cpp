@@ -54,7 +54,7 @@ Value roll_along(Builder& b, Value x, int64_t axis, const SymInt& shift, std::op
   const Value n = b.op<"Slice">({b.op<"Shape">({x}), one(b, axis), one(b, axis + 1)});
   const Value kept = b.op<"Sub">({n, b.op<"Mod">({one(b, shift), n})});
   return b.op<"Concat">({slice(b, x, axis, kept, one(b, kToTheEnd)), slice(b, x, axis, one(b, 0), kept)},
-              {Attr::i("axis", axis)});
+                        {Attr::i("axis", axis)});
 }
 
 }  // namespace
@@ -228,8 +228,9 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
     return b.op<"Reshape">({empty, b.ints(std::vector<int64_t>(static_cast<size_t>(rank - 1), 0))});
   }
   const Value n_rows = size_along(b, self, dim1), n_cols = size_along(b, self, dim2);
-  const Value flat_shape = b.op<"Concat">({b.ints(std::vector<int64_t>(static_cast<size_t>(last), 0)),
-                                           b.op<"Mul">({n_rows, n_cols})}, {Attr::i("axis", 0)});
+  const Value flat_shape =
+      b.op<"Concat">({b.ints(std::vector<int64_t>(static_cast<size_t>(last), 0)), b.op<"Mul">({n_rows, n_cols})},
+                     {Attr::i("axis", 0)});
   const Value flat = b.op<"Reshape">({moved, flat_shape});
   const Value reach = offset >= 0 ? b.op<"Min">({n_rows, b.op<"Sub">({n_cols, one(b, offset)})})
                                   : b.op<"Min">({b.op<"Add">({n_rows, one(b, offset)}), n_cols});
@@ -239,7 +240,8 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
   // first + (length - 1) * step + 1. With no diagonal (length 0) that is first - cols, which is
   // not negative (Slice would count it from the end) unless the matrix is empty, and not after
   // the start: the slice is empty.
-  const Value end = b.op<"Add">({first, b.op<"Add">({b.op<"Mul">({b.op<"Sub">({length, one(b, 1)}), step}), one(b, 1)})});
+  const Value end =
+      b.op<"Add">({first, b.op<"Add">({b.op<"Mul">({b.op<"Sub">({length, one(b, 1)}), step}), one(b, 1)})});
   return b.op<"Slice">({flat, first, end, one(b, last), step});
 }
 

@@ -15,8 +15,8 @@ Value sym_stride_int(Builder& b, Value self, int64_t dim) {
   const int64_t rank = b.rank(self);
   dim = wrap_dim(b, dim, rank);
   if (dim == rank - 1 || rank == 0) return b.scalar(Scalar(int64_t{1}), ScalarType::Long);
-  const Value tail = b.op<"Slice">({b.op<"Shape">({self}), b.ints(std::vector<int64_t>{dim + 1}),
-                                    b.ints(std::vector<int64_t>{rank})});
+  const Value tail =
+      b.op<"Slice">({b.op<"Shape">({self}), b.ints(std::vector<int64_t>{dim + 1}), b.ints(std::vector<int64_t>{rank})});
   return reduce(b, "ReduceProd", tail, std::nullopt, false);
 }
 

@@ -17,9 +17,7 @@ Value where(Builder& b, Value cond, Value x, Value y) { return b.op<"Where">({co
 
 // |x| < 0.5: where log(1 + x) and exp(x) - 1 lose digits to cancellation, and where Kahan's
 // corrections below are safe from overflow (outside it they are not needed).
-Value near_zero(Builder& b, Value x) {
-  return b.op<"Less">({b.op<"Abs">({x}), b.scalar_like(0.5, x)});
-}
+Value near_zero(Builder& b, Value x) { return b.op<"Less">({b.op<"Abs">({x}), b.scalar_like(0.5, x)}); }
 
 }  // namespace
 
@@ -33,11 +31,16 @@ namespace {
 // The largest finite value of a float dtype, nan_to_num's default for infinities.
 double largest_finite(Builder& b, ScalarType dtype) {
   switch (dtype) {
-    case ScalarType::Half: return 65504.0;
-    case ScalarType::BFloat16: return 3.3895313892515355e38;
-    case ScalarType::Float: return std::numeric_limits<float>::max();
-    case ScalarType::Double: return std::numeric_limits<double>::max();
-    default: b.fail(std::string("nan_to_num has no largest value for dtype ") + dtype_name(dtype));
+    case ScalarType::Half:
+      return 65504.0;
+    case ScalarType::BFloat16:
+      return 3.3895313892515355e38;
+    case ScalarType::Float:
+      return std::numeric_limits<float>::max();
+    case ScalarType::Double:
+      return std::numeric_limits<double>::max();
+    default:
+      b.fail(std::string("nan_to_num has no largest value for dtype ") + dtype_name(dtype));
   }
 }
 
@@ -88,8 +91,7 @@ Value erfinv(Builder& b, Value self) {
   const Value z_central = mul(y, y);
   const Value central = div(mul(y, poly(z_central, {-0.140543331, 0.914624893, -1.645349621, 0.886226899})),
                             poly(z_central, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0}));
-  const Value z_tail =
-      b.op<"Sqrt">({b.op<"Neg">({b.op<"Log">({div(b.op<"Sub">({c(1.0), y_abs}), c(2.0))})})});
+  const Value z_tail = b.op<"Sqrt">({b.op<"Neg">({b.op<"Log">({div(b.op<"Sub">({c(1.0), y_abs}), c(2.0))})})});
   const Value tail = div(mul(b.op<"Sign">({y}), poly(z_tail, {1.641345311, 3.429567803, -1.624906493, -1.970840454})),
                          poly(z_tail, {1.637067800, 3.543889200, 1.0}));
   Value x = where(b, b.op<"LessOrEqual">({y_abs, c(0.7)}), central, tail);

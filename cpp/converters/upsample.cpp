@@ -55,7 +55,9 @@ SymIntList output_sizes(Builder& b, Value input, const std::optional<SymIntList>
 // in torch, 8 with float32(1.8)). The output coordinates move by an ulp at most.
 float float_scale(Builder& b, int64_t in, int64_t out, double scale) {
   float s = static_cast<float>(scale);
-  const auto size = [&](float f) { return static_cast<int64_t>(std::floor(static_cast<double>(f) * static_cast<double>(in))); };
+  const auto size = [&](float f) {
+    return static_cast<int64_t>(std::floor(static_cast<double>(f) * static_cast<double>(in)));
+  };
   for (int step = 0; step < 4 && size(s) != out; ++step) {
     s = std::nextafter(s, size(s) < out ? std::numeric_limits<float>::infinity() : 0.0f);
   }
@@ -92,8 +94,8 @@ Value dynamic_scale(Builder& b, const Interpolation& how, size_t nd, Value in, V
   return b.op<"Unsqueeze">({s, b.ints(std::vector<int64_t>{0})});
 }
 
-Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
-                         const Scales& scales);
+Value antialiased_resize(Builder& b, Value input, const Interpolation& how,
+                         const std::optional<SymIntList>& output_size, const Scales& scales);
 
 Value resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
              const Scales& scales) {
@@ -118,7 +120,7 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
   std::vector<std::optional<double>> onnx_scale(nd);
   bool any_scale = false;
   for (size_t i = 0; i < nd; ++i) {
-    if (scales[i] && *scales[i] > 0 && !how.align_corners) onnx_scale[i] = *scales[i];
+    if (scales[i] && *scales[i] > 0 && !how.align_corners) onnx_scale[i] = scales[i];
     // Whatever the given scale, torch's linear kernels copy along an axis whose size stays, and
     // its 2-d nearest kernel (not the 1-d or 3-d one) copies or halves the index along an axis
     // whose size stays or doubles; bicubic uses the scale.
@@ -147,17 +149,19 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
         continue;
       }
       if (!onnx_scale[i]) {
-        b.fail("upsampling with scale factors along some axes only needs static sizes along the others "
-               "(ONNX Resize takes scales or sizes, not both)");
+        b.fail(
+            "upsampling with scale factors along some axes only needs static sizes along the others "
+            "(ONNX Resize takes scales or sizes, not both)");
       }
-      items.push_back(dynamic_scale(b, how, nd, scalar_size_along(b, input, axes[i]), b.long_scalar(out[i]),
-                                    *onnx_scale[i]));
+      items.push_back(
+          dynamic_scale(b, how, nd, scalar_size_along(b, input, axes[i]), b.long_scalar(out[i]), *onnx_scale[i]));
     }
     inputs.push_back(b.op<"Concat">(spread(items), {Attr::i("axis", 0)}));
   } else {
     inputs.push_back(absent);
     Value sizes = b.ints(out);
-    if (b.opset() < 18) sizes = join_sizes(b, {sizes_between(b, input, 0, axes.front()), sizes});  // the leading ones unchanged
+    if (b.opset() < 18)
+      sizes = join_sizes(b, {sizes_between(b, input, 0, axes.front()), sizes});  // the leading ones unchanged
     inputs.push_back(sizes);
   }
 
@@ -210,8 +214,11 @@ std::vector<Scalar> antialias_weights(Method method, int64_t in, int64_t out, bo
   std::vector<Scalar> weights(static_cast<size_t>(out * in), Scalar(0.0));
   for (int64_t i = 0; i < out; ++i) {
     const float center = scale * (static_cast<float>(i) + 0.5f);
-    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5f), 0);
-    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5f), in);
+    // torch's antialiasing kernels truncate x + 0.5 (not lround, which differs below zero).
+    const int64_t lo =
+        std::max<int64_t>(static_cast<int64_t>(center - support + 0.5f), 0);  // NOLINT(bugprone-incorrect-roundings)
+    const int64_t hi =
+        std::min<int64_t>(static_cast<int64_t>(center + support + 0.5f), in);  // NOLINT(bugprone-incorrect-roundings)
     std::vector<float> w;
     float total = 0.0f;
     for (int64_t j = lo; j < hi; ++j) {
@@ -235,7 +242,8 @@ Value antialias_filter(Builder& b, Method method, Value x) {
   if (method == Method::Linear) return b.op<"Where">({b.op<"Less">({x, f(1.0)}), b.op<"Sub">({f(1.0), x}), zero});
   constexpr double a = -0.5;
   const Value near = b.op<"Add">({mul(mul(b.op<"Sub">({mul(f(a + 2.0), x), f(a + 3.0)}), x), x), f(1.0)});
-  const Value far = b.op<"Sub">({mul(b.op<"Add">({mul(b.op<"Sub">({mul(f(a), x), f(5.0 * a)}), x), f(8.0 * a)}), x), f(4.0 * a)});
+  const Value far =
+      b.op<"Sub">({mul(b.op<"Add">({mul(b.op<"Sub">({mul(f(a), x), f(5.0 * a)}), x), f(8.0 * a)}), x), f(4.0 * a)});
   return b.op<"Where">({b.op<"Less">({x, f(1.0)}), near, b.op<"Where">({b.op<"Less">({x, f(2.0)}), far, zero})});
 }
 
@@ -278,8 +286,8 @@ Value runtime_antialias_weights(Builder& b, Method method, Value in, Value out, 
 // Antialiased resampling (torch's _upsample_*_aa), separable: a matrix product per spatial axis,
 // the matrix a constant when the axis's sizes are static, else computed at run time.
 // ONNX Resize's antialias filters the border windows differently (it does not renormalize).
-Value antialiased_resize(Builder& b, Value input, const Interpolation& how, const std::optional<SymIntList>& output_size,
-                         const Scales& scales) {
+Value antialiased_resize(Builder& b, Value input, const Interpolation& how,
+                         const std::optional<SymIntList>& output_size, const Scales& scales) {
   const size_t nd = scales.size();
   if (nd > 2) b.fail("antialiased upsampling over more than 2 axes");
   const int64_t rank = b.rank(input);
@@ -297,7 +305,8 @@ Value antialiased_resize(Builder& b, Value input, const Interpolation& how, cons
       if (last) {  // x @ W^T over the last axis
         std::vector<Scalar> transposed(w.size(), Scalar(0.0));
         for (int64_t r = 0; r < o; ++r) {
-          for (int64_t j = 0; j < n; ++j) transposed[static_cast<size_t>(j * o + r)] = w[static_cast<size_t>(r * n + j)];
+          for (int64_t j = 0; j < n; ++j)
+            transposed[static_cast<size_t>(j * o + r)] = w[static_cast<size_t>(r * n + j)];
         }
         x = b.op<"MatMul">({x, b.tensor(transposed, {n, o}, dtype)});
       } else {  // W @ x over the second last axis, broadcast over the leading ones
@@ -335,11 +344,12 @@ Interpolation interpolation(Builder& b, std::string_view mode, bool align_corner
 
 // The .vec overloads: an output size or scale factors.
 Value upsample_vec(Builder& b, Value input, std::string_view mode, bool align_corners, bool antialias,
-                   const std::optional<SymIntList>& output_size, const std::optional<std::vector<double>>& scale_factors,
-                   int64_t spatial_rank) {
+                   const std::optional<SymIntList>& output_size,
+                   const std::optional<std::vector<double>>& scale_factors, int64_t spatial_rank) {
   if (!output_size && !scale_factors) b.fail("upsampling needs an output size or scale factors");
   const auto nd = static_cast<size_t>(spatial_rank);
-  return resize(b, input, interpolation(b, mode, align_corners, antialias), output_size, given_scales(scale_factors, nd));
+  return resize(b, input, interpolation(b, mode, align_corners, antialias), output_size,
+                given_scales(scale_factors, nd));
 }
 
 // The overloads with an output size and a scale per axis.
@@ -356,8 +366,7 @@ Value upsample2d(Builder& b, Value self, std::string_view mode, bool align_corne
 Value upsample3d(Builder& b, Value self, std::string_view mode, bool align_corners, bool antialias,
                  const SymIntList& output_size, std::optional<double> scales_d, std::optional<double> scales_h,
                  std::optional<double> scales_w) {
-  return resize(b, self, interpolation(b, mode, align_corners, antialias), output_size,
-                {scales_d, scales_h, scales_w});
+  return resize(b, self, interpolation(b, mode, align_corners, antialias), output_size, {scales_d, scales_h, scales_w});
 }
 
 }  // namespace fastonnx

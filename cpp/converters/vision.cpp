@@ -18,15 +18,15 @@ Value grid_sample(Builder& b, Value input, Value grid, int64_t interpolation_mod
   if (interpolation_mode < 0 || interpolation_mode > 2) {
     b.fail("unknown grid sampling interpolation mode " + std::to_string(interpolation_mode));
   }
-  if (padding_mode < 0 || padding_mode > 2) b.fail("unknown grid sampling padding mode " + std::to_string(padding_mode));
+  if (padding_mode < 0 || padding_mode > 2)
+    b.fail("unknown grid sampling padding mode " + std::to_string(padding_mode));
   // torch's modes by number; opset 20 renamed bilinear/bicubic to linear/cubic.
   static constexpr const char* kModes16[] = {"bilinear", "nearest", "bicubic"};
   static constexpr const char* kModes20[] = {"linear", "nearest", "cubic"};
   static constexpr const char* kPadding[] = {"zeros", "border", "reflection"};
   const char* mode = (b.opset() >= 20 ? kModes20 : kModes16)[interpolation_mode];
-  return b.op<"GridSample">({input, grid},
-              {Attr::s("mode", mode), Attr::s("padding_mode", kPadding[padding_mode]),
-               Attr::i("align_corners", align_corners)});
+  return b.op<"GridSample">({input, grid}, {Attr::s("mode", mode), Attr::s("padding_mode", kPadding[padding_mode]),
+                                            Attr::i("align_corners", align_corners)});
 }
 
 namespace {
@@ -36,7 +36,8 @@ Windows unfold_windows(const std::vector<int64_t>& image, const std::vector<int6
                        const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
                        const std::vector<int64_t>& stride) {
   Windows w{image, kernel, stride, padding, dilation, {}};
-  for (size_t i = 0; i < w.rank(); ++i) w.out.push_back(pooled_length(image[i], kernel[i], stride[i], padding[i], dilation[i], false));
+  for (size_t i = 0; i < w.rank(); ++i)
+    w.out.push_back(pooled_length(image[i], kernel[i], stride[i], padding[i], dilation[i], false));
   return w;
 }
 
@@ -54,9 +55,11 @@ Value im2col(Builder& b, Value self, std::vector<int64_t> kernel_size, std::vect
   const int64_t offset_axis = rank - 2;  // after the channels
   const Value axes = b.ints(std::vector<int64_t>{offset_axis});
   Inputs offsets;
-  for (Value slice : window_slices(b, self, rank, w, Scalar(int64_t{0}))) offsets.push_back(b.op<"Unsqueeze">({slice, axes}));
+  for (Value slice : window_slices(b, self, rank, w, Scalar(int64_t{0})))
+    offsets.push_back(b.op<"Unsqueeze">({slice, axes}));
   const Value stacked = b.op<"Concat">(offsets, {Attr::i("axis", offset_axis)});
-  const Value columns = b.op<"Mul">({size_along(b, self, offset_axis - 1), b.ints(std::vector<int64_t>{w.positions()})});
+  const Value columns =
+      b.op<"Mul">({size_along(b, self, offset_axis - 1), b.ints(std::vector<int64_t>{w.positions()})});
   const Value windows = b.op<"Mul">({w.out[0], w.out[1]});
   return reshape_to(b, stacked, join_sizes(b, {sizes_between(b, self, 0, offset_axis - 1), columns, windows}));
 }

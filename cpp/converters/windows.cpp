@@ -144,9 +144,9 @@ Value scatter_windows(Builder& b, Value cols, const Windows& w, bool whole_windo
   const Value kernels = one_hot_kernels(b, w.kernel, w.positions(), whole_window, b.dtype(cols));
   // Without pads the output covers the padded input (and whatever the last windows reach past
   // it); crop torch's padding at the start and cut or zero-fill the end to the input's size.
-  const Value full = b.op<"ConvTranspose">({cols, kernels},
-                          {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride),
-                           Attr::ints("dilations", w.dilation)});
+  const Value full = b.op<"ConvTranspose">(
+      {cols, kernels},
+      {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride), Attr::ints("dilations", w.dilation)});
   std::vector<int64_t> starts, ends, axes, fill(2 * (w.rank() + 2), 0);
   bool short_end = false;
   for (size_t i = 0; i < w.rank(); ++i) {
@@ -235,7 +235,8 @@ RuntimeWindows runtime_windows(Builder& b, const SymIntList& in, const std::vect
     if (in[i].is_static()) {
       w.out.push_back(one_int(b, pooled_length(in[i].value, kernel[i], stride[i], padding[i], dilation[i], ceil_mode)));
     } else {
-      w.out.push_back(runtime_length(b, b.ints(SymIntList{in[i]}), kernel[i], stride[i], padding[i], dilation[i], ceil_mode));
+      w.out.push_back(
+          runtime_length(b, b.ints(SymIntList{in[i]}), kernel[i], stride[i], padding[i], dilation[i], ceil_mode));
     }
   }
   return w;
@@ -257,7 +258,8 @@ std::vector<Value> window_slices(Builder& b, Value x, int64_t x_rank, const Runt
   // Slice k covers (out - 1) * stride + 1 elements from its kernel offset.
   std::vector<Value> spans;
   for (size_t i = 0; i < w.rank(); ++i) {
-    spans.push_back(b.op<"Add">({b.op<"Mul">({b.op<"Sub">({w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}), one_int(b, 1)}));
+    spans.push_back(
+        b.op<"Add">({b.op<"Mul">({b.op<"Sub">({w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}), one_int(b, 1)}));
   }
   const Value span = join_sizes(b, spans);
   const Value axes = b.ints(spatial_axes(static_cast<int64_t>(rank), w.rank())), steps = b.ints(w.stride);
@@ -291,7 +293,8 @@ Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, 
     const Value windows = iota(b, b.op<"Squeeze">({w.out[i], one_int(b, 0)}));
     const Value start = b.op<"Sub">({b.op<"Mul">({windows, one_int(b, w.stride[i])}), one_int(b, w.padding[i])});
     const Value in = b.ints(SymIntList{w.in[i]});
-    const Value end = b.op<"Min">({b.op<"Add">({start, one_int(b, w.kernel[i])}), b.op<"Add">({in, one_int(b, w.padding[i])})});
+    const Value end =
+        b.op<"Min">({b.op<"Add">({start, one_int(b, w.kernel[i])}), b.op<"Add">({in, one_int(b, w.padding[i])})});
     const Value count = count_include_pad ? b.op<"Sub">({end, start})
                                           : b.op<"Sub">({b.op<"Min">({end, in}), b.op<"Max">({start, one_int(b, 0)})});
     std::vector<int64_t> shape(w.rank(), 1);
@@ -303,16 +306,16 @@ Value avg_divisors(Builder& b, const RuntimeWindows& w, bool count_include_pad, 
 }
 
 Value scatter_windows(Builder& b, Value cols, const RuntimeWindows& w) {
-  const Value full = b.op<"ConvTranspose">({cols, one_hot_kernels(b, w.kernel, w.positions(), false, b.dtype(cols))},
-                          {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride),
-                           Attr::ints("dilations", w.dilation)});
+  const Value full = b.op<"ConvTranspose">(
+      {cols, one_hot_kernels(b, w.kernel, w.positions(), false, b.dtype(cols))},
+      {Attr::ints("kernel_shape", w.kernel), Attr::ints("strides", w.stride), Attr::ints("dilations", w.dilation)});
   // The output covers (out - 1) * stride + (kernel - 1) * dilation + 1 positions of the padded
   // input: zero-filled to padding + in at the end, then cropped to [padding, padding + in).
   std::vector<Value> missing, ends;
   for (size_t i = 0; i < w.rank(); ++i) {
     const int64_t reach = (w.kernel[i] - 1) * w.dilation[i] + 1;
-    const Value covered = b.op<"Add">({b.op<"Mul">({b.op<"Sub">({w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}),
-                                       one_int(b, reach)});
+    const Value covered = b.op<"Add">(
+        {b.op<"Mul">({b.op<"Sub">({w.out[i], one_int(b, 1)}), one_int(b, w.stride[i])}), one_int(b, reach)});
     ends.push_back(b.op<"Add">({b.ints(SymIntList{w.in[i]}), one_int(b, w.padding[i])}));
     missing.push_back(b.op<"Max">({b.op<"Sub">({ends.back(), covered}), one_int(b, 0)}));
   }

@@ -23,8 +23,8 @@ static_assert(sizeof(AttrName) == 4);
 TEST(Graph, BuildsNodesWithTheirEdgesAndTypes) {
   TestGraph t;
   const Value x = t.input("x", {2, 3});
-  const Value y = t.b.op("Relu", {x});
-  const Value z = t.b.op("Add", {x, y});
+  const Value y = t.b.op<"Relu">({x});
+  const Value z = t.b.op<"Add">({x, y});
   ASSERT_EQ(t.g.num_nodes(), 2u);
   const NodeId relu = t.g.info(y).producer;
   EXPECT_EQ(relu, NodeId{0});
@@ -42,17 +42,17 @@ TEST(Graph, DropsTrailingOmittedInputsAndKeepsInnerOnes) {
   TestGraph t;
   const Value x = t.input("x", {4});
   const Value hi = t.b.scalar(6.0, ScalarType::Float);
-  const NodeId inner = t.g.info(t.b.op("Clip", {x, std::optional<Value>{}, hi})).producer;
+  const NodeId inner = t.g.info(t.b.op<"Clip">({x, std::optional<Value>{}, hi})).producer;
   ASSERT_EQ(t.g.inputs(inner).size(), 3u);
   EXPECT_FALSE(t.g.inputs(inner)[1].valid());
-  const NodeId trailing = t.g.info(t.b.op("Clip", {x, std::optional<Value>{}, std::optional<Value>{}})).producer;
+  const NodeId trailing = t.g.info(t.b.op<"Clip">({x, std::optional<Value>{}, std::optional<Value>{}})).producer;
   EXPECT_EQ(t.g.inputs(trailing).size(), 1u);
 }
 
 TEST(Graph, GivesUniqueNamesAndLetsOutputsClaimTheirs) {
   TestGraph t;
   const Value x = t.input("x", {1});
-  const Value a = t.b.op("Relu", {x}), b = t.b.op("Relu", {x});
+  const Value a = t.b.op<"Relu">({x}), b = t.b.op<"Relu">({x});
   t.g.set_name(a, "y");
   t.g.set_name(b, "y");
   EXPECT_EQ(t.g.name(a), "y");
@@ -73,7 +73,7 @@ TEST(Graph, StaticShapeNeedsEveryDimensionAndAFixedRank) {
   const Value dynamic = t.g.add_input("dynamic", ScalarType::Float, dims);
   EXPECT_EQ(t.g.static_shape(fixed), (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(t.g.static_shape(dynamic), std::nullopt);
-  const Value squeezed = t.b.op("Relu", {fixed});
+  const Value squeezed = t.b.op<"Relu">({fixed});
   const Dim traced[] = {Dim{2, kNoName}};
   t.g.set_shape(squeezed, traced);
   EXPECT_EQ(t.g.static_shape(squeezed), std::vector<int64_t>{2});
@@ -89,8 +89,12 @@ TEST(Attr, NamesAreInternedForTheProcess) {
 }
 
 TEST(Attr, HoldsOneValueOfItsKindAndIsFoundByName) {
-  const Attrs attrs = {Attr::i("axis", 1), Attr::f("alpha", 0.5), Attr::s("mode", "linear"),
-                       Attr::ints("perm", {1, 0}), Attr::floats("scales", {2.0}), Attr::strings("names", {"a"}),
+  const Attrs attrs = {Attr::i("axis", 1),
+                       Attr::f("alpha", 0.5),
+                       Attr::s("mode", "linear"),
+                       Attr::ints("perm", {1, 0}),
+                       Attr::floats("scales", {2.0}),
+                       Attr::strings("names", {"a"}),
                        Attr::graph("body", GraphId{1})};
   EXPECT_EQ(attrs[0].kind(), Attr::Kind::Int);
   EXPECT_EQ(attrs[1].kind(), Attr::Kind::Float);
@@ -109,7 +113,7 @@ TEST(Attr, HoldsOneValueOfItsKindAndIsFoundByName) {
 TEST(Attr, IntsOfANodeCanBeReplaced) {
   TestGraph t;
   const Value x = t.input("x", {2, 3});
-  const NodeId n = t.g.info(t.b.op("Transpose", {x}, {Attr::ints("perm", {1, 0})})).producer;
+  const NodeId n = t.g.info(t.b.op<"Transpose">({x}, {Attr::ints("perm", {1, 0})})).producer;
   EXPECT_TRUE(t.g.set_ints_attr(n, "perm", {0, 1}));
   EXPECT_EQ(t.g.attr(n, "perm")->as_ints(), (std::vector<int64_t>{0, 1}));
   EXPECT_FALSE(t.g.set_ints_attr(n, "axes", {0}));
@@ -123,7 +127,7 @@ TEST(Subgraph, TakesNodesUntilEndedAndReturnsToItsParent) {
   EXPECT_EQ(t.b.insertion_graph(), body);
   const Dim one[] = {Dim{2, kNoName}};
   const Value i = t.b.subgraph_input("i", ScalarType::Float, one);
-  const Value sum = t.b.op("Add", {i, x});  // reads an outer value by its id
+  const Value sum = t.b.op<"Add">({i, x});  // reads an outer value by its id
   // An outer value returned as it is gets an Identity of the subgraph's own.
   EXPECT_EQ(t.b.end_subgraph({sum, x}), body);
   EXPECT_EQ(t.b.insertion_graph(), kMainGraph);
@@ -135,7 +139,7 @@ TEST(Subgraph, TakesNodesUntilEndedAndReturnsToItsParent) {
   EXPECT_NE(sub.outputs[1], x);
   EXPECT_EQ(t.producer(sub.outputs[1]).graph, body);
   EXPECT_EQ(t.producer(sum).graph, body);
-  const Value after = t.b.op("Neg", {x});
+  const Value after = t.b.op<"Neg">({x});
   EXPECT_EQ(t.producer(after).graph, kMainGraph);
 }
 
@@ -145,16 +149,16 @@ TEST(Guards, PutBackWhatTheStateHeld) {
   {
     const auto origin = t.g.with_origin(t.g.strings.intern("relu_1"));
     const auto scope = t.g.with_scope(3);
-    const Value y = t.b.op("Relu", {x});
+    const Value y = t.b.op<"Relu">({x});
     EXPECT_EQ(t.g.strings.str(t.producer(y).origin), "relu_1");
     EXPECT_EQ(t.producer(y).scope, 3u);
     {
       const auto sub = t.b.with_insertion_graph(t.g.add_subgraph(kMainGraph));
-      EXPECT_EQ(t.producer(t.b.op("Neg", {x})).graph, GraphId{1});
+      EXPECT_EQ(t.producer(t.b.op<"Neg">({x})).graph, GraphId{1});
     }
     EXPECT_EQ(t.b.insertion_graph(), kMainGraph);
   }
-  const Value z = t.b.op("Relu", {x});
+  const Value z = t.b.op<"Relu">({x});
   EXPECT_EQ(t.producer(z).origin, kNoName);
   EXPECT_EQ(t.producer(z).scope, 0u);
 }
@@ -168,7 +172,7 @@ TEST(Guards, CurrentNodeGivesTheMetadataAndClearsTheConvertersFlags) {
     EXPECT_EQ(t.b.out_count(), 1u);
     EXPECT_EQ(t.b.out_static_shape(), std::vector<int64_t>{2});
     t.b.mark_rank_dynamic();
-    EXPECT_EQ(t.g.strings.str(t.producer(t.b.op("Relu", {x})).origin), "add_1");
+    EXPECT_EQ(t.g.strings.str(t.producer(t.b.op<"Relu">({x})).origin), "add_1");
   }
   EXPECT_EQ(t.b.out_count(), 0u);
   EXPECT_FALSE(t.b.rank_dynamic());
@@ -180,14 +184,14 @@ TEST(Guards, ComplexPairsAreAcceptedOnlyInsideTheGuard) {
   const Value pairs = t.input("pairs", {3, 2});
   const Value complex = t.b.as_complex(pairs);
   EXPECT_EQ(t.b.dtype(complex), ScalarType::ComplexFloat);
-  EXPECT_THROW(t.b.op("Neg", {complex}), ConvertError);
+  EXPECT_THROW(t.b.op<"Neg">({complex}), ConvertError);
   {
     const auto accepted = t.b.with_complex_pairs();
-    EXPECT_EQ(t.b.dtype(t.b.op("Neg", {complex})), ScalarType::ComplexFloat);
+    EXPECT_EQ(t.b.dtype(t.b.op<"Neg">({complex})), ScalarType::ComplexFloat);
   }
-  EXPECT_THROW(t.b.op("Neg", {complex}), ConvertError);
+  EXPECT_THROW(t.b.op<"Neg">({complex}), ConvertError);
   EXPECT_EQ(t.b.dtype(t.b.as_real(complex)), ScalarType::Float);  // as_real guards itself
-  EXPECT_THROW(t.b.op("Neg", {complex}), ConvertError);
+  EXPECT_THROW(t.b.op<"Neg">({complex}), ConvertError);
 }
 
 TEST(Builder, IntsTakesABraceList) {

@@ -23,8 +23,8 @@ std::vector<int64_t> int64s(const Graph& g, Value v) {
 TEST(Optimize, FoldsArithmeticOnConstants) {
   TestGraph t;
   const Value x = t.input("x", {4, 6});
-  const Value shape = t.b.op("Add", {t.b.ints({1, 2}), t.b.ints({3, 4})});
-  const Value y = t.b.op("Reshape", {x, shape});
+  const Value shape = t.b.op<"Add">({t.b.ints({1, 2}), t.b.ints({3, 4})});
+  const Value y = t.b.op<"Reshape">({x, shape});
   t.g.add_output(y);
   const PassStats stats = optimize(t.g);
   EXPECT_EQ(stats.folded, 1u);
@@ -37,7 +37,7 @@ TEST(Optimize, FoldsArithmeticOnConstants) {
 TEST(Optimize, FoldsTheShapeOfAStaticallyShapedValue) {
   TestGraph t;
   const Value x = t.input("x", {2, 5});
-  const Value y = t.b.op("Reshape", {x, t.b.op("Shape", {x}, {Attr::i("start", 1)})});
+  const Value y = t.b.op<"Reshape">({x, t.b.op<"Shape">({x}, {Attr::i("start", 1)})});
   t.g.add_output(y);
   optimize(t.g);
   EXPECT_EQ(int64s(t.g, t.g.inputs(t.g.info(y).producer)[1]), std::vector<int64_t>{5});
@@ -46,8 +46,8 @@ TEST(Optimize, FoldsTheShapeOfAStaticallyShapedValue) {
 TEST(Optimize, MergesCommonSubexpressions) {
   TestGraph t;
   const Value x = t.input("x", {3});
-  const Value a = t.b.op("Relu", {x}), b = t.b.op("Relu", {x});
-  const Value sum = t.b.op("Add", {a, b});
+  const Value a = t.b.op<"Relu">({x}), b = t.b.op<"Relu">({x});
+  const Value sum = t.b.op<"Add">({a, b});
   t.g.add_output(sum);
   const PassStats stats = optimize(t.g);
   EXPECT_EQ(stats.merged, 1u);
@@ -60,8 +60,8 @@ TEST(Optimize, MergesCommonSubexpressions) {
 TEST(Optimize, KeepsNodesWhoseAttributesDiffer) {
   TestGraph t;
   const Value x = t.input("x", {3, 4});
-  const Value a = t.b.op("Softmax", {x}, {Attr::i("axis", 0)}), b = t.b.op("Softmax", {x}, {Attr::i("axis", 1)});
-  t.g.add_output(t.b.op("Add", {a, b}));
+  const Value a = t.b.op<"Softmax">({x}, {Attr::i("axis", 0)}), b = t.b.op<"Softmax">({x}, {Attr::i("axis", 1)});
+  t.g.add_output(t.b.op<"Add">({a, b}));
   EXPECT_EQ(optimize(t.g).merged, 0u);
   EXPECT_EQ(t.live_ops().size(), 3u);
 }
@@ -69,9 +69,9 @@ TEST(Optimize, KeepsNodesWhoseAttributesDiffer) {
 TEST(Optimize, ComposesTransposesAndForwardsAnIdentityOne) {
   TestGraph t;
   const Value x = t.input("x", {2, 3, 4});
-  const Value inner = t.b.op("Transpose", {x}, {Attr::ints("perm", {1, 0, 2})});
-  const Value outer = t.b.op("Transpose", {inner}, {Attr::ints("perm", {0, 2, 1})});
-  const Value y = t.b.op("Relu", {outer});
+  const Value inner = t.b.op<"Transpose">({x}, {Attr::ints("perm", {1, 0, 2})});
+  const Value outer = t.b.op<"Transpose">({inner}, {Attr::ints("perm", {0, 2, 1})});
+  const Value y = t.b.op<"Relu">({outer});
   t.g.add_output(y);
   const PassStats stats = optimize(t.g);
   EXPECT_EQ(stats.composed, 1u);
@@ -82,9 +82,9 @@ TEST(Optimize, ComposesTransposesAndForwardsAnIdentityOne) {
 
   TestGraph u;
   const Value z = u.input("z", {2, 3});
-  const Value back = u.b.op("Transpose", {u.b.op("Transpose", {z}, {Attr::ints("perm", {1, 0})})},
-                            {Attr::ints("perm", {1, 0})});
-  const Value w = u.b.op("Relu", {back});
+  const Value back =
+      u.b.op<"Transpose">({u.b.op<"Transpose">({z}, {Attr::ints("perm", {1, 0})})}, {Attr::ints("perm", {1, 0})});
+  const Value w = u.b.op<"Relu">({back});
   u.g.add_output(w);
   const PassStats identity = optimize(u.g);
   EXPECT_EQ(identity.composed, 1u);
@@ -96,7 +96,7 @@ TEST(Optimize, ComposesTransposesAndForwardsAnIdentityOne) {
 TEST(Optimize, KeepsTheNodesThatProduceGraphOutputs) {
   TestGraph t;
   const Value x = t.input("x", {3});
-  const Value y = t.b.op("Identity", {x});
+  const Value y = t.b.op<"Identity">({x});
   t.g.add_output(y);
   optimize(t.g);
   EXPECT_EQ(t.live_ops(), std::vector<std::string>{"Identity"});
@@ -105,8 +105,8 @@ TEST(Optimize, KeepsTheNodesThatProduceGraphOutputs) {
 TEST(RemoveDeadNodes, KillsWhatReachesNoOutput) {
   TestGraph t;
   const Value x = t.input("x", {3});
-  const Value unused = t.b.op("Neg", {t.b.op("Exp", {x})});
-  t.g.add_output(t.b.op("Relu", {x}));
+  const Value unused = t.b.op<"Neg">({t.b.op<"Exp">({x})});
+  t.g.add_output(t.b.op<"Relu">({x}));
   remove_dead_nodes(t.g);
   EXPECT_EQ(t.live_ops(), std::vector<std::string>{"Relu"});
   EXPECT_TRUE(t.producer(unused).dead);
@@ -116,13 +116,13 @@ TEST(RemoveDeadNodes, KeepsWhatASubgraphOfALiveNodeReads) {
   TestGraph t;
   const Value x = t.input("x", {3});
   const Value cond = t.input("cond", {}, ScalarType::Bool);
-  const Value outer = t.b.op("Exp", {x});
+  const Value outer = t.b.op<"Exp">({x});
   t.b.begin_subgraph();
-  const GraphId then_branch = t.b.end_subgraph({t.b.op("Neg", {outer})});
+  const GraphId then_branch = t.b.end_subgraph({t.b.op<"Neg">({outer})});
   t.b.begin_subgraph();
-  const GraphId else_branch = t.b.end_subgraph({t.b.op("Relu", {outer})});
+  const GraphId else_branch = t.b.end_subgraph({t.b.op<"Relu">({outer})});
   const Value y =
-      t.b.op("If", {cond}, {Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)});
+      t.b.op<"If">({cond}, {Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)});
   t.g.add_output(y);
   remove_dead_nodes(t.g);
   EXPECT_EQ(t.live_ops(), (std::vector<std::string>{"Exp", "Neg", "Relu", "If"}));
@@ -133,12 +133,12 @@ TEST(OutlineFunctions, EqualModuleCallsShareOneFunction) {
   const Value x = t.input("x", {3});
   const std::vector<Scope> scopes = {Scope{}, Scope{"Block", "blocks.0", 0}, Scope{"Block", "blocks.1", 0}};
   t.g.set_scope(1);
-  const Value first = t.b.op("Relu", {t.b.op("Neg", {x})});
+  const Value first = t.b.op<"Relu">({t.b.op<"Neg">({x})});
   t.g.set_shape(first, t.g.shape(x));  // as the session does: the calls' inputs are typed alike
   t.g.set_scope(2);
-  const Value second = t.b.op("Relu", {t.b.op("Neg", {first})});
+  const Value second = t.b.op<"Relu">({t.b.op<"Neg">({first})});
   t.g.set_scope(0);
-  t.g.add_output(t.b.op("Exp", {second}));
+  t.g.add_output(t.b.op<"Exp">({second}));
   const Outlined outlined = outline_functions(t.g, scopes);
   ASSERT_EQ(outlined.functions.size(), 1u);
   const LocalFunction& f = outlined.functions[0];
@@ -158,11 +158,11 @@ TEST(OutlineFunctions, DifferentBodiesGetNumberedNames) {
   const Value x = t.input("x", {3});
   const std::vector<Scope> scopes = {Scope{}, Scope{"Block", "a", 0}, Scope{"Block", "b", 0}};
   t.g.set_scope(1);
-  const Value first = t.b.op("Relu", {x});
+  const Value first = t.b.op<"Relu">({x});
   t.g.set_scope(2);
-  const Value second = t.b.op("Neg", {first});
+  const Value second = t.b.op<"Neg">({first});
   t.g.set_scope(0);
-  t.g.add_output(t.b.op("Exp", {second}));
+  t.g.add_output(t.b.op<"Exp">({second}));
   const Outlined outlined = outline_functions(t.g, scopes);
   ASSERT_EQ(outlined.functions.size(), 2u);
   EXPECT_EQ(outlined.functions[0].name, "Block");

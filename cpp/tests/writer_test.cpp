@@ -45,9 +45,9 @@ struct SmallModel {
     const Dim w_dims[] = {Dim{4, kNoName}, Dim{3, kNoName}}, b_dims[] = {Dim{3, kNoName}};
     const Value w = t.g.add_initializer("weight", ScalarType::Float, w_dims, weight.data(), weight.size() * 4, nullptr);
     const Value b = t.g.add_initializer("bias", ScalarType::Float, b_dims, bias.data(), bias.size() * 4, nullptr);
-    const Value y = t.b.op("Add", {t.b.op("MatMul", {x, w}), b});
-    const Value z = t.b.op("LeakyRelu", {y}, {Attr::f("alpha", 0.25)});
-    const Value out = t.b.op("Transpose", {z}, {Attr::ints("perm", {1, 0})});
+    const Value y = t.b.op<"Add">({t.b.op<"MatMul">({x, w}), b});
+    const Value z = t.b.op<"LeakyRelu">({y}, {Attr::f("alpha", 0.25)});
+    const Value out = t.b.op<"Transpose">({z}, {Attr::ints("perm", {1, 0})});
     t.g.set_name(out, "out");
     const Dim out_dims[] = {Dim{3, kNoName}, Dim{2, kNoName}};
     t.g.set_shape(out, out_dims);
@@ -59,7 +59,8 @@ struct SmallModel {
     for (size_t i = 0; i < weight.size(); ++i) w += (i ? ", " : "") + std::to_string(weight[i]);
     return R"(<ir_version: 8, opset_import: ["" : 18]>
 main_graph (float[2,4] x) => (float[3,2] out)
-<float[4,3] weight = {)" + w + R"(}, float[3] bias = {0.5, -1.0, 2.0}> {
+<float[4,3] weight = {)" +
+           w + R"(}, float[3] bias = {0.5, -1.0, 2.0}> {
   t0 = MatMul(x, weight)
   t1 = Add(t0, bias)
   t2 = LeakyRelu<alpha = 0.25>(t1)
@@ -91,7 +92,8 @@ TEST(Writer, PutsLargeWeightsInTheExternalDataFile) {
       [&](size_t n) { reported += n; });
   write_text(dir / "external.txt", m.text());
   EXPECT_EQ(std::filesystem::file_size(dir / "external.data"), m.weight.size() * 4);
-  EXPECT_EQ(reported, std::filesystem::file_size(dir / "external.data") + std::filesystem::file_size(dir / "external.onnx"));
+  EXPECT_EQ(reported,
+            std::filesystem::file_size(dir / "external.data") + std::filesystem::file_size(dir / "external.onnx"));
 }
 
 TEST(Writer, WritesSubgraphsInTheAttributesOfTheirOwners) {
@@ -99,15 +101,15 @@ TEST(Writer, WritesSubgraphsInTheAttributesOfTheirOwners) {
   const Value x = t.input("x", {3});
   const Value cond = t.input("cond", {}, ScalarType::Bool);
   t.b.begin_subgraph();
-  const Value neg = t.b.op("Neg", {x});
+  const Value neg = t.b.op<"Neg">({x});
   t.g.set_shape(neg, t.g.shape(x));
   const GraphId then_branch = t.b.end_subgraph({neg});
   t.b.begin_subgraph();
-  const Value relu = t.b.op("Relu", {x});
+  const Value relu = t.b.op<"Relu">({x});
   t.g.set_shape(relu, t.g.shape(x));
   const GraphId else_branch = t.b.end_subgraph({relu});
   const Value y =
-      t.b.op("If", {cond}, {Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)});
+      t.b.op<"If">({cond}, {Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)});
   t.g.set_name(y, "y");
   t.g.set_dtype(y, ScalarType::Float);  // the branches' type, which ONNX's constraints do not say
   const Dim dims[] = {Dim{3, kNoName}};
@@ -128,9 +130,9 @@ TEST(Writer, WritesLocalFunctions) {
   const Value x = t.input("x", {3});
   const std::vector<Scope> scopes = {Scope{}, Scope{"Block", "block", 0}};
   t.g.set_scope(1);
-  const Value inner = t.b.op("Relu", {t.b.op("Neg", {x})});
+  const Value inner = t.b.op<"Relu">({t.b.op<"Neg">({x})});
   t.g.set_scope(0);
-  const Value y = t.b.op("Exp", {inner});
+  const Value y = t.b.op<"Exp">({inner});
   t.g.set_name(y, "y");
   const Dim dims[] = {Dim{3, kNoName}};
   t.g.set_shape(y, dims);

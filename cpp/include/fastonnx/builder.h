@@ -51,13 +51,15 @@ class Builder {
   template <OpName Name, size_t N>
   Value op(const Input (&inputs)[N], const Attrs& attrs = {}) {
     static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), N), "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)");
+    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), N),
+                  "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)");
     return add(Name.view(), Inputs(inputs, inputs + N), attrs, 1)[0];
   }
   template <OpName Name>
   Value op(const Attrs& attrs = {}) {
     static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), 0), "this ONNX op takes inputs (cpp/generated/onnx_ops.h)");
+    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), 0),
+                  "this ONNX op takes inputs (cpp/generated/onnx_ops.h)");
     return add(Name.view(), {}, attrs, 1)[0];
   }
   template <OpName Name, std::same_as<Inputs> I>
@@ -68,7 +70,8 @@ class Builder {
   template <OpName Name, size_t N>
   std::vector<Value> op_n(const Input (&inputs)[N], const Attrs& attrs, int n_outputs) {
     static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), N), "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)");
+    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), N),
+                  "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)");
     return add(Name.view(), Inputs(inputs, inputs + N), attrs, n_outputs);
   }
   template <OpName Name, std::same_as<Inputs> I>
@@ -88,8 +91,8 @@ class Builder {
   // A node of another domain (a custom op): ONNX knows nothing of its types, so its outputs'
   // element types are unknown until the caller sets them. The empty domain and ai.onnx are ONNX's
   // own: op_named.
-  std::vector<Value> custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
-                               const Attrs& attrs, int n_outputs);
+  std::vector<Value> custom_op(std::string_view domain, std::string_view type, const Inputs& inputs, const Attrs& attrs,
+                               int n_outputs);
 
   // Constants: 0-d scalars and 1-D lists, of a given element type or of the type of `like`.
   Value scalar(const Scalar& s, ScalarType dtype);
@@ -204,7 +207,7 @@ class Builder {
   // of a Cast node.
   std::unordered_map<uint32_t, Scalar> scalars_;
   std::span<const TensorMeta> metas_;  // of the current FX node (CurrentNode)
-  bool complex_pairs_ = false;  // the current converter handles complex values (as real pairs)
+  bool complex_pairs_ = false;         // the current converter handles complex values (as real pairs)
   std::unordered_set<StrId> may_be_one_;
   bool rank_dynamic_ = false;  // set by the current converter
 };

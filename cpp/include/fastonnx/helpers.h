@@ -73,7 +73,7 @@ Value angle_of(Builder& b, Value y, Value x);  // atan2
 Value filled(Builder& b, const Scalar& value, const SymIntList& size);
 Value filled_like(Builder& b, const Scalar& value, Value like);
 Value range(Builder& b, const Scalar& start, const Scalar& end, const Scalar& step);  // torch's arange
-Value identity(Builder& b, const SymInt& n, const SymInt& m);  // the n x m identity
+Value identity(Builder& b, const SymInt& n, const SymInt& m);                         // the n x m identity
 
 // pooling.cpp. An empty stride is the kernel size; unbatched inputs are pooled with a batch axis.
 Value max_pool(Builder& b, Value self, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
@@ -92,8 +92,8 @@ std::array<Value, 2> adaptive_max_pool(Builder& b, Value self, const std::vector
 // upsample.cpp: Resize with torch's coordinate transforms. `mode` is torch's interpolation mode
 // whatever the number of axes: "nearest", "nearest-exact", "linear" or "cubic".
 Value upsample_vec(Builder& b, Value input, std::string_view mode, bool align_corners, bool antialias,
-                   const std::optional<SymIntList>& output_size, const std::optional<std::vector<double>>& scale_factors,
-                   int64_t spatial_rank);
+                   const std::optional<SymIntList>& output_size,
+                   const std::optional<std::vector<double>>& scale_factors, int64_t spatial_rank);
 Value upsample1d(Builder& b, Value self, std::string_view mode, bool align_corners, bool antialias,
                  const SymIntList& output_size, std::optional<double> scales);
 Value upsample2d(Builder& b, Value self, std::string_view mode, bool align_corners, bool antialias,
@@ -174,16 +174,16 @@ Axes axis_of(Builder& b, Value x, int64_t dim);
 Value reduce_extremum(Builder& b, OpType op, Value x, const Axes& axes, bool keepdim);
 Value any_of(Builder& b, Value x, const Axes& axes, bool keepdim);
 Value all_of(Builder& b, Value x, const Axes& axes, bool keepdim);
-std::array<Value, 2> extremum_with_index(Builder& b, OpType reduce_op, OpType arg_op, Value self,
-                                         int64_t dim, bool keepdim);
+std::array<Value, 2> extremum_with_index(Builder& b, OpType reduce_op, OpType arg_op, Value self, int64_t dim,
+                                         bool keepdim);
 Value arg_extremum(Builder& b, OpType op, Value self, std::optional<int64_t> dim, bool keepdim);
 Value product(Builder& b, Value self, const Axes& axes, bool keepdim);
 Value count_nonzero_over(Builder& b, Value self, const Axes& axes);
 Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim);
 // Variance with torch's correction (Bessel's is 1), and the mean it deviates from.
 Value variance(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction, bool keepdim);
-std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction,
-                                       bool keepdim);
+std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims,
+                                       const std::optional<Scalar>& correction, bool keepdim);
 std::array<Value, 2> std_and_mean(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction,
                                   bool keepdim);
 // The correction of the `unbiased=` overloads.

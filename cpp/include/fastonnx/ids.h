@@ -17,10 +17,6 @@ struct Id {
   uint32_t index = kUnset;
   constexpr Id() = default;
   constexpr explicit Id(uint32_t i) : index(i) {}
-  // Where the unset id is 0, a literal 0 stands for it too, as converters spell an absent
-  // symbol (`Dim{n, 0}`, `d.symbol != 0`).
-  constexpr Id(std::nullptr_t) requires(kUnset == 0) {}  // NOLINT(google-explicit-constructor)
-  constexpr bool operator==(std::nullptr_t) const requires(kUnset == 0) { return index == 0; }
   constexpr bool is_set() const { return index != kUnset; }
   constexpr bool operator==(const Id&) const = default;
   constexpr auto operator<=>(const Id&) const = default;

@@ -111,8 +111,8 @@ class Graph {
   std::span<const Dim> shape(Value v) const;
   size_t num_values() const { return values_.size(); }
 
-  NodeId add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
-                  uint32_t n_outputs, const Attrs& attrs, GraphId graph = kMainGraph);
+  NodeId add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs, uint32_t n_outputs,
+                  const Attrs& attrs, GraphId graph = kMainGraph);
   // A node of the main graph that takes over producing `outputs`, values of nodes moved into a
   // local function (the call of that function); the values' consumers are unchanged. `inputs`
   // and `outputs` must not view this graph's edges (inputs(), outputs()): adding the node moves
@@ -122,7 +122,7 @@ class Graph {
   const Node& node(NodeId n) const { return nodes_[n.index]; }
   size_t num_nodes() const { return nodes_.size(); }
   IdRange<NodeId> node_ids() const { return {0, nodes_.size()}; }  // dead ones included
-  std::span<const Value> inputs(NodeId n) const;  // an invalid Value marks an omitted input
+  std::span<const Value> inputs(NodeId n) const;                   // an invalid Value marks an omitted input
   std::span<const Value> outputs(NodeId n) const;
   std::span<const Attr> attrs(NodeId n) const;
   const Attr* attr(NodeId n, AttrName name, std::optional<Attr::Kind> kind = std::nullopt) const {
@@ -158,8 +158,8 @@ class Graph {
   void name_all();
 
   Value add_input(std::string_view name, ScalarType dtype, std::span<const Dim> dims);
-  Value add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims,
-                        const void* data, size_t nbytes, std::shared_ptr<const void> owner);
+  Value add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims, const void* data,
+                        size_t nbytes, std::shared_ptr<const void> owner);
   Value add_computed_initializer(ScalarType dtype, std::span<const Dim> dims, std::shared_ptr<const TensorBytes> bytes);
   // A new initializer with the bytes of `source` (not copied) and another shape.
   Value alias_initializer(Value source, std::span<const Dim> dims);
@@ -191,7 +191,7 @@ class Graph {
   std::vector<Attr> attrs_;
   std::vector<Value> inputs_, outputs_;
   std::vector<Initializer> initializers_;
-  std::vector<Subgraph> subgraphs_;  // subgraph id - 1
+  std::vector<Subgraph> subgraphs_;      // subgraph id - 1
   std::vector<int32_t> initializer_of_;  // value id -> index in initializers_, or -1
   std::unordered_map<StrId, uint32_t> name_counters_;
   std::vector<bool> used_names_;  // indexed by StrId

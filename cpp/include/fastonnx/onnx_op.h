@@ -35,7 +35,8 @@ struct OpName {
 struct OpType {
   const OnnxArity* arity;
   consteval OpType(const char* name) : arity(onnx_arity(name)) {  // NOLINT(google-explicit-constructor)
-    if (arity == nullptr) throw "not a standard ONNX op (cpp/generated/onnx_ops.h lists them)";
+    // A throw in a constant evaluation is the compile error; the message shows in it.
+    if (arity == nullptr) throw "not a standard ONNX op (cpp/generated/onnx_ops.h lists them)";  // NOLINT
   }
   constexpr std::string_view name() const { return arity->name; }
   constexpr bool operator==(const OpType& o) const { return arity == o.arity; }

@@ -46,8 +46,8 @@ class Prefetcher {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::vector<uint8_t>> slots_;
-  std::vector<size_t> free_;   // slots the helper may fill
-  std::deque<Chunk> ready_;    // filled chunks, oldest first
+  std::vector<size_t> free_;  // slots the helper may fill
+  std::deque<Chunk> ready_;   // filled chunks, oldest first
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread helper_;

@@ -13,9 +13,9 @@
 #include "fastonnx/ir.h"
 #include "fastonnx/outline.h"
 #include "fastonnx/passes.h"
-#include "fastonnx/serializer.h"
 #include "fastonnx/proto_writer.h"
 #include "fastonnx/registry.h"
+#include "fastonnx/serializer.h"
 
 namespace fastonnx {
 
@@ -60,7 +60,9 @@ class Session {
   }
   void set_meta(Value v, const TensorMeta& meta);
   Builder& builder() { return builder_; }
-  void set_domain_version(std::string domain, int64_t version) { domain_versions_.emplace_back(std::move(domain), version); }
+  void set_domain_version(std::string domain, int64_t version) {
+    domain_versions_.emplace_back(std::move(domain), version);
+  }
 
   // The finished graph as a ModelProto, large weights in `external` when given.
   ProtoMessage serialize(const std::string& producer_version, ExternalData* external = nullptr);
@@ -88,8 +90,8 @@ class Session {
   bool keep_initializers_as_inputs_;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
   std::vector<GraphId> open_subgraphs_;  // innermost last
-  std::vector<bool> owned_;                // by subgraph id: a node owns it already
-  std::vector<Scope> scopes_{Scope{}};  // scopes_[0]: the model itself
+  std::vector<bool> owned_;              // by subgraph id: a node owns it already
+  std::vector<Scope> scopes_{Scope{}};   // scopes_[0]: the model itself
   Outlined outlined_;
 };
 

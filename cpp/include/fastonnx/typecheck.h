@@ -13,7 +13,8 @@ namespace fastonnx {
 
 // Why ONNX does not define `type` (constraints `spec` at `opset`) for inputs of these element
 // types, or "" when it does. An input of unknown type (Undefined) is not checked.
-std::string input_types_error(std::string_view type, int opset, const OpTypes& spec, std::span<const ScalarType> inputs);
+std::string input_types_error(std::string_view type, int opset, const OpTypes& spec,
+                              std::span<const ScalarType> inputs);
 
 // The element type ONNX gives output `i` of a node with these input types and attributes, or
 // Undefined when its constraints do not say (If, Loop and Scan outputs, ConstantOfShape).

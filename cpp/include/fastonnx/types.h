@@ -27,7 +27,7 @@ struct Value {
 // An op input: a value, or absent (an omitted optional ONNX input: an invalid Value).
 struct Input {
   Value value;
-  Input(Value v) : value(v) {}  // NOLINT(google-explicit-constructor)
+  Input(Value v) : value(v) {}                                       // NOLINT(google-explicit-constructor)
   Input(const std::optional<Value>& v) : value(v ? *v : Value{}) {}  // NOLINT
 };
 using Inputs = std::vector<Input>;
@@ -78,10 +78,10 @@ ScalarType scalar_type_from_onnx(int onnx_code);
 struct Scalar {
   std::variant<int64_t, double, bool> v;
   Value computed;
-  Scalar(int64_t i) : v(i) {}  // NOLINT
+  Scalar(int64_t i) : v(i) {}       // NOLINT
   Scalar(int i) : v(int64_t{i}) {}  // NOLINT
-  Scalar(double d) : v(d) {}  // NOLINT
-  Scalar(bool b) : v(b) {}  // NOLINT
+  Scalar(double d) : v(d) {}        // NOLINT
+  Scalar(bool b) : v(b) {}          // NOLINT
   // A number the graph computes, as a 0-d value of element type `dtype`.
   static Scalar in_graph(Value value, ScalarType dtype);
   bool is_static() const { return !computed.valid(); }
@@ -106,7 +106,7 @@ struct SymInt {
   int64_t value = 0;
   Value sym;
   SymInt(int64_t v) : value(v) {}  // NOLINT
-  SymInt(int v) : value(v) {}  // NOLINT
+  SymInt(int v) : value(v) {}      // NOLINT
   explicit SymInt(Value s) : sym(s) {}
   bool is_static() const { return !sym.valid(); }
 };
@@ -125,8 +125,8 @@ class ConvertError : public std::runtime_error {
 // before they reach a graph, and their names are few): 32 bits, compared as an id.
 class AttrName {
  public:
-  AttrName(std::string_view name);  // NOLINT(google-explicit-constructor)
-  AttrName(const char* name) : AttrName(std::string_view(name)) {}  // NOLINT
+  AttrName(std::string_view name);                                         // NOLINT(google-explicit-constructor)
+  AttrName(const char* name) : AttrName(std::string_view(name)) {}         // NOLINT
   AttrName(const std::string& name) : AttrName(std::string_view(name)) {}  // NOLINT
   std::string_view str() const;
   uint32_t id() const { return id_; }

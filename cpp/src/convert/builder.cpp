@@ -11,7 +11,7 @@
 namespace fastonnx {
 
 std::vector<Value> Builder::custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
-                                     const Attrs& attrs, int n_outputs) {
+                                      const Attrs& attrs, int n_outputs) {
   if (domain.empty() || domain == "ai.onnx") return add(type, inputs, attrs, n_outputs);
   const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   const auto outs = g_.outputs(n);
@@ -47,7 +47,8 @@ std::vector<Value> Builder::add(std::string_view type, const Inputs& inputs, con
     // A node ONNX itself types complex (a Cast to complex64) could never be declared with its
     // type, the graph holding complex values as real pairs.
     if (is_complex(output_type(*types, i, written, attrs))) {
-      fail("ONNX " + std::string(type) + " would make complex values; they are real (real, imaginary) pairs here "
+      fail("ONNX " + std::string(type) +
+           " would make complex values; they are real (real, imaginary) pairs here "
            "(Builder::cast converts to complex dtypes)");
     }
   }
@@ -107,19 +108,45 @@ void put(std::vector<uint8_t>& out, T v) {
 
 void encode(std::vector<uint8_t>& out, const Scalar& s, ScalarType dtype) {
   switch (dtype) {
-    case ScalarType::Float: put(out, static_cast<float>(s.to_double())); break;
-    case ScalarType::Double: put(out, s.to_double()); break;
-    case ScalarType::Half: put(out, float_to_half(static_cast<float>(s.to_double()))); break;
-    case ScalarType::BFloat16: put(out, float_to_bfloat16(static_cast<float>(s.to_double()))); break;
-    case ScalarType::Long: put(out, s.to_int()); break;
-    case ScalarType::Int: put(out, static_cast<int32_t>(s.to_int())); break;
-    case ScalarType::Short: put(out, static_cast<int16_t>(s.to_int())); break;
-    case ScalarType::Char: put(out, static_cast<int8_t>(s.to_int())); break;
-    case ScalarType::Byte: put(out, static_cast<uint8_t>(s.to_int())); break;
-    case ScalarType::UInt16: put(out, static_cast<uint16_t>(s.to_int())); break;
-    case ScalarType::UInt32: put(out, static_cast<uint32_t>(s.to_int())); break;
-    case ScalarType::UInt64: put(out, static_cast<uint64_t>(s.to_int())); break;
-    case ScalarType::Bool: put(out, static_cast<uint8_t>(s.to_double() != 0.0)); break;
+    case ScalarType::Float:
+      put(out, static_cast<float>(s.to_double()));
+      break;
+    case ScalarType::Double:
+      put(out, s.to_double());
+      break;
+    case ScalarType::Half:
+      put(out, float_to_half(static_cast<float>(s.to_double())));
+      break;
+    case ScalarType::BFloat16:
+      put(out, float_to_bfloat16(static_cast<float>(s.to_double())));
+      break;
+    case ScalarType::Long:
+      put(out, s.to_int());
+      break;
+    case ScalarType::Int:
+      put(out, static_cast<int32_t>(s.to_int()));
+      break;
+    case ScalarType::Short:
+      put(out, static_cast<int16_t>(s.to_int()));
+      break;
+    case ScalarType::Char:
+      put(out, static_cast<int8_t>(s.to_int()));
+      break;
+    case ScalarType::Byte:
+      put(out, static_cast<uint8_t>(s.to_int()));
+      break;
+    case ScalarType::UInt16:
+      put(out, static_cast<uint16_t>(s.to_int()));
+      break;
+    case ScalarType::UInt32:
+      put(out, static_cast<uint32_t>(s.to_int()));
+      break;
+    case ScalarType::UInt64:
+      put(out, static_cast<uint64_t>(s.to_int()));
+      break;
+    case ScalarType::Bool:
+      put(out, static_cast<uint8_t>(s.to_double() != 0.0));
+      break;
     default:
       throw ConvertError(std::string("cannot make a constant of dtype ") + dtype_name(dtype) +
                          (is_complex(dtype) ? "; ONNX has no arithmetic on complex tensors: compute on the real and "
@@ -134,7 +161,7 @@ Value Builder::constant(ScalarType dtype, std::span<const int64_t> shape, std::v
   auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
   std::vector<Dim> dims;
   dims.reserve(shape.size());
-  for (int64_t d : shape) dims.push_back(Dim{d, 0});
+  for (int64_t d : shape) dims.push_back(Dim{d, kNoName});
   const void* data = owned->data();
   const size_t n = owned->size();
   return g_.add_initializer("", dtype, dims, data, n, std::move(owned));
@@ -177,7 +204,8 @@ Value Builder::tensor(const std::vector<Scalar>& items, const std::vector<int64_
   if (dtype == ScalarType::Undefined) fail("constant of unknown element type");
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  if (n != static_cast<int64_t>(items.size())) fail("constant with " + std::to_string(items.size()) + " items for its shape");
+  if (n != static_cast<int64_t>(items.size()))
+    fail("constant with " + std::to_string(items.size()) + " items for its shape");
   if (!all_static(items)) return op<"Reshape">({list(items, dtype), ints(shape)});
   std::vector<uint8_t> bytes;
   for (const Scalar& s : items) encode(bytes, s, dtype);
@@ -224,7 +252,7 @@ std::optional<Value> Builder::ints(const std::optional<SymIntList>& items) {
 
 Value Builder::as_complex(Value pairs) {
   const ScalarType t = dtype(pairs);
-  const ScalarType complex = t == ScalarType::Double ? ScalarType::ComplexDouble
+  const ScalarType complex = t == ScalarType::Double  ? ScalarType::ComplexDouble
                              : t == ScalarType::Float ? ScalarType::ComplexFloat
                              : t == ScalarType::Half  ? ScalarType::ComplexHalf
                                                       : ScalarType::Undefined;
@@ -265,7 +293,9 @@ Value Builder::cast_complex(Value v, ScalarType to) {
     return as_complex(op<"Pad">({column, ints(pads)}));
   }
   const Value pairs = as_real(v);
-  const auto part = [&](int64_t i) { return op<"Gather">({pairs, scalar(i, ScalarType::Long)}, {Attr::i("axis", -1)}); };
+  const auto part = [&](int64_t i) {
+    return op<"Gather">({pairs, scalar(i, ScalarType::Long)}, {Attr::i("axis", -1)});
+  };
   if (to == ScalarType::Bool) return op<"Or">({cast(part(0), to), cast(part(1), to)});
   return cast(part(0), to);
 }

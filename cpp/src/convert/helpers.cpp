@@ -41,7 +41,8 @@ std::vector<int64_t> helper_transpose_output_padding(Builder& b, const SymIntLis
   return out;
 }
 
-std::vector<int64_t> helper_conv_pads(Builder& b, const std::string& padding, Value weight, const SymIntList& dilation) {
+std::vector<int64_t> helper_conv_pads(Builder& b, const std::string& padding, Value weight,
+                                      const SymIntList& dilation) {
   const auto kernel = b.static_shape(weight);
   if (!kernel || kernel->size() < 3) {
     b.fail("padding=\"" + padding + "\" needs a weight of static shape and rank 3 or more");

@@ -99,7 +99,8 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
     const Value v = outs[i];
     if (v.id < first_new_value || graph_.is_initializer(v)) continue;
     const ValueInfo& info = graph_.info(v);
-    if (info.dtype != ScalarType::Undefined && metas[i].dtype != ScalarType::Undefined && info.dtype != metas[i].dtype) {
+    if (info.dtype != ScalarType::Undefined && metas[i].dtype != ScalarType::Undefined &&
+        info.dtype != metas[i].dtype) {
       throw ConvertError(std::string("aten::") + entry.overload + " (FX node `" + std::string(fx_name) +
                          "`): the converter produced " + dtype_name(info.dtype) + " where torch has " +
                          dtype_name(metas[i].dtype));
@@ -107,7 +108,8 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
     if (metas[i].dtype != ScalarType::Undefined) graph_.set_dtype(v, metas[i].dtype);
     graph_.set_shape(v, metas[i].shape);
     if (rank_dynamic) graph_.set_rank_varies(v);
-    if (info.name == kNoName) graph_.set_name(v, outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
+    if (info.name == kNoName)
+      graph_.set_name(v, outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
   }
   return outs;
 }
@@ -183,7 +185,8 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
     }
     // Two owners (or two attributes) would write the subgraph twice, each copy defining the
     // same value names.
-    if ((id.index < owned_.size() && owned_[id.index]) || std::find(subgraphs.begin(), subgraphs.end(), id) != subgraphs.end()) {
+    if ((id.index < owned_.size() && owned_[id.index]) ||
+        std::find(subgraphs.begin(), subgraphs.end(), id) != subgraphs.end()) {
       throw ConvertError(label + ": attribute `" + name + "` names a subgraph another node or attribute owns");
     }
     subgraphs.push_back(id);

@@ -4,14 +4,22 @@ namespace fastonnx {
 
 const char* Arg::kind_name() const {
   switch (kind) {
-    case Kind::Missing: return "nothing";
-    case Kind::None: return "None";
-    case Kind::Bool: return "a bool";
-    case Kind::Int: return "an int";
-    case Kind::Float: return "a float";
-    case Kind::Str: return "a string";
-    case Kind::Value: return "a tensor";
-    case Kind::List: return "a list";
+    case Kind::Missing:
+      return "nothing";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return "a bool";
+    case Kind::Int:
+      return "an int";
+    case Kind::Float:
+      return "a float";
+    case Kind::Str:
+      return "a string";
+    case Kind::Value:
+      return "a tensor";
+    case Kind::List:
+      return "a list";
   }
   return "?";
 }
@@ -47,11 +55,16 @@ std::vector<T> unpack_list(const Arg& a, const char* what, int size, F item) {
 
 Value unpack_tensor(Builder& b, const Arg& a, const char* what) {
   switch (a.kind) {
-    case Arg::Kind::Value: return Value{static_cast<uint32_t>(a.i)};
-    case Arg::Kind::Int: return b.scalar(Scalar(a.i), ScalarType::Long);
-    case Arg::Kind::Bool: return b.scalar(Scalar(a.i != 0), ScalarType::Bool);
-    case Arg::Kind::Float: return b.scalar(Scalar(a.f), ScalarType::Float);
-    default: wrong(a, what, "a tensor");
+    case Arg::Kind::Value:
+      return Value{static_cast<uint32_t>(a.i)};
+    case Arg::Kind::Int:
+      return b.scalar(Scalar(a.i), ScalarType::Long);
+    case Arg::Kind::Bool:
+      return b.scalar(Scalar(a.i != 0), ScalarType::Bool);
+    case Arg::Kind::Float:
+      return b.scalar(Scalar(a.f), ScalarType::Float);
+    default:
+      wrong(a, what, "a tensor");
   }
 }
 
@@ -121,16 +134,20 @@ std::optional<std::string> unpack_opt_str(const Arg& a, const char* what) {
 
 Scalar unpack_scalar(Builder& b, const Arg& a, const char* what) {
   switch (a.kind) {
-    case Arg::Kind::Int: return Scalar(a.i);
-    case Arg::Kind::Bool: return Scalar(a.i != 0);
-    case Arg::Kind::Float: return Scalar(a.f);
+    case Arg::Kind::Int:
+      return Scalar(a.i);
+    case Arg::Kind::Bool:
+      return Scalar(a.i != 0);
+    case Arg::Kind::Float:
+      return Scalar(a.f);
     case Arg::Kind::Value: {
       // A symbolic number (SymInt, SymFloat, SymBool, `.item()`): a 0-d value of the graph.
       Value v{static_cast<uint32_t>(a.i)};
       if (b.has_shape(v) && b.rank(v) != 0) v = b.op<"Reshape">({v, b.ints(std::vector<int64_t>{})});
       return Scalar::in_graph(v, b.dtype(v));
     }
-    default: wrong(a, what, "a number");
+    default:
+      wrong(a, what, "a number");
   }
 }
 

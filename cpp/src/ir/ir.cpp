@@ -19,7 +19,7 @@ StrId StringPool::intern(std::string_view s) {
 
 Value Graph::add_value(ScalarType dtype) {
   Value v{static_cast<uint32_t>(values_.size())};
-  values_.push_back(ValueInfo{0, dtype});
+  values_.push_back(ValueInfo{kNoName, dtype});
   initializer_of_.push_back(-1);
   return v;
 }
@@ -53,8 +53,8 @@ std::optional<std::vector<int64_t>> Graph::static_shape(Value v) const {
   return fastonnx::static_shape(shape(v));
 }
 
-NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs,
-                       uint32_t n_outputs, const Attrs& attrs, GraphId graph) {
+NodeId Graph::add_node(std::string_view op_type, std::string_view domain, const Inputs& inputs, uint32_t n_outputs,
+                       const Attrs& attrs, GraphId graph) {
   const NodeId id{static_cast<uint32_t>(nodes_.size())};
   Node n;
   n.graph = graph;
@@ -151,7 +151,7 @@ void Graph::name_all() {
     if (values_[v].name == kNoName) set_name(Value{v}, "_v");
   }
   for (auto& n : nodes_) {
-    if (n.name == kNoName && !n.dead) n.name = unique_name(std::string(strings.str(n.op_type)));
+    if (n.name == kNoName && !n.dead) n.name = unique_name(strings.str(n.op_type));
   }
 }
 
@@ -165,8 +165,8 @@ Value Graph::add_input(std::string_view name, ScalarType dtype, std::span<const 
   return v;
 }
 
-Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims,
-                             const void* data, size_t nbytes, std::shared_ptr<const void> owner) {
+Value Graph::add_initializer(std::string_view name, ScalarType dtype, std::span<const Dim> dims, const void* data,
+                             size_t nbytes, std::shared_ptr<const void> owner) {
   Value v = add_value(dtype);
   set_shape(v, dims);
   if (!name.empty()) set_name(v, name);

@@ -88,9 +88,18 @@ int64_t truncate(double v) {
 
 bool is_numeric(ScalarType t) {
   switch (t) {
-    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short: case ScalarType::Int:
-    case ScalarType::Long: case ScalarType::Half: case ScalarType::Float: case ScalarType::Double:
-    case ScalarType::Bool: case ScalarType::BFloat16: case ScalarType::UInt16: case ScalarType::UInt32:
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+    case ScalarType::Half:
+    case ScalarType::Float:
+    case ScalarType::Double:
+    case ScalarType::Bool:
+    case ScalarType::BFloat16:
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
     case ScalarType::UInt64:
       return true;
     default:
@@ -100,58 +109,111 @@ bool is_numeric(ScalarType t) {
 
 double load_double(ScalarType t, const void* p) {
   switch (t) {
-    case ScalarType::Half: return half_to_float(load_unaligned<uint16_t>(p));
-    case ScalarType::BFloat16: return bfloat16_to_float(load_unaligned<uint16_t>(p));
-    case ScalarType::Float: return load_unaligned<float>(p);
-    case ScalarType::Double: return load_unaligned<double>(p);
-    case ScalarType::UInt64: return static_cast<double>(load_unaligned<uint64_t>(p));
-    default: return static_cast<double>(load_int(t, p));
+    case ScalarType::Half:
+      return half_to_float(load_unaligned<uint16_t>(p));
+    case ScalarType::BFloat16:
+      return bfloat16_to_float(load_unaligned<uint16_t>(p));
+    case ScalarType::Float:
+      return load_unaligned<float>(p);
+    case ScalarType::Double:
+      return load_unaligned<double>(p);
+    case ScalarType::UInt64:
+      return static_cast<double>(load_unaligned<uint64_t>(p));
+    default:
+      return static_cast<double>(load_int(t, p));
   }
 }
 
 int64_t load_int(ScalarType t, const void* p) {
   switch (t) {
-    case ScalarType::Bool: return load_unaligned<uint8_t>(p) != 0;
-    case ScalarType::Byte: return load_unaligned<uint8_t>(p);
-    case ScalarType::Char: return load_unaligned<int8_t>(p);
-    case ScalarType::Short: return load_unaligned<int16_t>(p);
-    case ScalarType::Int: return load_unaligned<int32_t>(p);
-    case ScalarType::Long: return load_unaligned<int64_t>(p);
-    case ScalarType::UInt16: return load_unaligned<uint16_t>(p);
-    case ScalarType::UInt32: return load_unaligned<uint32_t>(p);
-    case ScalarType::UInt64: return static_cast<int64_t>(load_unaligned<uint64_t>(p));
-    case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Float: case ScalarType::Double:
+    case ScalarType::Bool:
+      return load_unaligned<uint8_t>(p) != 0;
+    case ScalarType::Byte:
+      return load_unaligned<uint8_t>(p);
+    case ScalarType::Char:
+      return load_unaligned<int8_t>(p);
+    case ScalarType::Short:
+      return load_unaligned<int16_t>(p);
+    case ScalarType::Int:
+      return load_unaligned<int32_t>(p);
+    case ScalarType::Long:
+      return load_unaligned<int64_t>(p);
+    case ScalarType::UInt16:
+      return load_unaligned<uint16_t>(p);
+    case ScalarType::UInt32:
+      return load_unaligned<uint32_t>(p);
+    case ScalarType::UInt64:
+      return static_cast<int64_t>(load_unaligned<uint64_t>(p));
+    case ScalarType::Half:
+    case ScalarType::BFloat16:
+    case ScalarType::Float:
+    case ScalarType::Double:
       return truncate(load_double(t, p));
-    default: unsupported(t);
+    default:
+      unsupported(t);
   }
 }
 
 void store_double(ScalarType t, void* p, double v) {
   switch (t) {
-    case ScalarType::Half: write(p, float_to_half(static_cast<float>(v))); break;
-    case ScalarType::BFloat16: write(p, float_to_bfloat16(static_cast<float>(v))); break;
-    case ScalarType::Float: write(p, static_cast<float>(v)); break;
-    case ScalarType::Double: write(p, v); break;
-    case ScalarType::Bool: write<uint8_t>(p, v != 0.0); break;
-    default: store_int(t, p, truncate(v)); break;
+    case ScalarType::Half:
+      write(p, float_to_half(static_cast<float>(v)));
+      break;
+    case ScalarType::BFloat16:
+      write(p, float_to_bfloat16(static_cast<float>(v)));
+      break;
+    case ScalarType::Float:
+      write(p, static_cast<float>(v));
+      break;
+    case ScalarType::Double:
+      write(p, v);
+      break;
+    case ScalarType::Bool:
+      write<uint8_t>(p, v != 0.0);
+      break;
+    default:
+      store_int(t, p, truncate(v));
+      break;
   }
 }
 
 void store_int(ScalarType t, void* p, int64_t v) {
   switch (t) {
-    case ScalarType::Bool: write<uint8_t>(p, v != 0); break;
-    case ScalarType::Byte: write(p, static_cast<uint8_t>(v)); break;
-    case ScalarType::Char: write(p, static_cast<int8_t>(v)); break;
-    case ScalarType::Short: write(p, static_cast<int16_t>(v)); break;
-    case ScalarType::Int: write(p, static_cast<int32_t>(v)); break;
-    case ScalarType::Long: write(p, v); break;
-    case ScalarType::UInt16: write(p, static_cast<uint16_t>(v)); break;
-    case ScalarType::UInt32: write(p, static_cast<uint32_t>(v)); break;
-    case ScalarType::UInt64: write(p, static_cast<uint64_t>(v)); break;
-    case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Float: case ScalarType::Double:
+    case ScalarType::Bool:
+      write<uint8_t>(p, v != 0);
+      break;
+    case ScalarType::Byte:
+      write(p, static_cast<uint8_t>(v));
+      break;
+    case ScalarType::Char:
+      write(p, static_cast<int8_t>(v));
+      break;
+    case ScalarType::Short:
+      write(p, static_cast<int16_t>(v));
+      break;
+    case ScalarType::Int:
+      write(p, static_cast<int32_t>(v));
+      break;
+    case ScalarType::Long:
+      write(p, v);
+      break;
+    case ScalarType::UInt16:
+      write(p, static_cast<uint16_t>(v));
+      break;
+    case ScalarType::UInt32:
+      write(p, static_cast<uint32_t>(v));
+      break;
+    case ScalarType::UInt64:
+      write(p, static_cast<uint64_t>(v));
+      break;
+    case ScalarType::Half:
+    case ScalarType::BFloat16:
+    case ScalarType::Float:
+    case ScalarType::Double:
       store_double(t, p, static_cast<double>(v));
       break;
-    default: unsupported(t);
+    default:
+      unsupported(t);
   }
 }
 

@@ -6,7 +6,8 @@
 
 namespace fastonnx {
 
-std::string input_types_error(std::string_view type, int opset, const OpTypes& spec, std::span<const ScalarType> inputs) {
+std::string input_types_error(std::string_view type, int opset, const OpTypes& spec,
+                              std::span<const ScalarType> inputs) {
   if (spec.inputs.empty()) return "";
   constexpr size_t kGroups = 16;
   ScalarType group_type[kGroups];
@@ -47,7 +48,8 @@ ScalarType output_type(const OpTypes& spec, size_t i, std::span<const ScalarType
   // A variadic last output (Split) shares the type of the last formal one.
   const OutputType& rule = spec.outputs[std::min(i, spec.outputs.size() - 1)];
   if (!rule.attr.empty()) {
-    if (const Attr* a = find_attr(attrs, rule.attr, Attr::Kind::Int)) return scalar_type_from_onnx(static_cast<int>(a->as_int()));
+    if (const Attr* a = find_attr(attrs, rule.attr, Attr::Kind::Int))
+      return scalar_type_from_onnx(static_cast<int>(a->as_int()));
   }
   if (rule.input >= 0 && static_cast<size_t>(rule.input) < inputs.size() &&
       inputs[static_cast<size_t>(rule.input)] != ScalarType::Undefined) {
@@ -95,7 +97,8 @@ void check_subgraph_outputs(const Graph& g, NodeId n, std::string_view type) {
     for (size_t j = 0; j < outs.size() && j + skipped < sub.outputs.size(); ++j) {
       const ScalarType declared = written(g, outs[j]), returned = written(g, sub.outputs[j + skipped]);
       if (declared != ScalarType::Undefined && returned != ScalarType::Undefined && declared != returned) {
-        mismatch(g, n, "output " + std::to_string(j) + " of its `" + std::string(a.name.str()) + "` subgraph", declared, returned);
+        mismatch(g, n, "output " + std::to_string(j) + " of its `" + std::string(a.name.str()) + "` subgraph", declared,
+                 returned);
       }
     }
   }

@@ -47,10 +47,14 @@ bool is_complex(ScalarType t) {
 
 ScalarType real_part_type(ScalarType t) {
   switch (t) {
-    case ScalarType::ComplexHalf: return ScalarType::Half;
-    case ScalarType::ComplexFloat: return ScalarType::Float;
-    case ScalarType::ComplexDouble: return ScalarType::Double;
-    default: return t;
+    case ScalarType::ComplexHalf:
+      return ScalarType::Half;
+    case ScalarType::ComplexFloat:
+      return ScalarType::Float;
+    case ScalarType::ComplexDouble:
+      return ScalarType::Double;
+    default:
+      return t;
   }
 }
 
@@ -63,17 +67,26 @@ struct DtypeRow {
 };
 // ONNX codes from onnx.proto's TensorProto.DataType.
 constexpr DtypeRow kDtypes[] = {
-    {ScalarType::Byte, 2, 1, "uint8"},         {ScalarType::Char, 3, 1, "int8"},
-    {ScalarType::Short, 5, 2, "int16"},        {ScalarType::Int, 6, 4, "int32"},
-    {ScalarType::Long, 7, 8, "int64"},         {ScalarType::Half, 10, 2, "float16"},
-    {ScalarType::Float, 1, 4, "float32"},      {ScalarType::Double, 11, 8, "float64"},
-    {ScalarType::ComplexHalf, 0, 4, "complex32"}, {ScalarType::ComplexFloat, 14, 8, "complex64"},
-    {ScalarType::ComplexDouble, 15, 16, "complex128"}, {ScalarType::Bool, 9, 1, "bool"},
-    {ScalarType::BFloat16, 16, 2, "bfloat16"}, {ScalarType::Float8_e5m2, 19, 1, "float8_e5m2"},
+    {ScalarType::Byte, 2, 1, "uint8"},
+    {ScalarType::Char, 3, 1, "int8"},
+    {ScalarType::Short, 5, 2, "int16"},
+    {ScalarType::Int, 6, 4, "int32"},
+    {ScalarType::Long, 7, 8, "int64"},
+    {ScalarType::Half, 10, 2, "float16"},
+    {ScalarType::Float, 1, 4, "float32"},
+    {ScalarType::Double, 11, 8, "float64"},
+    {ScalarType::ComplexHalf, 0, 4, "complex32"},
+    {ScalarType::ComplexFloat, 14, 8, "complex64"},
+    {ScalarType::ComplexDouble, 15, 16, "complex128"},
+    {ScalarType::Bool, 9, 1, "bool"},
+    {ScalarType::BFloat16, 16, 2, "bfloat16"},
+    {ScalarType::Float8_e5m2, 19, 1, "float8_e5m2"},
     {ScalarType::Float8_e4m3fn, 17, 1, "float8_e4m3fn"},
     {ScalarType::Float8_e5m2fnuz, 20, 1, "float8_e5m2fnuz"},
-    {ScalarType::Float8_e4m3fnuz, 18, 1, "float8_e4m3fnuz"}, {ScalarType::UInt16, 4, 2, "uint16"},
-    {ScalarType::UInt32, 12, 4, "uint32"},     {ScalarType::UInt64, 13, 8, "uint64"},
+    {ScalarType::Float8_e4m3fnuz, 18, 1, "float8_e4m3fnuz"},
+    {ScalarType::UInt16, 4, 2, "uint16"},
+    {ScalarType::UInt32, 12, 4, "uint32"},
+    {ScalarType::UInt64, 13, 8, "uint64"},
 };
 
 const DtypeRow* row(ScalarType t) {
@@ -117,7 +130,9 @@ ScalarType scalar_type_from_onnx(int onnx_code) {
 }
 
 Scalar Scalar::in_graph(Value value, ScalarType dtype) {
-  Scalar s = dtype == ScalarType::Bool ? Scalar(false) : fastonnx::is_floating(dtype) ? Scalar(0.0) : Scalar(int64_t{0});
+  Scalar s = dtype == ScalarType::Bool      ? Scalar(false)
+             : fastonnx::is_floating(dtype) ? Scalar(0.0)
+                                            : Scalar(int64_t{0});
   s.computed = value;
   return s;
 }
@@ -125,8 +140,9 @@ Scalar Scalar::in_graph(Value value, ScalarType dtype) {
 namespace {
 void require_static(const Scalar& s) {
   if (!s.is_static()) {
-    throw ConvertError("a number computed in the graph (a symbolic size or .item()) reaches an argument this "
-                       "converter needs as a constant");
+    throw ConvertError(
+        "a number computed in the graph (a symbolic size or .item()) reaches an argument this "
+        "converter needs as a constant");
   }
 }
 }  // namespace

@@ -153,38 +153,90 @@ Result binary(Binary op, const ConstView& a, const ConstView& b) {
       if (floating) {
         const double x = load_double(a.dtype, pa), y = load_double(b.dtype, pb);
         switch (op) {
-          case Binary::Add: store_double(out_type, pd, x + y); break;
-          case Binary::Sub: store_double(out_type, pd, x - y); break;
-          case Binary::Mul: store_double(out_type, pd, x * y); break;
-          case Binary::Div: store_double(out_type, pd, x / y); break;
-          case Binary::Equal: store_int(out_type, pd, x == y); break;
-          case Binary::Less: store_int(out_type, pd, x < y); break;
-          case Binary::LessOrEqual: store_int(out_type, pd, x <= y); break;
-          case Binary::Greater: store_int(out_type, pd, x > y); break;
-          case Binary::GreaterOrEqual: store_int(out_type, pd, x >= y); break;
-          case Binary::Max: store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y)); break;
-          case Binary::Min: store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y)); break;
-          case Binary::And: store_int(out_type, pd, x != 0 && y != 0); break;
-          case Binary::Or: store_int(out_type, pd, x != 0 || y != 0); break;
+          case Binary::Add:
+            store_double(out_type, pd, x + y);
+            break;
+          case Binary::Sub:
+            store_double(out_type, pd, x - y);
+            break;
+          case Binary::Mul:
+            store_double(out_type, pd, x * y);
+            break;
+          case Binary::Div:
+            store_double(out_type, pd, x / y);
+            break;
+          case Binary::Equal:
+            store_int(out_type, pd, x == y);
+            break;
+          case Binary::Less:
+            store_int(out_type, pd, x < y);
+            break;
+          case Binary::LessOrEqual:
+            store_int(out_type, pd, x <= y);
+            break;
+          case Binary::Greater:
+            store_int(out_type, pd, x > y);
+            break;
+          case Binary::GreaterOrEqual:
+            store_int(out_type, pd, x >= y);
+            break;
+          case Binary::Max:
+            store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y));
+            break;
+          case Binary::Min:
+            store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y));
+            break;
+          case Binary::And:
+            store_int(out_type, pd, x != 0 && y != 0);
+            break;
+          case Binary::Or:
+            store_int(out_type, pd, x != 0 || y != 0);
+            break;
         }
       } else {
         const int64_t x = load_int(a.dtype, pa), y = load_int(b.dtype, pb);
         // Unsigned wrap-around: what the runtime's integer arithmetic does on overflow.
         const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
         switch (op) {
-          case Binary::Add: store_int(out_type, pd, static_cast<int64_t>(ux + uy)); break;
-          case Binary::Sub: store_int(out_type, pd, static_cast<int64_t>(ux - uy)); break;
-          case Binary::Mul: store_int(out_type, pd, static_cast<int64_t>(ux * uy)); break;
-          case Binary::Div: store_int(out_type, pd, x == INT64_MIN && y == -1 ? x : x / y); break;
-          case Binary::Equal: store_int(out_type, pd, x == y); break;
-          case Binary::Less: store_int(out_type, pd, x < y); break;
-          case Binary::LessOrEqual: store_int(out_type, pd, x <= y); break;
-          case Binary::Greater: store_int(out_type, pd, x > y); break;
-          case Binary::GreaterOrEqual: store_int(out_type, pd, x >= y); break;
-          case Binary::Max: store_int(out_type, pd, std::max(x, y)); break;
-          case Binary::Min: store_int(out_type, pd, std::min(x, y)); break;
-          case Binary::And: store_int(out_type, pd, x != 0 && y != 0); break;
-          case Binary::Or: store_int(out_type, pd, x != 0 || y != 0); break;
+          case Binary::Add:
+            store_int(out_type, pd, static_cast<int64_t>(ux + uy));
+            break;
+          case Binary::Sub:
+            store_int(out_type, pd, static_cast<int64_t>(ux - uy));
+            break;
+          case Binary::Mul:
+            store_int(out_type, pd, static_cast<int64_t>(ux * uy));
+            break;
+          case Binary::Div:
+            store_int(out_type, pd, x == INT64_MIN && y == -1 ? x : x / y);
+            break;
+          case Binary::Equal:
+            store_int(out_type, pd, x == y);
+            break;
+          case Binary::Less:
+            store_int(out_type, pd, x < y);
+            break;
+          case Binary::LessOrEqual:
+            store_int(out_type, pd, x <= y);
+            break;
+          case Binary::Greater:
+            store_int(out_type, pd, x > y);
+            break;
+          case Binary::GreaterOrEqual:
+            store_int(out_type, pd, x >= y);
+            break;
+          case Binary::Max:
+            store_int(out_type, pd, std::max(x, y));
+            break;
+          case Binary::Min:
+            store_int(out_type, pd, std::min(x, y));
+            break;
+          case Binary::And:
+            store_int(out_type, pd, x != 0 && y != 0);
+            break;
+          case Binary::Or:
+            store_int(out_type, pd, x != 0 || y != 0);
+            break;
         }
       }
     }
@@ -205,7 +257,7 @@ Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSo
   if (in.data == nullptr) return std::nullopt;
   Folded f;
   f.dtype = in.dtype;
-  f.shape = out;
+  f.shape = std::move(out);
   f.computed = transposed_bytes(in.data, source.owner, element_size(in.dtype), in.shape, perm);
   if (in.count() <= read_limit(in)) {  // small: materialize now, so later folds can read it
     f.computed->produce([&](const void* p, size_t n) {
@@ -293,7 +345,8 @@ Result slice(ConstInputs inputs) {
   std::iota(axes.begin(), axes.end(), 0);
   if (inputs.size() > 3 && inputs[3]) axes = ints_of(*inputs[3]);
   if (inputs.size() > 4 && inputs[4]) steps = ints_of(*inputs[4]);
-  if (axes.size() != starts.size() || ends.size() != starts.size() || steps.size() != starts.size()) return std::nullopt;
+  if (axes.size() != starts.size() || ends.size() != starts.size() || steps.size() != starts.size())
+    return std::nullopt;
   std::vector<int64_t> begin(rank, 0), step(rank, 1);
   Shape out = data.shape;
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -347,7 +400,8 @@ Result squeeze_like(std::string_view op, ConstInputs inputs, std::span<const Att
   if (op == "Squeeze") {
     Shape out;
     for (size_t d = 0; d < in.shape.size(); ++d) {
-      const bool listed = std::any_of(axes.begin(), axes.end(), [&](int64_t a) { return wrap(a, in.shape.size()) == static_cast<int64_t>(d); });
+      const bool listed = std::any_of(axes.begin(), axes.end(),
+                                      [&](int64_t a) { return wrap(a, in.shape.size()) == static_cast<int64_t>(d); });
       if (axes.empty() ? in.shape[d] != 1 : !listed) out.push_back(in.shape[d]);
     }
     return std::vector<Folded>{alias(in, out)};
@@ -374,7 +428,8 @@ Result range(ConstInputs inputs) {
     const double n = std::max(std::ceil((l - s) / d), 0.0);
     if (n > kLarge) return std::nullopt;
     return std::vector<Folded>{make(start.dtype, {static_cast<int64_t>(n)}, [&](uint8_t* dst) {
-      for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) store_double(start.dtype, dst + i * element_size(start.dtype), s + i * d);
+      for (int64_t i = 0; i < static_cast<int64_t>(n); ++i)
+        store_double(start.dtype, dst + i * element_size(start.dtype), s + i * d);
     })};
   }
   const int64_t s = load_int(start.dtype, start.data), l = load_int(limit.dtype, limit.data),
@@ -421,7 +476,8 @@ Result unary_float(std::string_view op, const ConstView& in) {
     if (op != name) continue;
     const size_t es = static_cast<size_t>(element_size(in.dtype));
     return std::vector<Folded>{make(in.dtype, in.shape, [&](uint8_t* dst) {
-      for (size_t i = 0; i < in.count(); ++i) store_double(in.dtype, dst + i * es, function(load_double(in.dtype, in.data + i * es)));
+      for (size_t i = 0; i < in.count(); ++i)
+        store_double(in.dtype, dst + i * es, function(load_double(in.dtype, in.data + i * es)));
     })};
   }
   return std::nullopt;
@@ -462,7 +518,8 @@ Result cumsum(const ConstView& in, const ConstView& axis_in, std::span<const Att
       if (floating) {
         store_double(in.dtype, sum.data(), load_double(in.dtype, sum.data()) + load_double(in.dtype, element));
       } else {
-        const auto total = static_cast<uint64_t>(load_int(in.dtype, sum.data())) + static_cast<uint64_t>(load_int(in.dtype, element));
+        const auto total =
+            static_cast<uint64_t>(load_int(in.dtype, sum.data())) + static_cast<uint64_t>(load_int(in.dtype, element));
         store_int(in.dtype, sum.data(), static_cast<int64_t>(total));
       }
     };
@@ -533,7 +590,8 @@ bool all_present(ConstInputs inputs, size_t n) {
 }
 
 bool readable(ConstInputs inputs) {
-  return std::all_of(inputs.begin(), inputs.end(), [](const auto& v) { return !v || (v->data && is_numeric(v->dtype)); });
+  return std::all_of(inputs.begin(), inputs.end(),
+                     [](const auto& v) { return !v || (v->data && is_numeric(v->dtype)); });
 }
 
 }  // namespace
@@ -567,12 +625,19 @@ std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Att
   for (const auto& in : inputs) {
     if (in && in->count() > read_limit(*in)) return std::nullopt;
   }
-  static constexpr std::pair<std::string_view, Binary> kBinary[] = {
-      {"Add", Binary::Add},     {"Sub", Binary::Sub},   {"Mul", Binary::Mul},
-      {"Div", Binary::Div},     {"Equal", Binary::Equal}, {"Less", Binary::Less},
-      {"LessOrEqual", Binary::LessOrEqual}, {"Greater", Binary::Greater}, {"GreaterOrEqual", Binary::GreaterOrEqual},
-      {"Max", Binary::Max},     {"Min", Binary::Min},   {"And", Binary::And},
-      {"Or", Binary::Or}};
+  static constexpr std::pair<std::string_view, Binary> kBinary[] = {{"Add", Binary::Add},
+                                                                    {"Sub", Binary::Sub},
+                                                                    {"Mul", Binary::Mul},
+                                                                    {"Div", Binary::Div},
+                                                                    {"Equal", Binary::Equal},
+                                                                    {"Less", Binary::Less},
+                                                                    {"LessOrEqual", Binary::LessOrEqual},
+                                                                    {"Greater", Binary::Greater},
+                                                                    {"GreaterOrEqual", Binary::GreaterOrEqual},
+                                                                    {"Max", Binary::Max},
+                                                                    {"Min", Binary::Min},
+                                                                    {"And", Binary::And},
+                                                                    {"Or", Binary::Or}};
   for (const auto& [name, kind] : kBinary) {
     if (op == name && inputs.size() == 2 && all_present(inputs, 2)) return binary(kind, x, *inputs[1]);
   }
@@ -583,7 +648,8 @@ std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Att
         if (is_floating(x.dtype)) {
           store_double(x.dtype, dst + i * es, -load_double(x.dtype, x.data + i * es));
         } else {
-          store_int(x.dtype, dst + i * es, static_cast<int64_t>(0 - static_cast<uint64_t>(load_int(x.dtype, x.data + i * es))));
+          store_int(x.dtype, dst + i * es,
+                    static_cast<int64_t>(0 - static_cast<uint64_t>(load_int(x.dtype, x.data + i * es))));
         }
       }
     })};

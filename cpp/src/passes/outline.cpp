@@ -56,8 +56,7 @@ class Outliner {
 
  private:
   void sort_by_place(std::vector<NodeId>& nodes) const {
-    std::sort(nodes.begin(), nodes.end(),
-              [&](NodeId a, NodeId b) {
+    std::sort(nodes.begin(), nodes.end(), [&](NodeId a, NodeId b) {
       return place_[a.index] != place_[b.index] ? place_[a.index] < place_[b.index] : a < b;
     });
   }
@@ -245,10 +244,10 @@ class Outliner {
   Graph& g_;
   std::span<const Scope> scopes_;
   std::vector<uint32_t> depth_;
-  std::vector<uint64_t> place_;               // by node id
-  std::vector<uint32_t> value_scope_;         // by value id: the scope whose node produces it
-  std::vector<uint64_t> first_outside_use_;   // by value id, for the depth being outlined
-  std::vector<std::vector<Value>> captured_;  // by subgraph id
+  std::vector<uint64_t> place_;                         // by node id
+  std::vector<uint32_t> value_scope_;                   // by value id: the scope whose node produces it
+  std::vector<uint64_t> first_outside_use_;             // by value id, for the depth being outlined
+  std::vector<std::vector<Value>> captured_;            // by subgraph id
   std::unordered_map<std::string, size_t> signatures_;  // body -> index in functions_
   std::unordered_set<std::string> names_;
   std::vector<LocalFunction> functions_;

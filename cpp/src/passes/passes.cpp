@@ -152,7 +152,7 @@ class Optimizer {
   Value int64_constant(std::vector<int64_t> values, bool scalar) {
     auto bytes = std::make_shared<std::vector<int64_t>>(std::move(values));
     std::vector<Dim> dims;
-    if (!scalar) dims.push_back(Dim{static_cast<int64_t>(bytes->size()), 0});
+    if (!scalar) dims.push_back(Dim{static_cast<int64_t>(bytes->size()), kNoName});
     const void* data = bytes->data();
     const size_t nbytes = bytes->size() * sizeof(int64_t);
     return g_.add_initializer("", ScalarType::Long, dims, data, nbytes, std::move(bytes));
@@ -185,7 +185,8 @@ class Optimizer {
       int64_t start = start_attr ? start_attr->as_int() : 0, end = end_attr ? end_attr->as_int() : rank;
       start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
       end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
-      fold_to(n, {int64_constant(std::vector<int64_t>(shape->begin() + start, shape->begin() + std::max(start, end)), false)});
+      fold_to(n, {int64_constant(std::vector<int64_t>(shape->begin() + start, shape->begin() + std::max(start, end)),
+                                 false)});
       return true;
     }
     if (op == "Gather" && in.size() == 2) {
@@ -235,7 +236,7 @@ class Optimizer {
     std::vector<Value> results;
     for (const Folded& f : *folded) {
       std::vector<Dim> dims;
-      for (int64_t d : f.shape) dims.push_back(Dim{d, 0});
+      for (int64_t d : f.shape) dims.push_back(Dim{d, kNoName});
       if (f.alias_of >= 0) {
         results.push_back(g_.alias_initializer(in[f.alias_of], dims));
       } else if (f.computed) {

@@ -49,11 +49,13 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
       const char* bytes = static_cast<const char*>(data);
       while (size > 0) {
         const size_t n = std::min(size, kWritePiece - unreported);
-        if (std::fwrite(bytes, 1, n, f) != n) throw WriteFailed{errno};
+        if (std::fwrite(bytes, 1, n, f) != n)
+          throw WriteFailed{errno};  // NOLINT(bugprone-std-exception-baseclass): control flow, caught below
         written += n;
         bytes += n;
         size -= n;
-        if ((unreported += n) == kWritePiece) end_piece();
+        unreported += n;
+        if (unreported == kWritePiece) end_piece();
       }
     });
     if (unreported > 0) end_piece();
@@ -78,19 +80,25 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
                  const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces) {
   if (location.empty()) {
     const ProtoMessage proto = serialize(nullptr);
-    write_file(path, [&](const ByteSink& sink) {
-      Prefetcher ahead(proto.computed());
-      proto.produce(sink, &ahead);
-    }, between_pieces);
+    write_file(
+        path,
+        [&](const ByteSink& sink) {
+          Prefetcher ahead(proto.computed());
+          proto.produce(sink, &ahead);
+        },
+        between_pieces);
     return;
   }
   ExternalData external;
   external.location = location;
   const ProtoMessage proto = serialize(&external);
-  write_file(data_path, [&](const ByteSink& sink) {
-    Prefetcher ahead(external.computed());
-    write_external_data(external, sink, &ahead);
-  }, between_pieces);
+  write_file(
+      data_path,
+      [&](const ByteSink& sink) {
+        Prefetcher ahead(external.computed());
+        write_external_data(external, sink, &ahead);
+      },
+      between_pieces);
   write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, between_pieces);
 }
 

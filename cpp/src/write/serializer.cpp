@@ -12,26 +12,61 @@ namespace fastonnx {
 namespace {
 
 // Field numbers from onnx/onnx.proto.
-namespace model_f { enum : uint32_t { ir_version = 1, producer_name = 2, producer_version = 3, graph = 7, opset_import = 8, functions = 25 }; }
-namespace function_f { enum : uint32_t { name = 1, input = 4, output = 5, node = 7, opset_import = 9, domain = 10 }; }
-namespace graph_f { enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 }; }
-namespace node_f { enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
-namespace attr_f { enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, type = 20 }; }
-namespace attr_type { enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, GRAPH = 5, FLOATS = 6, INTS = 7, STRINGS = 8 }; }
-namespace tensor_f { enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 }; }
-namespace entry_f { enum : uint32_t { key = 1, value = 2 }; }
+namespace model_f {
+enum : uint32_t {
+  ir_version = 1,
+  producer_name = 2,
+  producer_version = 3,
+  graph = 7,
+  opset_import = 8,
+  functions = 25
+};
+}
+namespace function_f {
+enum : uint32_t { name = 1, input = 4, output = 5, node = 7, opset_import = 9, domain = 10 };
+}
+namespace graph_f {
+enum : uint32_t { node = 1, name = 2, initializer = 5, input = 11, output = 12, value_info = 13 };
+}
+namespace node_f {
+enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 };
+}
+namespace attr_f {
+enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, type = 20 };
+}
+namespace attr_type {
+enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, GRAPH = 5, FLOATS = 6, INTS = 7, STRINGS = 8 };
+}
+namespace tensor_f {
+enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 };
+}
+namespace entry_f {
+enum : uint32_t { key = 1, value = 2 };
+}
 constexpr uint64_t kDataLocationExternal = 1;
 // A tensor of at least kPageAlignedBytes starts on a page boundary (memory-mappable on its own);
 // smaller ones on a 64-byte boundary, so padding stays small.
 constexpr size_t kPageAlignedBytes = size_t{64} << 10;
 constexpr size_t kPage = 4096;
 constexpr size_t kSmallAlignment = 64;
-namespace vi_f { enum : uint32_t { name = 1, type = 2 }; }
-namespace type_f { enum : uint32_t { tensor_type = 1 }; }
-namespace ttype_f { enum : uint32_t { elem_type = 1, shape = 2 }; }
-namespace shape_f { enum : uint32_t { dim = 1 }; }
-namespace dim_f { enum : uint32_t { dim_value = 1, dim_param = 2 }; }
-namespace opset_f { enum : uint32_t { domain = 1, version = 2 }; }
+namespace vi_f {
+enum : uint32_t { name = 1, type = 2 };
+}
+namespace type_f {
+enum : uint32_t { tensor_type = 1 };
+}
+namespace ttype_f {
+enum : uint32_t { elem_type = 1, shape = 2 };
+}
+namespace shape_f {
+enum : uint32_t { dim = 1 };
+}
+namespace dim_f {
+enum : uint32_t { dim_value = 1, dim_param = 2 };
+}
+namespace opset_f {
+enum : uint32_t { domain = 1, version = 2 };
+}
 
 // `subgraph` writes the GraphProto of a Graph attribute.
 ProtoMessage attribute(const Attr& a, const std::function<ProtoMessage(const Attr&)>& subgraph) {
@@ -229,7 +264,8 @@ ProtoMessage opset_import(std::string_view domain, int64_t version) {
 }
 
 // OperatorSetIdProtos of the domains other than ONNX's that `nodes` use, in order of first use.
-std::vector<ProtoMessage> custom_opset_imports(const Graph& g, const ModelInfo& info, const std::vector<NodeId>& nodes) {
+std::vector<ProtoMessage> custom_opset_imports(const Graph& g, const ModelInfo& info,
+                                               const std::vector<NodeId>& nodes) {
   std::vector<StrId> domains;
   std::vector<ProtoMessage> out;
   for (NodeId n : nodes) {
@@ -268,7 +304,8 @@ ProtoMessage function(const Graph& g, const ModelInfo& info, const GraphWriter& 
     writer.add_subgraph_nodes(n, nodes);
   }
   m.message_field(function_f::opset_import, opset_import("", info.opset));
-  for (const ProtoMessage& custom : custom_opset_imports(g, info, nodes)) m.message_field(function_f::opset_import, custom);
+  for (const ProtoMessage& custom : custom_opset_imports(g, info, nodes))
+    m.message_field(function_f::opset_import, custom);
   m.bytes_field(function_f::domain, kFunctionDomain);
   return m;
 }
@@ -302,11 +339,14 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
     if (!g.node(n).dead) all_nodes.push_back(n);
   }
   if (info.outlined != nullptr) {
-    for (const LocalFunction& f : info.outlined->functions) all_nodes.insert(all_nodes.end(), f.body.begin(), f.body.end());
+    for (const LocalFunction& f : info.outlined->functions)
+      all_nodes.insert(all_nodes.end(), f.body.begin(), f.body.end());
   }
-  for (const ProtoMessage& custom : custom_opset_imports(g, info, all_nodes)) model.message_field(model_f::opset_import, custom);
+  for (const ProtoMessage& custom : custom_opset_imports(g, info, all_nodes))
+    model.message_field(model_f::opset_import, custom);
   if (info.outlined != nullptr) {
-    for (const LocalFunction& f : info.outlined->functions) model.message_field(model_f::functions, function(g, info, writer, f));
+    for (const LocalFunction& f : info.outlined->functions)
+      model.message_field(model_f::functions, function(g, info, writer, f));
   }
   return model;
 }

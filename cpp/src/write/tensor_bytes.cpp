@@ -26,8 +26,11 @@ class Transposed final : public TensorBytes {
  public:
   Transposed(const void* data, std::shared_ptr<const void> owner, int element_size, std::vector<int64_t> shape,
              std::vector<int64_t> perm)
-      : data_(static_cast<const uint8_t*>(data)), owner_(std::move(owner)), es_(static_cast<size_t>(element_size)),
-        shape_(std::move(shape)), perm_(std::move(perm)) {
+      : data_(static_cast<const uint8_t*>(data)),
+        owner_(std::move(owner)),
+        es_(static_cast<size_t>(element_size)),
+        shape_(std::move(shape)),
+        perm_(std::move(perm)) {
     count_ = 1;
     for (int64_t d : shape_) count_ *= static_cast<size_t>(d);
   }
@@ -99,10 +102,18 @@ class Transposed final : public TensorBytes {
   // output rows are rows_in elements apart.
   void gather(size_t r0, size_t r1, size_t c0, size_t c1, uint8_t* dst) const {
     switch (es_) {
-      case 1: gather_typed<uint8_t>(r0, r1, c0, c1, dst); break;
-      case 2: gather_typed<uint16_t>(r0, r1, c0, c1, dst); break;
-      case 4: gather_typed<uint32_t>(r0, r1, c0, c1, dst); break;
-      case 8: gather_typed<uint64_t>(r0, r1, c0, c1, dst); break;
+      case 1:
+        gather_typed<uint8_t>(r0, r1, c0, c1, dst);
+        break;
+      case 2:
+        gather_typed<uint16_t>(r0, r1, c0, c1, dst);
+        break;
+      case 4:
+        gather_typed<uint32_t>(r0, r1, c0, c1, dst);
+        break;
+      case 8:
+        gather_typed<uint64_t>(r0, r1, c0, c1, dst);
+        break;
       default: {
         const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
         for (size_t r = r0; r < r1; ++r) {
