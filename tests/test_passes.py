@@ -1,5 +1,5 @@
-"""The clean-up passes (cpp/src/passes.cpp) and the constant folder (cpp/src/fold.cpp): a node
-whose inputs are all constants becomes an initializer holding what onnxruntime computes for it,
+"""The clean-up passes (cpp/src/passes/passes.cpp) and the constant folder (cpp/src/passes/fold.cpp):
+a node whose inputs are all constants becomes an initializer holding what onnxruntime computes for it,
 constants built from iotas (masks, position tables) fold away, and weights are never copied."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ torch.export records, on every node, the stack of module calls it comes from
 (``node.meta["nn_module_stack"]``: the model itself first, then each submodule, as ``key ->
 (path, "module.QualifiedClassName")``). Each call of a selected submodule becomes a scope of the
 native session, nested in the call of the nearest selected module around it; the session then
-outlines every scope into a call of an ONNX local function (cpp/src/outline.cpp).
+outlines every scope into a call of an ONNX local function (cpp/src/passes/outline.cpp).
 """
 
 from __future__ import annotations
