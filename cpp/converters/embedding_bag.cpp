@@ -5,6 +5,7 @@
 #include <array>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "common.h"
 
@@ -36,6 +37,124 @@ Value scatter_rows(Builder& b, Value init, Value bag_of, Value updates, const ch
   return b.cast(out, t);
 }
 
+// The values the reductions share.
+struct Bags {
+  Value index;      // the indices, int64
+  Value positions;  // 0, 1, ..., positions - 1
+  Value positions_shape, bags_shape;
+  Value rows_shape;              // (bags, D)
+  std::optional<Value> valid;    // the positions that count; all when absent
+  Value bag_of;                  // the bag of each position
+  std::optional<Value> members;  // (bags, positions) membership, where no scatter reduction exists
+};
+
+// The positions that count: not padding_idx, and before the last offset when it is given.
+std::optional<Value> counted_positions(Builder& b, const Bags& bags, Value bounds, bool include_last_offset,
+                                       const std::optional<Value>& padding_idx) {
+  std::optional<Value> valid;
+  if (padding_idx) valid = b.op<"Not">({b.op<"Equal">({bags.index, *padding_idx})});
+  if (include_last_offset) {
+    const Value end = b.op<"Slice">(
+        {bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
+    const Value before_end = b.op<"Less">({bags.positions, end});
+    valid = valid ? b.op<"And">({*valid, before_end}) : before_end;
+  }
+  return valid;
+}
+
+// The bag of each position: how many bags start at or before it, minus one.
+Value bag_of_positions(Builder& b, const Bags& bags, Value starts) {
+  if (b.opset() >= 16) {
+    const Value slots = b.op<"Add">({bags.positions_shape, b.ints(std::vector<int64_t>{1})});  // a start may be the end
+    const Value marks = b.op<"ScatterElements">(
+        {b.op<"Expand">({b.long_scalar(0), slots}), starts, b.op<"Expand">({b.long_scalar(1), bags.bags_shape})},
+        {Attr::i("axis", 0), Attr::s("reduction", "add")});
+    const Value started = b.op<"CumSum">({marks, b.long_scalar(0)});
+    return b.op<"Sub">({b.op<"Slice">({started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}),
+                        b.long_scalar(1)});
+  }
+  const Value started = b.op<"LessOrEqual">({unsqueeze(b, starts, 0), unsqueeze(b, bags.positions, 1)});
+  return b.op<"Sub">(
+      {reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
+}
+
+// (bags, positions): position p counts in bag b. Only built where no scatter reduction exists.
+std::optional<Value> membership(Builder& b, const Bags& bags, int64_t mode) {
+  const bool dense_sum = b.opset() < 16, dense_max = b.opset() < 18;
+  if (!((mode == kMax && dense_max) || (mode != kMax && dense_sum))) return std::nullopt;
+  Value m = b.op<"Equal">({unsqueeze(b, range(b, bags.bags_shape), 1), unsqueeze(b, bags.bag_of, 0)});
+  return bags.valid ? b.op<"And">({m, unsqueeze(b, *bags.valid, 0)}) : m;
+}
+
+// Positions counted per bag.
+Value bag_counts(Builder& b, const Bags& bags) {
+  if (bags.members) {
+    return reduce(b, "ReduceSum", b.cast(*bags.members, ScalarType::Long), std::vector<int64_t>{1}, false);
+  }
+  const Value ones =
+      bags.valid ? b.cast(*bags.valid, ScalarType::Long) : b.op<"Expand">({b.long_scalar(1), bags.positions_shape});
+  return b.op<"ScatterElements">({b.op<"Expand">({b.long_scalar(0), bags.bags_shape}), bags.bag_of, ones},
+                                 {Attr::i("axis", 0), Attr::s("reduction", "add")});
+}
+
+// The sum of the counted rows of each bag.
+Value sum_bags(Builder& b, const Bags& bags, Value rows, Value zero, ScalarType dtype) {
+  if (bags.members) return b.op<"MatMul">({b.cast(*bags.members, dtype), rows});
+  const Value counted = bags.valid ? b.op<"Where">({unsqueeze(b, *bags.valid, 1), rows, zero}) : rows;
+  return scatter_rows(b, b.op<"Expand">({zero, bags.rows_shape}), bags.bag_of, counted, "add");
+}
+
+// The maximum of the counted rows of each bag and the index it is at. Empty bags are 0 with
+// index 0; ties go to the first position, as torch scans.
+std::pair<Value, Value> max_bags(Builder& b, const Bags& bags, Value rows, Value nonempty, Value zero,
+                                 ScalarType dtype) {
+  const Value lowest = b.scalar(Scalar(-std::numeric_limits<double>::infinity()), dtype);
+  Value result, first;
+  if (bags.members) {
+    const Value masked = b.op<"Where">({unsqueeze(b, *bags.members, 2), unsqueeze(b, rows, 0), lowest});
+    result = reduce(b, "ReduceMax", masked, std::vector<int64_t>{1}, false);
+    first = b.op<"ArgMax">({masked}, {Attr::i("axis", 1), Attr::i("keepdims", 0)});
+  } else {
+    const Value counted = bags.valid ? b.op<"Where">({unsqueeze(b, *bags.valid, 1), rows, lowest}) : rows;
+    result = scatter_rows(b, b.op<"Expand">({lowest, bags.rows_shape}), bags.bag_of, counted, "max");
+    Value at_max = b.op<"Equal">({counted, b.op<"Gather">({result, bags.bag_of})});
+    if (bags.valid) at_max = b.op<"And">({at_max, unsqueeze(b, *bags.valid, 1)});
+    const Value past_end = squeeze0(b, bags.positions_shape);
+    const Value candidate = b.op<"Where">({at_max, unsqueeze(b, bags.positions, 1), past_end});
+    first = b.op<"ScatterND">({b.op<"Expand">({past_end, bags.rows_shape}), unsqueeze(b, bags.bag_of, 1), candidate},
+                              {Attr::s("reduction", "min")});
+  }
+  result = b.op<"Where">({nonempty, result, zero});
+  // An empty bag's first position is one past the end: a 0 appended there.
+  const Value chosen =
+      b.op<"Gather">({b.op<"Concat">({bags.index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
+  return {result, b.op<"Where">({nonempty, chosen, b.long_scalar(0)})};
+}
+
+// The result and what torch returns besides it (used by its backward): offset2bag (empty when it
+// needs none), bag_size (filled for mean and max only) and max_indices (for max; mean
+// repeats bag_size).
+// Where torch leaves them unfilled, their sizes vary with its code path: the recorded ones are
+// kept. Each is a node of its own, so the sizes torch records for it (with include_last_offset
+// they can disagree with its eager results) stay off the values the result is computed from.
+std::array<Value, 4> with_torch_outputs(Builder& b, Value result, int64_t mode, const Bags& bags, Value counts,
+                                        const std::optional<Value>& max_indices) {
+  const auto as_meta = [&](Value v, size_t i) {
+    const ScalarType t = b.out_meta(i).dtype;
+    return t == b.dtype(v) ? b.op<"Identity">({v}) : b.cast(v, t);
+  };
+  const auto unfilled = [&](size_t i) {
+    const auto recorded = b.out_static_shape(i);
+    return b.op<"Expand">({b.long_scalar(0), recorded ? b.ints(*recorded) : bags.bags_shape});
+  };
+  const auto recorded_offset2bag = b.out_static_shape(1);
+  const bool no_offset2bag = recorded_offset2bag && recorded_offset2bag->size() == 1 && (*recorded_offset2bag)[0] == 0;
+  const Value offset2bag = no_offset2bag ? unfilled(1) : bags.bag_of;
+  const Value bag_size = mode == kSum ? unfilled(2) : counts;
+  const Value max_or_size = mode == kSum ? unfilled(3) : max_indices.value_or(counts);
+  return {result, as_meta(offset2bag, 1), as_meta(bag_size, 2), as_meta(max_or_size, 3)};
+}
+
 }  // namespace
 
 std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value offsets, int64_t mode,
@@ -46,126 +165,40 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
   }
   if (mode != kSum && mode != kMean && mode != kMax) b.fail("unknown embedding_bag mode " + std::to_string(mode));
   const ScalarType dtype = b.dtype(weight);
-  const Value index = b.cast(indices, ScalarType::Long);
+  Bags bags;
+  bags.index = b.cast(indices, ScalarType::Long);
   const Value bounds = b.cast(offsets, ScalarType::Long);
   const Value starts = include_last_offset
                            ? b.op<"Slice">({bounds, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})})
                            : bounds;
-  const Value positions_shape = b.op<"Shape">({index}), bags_shape = b.op<"Shape">({starts});
-  const Value positions = range(b, positions_shape);
+  bags.positions_shape = b.op<"Shape">({bags.index});
+  bags.bags_shape = b.op<"Shape">({starts});
+  bags.positions = range(b, bags.positions_shape);
   const Value width =
       b.op<"Slice">({b.op<"Shape">({weight}), b.ints(std::vector<int64_t>{1}), b.ints(std::vector<int64_t>{2})});
-  const Value rows_shape = b.op<"Concat">({bags_shape, width}, {Attr::i("axis", 0)});
+  bags.rows_shape = b.op<"Concat">({bags.bags_shape, width}, {Attr::i("axis", 0)});
   const Value zero = b.scalar(Scalar(0.0), dtype);
-
-  // The positions that count: not padding_idx, and before the last offset when it is given.
-  std::optional<Value> valid;
-  if (padding_idx) valid = b.op<"Not">({b.op<"Equal">({index, *padding_idx})});
-  if (include_last_offset) {
-    const Value end = b.op<"Slice">(
-        {bounds, b.ints(std::vector<int64_t>{-1}), b.ints(std::vector<int64_t>{std::numeric_limits<int64_t>::max()})});
-    const Value before_end = b.op<"Less">({positions, end});
-    valid = valid ? b.op<"And">({*valid, before_end}) : before_end;
-  }
-
-  // The bag of each position: how many bags start at or before it, minus one.
-  Value bag_of;
-  if (b.opset() >= 16) {
-    const Value slots = b.op<"Add">({positions_shape, b.ints(std::vector<int64_t>{1})});  // a start may be the end
-    const Value marks = b.op<"ScatterElements">(
-        {b.op<"Expand">({b.long_scalar(0), slots}), starts, b.op<"Expand">({b.long_scalar(1), bags_shape})},
-        {Attr::i("axis", 0), Attr::s("reduction", "add")});
-    const Value started = b.op<"CumSum">({marks, b.long_scalar(0)});
-    bag_of = b.op<"Sub">({b.op<"Slice">({started, b.ints(std::vector<int64_t>{0}), b.ints(std::vector<int64_t>{-1})}),
-                          b.long_scalar(1)});
-  } else {
-    const Value started = b.op<"LessOrEqual">({unsqueeze(b, starts, 0), unsqueeze(b, positions, 1)});
-    bag_of = b.op<"Sub">(
-        {reduce(b, "ReduceSum", b.cast(started, ScalarType::Long), std::vector<int64_t>{1}, false), b.long_scalar(1)});
-  }
-  // (bags, positions): position p counts in bag b. Only built where no scatter reduction exists.
-  const auto membership = [&] {
-    Value m = b.op<"Equal">({unsqueeze(b, range(b, bags_shape), 1), unsqueeze(b, bag_of, 0)});
-    return valid ? b.op<"And">({m, unsqueeze(b, *valid, 0)}) : m;
-  };
-  const bool dense_sum = b.opset() < 16, dense_max = b.opset() < 18;
-  std::optional<Value> members;
-  if ((mode == kMax && dense_max) || (mode != kMax && dense_sum)) members = membership();
-
-  // Positions counted per bag.
-  Value counts;
-  if (members) {
-    counts = reduce(b, "ReduceSum", b.cast(*members, ScalarType::Long), std::vector<int64_t>{1}, false);
-  } else {
-    const Value ones = valid ? b.cast(*valid, ScalarType::Long) : b.op<"Expand">({b.long_scalar(1), positions_shape});
-    counts = b.op<"ScatterElements">({b.op<"Expand">({b.long_scalar(0), bags_shape}), bag_of, ones},
-                                     {Attr::i("axis", 0), Attr::s("reduction", "add")});
-  }
+  bags.valid = counted_positions(b, bags, bounds, include_last_offset, padding_idx);
+  bags.bag_of = bag_of_positions(b, bags, starts);
+  bags.members = membership(b, bags, mode);
+  const Value counts = bag_counts(b, bags);
   const Value nonempty = unsqueeze(b, b.op<"Greater">({counts, b.long_scalar(0)}), 1);
 
-  Value rows = b.op<"Gather">({weight, index});
+  Value rows = b.op<"Gather">({weight, bags.index});
   if (per_sample_weights) {
     if (mode != kSum) b.fail("embedding_bag takes per_sample_weights only in sum mode");
     rows = b.op<"Mul">({rows, unsqueeze(b, *per_sample_weights, 1)});
   }
-  Value result;
-  std::optional<Value> max_indices;
-  if (mode != kMax) {
-    if (members) {
-      result = b.op<"MatMul">({b.cast(*members, dtype), rows});
-    } else {
-      const Value counted = valid ? b.op<"Where">({unsqueeze(b, *valid, 1), rows, zero}) : rows;
-      result = scatter_rows(b, b.op<"Expand">({zero, rows_shape}), bag_of, counted, "add");
-    }
-    if (mode == kMean) {
-      const Value divisor = b.cast(b.op<"Max">({counts, b.long_scalar(1)}), dtype);  // empty bags stay 0
-      result = b.op<"Div">({result, unsqueeze(b, divisor, 1)});
-    }
-  } else {
-    // Empty bags are 0 with index 0; ties go to the first position, as torch scans.
-    const Value lowest = b.scalar(Scalar(-std::numeric_limits<double>::infinity()), dtype);
-    Value first;
-    if (members) {
-      const Value masked = b.op<"Where">({unsqueeze(b, *members, 2), unsqueeze(b, rows, 0), lowest});
-      result = reduce(b, "ReduceMax", masked, std::vector<int64_t>{1}, false);
-      first = b.op<"ArgMax">({masked}, {Attr::i("axis", 1), Attr::i("keepdims", 0)});
-    } else {
-      const Value counted = valid ? b.op<"Where">({unsqueeze(b, *valid, 1), rows, lowest}) : rows;
-      result = scatter_rows(b, b.op<"Expand">({lowest, rows_shape}), bag_of, counted, "max");
-      Value at_max = b.op<"Equal">({counted, b.op<"Gather">({result, bag_of})});
-      if (valid) at_max = b.op<"And">({at_max, unsqueeze(b, *valid, 1)});
-      const Value past_end = squeeze0(b, positions_shape);
-      const Value candidate = b.op<"Where">({at_max, unsqueeze(b, positions, 1), past_end});
-      first = b.op<"ScatterND">({b.op<"Expand">({past_end, rows_shape}), unsqueeze(b, bag_of, 1), candidate},
-                                {Attr::s("reduction", "min")});
-    }
-    result = b.op<"Where">({nonempty, result, zero});
-    // An empty bag's first position is one past the end: a 0 appended there.
-    const Value chosen =
-        b.op<"Gather">({b.op<"Concat">({index, b.ints(std::vector<int64_t>{0})}, {Attr::i("axis", 0)}), first});
-    max_indices = b.op<"Where">({nonempty, chosen, b.long_scalar(0)});
+  if (mode == kMax) {
+    const auto [result, max_indices] = max_bags(b, bags, rows, nonempty, zero, dtype);
+    return with_torch_outputs(b, result, mode, bags, counts, max_indices);
   }
-
-  // What torch returns besides the result (used by its backward): offset2bag (empty when it
-  // needs none), bag_size (filled for mean and max only) and max_indices (for max; mean
-  // repeats bag_size).
-  // Where torch leaves them unfilled, their sizes vary with its code path: the recorded ones are
-  // kept. Each is a node of its own, so the sizes torch records for it (with include_last_offset
-  // they can disagree with its eager results) stay off the values the result is computed from.
-  const auto as_meta = [&](Value v, size_t i) {
-    const ScalarType t = b.out_meta(i).dtype;
-    return t == b.dtype(v) ? b.op<"Identity">({v}) : b.cast(v, t);
-  };
-  const auto unfilled = [&](size_t i) {
-    const auto recorded = b.out_static_shape(i);
-    return b.op<"Expand">({b.long_scalar(0), recorded ? b.ints(*recorded) : bags_shape});
-  };
-  const auto recorded_offset2bag = b.out_static_shape(1);
-  const bool no_offset2bag = recorded_offset2bag && recorded_offset2bag->size() == 1 && (*recorded_offset2bag)[0] == 0;
-  const Value offset2bag = no_offset2bag ? unfilled(1) : bag_of;
-  const Value bag_size = mode == kSum ? unfilled(2) : counts;
-  const Value max_or_size = mode == kSum ? unfilled(3) : max_indices.value_or(counts);
-  return {result, as_meta(offset2bag, 1), as_meta(bag_size, 2), as_meta(max_or_size, 3)};
+  Value result = sum_bags(b, bags, rows, zero, dtype);
+  if (mode == kMean) {
+    const Value divisor = b.cast(b.op<"Max">({counts, b.long_scalar(1)}), dtype);  // empty bags stay 0
+    result = b.op<"Div">({result, unsqueeze(b, divisor, 1)});
+  }
+  return with_torch_outputs(b, result, mode, bags, counts, std::nullopt);
 }
 
 namespace manual {

@@ -94,6 +94,28 @@ Value dynamic_scale(Builder& b, const Interpolation& how, size_t nd, Value in, V
   return b.op<"Unsqueeze">({s, b.ints(std::vector<int64_t>{0})});
 }
 
+// Resize's attributes for torch's interpolation `how`.
+Attrs resize_mode(const Interpolation& how) {
+  Attrs attrs;
+  switch (how.method) {
+    case Method::Nearest:  // source index floor(dst / scale)
+      attrs = {Attr::s("mode", "nearest"), Attr::s("coordinate_transformation_mode", "asymmetric"),
+               Attr::s("nearest_mode", "floor")};
+      break;
+    case Method::NearestExact:  // source index floor((dst + 0.5) / scale)
+      attrs = {Attr::s("mode", "nearest"), Attr::s("coordinate_transformation_mode", "half_pixel"),
+               Attr::s("nearest_mode", "round_prefer_ceil")};
+      break;
+    case Method::Linear:
+    case Method::Cubic:
+      attrs = {Attr::s("mode", how.method == Method::Linear ? "linear" : "cubic"),
+               Attr::s("coordinate_transformation_mode", how.align_corners ? "align_corners" : "half_pixel")};
+      if (how.method == Method::Cubic) attrs.push_back(Attr::f("cubic_coeff_a", -0.75));
+      break;
+  }
+  return attrs;
+}
+
 Value antialiased_resize(Builder& b, Value input, const Interpolation& how,
                          const std::optional<SymIntList>& output_size, const Scales& scales);
 
@@ -165,23 +187,7 @@ Value resize(Builder& b, Value input, const Interpolation& how, const std::optio
     inputs.push_back(sizes);
   }
 
-  Attrs attrs;
-  switch (how.method) {
-    case Method::Nearest:  // source index floor(dst / scale)
-      attrs = {Attr::s("mode", "nearest"), Attr::s("coordinate_transformation_mode", "asymmetric"),
-               Attr::s("nearest_mode", "floor")};
-      break;
-    case Method::NearestExact:  // source index floor((dst + 0.5) / scale)
-      attrs = {Attr::s("mode", "nearest"), Attr::s("coordinate_transformation_mode", "half_pixel"),
-               Attr::s("nearest_mode", "round_prefer_ceil")};
-      break;
-    case Method::Linear:
-    case Method::Cubic:
-      attrs = {Attr::s("mode", how.method == Method::Linear ? "linear" : "cubic"),
-               Attr::s("coordinate_transformation_mode", how.align_corners ? "align_corners" : "half_pixel")};
-      if (how.method == Method::Cubic) attrs.push_back(Attr::f("cubic_coeff_a", -0.75));
-      break;
-  }
+  Attrs attrs = resize_mode(how);
   if (b.opset() >= 18) attrs.push_back(Attr::ints("axes", axes));
   return b.op<"Resize">(inputs, attrs);
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fastonnx/numeric.h"
+#include "fold_internal.h"
 
 namespace fastonnx {
 
@@ -18,34 +19,11 @@ size_t ConstView::count() const {
 
 namespace {
 
-// A weight (a tensor of the model) is read eagerly only when at most this many elements: a
-// larger one stays where it is, and its transposes and casts are computed while writing.
-constexpr size_t kSmall = 4096;
-// Constants the export made (converter constants, earlier folds) are read, and new tensors are
-// computed, up to this many elements: the causal masks and position tables models build from
-// iotas (16384 elements for 128 tokens), while one fold allocates at most a few megabytes.
-constexpr size_t kLarge = size_t{1} << 18;
-
-using Shape = std::vector<int64_t>;
-using ConstInputs = std::span<const std::optional<ConstView>>;
-using Result = std::optional<std::vector<Folded>>;
+using namespace fold_detail;
 
 int64_t attr_int(std::span<const Attr> attrs, AttrName name, int64_t fallback) {
   const Attr* a = find_attr(attrs, name, Attr::Kind::Int);
   return a ? a->as_int() : fallback;
-}
-
-size_t count_of(const Shape& s) {
-  size_t n = 1;
-  for (int64_t d : s) n *= static_cast<size_t>(d);
-  return n;
-}
-
-std::vector<int64_t> ints_of(const ConstView& v) {
-  std::vector<int64_t> out(v.count());
-  const size_t es = static_cast<size_t>(element_size(v.dtype));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = load_int(v.dtype, v.data + i * es);
-  return out;
 }
 
 size_t read_limit(const ConstView& v) { return v.model_tensor ? kSmall : kLarge; }
@@ -57,17 +35,6 @@ Folded alias(const ConstView& in, Shape shape) {
   f.dtype = in.dtype;
   f.shape = std::move(shape);
   f.alias_of = 0;
-  return f;
-}
-
-// A new tensor whose element i is `value(i)` written through `store`.
-template <typename F>
-Folded make(ScalarType dtype, Shape shape, F&& fill) {
-  Folded f;
-  f.dtype = dtype;
-  f.shape = std::move(shape);
-  f.bytes.resize(count_of(f.shape) * static_cast<size_t>(element_size(dtype)));
-  fill(f.bytes.data());
   return f;
 }
 
@@ -92,155 +59,6 @@ std::optional<Shape> reshape_target(const ConstView& data, const ConstView& shap
   }
   if (count_of(target) != data.count()) return std::nullopt;
   return target;
-}
-
-// Elementwise ops with numpy broadcasting, on small tensors.
-enum class Binary { Add, Sub, Mul, Div, Equal, Less, LessOrEqual, Greater, GreaterOrEqual, Max, Min, And, Or };
-
-std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int64_t x = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
-    const int64_t y = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
-    if (x != y && x != 1 && y != 1) return std::nullopt;
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
-// Offsets into a tensor of `shape` for every index of the broadcast `out` shape.
-std::vector<size_t> broadcast_offsets(const Shape& shape, const Shape& out) {
-  const size_t rank = out.size(), lead = rank - shape.size();
-  std::vector<size_t> stride(rank, 0);
-  size_t s = 1;
-  for (size_t d = rank; d-- > lead;) {
-    stride[d] = shape[d - lead] == 1 ? 0 : s;
-    s *= static_cast<size_t>(shape[d - lead]);
-  }
-  std::vector<size_t> offsets(count_of(out));
-  std::vector<int64_t> index(rank, 0);
-  for (size_t i = 0; i < offsets.size(); ++i) {
-    size_t off = 0;
-    for (size_t d = 0; d < rank; ++d) off += static_cast<size_t>(index[d]) * stride[d];
-    offsets[i] = off;
-    for (size_t d = rank; d-- > 0;) {
-      if (++index[d] < out[d]) break;
-      index[d] = 0;
-    }
-  }
-  return offsets;
-}
-
-Result binary(Binary op, const ConstView& a, const ConstView& b) {
-  const auto out_shape = broadcast(a.shape, b.shape);
-  if (!out_shape || count_of(*out_shape) > kLarge || a.dtype != b.dtype) return std::nullopt;
-  const bool compare = op == Binary::Equal || op == Binary::Less || op == Binary::LessOrEqual ||
-                       op == Binary::Greater || op == Binary::GreaterOrEqual;
-  const ScalarType out_type = compare ? ScalarType::Bool : a.dtype;
-  const bool floating = is_floating(a.dtype);
-  if (op == Binary::Div && !floating) {  // integer division by zero is undefined: leave it to the runtime
-    for (int64_t v : ints_of(b)) {
-      if (v == 0) return std::nullopt;
-    }
-  }
-  const auto oa = broadcast_offsets(a.shape, *out_shape), ob = broadcast_offsets(b.shape, *out_shape);
-  const size_t es = static_cast<size_t>(element_size(a.dtype)), os = static_cast<size_t>(element_size(out_type));
-  return std::vector<Folded>{make(out_type, *out_shape, [&](uint8_t* dst) {
-    for (size_t i = 0; i < oa.size(); ++i) {
-      const void* pa = a.data + oa[i] * es;
-      const void* pb = b.data + ob[i] * es;
-      void* pd = dst + i * os;
-      if (floating) {
-        const double x = load_double(a.dtype, pa), y = load_double(b.dtype, pb);
-        switch (op) {
-          case Binary::Add:
-            store_double(out_type, pd, x + y);
-            break;
-          case Binary::Sub:
-            store_double(out_type, pd, x - y);
-            break;
-          case Binary::Mul:
-            store_double(out_type, pd, x * y);
-            break;
-          case Binary::Div:
-            store_double(out_type, pd, x / y);
-            break;
-          case Binary::Equal:
-            store_int(out_type, pd, x == y);
-            break;
-          case Binary::Less:
-            store_int(out_type, pd, x < y);
-            break;
-          case Binary::LessOrEqual:
-            store_int(out_type, pd, x <= y);
-            break;
-          case Binary::Greater:
-            store_int(out_type, pd, x > y);
-            break;
-          case Binary::GreaterOrEqual:
-            store_int(out_type, pd, x >= y);
-            break;
-          case Binary::Max:
-            store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y));
-            break;
-          case Binary::Min:
-            store_double(out_type, pd, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y));
-            break;
-          case Binary::And:
-            store_int(out_type, pd, x != 0 && y != 0);
-            break;
-          case Binary::Or:
-            store_int(out_type, pd, x != 0 || y != 0);
-            break;
-        }
-      } else {
-        const int64_t x = load_int(a.dtype, pa), y = load_int(b.dtype, pb);
-        // Unsigned wrap-around: what the runtime's integer arithmetic does on overflow.
-        const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
-        switch (op) {
-          case Binary::Add:
-            store_int(out_type, pd, static_cast<int64_t>(ux + uy));
-            break;
-          case Binary::Sub:
-            store_int(out_type, pd, static_cast<int64_t>(ux - uy));
-            break;
-          case Binary::Mul:
-            store_int(out_type, pd, static_cast<int64_t>(ux * uy));
-            break;
-          case Binary::Div:
-            store_int(out_type, pd, x == INT64_MIN && y == -1 ? x : x / y);
-            break;
-          case Binary::Equal:
-            store_int(out_type, pd, x == y);
-            break;
-          case Binary::Less:
-            store_int(out_type, pd, x < y);
-            break;
-          case Binary::LessOrEqual:
-            store_int(out_type, pd, x <= y);
-            break;
-          case Binary::Greater:
-            store_int(out_type, pd, x > y);
-            break;
-          case Binary::GreaterOrEqual:
-            store_int(out_type, pd, x >= y);
-            break;
-          case Binary::Max:
-            store_int(out_type, pd, std::max(x, y));
-            break;
-          case Binary::Min:
-            store_int(out_type, pd, std::min(x, y));
-            break;
-          case Binary::And:
-            store_int(out_type, pd, x != 0 && y != 0);
-            break;
-          case Binary::Or:
-            store_int(out_type, pd, x != 0 || y != 0);
-            break;
-        }
-      }
-    }
-  })};
 }
 
 Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSource& source) {
@@ -464,41 +282,6 @@ Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> att
   return std::vector<Folded>{make(in.dtype, out, [&](uint8_t* dst) { store_int(in.dtype, dst, acc); })};
 }
 
-// Floating-point functions of one input: computed in double and rounded once to the element type,
-// so within an ulp of what the runtime computes in the element type.
-Result unary_float(std::string_view op, const ConstView& in) {
-  static constexpr std::pair<std::string_view, double (*)(double)> kFunctions[] = {
-      {"Sqrt", [](double v) { return std::sqrt(v); }}, {"Reciprocal", [](double v) { return 1.0 / v; }},
-      {"Exp", [](double v) { return std::exp(v); }},   {"Log", [](double v) { return std::log(v); }},
-      {"Sin", [](double v) { return std::sin(v); }},   {"Cos", [](double v) { return std::cos(v); }}};
-  if (!is_floating(in.dtype)) return std::nullopt;
-  for (const auto& [name, function] : kFunctions) {
-    if (op != name) continue;
-    const size_t es = static_cast<size_t>(element_size(in.dtype));
-    return std::vector<Folded>{make(in.dtype, in.shape, [&](uint8_t* dst) {
-      for (size_t i = 0; i < in.count(); ++i)
-        store_double(in.dtype, dst + i * es, function(load_double(in.dtype, in.data + i * es)));
-    })};
-  }
-  return std::nullopt;
-}
-
-Result where(const ConstView& cond, const ConstView& a, const ConstView& b) {
-  if (cond.dtype != ScalarType::Bool || a.dtype != b.dtype) return std::nullopt;
-  const auto values = broadcast(a.shape, b.shape);
-  const auto out = values ? broadcast(cond.shape, *values) : std::nullopt;
-  if (!out || count_of(*out) > kLarge) return std::nullopt;
-  const auto oc = broadcast_offsets(cond.shape, *out), oa = broadcast_offsets(a.shape, *out),
-             ob = broadcast_offsets(b.shape, *out);
-  const size_t es = static_cast<size_t>(element_size(a.dtype));
-  return std::vector<Folded>{make(a.dtype, *out, [&](uint8_t* dst) {
-    for (size_t i = 0; i < oc.size(); ++i) {
-      const uint8_t* from = cond.data[oc[i]] != 0 ? a.data + oa[i] * es : b.data + ob[i] * es;
-      std::memcpy(dst + i * es, from, es);
-    }
-  })};
-}
-
 // Sums in the element type, one addition after another, as the runtime does: each partial sum
 // is rounded (floats) or wrapped (integers) to the type before the next element is added.
 Result cumsum(const ConstView& in, const ConstView& axis_in, std::span<const Attr> attrs) {
@@ -625,41 +408,10 @@ std::optional<std::vector<Folded>> fold(std::string_view op, std::span<const Att
   for (const auto& in : inputs) {
     if (in && in->count() > read_limit(*in)) return std::nullopt;
   }
-  static constexpr std::pair<std::string_view, Binary> kBinary[] = {{"Add", Binary::Add},
-                                                                    {"Sub", Binary::Sub},
-                                                                    {"Mul", Binary::Mul},
-                                                                    {"Div", Binary::Div},
-                                                                    {"Equal", Binary::Equal},
-                                                                    {"Less", Binary::Less},
-                                                                    {"LessOrEqual", Binary::LessOrEqual},
-                                                                    {"Greater", Binary::Greater},
-                                                                    {"GreaterOrEqual", Binary::GreaterOrEqual},
-                                                                    {"Max", Binary::Max},
-                                                                    {"Min", Binary::Min},
-                                                                    {"And", Binary::And},
-                                                                    {"Or", Binary::Or}};
-  for (const auto& [name, kind] : kBinary) {
-    if (op == name && inputs.size() == 2 && all_present(inputs, 2)) return binary(kind, x, *inputs[1]);
+  if (inputs.size() == 2 && all_present(inputs, 2)) {
+    if (auto folded = binary(op, x, *inputs[1])) return folded;
   }
-  if (op == "Neg" && is_numeric(x.dtype)) {
-    return std::vector<Folded>{make(x.dtype, x.shape, [&](uint8_t* dst) {
-      const size_t es = static_cast<size_t>(element_size(x.dtype));
-      for (size_t i = 0; i < x.count(); ++i) {
-        if (is_floating(x.dtype)) {
-          store_double(x.dtype, dst + i * es, -load_double(x.dtype, x.data + i * es));
-        } else {
-          store_int(x.dtype, dst + i * es,
-                    static_cast<int64_t>(0 - static_cast<uint64_t>(load_int(x.dtype, x.data + i * es))));
-        }
-      }
-    })};
-  }
-  if (op == "Not" && x.dtype == ScalarType::Bool) {
-    return std::vector<Folded>{make(x.dtype, x.shape, [&](uint8_t* dst) {
-      for (size_t i = 0; i < x.count(); ++i) dst[i] = x.data[i] == 0;
-    })};
-  }
-  if (auto folded = unary_float(op, x)) return folded;
+  if (auto folded = unary(op, x)) return folded;
   if (op == "Where" && all_present(inputs, 3)) return where(x, *inputs[1], *inputs[2]);
   if (op == "CumSum" && all_present(inputs, 2)) return cumsum(x, *inputs[1], attrs);
   if (op == "GatherND" && all_present(inputs, 2)) return gather_nd(x, *inputs[1], attrs);
