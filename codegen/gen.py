@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import opsets
-from .dest.converters import Converter, compile_spec, derive_inplace, manual_bodies
+from .dest.converters import Converter
 from .dest.files import FileManager
 from .dest.onnx_types import op_arities, op_versions
+from .dest.specs import compile_spec, derive_inplace, manual_bodies
 from .load import NativeFunctions, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,6 @@ Builder calls per rule (evaluated in order, so node order and names are determin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NoReturn
 
 import onnx.defs
@@ -14,7 +13,6 @@ import onnx.defs
 from .. import opsets
 from ..api import cpp
 from ..api import fragments as F
-from ..load import NativeFunctions
 from ..model import (
     HELPERS,
     Call,
@@ -31,7 +29,6 @@ from ..model import (
     Tuple,
     Type,
 )
-from .guards import GuardCompiler, proved_present
 
 AttrType = onnx.defs.OpSchema.AttrType
 
@@ -105,7 +102,7 @@ class Converter:
         return sum(1 << i for i, a in enumerate(self.args) if a.schema_name in self.static_args)
 
 
-def _fail(spec: OpSpec, msg: str, rule: Rule | None = None) -> NoReturn:
+def fail_spec(spec: OpSpec, msg: str, rule: Rule | None = None) -> NoReturn:
     where = f"{spec.file}:{rule.line}" if rule is not None and rule.line else spec.where
     raise SpecError(f"{where}: `{spec.overload}`: {msg}")
 
@@ -116,7 +113,7 @@ def _fits(param: Type, arg: Type) -> bool:
     return param.accepts(arg) or (param.kind is Kind.AXES and arg.kind is Kind.INT_LIST)
 
 
-class _RuleCompiler:
+class RuleCompiler:
     """Compiles one rule's expression. ``since``/``until`` bound the opsets the rule can be
     chosen for, and every ONNX op it uses is checked against ONNX's registry at both ends."""
 
@@ -137,7 +134,7 @@ class _RuleCompiler:
             self.static.add(a.schema_name)
 
     def fail(self, msg: str) -> NoReturn:
-        _fail(self.spec, msg, self.rule)
+        fail_spec(self.spec, msg, self.rule)
 
     def arg(self, name: str) -> cpp.CppArg:
         if name not in self.args:
@@ -418,184 +415,7 @@ class _RuleCompiler:
         self.fail(f"{where}: `{e}` is neither a literal, an argument nor a helper")
 
 
-def _describe(rule: Rule, fn: str) -> str:
-    """The rule as its spec says it, for a comment in the generated code; a manual rule by the
-    body it calls."""
-    said = rule.to_yaml()
-    if rule.manual:
-        said["manual"] = rule.body or fn
-    return ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}" for k, v in said.items())
-
-
-def _rule_ranges(rules: tuple[Rule, ...]) -> list[tuple[int, int]]:
-    """The opsets each rule can be chosen for: from its ``since`` up to just below the ``since``
-    of the first unguarded rule before it that takes over."""
-    out = []
-    for i, r in enumerate(rules):
-        lo = r.since or opsets.MIN_OPSET
-        hi = opsets.MAX_OPSET
-        for earlier in rules[:i]:
-            s = earlier.since or opsets.MIN_OPSET
-            if earlier.when is None and s > lo:
-                hi = min(hi, s - 1)
-        out.append((lo, hi))
-    return out
-
-
-def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, Converter]) -> Converter:
-    if spec.overload not in nf.funcs:
-        existing = nf.overloads_of(spec.overload)
-        hint = (
-            f"overloads of `{spec.overload.split('.')[0]}`: {', '.join(existing)}"
-            if existing
-            else ("no overload of that name exists")
-        )
-        _fail(spec, f"not in {nf.path.name}; {hint}")
-    schema = nf.schema(spec.overload)
-    try:
-        args = cpp.cpp_args(schema)
-        ret, n_ret = cpp.returns_type(schema)
-    except SpecError as e:
-        _fail(spec, str(e))
-    fn = cpp.function_name(spec.overload)
-    family = Path(spec.file).stem
-    if spec.same_as:
-        target = converters.get(spec.same_as)
-        if target is None:
-            _fail(spec, f"`same_as: {spec.same_as}` names an overload that is not mapped (or is mapped later)")
-        if not _same_signature(target, args, ret):
-            _fail(spec, f"`same_as: {spec.same_as}` needs the same arguments and returns as that schema")
-        return Converter(
-            spec.overload,
-            fn,
-            ret,
-            n_ret,
-            args,
-            [],
-            str(schema),
-            family,
-            callee=target.callee,
-            where=spec.where,
-            static_args=target.static_args,
-        )
-
-    rules: list[RuleCode] = []
-    manual_count = 0
-    static: set[str] = set()
-    for rule, (lo, hi) in zip(spec.rules, _rule_ranges(spec.rules)):
-        if rule.since is not None and not opsets.MIN_OPSET <= rule.since <= opsets.MAX_OPSET:
-            _fail(
-                spec,
-                f"`since: {rule.since}` is outside the supported opsets {opsets.MIN_OPSET}..{opsets.MAX_OPSET}",
-                rule,
-            )
-        comp = _RuleCompiler(spec, rule, args, lo, hi, proved_present(rule))
-        conds = []
-        for name in rule.static:
-            a = comp.arg(name)
-            if a.kind not in cpp.COMPUTABLE_KINDS:
-                _fail(
-                    spec,
-                    f"`static:` lists arguments the graph may compute "
-                    f"({', '.join(k.value for k in cpp.COMPUTABLE_KINDS)}); "
-                    f"`{name}` is a {a.type}, always known when exporting",
-                    rule,
-                )
-            comp.static.add(name)
-        if rule.since is not None and rule.since > opsets.MIN_OPSET:
-            conds.append(F.opset_at_least(rule.since))
-        if rule.when is not None:
-            conds.append(GuardCompiler(comp.arg, comp.fail).guard(rule.when.tree))
-        code = RuleCode(condition=F.all_of(conds), description=_describe(rule, fn))
-        if rule.manual:
-            manual_count += 1
-            if manual_count > 1:
-                _fail(spec, "only one rule of an overload can be manual; put the cases in its body", rule)
-            code.manual = rule.body or fn
-        else:
-            if rule.promote:
-                tensors = []
-                for p in rule.promote:
-                    a = comp.arg(p)
-                    if a.kind not in (Kind.TENSOR, Kind.TENSOR_LIST):
-                        _fail(spec, f"`promote:` lists tensors; `{p}` is a {a.type}", rule)
-                    tensors.append(a)
-                code.promote = [(a.name, a.kind is Kind.TENSOR_LIST) for a in tensors]
-            code.result = _result(comp, rule.onnx, n_ret)  # type: ignore[arg-type]
-            code.steps = comp.steps
-        rules.append(code)
-        static |= comp.static
-    only_manual = len(rules) == 1 and rules[0].manual and not rules[0].condition
-    callee = F.manual_name(rules[0].manual) if only_manual else F.converter_name(fn)
-    return Converter(
-        spec.overload,
-        fn,
-        ret,
-        n_ret,
-        args,
-        rules,
-        str(schema),
-        family,
-        callee=callee,
-        where=spec.where,
-        static_args=tuple(a.schema_name for a in args if a.schema_name in static),
-    )
-
-
-def _same_signature(c: Converter, args: list[cpp.CppArg], ret: str) -> bool:
-    return [(a.schema_name, a.type) for a in c.args] == [(a.schema_name, a.type) for a in args] and c.ret == ret
-
-
-def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) -> Converter | None:
-    """An in-place overload converts as its functional twin (the lowering checks that nothing
-    aliases the mutated tensor, and functionalizes the graph when something does), provided the
-    two schemas take the same arguments."""
-    schema = nf.schema(overload)
-    try:
-        args = cpp.cpp_args(schema)
-        ret, n_ret = cpp.returns_type(schema)
-    except SpecError:
-        return None
-    if not _same_signature(functional, args, ret):
-        return None
-    where = f"in-place twin of {functional.overload} ({functional.where})"
-    return Converter(
-        overload,
-        cpp.function_name(overload),
-        ret,
-        n_ret,
-        args,
-        [],
-        str(schema),
-        functional.family,
-        callee=functional.callee,
-        where=where,
-        static_args=functional.static_args,
-    )
-
-
-@dataclass
-class ManualBody:
-    """A hand-written body to declare, once per C++ signature, with the schemas of the overloads
-    whose rules call it."""
-
-    ret: str
-    name: str  # in namespace manual
-    params: list[cpp.CppArg]
-    schemas: list[str]
-
-
-def manual_bodies(converters: list[Converter]) -> list[ManualBody]:
-    out: dict[tuple, ManualBody] = {}
-    for c in converters:
-        for r in c.rules:
-            if r.manual:
-                key = (c.ret, r.manual, tuple(a.cpp_type for a in c.params))
-                out.setdefault(key, ManualBody(c.ret, r.manual, c.params, [])).schemas.append(c.schema)
-    return list(out.values())
-
-
-def _result(comp: _RuleCompiler, e: Expr, n_ret: int) -> str:
+def compile_result(comp: RuleCompiler, e: Expr, n_ret: int) -> str:
     if n_ret == 0:
         if not (isinstance(e, Tuple) and not e.items):
             comp.fail("the schema returns nothing; write the rule as `onnx: ()` (the node is dropped)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from codegen.api.cpp import cpp_args
-from codegen.dest.converters import manual_bodies
+from codegen.dest.specs import manual_bodies
 from codegen.gen import GENERATED, MAPPINGS, ROOT, compile_all, generate
 from codegen.load import NativeFunctions, default_native_functions, load_specs
 from codegen.model import HELPERS, Helper, Kind, Rule, SpecError, Type, parse_expr

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codegen.dest.converters import compile_spec
+from codegen.dest.specs import compile_spec
 from codegen.gen import MAPPINGS
 from codegen.load import NativeFunctions, default_native_functions, load_spec_file
 from codegen.model import SpecError
