@@ -50,44 +50,31 @@ class Builder {
   // op. The element type of each output follows ONNX's type constraints (onnx_types.h).
   template <OpName Name, size_t N>
   Value op(const Input (&inputs)[N], const Attrs& attrs = {}) {
-    static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), N),
-                  "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)");
-    return add(Name.view(), Inputs(inputs, inputs + N), attrs, 1)[0];
+    return add(standard_op<Name>(N), Inputs(inputs, inputs + N), attrs, 1)[0];
   }
   template <OpName Name>
   Value op(const Attrs& attrs = {}) {
-    static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), 0),
-                  "this ONNX op takes inputs (cpp/generated/onnx_ops.h)");
-    return add(Name.view(), {}, attrs, 1)[0];
+    return add(standard_op<Name>(0), {}, attrs, 1)[0];
   }
   template <OpName Name, std::same_as<Inputs> I>
   Value op(const I& inputs, const Attrs& attrs = {}) {
-    static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    return add(Name.view(), inputs, attrs, 1)[0];
+    return add(standard_op<Name>(), inputs, attrs, 1)[0];
   }
   template <OpName Name, size_t N>
   std::vector<Value> op_n(const Input (&inputs)[N], const Attrs& attrs, int n_outputs) {
-    static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    static_assert(onnx_arity(Name.view()) == nullptr || fits(Name.view(), N),
-                  "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)");
-    return add(Name.view(), Inputs(inputs, inputs + N), attrs, n_outputs);
+    return add(standard_op<Name>(N), Inputs(inputs, inputs + N), attrs, n_outputs);
   }
   template <OpName Name, std::same_as<Inputs> I>
   std::vector<Value> op_n(const I& inputs, const Attrs& attrs, int n_outputs) {
-    static_assert(onnx_arity(Name.view()) != nullptr, "not a standard ONNX op (cpp/generated/onnx_ops.h)");
-    return add(Name.view(), inputs, attrs, n_outputs);
+    return add(standard_op<Name>(), inputs, attrs, n_outputs);
   }
   // An op chosen at run time among names each checked where it is written (OpType).
-  Value op(OpType type, const Inputs& inputs, const Attrs& attrs = {}) { return add(type.name(), inputs, attrs, 1)[0]; }
+  Value op(OpType type, const Inputs& inputs, const Attrs& attrs = {}) { return add(*type.arity, inputs, attrs, 1)[0]; }
   std::vector<Value> op_n(OpType type, const Inputs& inputs, const Attrs& attrs, int n_outputs) {
-    return add(type.name(), inputs, attrs, n_outputs);
+    return add(*type.arity, inputs, attrs, n_outputs);
   }
   // An op named at run time (a Python converter's g.op): every check happens when it is built.
-  std::vector<Value> op_named(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs) {
-    return add(type, inputs, attrs, n_outputs);
-  }
+  std::vector<Value> op_named(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
   // A node of another domain (a custom op): ONNX knows nothing of its types, so its outputs'
   // element types are unknown until the caller sets them. The empty domain and ai.onnx are ONNX's
   // own: op_named.
@@ -186,11 +173,9 @@ class Builder {
   [[noreturn]] void fail(const std::string& message) const;
 
  private:
-  static constexpr bool fits(std::string_view name, size_t n) {
-    const OnnxArity* a = onnx_arity(name);
-    return a != nullptr && a->min_inputs <= n && n <= a->max_inputs;
-  }
-  std::vector<Value> add(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs);
+  // A node of a standard op whose table entry is known (the input and output counts are checked
+  // here for lists built at run time).
+  std::vector<Value> add(const OnnxArity& op, const Inputs& inputs, const Attrs& attrs, int n_outputs);
   static void collect(std::vector<Value>& out, Value v) { out.push_back(v); }
   static void collect(std::vector<Value>& out, const std::optional<Value>& v) {
     if (v) out.push_back(*v);

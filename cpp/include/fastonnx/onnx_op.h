@@ -29,6 +29,20 @@ struct OpName {
   constexpr std::string_view view() const { return {chars, N - 1}; }
 };
 
+// The table entry of a standard op named at compile time, checking that `n_inputs` inputs fit it
+// (kAnyCount: a list built at run time, checked when the node is built). Either mistake is a
+// compile error: a throw in a constant evaluation, its message shown in the diagnostic.
+inline constexpr size_t kAnyCount = static_cast<size_t>(-1);
+template <OpName Name>
+consteval const OnnxArity& standard_op(size_t n_inputs = kAnyCount) {
+  const OnnxArity* a = onnx_arity(Name.view());
+  if (a == nullptr) throw "not a standard ONNX op (cpp/generated/onnx_ops.h lists them)";  // NOLINT
+  if (n_inputs != kAnyCount && (n_inputs < a->min_inputs || n_inputs > a->max_inputs)) {
+    throw "wrong number of inputs for this ONNX op (cpp/generated/onnx_ops.h)";  // NOLINT
+  }
+  return *a;
+}
+
 // An op chosen at run time among ops named at compile time (`is_max ? "ArgMax" : "ArgMin"`, or a
 // helper's parameter, `compare(b, "Equal", ...)`): each name is checked where it is written; the
 // input count is checked when the node is built.

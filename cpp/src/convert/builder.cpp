@@ -12,22 +12,27 @@ namespace fastonnx {
 
 std::vector<Value> Builder::custom_op(std::string_view domain, std::string_view type, const Inputs& inputs,
                                       const Attrs& attrs, int n_outputs) {
-  if (domain.empty() || domain == "ai.onnx") return add(type, inputs, attrs, n_outputs);
+  if (domain.empty() || domain == "ai.onnx") return op_named(type, inputs, attrs, n_outputs);
   const NodeId n = g_.add_node(type, domain, inputs, static_cast<uint32_t>(n_outputs), attrs, insertion_graph_);
   const auto outs = g_.outputs(n);
   return {outs.begin(), outs.end()};
 }
 
-std::vector<Value> Builder::add(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs) {
-  if (const OnnxArity* a = onnx_arity(type); a != nullptr) {
-    const size_t n_in = inputs.size();
-    const auto n_out = static_cast<size_t>(n_outputs);
-    if (n_in < a->min_inputs || n_in > a->max_inputs || n_out < a->min_outputs || n_out > a->max_outputs) {
-      fail("ONNX " + std::string(type) + " takes " + std::to_string(a->min_inputs) + " to " +
-           std::to_string(a->max_inputs) + " inputs and makes " + std::to_string(a->min_outputs) + " to " +
-           std::to_string(a->max_outputs) + " outputs; this node has " + std::to_string(n_in) + " and " +
-           std::to_string(n_outputs));
-    }
+std::vector<Value> Builder::op_named(std::string_view type, const Inputs& inputs, const Attrs& attrs, int n_outputs) {
+  const OnnxArity* op = onnx_arity(type);
+  if (op == nullptr) fail("ONNX has no operator " + std::string(type) + " at opset " + std::to_string(opset_));
+  return add(*op, inputs, attrs, n_outputs);
+}
+
+std::vector<Value> Builder::add(const OnnxArity& op, const Inputs& inputs, const Attrs& attrs, int n_outputs) {
+  const std::string_view type = op.name;
+  const size_t n_in = inputs.size();
+  const auto n_out = static_cast<size_t>(n_outputs);
+  if (n_in < op.min_inputs || n_in > op.max_inputs || n_out < op.min_outputs || n_out > op.max_outputs) {
+    fail("ONNX " + std::string(type) + " takes " + std::to_string(op.min_inputs) + " to " +
+         std::to_string(op.max_inputs) + " inputs and makes " + std::to_string(op.min_outputs) + " to " +
+         std::to_string(op.max_outputs) + " outputs; this node has " + std::to_string(n_in) + " and " +
+         std::to_string(n_outputs));
   }
   const OpTypes* types = onnx_types(type, opset_);
   if (types == nullptr) fail("ONNX has no operator " + std::string(type) + " at opset " + std::to_string(opset_));
