@@ -99,6 +99,7 @@ Attrs to_attrs(const PyAttrs& attrs) {
     else if (kind == "s") out.push_back(Attr::s(name, value.cast<std::string>()));
     else if (kind == "ints") out.push_back(Attr::ints(name, value.cast<std::vector<int64_t>>()));
     else if (kind == "floats") out.push_back(Attr::floats(name, value.cast<std::vector<double>>()));
+    else if (kind == "strings") out.push_back(Attr::strings(name, value.cast<std::vector<std::string>>()));
     else if (kind == "g") out.push_back(Attr::graph(name, GraphId{value.cast<uint32_t>()}));
     else throw ConvertError("attribute `" + name + "`: unknown kind " + kind);
   }

@@ -1,4 +1,4 @@
-"""fastonnx: a fast PyTorch -> ONNX exporter (torch.export front end, native C++ core)."""
+"""fastonnx: a fast PyTorch -> ONNX exporter (torch.export and TorchScript front ends, native C++ core)."""
 
 from ._custom import register_converter, unregister_converter
 from ._export import export
@@ -12,6 +12,7 @@ from .errors import (
     ExportError,
     InternalError,
     TraceError,
+    TracerFallbackWarning,
     UnsupportedOp,
     UnsupportedOpsError,
     VerificationError,
@@ -34,5 +35,6 @@ __all__ = [
     "InternalError",
     "VerificationError",
     "DynamicAxesWarning",
+    "TracerFallbackWarning",
     "__version__",
 ]

@@ -71,7 +71,7 @@ class Value:
     shape: tuple | None = None
 
 
-_ATTRIBUTE_SUFFIXES = {"i": "i", "f": "f", "s": "s", "is": "ints", "fs": "floats"}
+_ATTRIBUTE_SUFFIXES = {"i": "i", "f": "f", "s": "s", "is": "ints", "fs": "floats", "ss": "strings"}
 
 
 def _attribute(key: str, value) -> tuple[str, str, object]:
@@ -97,6 +97,8 @@ def _attribute(key: str, value) -> tuple[str, str, object]:
         return key, "ints", [int(v) for v in value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) for v in value):
         return key, "floats", [float(v) for v in value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return key, "strings", list(value)
     raise TypeError(
         f"attribute {key}={value!r}: give an int, float, str, torch.dtype or a non-empty list of numbers "
         f"(or a torch.onnx-style suffix: {key}_i, {key}_f, {key}_s, {key}_is, {key}_fs)"

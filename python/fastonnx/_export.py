@@ -28,10 +28,20 @@ from ._op_table import decomposition_for, live_nodes
 from ._options import ExportOptions, check_model_inputs, check_weights_have_data, checked_call
 from ._program import ExportResult
 from ._progress import Progress
-from ._trace import functionalize, program_needs_functionalization, trace
+from ._front_end import check_tracer, fall_back, trace_jit
+from ._jit_fx import JitProgram, check_no_aliased_mutation
+from ._trace import traced_in_mode, functionalize, program_needs_functionalization, trace
 from ._unsupported import check_supported
 from ._version import __version__
-from .errors import ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError, VerificationError
+from .errors import (
+    ArgumentError,
+    ConversionError,
+    ExportError,
+    InternalError,
+    TraceError,
+    UnsupportedOpsError,
+    VerificationError,
+)
 
 # torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
 # (two traces at once fail or corrupt each other), and the conversion holds the GIL anyway.
@@ -72,6 +82,7 @@ def export(
     report: bool | str | os.PathLike = False,
     verbose: bool | None = None,
     export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
+    tracer: str = "auto",
 ) -> ExportResult:
     """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
@@ -110,10 +121,15 @@ def export(
     body holds control flow). Weights become function inputs. A selected module inside another is
     a function that the outer function calls; inside a control-flow branch or loop body, modules
     stay inlined in the subgraph. ``False`` (the default) inlines everything.
+    ``tracer``: ``"auto"`` (the default) traces with torch.export and, when torch.export refuses
+    (a data-dependent guard, Python that fake tensors cannot run), with torch.jit.trace instead,
+    saying why in one ``TracerFallbackWarning``; ``"export"`` and ``"jit"`` choose one front end. A
+    ScriptModule always goes through the TorchScript front end. ``result.tracer`` says which ran.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
     args, kwargs = check_model_inputs(model, args, kwargs)
+    tracer = check_tracer(tracer, model)
     options = ExportOptions.from_arguments(
         f=f,
         input_names=input_names,
@@ -129,8 +145,10 @@ def export(
         verbose=verbose,
         export_modules_as_functions=export_modules_as_functions,
     )
+    if tracer == "jit" and options.functions:
+        raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
-    exporter = _Exporter(options)
+    exporter = _Exporter(options, tracer)
     result = exporter.run(model, args, kwargs, request)
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
@@ -161,8 +179,9 @@ def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> No
 class _Exporter:
     """The phases of one export, with what the report needs from each."""
 
-    def __init__(self, options: ExportOptions):
+    def __init__(self, options: ExportOptions, tracer: str = "export"):
         self.options = options
+        self.tracer = tracer
         self.progress = Progress(options.verbose)
         self.timings: dict[str, float] = {}
         self.aten_ops: Counter = Counter()
@@ -187,12 +206,14 @@ class _Exporter:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
-        ep = trace(model, args, kwargs, request.shapes, options.training, fixed)
+        ep = self._trace(model, args, kwargs, request, fixed)
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)
 
         t0 = time.perf_counter()
-        if program_needs_functionalization(ep):
+        if isinstance(ep, JitProgram):
+            check_no_aliased_mutation(ep)
+        elif program_needs_functionalization(ep):
             ep = functionalize(ep)
         timings["functionalize"] = time.perf_counter() - t0
 
@@ -214,8 +235,11 @@ class _Exporter:
             options.input_names,
             request.dim_names,
             options.export_params,
-            self._why_static(ep, request, fixed) if fixed is not None else None,
+            self._why_static(ep, request, fixed) if fixed is not None or isinstance(ep, JitProgram) else None,
         )
+        if isinstance(ep, JitProgram) and not request.relaxed and lowering.static_axes:
+            axis = lowering.static_axes[0]
+            raise TraceError(f"dynamic_shapes: {axis.where} axis {axis.axis} is fixed to {axis.size} {axis.why}")
         input_names, inputs = options.input_names, len(lowering.input_names)
         if input_names is not None and len(input_names) > inputs:
             raise ArgumentError(
@@ -248,12 +272,35 @@ class _Exporter:
             ep,
             timings,
             model=model if isinstance(model, torch.nn.Module) else None,
+            tracer=ep.front_end if isinstance(ep, JitProgram) else "torch.export",
         )
 
+    def _trace(self, model, args: tuple, kwargs: dict | None, request: Request, fixed: dict | None):
+        """The program of the front end chosen (see _front_end)."""
+        options = self.options
+        if self.tracer == "jit":
+            with traced_in_mode(model, options.training):
+                return trace_jit(model, args, kwargs, request, options.input_names)
+        try:
+            return trace(model, args, kwargs, request.shapes, options.training, fixed)
+        except TraceError as refused:
+            if self.tracer == "export" or isinstance(model, ExportedProgram):
+                raise
+            try:
+                with traced_in_mode(model, options.training):
+                    program = trace_jit(model, args, kwargs, request, options.input_names)
+            except ExportError as e:
+                raise TraceError(f"{refused}\nThe TorchScript front end failed too: {e}") from refused
+            # fall_back <- _trace <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
+            fall_back(model, refused, program, stacklevel=8)
+            return program
+
     @staticmethod
-    def _why_static(ep: ExportedProgram, request: Request, fixed: dict):
+    def _why_static(ep, request: Request, fixed: dict | None):
         """why_static(input, axis, size) for Lowering.add_placeholders: from the trace's ShapeEnv
-        and the replacements recorded while tracing."""
+        and the replacements recorded while tracing (the TorchScript front end records its own)."""
+        if isinstance(ep, JitProgram):
+            return lambda i, axis, size: ep.fixed.get((i, axis), "(the TorchScript graph gives it that size)")
         vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
         mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
         shape_env = getattr(mode, "shape_env", None)

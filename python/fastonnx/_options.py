@@ -37,7 +37,8 @@ def _plain_signature(sig: inspect.Signature) -> str:
 # README's table of differences says the same). An error, not an ignored keyword: each changes
 # what torch.onnx would write, so silently dropping it would hand back another model.
 TORCH_ONNX_ONLY = {
-    "dynamo": "fastonnx always traces with torch.export (torch.onnx's dynamo=True front end); drop it",
+    "dynamo": "fastonnx chooses its front end with tracer=: 'export' (torch.export, as dynamo=True), 'jit' "
+    "(torch.jit.trace, as dynamo=False) or 'auto' (the default: torch.export, then torch.jit.trace when it refuses)",
     "optimize": "fastonnx always folds constants and removes dead, duplicate and identity nodes; drop it",
     "do_constant_folding": "fastonnx always folds constants; drop it",
     "custom_translation_table": "register a converter per op with fastonnx.register_converter(op, fn)",
@@ -46,7 +47,8 @@ TORCH_ONNX_ONLY = {
     "profile": "the result's `timings` and report=True give the time of each phase",
     "dump_exported_program": "the result's `exported_program` is the traced program",
     "artifacts_dir": "report= takes the path of the report",
-    "fallback": "there is no TorchScript fallback; UnsupportedOpsError lists what is missing",
+    "fallback": "tracer='auto' (the default) falls back to the TorchScript front end when torch.export refuses to "
+    "trace; an op without a converter raises UnsupportedOpsError listing what is missing",
     "autograd_inlining": "TorchScript only; torch.export always inlines",
 }
 

@@ -31,6 +31,7 @@ class ExportResult:
     exported_program: object = None
     timings: dict[str, float] = field(default_factory=dict)
     model: object = field(default=None, repr=False)  # the nn.Module, for verify()
+    tracer: str = "torch.export"  # the front end that traced it: torch.export, torch.jit.trace or torch.jit.script
     _proto: object = field(default=None, repr=False)
 
     @property

@@ -18,7 +18,7 @@ from .errors import TraceError
 
 
 @contextlib.contextmanager
-def _mode(model: torch.nn.Module, training: TrainingMode):
+def traced_in_mode(model: torch.nn.Module, training: TrainingMode):
     """Trace in the mode asked for (eval by default, as torch.onnx does) and restore the
     module's own afterwards."""
     modes = {m: m.training for m in model.modules()}
@@ -48,7 +48,7 @@ def trace(
     recording = _recording_replacements(fixed) if fixed is not None else contextlib.nullcontext()
     rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
     try:
-        with _mode(model, training), torch.no_grad(), recording, rnns:
+        with traced_in_mode(model, training), torch.no_grad(), recording, rnns:
             return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # any tracing failure is reported as one
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e

@@ -16,7 +16,7 @@ class ArgumentError(ExportError, TypeError, ValueError):
 
 
 class TraceError(ExportError):
-    """``torch.export`` could not trace the model. The message names the innermost cause PyTorch
+    """The model could not be traced (by ``torch.export``, or by ``torch.jit`` with ``tracer="jit"``). The message names the innermost cause PyTorch
     gives (a data-dependent guard under a ``SystemError``, say) with the model's source line, and
     keeps PyTorch's message; the exception itself is the ``__cause__``."""
 
@@ -62,6 +62,12 @@ class UnsupportedOpsError(ExportError):
 class DynamicAxesWarning(UserWarning):
     """``dynamic_axes`` asked for a dynamic axis that the traced model fixes (it stays static in
     the ONNX graph), or named one size twice: the message lists every such axis and why."""
+
+
+class TracerFallbackWarning(UserWarning):
+    """``tracer="auto"``: torch.export refused to trace the model, so the TorchScript front end
+    traced it. The message says why torch.export refused and lists what the TorchScript trace
+    fixed to the example's values."""
 
 
 class VerificationError(ExportError):

@@ -1,0 +1,100 @@
+"""Choosing the front end: torch.export, or TorchScript (torch.jit.trace, or a ScriptModule's
+scripted graph) for what torch.export refuses. Both give a program the one lowering takes.
+
+``tracer="auto"`` tries torch.export first and, when it refuses to trace (a ``TraceError``: a
+data-dependent guard, Python code fake tensors cannot run), traces with torch.jit instead and
+says so in one ``TracerFallbackWarning``: why torch.export refused, and what the TorchScript
+trace fixed (the tracer's own warnings). An op without a converter is not a trace failure and
+never falls back.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Sequence
+
+import torch
+from torch.export import Dim, ExportedProgram
+
+from ._dynamic import Request, _combined, _leaves
+from ._jit_fx import JitProgram, flat_tensors, translate
+from ._jit_trace import trace_graph
+from .errors import ArgumentError, TraceError, TracerFallbackWarning
+
+TRACERS = ("auto", "export", "jit")
+
+
+def check_tracer(tracer: object, model: object) -> str:
+    if tracer not in TRACERS:
+        raise ArgumentError(f"tracer must be one of {', '.join(map(repr, TRACERS))}, got {tracer!r}")
+    if isinstance(model, ExportedProgram) and tracer == "jit":
+        raise ArgumentError("tracer='jit' traces an nn.Module; an ExportedProgram is already traced by torch.export")
+    if isinstance(model, torch.jit.ScriptModule) and tracer == "export":
+        raise ArgumentError(
+            "a ScriptModule goes through the TorchScript front end; pass tracer='auto' or 'jit', or the "
+            "original nn.Module to trace with torch.export"
+        )
+    return "jit" if isinstance(model, torch.jit.ScriptModule) else str(tracer)
+
+
+def input_names(model, args: tuple, kwargs: dict | None) -> list[str]:
+    """The default names of the flattened tensor inputs, as torch.export names its placeholders
+    (``x``, ``pair_0``, ``d_a``); a ScriptModule's from its graph's argument names."""
+    if isinstance(model, torch.jit.ScriptModule):
+        params = [p for p in inspect.signature(model.forward).parameters if p != "self"]
+        tensors = flat_tensors(args, kwargs)
+        return [params[i] if i < len(params) and len(tensors) == len(args) else f"input_{i}" for i in range(len(tensors))]
+    return [leaf.name for leaf in _leaves(_combined(model, args, kwargs or {})) if isinstance(leaf.value, torch.Tensor)]
+
+
+def jit_dynamic_axes(request: Request, n_inputs: int) -> list[dict[int, str]]:
+    """Each tensor input's dynamic axes (axis -> name). torch.export's unnamed ``Dim.AUTO`` and
+    ``Dim.DYNAMIC`` have no place here: the TorchScript front end needs names."""
+    if request.shapes is not None and not request.relaxed:
+        named = sum(len(d) for d in request.dim_names)
+        unnamed = [
+            s
+            for s in torch.utils._pytree.tree_leaves(request.shapes, is_leaf=lambda x: isinstance(x, dict))
+            if isinstance(s, dict)
+            for d in s.values()
+            if d is not None and not isinstance(d, Dim) and d != Dim.STATIC
+        ]
+        if unnamed and named < len(unnamed):
+            raise ArgumentError(
+                "the TorchScript front end takes dynamic dimensions by name: give dynamic_axes "
+                "({'x': {0: 'batch'}}) or named dims in dynamic_shapes ({'x': {0: 'batch'}})"
+            )
+    return [request.dim_names[i] if i < len(request.dim_names) else {} for i in range(n_inputs)]
+
+
+def trace_jit(model, args: tuple, kwargs: dict | None, request: Request, names: Sequence[str] | None) -> JitProgram:
+    """The TorchScript front end's program. ``names`` are the user's input_names (the defaults
+    fill the rest)."""
+    graph = trace_graph(model, args, kwargs)
+    tensors = flat_tensors(args, kwargs)
+    default = input_names(model, args, kwargs)
+    chosen = [names[i] if names and i < len(names) else default[i] for i in range(len(tensors))]
+    program = translate(graph, tensors, chosen, jit_dynamic_axes(request, len(tensors)))
+    program.front_end = "torch.jit.script" if isinstance(model, torch.jit.ScriptModule) else "torch.jit.trace"
+    return program
+
+
+def fall_back(model, export_error: TraceError, program: JitProgram, stacklevel: int) -> None:
+    """The one warning of a fallback to the TorchScript front end."""
+    first, *rest = str(export_error).splitlines()
+    where = [line.strip() for line in rest[:2] if line.strip().startswith(("at ", "File "))]
+    lines = [
+        f"torch.export could not trace {type(model).__name__}, so it was traced with torch.jit.trace "
+        f"(pass tracer='jit' to choose that front end, tracer='export' to fail instead).",
+        "torch.export refused: " + first.split(": ", 1)[-1] + (f" ({where[0]})" if where else ""),
+    ]
+    if program.tracer_warnings:
+        lines.append("The TorchScript trace fixed these values to the example's (the model is exact only where they hold):")
+        lines += [f"  - {w}" for w in program.tracer_warnings]
+    else:
+        lines.append(
+            "The TorchScript trace records one path through the model's Python control flow; "
+            "verify=True checks the file at other sizes of the dynamic axes."
+        )
+    warnings.warn("\n".join(lines), TracerFallbackWarning, stacklevel=stacklevel)

@@ -1,0 +1,763 @@
+"""The TorchScript front end's second half: a TorchScript graph as an FX graph of ATen overloads,
+the form the lowering takes from torch.export, so both front ends share one lowering, one
+converter table and one writer.
+
+Each ``aten::`` node becomes the overload its schema names. ``prim::`` nodes are resolved here:
+constants, lists and tuples become Python values, ``prim::NumToTensor``/``aten::Int`` pairs and
+integer arithmetic become arithmetic on sizes (so a size the tracer recorded stays a size of the
+graph), ``prim::If``/``prim::Loop`` become torch.cond / while_loop, which the lowering writes as
+ONNX If / Loop.
+
+Every FX node gets ``meta["val"]`` the way torch.export records it: the graph runs under a fake
+mode whose ShapeEnv makes the requested dynamic axes symbols, with the real example tensors
+propagated beside (torch's ``fake_tensor_propagate_real_tensors``), so a data-dependent size
+(``nonzero``, a size read with ``item()``) is an unbacked symbol whose guards take the example's
+value instead of failing. A symbol the ShapeEnv replaces by a number is a dynamic axis the graph
+fixes; ``JitProgram.fixed`` says which node fixed it.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch._functorch.config as functorch_config
+import torch.utils._pytree as pytree
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
+from ._jit_trace import JitGraph
+from .errors import ConversionError
+
+aten = torch.ops.aten
+
+# Integer and float arithmetic of TorchScript (``aten::add.int``...), as the Python operators
+# FX records for arithmetic on sizes; the lowering converts those.
+_ARITHMETIC = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "floordiv": operator.floordiv,
+    "div": operator.truediv,
+    "remainder": operator.mod,
+    "neg": operator.neg,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "__and__": operator.and_,
+    "__or__": operator.or_,
+    "__not__": torch.sym_not,
+    "pow": operator.pow,
+}
+# 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``): computed as size arithmetic.
+_SIZE_TENSOR_OPS = {"add", "sub", "mul", "div", "floor_divide", "remainder", "rsub"}
+_PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
+_ENUM_ARGUMENTS = {
+    "ScalarType": lambda v: _DTYPES[v],
+    "Layout": lambda v: [torch.strided, torch.sparse_coo][v],
+    "MemoryFormat": lambda v: [torch.contiguous_format, torch.preserve_format, torch.channels_last][v],
+}
+_DTYPES = {
+    i: d
+    for i, d in enumerate(
+        [
+            torch.uint8,
+            torch.int8,
+            torch.int16,
+            torch.int32,
+            torch.int64,
+            torch.float16,
+            torch.float32,
+            torch.float64,
+            torch.complex32,
+            torch.complex64,
+            torch.complex128,
+            torch.bool,
+            torch.qint8,
+            torch.quint8,
+            torch.qint32,
+            torch.bfloat16,
+        ]
+    )
+}
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A packed sequence (``_pack_padded_sequence``'s data) kept as ONNX's recurrent ops take it:
+    the padded time-major tensor and each batch entry's length."""
+
+    padded: torch.fx.Node
+    lengths: torch.fx.Node
+
+
+@dataclass(frozen=True)
+class _BatchSizes:
+    """``_pack_padded_sequence``'s batch sizes, of which only the first (the batch) is read."""
+
+    packed: _Packed
+
+
+@dataclass
+class JitProgram:
+    """A TorchScript graph translated to FX, with the surface of ``torch.export.ExportedProgram``
+    the lowering reads (graph, signature, weights, symbol ranges, output structure)."""
+
+    graph_module: torch.fx.GraphModule
+    graph_signature: ExportGraphSignature
+    state_dict: dict[str, torch.Tensor]
+    constants: dict[str, torch.Tensor]
+    range_constraints: dict
+    call_spec: SimpleNamespace
+    shape_env: ShapeEnv
+    # (input index, axis) -> what replaced the axis's symbol, and the TorchScript node that did it.
+    fixed: dict[tuple[int, int], str] = field(default_factory=dict)
+    tracer_warnings: list[str] = field(default_factory=list)
+    front_end: str = "torch.jit.trace"
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.graph_module.graph
+
+
+def _source_line(node: torch._C.Node) -> str:
+    """The node's source line as a Python traceback line (what ``_graph.source_line`` reads)."""
+    m = re.search(r"([^\s]+\.py):(\d+):\d+", node.sourceRange() or "")
+    return f'File "{m.group(1)}", line {m.group(2)}, in forward' if m else ""
+
+
+class _Translator:
+    def __init__(self, jit: JitGraph, dynamic: Sequence[dict[int, str]], input_names: Sequence[str]):
+        self.jit = jit
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.shape_env = ShapeEnv()
+        self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
+        self.env: dict[torch._C.Value, Any] = {}  # TorchScript value -> FX node or Python value
+        self.vals: dict[torch._C.Value, Any] = {}  # TorchScript value -> fake value
+        self.sizes: dict[torch._C.Value, Any] = {}  # a 0-d tensor computed from sizes -> the size (node or number)
+        self.constants: dict[str, torch.Tensor] = {}
+        self.dynamic, self.input_names = dynamic, input_names
+        self.symbols: dict[Any, tuple[int, int]] = {}  # input symbol -> (input index, axis)
+        self.fixed: dict[tuple[int, int], str] = {}
+        self.node: torch._C.Node | None = None
+        self.functions: list[str] = []  # the control-flow functions, submodules of ``root``
+
+    # -- values ---------------------------------------------------------------------------------
+
+    def fake(self, tensor: torch.Tensor, source: str | None = None, dynamic: dict[int, str] | None = None):
+        if source is None or not dynamic:
+            return self.mode.from_tensor(tensor, static_shapes=True)
+        dims = [DimDynamic.DYNAMIC if d in dynamic else DimDynamic.STATIC for d in range(tensor.dim())]
+        return self.mode.from_tensor(
+            tensor,
+            source=ConstantSource(source),
+            symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims),
+        )
+
+    def add_node(self, target, args: tuple, kwargs: dict, val) -> torch.fx.Node:
+        n = self.graph.call_function(target, args, kwargs)
+        n.meta["val"] = val
+        if self.node is not None:
+            n.meta["stack_trace"] = _source_line(self.node)
+        return n
+
+    def run(self, target, args: tuple, kwargs: dict):
+        """``target`` applied to the fake values of ``args``/``kwargs`` (FX nodes and Python values)."""
+        fargs, fkwargs = self.fake_of((args, kwargs))
+        with self.mode:
+            return target(*fargs, **fkwargs)
+
+    def fake_of(self, a):
+        """The fake value of an FX node; lists, tuples and dicts of them mapped (as plain ones)."""
+        if isinstance(a, torch.fx.Node):
+            return a.meta["val"]
+        if isinstance(a, list | tuple):
+            return type(a)(self.fake_of(x) for x in a) if type(a) in (list, tuple) else [self.fake_of(x) for x in a]
+        if isinstance(a, dict):
+            return {k: self.fake_of(v) for k, v in a.items()}
+        return a
+
+    def emit(self, target, args: tuple, kwargs: dict | None = None) -> torch.fx.Node | Any:
+        """An FX node of ``target`` with its fake value; a Python number when the value is one."""
+        kwargs = kwargs or {}
+        val = self.run(target, args, kwargs)
+        if isinstance(val, (bool, int, float)) and not isinstance(val, torch.Tensor):
+            return val
+        return self.add_node(target, args, kwargs, val)
+
+    # -- the graph ------------------------------------------------------------------------------
+
+    def translate(self) -> JitProgram:
+        jit = self.jit
+        inputs = list(jit.graph.inputs())
+        input_specs = []
+        real = iter([*self.user_tensors, *(t for _, t in jit.weights)])
+        for i, v in enumerate(inputs):
+            tensor = next(real)
+            if i < jit.n_user:
+                name = self.input_names[i]
+                node = self.graph.placeholder(name)
+                node.meta["val"] = self.fake(tensor, f"L['{name}']", self.dynamic[i] if i < len(self.dynamic) else {})
+                for axis, size in enumerate(node.meta["val"].shape):
+                    if isinstance(size, torch.SymInt):
+                        self.symbols[size.node.expr] = (i, axis)
+                input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+            else:
+                wname = jit.weights[i - jit.n_user][0]
+                node = self.graph.placeholder("p_" + re.sub(r"\W", "_", wname))
+                node.meta["val"] = self.fake(tensor)
+                kind = InputKind.PARAMETER if isinstance(tensor, torch.nn.Parameter) else InputKind.BUFFER
+                input_specs.append(InputSpec(kind, TensorArgument(node.name), wname, True))
+            self.env[v] = node
+        self.block(jit.graph)
+        results = [self.env[v] for v in jit.graph.outputs()]
+        leaves, it = [], iter(results)
+        for i in range(len(jit.example_outputs)):
+            leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
+        extra = list(it)
+        if extra:
+            raise ConversionError(f"the TorchScript graph returns {len(extra)} more value(s) than forward's result holds")
+        self.graph.output(tuple(leaves))
+        output_specs = [
+            OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(x.name if isinstance(x, torch.fx.Node) else str(i)), None)
+            for i, x in enumerate(leaves)
+        ]
+        module = torch.fx.GraphModule(self.root, self.graph)
+        return JitProgram(
+            module,
+            ExportGraphSignature(input_specs, output_specs),
+            dict(jit.weights),
+            self.constants,
+            dict(self.shape_env.var_to_range),
+            SimpleNamespace(out_spec=jit.out_spec),
+            self.shape_env,
+            self.fixed,
+            jit.tracer_warnings,
+        )
+
+    def block(self, block) -> None:
+        for node in block.nodes():
+            self.node = node
+            before = dict(self.shape_env.replacements)
+            try:
+                self.translate_node(node)
+            except ConversionError:
+                raise
+            except Exception as e:  # a node torch cannot run on fake tensors, or an unknown kind
+                raise ConversionError(
+                    f"TorchScript node {node.kind()} failed to translate: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else ''}\n  node: {str(node).strip()}"
+                    + (f"\n  from {_source_line(node)}" if _source_line(node) else "")
+                ) from e
+            if len(self.shape_env.replacements) != len(before):
+                self.record_fixed(node, before)
+
+    def record_fixed(self, node: torch._C.Node, before: dict) -> None:
+        """A requested dynamic axis whose symbol this node replaced by a number: where it was fixed."""
+        for sym, tgt in self.shape_env.replacements.items():
+            if sym in before or sym not in self.symbols:
+                continue
+            where = _source_line(node) or str(node).strip()
+            self.fixed[self.symbols[sym]] = f"{node.kind()} made it {tgt} ({where})"
+
+    def translate_node(self, node: torch._C.Node) -> None:
+        kind = node.kind()
+        outs = list(node.outputs())
+        handler = getattr(self, "_" + kind.replace("::", "_"), None)
+        if handler is not None:
+            results = handler(node)
+        elif kind.startswith("prim::"):
+            raise ConversionError(f"the TorchScript front end does not convert {kind}")
+        else:
+            results = self.op(node)
+        if len(outs) == 1 and not isinstance(results, list | tuple) or len(outs) == 1 and kind.endswith("Construct"):
+            results = [results]
+        for v, r in zip(outs, results):
+            self.env[v] = r
+
+    # -- prim:: ---------------------------------------------------------------------------------
+
+    def _prim_Constant(self, node):
+        value = node.output().toIValue() if node.outputsSize() else None
+        if isinstance(value, torch.Tensor):
+            name = f"_tensor_constant{len(self.constants)}"
+            self.constants[name] = value
+            setattr(self.root, name, value)
+            n = self.graph.get_attr(name)
+            n.meta["val"] = self.fake(value)
+            if value.dim() == 0 and not value.is_floating_point() and not value.is_complex():
+                self.sizes[node.output()] = int(value)
+            return n
+        return value
+
+    def _prim_ListConstruct(self, node):
+        return [self.env[v] for v in node.inputs()]
+
+    _prim_TupleConstruct = _prim_ListConstruct
+
+    def _prim_ListUnpack(self, node):
+        value = self.env[node.input()]
+        if isinstance(value, list | tuple):
+            return list(value)
+        return [self.emit(operator.getitem, (value, i)) for i in range(node.outputsSize())]
+
+    _prim_TupleUnpack = _prim_ListUnpack
+
+    def _prim_TupleIndex(self, node):
+        seq, index = (self.env[v] for v in node.inputs())
+        return seq[index]
+
+    def _aten___getitem__(self, node):
+        seq, index = (self.env[v] for v in node.inputs())
+        if isinstance(seq, list | tuple) and isinstance(index, int):
+            return seq[index]
+        return self.op(node)
+
+    def _aten___range_length(self, node):
+        """The trip count of ``for i in range(lo, hi, step)`` in a scripted loop."""
+        lo, hi, step = (self.env[v] for v in node.inputs())
+        if not isinstance(step, int) or step == 0:
+            raise ConversionError("a scripted range() with a step that is not a constant is not supported")
+        if step < 0:
+            lo, hi, step = hi, lo, -step
+        span = self.arithmetic(operator.add, [self.arithmetic(operator.sub, [hi, lo]), step - 1])
+        return self.arithmetic(torch.sym_max, [self.arithmetic(operator.floordiv, [span, step]), 0])
+
+    def _aten___derive_index(self, node):
+        index, start, step = (self.env[v] for v in node.inputs())
+        return self.arithmetic(operator.add, [start, self.arithmetic(operator.mul, [index, step])])
+
+    def _aten_len(self, node):
+        seq = self.env[node.input()]
+        if isinstance(seq, list | tuple):
+            return len(seq)
+        return self.op(node)
+
+    def _prim_NumToTensor(self, node):
+        size = self.env[node.input()]
+        self.sizes[node.output()] = size
+        dtype = torch.float64 if isinstance(self.fake_of(size), float | torch.SymFloat) else torch.int64
+        return self.emit(aten.scalar_tensor.default, (size,), {"dtype": dtype})
+
+    def _number(self, node, cast=None):
+        """``aten::Int`` and its kin: the size a 0-d tensor was made from, else the tensor's
+        value (an unbacked symbol when it depends on data), converted by ``cast`` (int, float,
+        bool; None keeps the number's own type)."""
+        v = node.input()
+        if v in self.sizes:
+            number = self.sizes[v]
+        else:
+            value = self.env[v]
+            if not isinstance(value, torch.fx.Node):
+                return value if cast is None else cast(value)
+            number = self.emit(aten._local_scalar_dense.default, (value,))
+        if cast is None or isinstance(self.fake_of(number), _PYTHON_TYPES[cast]):
+            return number
+        if cast is bool:
+            return self.arithmetic(operator.ne, [number, 0])
+        return self.arithmetic(torch.sym_int if cast is int else torch.sym_float, [number])
+
+    def _aten_Int(self, node):
+        return self._number(node, int)
+
+    def _aten_Float(self, node):
+        return self._number(node, float)
+
+    def _aten_Bool(self, node):
+        return self._number(node, bool)
+
+    def _aten_ScalarImplicit(self, node):
+        return self._number(node)
+
+    _prim_ImplicitTensorToNum = _aten_ScalarImplicit
+
+    def _aten_size(self, node):
+        ins = [self.env[v] for v in node.inputs()]
+        if isinstance(ins[0], _BatchSizes):  # batch_sizes.size(0): the longest sequence's length
+            longest = self.emit(aten.max.default, (ins[0].packed.lengths,))
+            return self.emit(aten._local_scalar_dense.default, (longest,))
+        val = self.fake_of(ins[0])
+        if len(ins) == 2:
+            dim = ins[1] % val.dim()
+            return self.size_of(ins[0], dim)
+        return [self.size_of(ins[0], d) for d in range(val.dim())]
+
+    def size_of(self, tensor, dim: int):
+        size = self.fake_of(tensor).shape[dim]
+        if isinstance(size, int):
+            return size
+        return self.emit(aten.sym_size.int, (tensor, dim))
+
+    def _aten_dim(self, node):
+        return self.fake_of(self.env[node.input()]).dim()
+
+    def _prim_dtype(self, node):
+        return list(_DTYPES.values()).index(self.fake_of(self.env[node.input()]).dtype)
+
+    def _prim_device(self, node):
+        return torch.device("cpu")
+
+    def _aten_numel(self, node):
+        tensor = self.env[node.input()]
+        numel = self.fake_of(tensor).numel()
+        return numel if isinstance(numel, int) else self.emit(aten.sym_numel.default, (tensor,))
+
+    # -- control flow ---------------------------------------------------------------------------
+
+    def _prim_If(self, node):
+        pred = self.env[node.input()]
+        then_block, else_block = node.blocks()
+        if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
+            return self.inline(then_block if pred else else_block)
+        operands = self.operands([then_block, else_block])
+        branches, results = [], []
+        for block in (then_block, else_block):
+            sub = self.sub(operands=operands)
+            outs = sub.inline(block)
+            if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
+                raise ConversionError("a scripted `if` whose branches return non-tensors (numbers, lists) is not supported")
+            branches.append(sub.finish(outs, "cond", self))
+            results.append([sub.fake_of(o) for o in outs])
+        for a, b in zip(*results):
+            if a.dtype != b.dtype or a.dim() != b.dim() or any(x is not y and x != y for x, y in zip(a.shape, b.shape)):
+                raise ConversionError(
+                    f"the branches of a scripted `if` return tensors of different types or shapes ({a.dtype}{list(a.shape)} "
+                    f"and {b.dtype}{list(b.shape)}); fastonnx needs them alike"
+                )
+        predicate = self.as_tensor(pred, torch.bool)
+        args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
+        out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
+        return [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0])]
+
+    def _prim_Loop(self, node):
+        trips, first, *initial = (self.env[v] for v in node.inputs())
+        (block,) = node.blocks()
+        if isinstance(trips, int) and first is True and _always_true(block) and trips <= 64:
+            # A loop of a trip count known when exporting, without `break`: unrolled, as exact.
+            state = initial
+            for i in range(trips):
+                state = self.inline(block, [i, *state])[1:]
+            return state
+        return self.while_loop(trips, first, initial, block)
+
+    def while_loop(self, trips, first, initial: list, block):
+        """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
+        the state are carried as 0-d tensors."""
+        free = self.operands([block])
+        kinds = [isinstance(x, torch.fx.Node) and isinstance(self.fake_of(x), torch.Tensor) for x in initial]
+        carried = [self.as_tensor(0, torch.int64), self.as_tensor(first, torch.bool)]
+        carried += [x if is_tensor else self.as_tensor(x, torch.int64) for x, is_tensor in zip(initial, kinds)]
+        extra = [self.env[v] for v in free]
+        limit = trips if isinstance(trips, int) else self.as_tensor(trips, torch.int64)
+        carried_vals = [self.fake_of(c) for c in carried]
+
+        bound_val = [] if isinstance(limit, int) else [self.fake_of(limit)]
+        cond = self.sub(carried_vals + [self.fake_of(e) for e in extra] + bound_val)
+        i, c = cond.inputs[0], cond.inputs[1]
+        bound = limit if isinstance(limit, int) else cond.inputs[-1]
+        below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
+        cond_fn = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
+
+        body = self.sub(carried_vals, free, bound_val)
+        i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
+        ts_state = [s if is_tensor else body.emit(aten._local_scalar_dense.default, (s,)) for s, is_tensor in zip(state, kinds)]
+        outs = body.inline(block, [body.emit(aten._local_scalar_dense.default, (i,)), *ts_state])
+        again, new_state = outs[0], outs[1:]
+        updated = [body.emit(aten.add.Tensor, (i, 1)), body.as_tensor(again, torch.bool)]
+        updated += [s if is_tensor else body.as_tensor(s, torch.int64) for s, is_tensor in zip(new_state, kinds)]
+        for before, after in zip(carried_vals, updated):
+            got = body.fake_of(after)
+            if not isinstance(got, torch.Tensor) or got.dtype != before.dtype or list(got.shape) != list(before.shape):
+                raise ConversionError(
+                    "a scripted loop changes the type or shape of a value it carries "
+                    f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
+                    f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
+                )
+        body_fn = body.finish(updated, "while_loop_body", self)
+        additional = extra + ([] if isinstance(limit, int) else [limit])
+        args = (cond_fn, body_fn, tuple(carried), tuple(additional))
+        out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
+        finals = [self.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
+        return [f if is_tensor else self.emit(aten._local_scalar_dense.default, (f,)) for f, is_tensor in zip(finals, kinds)]
+
+    def operands(self, blocks) -> list:
+        """The enclosing graph's values the blocks read that are graph values (inputs of the
+        function); numbers and constants are read directly."""
+        free = _free_values(blocks)
+        lists = [v for v in free if _holds_node(self.env[v]) and not isinstance(self.env[v], torch.fx.Node)]
+        if lists:
+            raise ConversionError("a scripted `if` or loop reads a list of tensors from outside it; this is not supported")
+        return [v for v in free if isinstance(self.env[v], torch.fx.Node)]
+
+    def as_tensor(self, value, dtype: torch.dtype):
+        """A number (Python or symbolic) or a tensor as a 0-d tensor of ``dtype`` (for control flow)."""
+        if isinstance(value, torch.fx.Node) and isinstance(self.fake_of(value), torch.Tensor):
+            return value if self.fake_of(value).dtype == dtype else self.emit(aten._to_copy.default, (value,), {"dtype": dtype})
+        return self.emit(aten.scalar_tensor.default, (value,), {"dtype": dtype})
+
+    def inline(self, block, inputs: Sequence = ()) -> list:
+        """Translates ``block`` into this graph, its inputs bound to ``inputs``; its results."""
+        for v, x in zip(block.inputs(), inputs):
+            self.env[v] = x
+        node = self.node
+        self.block(block)
+        self.node = node
+        return [self.env[v] for v in block.outputs()]
+
+    def sub(self, before: Sequence = (), operands: Sequence = (), after: Sequence = ()) -> _Translator:
+        """A translator of a control-flow function, sharing this one's fake mode: its own graph,
+        whose placeholders are the fake values ``before``, then the enclosing graph's values
+        ``operands`` (TorchScript values, read in the function through them), then ``after``."""
+        sub = _Translator.__new__(_Translator)
+        sub.__dict__.update(self.__dict__)
+        sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
+        # The enclosing graph's numbers and constants are the function's too; its nodes are not.
+        sub.env = {v: x for v, x in self.env.items() if not _holds_node(x)}
+        sub.inputs = []
+        for v, val in [(None, f) for f in before] + [(v, self.fake_of(self.env[v])) for v in operands] + [
+            (None, f) for f in after
+        ]:
+            p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
+            p.meta["val"] = val
+            sub.inputs.append(p)
+            if v is not None:
+                sub.env[v] = p
+        return sub
+
+    def finish(self, outputs: list, kind: str, parent: _Translator) -> torch.fx.Node:
+        """This control-flow function as a submodule of ``parent``'s module, and the get_attr node
+        of ``parent``'s graph that reads it."""
+        self.graph.output(tuple(outputs))
+        name = f"{kind}_{len(parent.functions)}"
+        parent.functions.append(name)
+        setattr(parent.root, name, torch.fx.GraphModule(self.root, self.graph))
+        return parent.graph.get_attr(name)
+
+    # -- packed sequences (see _packed_rnn) -----------------------------------------------------
+
+    def _aten__pack_padded_sequence(self, node):
+        padded, lengths, batch_first = (self.env[v] for v in node.inputs())
+        if batch_first:
+            padded = self.emit(aten.transpose.int, (padded, 0, 1))
+        packed = _Packed(padded, lengths)
+        return [packed, _BatchSizes(packed)]
+
+    def _recurrent(self, node, mode: str):
+        values = [self.env[v] for v in node.inputs()]
+        if not isinstance(values[0], _Packed):
+            return self.op(node)
+        packed, _, hx, params, has_biases, num_layers, dropout, train, bidirectional = values
+        if train and dropout:
+            raise ConversionError(f"{node.kind()} with dropout in training mode has no ONNX form; export in eval mode")
+        states = list(hx) if isinstance(hx, list | tuple) else [hx]
+        args = (mode, packed.padded, packed.lengths, states, list(params), has_biases, num_layers, bidirectional)
+        out = self.emit(torch.ops.fastonnx.padded_rnn.default, args)
+        items = [self.add_node(operator.getitem, (out, i), {}, out.meta["val"][i]) for i in range(3)]
+        return [_Packed(items[0], packed.lengths), *items[1 : node.outputsSize()]]
+
+    def _aten_lstm(self, node):
+        return self._recurrent(node, "lstm")
+
+    def _aten_gru(self, node):
+        return self._recurrent(node, "gru")
+
+    def _aten_rnn_tanh(self, node):
+        return self._recurrent(node, "rnn_tanh")
+
+    def _aten_rnn_relu(self, node):
+        return self._recurrent(node, "rnn_relu")
+
+    def _aten__pad_packed_sequence(self, node):
+        packed, _, batch_first, padding_value, total = (self.env[v] for v in node.inputs())
+        if not isinstance(packed, _Packed):
+            raise ConversionError("pad_packed_sequence of a value that is not a packed sequence of the graph")
+        y, lengths = packed.padded, packed.lengths
+        steps = self.fake_of(y).shape[0]
+        if isinstance(total, int) and isinstance(steps, int) and total > steps:
+            y = self.emit(aten.constant_pad_nd.default, (y, [0, 0, 0, 0, 0, total - steps]))
+        elif isinstance(total, int) and not isinstance(steps, int):
+            raise ConversionError("pad_packed_sequence's total_length over a dynamic sequence length is not supported")
+        elif total is not steps:
+            y = self.emit(aten.slice.Tensor, (y, 0, 0, total))
+        if padding_value:
+            time = self.emit(aten.arange.default, (self.size_of(y, 0),), {"dtype": torch.int64})
+            inside = self.emit(aten.lt.Tensor, (self.emit(aten.unsqueeze.default, (time, 1)), lengths))
+            y = self.emit(aten.where.ScalarOther, (self.emit(aten.unsqueeze.default, (inside, 2)), y, padding_value))
+        if batch_first:
+            y = self.emit(aten.transpose.int, (y, 0, 1))
+        return [y, lengths]
+
+    def _aten_select(self, node):
+        values = [self.env[v] for v in node.inputs()]
+        if not isinstance(values[0], _BatchSizes):
+            return self.op(node)
+        if values[1:] != [0, 0]:
+            raise ConversionError("of a packed sequence's batch sizes only the first (batch_sizes[0]) is supported")
+        batch = self.size_of(values[0].packed.padded, 1)
+        self.sizes[node.output()] = batch
+        return self.emit(aten.scalar_tensor.default, (batch,), {"dtype": torch.int64})
+
+    # -- aten:: ---------------------------------------------------------------------------------
+
+    def op(self, node: torch._C.Node):
+        schema_text = node.schema()
+        if schema_text == "(no schema)":
+            raise ConversionError(f"TorchScript node {node.kind()} has no schema torch can match")
+        schema = torch._C.parse_schema(schema_text)
+        namespace, name = schema.name.split("::")
+        values = [self.env[v] for v in node.inputs()]
+        if any(isinstance(v, _Packed | _BatchSizes) for v in values):
+            raise ConversionError(
+                f"{node.kind()} reads a packed sequence; only recurrent layers and pad_packed_sequence take one"
+            )
+        if namespace == "aten" and schema.returns and all(str(r.type) in ("int", "float", "bool") for r in schema.returns):
+            base = name.removeprefix("__").removesuffix("__") if name.startswith("__") else name
+            fn = _ARITHMETIC.get(name, _ARITHMETIC.get(base))
+            if fn is not None:
+                return self.arithmetic(fn, values)
+        if namespace == "aten" and name in _SIZE_TENSOR_OPS and node.output().type().kind() == "TensorType":
+            self.size_arithmetic(node, name, values)
+        overload = getattr(getattr(torch.ops, namespace), name)
+        op = getattr(overload, schema.overload_name or "default")
+        args, kwargs = [], {}
+        for a, value in zip(schema.arguments, values):
+            type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
+            if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
+                value = _ENUM_ARGUMENTS[type_name](value)
+            if a.kwarg_only:
+                kwargs[a.name] = value
+            else:
+                args.append(value)
+        result = self.emit(op, tuple(args), kwargs)
+        n_out = node.outputsSize()
+        val = self.fake_of(result)
+        if n_out > 1 or isinstance(val, list | tuple):
+            count = n_out if n_out > 1 else len(val)
+            items = [self.add_node(operator.getitem, (result, i), {}, val[i]) for i in range(count)]
+            return items if n_out > 1 else [items]
+        return result
+
+    def arithmetic(self, fn, values: list):
+        if all(not isinstance(v, torch.fx.Node) for v in values):
+            return fn(*values)
+        return self.emit(fn, tuple(values))
+
+    def size_arithmetic(self, node, name: str, values: list) -> None:
+        """A 0-d tensor op over sizes the tracer recorded (``x.size(0) * 2``): its size, for an
+        ``aten::Int`` of it to read."""
+        ins = list(node.inputs())
+        operands = []
+        for v, value in zip(ins[:2], values[:2]):
+            if v in self.sizes:
+                operands.append(self.sizes[v])
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                operands.append(value)
+            else:
+                return
+        if self.fake_of(self.env[ins[0]]).dim() if isinstance(self.env[ins[0]], torch.fx.Node) else 0:
+            return
+        a, b = operands
+        if name in ("add", "sub") and len(values) > 2 and values[2] != 1:
+            b = self.arithmetic(operator.mul, [b, values[2]])
+        fn = {
+            "add": operator.add,
+            "sub": operator.sub,
+            "rsub": lambda x, y: operator.sub(y, x),
+            "mul": operator.mul,
+            "div": operator.truediv,
+            "floor_divide": operator.floordiv,
+            "remainder": operator.mod,
+        }[name]
+        if name == "div" and len(values) > 2 and values[2] == "floor":
+            fn = operator.floordiv
+        elif name == "div" and len(values) > 2 and values[2] == "trunc":
+            fn = operator.floordiv  # sizes are non-negative: truncation is flooring
+        if name == "rsub":
+            self.sizes[node.output()] = self.arithmetic(operator.sub, [b, a])
+        else:
+            self.sizes[node.output()] = self.arithmetic(fn, [a, b])
+
+
+def _free_values(blocks) -> list:
+    """The values the blocks (and blocks nested in them) read but do not define, in order of use."""
+    defined, free = set(), {}
+
+    def walk(block):
+        defined.update(block.inputs())
+        for n in block.nodes():
+            for v in n.inputs():
+                if v not in defined:
+                    free.setdefault(v, None)
+            for b in n.blocks():
+                walk(b)
+            defined.update(n.outputs())
+        for v in block.outputs():
+            if v not in defined:
+                free.setdefault(v, None)
+
+    for block in blocks:
+        walk(block)
+    return list(free)
+
+
+def _holds_node(x) -> bool:
+    if isinstance(x, torch.fx.Node):
+        return True
+    return isinstance(x, list | tuple) and any(_holds_node(y) for y in x)
+
+
+def _always_true(block) -> bool:
+    """Whether a loop body's continue-condition is the constant True (a loop without ``break``)."""
+    cond = next(iter(block.outputs()))
+    return cond.node().kind() == "prim::Constant" and cond.toIValue() is True
+
+
+def translate(
+    jit: JitGraph,
+    user_tensors: Sequence[torch.Tensor],
+    input_names: Sequence[str],
+    dynamic: Sequence[dict[int, str]],
+) -> JitProgram:
+    """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
+    dynamic axes (axis -> name)."""
+    translator = _Translator(jit, dynamic, input_names)
+    translator.user_tensors = list(user_tensors)
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=True):
+        program = translator.translate()
+    program.graph_module.recompile()
+    return program
+
+
+def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
+    return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
+
+
+def check_no_aliased_mutation(program: JitProgram) -> None:
+    """In-place ops torch's passes could not remove convert as their functional twins, exact
+    only when nothing reads the written tensor through another name afterwards."""
+    from ._trace import needs_functionalization
+
+    if needs_functionalization(program.graph):
+        raise ConversionError(
+            "the TorchScript graph writes into a tensor that is read afterwards through another name "
+            "(an in-place op on a view); torch.export functionalizes such programs: pass tracer='export'"
+        )

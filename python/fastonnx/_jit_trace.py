@@ -1,0 +1,176 @@
+"""The TorchScript front end's first half: a module (traced with ``torch.jit.trace``) or a
+ScriptModule (its scripted ``forward``) as a TorchScript graph, with torch's own JIT passes
+applied (inlining, tuple lowering, removing mutation), and what the trace fixed.
+
+Tracing goes through a wrapper whose inputs are the call's flattened tensors (pytree order, the
+order torch.export gives its placeholders) and whose output is the flattened result, so the
+graph's inputs and outputs are plain tensors whatever the call's structure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.utils._pytree as pytree
+
+from .errors import TraceError
+
+
+@dataclass
+class JitGraph:
+    """A TorchScript graph whose inputs are the call's tensors (``n_user`` of them, flattened) then
+    the weights, in ``weights`` order."""
+
+    graph: torch._C.Graph
+    n_user: int
+    weights: list[tuple[str, torch.Tensor]]
+    out_spec: pytree.TreeSpec
+    # Output leaves that are not tensors (a number, None), by position; the graph returns the others.
+    constant_outputs: dict[int, object]
+    example_outputs: list  # the eager outputs' leaves
+    tracer_warnings: list[str] = field(default_factory=list)
+
+
+class _Flat(torch.nn.Module):
+    """``model`` called with its arguments rebuilt from the flattened tensors, its result flattened."""
+
+    def __init__(self, model: torch.nn.Module, spec: pytree.TreeSpec, leaves: list, positions: list[int]):
+        super().__init__()
+        self.model = model
+        self._spec, self._leaves, self._positions = spec, leaves, positions
+        self.out_spec: pytree.TreeSpec | None = None
+        self.out_leaves: list = []
+
+    def forward(self, *tensors):
+        leaves = list(self._leaves)
+        for pos, t in zip(self._positions, tensors):
+            leaves[pos] = t
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        out_leaves, self.out_spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        self.out_leaves = out_leaves
+        return tuple(t for t in out_leaves if isinstance(t, torch.Tensor))
+
+
+def _weights_for_attributes(graph: torch._C.Graph, weights: dict[str, torch._C.Value]) -> None:
+    """Freezing makes the weights graph inputs but leaves the attribute reads inside loops and
+    branches (``prim::GetAttr`` chains from the module object): each read of a weight becomes
+    that input."""
+
+    def path(value: torch._C.Value) -> str | None:
+        node = value.node()
+        if node.kind() == "prim::CreateObject":
+            return ""
+        if node.kind() != "prim::GetAttr":
+            return None
+        parent = path(node.input())
+        return None if parent is None else (f"{parent}.{node.s('name')}" if parent else node.s("name"))
+
+    def walk(block) -> None:
+        for node in block.nodes():
+            for inner in node.blocks():
+                walk(inner)
+            if node.kind() == "prim::GetAttr":
+                name = path(node.output())
+                if name in weights:
+                    node.output().replaceAllUsesWith(weights[name])
+
+    walk(graph)
+
+
+def _passes(graph: torch._C.Graph, module=None) -> None:
+    """torch's own passes, as its TorchScript exporter runs them: calls inlined, tuples lowered,
+    mutation turned into functional ops where torch can prove it safe, constants folded."""
+    torch._C._jit_pass_inline(graph)
+    torch._C._jit_pass_inline_fork_wait(graph)
+    torch._C._jit_pass_lower_all_tuples(graph)
+    torch._C._jit_pass_remove_mutation(graph)
+    torch._C._jit_pass_onnx_remove_inplace_ops_for_onnx(graph, module)  # a scripted graph's needs its module
+    torch._C._jit_pass_lower_all_tuples(graph)
+    torch._C._jit_pass_constant_propagation(graph)
+    torch._C._jit_pass_dce(graph)
+
+
+@contextlib.contextmanager
+def _recorded_tracer_warnings(into: list[str]):
+    """Keeps the tracer's warnings (a value it fixed) instead of printing them: the front end
+    reports them once, in the warning that says the model was traced with torch.jit."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", torch.jit.TracerWarning)
+        yield
+    for w in caught:
+        if issubclass(w.category, torch.jit.TracerWarning):
+            first = str(w.message).splitlines()[0]
+            line = f"{first} (at {w.filename}:{w.lineno})"
+            if line not in into:
+                into.append(line)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
+    """The TorchScript graph of ``model`` called on ``args``/``kwargs``."""
+    if isinstance(model, torch.jit.ScriptModule):
+        return _script_graph(model, args, kwargs)
+    leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    flat = _Flat(model, spec, leaves, positions)
+    tensors = tuple(leaves[i] for i in positions)
+    found: list[str] = []
+    try:
+        with _recorded_tracer_warnings(found), torch.no_grad():
+            graph, _ = torch.jit._get_trace_graph(flat, tensors, strict=False, _force_outplace=False)
+    except Exception as e:  # any failure of torch.jit's tracer
+        from ._trace import describe_failure
+
+        raise TraceError(f"torch.jit.trace failed to trace {type(model).__name__}: {describe_failure(e)}") from e
+    assert flat.out_spec is not None  # the trace ran forward
+    state = torch.jit._unique_state_dict(flat, keep_vars=False)
+    weights = [(name.removeprefix("model."), t) for name, t in state.items()]
+    _passes(graph)
+    return JitGraph(
+        graph,
+        len(tensors),
+        weights,
+        flat.out_spec,
+        {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)},
+        flat.out_leaves,
+        found,
+    )
+
+
+def _script_graph(model: torch.jit.ScriptModule, args: tuple, kwargs: dict | None) -> JitGraph:
+    """A ScriptModule's forward, frozen (attributes folded, weights kept as inputs), its inputs
+    typed with the example's shapes, as torch's TorchScript exporter prepares it."""
+    if kwargs:
+        raise TraceError("a ScriptModule is called with positional arguments only; pass the keyword inputs in args")
+    leaves, spec = pytree.tree_flatten(tuple(args))
+    if not all(isinstance(x, torch.Tensor) for x in leaves):
+        raise TraceError("a ScriptModule's inputs must be tensors (or tuples and lists of tensors)")
+    with torch.no_grad():
+        example = model(*args)
+    out_leaves, out_spec = pytree.tree_flatten(example)
+    try:
+        frozen = torch._C._freeze_module(model._c, preserveParameters=True)
+        module, params = torch._C._jit_onnx_list_model_parameters(frozen)
+        method_graph = module._get_method("forward").graph
+        graph = torch._C._propagate_and_assign_input_shapes(
+            method_graph, tuple(leaves) + tuple(params), [1] * len(leaves) + [1] * len(params), False, False
+        )
+    except Exception as e:  # torch's freezing of a scripted module
+        raise TraceError(f"preparing the ScriptModule's graph failed: {type(e).__name__}: {e}") from e
+    inputs = list(graph.inputs())
+    names = [v.debugName() for v in inputs[len(leaves) :]]
+    _weights_for_attributes(graph, dict(zip(names, inputs[len(leaves) :])))
+    _passes(graph, module)
+    weights = [(n.split(".", 1)[-1] if n.startswith("self.") else n, p) for n, p in zip(names, params)]
+    return JitGraph(
+        graph,
+        len(leaves),
+        [(n, t.detach() if isinstance(t, torch.Tensor) else t) for n, t in weights],
+        out_spec,
+        {},  # a scripted graph returns its numbers too
+        out_leaves,
+    )
