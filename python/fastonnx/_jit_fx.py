@@ -41,6 +41,7 @@ from torch.export.graph_signature import (
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
+from ._jit_quantized import PackedWeights, QTensor, QuantizedOps
 from ._jit_trace import JitGraph
 from .errors import ConversionError
 
@@ -144,7 +145,7 @@ def _source_line(node: torch._C.Node) -> str:
     return f'File "{m.group(1)}", line {m.group(2)}, in forward' if m else ""
 
 
-class _Translator:
+class _Translator(QuantizedOps):
     def __init__(self, jit: JitGraph, dynamic: Sequence[dict[int, str]], input_names: Sequence[str]):
         self.jit = jit
         self.graph = torch.fx.Graph()
@@ -221,6 +222,9 @@ class _Translator:
                     if isinstance(size, torch.SymInt):
                         self.symbols[size.node.expr] = (i, axis)
                 input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+            elif not isinstance(tensor, torch.Tensor):  # packed quantized weights
+                self.env[v] = PackedWeights(tensor)
+                continue
             else:
                 wname = jit.weights[i - jit.n_user][0]
                 node = self.graph.placeholder("p_" + re.sub(r"\W", "_", wname))
@@ -296,14 +300,18 @@ class _Translator:
 
     # -- prim:: ---------------------------------------------------------------------------------
 
+    def constant_node(self, value: torch.Tensor) -> torch.fx.Node:
+        name = f"_tensor_constant{len(self.constants)}"
+        self.constants[name] = value
+        setattr(self.root, name, value)
+        n = self.graph.get_attr(name)
+        n.meta["val"] = self.fake(value)
+        return n
+
     def _prim_Constant(self, node):
         value = node.output().toIValue() if node.outputsSize() else None
         if isinstance(value, torch.Tensor):
-            name = f"_tensor_constant{len(self.constants)}"
-            self.constants[name] = value
-            setattr(self.root, name, value)
-            n = self.graph.get_attr(name)
-            n.meta["val"] = self.fake(value)
+            n = self.constant_node(value)
             if value.dim() == 0 and not value.is_floating_point() and not value.is_complex():
                 self.sizes[node.output()] = int(value)
             return n
@@ -392,6 +400,8 @@ class _Translator:
 
     def _aten_size(self, node):
         ins = [self.env[v] for v in node.inputs()]
+        if isinstance(ins[0], QTensor):
+            ins[0] = ins[0].ints
         if isinstance(ins[0], _BatchSizes):  # batch_sizes.size(0): the longest sequence's length
             longest = self.emit(aten.max.default, (ins[0].packed.lengths,))
             return self.emit(aten._local_scalar_dense.default, (longest,))
@@ -408,7 +418,8 @@ class _Translator:
         return self.emit(aten.sym_size.int, (tensor, dim))
 
     def _aten_dim(self, node):
-        return self.fake_of(self.env[node.input()]).dim()
+        value = self.env[node.input()]
+        return self.fake_of(value.ints if isinstance(value, QTensor) else value).dim()
 
     def _prim_dtype(self, node):
         return list(_DTYPES.values()).index(self.fake_of(self.env[node.input()]).dtype)
@@ -625,6 +636,8 @@ class _Translator:
         schema = torch._C.parse_schema(schema_text)
         namespace, name = schema.name.split("::")
         values = [self.env[v] for v in node.inputs()]
+        if any(isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values):
+            return self.on_quantized(node, values)
         if any(isinstance(v, _Packed | _BatchSizes) for v in values):
             raise ConversionError(
                 f"{node.kind()} reads a packed sequence; only recurrent layers and pad_packed_sequence take one"

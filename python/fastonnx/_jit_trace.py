@@ -10,6 +10,7 @@ graph's inputs and outputs are plain tensors whatever the call's structure.
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -113,64 +114,72 @@ def _recorded_tracer_warnings(into: list[str]):
 def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
     """The TorchScript graph of ``model`` called on ``args``/``kwargs``."""
     if isinstance(model, torch.jit.ScriptModule):
-        return _script_graph(model, args, kwargs)
+        if kwargs:
+            raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
+        leaves = pytree.tree_leaves(tuple(args))
+        if len(leaves) != len(args) or not all(isinstance(x, torch.Tensor) for x in leaves):
+            raise TraceError("a ScriptModule's inputs must be tensors")
+        with torch.no_grad():
+            out_leaves, out_spec = pytree.tree_flatten(model(*args))
+        graph, weights = _frozen_graph(model, leaves)
+        # A scripted graph returns its numbers too: no output is a constant.
+        return JitGraph(graph, len(leaves), weights, out_spec, {}, out_leaves)
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     flat = _Flat(model, spec, leaves, positions)
     tensors = tuple(leaves[i] for i in positions)
     found: list[str] = []
+    # Modules whose state holds other than tensors (eager-mode quantized modules hold packed
+    # weights, TorchScript objects) cannot take their state as trace inputs: they are traced as a
+    # module and frozen, like a scripted one.
+    whole = any(not isinstance(v, torch.Tensor) for v in model.state_dict(keep_vars=True).values())
     try:
         with _recorded_tracer_warnings(found), torch.no_grad():
-            graph, _ = torch.jit._get_trace_graph(flat, tensors, strict=False, _force_outplace=False)
+            if whole:
+                traced = torch.jit.trace(flat, tensors, strict=False, check_trace=False)
+            else:
+                graph, _ = torch.jit._get_trace_graph(flat, tensors, strict=False, _force_outplace=False)
     except Exception as e:  # any failure of torch.jit's tracer
         from ._trace import describe_failure
 
         raise TraceError(f"torch.jit.trace failed to trace {type(model).__name__}: {describe_failure(e)}") from e
     assert flat.out_spec is not None  # the trace ran forward
-    state = torch.jit._unique_state_dict(flat, keep_vars=False)
-    weights = [(name.removeprefix("model."), t) for name, t in state.items()]
-    _passes(graph)
-    return JitGraph(
-        graph,
-        len(tensors),
-        weights,
-        flat.out_spec,
-        {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)},
-        flat.out_leaves,
-        found,
-    )
+    if whole:
+        graph, weights = _frozen_graph(traced, list(tensors))
+        weights = [(name.removeprefix("model."), w) for name, w in weights]
+    else:
+        state = torch.jit._unique_state_dict(flat, keep_vars=True)
+        weights = [(name.removeprefix("model."), t) for name, t in state.items()]
+        _passes(graph)
+    constants = {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)}
+    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found)
 
 
-def _script_graph(model: torch.jit.ScriptModule, args: tuple, kwargs: dict | None) -> JitGraph:
-    """A ScriptModule's forward, frozen (attributes folded, weights kept as inputs), its inputs
-    typed with the example's shapes, as torch's TorchScript exporter prepares it."""
-    if kwargs:
-        raise TraceError("a ScriptModule is called with positional arguments only; pass the keyword inputs in args")
-    leaves, spec = pytree.tree_flatten(tuple(args))
-    if not all(isinstance(x, torch.Tensor) for x in leaves):
-        raise TraceError("a ScriptModule's inputs must be tensors (or tuples and lists of tensors)")
-    with torch.no_grad():
-        example = model(*args)
-    out_leaves, out_spec = pytree.tree_flatten(example)
+def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) -> tuple[torch._C.Graph, list]:
+    """A scripted or traced module's forward, frozen (attributes folded, weights kept as graph
+    inputs after ``inputs``), its inputs typed with the example's shapes, as torch's TorchScript
+    exporter prepares a ScriptModule. Weights that are TorchScript objects (packed quantized
+    weights) are the module's own objects."""
     try:
-        frozen = torch._C._freeze_module(model._c, preserveParameters=True)
-        module, params = torch._C._jit_onnx_list_model_parameters(frozen)
-        method_graph = module._get_method("forward").graph
-        graph = torch._C._propagate_and_assign_input_shapes(
-            method_graph, tuple(leaves) + tuple(params), [1] * len(leaves) + [1] * len(params), False, False
-        )
-    except Exception as e:  # torch's freezing of a scripted module
-        raise TraceError(f"preparing the ScriptModule's graph failed: {type(e).__name__}: {e}") from e
-    inputs = list(graph.inputs())
-    names = [v.debugName() for v in inputs[len(leaves) :]]
-    _weights_for_attributes(graph, dict(zip(names, inputs[len(leaves) :])))
-    _passes(graph, module)
-    weights = [(n.split(".", 1)[-1] if n.startswith("self.") else n, p) for n, p in zip(names, params)]
-    return JitGraph(
-        graph,
-        len(leaves),
-        [(n, t.detach() if isinstance(t, torch.Tensor) else t) for n, t in weights],
-        out_spec,
-        {},  # a scripted graph returns its numbers too
-        out_leaves,
-    )
+        frozen = torch._C._freeze_module(module._c, preserveParameters=True)
+        lifted, params = torch._C._jit_onnx_list_model_parameters(frozen)
+        method_graph = lifted._get_method("forward").graph
+        # Packed weights are passed as the tensors of their state, counted per input.
+        counts = [
+            len(torch.jit._flatten(p)[0]) if "PackedParams" in str(v.type()) else 1
+            for v, p in zip(method_graph.inputs(), [*inputs, *params])
+        ]
+        flat, _ = torch.jit._flatten(tuple(inputs) + tuple(params))
+        graph = torch._C._propagate_and_assign_input_shapes(method_graph, tuple(flat), counts, False, False)
+    except Exception as e:  # torch's freezing of the module
+        raise TraceError(f"preparing the module's TorchScript graph failed: {type(e).__name__}: {e}") from e
+    graph_inputs = list(graph.inputs())
+    names = [v.debugName() for v in graph_inputs[len(inputs) :]]
+    _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
+    _passes(graph, lifted)
+    weights = []
+    for name, param in zip(names, params):
+        if not isinstance(param, torch.Tensor):
+            param = functools.reduce(getattr, name.split("."), module)  # the object itself, not its state
+        weights.append((name, param.detach() if isinstance(param, torch.Tensor) else param))
+    return graph, weights

@@ -1,0 +1,225 @@
+"""Eager-mode quantized modules (``torch.ao.nn.quantized``) in the TorchScript front end, as
+QuantizeLinear / DequantizeLinear around float ops: the form ONNX runtimes fuse into QLinear
+kernels, and the one that converts every quantized op with the float converters fastonnx has.
+
+A quantized tensor of the TorchScript graph is kept as its integer tensor and its parameters
+(``_QTensor``). A quantized op (``quantized::conv2d``, ``linear``, ``add``, ``cat``...) dequantizes
+its inputs, computes in float and quantizes its result with the op's output scale and zero point.
+Weights stay integer initializers, dequantized in the graph (per channel where PyTorch quantized
+them per channel). Any other op on a quantized tensor (reshape, slicing, pooling, relu) computes on
+the dequantized values and quantizes with the input's parameters, as PyTorch's quantized kernels
+keep them. The integer nodes are torch's ``quantized_decomposed`` ops, converted here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  # registers torch.ops.quantized_decomposed
+
+from ._custom import register_converter
+from .errors import ConversionError
+
+aten = torch.ops.aten
+qd = torch.ops.quantized_decomposed
+
+_RANGES = {torch.quint8: (0, 255, torch.uint8), torch.qint8: (-128, 127, torch.int8), torch.qint32: (-(2**31), 2**31 - 1, torch.int32)}
+
+
+@dataclass(frozen=True)
+class QTensor:
+    """A per-tensor quantized value of the graph: its integer tensor (an FX node) and parameters."""
+
+    ints: torch.fx.Node
+    scale: float
+    zero_point: int
+    dtype: torch.dtype  # torch.quint8, qint8, qint32
+
+
+@dataclass(frozen=True)
+class PackedWeights:
+    """A quantized conv's or linear's packed weights (a TorchScript object)."""
+
+    packed: object
+
+
+class QuantizedOps:
+    """The quantized handlers of the TorchScript translator (mixed into ``_Translator``)."""
+
+    def quantize(self, x, scale: float, zero_point: int, dtype: torch.dtype) -> QTensor:
+        lo, hi, int_dtype = _RANGES[dtype]
+        ints = self.emit(qd.quantize_per_tensor.default, (x, float(scale), int(zero_point), lo, hi, int_dtype))
+        return QTensor(ints, float(scale), int(zero_point), dtype)
+
+    def dequantize(self, q: QTensor):
+        lo, hi, int_dtype = _RANGES[q.dtype]
+        return self.emit(qd.dequantize_per_tensor.default, (q.ints, q.scale, q.zero_point, lo, hi, int_dtype))
+
+    def float_of(self, value):
+        return self.dequantize(value) if isinstance(value, QTensor) else value
+
+    def _aten_quantize_per_tensor(self, node):
+        x, scale, zero_point, dtype = (self.env[v] for v in node.inputs())
+        if not all(isinstance(v, int | float) for v in (scale, zero_point)):
+            raise ConversionError("quantize_per_tensor with a scale or zero point computed in the graph is not supported")
+        return self.quantize(x, scale, zero_point, _qdtype(dtype))
+
+    def _aten_dequantize(self, node):
+        value = self.env[node.input()]
+        if isinstance(value, QTensor):
+            return self.dequantize(value)
+        if isinstance(value, list):
+            return [self.dequantize(v) if isinstance(v, QTensor) else v for v in value]
+        return self.op(node)
+
+    def _aten_q_scale(self, node):
+        return self.quantized_input(node).scale
+
+    def _aten_q_zero_point(self, node):
+        return self.quantized_input(node).zero_point
+
+    def _aten_int_repr(self, node):
+        return self.quantized_input(node).ints
+
+    def quantized_input(self, node) -> QTensor:
+        value = self.env[next(iter(node.inputs()))]
+        if not isinstance(value, QTensor):
+            raise ConversionError(f"{node.kind()} of a tensor that is not quantized")
+        return value
+
+    def weight(self, q: torch.Tensor):
+        """A quantized weight as an integer constant dequantized in the graph."""
+        ints = self.constant_node(q.int_repr())
+        lo, hi, int_dtype = _RANGES[q.dtype]
+        if q.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            args = (ints, float(q.q_scale()), int(q.q_zero_point()), lo, hi, int_dtype)
+            return self.emit(qd.dequantize_per_tensor.default, args)
+        scales = self.constant_node(q.q_per_channel_scales().to(torch.float32))
+        zero_points = self.constant_node(q.q_per_channel_zero_points().to(torch.int64))
+        args = (ints, scales, zero_points, int(q.q_per_channel_axis()), lo, hi, int_dtype)
+        return self.emit(qd.dequantize_per_channel.default, args)
+
+    def _packed(self, node) -> tuple:
+        x, packed, scale, zero_point = (self.env[v] for v in node.inputs())
+        if not isinstance(x, QTensor) or not isinstance(packed, PackedWeights):
+            raise ConversionError(f"{node.kind()} of inputs other than a quantized tensor and packed weights")
+        return x, packed.packed, scale, zero_point
+
+    def _conv(self, node, relu: bool):
+        x, packed, scale, zero_point = self._packed(node)
+        w, bias = packed.unpack()
+        args = (
+            self.dequantize(x),
+            self.weight(w),
+            None if bias is None else self.constant_node(bias.detach()),
+            list(packed.stride()),
+            list(packed.padding()),
+            list(packed.dilation()),
+            bool(packed.transpose()),
+            list(packed.output_padding()),
+            int(packed.groups()),
+        )
+        y = self.emit(aten.convolution.default, args)
+        return self.quantize(self.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, x.dtype)
+
+    def _linear(self, node, relu: bool):
+        x, packed, scale, zero_point = self._packed(node)
+        w, bias = torch.ops.quantized.linear_unpack(packed)
+        b = None if bias is None else self.constant_node(bias.detach())
+        y = self.emit(aten.linear.default, (self.dequantize(x), self.weight(w), b))
+        return self.quantize(self.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, x.dtype)
+
+    def _binary(self, node, fn, relu: bool):
+        a, b, scale, zero_point = (self.env[v] for v in node.inputs())
+        dtype = a.dtype if isinstance(a, QTensor) else b.dtype
+        y = self.emit(fn, (self.float_of(a), self.float_of(b)))
+        return self.quantize(self.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, dtype)
+
+    def _quantized_conv2d(self, node):
+        return self._conv(node, relu=False)
+
+    def _quantized_conv2d_relu(self, node):
+        return self._conv(node, relu=True)
+
+    _quantized_conv1d = _quantized_conv2d
+    _quantized_conv3d = _quantized_conv2d
+    _quantized_conv1d_relu = _quantized_conv2d_relu
+    _quantized_conv3d_relu = _quantized_conv2d_relu
+    _quantized_conv_transpose2d = _quantized_conv2d
+
+    def _quantized_linear(self, node):
+        return self._linear(node, relu=False)
+
+    def _quantized_linear_relu(self, node):
+        return self._linear(node, relu=True)
+
+    def _quantized_add(self, node):
+        return self._binary(node, aten.add.Tensor, relu=False)
+
+    def _quantized_add_relu(self, node):
+        return self._binary(node, aten.add.Tensor, relu=True)
+
+    def _quantized_mul(self, node):
+        return self._binary(node, aten.mul.Tensor, relu=False)
+
+    def _quantized_cat(self, node):
+        tensors, dim, scale, zero_point = (self.env[v] for v in node.inputs())
+        dtype = next(t.dtype for t in tensors if isinstance(t, QTensor))
+        y = self.emit(aten.cat.default, ([self.float_of(t) for t in tensors], dim))
+        return self.quantize(y, scale, zero_point, dtype)
+
+    def on_quantized(self, node, values: list):
+        """An ATen op reading quantized tensors: on their float values, the result quantized with
+        the first one's parameters (PyTorch's quantized kernels keep the input's)."""
+        first = next(x for v in values for x in (v if isinstance(v, list) else [v]) if isinstance(x, QTensor))
+        ins = list(node.inputs())
+        for v, value in zip(ins, values):
+            if isinstance(value, QTensor):
+                self.env[v] = self.dequantize(value)
+            elif isinstance(value, list) and any(isinstance(x, QTensor) for x in value):
+                self.env[v] = [self.float_of(x) for x in value]
+        try:
+            result = self.op(node)
+        finally:
+            for v, value in zip(ins, values):
+                self.env[v] = value
+        results = result if isinstance(result, list) else [result]
+        requantized = [
+            self.quantize(r, first.scale, first.zero_point, first.dtype)
+            if isinstance(r, torch.fx.Node) and self.fake_of(r).is_floating_point()
+            else r
+            for r in results
+        ]
+        return requantized if isinstance(result, list) else requantized[0]
+
+
+def _qdtype(value) -> torch.dtype:
+    if isinstance(value, torch.dtype):
+        return value
+    return {12: torch.qint8, 13: torch.quint8, 14: torch.qint32}[value]
+
+
+def _onnx_int_type(dtype: torch.dtype) -> torch.dtype:
+    return {torch.uint8: torch.uint8, torch.int8: torch.int8, torch.int32: torch.int32}[dtype]
+
+
+def _quantize_linear(g, x, scale, zero_point, quant_min, quant_max, dtype):
+    zp = g.constant(torch.tensor(zero_point, dtype=_onnx_int_type(dtype)))
+    return g.op("QuantizeLinear", x, g.constant(torch.tensor(scale, dtype=torch.float32)), zp)
+
+
+def _dequantize_linear(g, x, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None):
+    zp = g.constant(torch.tensor(zero_point, dtype=_onnx_int_type(dtype)))
+    return g.op("DequantizeLinear", x, g.constant(torch.tensor(scale, dtype=torch.float32)), zp)
+
+
+def _dequantize_channels(g, x, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype=None):
+    # ONNX takes the zero points in the integer type of the data.
+    zps = g.op("Cast", zero_points, to_i={torch.uint8: 2, torch.int8: 3, torch.int32: 6}[dtype])
+    return g.op("DequantizeLinear", x, scales, zps, axis_i=axis)
+
+
+register_converter("quantized_decomposed::quantize_per_tensor", _quantize_linear)
+register_converter("quantized_decomposed::dequantize_per_tensor", _dequantize_linear)
+register_converter("quantized_decomposed::dequantize_per_channel", _dequantize_channels)
