@@ -101,6 +101,11 @@ _DTYPES = {
 }
 
 
+class Outputs(list):
+    """What a handler returns for a node's outputs, one per output (any other return value is
+    the value of the node's only output, a list included)."""
+
+
 @dataclass(frozen=True)
 class _Packed:
     """A packed sequence (``_pack_padded_sequence``'s data) kept as ONNX's recurrent ops take it:
@@ -293,9 +298,9 @@ class _Translator(QuantizedOps):
             raise ConversionError(f"the TorchScript front end does not convert {kind}")
         else:
             results = self.op(node)
-        if len(outs) == 1 and not isinstance(results, list | tuple) or len(outs) == 1 and kind.endswith("Construct"):
-            results = [results]
-        for v, r in zip(outs, results):
+        if not isinstance(results, Outputs):
+            results = Outputs([results])
+        for v, r in zip(outs, results, strict=True):
             self.env[v] = r
 
     # -- prim:: ---------------------------------------------------------------------------------
@@ -325,8 +330,8 @@ class _Translator(QuantizedOps):
     def _prim_ListUnpack(self, node):
         value = self.env[node.input()]
         if isinstance(value, list | tuple):
-            return list(value)
-        return [self.emit(operator.getitem, (value, i)) for i in range(node.outputsSize())]
+            return Outputs(value)
+        return Outputs(self.emit(operator.getitem, (value, i)) for i in range(node.outputsSize()))
 
     _prim_TupleUnpack = _prim_ListUnpack
 
@@ -438,7 +443,7 @@ class _Translator(QuantizedOps):
         pred = self.env[node.input()]
         then_block, else_block = node.blocks()
         if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
-            return self.inline(then_block if pred else else_block)
+            return Outputs(self.inline(then_block if pred else else_block))
         operands = self.operands([then_block, else_block])
         branches, results = [], []
         for block in (then_block, else_block):
@@ -457,7 +462,7 @@ class _Translator(QuantizedOps):
         predicate = self.as_tensor(pred, torch.bool)
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
         out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
-        return [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0])]
+        return Outputs(self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0]))
 
     def _prim_Loop(self, node):
         trips, first, *initial = (self.env[v] for v in node.inputs())
@@ -467,7 +472,7 @@ class _Translator(QuantizedOps):
             state = initial
             for i in range(trips):
                 state = self.inline(block, [i, *state])[1:]
-            return state
+            return Outputs(state)
         return self.while_loop(trips, first, initial, block)
 
     def while_loop(self, trips, first, initial: list, block):
@@ -508,7 +513,7 @@ class _Translator(QuantizedOps):
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
         finals = [self.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
-        return [f if is_tensor else self.emit(aten._local_scalar_dense.default, (f,)) for f, is_tensor in zip(finals, kinds)]
+        return Outputs(f if is_tensor else self.emit(aten._local_scalar_dense.default, (f,)) for f, is_tensor in zip(finals, kinds))
 
     def operands(self, blocks) -> list:
         """The enclosing graph's values the blocks read that are graph values (inputs of the
@@ -570,7 +575,7 @@ class _Translator(QuantizedOps):
         if batch_first:
             padded = self.emit(aten.transpose.int, (padded, 0, 1))
         packed = _Packed(padded, lengths)
-        return [packed, _BatchSizes(packed)]
+        return Outputs([packed, _BatchSizes(packed)])
 
     def _recurrent(self, node, mode: str):
         values = [self.env[v] for v in node.inputs()]
@@ -583,7 +588,7 @@ class _Translator(QuantizedOps):
         args = (mode, packed.padded, packed.lengths, states, list(params), has_biases, num_layers, bidirectional)
         out = self.emit(torch.ops.fastonnx.padded_rnn.default, args)
         items = [self.add_node(operator.getitem, (out, i), {}, out.meta["val"][i]) for i in range(3)]
-        return [_Packed(items[0], packed.lengths), *items[1 : node.outputsSize()]]
+        return Outputs([_Packed(items[0], packed.lengths), *items[1 : node.outputsSize()]])
 
     def _aten_lstm(self, node):
         return self._recurrent(node, "lstm")
@@ -615,7 +620,7 @@ class _Translator(QuantizedOps):
             y = self.emit(aten.where.ScalarOther, (self.emit(aten.unsqueeze.default, (inside, 2)), y, padding_value))
         if batch_first:
             y = self.emit(aten.transpose.int, (y, 0, 1))
-        return [y, lengths]
+        return Outputs([y, lengths])
 
     def _aten_select(self, node):
         values = [self.env[v] for v in node.inputs()]
@@ -666,7 +671,7 @@ class _Translator(QuantizedOps):
         if n_out > 1 or isinstance(val, list | tuple):
             count = n_out if n_out > 1 else len(val)
             items = [self.add_node(operator.getitem, (result, i), {}, val[i]) for i in range(count)]
-            return items if n_out > 1 else [items]
+            return Outputs(items) if n_out > 1 else items
         return result
 
     def arithmetic(self, fn, values: list):

@@ -191,7 +191,7 @@ class QuantizedOps:
             else r
             for r in results
         ]
-        return requantized if isinstance(result, list) else requantized[0]
+        return type(result)(requantized) if isinstance(result, list) else requantized[0]
 
 
 def _qdtype(value) -> torch.dtype:

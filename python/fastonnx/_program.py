@@ -64,6 +64,31 @@ class ExportResult:
         print(format_diffs(diffs))
         return diffs
 
+    def verify_other_sizes(self, *args, rtol: float = 1e-3, atol: float = 1e-5, model=None, **kwargs):
+        """``verify`` at other sizes of the dynamic axes: each dynamic input axis one longer than
+        in ``args``/``kwargs``. Returns the differences (empty when no input axis is dynamic, or
+        when eager PyTorch itself does not run at those sizes, which is printed)."""
+        from ._verify import EagerFailed, OutputDiff, compare, format_diffs, grown_inputs
+
+        model = model if model is not None else self.model
+        if model is None:
+            raise ValueError("verify_other_sizes() needs the module to run eagerly: pass model=...")
+        grown = grown_inputs(self.model_proto, self.input_names, args, kwargs)
+        if grown is None:
+            return []
+        new_args, new_kwargs, sizes = grown
+        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        try:
+            diffs = compare(self.to_bytes(), self.input_names, self.output_names, model, new_args, new_kwargs, rtol, atol)
+        except EagerFailed as e:
+            print(f"at {shown}: not checked, eager PyTorch fails there too: {e}")
+            return []
+        except Exception as e:  # onnxruntime refuses the sizes or fails running: the file is wrong there
+            print(f"at {shown}: onnxruntime fails: {type(e).__name__}: {e}")
+            return [OutputDiff(f"(all, at {shown})", float("inf"), float("inf"), False)]
+        print(f"at {shown}:\n{format_diffs(diffs)}")
+        return diffs
+
     def save(
         self,
         path: str | os.PathLike,

@@ -9,6 +9,10 @@ import torch
 import torch.utils._pytree as pytree
 
 
+class EagerFailed(Exception):
+    """Eager PyTorch raised on the inputs given: there is nothing to compare against."""
+
+
 @dataclass(frozen=True)
 class OutputDiff:
     name: str
@@ -42,13 +46,13 @@ def compare(
         raise ValueError(f"the model takes {len(input_names)} tensor inputs ({input_names}), got {len(inputs)}")
     session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     actual = session.run(None, {n: _numpy(t) for n, t in zip(input_names, inputs)})
-    with torch.no_grad():
-        # A returned number is a 0-d output of the ONNX model; None is no output.
-        expected = [
-            torch.as_tensor(x)
-            for x in pytree.tree_leaves(model(*args, **kwargs))
-            if isinstance(x, (torch.Tensor, int, float))
-        ]
+    try:
+        with torch.no_grad():
+            eager = model(*args, **kwargs)
+    except Exception as e:  # the model's own failure, whatever it raises
+        raise EagerFailed(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+    # A returned number is a 0-d output of the ONNX model; None is no output.
+    expected = [torch.as_tensor(x) for x in pytree.tree_leaves(eager) if isinstance(x, (torch.Tensor, int, float))]
     if len(expected) != len(actual):
         raise ValueError(f"PyTorch returns {len(expected)} tensors and numbers, the ONNX model {len(actual)} outputs")
     diffs = []
@@ -66,6 +70,32 @@ def compare(
         ok = bool(np.all(diff <= atol + rtol * np.abs(want64))) and got.shape == want.shape
         diffs.append(OutputDiff(name, float(diff.max(initial=0)), float(rel.max(initial=0)), ok))
     return diffs
+
+
+def grown_inputs(model_proto, input_names: list[str], args: tuple, kwargs: dict | None):
+    """The example inputs with every dynamic axis of the ONNX inputs one longer (the axis's first
+    slice repeated at its end, so integer inputs keep valid values), and the sizes chosen; None
+    when the model has no dynamic input axis."""
+    leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    dims = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim] for i in model_proto.graph.input}
+    sizes: dict[str, int] = {}
+    tensors = iter(input_names)
+    grown = []
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            grown.append(leaf)
+            continue
+        t = leaf
+        for axis, name in enumerate(dims.get(next(tensors), [])):
+            if name and leaf.shape[axis] > 0:
+                sizes.setdefault(name, leaf.shape[axis] + 1)
+                extra = sizes[name] - t.shape[axis]
+                t = torch.cat([t, t.narrow(axis, 0, 1).expand(*[extra if a == axis else -1 for a in range(t.dim())])], axis)
+        grown.append(t)
+    if not sizes:
+        return None
+    new_args, new_kwargs = pytree.tree_unflatten(grown, spec)
+    return new_args, new_kwargs, sizes
 
 
 def format_diffs(diffs: list[OutputDiff]) -> str:
