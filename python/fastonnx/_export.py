@@ -29,7 +29,7 @@ from ._options import ExportOptions, check_model_inputs, check_weights_have_data
 from ._program import ExportResult
 from ._progress import Progress
 from ._front_end import check_tracer, fall_back, trace_jit
-from ._jit_fx import JitProgram, check_no_aliased_mutation
+from ._jit_fx import JitProgram, functionalized
 from ._trace import traced_in_mode, functionalize, program_needs_functionalization, trace
 from ._unsupported import check_supported
 from ._version import __version__
@@ -214,7 +214,7 @@ class _Exporter:
 
         t0 = time.perf_counter()
         if isinstance(ep, JitProgram):
-            check_no_aliased_mutation(ep)
+            ep = functionalized(ep)
         elif program_needs_functionalization(ep):
             ep = functionalize(ep)
         timings["functionalize"] = time.perf_counter() - t0

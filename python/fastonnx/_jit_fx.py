@@ -134,6 +134,7 @@ class JitProgram:
     range_constraints: dict
     call_spec: SimpleNamespace
     shape_env: ShapeEnv
+    fake_mode: FakeTensorMode
     # (input index, axis) -> what replaced the axis's symbol, and the TorchScript node that did it.
     fixed: dict[tuple[int, int], str] = field(default_factory=dict)
     tracer_warnings: list[str] = field(default_factory=list)
@@ -166,6 +167,7 @@ class _Translator(QuantizedOps):
         self.fixed: dict[tuple[int, int], str] = {}
         self.node: torch._C.Node | None = None
         self.functions: list[str] = []  # the control-flow functions, submodules of ``root``
+        self.hints: dict = {}  # unbacked symbol of a number read from a tensor -> the example's value
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -187,10 +189,39 @@ class _Translator(QuantizedOps):
         return n
 
     def run(self, target, args: tuple, kwargs: dict):
-        """``target`` applied to the fake values of ``args``/``kwargs`` (FX nodes and Python values)."""
+        """``target`` applied to the fake values of ``args``/``kwargs`` (FX nodes and Python values).
+        An op that takes a number where a symbolic one is given (``arange(end)`` of a value read
+        from data) runs on the example's numbers instead, every dimension of its result then an
+        unbacked size: dynamic in the graph, never the example's."""
         fargs, fkwargs = self.fake_of((args, kwargs))
         with self.mode:
-            return target(*fargs, **fkwargs)
+            try:
+                return target(*fargs, **fkwargs)
+            except Exception:
+                symbolic = [x for x in pytree.tree_leaves((fargs, fkwargs)) if isinstance(x, torch.SymInt | torch.SymFloat)]
+                if not symbolic:
+                    raise
+                hinted = target(*self.hinted((fargs, fkwargs))[0], **self.hinted((fargs, fkwargs))[1])
+            if not isinstance(hinted, torch.Tensor):
+                raise ConversionError(f"{target} of a symbolic number gives {type(hinted).__name__}, not a tensor")
+            return torch.empty([self.shape_env.create_unbacked_symint() for _ in hinted.shape], dtype=hinted.dtype)
+
+    def hinted(self, values):
+        """``values`` with each symbolic number replaced by its value in the example."""
+        env = self.shape_env
+        # (torch renamed the map of backed values; the unbacked ones are recorded by ``emit``)
+        backed = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
+        known = {**backed, **self.hints}
+
+        def concrete(x):
+            if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
+                number = x.node.expr.xreplace(known)
+                if not getattr(number, "is_number", True):
+                    raise ConversionError(f"the example's value of {x} is unknown")
+                return int(number) if isinstance(x, torch.SymInt) else bool(number) if isinstance(x, torch.SymBool) else float(number)
+            return x
+
+        return pytree.tree_map(concrete, values)
 
     def fake_of(self, a):
         """The fake value of an FX node; lists, tuples and dicts of them mapped (as plain ones)."""
@@ -206,6 +237,10 @@ class _Translator(QuantizedOps):
         """An FX node of ``target`` with its fake value; a Python number when the value is one."""
         kwargs = kwargs or {}
         val = self.run(target, args, kwargs)
+        if target is aten._local_scalar_dense.default and isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+            real = getattr(self.fake_of(args[0]), "real_tensor", None)
+            if real is not None and val.node.expr.is_Symbol:
+                self.hints[val.node.expr] = real.item()
         if isinstance(val, (bool, int, float)) and not isinstance(val, torch.Tensor):
             return val
         return self.add_node(target, args, kwargs, val)
@@ -259,6 +294,7 @@ class _Translator(QuantizedOps):
             dict(self.shape_env.var_to_range),
             SimpleNamespace(out_spec=jit.out_spec),
             self.shape_env,
+            self.mode,
             self.fixed,
             jit.tracer_warnings,
         )
@@ -657,14 +693,29 @@ class _Translator(QuantizedOps):
         overload = getattr(getattr(torch.ops, namespace), name)
         op = getattr(overload, schema.overload_name or "default")
         args, kwargs = [], {}
+        written = []  # the `out=` arguments of an out variant
         for a, value in zip(schema.arguments, values):
             type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
             if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
                 value = _ENUM_ARGUMENTS[type_name](value)
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write:
+                written.append(a.name)
             if a.kwarg_only:
                 kwargs[a.name] = value
             else:
                 args.append(value)
+        functional = _functional_overload(overload, schema) if written else None
+        if functional is not None:
+            # `op(..., out=t)`: the functional op, whose result is what `t` holds from here on.
+            outs = [kwargs.pop(name) for name in written]
+            if any(a.name == "dtype" for a in functional._schema.arguments) and isinstance(outs[0], torch.fx.Node):
+                kwargs["dtype"] = self.fake_of(outs[0]).dtype  # an out= tensor gives the result's type
+            result = self.emit(functional, tuple(args), kwargs)
+            ins = list(node.inputs())
+            for v, value in zip(ins, values):
+                if any(value is o for o in outs):
+                    self.env[v] = result
+            return result
         result = self.emit(op, tuple(args), kwargs)
         n_out = node.outputsSize()
         val = self.fake_of(result)
@@ -715,6 +766,24 @@ class _Translator(QuantizedOps):
             self.sizes[node.output()] = self.arithmetic(fn, [a, b])
 
 
+def _functional_overload(packet, schema) -> torch._ops.OpOverload | None:
+    """The functional overload of an out variant (``arange.out`` -> ``arange``,
+    ``add.out`` -> ``add.Tensor``): same arguments but the ``out=`` ones."""
+    wanted = [a.name for a in schema.arguments if not (a.kwarg_only and a.alias_info is not None)]
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        args = candidate._schema.arguments
+        rest = args[len(wanted) :]
+        if (
+            name != schema.overload_name
+            and [a.name for a in args[: len(wanted)]] == wanted
+            and all(a.has_default_value() or a.kwarg_only for a in rest)
+            and not candidate._schema.is_mutable
+        ):
+            return candidate
+    return None
+
+
 def _free_values(blocks) -> list:
     """The values the blocks (and blocks nested in them) read but do not define, in order of use."""
     defined, free = set(), {}
@@ -757,9 +826,10 @@ def translate(
 ) -> JitProgram:
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
     dynamic axes (axis -> name)."""
-    translator = _Translator(jit, dynamic, input_names)
-    translator.user_tensors = list(user_tensors)
+    # The fake mode reads the setting when it is made.
     with functorch_config.patch(fake_tensor_propagate_real_tensors=True):
+        translator = _Translator(jit, dynamic, input_names)
+        translator.user_tensors = list(user_tensors)
         program = translator.translate()
     program.graph_module.recompile()
     return program
@@ -769,13 +839,30 @@ def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
 
 
-def check_no_aliased_mutation(program: JitProgram) -> None:
-    """In-place ops torch's passes could not remove convert as their functional twins, exact
-    only when nothing reads the written tensor through another name afterwards."""
+def functionalized(program: JitProgram) -> JitProgram:
+    """The program with its in-place ops on views rewritten functionally, when it has any: an
+    in-place op converts as its functional twin, exact only when nothing reads the written tensor
+    through another name afterwards (torch's JIT passes remove the other mutations). The graph is
+    retraced with torch.func.functionalize under the program's fake mode."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
     from ._trace import needs_functionalization
 
-    if needs_functionalization(program.graph):
+    if not needs_functionalization(program.graph):
+        return program
+    old = program.graph_module
+    placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
+    run = torch.func.functionalize(torch.fx.Interpreter(old).run, remove="mutations")
+    try:
+        with functorch_config.patch(fake_tensor_propagate_real_tensors=True), program.fake_mode:
+            new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
+    except Exception as e:  # torch's retrace of the graph
         raise ConversionError(
-            "the TorchScript graph writes into a tensor that is read afterwards through another name "
-            "(an in-place op on a view); torch.export functionalizes such programs: pass tracer='export'"
-        )
+            f"the TorchScript graph writes into views of tensors, and rewriting it without in-place ops failed: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
+    for fresh, original in zip((n for n in new.graph.nodes if n.op == "placeholder"), placeholders):
+        fresh._rename(original.name)
+    new.recompile()
+    program.graph_module = new
+    return program

@@ -81,15 +81,15 @@ def _weights_for_attributes(graph: torch._C.Graph, weights: dict[str, torch._C.V
     walk(graph)
 
 
-def _passes(graph: torch._C.Graph, module=None) -> None:
+def _passes(graph: torch._C.Graph) -> None:
     """torch's own passes, as its TorchScript exporter runs them: calls inlined, tuples lowered,
-    mutation turned into functional ops where torch can prove it safe, constants folded."""
+    mutation turned into functional ops where torch can prove it safe, constants folded. (The
+    exporter's own pass for in-place ops on views writes ONNX-only nodes; the FX graph is
+    functionalized instead: _jit_fx.functionalized.)"""
     torch._C._jit_pass_inline(graph)
     torch._C._jit_pass_inline_fork_wait(graph)
     torch._C._jit_pass_lower_all_tuples(graph)
     torch._C._jit_pass_remove_mutation(graph)
-    torch._C._jit_pass_onnx_remove_inplace_ops_for_onnx(graph, module)  # a scripted graph's needs its module
-    torch._C._jit_pass_lower_all_tuples(graph)
     torch._C._jit_pass_constant_propagation(graph)
     torch._C._jit_pass_dce(graph)
 
@@ -176,7 +176,7 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) ->
     graph_inputs = list(graph.inputs())
     names = [v.debugName() for v in graph_inputs[len(inputs) :]]
     _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
-    _passes(graph, lifted)
+    _passes(graph)
     weights = []
     for name, param in zip(names, params):
         if not isinstance(param, torch.Tensor):
