@@ -75,7 +75,12 @@ def trace_jit(model, args: tuple, kwargs: dict | None, request: Request, names: 
     tensors = flat_tensors(args, kwargs)
     default = input_names(model, args, kwargs)
     chosen = [names[i] if names and i < len(names) else default[i] for i in range(len(tensors))]
-    program = translate(graph, tensors, chosen, jit_dynamic_axes(request, len(tensors)))
+    dynamic = jit_dynamic_axes(request, len(tensors))
+    program = translate(graph, tensors, chosen, dynamic)
+    if any(t.is_quantized for t in tensors):
+        # A quantized input is three graph inputs (integers, scale, zero point); the lowering
+        # reads the dynamic axes per graph input.
+        request.dim_names = [d for t, axes in zip(tensors, dynamic) for d in ([axes, {}, {}] if t.is_quantized else [axes])]
     program.front_end = "torch.jit.script" if isinstance(model, torch.jit.ScriptModule) else "torch.jit.trace"
     return program
 

@@ -254,6 +254,9 @@ class _Translator(QuantizedOps):
         real = iter([*self.user_tensors, *(t for _, t in jit.weights)])
         for i, v in enumerate(inputs):
             tensor = next(real)
+            if i < jit.n_user and tensor.is_quantized:
+                self.env[v] = self.quantized_input(tensor, self.input_names[i], self.dynamic[i] if i < len(self.dynamic) else {}, input_specs)
+                continue
             if i < jit.n_user:
                 name = self.input_names[i]
                 node = self.graph.placeholder(name)
@@ -280,6 +283,11 @@ class _Translator(QuantizedOps):
         extra = list(it)
         if extra:
             raise ConversionError(f"the TorchScript graph returns {len(extra)} more value(s) than forward's result holds")
+        out_spec = jit.out_spec
+        if any(isinstance(x, QTensor) for x in leaves):
+            leaves, out_spec = pytree.tree_flatten(
+                pytree.tree_unflatten([self.quantized_output(x) if isinstance(x, QTensor) else x for x in leaves], out_spec)
+            )
         self.graph.output(tuple(leaves))
         output_specs = [
             OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(x.name if isinstance(x, torch.fx.Node) else str(i)), None)
@@ -292,7 +300,7 @@ class _Translator(QuantizedOps):
             dict(jit.weights),
             self.constants,
             dict(self.shape_env.var_to_range),
-            SimpleNamespace(out_spec=jit.out_spec),
+            SimpleNamespace(out_spec=out_spec),
             self.shape_env,
             self.mode,
             self.fixed,

@@ -47,14 +47,48 @@ class PackedWeights:
 class QuantizedOps:
     """The quantized handlers of the TorchScript translator (mixed into ``_Translator``)."""
 
-    def quantize(self, x, scale: float, zero_point: int, dtype: torch.dtype) -> QTensor:
+    def quantize(self, x, scale, zero_point, dtype: torch.dtype) -> QTensor:
+        """``x`` quantized; ``scale`` and ``zero_point`` are numbers, or 0-d tensors of the graph
+        (a quantized graph input's)."""
         lo, hi, int_dtype = _RANGES[dtype]
+        if isinstance(scale, torch.fx.Node):
+            ints = self.emit(qd.quantize_per_tensor.tensor, (x, scale, zero_point, lo, hi, int_dtype))
+            return QTensor(ints, scale, zero_point, dtype)
         ints = self.emit(qd.quantize_per_tensor.default, (x, float(scale), int(zero_point), lo, hi, int_dtype))
         return QTensor(ints, float(scale), int(zero_point), dtype)
 
     def dequantize(self, q: QTensor):
         lo, hi, int_dtype = _RANGES[q.dtype]
-        return self.emit(qd.dequantize_per_tensor.default, (q.ints, q.scale, q.zero_point, lo, hi, int_dtype))
+        op = qd.dequantize_per_tensor.tensor if isinstance(q.scale, torch.fx.Node) else qd.dequantize_per_tensor.default
+        return self.emit(op, (q.ints, q.scale, q.zero_point, lo, hi, int_dtype))
+
+    def quantized_input(self, tensor: torch.Tensor, name: str, dynamic: dict, specs: list) -> QTensor:
+        """A quantized graph input as the TorchScript exporter takes one: three inputs, the
+        integers, the scale (float64) and the zero point (int64)."""
+        from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+        parts = [
+            (name, tensor.int_repr(), dynamic),
+            (f"{name}_scale", torch.tensor(tensor.q_scale(), dtype=torch.float64), {}),
+            (f"{name}_zero_point", torch.tensor(tensor.q_zero_point(), dtype=torch.int64), {}),
+        ]
+        nodes = []
+        for part_name, value, axes in parts:
+            node = self.graph.placeholder(part_name)
+            node.meta["val"] = self.fake(value, f"L['{part_name}']", axes)
+            specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+            nodes.append(node)
+        return QTensor(nodes[0], nodes[1], nodes[2], tensor.dtype)
+
+    def quantized_output(self, q: QTensor) -> tuple:
+        """A quantized graph output as the TorchScript exporter gives one: integers, scale, zero point."""
+        scale = q.scale if isinstance(q.scale, torch.fx.Node) else self.constant_node(torch.tensor(q.scale, dtype=torch.float64))
+        zero_point = (
+            q.zero_point
+            if isinstance(q.zero_point, torch.fx.Node)
+            else self.constant_node(torch.tensor(q.zero_point, dtype=torch.int64))
+        )
+        return (q.ints, scale, zero_point)
 
     def float_of(self, value):
         return self.dequantize(value) if isinstance(value, QTensor) else value
@@ -74,15 +108,15 @@ class QuantizedOps:
         return self.op(node)
 
     def _aten_q_scale(self, node):
-        return self.quantized_input(node).scale
+        return self.quantized_operand(node).scale
 
     def _aten_q_zero_point(self, node):
-        return self.quantized_input(node).zero_point
+        return self.quantized_operand(node).zero_point
 
     def _aten_int_repr(self, node):
-        return self.quantized_input(node).ints
+        return self.quantized_operand(node).ints
 
-    def quantized_input(self, node) -> QTensor:
+    def quantized_operand(self, node) -> QTensor:
         value = self.env[next(iter(node.inputs()))]
         if not isinstance(value, QTensor):
             raise ConversionError(f"{node.kind()} of a tensor that is not quantized")
@@ -204,19 +238,30 @@ def _onnx_int_type(dtype: torch.dtype) -> torch.dtype:
     return {torch.uint8: torch.uint8, torch.int8: torch.int8, torch.int32: torch.int32}[dtype]
 
 
+_ONNX_TYPES = {torch.uint8: 2, torch.int8: 3, torch.int32: 6, torch.float32: 1}
+
+
+def _qparams(g, scale, zero_point, dtype):
+    """Scale (float32) and zero point (of the integer type) as ONNX takes them: constants, or
+    graph values cast."""
+    if isinstance(scale, int | float):
+        s = g.constant(torch.tensor(scale, dtype=torch.float32))
+        zp = g.constant(torch.tensor(zero_point, dtype=_onnx_int_type(dtype)))
+        return s, zp
+    return g.op("Cast", scale, to_i=_ONNX_TYPES[torch.float32]), g.op("Cast", zero_point, to_i=_ONNX_TYPES[dtype])
+
+
 def _quantize_linear(g, x, scale, zero_point, quant_min, quant_max, dtype):
-    zp = g.constant(torch.tensor(zero_point, dtype=_onnx_int_type(dtype)))
-    return g.op("QuantizeLinear", x, g.constant(torch.tensor(scale, dtype=torch.float32)), zp)
+    return g.op("QuantizeLinear", x, *_qparams(g, scale, zero_point, dtype))
 
 
 def _dequantize_linear(g, x, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None):
-    zp = g.constant(torch.tensor(zero_point, dtype=_onnx_int_type(dtype)))
-    return g.op("DequantizeLinear", x, g.constant(torch.tensor(scale, dtype=torch.float32)), zp)
+    return g.op("DequantizeLinear", x, *_qparams(g, scale, zero_point, dtype))
 
 
 def _dequantize_channels(g, x, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype=None):
     # ONNX takes the zero points in the integer type of the data.
-    zps = g.op("Cast", zero_points, to_i={torch.uint8: 2, torch.int8: 3, torch.int32: 6}[dtype])
+    zps = g.op("Cast", zero_points, to_i=_ONNX_TYPES[dtype])
     return g.op("DequantizeLinear", x, scales, zps, axis_i=axis)
 
 
