@@ -29,3 +29,16 @@ def test_export_to_file(tmp_path):
     path = tmp_path / "m.onnx"
     fastonnx.export(model, args, str(path))
     assert_matches(onnx.load(str(path)), model, args, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(TEST_NETS))
+def test_net_matches_eager_through_torchscript(name):
+    """The TorchScript front end exports every net the torch.export one does, and it matches."""
+    model, args = TEST_NETS[name]()
+    export_and_compare(model, args, rtol=1e-3, atol=1e-4, tracer="jit")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_transformer_matches_eager_through_torchscript(name):
+    model, args, kwargs = MODELS[name]()
+    export_and_compare(model, args, kwargs=kwargs, rtol=1e-3, atol=1e-4, tracer="jit")

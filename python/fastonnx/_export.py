@@ -184,6 +184,7 @@ class _Exporter:
     def __init__(self, options: ExportOptions, tracer: str = "export"):
         self.options = options
         self.tracer = tracer
+        self.front_end: str | None = None  # the one that traced, once one has
         self.progress = Progress(options.verbose)
         self.timings: dict[str, float] = {}
         self.aten_ops: Counter = Counter()
@@ -209,6 +210,7 @@ class _Exporter:
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
         ep = self._trace(model, args, kwargs, request, fixed)
+        self.front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)
 
@@ -336,6 +338,7 @@ class _Exporter:
             proto=result.model_proto if result is not None and result.native.weights_nbytes < (1 << 30) else None,
             pass_stats=result.native.pass_stats if result is not None else None,
             error=error,
+            front_end=result.tracer if result is not None else self.front_end,
         )
         write_atomically({self.options.report_path: lambda tmp: Path(tmp).write_text(text)})
 

@@ -612,6 +612,12 @@ class _Translator(QuantizedOps):
         setattr(parent.root, name, torch.fx.GraphModule(self.root, self.graph))
         return parent.graph.get_attr(name)
 
+    def _aten__convolution(self, node):
+        """The traced form of every convolution: ``convolution`` with backend flags after its
+        arguments, which say nothing about the result."""
+        values = [self.env[v] for v in node.inputs()]
+        return self.emit(aten.convolution.default, tuple(values[:9]))
+
     # -- packed sequences (see _packed_rnn) -----------------------------------------------------
 
     def _aten__pack_padded_sequence(self, node):
@@ -624,7 +630,7 @@ class _Translator(QuantizedOps):
     def _recurrent(self, node, mode: str):
         values = [self.env[v] for v in node.inputs()]
         if not isinstance(values[0], _Packed):
-            return self.op(node)
+            return self.padded_recurrent(node, values)
         packed, _, hx, params, has_biases, num_layers, dropout, train, bidirectional = values
         if train and dropout:
             raise ConversionError(f"{node.kind()} with dropout in training mode has no ONNX form; export in eval mode")
@@ -633,6 +639,21 @@ class _Translator(QuantizedOps):
         out = self.emit(torch.ops.fastonnx.padded_rnn.default, args)
         items = [self.add_node(operator.getitem, (out, i), {}, out.meta["val"][i]) for i in range(3)]
         return Outputs([_Packed(items[0], packed.lengths), *items[1 : node.outputsSize()]])
+
+    def padded_recurrent(self, node, values: list):
+        """A recurrent layer over a padded tensor (``lstm.input``...). Its result types are
+        computed here: the fake kernel torch runs underneath (mkldnn) gives a workspace size that
+        disagrees with the real one, which real-value propagation refuses."""
+        x, hx, bidirectional = values[0], values[1], values[7]
+        states = list(hx) if isinstance(hx, list | tuple) else [hx]
+        x_val, h_val = self.fake_of(x), self.fake_of(states[0])
+        with self.mode:
+            out = x_val.new_empty((*x_val.shape[:-1], (2 if bidirectional else 1) * h_val.shape[-1]))
+            finals = [self.fake_of(h).new_empty(self.fake_of(h).shape) for h in states]
+        schema = torch._C.parse_schema(node.schema())
+        op = getattr(getattr(aten, schema.name.split("::")[1]), schema.overload_name or "default")
+        result = self.add_node(op, tuple(values), {}, (out, *finals))
+        return Outputs(self.add_node(operator.getitem, (result, i), {}, v) for i, v in enumerate((out, *finals)))
 
     def _aten_lstm(self, node):
         return self._recurrent(node, "lstm")

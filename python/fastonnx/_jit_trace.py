@@ -134,7 +134,10 @@ def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
     # module and frozen, like a scripted one.
     whole = any(not isinstance(v, torch.Tensor) for v in model.state_dict(keep_vars=True).values())
     try:
-        with _recorded_tracer_warnings(found), torch.no_grad():
+        # Traced with autograd on, as torch.onnx's TorchScript exporter traces: without it, modules
+        # take fused inference-only kernels (nn.TransformerEncoderLayer's fast path) that ONNX
+        # has no op for.
+        with _recorded_tracer_warnings(found):
             if whole:
                 traced = torch.jit.trace(flat, tensors, strict=False, check_trace=False)
             else:

@@ -57,6 +57,7 @@ def render(
     proto=None,
     pass_stats: dict | None = None,
     error: Exception | None = None,
+    front_end: str | None = None,
 ) -> str:
     import fastonnx
 
@@ -64,6 +65,8 @@ def render(
         "# fastonnx export report\n",
         f"- model: `{model_name}`; opset {opset}; torch {torch.__version__}; fastonnx {fastonnx.__version__}",
     ]
+    if front_end is not None:
+        lines.append(f"- front end: {front_end}")
     if proto is not None:
 
         def describe(values):

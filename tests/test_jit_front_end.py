@@ -1,0 +1,269 @@
+"""The TorchScript front end: what torch.export refuses, traced with torch.jit (or given as a
+ScriptModule), lowered through the same converters, and run in onnxruntime at the traced sizes
+and at others on the dynamic axes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from models.scripted import Branchy, CountingLoop, PerRowLoop, UnrolledLoop
+from support import assert_matches, run_ort
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+import fastonnx
+from fastonnx import ArgumentError, TraceError, TracerFallbackWarning
+
+
+def _export_quietly(model, args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fastonnx.export(model, args, **kwargs)
+    return result, [w for w in caught if issubclass(w.category, TracerFallbackWarning)]
+
+
+class DataDependent(torch.nn.Module):
+    """A size read from the data (torch.export: a data-dependent guard)."""
+
+    def forward(self, x):
+        n = int(x.abs().sum().item()) % 3 + 1
+        return x[x > 0].sum() + torch.nonzero(x > 0).float().mean(), torch.zeros(n)
+
+
+def test_auto_falls_back_with_one_warning_naming_why_and_what_was_fixed():
+    x = torch.randn(5, 3)
+    result, fallbacks = _export_quietly(DataDependent(), (x,))
+    assert result.tracer == "torch.jit.trace"
+    assert len(fallbacks) == 1
+    message = str(fallbacks[0].message)
+    assert "torch.export refused: GuardOnDataDependentSymNode" in message
+    assert "Converting a tensor to a Python number" in message and "test_jit_front_end.py" in message
+    assert_matches(result.model_proto, DataDependent(), (x,), rtol=1e-4, atol=1e-5)
+
+
+def test_forced_front_ends():
+    x = torch.randn(5, 3)
+    with pytest.raises(TraceError, match="GuardOnDataDependentSymNode"):
+        fastonnx.export(DataDependent(), (x,), tracer="export")
+    result, fallbacks = _export_quietly(torch.nn.Linear(3, 2), (x,), tracer="jit")
+    assert result.tracer == "torch.jit.trace" and not fallbacks
+    assert fastonnx.export(torch.nn.Linear(3, 2), (x,)).tracer == "torch.export"
+    with pytest.raises(ArgumentError, match="tracer must be one of"):
+        fastonnx.export(torch.nn.Linear(3, 2), (x,), tracer="dynamo")
+
+
+def test_an_op_without_converter_never_falls_back():
+    class Erfinv(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.erfcx(x)
+
+    with pytest.raises(fastonnx.UnsupportedOpsError):
+        fastonnx.export(Erfinv(), (torch.randn(3),))
+
+
+def test_dynamic_axes_stay_dynamic_through_the_tracer():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return y.view(x.size(0), -1) * x.size(0)
+
+    model = Net().eval()
+    result = fastonnx.export(model, (torch.randn(2, 4),), tracer="jit", dynamic_axes={"x": {0: "batch"}})
+    assert [d.dim_param for d in result.model_proto.graph.input[0].type.tensor_type.shape.dim] == ["batch", ""]
+    for batch in (2, 5):
+        assert_matches(result.model_proto, model, (torch.randn(batch, 4),), rtol=1e-4, atol=1e-5)
+
+
+def test_an_axis_the_trace_fixes_is_static_and_verify_checks_other_sizes(capsys):
+    class Fixes(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(int(x.shape[0]), -1)
+
+    with pytest.warns(fastonnx.DynamicAxesWarning, match="fixed to 3"):
+        result = fastonnx.export(Fixes(), (torch.randn(3, 2, 2),), tracer="jit", dynamic_axes={"x": {0: "n"}})
+    assert result.model_proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
+
+    class Good(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(x.shape[0], -1)
+
+    fastonnx.export(Good(), (torch.randn(3, 2, 2),), tracer="jit", dynamic_axes={"x": {0: "n"}}, verify=True)
+    assert "at n=4:" in capsys.readouterr().out
+
+
+# -- packed sequences --------------------------------------------------------------------------
+
+
+class Packed(torch.nn.Module):
+    def __init__(self, kind, bidirectional, layers, batch_first, nonlinearity="tanh"):
+        super().__init__()
+        extra = {"nonlinearity": nonlinearity} if kind == "RNN" else {}
+        self.rnn = getattr(torch.nn, kind)(3, 5, num_layers=layers, bidirectional=bidirectional,
+                                           batch_first=batch_first, **extra)
+        self.batch_first = batch_first
+
+    def forward(self, x, lengths, h0=None):
+        packed = pack_padded_sequence(x, lengths, batch_first=self.batch_first, enforce_sorted=False)
+        out, state = self.rnn(packed, h0)
+        padded, _ = pad_packed_sequence(out, batch_first=self.batch_first)
+        return padded, state
+
+
+def _packed_inputs(model, steps, batch, initial):
+    shape = (batch, steps, 3) if model.batch_first else (steps, batch, 3)
+    lengths = torch.randint(1, steps + 1, (batch,))
+    lengths[0] = steps
+    args = [torch.randn(*shape), lengths]
+    if initial:
+        rnn = model.rnn
+        h = torch.randn(rnn.num_layers * (2 if rnn.bidirectional else 1), batch, 5)
+        args.append((h, torch.randn_like(h)) if isinstance(rnn, torch.nn.LSTM) else h)
+    return tuple(args)
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["no_h0", "h0"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["time_major", "batch_first"])
+@pytest.mark.parametrize(
+    "kind,bidirectional,layers,nonlinearity",
+    [("LSTM", True, 2, None), ("LSTM", False, 1, None), ("GRU", True, 3, None), ("GRU", False, 2, None),
+     ("RNN", True, 2, "tanh"), ("RNN", False, 1, "relu")],
+    ids=lambda v: str(v),
+)
+def test_packed_sequence_rnns(kind, bidirectional, layers, nonlinearity, batch_first, initial):
+    torch.manual_seed(0)
+    model = Packed(kind, bidirectional, layers, batch_first, nonlinearity or "tanh").eval()
+    args = _packed_inputs(model, 6, 4, initial)
+    names = ["x", "lengths"] + (["h0", "c0"] if initial and kind == "LSTM" else ["h0"] if initial else [])
+    time_axis, batch_axis = (1, 0) if batch_first else (0, 1)
+    axes = {"x": {time_axis: "steps", batch_axis: "batch"}, "lengths": {0: "batch"}}
+    axes.update({n: {1: "batch"} for n in names[2:]})
+    result, fallbacks = _export_quietly(model, args, input_names=names, dynamic_axes=axes)
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    assert any(n.op_type == {"RNN": "RNN"}.get(kind, kind) for n in result.model_proto.graph.node)
+    for steps, batch in ((6, 4), (9, 3)):
+        torch.manual_seed(steps)
+        other = _packed_inputs(model, steps, batch, initial)
+        assert_matches(result.model_proto, model, other, rtol=1e-4, atol=1e-5)
+
+
+# -- ScriptModules -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [Branchy, PerRowLoop, CountingLoop, UnrolledLoop])
+def test_script_modules_with_loops_and_branches(cls):
+    model = torch.jit.script(cls().eval())
+    result = fastonnx.export(model, (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+    assert result.tracer == "torch.jit.script"
+    ops = {n.op_type for n in result.model_proto.graph.node}
+    assert {"Branchy": "If", "PerRowLoop": "Loop", "CountingLoop": "Loop"}.get(cls.__name__, "Mul") in ops
+    for rows in (3, 6):
+        for sign in (1, -1):
+            x = torch.randn(rows, 4).abs() * sign
+            want = model(x)
+            want = [torch.as_tensor(w) for w in (want if isinstance(want, tuple) else (want,))]
+            for got, expected in zip(run_ort(result.model_proto, [x]), want, strict=True):
+                np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_script_module_cannot_be_forced_through_torch_export():
+    with pytest.raises(ArgumentError, match="ScriptModule goes through the TorchScript front end"):
+        fastonnx.export(torch.jit.script(Branchy()), (torch.randn(3, 4),), tracer="export")
+
+
+# -- eager-mode quantized modules --------------------------------------------------------------
+
+
+class QuantizedNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        import torch.ao.nn.quantized as nnq
+
+        self.quant = nnq.Quantize(0.05, 128, torch.quint8)
+        self.conv = nnq.Conv2d(3, 4, 3)
+        self.conv.set_weight_bias(
+            torch.quantize_per_channel(torch.randn(4, 3, 3, 3), torch.rand(4) * 0.05 + 0.01,
+                                       torch.zeros(4, dtype=torch.long), 0, torch.qint8),
+            torch.randn(4),
+        )
+        self.conv.scale, self.conv.zero_point = 0.1, 100
+        self.func = nnq.QFunctional()
+        self.func.scale, self.func.zero_point = 0.2, 90
+        self.linear = nnq.Linear(16, 5)
+        self.linear.set_weight_bias(torch.quantize_per_tensor(torch.randn(5, 16), 0.02, 0, torch.qint8), torch.randn(5))
+        self.linear.scale, self.linear.zero_point = 0.15, 120
+
+    def forward(self, x):
+        q = self.quant(x)
+        y = self.conv(q)
+        y = self.func.add(y, torch.relu(y))
+        y = self.func.cat([y, y], 1)
+        y = torch.nn.functional.max_pool2d(y, 2).reshape(x.shape[0], -1)[:, :16]
+        return torch.dequantize(self.linear(y))
+
+
+def test_eager_mode_quantized_modules_as_quantize_dequantize_pairs():
+    torch.manual_seed(0)
+    model = QuantizedNet().eval()
+    x = torch.randn(2, 3, 6, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch deprecates its quantized tensors
+        result, fallbacks = _export_quietly(model, (x,), dynamic_axes={"x": {0: "batch"}})
+        ops = [n.op_type for n in result.model_proto.graph.node]
+        assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+        assert {"QuantizeLinear", "DequantizeLinear", "Conv", "Gemm"} <= set(ops)
+        int_weights = [i for i in result.model_proto.graph.initializer if i.data_type == 3 and len(i.dims) >= 2]  # int8
+        assert len(int_weights) == 2  # the conv's and the linear's weights stay int8
+        for batch in (2, 5):
+            other = torch.randn(batch, 3, 6, 6)
+            # Quantization rounds: one step of the output scale at most.
+            np.testing.assert_allclose(run_ort(result.model_proto, [other])[0], model(other).numpy(), atol=0.15 + 1e-6)
+
+
+def test_quantized_inputs_and_outputs_are_integers_scale_and_zero_point():
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.max_pool2d(torch.relu(x), 2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.quantize_per_tensor(torch.randn(1, 2, 4, 4), 0.2, 3, torch.quint8)
+        result, _ = _export_quietly(Pool(), (x,))
+        assert result.input_names == ["x", "x_scale", "x_zero_point"]
+        got = run_ort(result.model_proto, [x.int_repr(), torch.tensor(0.2, dtype=torch.float64), torch.tensor(3)])
+        want = Pool()(x)
+    assert np.array_equal(got[0], want.int_repr().numpy())
+    assert got[1] == pytest.approx(0.2) and got[2] == 3
+
+
+# -- what torch.export refuses among the torch.onnx suite's cases ------------------------------
+
+
+def test_data_dependent_arange_and_in_place_writes():
+    class ArangeOut(torch.nn.Module):
+        def forward(self, end):
+            return torch.arange(end, out=torch.zeros(1))
+
+    class WriteRows(torch.nn.Module):
+        def forward(self, x, rows, data):
+            x[rows] = data
+            return x * 2
+
+    result, _ = _export_quietly(ArangeOut(), (torch.tensor(8.5),))
+    assert result.tracer == "torch.jit.trace"
+    for end in (8.5, 3.2):
+        assert_matches(result.model_proto, ArangeOut(), (torch.tensor(end),), rtol=1e-4, atol=1e-5)
+    args = (torch.randn(5, 3), torch.tensor([0, 2]), torch.randn(2, 3))
+    result, _ = _export_quietly(WriteRows(), tuple(a.clone() for a in args))
+    assert_matches(result.model_proto, WriteRows(), tuple(a.clone() for a in args), rtol=1e-4, atol=1e-5)
+
+
+def test_report_names_the_front_end(tmp_path):
+    path = tmp_path / "m.onnx"
+    _export_quietly(DataDependent(), (torch.randn(5, 3),), f=str(path), report=True)
+    assert "front end: torch.jit.trace" in (tmp_path / "m.onnx.report.md").read_text()
