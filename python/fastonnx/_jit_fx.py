@@ -19,6 +19,7 @@ fixes; ``JitProgram.fixed`` says which node fixed it.
 from __future__ import annotations
 
 import operator
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -145,10 +146,21 @@ class JitProgram:
         return self.graph_module.graph
 
 
+_TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): (\w+)$")
+_LIBRARIES = (f"{os.sep}torch{os.sep}", f"{os.sep}fastonnx{os.sep}")
+
+
 def _source_line(node: torch._C.Node) -> str:
-    """The node's source line as a Python traceback line (what ``_graph.source_line`` reads)."""
-    m = re.search(r"([^\s]+\.py):(\d+):\d+", node.sourceRange() or "")
-    return f'File "{m.group(1)}", line {m.group(2)}, in forward' if m else ""
+    """The model's source line that made the node, as a Python traceback line (what
+    ``_graph.source_line`` reads): a scripted node's range, or the innermost frame outside torch
+    of the stack the tracer recorded."""
+    text = node.sourceRange()
+    first = text.split("\n", 1)[0].strip()
+    if first.startswith("File "):  # scripted: '  File "m.py", line 17' and the code
+        return first
+    frames = [m for m in (_TRACED_FRAME.match(line) for line in text.splitlines()) if m]
+    frame = next((m for m in frames if not any(lib in m.group(1) for lib in _LIBRARIES)), frames[0] if frames else None)
+    return f'File "{frame.group(1)}", line {frame.group(2)}, in {frame.group(3)}' if frame else ""
 
 
 class _Translator(QuantizedOps):
@@ -163,10 +175,15 @@ class _Translator(QuantizedOps):
         self.sizes: dict[torch._C.Value, Any] = {}  # a 0-d tensor computed from sizes -> the size (node or number)
         self.constants: dict[str, torch.Tensor] = {}
         self.dynamic, self.input_names = dynamic, input_names
+        # Without dynamic axes or values read from data, the trace's own types are the graph's:
+        # ATen nodes take them instead of running under the fake mode (most of the cost).
+        self.typed_by_trace = not any(dynamic) and not _reads_data(jit.graph)
         self.symbols: dict[Any, tuple[int, int]] = {}  # input symbol -> (input index, axis)
         self.fixed: dict[tuple[int, int], str] = {}
         self.node: torch._C.Node | None = None
+        self._line: tuple = (None, "")  # the current node's source line
         self.functions: list[str] = []  # the control-flow functions, submodules of ``root``
+        self.shape_tensors: dict = {}  # a `_shape_as_tensor` result -> its sizes
         self.hints: dict = {}  # unbacked symbol of a number read from a tensor -> the example's value
 
     # -- values ---------------------------------------------------------------------------------
@@ -185,7 +202,9 @@ class _Translator(QuantizedOps):
         n = self.graph.call_function(target, args, kwargs)
         n.meta["val"] = val
         if self.node is not None:
-            n.meta["stack_trace"] = _source_line(self.node)
+            if self._line[0] is not self.node:  # once per TorchScript node
+                self._line = (self.node, _source_line(self.node))
+            n.meta["stack_trace"] = self._line[1]
         return n
 
     def run(self, target, args: tuple, kwargs: dict):
@@ -233,9 +252,14 @@ class _Translator(QuantizedOps):
             return {k: self.fake_of(v) for k, v in a.items()}
         return a
 
-    def emit(self, target, args: tuple, kwargs: dict | None = None) -> torch.fx.Node | Any:
-        """An FX node of ``target`` with its fake value; a Python number when the value is one."""
+    def emit(self, target, args: tuple, kwargs: dict | None = None, traced: torch._C.Node | None = None):
+        """An FX node of ``target`` with its fake value; a Python number when the value is one.
+        ``traced``: the TorchScript node whose output this is, whose recorded type is used when the
+        trace's types are the graph's."""
         kwargs = kwargs or {}
+        types = self.traced_types(traced) if traced is not None and self.typed_by_trace else None
+        if types is not None and len(types) == 1:
+            return self.add_node(target, args, kwargs, types[0])
         val = self.run(target, args, kwargs)
         if target is aten._local_scalar_dense.default and isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
             real = getattr(self.fake_of(args[0]), "real_tensor", None)
@@ -466,6 +490,16 @@ class _Translator(QuantizedOps):
             return size
         return self.emit(aten.sym_size.int, (tensor, dim))
 
+    def _aten__shape_as_tensor(self, node):
+        """A tensor's shape as a 1-D tensor (torchvision's detection models take sizes this way);
+        its elements stay the sizes they are for a select or slice of it."""
+        value = self.env[node.input()]
+        sizes = [self.size_of(value, d) for d in range(self.fake_of(value).dim())]
+        parts = [self.emit(aten.scalar_tensor.default, (s,), {"dtype": torch.int64}) for s in sizes]
+        shape = self.emit(aten.stack.default, (parts,))
+        self.shape_tensors[node.output()] = sizes
+        return shape
+
     def _aten_dim(self, node):
         value = self.env[node.input()]
         return self.fake_of(value.ints if isinstance(value, QTensor) else value).dim()
@@ -616,7 +650,7 @@ class _Translator(QuantizedOps):
         """The traced form of every convolution: ``convolution`` with backend flags after its
         arguments, which say nothing about the result."""
         values = [self.env[v] for v in node.inputs()]
-        return self.emit(aten.convolution.default, tuple(values[:9]))
+        return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
 
     # -- packed sequences (see _packed_rnn) -----------------------------------------------------
 
@@ -689,6 +723,9 @@ class _Translator(QuantizedOps):
 
     def _aten_select(self, node):
         values = [self.env[v] for v in node.inputs()]
+        source = next(iter(node.inputs()))
+        if source in self.shape_tensors and values[1] == 0 and isinstance(values[2], int):
+            self.sizes[node.output()] = self.shape_tensors[source][values[2]]
         if not isinstance(values[0], _BatchSizes):
             return self.op(node)
         if values[1:] != [0, 0]:
@@ -745,7 +782,11 @@ class _Translator(QuantizedOps):
                 if any(value is o for o in outs):
                     self.env[v] = result
             return result
-        result = self.emit(op, tuple(args), kwargs)
+        traced = self.traced_types(node) if self.typed_by_trace else None
+        if traced is not None:
+            result = self.add_node(op, tuple(args), kwargs, traced[0] if len(traced) == 1 else tuple(traced))
+        else:
+            result = self.emit(op, tuple(args), kwargs)
         n_out = node.outputsSize()
         val = self.fake_of(result)
         if n_out > 1 or isinstance(val, list | tuple):
@@ -753,6 +794,21 @@ class _Translator(QuantizedOps):
             items = [self.add_node(operator.getitem, (result, i), {}, val[i]) for i in range(count)]
             return Outputs(items) if n_out > 1 else items
         return result
+
+    def traced_types(self, node) -> list | None:
+        """Fake tensors of the types the trace recorded for the node's outputs, when each is a
+        tensor whose type is complete."""
+        vals = []
+        for out in node.outputs():
+            t = out.type()
+            if t.kind() != "TensorType" or t.scalarType() is None or t.sizes() is None or t.strides() is None:
+                return None
+            dtype = getattr(torch, t.scalarType().lower(), None)  # Float -> torch.float
+            if not isinstance(dtype, torch.dtype) or t.scalarType().startswith("Q"):  # (quantized: see QTensor)
+                return None
+            with self.mode:
+                vals.append(torch.empty_strided(t.sizes(), t.strides(), dtype=dtype))
+        return vals
 
     def arithmetic(self, fn, values: list):
         if all(not isinstance(v, torch.fx.Node) for v in values):
@@ -833,6 +889,27 @@ def _free_values(blocks) -> list:
     for block in blocks:
         walk(block)
     return list(free)
+
+
+# Ops whose result depends on the data beyond its type: values read as numbers, sizes computed
+# from data, and control flow on them.
+_DATA_READS = {
+    "aten::nonzero", "aten::nonzero_numpy", "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
+    "aten::unique_dim", "aten::unique_consecutive", "aten::item", "aten::_local_scalar_dense", "prim::If", "prim::Loop",
+}
+_NUMBER_READS = {"aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit", "prim::ImplicitTensorToNum"}
+
+
+def _reads_data(block) -> bool:
+    """Whether the graph reads values from data (a number of a tensor that is not a size, an op
+    whose result size depends on the data)."""
+    for node in block.nodes():
+        kind = node.kind()
+        if kind in _DATA_READS or any(_reads_data(b) for b in node.blocks()):
+            return True
+        if kind in _NUMBER_READS and node.input().node().kind() != "prim::NumToTensor":
+            return True
+    return False
 
 
 def _holds_node(x) -> bool:
