@@ -46,3 +46,51 @@ def test_raft_optical_flow():
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-3, atol=1e-3)
+
+
+def _op_types(graph) -> set[str]:
+    """The op types of a graph and of its If/Loop bodies."""
+    found = set()
+    for node in graph.node:
+        found.add(node.op_type)
+        for attr in node.attribute:
+            if attr.g.node:
+                found |= _op_types(attr.g)
+    return found
+
+
+def _detector(name: str) -> torch.nn.Module:
+    """A detection model with random weights scaled so that its scores are distinct: with
+    torchvision's initialisation most anchors score alike, and the order of tied boxes is
+    arbitrary in PyTorch and in onnxruntime alike."""
+    from torchvision.models import detection
+
+    model = getattr(detection, name)(weights=None, weights_backbone=None, num_classes=5).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) / max(1, p[0].numel()) ** 0.5)
+    return model
+
+
+@needs_torchvision
+@pytest.mark.parametrize("name", ["ssdlite320_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn"])
+def test_detection_models_torch_export_refuses(name):
+    """torch.export refuses both (data-dependent sizes in their post-processing); the TorchScript
+    front end exports them as torch.onnx's TorchScript exporter did (the image size fixed, the
+    number of detections dynamic), with torchvision's nms and roi_align as ONNX NonMaxSuppression
+    and RoiAlign. The output matches eager at the traced image and at another one."""
+    model = _detector(name)
+    g = torch.Generator().manual_seed(1)
+    image = torch.rand(3, 320, 320, generator=g)
+    with pytest.warns(fastonnx.TracerFallbackWarning, match="torch.export refused"):
+        result = fastonnx.export(model, ([image],))
+    assert result.tracer == "torch.jit.trace"
+    ops = _op_types(result.model_proto.graph)
+    assert "NonMaxSuppression" in ops and (name.startswith("ssd") or "RoiAlign" in ops)
+    for x in (image, torch.rand(3, 320, 320, generator=g)):
+        got = run_ort(result.model_proto, [x])
+        want = torch.utils._pytree.tree_leaves(model([x]))
+        assert len(got) == len(want)
+        for g_, w in zip(got, want):
+            np.testing.assert_allclose(g_, w.detach().numpy(), rtol=1e-3, atol=1e-3)

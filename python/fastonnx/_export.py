@@ -15,7 +15,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.onnx import TrainingMode
 
-from . import _C, _report
+from . import _C, _report, _torchvision_ops  # noqa: F401  # (registers torchvision's converters)
 from ._control_flow import collect_bodies
 from ._decompose import Decomposer, copy_graph
 from ._dynamic import Request, StaticAxis, warn_static, why_static

@@ -39,7 +39,12 @@ from torch.export.graph_signature import (
     OutputSpec,
     TensorArgument,
 )
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    compute_unbacked_bindings,
+)
 
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
 from ._jit_quantized import PackedWeights, QTensor, QuantizedOps
@@ -184,6 +189,7 @@ class _Translator(QuantizedOps):
         self._line: tuple = (None, "")  # the current node's source line
         self.functions: list[str] = []  # the control-flow functions, submodules of ``root``
         self.shape_tensors: dict = {}  # a `_shape_as_tensor` result -> its sizes
+        self.known: dict = {}  # a small tensor computed from constants and static sizes -> its value
         self.hints: dict = {}  # unbacked symbol of a number read from a tensor -> the example's value
 
     # -- values ---------------------------------------------------------------------------------
@@ -201,6 +207,11 @@ class _Translator(QuantizedOps):
     def add_node(self, target, args: tuple, kwargs: dict, val) -> torch.fx.Node:
         n = self.graph.call_function(target, args, kwargs)
         n.meta["val"] = val
+        # The unbacked sizes this node made are bound to it, as torch.export binds them (a later
+        # trace under this fake mode, a decomposition, finds none left pending).
+        bindings = compute_unbacked_bindings(self.shape_env, val)
+        if bindings:
+            n.meta["unbacked_bindings"] = bindings
         if self.node is not None:
             if self._line[0] is not self.node:  # once per TorchScript node
                 self._line = (self.node, _source_line(self.node))
@@ -224,6 +235,22 @@ class _Translator(QuantizedOps):
             if not isinstance(hinted, torch.Tensor):
                 raise ConversionError(f"{target} of a symbolic number gives {type(hinted).__name__}, not a tensor")
             return torch.empty([self.shape_env.create_unbacked_symint() for _ in hinted.shape], dtype=hinted.dtype)
+
+    def record_hints(self, target, args: tuple, val) -> None:
+        """The example's values of the unbacked symbols a node made (a number read from a
+        tensor, a size that depends on the data), from the real values propagated beside."""
+        if target is aten._local_scalar_dense.default and isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+            real = getattr(self.fake_of(args[0]), "real_tensor", None)
+            if real is not None and val.node.expr.is_Symbol:
+                self.hints[val.node.expr] = real.item()
+            return
+        for t in val if isinstance(val, list | tuple) else [val]:
+            real = getattr(t, "real_tensor", None)
+            if real is None:
+                continue
+            for size, actual in zip(t.shape, real.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    self.hints.setdefault(size.node.expr, actual)
 
     def hinted(self, values):
         """``values`` with each symbolic number replaced by its value in the example."""
@@ -261,10 +288,7 @@ class _Translator(QuantizedOps):
         if types is not None and len(types) == 1:
             return self.add_node(target, args, kwargs, types[0])
         val = self.run(target, args, kwargs)
-        if target is aten._local_scalar_dense.default and isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
-            real = getattr(self.fake_of(args[0]), "real_tensor", None)
-            if real is not None and val.node.expr.is_Symbol:
-                self.hints[val.node.expr] = real.item()
+        self.record_hints(target, args, val)
         if isinstance(val, (bool, int, float)) and not isinstance(val, torch.Tensor):
             return val
         return self.add_node(target, args, kwargs, val)
@@ -370,6 +394,44 @@ class _Translator(QuantizedOps):
             results = Outputs([results])
         for v, r in zip(outs, results, strict=True):
             self.env[v] = r
+        if kind.startswith("aten::") and len(outs) == 1 and outs[0] not in self.known:
+            self.fold(node)
+
+    def fold(self, node) -> None:
+        """Records the value of a small tensor computed only from constants and static sizes (a
+        detection model's image size, taken as a tensor), so that a number read from it is that
+        number, as the TorchScript exporter's constant folding makes it, not a value of the data."""
+        schema_text = node.schema()
+        if schema_text == "(no schema)":
+            return
+        real = []
+        for v in node.inputs():
+            value = self.env[v]
+            if v in self.known:
+                real.append(self.known[v])
+            elif _holds_node(value) or isinstance(value, QTensor | PackedWeights | _Packed | _BatchSizes):
+                return
+            else:
+                real.append(value)
+        schema = torch._C.parse_schema(schema_text)
+        namespace, name = schema.name.split("::")
+        op = getattr(getattr(getattr(torch.ops, namespace), name), schema.overload_name or "default")
+        args, kwargs = [], {}
+        for a, value in zip(schema.arguments, real):
+            type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
+            if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
+                value = _ENUM_ARGUMENTS[type_name](value)
+            (kwargs.__setitem__(a.name, value) if a.kwarg_only else args.append(value))
+        if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+            return
+        if torch.Tag.nondeterministic_seeded in op.tags:  # a random value is not a constant
+            return
+        try:
+            result = op(*args, **kwargs)
+        except Exception:  # an op that does not run on these values: not folded
+            return
+        if isinstance(result, torch.Tensor) and result.numel() <= 64 and not result.is_quantized:
+            self.known[node.output()] = result
 
     # -- prim:: ---------------------------------------------------------------------------------
 
@@ -385,13 +447,20 @@ class _Translator(QuantizedOps):
         value = node.output().toIValue() if node.outputsSize() else None
         if isinstance(value, torch.Tensor):
             n = self.constant_node(value)
+            if value.numel() <= 64 and not value.is_quantized:
+                self.known[node.output()] = value
             if value.dim() == 0 and not value.is_floating_point() and not value.is_complex():
                 self.sizes[node.output()] = int(value)
             return n
         return value
 
     def _prim_ListConstruct(self, node):
-        return [self.env[v] for v in node.inputs()]
+        values = [self.env[v] for v in node.inputs()]
+        if values and any(v in self.known for v in node.inputs()) and all(
+            v in self.known or not _holds_node(x) for v, x in zip(node.inputs(), values)
+        ):
+            self.known[node.output()] = [self.known.get(v, x) for v, x in zip(node.inputs(), values)]
+        return values
 
     _prim_TupleConstruct = _prim_ListConstruct
 
@@ -437,6 +506,8 @@ class _Translator(QuantizedOps):
         size = self.env[node.input()]
         self.sizes[node.output()] = size
         dtype = torch.float64 if isinstance(self.fake_of(size), float | torch.SymFloat) else torch.int64
+        if isinstance(size, int | float):
+            self.known[node.output()] = torch.tensor(size, dtype=dtype)
         return self.emit(aten.scalar_tensor.default, (size,), {"dtype": dtype})
 
     def _number(self, node, cast=None):
@@ -444,7 +515,9 @@ class _Translator(QuantizedOps):
         value (an unbacked symbol when it depends on data), converted by ``cast`` (int, float,
         bool; None keeps the number's own type)."""
         v = node.input()
-        if v in self.sizes:
+        if v in self.known:
+            number = self.known[v].item()
+        elif v in self.sizes:
             number = self.sizes[v]
         else:
             value = self.env[v]
@@ -498,6 +571,8 @@ class _Translator(QuantizedOps):
         parts = [self.emit(aten.scalar_tensor.default, (s,), {"dtype": torch.int64}) for s in sizes]
         shape = self.emit(aten.stack.default, (parts,))
         self.shape_tensors[node.output()] = sizes
+        if all(isinstance(x, int) for x in sizes):
+            self.known[node.output()] = torch.tensor(sizes, dtype=torch.int64)
         return shape
 
     def _aten_dim(self, node):
@@ -531,13 +606,19 @@ class _Translator(QuantizedOps):
                 raise ConversionError("a scripted `if` whose branches return non-tensors (numbers, lists) is not supported")
             branches.append(sub.finish(outs, "cond", self))
             results.append([sub.fake_of(o) for o in outs])
+        predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
+        merged = []
         for a, b in zip(*results):
-            if a.dtype != b.dtype or a.dim() != b.dim() or any(x is not y and x != y for x, y in zip(a.shape, b.shape)):
+            if a.dtype != b.dtype or a.dim() != b.dim():
                 raise ConversionError(
-                    f"the branches of a scripted `if` return tensors of different types or shapes ({a.dtype}{list(a.shape)} "
-                    f"and {b.dtype}{list(b.shape)}); fastonnx needs them alike"
+                    f"the branches of a scripted `if` return tensors of different types or ranks ({a.dtype}{list(a.shape)} "
+                    f"and {b.dtype}{list(b.shape)}); ONNX If needs them alike"
                 )
-        predicate = self.as_tensor(pred, torch.bool)
+            # A size that differs between the branches is one more dynamic size of the result.
+            sizes = [x if x is y or _known_equal(x, y) else self.shape_env.create_unbacked_symint() for x, y in zip(a.shape, b.shape)]
+            with self.mode:
+                merged.append(a.new_empty(sizes))
+        results[0] = merged
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
         out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
         return Outputs(self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0]))
@@ -910,6 +991,12 @@ def _reads_data(block) -> bool:
         if kind in _NUMBER_READS and node.input().node().kind() != "prim::NumToTensor":
             return True
     return False
+
+
+def _known_equal(x, y) -> bool:
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return bool(statically_known_true(x == y))
 
 
 def _holds_node(x) -> bool:
