@@ -41,6 +41,12 @@ def test_auto_falls_back_with_one_warning_naming_why_and_what_was_fixed():
     assert "torch.export refused: GuardOnDataDependentSymNode" in message
     assert "Converting a tensor to a Python number" in message and "test_jit_front_end.py" in message
     assert_matches(result.model_proto, DataDependent(), (x,), rtol=1e-4, atol=1e-5)
+    # The number of positive elements stays a size of the graph (never the example's count); the
+    # number read with int() is the example's, as the warning says.
+    other = torch.randn(5, 3)
+    for x2 in (other, x.abs()):
+        got = run_ort(result.model_proto, [x2])[0]
+        np.testing.assert_allclose(got, DataDependent()(x2)[0].numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_forced_front_ends():

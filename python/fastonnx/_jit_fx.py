@@ -226,12 +226,13 @@ class _Translator(QuantizedOps):
         fargs, fkwargs = self.fake_of((args, kwargs))
         with self.mode:
             try:
-                return target(*fargs, **fkwargs)
+                return self.exact(target, fargs, fkwargs)
             except Exception:
                 symbolic = [x for x in pytree.tree_leaves((fargs, fkwargs)) if isinstance(x, torch.SymInt | torch.SymFloat)]
                 if not symbolic:
                     raise
-                hinted = target(*self.hinted((fargs, fkwargs))[0], **self.hinted((fargs, fkwargs))[1])
+                concrete_args, concrete_kwargs = self.hinted((fargs, fkwargs))
+                hinted = target(*concrete_args, **concrete_kwargs)
             if not isinstance(hinted, torch.Tensor):
                 raise ConversionError(f"{target} of a symbolic number gives {type(hinted).__name__}, not a tensor")
             return torch.empty([self.shape_env.create_unbacked_symint() for _ in hinted.shape], dtype=hinted.dtype)
@@ -251,6 +252,37 @@ class _Translator(QuantizedOps):
             for size, actual in zip(t.shape, real.shape):
                 if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
                     self.hints.setdefault(size.node.expr, actual)
+
+    def exact(self, target, fargs, fkwargs):
+        """``target`` on fake values, its data-dependent sizes unbacked symbols. With real values
+        propagated, torch gives an op whose size depends on the data (nonzero, a boolean mask)
+        the example's size, leaving its symbol unused: such an op is run again without them, and
+        the example's sizes become the symbols' hints."""
+        env = self.shape_env
+        before = list(env.pending_fresh_unbacked_symbols)
+        try:
+            result = target(*fargs, **fkwargs)
+        except Exception:  # (values with no example, in a loop body: torch's checks of real values fail)
+            env.pending_fresh_unbacked_symbols[:] = before
+            return self.without_real_values(target, fargs, fkwargs)
+        fresh = [s for s in env.pending_fresh_unbacked_symbols if s not in before]
+        if not fresh or set(fresh) <= _free_symbols(result):
+            return result
+        env.pending_fresh_unbacked_symbols[:] = before
+        symbolic = self.without_real_values(target, fargs, fkwargs)
+        for exact_t, real_t in zip(pytree.tree_leaves(symbolic), pytree.tree_leaves(result)):
+            if isinstance(exact_t, torch.Tensor) and isinstance(real_t, torch.Tensor):
+                for size, actual in zip(exact_t.shape, real_t.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                        self.hints.setdefault(size.node.expr, int(actual))
+        return symbolic
+
+    def without_real_values(self, target, fargs, fkwargs):
+        self.mode.propagate_real_tensors = False
+        try:
+            return target(*fargs, **fkwargs)
+        finally:
+            self.mode.propagate_real_tensors = True
 
     def hinted(self, values):
         """``values`` with each symbolic number replaced by its value in the example."""
@@ -991,6 +1023,19 @@ def _reads_data(block) -> bool:
         if kind in _NUMBER_READS and node.input().node().kind() != "prim::NumToTensor":
             return True
     return False
+
+
+def _free_symbols(value) -> set:
+    """The symbols the sizes of a (nested) result's tensors are made of."""
+    found: set = set()
+    for t in pytree.tree_leaves(value):
+        if isinstance(t, torch.Tensor):
+            for size in t.shape:
+                if isinstance(size, torch.SymInt):
+                    found |= size.node.expr.free_symbols
+        elif isinstance(t, torch.SymInt | torch.SymFloat | torch.SymBool):
+            found |= t.node.expr.free_symbols
+    return found
 
 
 def _known_equal(x, y) -> bool:
