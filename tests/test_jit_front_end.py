@@ -245,6 +245,7 @@ def test_quantized_inputs_and_outputs_are_integers_scale_and_zero_point():
         want = Pool()(x)
     assert np.array_equal(got[0], want.int_repr().numpy())
     assert got[1] == pytest.approx(0.2) and got[2] == 3
+    assert got[1].dtype == np.float32 and got[2].dtype == np.uint8  # as torch.onnx's exporter gives them
 
 
 # -- what torch.export refuses among the torch.onnx suite's cases ------------------------------

@@ -420,6 +420,8 @@ class _Translator(QuantizedOps):
             results = handler(node)
         elif kind.startswith("prim::"):
             raise ConversionError(f"the TorchScript front end does not convert {kind}")
+        elif kind.startswith("quantized::"):
+            results = self.quantized_like_float(node)
         else:
             results = self.op(node)
         if not isinstance(results, Outputs):

@@ -81,14 +81,16 @@ class QuantizedOps:
         return QTensor(nodes[0], nodes[1], nodes[2], tensor.dtype)
 
     def quantized_output(self, q: QTensor) -> tuple:
-        """A quantized graph output as the TorchScript exporter gives one: integers, scale, zero point."""
-        scale = q.scale if isinstance(q.scale, torch.fx.Node) else self.constant_node(torch.tensor(q.scale, dtype=torch.float64))
-        zero_point = (
-            q.zero_point
-            if isinstance(q.zero_point, torch.fx.Node)
-            else self.constant_node(torch.tensor(q.zero_point, dtype=torch.int64))
-        )
-        return (q.ints, scale, zero_point)
+        """A quantized graph output as the TorchScript exporter gives one: the integers, the scale
+        (float32) and the zero point (in the integers' type)."""
+        int_dtype = _RANGES[q.dtype][2]
+        parts = []
+        for value, dtype in ((q.scale, torch.float32), (q.zero_point, int_dtype)):
+            if isinstance(value, torch.fx.Node):
+                parts.append(self.emit(aten._to_copy.default, (value,), {"dtype": dtype}))
+            else:
+                parts.append(self.constant_node(torch.tensor(value, dtype=dtype)))
+        return (q.ints, *parts)
 
     def float_of(self, value):
         return self.dequantize(value) if isinstance(value, QTensor) else value
@@ -203,10 +205,37 @@ class QuantizedOps:
         y = self.emit(aten.cat.default, ([self.float_of(t) for t in tensors], dim))
         return self.quantize(y, scale, zero_point, dtype)
 
+    def quantized_like_float(self, node):
+        """A ``quantized::`` op without a handler of its own whose last two arguments are its
+        output's scale and zero point (``quantized::layer_norm``, ``hardswish``, ``leaky_relu``...):
+        the ATen op of the same name on the dequantized inputs, its result quantized."""
+        schema = torch._C.parse_schema(node.schema())
+        name = schema.name.split("::")[1]
+        arguments, values = list(schema.arguments), [self.env[v] for v in node.inputs()]
+        float_op = getattr(getattr(aten, name, None), "default", None)
+        if float_op is None or len(arguments) < 3 or "scale" not in arguments[-2].name:
+            raise ConversionError(f"quantized::{name} has no ONNX form in fastonnx")
+        first = next((v for v in values if isinstance(v, QTensor)), None)
+        if first is None:
+            raise ConversionError(f"quantized::{name} of a tensor that is not quantized")
+        scale, zero_point = values[-2:]
+        accepted = {a.name: a for a in float_op._schema.arguments}
+        kwargs = dict(_FLOAT_DEFAULTS.get(name, {}))
+        for a, value in zip(arguments[:-2], values[:-2]):
+            key = "self" if a.name in ("qx", "X", "x") and "self" in accepted else a.name
+            if key in accepted:
+                kwargs[key] = self.float_of(value)
+        y = self.emit(float_op, (), kwargs)
+        return self.quantize(y, scale, zero_point, first.dtype)
+
     def on_quantized(self, node, values: list):
         """An ATen op reading quantized tensors: on their float values, the result quantized with
-        the first one's parameters (PyTorch's quantized kernels keep the input's)."""
+        the first one's parameters (PyTorch's quantized kernels keep the input's), or with the
+        fixed ones of the ops whose output range is fixed (sigmoid, tanh...)."""
         first = next(x for v in values for x in (v if isinstance(v, list) else [v]) if isinstance(x, QTensor))
+        fixed = _FIXED_QPARAMS.get((node.kind(), first.dtype))
+        if fixed is not None:
+            first = QTensor(first.ints, fixed[0], fixed[1], first.dtype)
         ins = list(node.inputs())
         for v, value in zip(ins, values):
             if isinstance(value, QTensor):
@@ -226,6 +255,27 @@ class QuantizedOps:
             for r in results
         ]
         return type(result)(requantized) if isinstance(result, list) else requantized[0]
+
+
+# PyTorch's quantized kernels of these ops give their result fixed parameters, by input type
+# (aten/src/ATen/native/quantized: the output range of the function is known).
+_FIXED_QPARAMS = {
+    ("aten::sigmoid", torch.quint8): (1.0 / 256, 0),
+    ("aten::sigmoid", torch.qint8): (1.0 / 256, -128),
+    ("aten::hardsigmoid", torch.quint8): (1.0 / 256, 0),
+    ("aten::hardsigmoid", torch.qint8): (1.0 / 256, -128),
+    ("aten::tanh", torch.quint8): (2.0 / 256, 128),
+    ("aten::tanh", torch.qint8): (2.0 / 256, 0),
+    ("aten::softmax", torch.quint8): (1.0 / 256, 0),
+    ("aten::softmax", torch.qint8): (1.0 / 256, -128),
+}
+
+
+# Arguments of the float ops that their quantized:: twins do not take.
+_FLOAT_DEFAULTS = {
+    "instance_norm": {"running_mean": None, "running_var": None, "use_input_stats": True, "momentum": 0.1,
+                      "cudnn_enabled": False},
+}
 
 
 def _qdtype(value) -> torch.dtype:

@@ -132,16 +132,21 @@ def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
     # Modules whose state holds other than tensors (eager-mode quantized modules hold packed
     # weights, TorchScript objects) cannot take their state as trace inputs: they are traced as a
     # module and frozen, like a scripted one.
-    whole = any(not isinstance(v, torch.Tensor) for v in model.state_dict(keep_vars=True).values())
+    whole = any(
+        not isinstance(v, torch.Tensor) or v.is_quantized for v in model.state_dict(keep_vars=True).values()
+    )
     try:
-        # Traced with autograd on, as torch.onnx's TorchScript exporter traces: without it, modules
-        # take fused inference-only kernels (nn.TransformerEncoderLayer's fast path) that ONNX
-        # has no op for.
         with _recorded_tracer_warnings(found):
+            if not whole:
+                try:
+                    graph, _ = torch.jit._get_trace_graph(flat, tensors, strict=False, _force_outplace=False)
+                except RuntimeError as e:
+                    # (quantized modules keep packed weights outside their state dict)
+                    if "is not part of the active trace" not in str(e):
+                        raise
+                    whole = True
             if whole:
                 traced = torch.jit.trace(flat, tensors, strict=False, check_trace=False)
-            else:
-                graph, _ = torch.jit._get_trace_graph(flat, tensors, strict=False, _force_outplace=False)
     except Exception as e:  # any failure of torch.jit's tracer
         from ._trace import describe_failure
 
