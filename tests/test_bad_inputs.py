@@ -130,8 +130,8 @@ def test_names(kwargs, fragment):
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
-        ({"dynamo": True}, "`dynamo` is a torch.onnx.export argument fastonnx does not take: fastonnx always traces "
-                           "with torch.export"),
+        ({"dynamo": True}, "`dynamo` is a torch.onnx.export argument fastonnx does not take: fastonnx chooses its "
+                           "front end with tracer="),
         ({"custom_translation_table": {}}, "fastonnx.register_converter(op, fn)"),
         ({"colour": True}, "`colour` is not an argument of fastonnx.export\nit accepts: model, args, f, kwargs,"),
         ({"opset": 17}, "`opset` is not an argument of fastonnx.export; did you mean `opset_version`?"),

@@ -21,16 +21,16 @@ from ._decompose import Decomposer, copy_graph
 from ._dynamic import Request, StaticAxis, warn_static, why_static
 from ._dynamic import resolve as resolve_dynamic
 from ._files import write_atomically
+from ._front_end import check_tracer, fall_back, trace_jit
 from ._functions import ModuleScopes
 from ._graph import PreparedGraph
+from ._jit_fx import JitProgram, functionalized
 from ._lower import Lowering
 from ._op_table import decomposition_for, live_nodes
 from ._options import ExportOptions, check_model_inputs, check_weights_have_data, checked_call
 from ._program import ExportResult
 from ._progress import Progress
-from ._front_end import check_tracer, fall_back, trace_jit
-from ._jit_fx import JitProgram, functionalized
-from ._trace import traced_in_mode, functionalize, program_needs_functionalization, trace
+from ._trace import functionalize, program_needs_functionalization, trace, traced_in_mode
 from ._unsupported import check_supported
 from ._version import __version__
 from .errors import (
@@ -243,7 +243,7 @@ class _Exporter:
         )
         if isinstance(ep, JitProgram) and not request.relaxed and lowering.static_axes:
             axis = lowering.static_axes[0]
-            raise TraceError(f"dynamic_shapes: {axis.where} axis {axis.axis} is fixed to {axis.size} {axis.why}")
+            raise TraceError(f"dynamic_shapes: {axis.what} axis {axis.axis} is fixed to {axis.size} {axis.why}")
         input_names, inputs = options.input_names, len(lowering.input_names)
         if input_names is not None and len(input_names) > inputs:
             raise ArgumentError(
@@ -308,7 +308,7 @@ class _Exporter:
         vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
         mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
         shape_env = getattr(mode, "shape_env", None)
-        return lambda i, axis, size: why_static(shape_env, request.sources[i], axis, size, fixed)
+        return lambda i, axis, size: why_static(shape_env, request.sources[i], axis, size, fixed or {})
 
     def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> PreparedGraph:
         """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that

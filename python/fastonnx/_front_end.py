@@ -44,7 +44,9 @@ def input_names(model, args: tuple, kwargs: dict | None) -> list[str]:
     if isinstance(model, torch.jit.ScriptModule):
         params = [p for p in inspect.signature(model.forward).parameters if p != "self"]
         tensors = flat_tensors(args, kwargs)
-        return [params[i] if i < len(params) and len(tensors) == len(args) else f"input_{i}" for i in range(len(tensors))]
+        return [
+            params[i] if i < len(params) and len(tensors) == len(args) else f"input_{i}" for i in range(len(tensors))
+        ]
     return [leaf.name for leaf in _leaves(_combined(model, args, kwargs or {})) if isinstance(leaf.value, torch.Tensor)]
 
 
@@ -80,7 +82,9 @@ def trace_jit(model, args: tuple, kwargs: dict | None, request: Request, names: 
     if any(t.is_quantized for t in tensors):
         # A quantized input is three graph inputs (integers, scale, zero point); the lowering
         # reads the dynamic axes per graph input.
-        request.dim_names = [d for t, axes in zip(tensors, dynamic) for d in ([axes, {}, {}] if t.is_quantized else [axes])]
+        request.dim_names = [
+            d for t, axes in zip(tensors, dynamic) for d in ([axes, {}, {}] if t.is_quantized else [axes])
+        ]
     program.front_end = "torch.jit.script" if isinstance(model, torch.jit.ScriptModule) else "torch.jit.trace"
     return program
 
@@ -95,7 +99,9 @@ def fall_back(model, export_error: TraceError, program: JitProgram, stacklevel: 
         "torch.export refused: " + first.split(": ", 1)[-1] + (f" ({where[0]})" if where else ""),
     ]
     if program.tracer_warnings:
-        lines.append("The TorchScript trace fixed these values to the example's (the model is exact only where they hold):")
+        lines.append(
+            "The TorchScript trace fixed these values to the example's (the model is exact only where they hold):"
+        )
         lines += [f"  - {w}" for w in program.tracer_warnings]
     else:
         lines.append(

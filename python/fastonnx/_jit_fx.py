@@ -77,12 +77,7 @@ _ARITHMETIC = {
 # 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``): computed as size arithmetic.
 _SIZE_TENSOR_OPS = {"add", "sub", "mul", "div", "floor_divide", "remainder", "rsub"}
 _PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
-_ENUM_ARGUMENTS = {
-    "ScalarType": lambda v: _DTYPES[v],
-    "Layout": lambda v: [torch.strided, torch.sparse_coo][v],
-    "MemoryFormat": lambda v: [torch.contiguous_format, torch.preserve_format, torch.channels_last][v],
-}
-_DTYPES = {
+_DTYPES: dict[int, torch.dtype] = {
     i: d
     for i, d in enumerate(
         [
@@ -104,6 +99,11 @@ _DTYPES = {
             torch.bfloat16,
         ]
     )
+}
+_ENUM_ARGUMENTS = {
+    "ScalarType": lambda v: _DTYPES[v],
+    "Layout": lambda v: [torch.strided, torch.sparse_coo][v],
+    "MemoryFormat": lambda v: [torch.contiguous_format, torch.preserve_format, torch.channels_last][v],
 }
 
 
@@ -159,7 +159,7 @@ def _source_line(node: torch._C.Node) -> str:
     """The model's source line that made the node, as a Python traceback line (what
     ``_graph.source_line`` reads): a scripted node's range, or the innermost frame outside torch
     of the stack the tracer recorded."""
-    text = node.sourceRange()
+    text = str(node.sourceRange())
     first = text.split("\n", 1)[0].strip()
     if first.startswith("File "):  # scripted: '  File "m.py", line 17' and the code
         return first
@@ -169,8 +169,16 @@ def _source_line(node: torch._C.Node) -> str:
 
 
 class _Translator(QuantizedOps):
-    def __init__(self, jit: JitGraph, dynamic: Sequence[dict[int, str]], input_names: Sequence[str]):
+    def __init__(
+        self,
+        jit: JitGraph,
+        user_tensors: Sequence[torch.Tensor],
+        dynamic: Sequence[dict[int, str]],
+        input_names: Sequence[str],
+    ):
         self.jit = jit
+        self.user_tensors = list(user_tensors)
+        self.inputs: list[torch.fx.Node] = []  # a control-flow function's placeholders (see sub)
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.shape_env = ShapeEnv()
@@ -228,7 +236,9 @@ class _Translator(QuantizedOps):
             try:
                 return self.exact(target, fargs, fkwargs)
             except Exception:
-                symbolic = [x for x in pytree.tree_leaves((fargs, fkwargs)) if isinstance(x, torch.SymInt | torch.SymFloat)]
+                symbolic = [
+                    x for x in pytree.tree_leaves((fargs, fkwargs)) if isinstance(x, torch.SymInt | torch.SymFloat)
+                ]
                 if not symbolic:
                     raise
                 concrete_args, concrete_kwargs = self.hinted((fargs, fkwargs))
@@ -240,7 +250,9 @@ class _Translator(QuantizedOps):
     def record_hints(self, target, args: tuple, val) -> None:
         """The example's values of the unbacked symbols a node made (a number read from a
         tensor, a size that depends on the data), from the real values propagated beside."""
-        if target is aten._local_scalar_dense.default and isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+        if target is aten._local_scalar_dense.default and isinstance(
+            val, torch.SymInt | torch.SymFloat | torch.SymBool
+        ):
             real = getattr(self.fake_of(args[0]), "real_tensor", None)
             if real is not None and val.node.expr.is_Symbol:
                 self.hints[val.node.expr] = real.item()
@@ -262,7 +274,7 @@ class _Translator(QuantizedOps):
         before = list(env.pending_fresh_unbacked_symbols)
         try:
             result = target(*fargs, **fkwargs)
-        except Exception:  # (values with no example, in a loop body: torch's checks of real values fail)
+        except Exception:  # noqa: BLE001 - values with no example (a loop body): torch's real-value checks fail
             env.pending_fresh_unbacked_symbols[:] = before
             return self.without_real_values(target, fargs, fkwargs)
         fresh = [s for s in env.pending_fresh_unbacked_symbols if s not in before]
@@ -296,7 +308,13 @@ class _Translator(QuantizedOps):
                 number = x.node.expr.xreplace(known)
                 if not getattr(number, "is_number", True):
                     raise ConversionError(f"the example's value of {x} is unknown")
-                return int(number) if isinstance(x, torch.SymInt) else bool(number) if isinstance(x, torch.SymBool) else float(number)
+                return (
+                    int(number)
+                    if isinstance(x, torch.SymInt)
+                    else bool(number)
+                    if isinstance(x, torch.SymBool)
+                    else float(number)
+                )
             return x
 
         return pytree.tree_map(concrete, values)
@@ -330,12 +348,14 @@ class _Translator(QuantizedOps):
     def translate(self) -> JitProgram:
         jit = self.jit
         inputs = list(jit.graph.inputs())
-        input_specs = []
+        input_specs: list[InputSpec] = []
         real = iter([*self.user_tensors, *(t for _, t in jit.weights)])
         for i, v in enumerate(inputs):
             tensor = next(real)
             if i < jit.n_user and tensor.is_quantized:
-                self.env[v] = self.quantized_input(tensor, self.input_names[i], self.dynamic[i] if i < len(self.dynamic) else {}, input_specs)
+                self.env[v] = self.quantized_input(
+                    tensor, self.input_names[i], self.dynamic[i] if i < len(self.dynamic) else {}, input_specs
+                )
                 continue
             if i < jit.n_user:
                 name = self.input_names[i]
@@ -362,13 +382,17 @@ class _Translator(QuantizedOps):
             leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
         extra = list(it)
         if extra:
-            raise ConversionError(f"the TorchScript graph returns {len(extra)} more value(s) than forward's result holds")
+            raise ConversionError(
+                f"the TorchScript graph returns {len(extra)} more value(s) than forward's result holds"
+            )
         out_spec = jit.out_spec
         if any(isinstance(x, QTensor) for x in leaves):
             leaves, out_spec = pytree.tree_flatten(
-                pytree.tree_unflatten([self.quantized_output(x) if isinstance(x, QTensor) else x for x in leaves], out_spec)
+                pytree.tree_unflatten(
+                    [self.quantized_output(x) if isinstance(x, QTensor) else x for x in leaves], out_spec
+                )
             )
-        self.graph.output(tuple(leaves))
+        self.graph.output(tuple(leaves))  # type: ignore[arg-type]  # (nodes and Python constants)
         output_specs = [
             OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(x.name if isinstance(x, torch.fx.Node) else str(i)), None)
             for i, x in enumerate(leaves)
@@ -450,7 +474,8 @@ class _Translator(QuantizedOps):
         schema = torch._C.parse_schema(schema_text)
         namespace, name = schema.name.split("::")
         op = getattr(getattr(getattr(torch.ops, namespace), name), schema.overload_name or "default")
-        args, kwargs = [], {}
+        args: list = []
+        kwargs: dict[str, Any] = {}
         for a, value in zip(schema.arguments, real):
             type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
             if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
@@ -462,7 +487,7 @@ class _Translator(QuantizedOps):
             return
         try:
             result = op(*args, **kwargs)
-        except Exception:  # an op that does not run on these values: not folded
+        except Exception:  # noqa: BLE001 - an op that does not run on these values is not folded
             return
         if isinstance(result, torch.Tensor) and result.numel() <= 64 and not result.is_quantized:
             self.known[node.output()] = result
@@ -490,8 +515,10 @@ class _Translator(QuantizedOps):
 
     def _prim_ListConstruct(self, node):
         values = [self.env[v] for v in node.inputs()]
-        if values and any(v in self.known for v in node.inputs()) and all(
-            v in self.known or not _holds_node(x) for v, x in zip(node.inputs(), values)
+        if (
+            values
+            and any(v in self.known for v in node.inputs())
+            and all(v in self.known or not _holds_node(x) for v, x in zip(node.inputs(), values))
         ):
             self.known[node.output()] = [self.known.get(v, x) for v, x in zip(node.inputs(), values)]
         return values
@@ -637,7 +664,9 @@ class _Translator(QuantizedOps):
             sub = self.sub(operands=operands)
             outs = sub.inline(block)
             if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
-                raise ConversionError("a scripted `if` whose branches return non-tensors (numbers, lists) is not supported")
+                raise ConversionError(
+                    "a scripted `if` whose branches return non-tensors (numbers, lists) is not supported"
+                )
             branches.append(sub.finish(outs, "cond", self))
             results.append([sub.fake_of(o) for o in outs])
         predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
@@ -645,11 +674,14 @@ class _Translator(QuantizedOps):
         for a, b in zip(*results):
             if a.dtype != b.dtype or a.dim() != b.dim():
                 raise ConversionError(
-                    f"the branches of a scripted `if` return tensors of different types or ranks ({a.dtype}{list(a.shape)} "
-                    f"and {b.dtype}{list(b.shape)}); ONNX If needs them alike"
+                    "the branches of a scripted `if` return tensors of different types or ranks "
+                    f"({a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)}); ONNX If needs them alike"
                 )
             # A size that differs between the branches is one more dynamic size of the result.
-            sizes = [x if x is y or _known_equal(x, y) else self.shape_env.create_unbacked_symint() for x, y in zip(a.shape, b.shape)]
+            sizes = [
+                x if x is y or _known_equal(x, y) else self.shape_env.create_unbacked_symint()
+                for x, y in zip(a.shape, b.shape)
+            ]
             with self.mode:
                 merged.append(a.new_empty(sizes))
         results[0] = merged
@@ -688,7 +720,9 @@ class _Translator(QuantizedOps):
 
         body = self.sub(carried_vals, free, bound_val)
         i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
-        ts_state = [s if is_tensor else body.emit(aten._local_scalar_dense.default, (s,)) for s, is_tensor in zip(state, kinds)]
+        ts_state = [
+            s if is_tensor else body.emit(aten._local_scalar_dense.default, (s,)) for s, is_tensor in zip(state, kinds)
+        ]
         outs = body.inline(block, [body.emit(aten._local_scalar_dense.default, (i,)), *ts_state])
         again, new_state = outs[0], outs[1:]
         updated = [body.emit(aten.add.Tensor, (i, 1)), body.as_tensor(again, torch.bool)]
@@ -706,7 +740,9 @@ class _Translator(QuantizedOps):
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
         finals = [self.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
-        return Outputs(f if is_tensor else self.emit(aten._local_scalar_dense.default, (f,)) for f, is_tensor in zip(finals, kinds))
+        return Outputs(
+            f if is_tensor else self.emit(aten._local_scalar_dense.default, (f,)) for f, is_tensor in zip(finals, kinds)
+        )
 
     def operands(self, blocks) -> list:
         """The enclosing graph's values the blocks read that are graph values (inputs of the
@@ -714,13 +750,19 @@ class _Translator(QuantizedOps):
         free = _free_values(blocks)
         lists = [v for v in free if _holds_node(self.env[v]) and not isinstance(self.env[v], torch.fx.Node)]
         if lists:
-            raise ConversionError("a scripted `if` or loop reads a list of tensors from outside it; this is not supported")
+            raise ConversionError(
+                "a scripted `if` or loop reads a list of tensors from outside it; this is not supported"
+            )
         return [v for v in free if isinstance(self.env[v], torch.fx.Node)]
 
     def as_tensor(self, value, dtype: torch.dtype):
         """A number (Python or symbolic) or a tensor as a 0-d tensor of ``dtype`` (for control flow)."""
         if isinstance(value, torch.fx.Node) and isinstance(self.fake_of(value), torch.Tensor):
-            return value if self.fake_of(value).dtype == dtype else self.emit(aten._to_copy.default, (value,), {"dtype": dtype})
+            return (
+                value
+                if self.fake_of(value).dtype == dtype
+                else self.emit(aten._to_copy.default, (value,), {"dtype": dtype})
+            )
         return self.emit(aten.scalar_tensor.default, (value,), {"dtype": dtype})
 
     def inline(self, block, inputs: Sequence = ()) -> list:
@@ -742,9 +784,11 @@ class _Translator(QuantizedOps):
         # The enclosing graph's numbers and constants are the function's too; its nodes are not.
         sub.env = {v: x for v, x in self.env.items() if not _holds_node(x)}
         sub.inputs = []
-        for v, val in [(None, f) for f in before] + [(v, self.fake_of(self.env[v])) for v in operands] + [
-            (None, f) for f in after
-        ]:
+        for v, val in (
+            [(None, f) for f in before]
+            + [(v, self.fake_of(self.env[v])) for v in operands]
+            + [(None, f) for f in after]
+        ):
             p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
             p.meta["val"] = val
             sub.inputs.append(p)
@@ -764,7 +808,7 @@ class _Translator(QuantizedOps):
     def _aten__convolution(self, node):
         """The traced form of every convolution: ``convolution`` with backend flags after its
         arguments, which say nothing about the result."""
-        values = [self.env[v] for v in node.inputs()]
+        values: list[Any] = [self.env[v] for v in node.inputs()]
         return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
 
     # -- packed sequences (see _packed_rnn) -----------------------------------------------------
@@ -858,13 +902,19 @@ class _Translator(QuantizedOps):
         schema = torch._C.parse_schema(schema_text)
         namespace, name = schema.name.split("::")
         values = [self.env[v] for v in node.inputs()]
-        if any(isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values):
+        if any(
+            isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values
+        ):
             return self.on_quantized(node, values)
         if any(isinstance(v, _Packed | _BatchSizes) for v in values):
             raise ConversionError(
                 f"{node.kind()} reads a packed sequence; only recurrent layers and pad_packed_sequence take one"
             )
-        if namespace == "aten" and schema.returns and all(str(r.type) in ("int", "float", "bool") for r in schema.returns):
+        if (
+            namespace == "aten"
+            and schema.returns
+            and all(str(r.type) in ("int", "float", "bool") for r in schema.returns)
+        ):
             base = name.removeprefix("__").removesuffix("__") if name.startswith("__") else name
             fn = _ARITHMETIC.get(name, _ARITHMETIC.get(base))
             if fn is not None:
@@ -873,7 +923,8 @@ class _Translator(QuantizedOps):
             self.size_arithmetic(node, name, values)
         overload = getattr(getattr(torch.ops, namespace), name)
         op = getattr(overload, schema.overload_name or "default")
-        args, kwargs = [], {}
+        args: list = []
+        kwargs: dict[str, Any] = {}
         written = []  # the `out=` arguments of an out variant
         for a, value in zip(schema.arguments, values):
             type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
@@ -986,7 +1037,8 @@ def _functional_overload(packet, schema) -> torch._ops.OpOverload | None:
 
 def _free_values(blocks) -> list:
     """The values the blocks (and blocks nested in them) read but do not define, in order of use."""
-    defined, free = set(), {}
+    defined: set = set()
+    free: dict = {}
 
     def walk(block):
         defined.update(block.inputs())
@@ -1009,8 +1061,18 @@ def _free_values(blocks) -> list:
 # Ops whose result depends on the data beyond its type: values read as numbers, sizes computed
 # from data, and control flow on them.
 _DATA_READS = {
-    "aten::nonzero", "aten::nonzero_numpy", "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
-    "aten::unique_dim", "aten::unique_consecutive", "aten::item", "aten::_local_scalar_dense", "prim::If", "prim::Loop",
+    "aten::nonzero",
+    "aten::nonzero_numpy",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_dim",
+    "aten::unique_consecutive",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "prim::If",
+    "prim::Loop",
 }
 _NUMBER_READS = {"aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit", "prim::ImplicitTensorToNum"}
 
@@ -1068,8 +1130,7 @@ def translate(
     dynamic axes (axis -> name)."""
     # The fake mode reads the setting when it is made.
     with functorch_config.patch(fake_tensor_propagate_real_tensors=True):
-        translator = _Translator(jit, dynamic, input_names)
-        translator.user_tensors = list(user_tensors)
+        translator = _Translator(jit, user_tensors, dynamic, input_names)
         program = translator.translate()
     program.graph_module.recompile()
     return program

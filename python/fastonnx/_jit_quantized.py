@@ -14,9 +14,10 @@ keep them. The integer nodes are torch's ``quantized_decomposed`` ops, converted
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.ao.quantization.fx._decomposed  # noqa: F401  # registers torch.ops.quantized_decomposed
+import torch.ao.quantization.fx._decomposed  # registers torch.ops.quantized_decomposed
 
 from ._custom import register_converter
 from .errors import ConversionError
@@ -24,7 +25,11 @@ from .errors import ConversionError
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
 
-_RANGES = {torch.quint8: (0, 255, torch.uint8), torch.qint8: (-128, 127, torch.int8), torch.qint32: (-(2**31), 2**31 - 1, torch.int32)}
+_RANGES = {
+    torch.quint8: (0, 255, torch.uint8),
+    torch.qint8: (-128, 127, torch.int8),
+    torch.qint32: (-(2**31), 2**31 - 1, torch.int32),
+}
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,8 @@ class QTensor:
     """A per-tensor quantized value of the graph: its integer tensor (an FX node) and parameters."""
 
     ints: torch.fx.Node
-    scale: float
-    zero_point: int
+    scale: float | torch.fx.Node  # a number, or a 0-d tensor of the graph (a quantized input's)
+    zero_point: int | torch.fx.Node
     dtype: torch.dtype  # torch.quint8, qint8, qint32
 
 
@@ -46,6 +51,16 @@ class PackedWeights:
 
 class QuantizedOps:
     """The quantized handlers of the TorchScript translator (mixed into ``_Translator``)."""
+
+    if TYPE_CHECKING:  # what they use of the translator
+        env: dict
+        graph: torch.fx.Graph
+
+        def emit(self, target, args: tuple, kwargs: dict | None = None, traced=None) -> Any: ...
+        def fake(self, tensor: torch.Tensor, source: str | None = None, dynamic: dict | None = None) -> Any: ...
+        def fake_of(self, a) -> Any: ...
+        def constant_node(self, value: torch.Tensor) -> torch.fx.Node: ...
+        def op(self, node) -> Any: ...
 
     def quantize(self, x, scale, zero_point, dtype: torch.dtype) -> QTensor:
         """``x`` quantized; ``scale`` and ``zero_point`` are numbers, or 0-d tensors of the graph
@@ -98,7 +113,9 @@ class QuantizedOps:
     def _aten_quantize_per_tensor(self, node):
         x, scale, zero_point, dtype = (self.env[v] for v in node.inputs())
         if not all(isinstance(v, int | float) for v in (scale, zero_point)):
-            raise ConversionError("quantize_per_tensor with a scale or zero point computed in the graph is not supported")
+            raise ConversionError(
+                "quantize_per_tensor with a scale or zero point computed in the graph is not supported"
+            )
         return self.quantize(x, scale, zero_point, _qdtype(dtype))
 
     def _aten_dequantize(self, node):
@@ -128,6 +145,7 @@ class QuantizedOps:
         """A quantized weight as an integer constant dequantized in the graph."""
         ints = self.constant_node(q.int_repr())
         lo, hi, int_dtype = _RANGES[q.dtype]
+        args: tuple
         if q.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
             args = (ints, float(q.q_scale()), int(q.q_zero_point()), lo, hi, int_dtype)
             return self.emit(qd.dequantize_per_tensor.default, args)
@@ -273,8 +291,13 @@ _FIXED_QPARAMS = {
 
 # Arguments of the float ops that their quantized:: twins do not take.
 _FLOAT_DEFAULTS = {
-    "instance_norm": {"running_mean": None, "running_var": None, "use_input_stats": True, "momentum": 0.1,
-                      "cudnn_enabled": False},
+    "instance_norm": {
+        "running_mean": None,
+        "running_var": None,
+        "use_input_stats": True,
+        "momentum": 0.1,
+        "cudnn_enabled": False,
+    },
 }
 
 

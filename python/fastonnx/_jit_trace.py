@@ -132,9 +132,7 @@ def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
     # Modules whose state holds other than tensors (eager-mode quantized modules hold packed
     # weights, TorchScript objects) cannot take their state as trace inputs: they are traced as a
     # module and frozen, like a scripted one.
-    whole = any(
-        not isinstance(v, torch.Tensor) or v.is_quantized for v in model.state_dict(keep_vars=True).values()
-    )
+    whole = any(not isinstance(v, torch.Tensor) or v.is_quantized for v in model.state_dict(keep_vars=True).values())
     try:
         with _recorded_tracer_warnings(found):
             if not whole:
@@ -185,9 +183,10 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) ->
     names = [v.debugName() for v in graph_inputs[len(inputs) :]]
     _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
     _passes(graph)
-    weights = []
+    weights: list[tuple[str, object]] = []
     for name, param in zip(names, params):
-        if not isinstance(param, torch.Tensor):
-            param = functools.reduce(getattr, name.split("."), module)  # the object itself, not its state
-        weights.append((name, param.detach() if isinstance(param, torch.Tensor) else param))
+        if isinstance(param, torch.Tensor):
+            weights.append((name, param.detach()))
+        else:  # the object itself, not its state
+            weights.append((name, functools.reduce(getattr, name.split("."), module)))
     return graph, weights

@@ -42,6 +42,7 @@ def padded_rnn(
     states (the hidden state again for cells without one)."""
     packed = torch.nn.utils.rnn.pack_padded_sequence(input, lengths.cpu(), enforce_sorted=False)
     order = packed.sorted_indices
+    assert order is not None and packed.unsorted_indices is not None  # enforce_sorted=False sorts
     states = [h.index_select(1, order) for h in hx]
     layer = getattr(torch._VF, mode)
     args = (packed.data, packed.batch_sizes)
@@ -93,13 +94,20 @@ def _convert(g, mode, input, lengths, hx, params, has_biases, num_layers, bidire
         attrs["activations_ss"] = ["Relu" if mode == "rnn_relu" else "Tanh"] * directions
     x, finals_h, finals_c = input, [], []
     for layer in range(num_layers):
-        ws = [params[(layer * directions + d) * per_layer : (layer * directions + d + 1) * per_layer] for d in range(directions)]
+        ws = [
+            params[(layer * directions + d) * per_layer : (layer * directions + d + 1) * per_layer]
+            for d in range(directions)
+        ]
         w = _stacked(g, [_gate_rows(g, p[0], cell, hidden) for p in ws])
         r = _stacked(g, [_gate_rows(g, p[1], cell, hidden) for p in ws])
         b = None
         if has_biases:
             b = _stacked(
-                g, [g.op("Concat", _gate_rows(g, p[2], cell, hidden), _gate_rows(g, p[3], cell, hidden), axis_i=0) for p in ws]
+                g,
+                [
+                    g.op("Concat", _gate_rows(g, p[2], cell, hidden), _gate_rows(g, p[3], cell, hidden), axis_i=0)
+                    for p in ws
+                ],
             )
         rows = g.constant(list(range(layer * directions, (layer + 1) * directions)))
         h0 = g.op("Gather", hx[0], rows, axis_i=0)

@@ -79,11 +79,13 @@ class ExportResult:
         new_args, new_kwargs, sizes = grown
         shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
         try:
-            diffs = compare(self.to_bytes(), self.input_names, self.output_names, model, new_args, new_kwargs, rtol, atol)
+            diffs = compare(
+                self.to_bytes(), self.input_names, self.output_names, model, new_args, new_kwargs, rtol, atol
+            )
         except EagerFailed as e:
             print(f"at {shown}: not checked, eager PyTorch fails there too: {e}")
             return []
-        except Exception as e:  # onnxruntime refuses the sizes or fails running: the file is wrong there
+        except Exception as e:  # noqa: BLE001 - onnxruntime refusing the sizes is the answer: the file is wrong there
             print(f"at {shown}: onnxruntime fails: {type(e).__name__}: {e}")
             return [OutputDiff(f"(all, at {shown})", float("inf"), float("inf"), False)]
         print(f"at {shown}:\n{format_diffs(diffs)}")

@@ -29,7 +29,9 @@ def _nms(g, dets, scores, iou_threshold):
 
 def _roi_align(g, input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
     if aligned and g.opset < 16:
-        raise ValueError("roi_align(aligned=True) needs ONNX RoiAlign's coordinate_transformation_mode (opset 16 or later)")
+        raise ValueError(
+            "roi_align(aligned=True) needs ONNX RoiAlign's coordinate_transformation_mode (opset 16 or later)"
+        )
     batch = g.op("Slice", rois, g.constant([0]), g.constant([1]), g.constant([1]))
     batch = g.op("Cast", g.op("Squeeze", batch, g.constant([1])), to_i=_INT64)
     boxes = g.op("Slice", rois, g.constant([1]), g.constant([5]), g.constant([1]))

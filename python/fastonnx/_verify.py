@@ -90,7 +90,9 @@ def grown_inputs(model_proto, input_names: list[str], args: tuple, kwargs: dict 
             if name and leaf.shape[axis] > 0:
                 sizes.setdefault(name, leaf.shape[axis] + 1)
                 extra = sizes[name] - t.shape[axis]
-                t = torch.cat([t, t.narrow(axis, 0, 1).expand(*[extra if a == axis else -1 for a in range(t.dim())])], axis)
+                t = torch.cat(
+                    [t, t.narrow(axis, 0, 1).expand(*[extra if a == axis else -1 for a in range(t.dim())])], axis
+                )
         grown.append(t)
     if not sizes:
         return None

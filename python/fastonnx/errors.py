@@ -16,9 +16,10 @@ class ArgumentError(ExportError, TypeError, ValueError):
 
 
 class TraceError(ExportError):
-    """The model could not be traced (by ``torch.export``, or by ``torch.jit`` with ``tracer="jit"``). The message names the innermost cause PyTorch
-    gives (a data-dependent guard under a ``SystemError``, say) with the model's source line, and
-    keeps PyTorch's message; the exception itself is the ``__cause__``."""
+    """The model could not be traced (by ``torch.export``, or by ``torch.jit`` with ``tracer="jit"``).
+    The message names the innermost cause PyTorch gives (a data-dependent guard under a
+    ``SystemError``, say) with the model's source line, and keeps PyTorch's message; the exception
+    itself is the ``__cause__``."""
 
 
 class ConversionError(ExportError):
