@@ -176,7 +176,7 @@ def test_tracing_fails():
             return x if x.sum() > 0 else -x
 
     message = _fails(TraceError, "torch.export.export failed to trace DataDependent: GuardOnDataDependentSymNode",
-                     DataDependent(), (torch.randn(3),))
+                     DataDependent(), (torch.randn(3),), tracer="export")
     assert "Could not guard on data-dependent expression" in message  # PyTorch's own words
 
 
@@ -189,7 +189,7 @@ class NonzeroCount(torch.nn.Module):
 
 def test_trace_error_names_the_guard_and_its_source_line():
     message = _fails(TraceError, "failed to trace NonzeroCount: GuardOnDataDependentSymNode: Could not guard on "
-                     "data-dependent expression", NonzeroCount(), (torch.randn(4, 3),))
+                     "data-dependent expression", NonzeroCount(), (torch.randn(4, 3),), tracer="export")
     first = message.splitlines()[:3]
     assert first[1] == f"  at {__file__}:{NonzeroCount.forward.__code__.co_firstlineno + 1}, in forward", message
     assert first[2].strip() == "if x.nonzero().shape[0] > 2:  # a data-dependent guard"
@@ -208,7 +208,7 @@ def test_trace_error_finds_the_cause_torch_wraps(monkeypatch):
 
     monkeypatch.setattr(torch.export, "export", wrapped)
     with pytest.raises(TraceError) as info:
-        fastonnx.export(NonzeroCount(), (torch.randn(4, 3),))
+        fastonnx.export(NonzeroCount(), (torch.randn(4, 3),), tracer="export")
     message = str(info.value)
     assert message.startswith("torch.export.export failed to trace NonzeroCount: GuardOnDataDependentSymNode: ")
     assert "if x.nonzero().shape[0] > 2:" in message.splitlines()[2]
@@ -222,7 +222,7 @@ def test_trace_error_of_a_data_dependent_size():
         def forward(self, x):
             return torch.zeros(int(x.sum()))
 
-    message = _fails(TraceError, "GuardOnDataDependentSymNode", ZerosOfSum(), (torch.randn(4, 3),))
+    message = _fails(TraceError, "GuardOnDataDependentSymNode", ZerosOfSum(), (torch.randn(4, 3),), tracer="export")
     assert message.splitlines()[2].strip() == "return torch.zeros(int(x.sum()))"
 
 

@@ -288,7 +288,9 @@ class _Exporter:
         try:
             return trace(model, args, kwargs, request.shapes, options.training, fixed)
         except TraceError as refused:
-            if self.tracer == "export" or isinstance(model, ExportedProgram):
+            # A dynamic_shapes request torch.export finds the model violates stays refused: the
+            # TorchScript front end would not make the axis any more dynamic.
+            if self.tracer == "export" or isinstance(model, ExportedProgram) or _violates_constraints(refused):
                 raise
             try:
                 with traced_in_mode(model, options.training):
@@ -341,6 +343,17 @@ class _Exporter:
             front_end=result.tracer if result is not None else self.front_end,
         )
         write_atomically({self.options.report_path: lambda tmp: Path(tmp).write_text(text)})
+
+
+def _violates_constraints(error: BaseException) -> bool:
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ConstraintViolationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _needs_decomposition(node: torch.fx.Node) -> bool:
