@@ -4,6 +4,7 @@ from ._custom import register_converter, unregister_converter
 from ._export import export
 from ._op_table import supported_ops
 from ._program import ExportResult
+from ._symbolic import parse_args, register_custom_op_symbolic, unregister_custom_op_symbolic
 from ._version import __version__
 from .errors import (
     ArgumentError,
@@ -22,6 +23,9 @@ __all__ = [
     "export",
     "register_converter",
     "unregister_converter",
+    "register_custom_op_symbolic",
+    "unregister_custom_op_symbolic",
+    "parse_args",
     "supported_ops",
     "ExportResult",
     "ExportError",

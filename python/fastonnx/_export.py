@@ -16,6 +16,7 @@ from torch.export import ExportedProgram
 from torch.onnx import TrainingMode
 
 from . import _C, _report
+from ._autograd import functions_as_ops
 from ._control_flow import collect_bodies
 from ._decompose import Decomposer, copy_graph
 from ._dynamic import Request, StaticAxis, warn_static, why_static
@@ -187,7 +188,8 @@ class _Exporter:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
-        ep = trace(model, args, kwargs, request.shapes, options.training, fixed)
+        with functions_as_ops():
+            ep = trace(model, args, kwargs, request.shapes, options.training, fixed)
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)
 

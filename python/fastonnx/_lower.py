@@ -330,7 +330,7 @@ class Lowering:
 
         args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), value)
         try:
-            out = fn(GraphContext(self.session, self.opset, self.keep_alive), *args, **kwargs)
+            out = fn(GraphContext(self.session, self.opset, self.keep_alive, node.name), *args, **kwargs)
         except (_C.ConvertError, TypeError, ValueError) as e:
             raise ConversionError(
                 f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {e}"
@@ -351,7 +351,7 @@ class Lowering:
                         f"`{node.name}`) returned a wrong result {i}: {e}"
                     ) from None
         refs = [r.ref for r in results]
-        return refs if isinstance(out, (list, tuple)) else refs[0]
+        return refs if isinstance(node.meta.get("val"), (list, tuple)) else refs[0]
 
     def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):
         plan = plan_for(target)

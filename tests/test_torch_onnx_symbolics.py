@@ -1,0 +1,269 @@
+"""Converters written for torch.onnx run unchanged: the examples of PyTorch's and onnxruntime's
+ONNX docs as written, with only `torch.onnx.export` -> `fastonnx.export` and
+`torch.onnx.register_custom_op_symbolic` -> `fastonnx.register_custom_op_symbolic`."""
+
+from __future__ import annotations
+
+import onnx
+import onnxscript
+import pytest
+import torch
+from torch.onnx import symbolic_helper
+
+import fastonnx
+from support import export_and_compare, run_ort
+
+
+@torch.library.custom_op("custom_ops::foo_forward", mutates_args=())
+def foo_forward(input1: torch.Tensor, input2: torch.Tensor, attr1: float, attr2: int) -> torch.Tensor:
+    return input1 * attr1 + input2 * attr2
+
+
+@foo_forward.register_fake
+def _(input1, input2, attr1, attr2):
+    return torch.empty_like(input1)
+
+
+@pytest.fixture
+def registry():
+    """The names a test registers, unregistered afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        fastonnx.unregister_custom_op_symbolic(name)
+
+
+def nodes(proto: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in proto.graph.node]
+
+
+# --- torch.onnx docs (TorchScript-based exporter) ---------------------------------------------
+
+
+class MyRelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(input)
+        return input.clamp(min=0)
+
+    @staticmethod
+    def symbolic(g, input):
+        return g.op("Clip", input, g.op("Constant", value_t=torch.tensor(0, dtype=torch.float)))
+
+
+class MyModule(torch.nn.Module):
+    def forward(self, x):
+        return MyRelu.apply(x) * 2
+
+
+def test_autograd_function_static_symbolic():
+    proto = export_and_compare(MyModule(), (torch.randn(3, 4),))
+    assert "Clip" in nodes(proto)
+
+
+class NoSymbolic(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(min=0) + 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_autograd_function_without_symbolic_is_traced_through():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return NoSymbolic.apply(x)
+
+    proto = export_and_compare(M(), (torch.randn(3, 4),))
+    assert not any(n.domain for n in proto.graph.node)
+
+
+class TwoOutputs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        return x * scale, x - scale
+
+    @staticmethod
+    def symbolic(g, x, scale):
+        return g.op("Mul", x, g.op("Constant", value_t=torch.tensor(scale))), g.op(
+            "Sub", x, g.op("Constant", value_t=torch.tensor(scale))
+        )
+
+
+def test_autograd_function_with_several_outputs_and_a_number():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            a, b = TwoOutputs.apply(x, 1.5)
+            return a + b
+
+    export_and_compare(M(), (torch.randn(2, 3),))
+
+
+def test_custom_domain_op_name_and_custom_opsets(registry):
+    """The docs' custom operator example: `custom_domain::Foo` with its version from
+    custom_opsets."""
+
+    def symbolic_foo_forward(g, input1, input2, attr1, attr2):
+        return g.op("custom_domain::Foo", input1, input2, attr1_f=attr1, attr2_i=attr2)
+
+    fastonnx.register_custom_op_symbolic("custom_ops::foo_forward", symbolic_foo_forward, 9)
+    registry.append("custom_ops::foo_forward")
+
+    class FooModel(torch.nn.Module):
+        def __init__(self, attr1, attr2):
+            super().__init__()
+            self.attr1 = attr1
+            self.attr2 = attr2
+
+        def forward(self, input1, input2):
+            return torch.ops.custom_ops.foo_forward(input1, input2, self.attr1, self.attr2)
+
+    example_input1 = torch.randn(2, 3)
+    proto = fastonnx.export(FooModel(0.5, 2), (example_input1, example_input1), custom_opsets={"custom_domain": 2})
+    node = proto.model_proto.graph.node[0]
+    assert (node.domain, node.op_type) == ("custom_domain", "Foo")
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute} == {"attr1": 0.5, "attr2": 2}
+    assert ("custom_domain", 2) in {(o.domain, o.version) for o in proto.model_proto.opset_import}
+
+
+def test_parse_args_of_torch_onnx(registry):
+    """A symbolic decorated with torch.onnx's parse_args, for an ATen op, every argument of the
+    schema given positionally (elu's alpha, scale and input_scale)."""
+
+    @symbolic_helper.parse_args("v", "f", "none", "none")
+    def elu(g, input, alpha, scale, input_scale):
+        return g.op("Elu", input, alpha_f=alpha)
+
+    fastonnx.register_custom_op_symbolic("::elu", elu, 9)
+    registry.append("::elu")
+    proto = export_and_compare(torch.nn.ELU(alpha=0.7), (torch.randn(5),))
+    assert nodes(proto) == ["Elu"]
+
+
+def test_fastonnx_parse_args_checks_kinds(registry):
+    @fastonnx.parse_args("v", "i")
+    def elu(g, input, alpha):
+        return g.op("Elu", input, alpha_f=alpha)
+
+    fastonnx.register_custom_op_symbolic("aten::elu", elu, 9)
+    registry.append("aten::elu")
+    with pytest.raises(fastonnx.ConversionError, match="alpha=0.7 is not of kind 'i'"):
+        fastonnx.export(torch.nn.ELU(alpha=0.7), (torch.randn(5),))
+
+
+def test_register_custom_op_symbolic_opset_and_name_checks(registry):
+    with pytest.raises(ValueError, match="namespace::op"):
+        fastonnx.register_custom_op_symbolic("elu", lambda g, x: x, 9)
+    fastonnx.register_custom_op_symbolic("::relu", lambda g, x, *_: g.op("Relu", x), 20)
+    registry.append("::relu")
+    proto = fastonnx.export(torch.nn.ReLU(), (torch.randn(3),), opset_version=18).model_proto
+    assert nodes(proto) == ["Relu"]  # fastonnx's own converter below the symbolic's opset
+
+
+# --- onnxruntime docs: "Export PyTorch model with custom ONNX operators" ---------------------
+
+
+def test_onnxruntime_contrib_op(registry):
+    def my_inverse(g, self):
+        return g.op("com.microsoft::Inverse", self)
+
+    fastonnx.register_custom_op_symbolic("::inverse", my_inverse, 1)
+    registry.append("::inverse")
+
+    class CustomInverse(torch.nn.Module):
+        def forward(self, x):
+            return torch.inverse(x) + x
+
+    x = torch.randn(3, 3) + 3 * torch.eye(3)
+    proto = fastonnx.export(CustomInverse(), (x,)).model_proto
+    assert ("com.microsoft", "Inverse") in {(n.domain, n.op_type) for n in proto.graph.node}
+    (out,) = run_ort(proto, [x])
+    torch.testing.assert_close(torch.from_numpy(out), CustomInverse()(x), rtol=1e-4, atol=1e-4)
+
+
+# --- onnxscript functions (torch.onnx's onnxscript_op) -----------------------------------------
+
+from onnxscript.onnx_opset import opset15 as op  # noqa: E402
+
+custom_opset = onnxscript.values.Opset(domain="onnx-script", version=1)
+
+
+@onnxscript.script(custom_opset)
+def Selu(X):  # noqa: N802 (the docs' name)
+    alpha = 1.67326  # auto wrapped as Constants
+    gamma = 1.0507
+    alphaX = op.CastLike(alpha, X)  # noqa: N806
+    gammaX = op.CastLike(gamma, X)  # noqa: N806
+    neg = gammaX * (alphaX * op.Exp(X) - alphaX)
+    pos = gammaX * X
+    zero = op.CastLike(0, X)
+    return op.Where(X <= zero, neg, pos)
+
+
+def test_onnxscript_op_is_a_local_function_written_once(registry):
+    def custom_selu(g, X):  # noqa: N803
+        return g.onnxscript_op(Selu, X).setType(X.type())
+
+    fastonnx.register_custom_op_symbolic(symbolic_name="aten::selu", symbolic_fn=custom_selu, opset_version=15)
+    registry.append("aten::selu")
+
+    class TwoSelus(torch.nn.Module):
+        def forward(self, x):
+            return torch.selu(torch.selu(x) - 1)
+
+    proto = export_and_compare(TwoSelus(), (torch.randn(1, 2, 3, 4),), opset_version=15, custom_opsets={"onnx-script": 2})
+    assert [(f.domain, f.name) for f in proto.functions] == [("onnx-script", "Selu")]
+    assert [n.op_type for n in proto.graph.node].count("Selu") == 2
+    assert ("onnx-script", 2) in {(o.domain, o.version) for o in proto.opset_import}
+
+
+# --- the rest of torch.onnx's GraphContext --------------------------------------------------
+
+
+def test_graph_attribute_loop_body_from_a_nested_context(registry):
+    """A Loop whose body (a `_g` attribute) is built with g.subgraph: x doubled n times."""
+
+    def repeat_double(g, x, n):
+        def body(b, i, cond, acc):
+            return cond, b.op("Add", acc, acc)
+
+        loop_body = g.subgraph(body, (torch.int64, []), (torch.bool, []), (x.dtype, list(x.shape)))
+        return g.op("Loop", g.constant(n), g.constant(True), x, body_g=loop_body)
+
+    fastonnx.register_custom_op_symbolic("custom_ops::foo_forward", lambda g, a, b, s, n: repeat_double(g, a, n), 1)
+    registry.append("custom_ops::foo_forward")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.custom_ops.foo_forward(x, x, 0.0, 3)
+
+    x = torch.randn(2, 3)
+    proto = fastonnx.export(M(), (x,)).model_proto
+    assert "Loop" in nodes(proto)
+    (out,) = run_ort(proto, [x])
+    torch.testing.assert_close(torch.from_numpy(out), x * 8)
+
+
+def test_constant_of_shape_with_a_tensor_value(registry):
+    def zeros_like(g, input1, input2, attr1, attr2):
+        return g.op("ConstantOfShape", g.op("Shape", input1), value_t=torch.tensor([attr1]))
+
+    fastonnx.register_custom_op_symbolic("custom_ops::foo_forward", zeros_like, 1)
+    registry.append("custom_ops::foo_forward")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.custom_ops.foo_forward(x, x, 2.5, 0)
+
+    x = torch.randn(2, 3)
+    (out,) = run_ort(fastonnx.export(M(), (x,)).model_proto, [x])
+    torch.testing.assert_close(torch.from_numpy(out), torch.full((2, 3), 2.5))
+
+
+def test_aten_fallback_is_refused(registry):
+    fastonnx.register_custom_op_symbolic("::relu", lambda g, x: g.at("relu", x), 1)
+    registry.append("::relu")
+    with pytest.raises(fastonnx.ConversionError, match="ATen fallback"):
+        fastonnx.export(torch.nn.ReLU(), (torch.randn(3),))
