@@ -5,6 +5,7 @@ from ._export import export
 from ._op_table import supported_ops
 from ._program import ExportResult
 from ._symbolic import parse_args, register_custom_op_symbolic, unregister_custom_op_symbolic
+from ._transformers_ops import register as _register_transformers_ops
 from ._version import __version__
 from .errors import (
     ArgumentError,
@@ -18,6 +19,8 @@ from .errors import (
     VerificationError,
     WriteError,
 )
+
+_register_transformers_ops()
 
 __all__ = [
     "export",

@@ -137,9 +137,7 @@ def export(
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
     if options.verbose:
-        import onnx
-
-        print(onnx.printer.to_text(result.model_proto.graph))
+        print(_report.graph_text(result.model_proto))
     if options.verify:
         _verify(model, result, args, kwargs)
     if options.f is not None:
@@ -218,11 +216,12 @@ class _Exporter:
             options.export_params,
             self._why_static(ep, request, fixed) if fixed is not None else None,
         )
-        input_names, inputs = options.input_names, len(lowering.input_names)
-        if input_names is not None and len(input_names) > inputs:
+        input_names, inputs, weights = options.input_names, len(lowering.input_names), lowering.weight_count
+        if input_names is not None and lowering.unused_input_names:
             raise ArgumentError(
-                f"input_names has {len(input_names)} names but the model has {inputs} tensor inputs; "
-                f"give at most {inputs}"
+                f"input_names has {len(input_names)} names but the model has {inputs} tensor inputs and "
+                f"{weights} parameters and buffers (which the names after the inputs name); give at most "
+                f"{inputs + weights}"
             )
         with self.progress.stage("converting", total=len(main.live), unit="node") as advance:
             lowering.convert_nodes(advance)

@@ -17,7 +17,23 @@ from ._values import static_number
 from .errors import UnsupportedOp, UnsupportedOpsError
 
 
+def _converter_stub(op: torch._ops.OpOverload) -> str:
+    """A ready-to-paste Python converter for an op outside ATen (a torch.library op)."""
+    schema = op._schema
+    params = ", ".join(["g", *(a.name for a in schema.arguments)])
+    tensors = ", ".join(a.name for a in schema.arguments if isinstance(a.type, torch.TensorType))
+    name = schema.name.replace("::", "_")
+    return (
+        f"a Python converter (README, 'Custom converters'):\n"
+        f"          def convert_{name}({params}):  # {schema}\n"
+        f'              return g.op("...", {tensors})\n'
+        f'          fastonnx.register_converter("{schema.name}", convert_{name})'
+    )
+
+
 def _yaml_hint(op) -> str:
+    if isinstance(op, torch._ops.OpOverload) and op.namespace != "aten":
+        return _converter_stub(op)
     if isinstance(op, torch._ops.OpOverload):
         return f"{overload_key(op)}: {{onnx: ...}}   # schema: {op._schema}"
     return f"register a converter for {op}"
