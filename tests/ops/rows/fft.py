@@ -4,7 +4,7 @@ with dims as the decompositions pass them (non-negative, the one-sided one last)
 and outputs are (real, imaginary) pairs in the ONNX graph."""
 
 import torch
-from row import aten, hand_written, tensor
+from row import aten, from_opinfo, hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
 REAL = (torch.float32, torch.float64)
@@ -68,6 +68,7 @@ ROWS = (
     hand_written("view_as_complex", fn=torch.view_as_complex, samples=_one((3, 2)), dtypes=REAL),
     hand_written("real", fn=torch.real, samples=_one((3, 4)), dtypes=COMPLEX),
     hand_written("imag", fn=torch.imag, samples=_one((3, 4)), dtypes=COMPLEX),
+    from_opinfo("polar", "polar", dtypes=REAL),
     # torch's conjugate is a lazy view, read here through its parts (the ONNX graph negates the
     # imaginary parts eagerly).
     hand_written(
