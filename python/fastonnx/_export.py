@@ -26,10 +26,17 @@ from ._functions import ModuleScopes
 from ._graph import PreparedGraph
 from ._lower import Lowering
 from ._op_table import decomposition_for, live_nodes
-from ._options import ExportOptions, check_model_inputs, check_weights_have_data, checked_call
+from ._options import (
+    ExportOptions,
+    check_model_inputs,
+    check_module_weights_on_inputs_device,
+    check_weights_have_data,
+    checked_call,
+)
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace
+from ._transformers_ops import cache_hint
 from ._unsupported import check_supported
 from ._version import __version__
 from .errors import ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError, VerificationError
@@ -186,7 +193,8 @@ class _Exporter:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
-        with functions_as_ops():
+        check_module_weights_on_inputs_device(model, args, kwargs)
+        with functions_as_ops(), cache_hint():
             ep = trace(model, args, kwargs, request.shapes, options.training, fixed)
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)

@@ -1,5 +1,6 @@
 """Converters for the ``torch.library`` ops transformers' models call, registered as Python
-converters by name (transformers need not be imported, or even installed).
+converters by name (transformers need not be imported, or even installed), and the hint for
+a model that returns its cache.
 
 ``transformers::grouped_mm_fallback(input [S, K], weight [E, K, N], offs [E])`` is the grouped
 matrix product of mixture-of-experts layers: the rows of ``input`` are sorted by expert, rows
@@ -12,7 +13,11 @@ weights into an [S, K, N] tensor for one batched MatMul (benchmarks/grouped_mm.p
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from ._custom import GraphContext, Value, register_converter
+from .errors import TraceError
 
 _INT64_MAX = 2**63 - 1
 
@@ -53,6 +58,22 @@ def grouped_mm(g: GraphContext, input: Value, weight: Value, offs: Value) -> Val
     rest_shape = g.op("Concat", _size0(g, rest), g.constant([out_features]), axis_i=0)
     zeros = g.op("Expand", g.constant(0.0, dtype=input.dtype), rest_shape)
     return g.op("Concat", *parts, zeros, axis_i=0)
+
+
+@contextlib.contextmanager
+def cache_hint() -> Iterator[None]:
+    """A trace that fails because a transformers model returns its KV cache (use_cache=True, the
+    default; torch.export has no pytree for the cache) fails with one line saying what to do."""
+    try:
+        yield
+    except TraceError as e:
+        if "transformers.cache_utils" not in str(e):
+            raise
+        raise TraceError(
+            "the model returns its KV cache (transformers' use_cache=True, the default): pass "
+            "kwargs={'use_cache': False}, or export for generation with "
+            "fastonnx.integrations.transformers.FastOnnxExporter().export_for_generation"
+        ) from e
 
 
 def register() -> None:
