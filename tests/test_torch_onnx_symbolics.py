@@ -267,3 +267,34 @@ def test_aten_fallback_is_refused(registry):
     registry.append("::relu")
     with pytest.raises(fastonnx.ConversionError, match="ATen fallback"):
         fastonnx.export(torch.nn.ReLU(), (torch.randn(3),))
+
+
+# --- torch.onnx docs (dynamo-based exporter): torch.onnx.ops.symbolic ---------------------------
+
+
+class CustomOp(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normal torch operators can interleave with the symbolic ops during ONNX export
+        x = x + 1
+
+        # Create a symbolic ONNX operator with the name "CustomOp" in the "custom_domain" domain.
+        # The output tensor will have the specified dtype and shape
+        val = torch.onnx.ops.symbolic(
+            "custom_domain::CustomOp",
+            (x,),
+            dict(attr_key="attr_value"),
+            dtype=x.dtype,
+            shape=x.shape,
+            version=1,
+        )
+
+        # The result of the symbolic op can be used in normal torch operations during ONNX export
+        return torch.nn.functional.relu(val)
+
+
+def test_torch_onnx_ops_symbolic():
+    proto = fastonnx.export(CustomOp(), (torch.randn(2, 3),)).model_proto
+    node = next(n for n in proto.graph.node if n.op_type == "CustomOp")
+    assert node.domain == "custom_domain"
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute} == {"attr_key": b"attr_value"}
+    assert nodes(proto) == ["Add", "CustomOp", "Relu"]

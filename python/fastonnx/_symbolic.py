@@ -1,6 +1,7 @@
 """torch.onnx's spellings of custom converters, so that symbolic functions written for
 ``torch.onnx.export`` run unchanged: ``register_custom_op_symbolic`` (its name forms and
-positional arguments) and ``parse_args``.
+positional arguments) and ``parse_args``; and ``torch.onnx.ops.symbolic`` (an ONNX node written
+in the model's code), converted to the node it names.
 
 A fastonnx converter is handed Python numbers, lists and strings where the op takes them (torch
 recorded them), not graph values to unpack, so ``torch.onnx.symbolic_helper.parse_args`` passes
@@ -15,7 +16,7 @@ import inspect
 import re
 from collections.abc import Callable
 
-from ._custom import Value, register_positional
+from ._custom import GraphContext, Value, register_converter, register_positional
 
 # torch.onnx's own check of a symbolic name: `namespace::op`, the namespace possibly empty.
 _NAME = re.compile(r"^[a-zA-Z0-9_-]*::[a-zA-Z_-][a-zA-Z0-9_-]*$")
@@ -78,3 +79,25 @@ def parse_args(*descriptors: str) -> Callable[[Callable], Callable]:
         return wrapper
 
     return decorator
+
+
+def _onnx_symbolic(g: GraphContext, inputs, op_type: str, onnx_dtype, **kwargs):
+    """``torch.onnx.ops.symbolic(_multi_out)``: the ONNX node it names, attributes decoded from
+    torch's encoding. The domain's version comes from ``custom_opsets``, as for any custom node."""
+    from torch.onnx.ops._symbolic_impl import EncodedAttrs
+
+    keys, types = kwargs["attr_keys"], kwargs["attr_types"]
+    encoded = EncodedAttrs(
+        keys, types, kwargs["attr_pos"], kwargs["attr_ints"], kwargs["attr_floats"], kwargs["attr_strs"]
+    )
+    if "ss" in types:
+        raise ValueError(f"{op_type}: fastonnx writes no attributes that are lists of strings")
+    attributes = {f"{key}_{kind}": value for (key, value), kind in zip(encoded.to_dict().items(), types)}
+    outputs = len(onnx_dtype) if isinstance(onnx_dtype, (list, tuple)) else 1
+    out = g.op(op_type, *inputs, domain=kwargs.get("domain", ""), outputs=outputs, **attributes)
+    return list(out) if isinstance(onnx_dtype, (list, tuple)) else out
+
+
+def register_torch_onnx_ops() -> None:
+    register_converter("onnx_symbolic::_symbolic", _onnx_symbolic)
+    register_converter("onnx_symbolic::_symbolic_multi_out", _onnx_symbolic)
