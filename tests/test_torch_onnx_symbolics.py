@@ -298,3 +298,12 @@ def test_torch_onnx_ops_symbolic():
     assert node.domain == "custom_domain"
     assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute} == {"attr_key": b"attr_value"}
     assert nodes(proto) == ["Add", "CustomOp", "Relu"]
+
+
+def test_onnxscript_function_of_another_opset_is_refused_clearly(registry):
+    """ONNX requires a local function's ops to mean the same at the model's opset: Selu's
+    LessOrEqual (opset 15) is redefined by opset 16."""
+    fastonnx.register_custom_op_symbolic("aten::selu", lambda g, X: g.onnxscript_op(Selu, X), 15)  # noqa: N803
+    registry.append("aten::selu")
+    with pytest.raises(fastonnx.ConversionError, match="uses LessOrEqual of opset 15, which opset 18"):
+        fastonnx.export(torch.nn.SELU(), (torch.randn(2, 3),), opset_version=18)

@@ -189,6 +189,25 @@ def _split_domain(op_type: str, domain: str) -> tuple[str, str]:
     return op, "" if named == "onnx" else named
 
 
+def _check_function_opset(proto, opset: int) -> None:
+    """A local function's ONNX ops must mean at its opset what they mean at the model's (ONNX
+    requires it): each op's definition the same at both."""
+    import onnx
+
+    version = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), opset)
+    for node in proto.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        ours = onnx.defs.get_schema(node.op_type, opset).since_version
+        theirs = onnx.defs.get_schema(node.op_type, version).since_version
+        if ours != theirs:
+            raise ValueError(
+                f"onnxscript function {proto.name} uses {node.op_type} of opset {version}, which opset {opset} "
+                f"(the model's) redefines (from {ours}): write the function with onnxscript's opset{opset} or "
+                f"export with opset_version={version}"
+            )
+
+
 class GraphContext:
     """What a Python converter builds with: ``g.op``, ``g.constant``, ``g.subgraph``,
     ``g.onnxscript_op``, ``g.opset``. ``name`` names the nodes that own subgraphs (the FX node's)."""
@@ -267,6 +286,7 @@ class GraphContext:
         function's domain, which the model defines once as a local function (its version comes
         from ``custom_opsets``)."""
         proto = fn.to_function_proto()
+        _check_function_opset(proto, self.opset)
         self._session.add_function_proto(proto.domain, proto.name, proto.SerializeToString())
         return self.op(proto.name, *inputs, domain=proto.domain, outputs=outputs, **attributes)
 
