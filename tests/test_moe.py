@@ -47,6 +47,26 @@ CONFIGS = {
         qk_nope_head_dim=8,
         v_head_dim=8,
     ),
+    "phimoe": lambda: T.PhimoeConfig(**_COMMON, **_ROUTED, num_local_experts=4),
+    "minimax": lambda: T.MiniMaxConfig(
+        **_COMMON, **_ROUTED, num_local_experts=4, head_dim=8, layer_types=["full_attention"] * 2
+    ),
+    "ernie4_5_moe": lambda: T.Ernie4_5_MoeConfig(
+        **_COMMON, moe_num_experts=4, moe_k=2, moe_intermediate_size=16, moe_layer_start_index=0
+    ),
+    "hunyuan_v1_moe": lambda: T.HunYuanMoEV1Config(**_COMMON, num_experts=4, moe_topk=2, head_dim=8),
+    "qwen3_next": lambda: T.Qwen3NextConfig(
+        **_COMMON,
+        **_ROUTED,
+        num_experts=4,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=16,
+        head_dim=8,
+        layer_types=["full_attention"] * 2,
+    ),
+    "granitemoeshared": lambda: T.GraniteMoeSharedConfig(
+        **_COMMON, **_ROUTED, num_local_experts=4, shared_intermediate_size=16
+    ),
     "gpt_oss": lambda: T.GptOssConfig(
         **_COMMON, **_ROUTED, num_local_experts=4, head_dim=8, sliding_window=8, layer_types=["full_attention"] * 2
     ),

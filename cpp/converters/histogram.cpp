@@ -36,12 +36,13 @@ Value histc(Builder& b, Value self, int64_t bins, Scalar min, Scalar max) {
   const Value x = b.cast(b.op<"Reshape">({self, b.ints({-1})}), out == ScalarType::Double ? out : ScalarType::Float);
   const auto [lo, hi] = histc_bounds(b, x, min, max);
   // torch's bin of a value: (x - lo) * bins / (hi - lo), truncated; the value hi goes in the last bin.
-  const Value scaled = b.op<"Div">({b.op<"Mul">({b.op<"Sub">({x, lo}), b.scalar_like(bins, x)}), b.op<"Sub">({hi, lo})});
+  const Value scaled =
+      b.op<"Div">({b.op<"Mul">({b.op<"Sub">({x, lo}), b.scalar_like(bins, x)}), b.op<"Sub">({hi, lo})});
   const Value last = b.scalar(bins - 1, ScalarType::Long);
   const Value bin = b.op<"Min">({b.cast(b.op<"Floor">({scaled}), ScalarType::Long), last});
   const Value inside = b.op<"And">({b.op<"GreaterOrEqual">({x, lo}), b.op<"LessOrEqual">({x, hi})});
-  const Value mask = b.op<"And">({bin_mask(b, bin, b.scalar(bins, ScalarType::Long)),
-                                  b.op<"Unsqueeze">({inside, b.ints({1})})});
+  const Value mask =
+      b.op<"And">({bin_mask(b, bin, b.scalar(bins, ScalarType::Long)), b.op<"Unsqueeze">({inside, b.ints({1})})});
   const Value counts = reduce(b, "ReduceSum", b.cast(mask, b.dtype(x)), std::vector<int64_t>{0}, false);
   return b.cast(counts, out);
 }
@@ -53,12 +54,13 @@ Value bincount(Builder& b, Value self, std::optional<Value> weights, SymInt minl
   // max(x) + 1 bins, at least minlength: the max over x and minlength - 1 (also for an empty x).
   const Value floor = b.op<"Sub">({b.long_scalar(minlength), b.scalar(int64_t{1}, ScalarType::Long)});
   const Value candidates = b.op<"Concat">({x, b.op<"Unsqueeze">({floor, b.ints({0})})}, {Attr::i("axis", 0)});
-  const Value bins = b.op<"Add">({reduce(b, "ReduceMax", candidates, std::nullopt, false),
-                                  b.scalar(int64_t{1}, ScalarType::Long)});
+  const Value bins =
+      b.op<"Add">({reduce(b, "ReduceMax", candidates, std::nullopt, false), b.scalar(int64_t{1}, ScalarType::Long)});
   const Value mask = bin_mask(b, x, bins);
-  const Value counted = weights ? b.op<"Where">({mask, b.op<"Unsqueeze">({b.cast(*weights, out), b.ints({1})}),
-                                                 b.scalar(int64_t{0}, out)})
-                                : b.cast(mask, out);
+  const Value counted =
+      weights
+          ? b.op<"Where">({mask, b.op<"Unsqueeze">({b.cast(*weights, out), b.ints({1})}), b.scalar(int64_t{0}, out)})
+          : b.cast(mask, out);
   return reduce(b, "ReduceSum", counted, std::vector<int64_t>{0}, false);
 }
 
