@@ -213,7 +213,9 @@ def test_onnxscript_op_is_a_local_function_written_once(registry):
         def forward(self, x):
             return torch.selu(torch.selu(x) - 1)
 
-    proto = export_and_compare(TwoSelus(), (torch.randn(1, 2, 3, 4),), opset_version=15, custom_opsets={"onnx-script": 2})
+    proto = export_and_compare(
+        TwoSelus(), (torch.randn(1, 2, 3, 4),), opset_version=15, custom_opsets={"onnx-script": 2}
+    )
     assert [(f.domain, f.name) for f in proto.functions] == [("onnx-script", "Selu")]
     assert [n.op_type for n in proto.graph.node].count("Selu") == 2
     assert ("onnx-script", 2) in {(o.domain, o.version) for o in proto.opset_import}
@@ -307,3 +309,80 @@ def test_onnxscript_function_of_another_opset_is_refused_clearly(registry):
     registry.append("aten::selu")
     with pytest.raises(fastonnx.ConversionError, match="uses LessOrEqual of opset 15, which opset 18"):
         fastonnx.export(torch.nn.SELU(), (torch.randn(2, 3),), opset_version=18)
+
+
+# --- torch.onnx docs (dynamo-based exporter): custom_translation_table with onnxscript ----------
+
+from onnxscript import opset18 as op18  # noqa: E402
+
+
+def custom_aten_add(self, other, alpha: float = 1.0):
+    if alpha != 1.0:
+        alpha = op18.CastLike(alpha, other)
+        other = op18.Mul(other, alpha)
+    # To distinguish the custom implementation from the builtin one, we switch the order of the inputs
+    return op18.Add(other, self)
+
+
+class Model(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_custom_translation_table_overrides_an_aten_op():
+    x, y = torch.tensor([1.0]), torch.tensor([2.0])
+    proto = export_and_compare(Model(), (x, y), custom_translation_table={torch.ops.aten.add.Tensor: custom_aten_add})
+    add = next(n for n in proto.graph.node if n.op_type == "Add")
+    assert list(add.input) == [i.name for i in proto.graph.input][::-1]  # the custom converter's order
+    assert fastonnx._custom.converter_for(torch.ops.aten.add.Tensor, 18) is None  # only for that export
+
+
+microsoft_op = onnxscript.values.Opset(domain="com.microsoft", version=1)
+
+
+def custom_aten_gelu(self, approximate: str = "none"):
+    return microsoft_op.Gelu(self)
+
+
+@pytest.mark.xfail(
+    raises=fastonnx.ConversionError,
+    reason="onnxscript 0.7.2's Opset makes no op that onnx.defs lacks (com.microsoft's Gelu): the docs' "
+    "example fails inside onnxscript, before any exporter sees it",
+)
+def test_custom_translation_table_to_an_onnxruntime_contrib_op():
+    x = torch.randn(3, 4)
+    proto = fastonnx.export(
+        torch.nn.GELU(), (x,), custom_translation_table={torch.ops.aten.gelu.default: custom_aten_gelu}
+    ).model_proto
+    assert [(n.domain, n.op_type) for n in proto.graph.node] == [("com.microsoft", "Gelu")]
+    (out,) = run_ort(proto, [x])
+    torch.testing.assert_close(torch.from_numpy(out), torch.nn.functional.gelu(x), rtol=1e-4, atol=1e-5)
+
+
+@torch.library.custom_op("mylibrary::add_and_round_op", mutates_args=())
+def add_and_round_op(input: torch.Tensor) -> torch.Tensor:
+    return torch.round(input + input)
+
+
+@add_and_round_op.register_fake
+def _(tensor_x):
+    return torch.empty_like(tensor_x)
+
+
+def onnx_add_and_round(input):
+    add_x = op18.Add(input, input)
+    round_x = op18.Round(add_x)
+    return round_x
+
+
+def test_custom_translation_table_for_a_custom_op():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return add_and_round_op(x)
+
+    proto = export_and_compare(
+        M(),
+        (torch.randn(3),),
+        custom_translation_table={torch.ops.mylibrary.add_and_round_op.default: onnx_add_and_round},
+    )
+    assert [n.op_type for n in proto.graph.node] == ["Add", "Round"]

@@ -25,6 +25,7 @@ from ._files import write_atomically
 from ._functions import ModuleScopes
 from ._graph import PreparedGraph
 from ._lower import Lowering
+from ._onnxscript import translation_table
 from ._op_table import decomposition_for, live_nodes
 from ._options import (
     ExportOptions,
@@ -75,6 +76,7 @@ def export(
     keep_initializers_as_inputs: bool = False,
     training: TrainingMode = TrainingMode.EVAL,
     custom_opsets: dict[str, int] | None = None,
+    custom_translation_table: dict | None = None,
     external_data: bool | None = None,
     verify: bool = False,
     report: bool | str | os.PathLike = False,
@@ -103,7 +105,9 @@ def export(
     override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in eval mode,
     ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and batch
     statistics). ``custom_opsets`` gives the version of each custom domain the nodes of Python
-    converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to
+    converters use (``{"mylib": 2}``; default 1). ``custom_translation_table`` takes the dynamo
+    exporter's converters, onnxscript functions by op, for this export (README, "Custom
+    converters"). ``external_data`` writes the weights to
     ``<f>.data`` beside the model (by default only above protobuf's 2 GB). ``verify`` runs the
     model in onnxruntime on the example inputs, prints the largest differences per output and
     raises ``VerificationError`` on a mismatch. ``report`` writes a Markdown report
@@ -139,7 +143,8 @@ def export(
     )
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
     exporter = _Exporter(options)
-    result = exporter.run(model, args, kwargs, request)
+    with translation_table(custom_translation_table):
+        result = exporter.run(model, args, kwargs, request)
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)

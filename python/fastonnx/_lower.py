@@ -338,9 +338,12 @@ class Lowering:
         args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), value)
         try:
             out = fn(GraphContext(self.session, self.opset, self.keep_alive, node.name), *args, **kwargs)
-        except (_C.ConvertError, TypeError, ValueError) as e:
+        except ConversionError:
+            raise
+        except Exception as e:  # the user's code: its failure is the converter's, not fastonnx's
+            kind = "" if isinstance(e, (_C.ConvertError, TypeError, ValueError)) else f"{type(e).__name__}: "
             raise ConversionError(
-                f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {e}"
+                f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {kind}{e}"
             ) from e
         results = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(results) != len(metas) or not all(isinstance(r, Value) for r in results):

@@ -40,7 +40,6 @@ TORCH_ONNX_ONLY = {
     "dynamo": "fastonnx always traces with torch.export (torch.onnx's dynamo=True front end); drop it",
     "optimize": "fastonnx always folds constants and removes dead, duplicate and identity nodes; drop it",
     "do_constant_folding": "fastonnx always folds constants; drop it",
-    "custom_translation_table": "register a converter per op with fastonnx.register_converter(op, fn)",
     "operator_export_type": "fastonnx writes standard ONNX ops (and custom domains of registered converters); "
     "an op without a converter raises UnsupportedOpsError",
     "profile": "the result's `timings` and report=True give the time of each phase",
