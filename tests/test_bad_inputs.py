@@ -133,7 +133,7 @@ def test_names(kwargs, fragment):
     [
         ({"dynamo": True}, "`dynamo` is a torch.onnx.export argument fastonnx does not take: fastonnx always traces "
                            "with torch.export"),
-        ({"custom_translation_table": {}}, "fastonnx.register_converter(op, fn)"),
+        ({"custom_translation_table": {"add": lambda x: x}}, "a key must be a torch op (torch.ops.aten.add.Tensor)"),
         ({"colour": True}, "`colour` is not an argument of fastonnx.export\nit accepts: model, args, f, kwargs,"),
         ({"opset": 17}, "`opset` is not an argument of fastonnx.export; did you mean `opset_version`?"),
         ({"input_name": ["x"]}, "did you mean `input_names`?"),
