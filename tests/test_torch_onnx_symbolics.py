@@ -101,6 +101,31 @@ def test_autograd_function_with_several_outputs_and_a_number():
     export_and_compare(M(), (torch.randn(2, 3),))
 
 
+class NewStyle(torch.autograd.Function):
+    """torch's newer style: forward without ctx, setup_context apart."""
+
+    @staticmethod
+    def forward(x, limit: float):
+        return x.clamp(-limit, limit)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def symbolic(g, x, limit):
+        return g.op("Min", g.op("Max", x, g.constant(-limit)), g.constant(limit))
+
+
+def test_autograd_function_of_the_newer_style():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return NewStyle.apply(x, 0.5) + 1
+
+    proto = export_and_compare(M(), (torch.randn(4),))
+    assert "Max" in nodes(proto) and "Clip" not in nodes(proto)  # the symbolic, not the traced forward
+
+
 def test_custom_domain_op_name_and_custom_opsets(registry):
     """The docs' custom operator example: `custom_domain::Foo` with its version from
     custom_opsets."""

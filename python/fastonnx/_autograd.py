@@ -71,8 +71,11 @@ def _op_for(cls: type, types: tuple[str, ...]):
     _LIBRARY.define(f"{name}({arguments}) -> Tensor[]")
     tuple_output: dict[str, bool] = {}
 
+    # A Function with its own setup_context has a forward without ctx (torch's newer style).
+    takes_ctx = getattr(cls, "setup_context", None) is torch.autograd.Function.setup_context
+
     def run_forward(*args):
-        out = cls.forward(_Context(), *args)
+        out = cls.forward(_Context(), *args) if takes_ctx else cls.forward(*args)
         tuple_output["tuple"] = isinstance(out, (tuple, list))
         return [o.clone() for o in out] if tuple_output["tuple"] else [out.clone()]
 

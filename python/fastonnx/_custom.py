@@ -19,8 +19,9 @@ an onnxscript function (an ONNX local function of the model).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -62,8 +63,15 @@ def unregister_converter(name: str) -> None:
     _CONVERTERS.pop(name, None)
 
 
-def registered_names() -> list[str]:
-    return list(_CONVERTERS)
+@contextlib.contextmanager
+def registrations_kept() -> Iterator[None]:
+    """Converters registered inside are gone afterwards, and those they replaced are back."""
+    saved = dict(_CONVERTERS)
+    try:
+        yield
+    finally:
+        _CONVERTERS.clear()
+        _CONVERTERS.update(saved)
 
 
 def converter_for(target, opset: int) -> Callable | None:

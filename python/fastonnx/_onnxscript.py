@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from ._custom import _CONVERTERS, GraphContext, register_converter
+from ._custom import GraphContext, register_converter, registrations_kept
 from .errors import ArgumentError
 
 
@@ -66,13 +66,9 @@ def translation_table(table: Mapping | None) -> Iterator[None]:
         return
     if not isinstance(table, Mapping):
         raise ArgumentError(f"custom_translation_table must be a dict of op -> function, got {type(table).__name__}")
-    saved = dict(_CONVERTERS)
-    try:
+    with registrations_kept():
         for op, fns in table.items():
             fn = fns[0] if isinstance(fns, (list, tuple)) else fns
             for name in _names(op):
                 register_converter(name, _converter(fn))
         yield
-    finally:
-        _CONVERTERS.clear()
-        _CONVERTERS.update(saved)
