@@ -59,6 +59,10 @@ class MyModule(torch.nn.Module):
 def test_autograd_function_static_symbolic():
     proto = export_and_compare(MyModule(), (torch.randn(3, 4),))
     assert "Clip" in nodes(proto)
+    program = fastonnx.export(MyModule(), (torch.randn(3, 4),)).exported_program
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert any(t.startswith("fastonnx_autograd.") for t in targets)  # traced as one op, not its forward
+    assert "aten.clamp.default" not in targets
 
 
 class NoSymbolic(torch.autograd.Function):
