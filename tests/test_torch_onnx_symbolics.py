@@ -415,3 +415,27 @@ def test_custom_translation_table_for_a_custom_op():
         custom_translation_table={torch.ops.mylibrary.add_and_round_op.default: onnx_add_and_round},
     )
     assert [n.op_type for n in proto.graph.node] == ["Add", "Round"]
+
+
+def test_graph_attributes_of_an_if(registry):
+    """If branches (`_g` attributes without inputs) read the outer graph's values."""
+
+    def sign_switch(g, input1, input2, attr1, attr2):
+        positive = g.op("Greater", g.op("ReduceSum", input1, keepdims_i=0), g.constant(0.0))
+        then_branch = g.subgraph(lambda b: b.op("Add", input1, input2))
+        else_branch = g.subgraph(lambda b: b.op("Sub", input1, input2))
+        return g.op("If", positive, then_branch_g=then_branch, else_branch_g=else_branch)
+
+    fastonnx.register_custom_op_symbolic("custom_ops::foo_forward", sign_switch, 1)
+    registry.append("custom_ops::foo_forward")
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.ops.custom_ops.foo_forward(x, y, 0.0, 0)
+
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    proto = fastonnx.export(M(), (x, y)).model_proto
+    for sign in (1, -1):
+        a = sign * x.abs()
+        (out,) = run_ort(proto, [a, y])
+        torch.testing.assert_close(torch.from_numpy(out), a + y if sign > 0 else a - y)
