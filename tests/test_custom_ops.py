@@ -201,3 +201,28 @@ def test_unsupported_custom_op_shows_a_converter_stub():
     message = str(info.value)
     assert "def convert_fastonnx_test_opaque_scaled(g, x, scale):" in message
     assert 'fastonnx.register_converter("fastonnx_test_opaque::scaled", convert_fastonnx_test_opaque_scaled)' in message
+
+
+@torch.library.custom_op("fastonnx_test::scaled_by_sum", mutates_args=())
+def scaled_by_sum(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    for _ in range(int(x.abs().sum().item())):  # a Python loop over the data: no trace without values
+        out = out * 2
+    return out
+
+
+@scaled_by_sum.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_python_kernel_that_does_not_trace_is_listed_with_the_others():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fastonnx_test_opaque.scaled(scaled_by_sum(x), 2.0)
+
+    with pytest.raises(fastonnx.UnsupportedOpsError) as info:
+        fastonnx.export(M(), (torch.randn(3),))
+    message = str(info.value)
+    assert "fastonnx_test::scaled_by_sum" in message and "fastonnx_test_opaque::scaled" in message
+    assert "its Python implementation does not trace (" in message

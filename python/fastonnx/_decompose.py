@@ -34,6 +34,8 @@ _MAX_ROUNDS = 8
 _INHERITED_META = ("stack_trace", "nn_module_stack", "source_fn_stack")
 # Set on the nodes a decomposition produced: the op (qualified name) they came from.
 DECOMPOSED_FROM = "fastonnx_decomposed_from"
+# Set on a node whose op's Python implementation could not be traced: why.
+UNTRACEABLE = "fastonnx_untraceable"
 
 
 @functools.cache
@@ -209,12 +211,16 @@ class Decomposer:
         try:
             sub, inputs = self._trace(node)
         except Exception as e:  # PyTorch's decomposition, traced on recorded values
+            if op.namespace != "aten":
+                # A library's Python kernel that does not trace (it reads the data): the op stays,
+                # for the unsupported-ops error to list with the others and say why.
+                node.meta[UNTRACEABLE] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                return []
             source = source_line(node)
             where = f"\n  from {source}" if source else ""
-            what = "PyTorch's decomposition" if op.namespace == "aten" else "the Python implementation (no converter)"
-            advice = "" if op.namespace == "aten" else f"\n  register a converter for {op._schema.name}"
             raise ConversionError(
-                f"{what} of {op._schema.name} (FX node `{node.name}`) failed: {type(e).__name__}: {e}{where}{advice}"
+                f"PyTorch's decomposition of {op._schema.name} (FX node `{node.name}`) "
+                f"failed: {type(e).__name__}: {e}{where}"
             ) from e
         self.decomposed[op] += 1
         new_nodes = self._splice(node, sub, inputs)
