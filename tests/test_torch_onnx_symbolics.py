@@ -257,6 +257,13 @@ def test_graph_attribute_loop_body_from_a_nested_context(registry):
     """A Loop whose body (a `_g` attribute) is built with g.subgraph: x doubled n times."""
 
     def repeat_double(g, x, n):
+        assert (x.type().scalarType(), x.type().sizes(), x.type().dim(), x.type().dtype()) == (
+            "Float",
+            [2, 3],
+            2,
+            torch.float32,
+        )
+
         def body(b, i, cond, acc):
             return cond, b.op("Add", acc, acc)
 

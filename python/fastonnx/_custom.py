@@ -109,11 +109,14 @@ _TORCH_ONNX_SCALAR_TYPES = {
 class ValueType:
     """What ``value.type()`` gives a torch.onnx symbolic function: the recorded dtype and sizes."""
 
-    dtype: torch.dtype | None
+    element_type: torch.dtype | None
     shape: tuple | None
 
+    def dtype(self) -> torch.dtype | None:
+        return self.element_type
+
     def scalarType(self) -> str | None:
-        return _TORCH_ONNX_SCALAR_TYPES.get(self.dtype) if self.dtype is not None else None
+        return _TORCH_ONNX_SCALAR_TYPES.get(self.element_type) if self.element_type is not None else None
 
     def sizes(self) -> list | None:
         return list(self.shape) if self.shape is not None else None
