@@ -57,9 +57,20 @@ def test_torch_library_custom_ops_end_to_end(converters):
     assert {"Tanh", "Max", "Min"} <= {n.op_type for n in proto.graph.node}
 
 
+# An op with no kernel to trace (as a C++ op's), only the shapes of its result.
+_NO_KERNEL = torch.library.Library("fastonnx_test_opaque", "DEF")
+_NO_KERNEL.define("scaled(Tensor x, float scale) -> Tensor")
+torch.library.register_fake("fastonnx_test_opaque::scaled", lambda x, scale: torch.empty_like(x), lib=_NO_KERNEL)
+
+
+class UsesAnOpaqueOp(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.fastonnx_test_opaque.scaled(x, 2.0)
+
+
 def test_without_a_converter_the_custom_op_is_listed():
-    with pytest.raises(fastonnx.UnsupportedOpsError, match="fastonnx_test::scaled_tanh"):
-        fastonnx.export(UsesCustomOps().eval(), (torch.randn(4, 6),))
+    with pytest.raises(fastonnx.UnsupportedOpsError, match="fastonnx_test_opaque::scaled"):
+        fastonnx.export(UsesAnOpaqueOp(), (torch.randn(4, 6),))
 
 
 def test_custom_domain_and_attributes():
@@ -136,3 +147,82 @@ def test_a_converter_that_returns_the_wrong_thing():
             fastonnx.export(M(), (torch.randn(3),))
     finally:
         fastonnx.unregister_converter("fastonnx_test::split_signs")
+
+
+@torch.library.custom_op("fastonnx_test::soft_clip", mutates_args=())
+def soft_clip(x: torch.Tensor, limit: float) -> torch.Tensor:
+    return limit * torch.tanh(x / limit)
+
+
+@soft_clip.register_fake
+def _(x, limit):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("fastonnx_test::twice_plus", mutates_args=(), device_types="cpu")
+def twice_plus(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x * 2 + y
+
+
+@twice_plus.register_fake
+def _(x, y):
+    return torch.empty_like(x)
+
+
+class UsesPythonKernels(torch.nn.Module):
+    def forward(self, x):
+        return twice_plus(soft_clip(x, 2.0), x)
+
+
+def test_custom_ops_without_converters_are_traced_through_their_python_kernels(tmp_path):
+    report = tmp_path / "report.md"
+    x = torch.randn(3, 5) * 4
+    proto = export_and_compare(UsesPythonKernels(), (x,), dynamic_shapes=({0: "n"},), report=str(report))
+    assert "Tanh" in {n.op_type for n in proto.graph.node} and not any(n.domain for n in proto.graph.node)
+    text = report.read_text()
+    assert "Python implementation" in text and "soft_clip" in text and "twice_plus" in text
+
+
+def test_a_registered_converter_wins_over_the_python_kernel():
+    def clip(g, x, limit):
+        return g.op("Clip", x, g.constant(-limit), g.constant(limit))
+
+    fastonnx.register_converter("fastonnx_test::soft_clip", clip)
+    try:
+        proto = fastonnx.export(UsesPythonKernels(), (torch.randn(3, 5),)).model_proto
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::soft_clip")
+    assert "Clip" in {n.op_type for n in proto.graph.node} and "Tanh" not in {n.op_type for n in proto.graph.node}
+
+
+def test_unsupported_custom_op_shows_a_converter_stub():
+    with pytest.raises(fastonnx.UnsupportedOpsError) as info:
+        fastonnx.export(UsesAnOpaqueOp(), (torch.randn(4, 6),))
+    message = str(info.value)
+    assert "def convert_fastonnx_test_opaque_scaled(g, x, scale):" in message
+    assert 'fastonnx.register_converter("fastonnx_test_opaque::scaled", convert_fastonnx_test_opaque_scaled)' in message
+
+
+@torch.library.custom_op("fastonnx_test::scaled_by_sum", mutates_args=())
+def scaled_by_sum(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    for _ in range(int(x.abs().sum().item())):  # a Python loop over the data: no trace without values
+        out = out * 2
+    return out
+
+
+@scaled_by_sum.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_python_kernel_that_does_not_trace_is_listed_with_the_others():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fastonnx_test_opaque.scaled(scaled_by_sum(x), 2.0)
+
+    with pytest.raises(fastonnx.UnsupportedOpsError) as info:
+        fastonnx.export(M(), (torch.randn(3),))
+    message = str(info.value)
+    assert "fastonnx_test::scaled_by_sum" in message and "fastonnx_test_opaque::scaled" in message
+    assert "its Python implementation does not trace (" in message

@@ -90,7 +90,7 @@ def test_no_reference_to_a_tensor_after_a_failed_export():
             self.lin = torch.nn.Linear(4, 4)
 
         def forward(self, x):
-            return self.lin(x).to(torch.complex64) * 2  # converts the Linear, then fails
+            return self.lin(x).to(torch.complex64) / 2  # converts the Linear, then fails
 
     model = HalfConvertible()
     params = list(model.parameters())

@@ -310,6 +310,13 @@ void init_session(py::module_& m) {
   def_values(cls);
   def_subgraphs(cls);
   cls.def("set_domain_version", &Session::set_domain_version, py::arg("domain"), py::arg("version"))
+      .def(
+          "add_function_proto",
+          [](Session& s, const std::string& domain, const std::string& name, const py::bytes& proto) {
+            return s.add_function_proto(domain, name, std::string(proto));
+          },
+          py::arg("domain"), py::arg("name"), py::arg("proto"),
+          "A serialized FunctionProto the model carries; False when (domain, name) is there already.")
       .def("mark_may_be_one", &Session::mark_may_be_one, py::arg("symbol"),
            "The dynamic size `symbol` may be 1 at run time (torch.export's ranges allow it).")
       .def("add_scope", &Session::add_scope, py::arg("function_name"), py::arg("module_path"), py::arg("parent"),

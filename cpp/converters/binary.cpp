@@ -24,11 +24,34 @@ Value add(Builder& b, Value self, Value other, const Scalar& alpha) {
   return b.op<"Add">({self, other});
 }
 
+namespace {
+
+// Part 0 (real) or 1 (imaginary) of a complex value, as a real tensor of its shape.
+Value complex_part(Builder& b, Value complex, int64_t index) {
+  return b.op<"Gather">({b.as_real(complex), b.scalar(index, ScalarType::Long)}, {Attr::i("axis", -1)});
+}
+
+// (a + bi)(c + di) = (ac - bd) + (ad + bc)i, on the (real, imaginary) pairs (rotary embeddings
+// written with complex numbers, as llama4's, multiply so).
+Value complex_mul(Builder& b, Value self, Value other) {
+  b.accept_complex_pairs();
+  const Value a = complex_part(b, self, 0), bi = complex_part(b, self, 1);
+  const Value c = complex_part(b, other, 0), di = complex_part(b, other, 1);
+  const Value re = b.op<"Sub">({b.op<"Mul">({a, c}), b.op<"Mul">({bi, di})});
+  const Value im = b.op<"Add">({b.op<"Mul">({a, di}), b.op<"Mul">({bi, c})});
+  const Value last = b.ints({-1});
+  return b.as_complex(
+      b.op<"Concat">({b.op<"Unsqueeze">({re, last}), b.op<"Unsqueeze">({im, last})}, {Attr::i("axis", -1)}));
+}
+
+}  // namespace
+
 // torch's * on bool is `and`.
 Value mul(Builder& b, Value self, Value other) {
   const ScalarType dtype = b.compute_dtype(self, other);
   self = b.cast(self, dtype);
   other = b.cast(other, dtype);
+  if (is_complex(dtype)) return complex_mul(b, self, other);
   return b.op(dtype == ScalarType::Bool ? OpType("And") : OpType("Mul"), {self, other});
 }
 

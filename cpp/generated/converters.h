@@ -616,6 +616,8 @@ Value real(Builder& b, Value self);
 Value imag(Builder& b, Value self);
 // _conj(Tensor(a) self) -> Tensor(a)
 Value _conj(Builder& b, Value self);
+// polar(Tensor abs, Tensor angle) -> Tensor
+Value polar(Builder& b, Value abs, Value angle);
 // index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
 Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 // index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
@@ -692,6 +694,10 @@ Value cumsum(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtyp
 Value cumprod(Builder& b, Value self, int64_t dim, std::optional<ScalarType> dtype);
 // logcumsumexp(Tensor self, int dim) -> Tensor
 Value logcumsumexp(Builder& b, Value self, int64_t dim);
+// histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+Value histc(Builder& b, Value self, int64_t bins, Scalar min, Scalar max);
+// bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor
+Value bincount(Builder& b, Value self, std::optional<Value> weights, SymInt minlength);
 // lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
 std::array<Value, 3> lstm_input(Builder& b, Value input, std::vector<Value> hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 // gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)

@@ -1042,6 +1042,13 @@ void unpack__conj([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs__conj[] = {"self"};
 
+void unpack_polar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value abs = unpack_tensor(b, arg_at(args, 0), "abs");
+  Value angle = unpack_tensor(b, arg_at(args, 1), "angle");
+  outs.push_back(manual::polar(b, std::move(abs), std::move(angle)));
+}
+constexpr const char* kArgs_polar[] = {"abs", "angle"};
+
 void unpack_index_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::vector<std::optional<Value>> indices = unpack_opt_tensor_list(b, arg_at(args, 1), "indices");
@@ -2236,6 +2243,23 @@ void unpack_logcumsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   outs.push_back(manual::logcumsumexp(b, std::move(self), std::move(dim)));
 }
 constexpr const char* kArgs_logcumsumexp[] = {"self", "dim"};
+
+void unpack_histc([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t bins = given(args, 1) ? unpack_int(args[1], "bins") : int64_t(100);
+  Scalar min = given(args, 2) ? unpack_scalar(b, args[2], "min") : Scalar(Scalar(int64_t{0}));
+  Scalar max = given(args, 3) ? unpack_scalar(b, args[3], "max") : Scalar(Scalar(int64_t{0}));
+  outs.push_back(manual::histc(b, std::move(self), std::move(bins), std::move(min), std::move(max)));
+}
+constexpr const char* kArgs_histc[] = {"self", "bins", "min", "max"};
+
+void unpack_bincount([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  std::optional<Value> weights = given(args, 1) ? unpack_opt_tensor(b, args[1], "weights") : std::optional<Value>(std::nullopt);
+  SymInt minlength = given(args, 2) ? unpack_symint(args[2], "minlength") : SymInt(SymInt(0));
+  outs.push_back(manual::bincount(b, std::move(self), std::move(weights), std::move(minlength)));
+}
+constexpr const char* kArgs_bincount[] = {"self", "weights", "minlength"};
 
 void unpack_lstm_input([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
@@ -4374,6 +4398,7 @@ const OpEntry kOps[] = {
     {"real", &unpack_real, kArgs_real, 0u},
     {"imag", &unpack_imag, kArgs_imag, 0u},
     {"_conj", &unpack__conj, kArgs__conj, 0u},
+    {"polar", &unpack_polar, kArgs_polar, 0u},
     {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor, 0u},
     {"index_put", &unpack_index_put, kArgs_index_put, 0u},
     {"nonzero", &unpack_nonzero, kArgs_nonzero, 0u},
@@ -4510,6 +4535,8 @@ const OpEntry kOps[] = {
     {"cummax", &unpack_cummax, kArgs_cummax, 0u},
     {"cummin", &unpack_cummin, kArgs_cummin, 0u},
     {"logcumsumexp", &unpack_logcumsumexp, kArgs_logcumsumexp, 0u},
+    {"histc", &unpack_histc, kArgs_histc, 0u},
+    {"bincount", &unpack_bincount, kArgs_bincount, 0u},
     {"lstm.input", &unpack_lstm_input, kArgs_lstm_input, 0u},
     {"gru.input", &unpack_gru_input, kArgs_gru_input, 0u},
     {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input, 0u},

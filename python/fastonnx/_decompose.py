@@ -34,6 +34,8 @@ _MAX_ROUNDS = 8
 _INHERITED_META = ("stack_trace", "nn_module_stack", "source_fn_stack")
 # Set on the nodes a decomposition produced: the op (qualified name) they came from.
 DECOMPOSED_FROM = "fastonnx_decomposed_from"
+# Set on a node whose op's Python implementation could not be traced: why.
+UNTRACEABLE = "fastonnx_untraceable"
 
 
 @functools.cache
@@ -43,7 +45,8 @@ def _table() -> dict:
 
 def decomposition_of(op, *, core: bool = False) -> Callable | None:
     """PyTorch's decomposition of ``op``: the export decomposition table, else the op's own
-    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole). With
+    CompositeImplicitAutograd kernel (the ops torch.export's training IR keeps whole), else for
+    an op outside ATen its Python kernel (``python_kernel``). With
     ``core``, else torch._decomp's full table, which decomposes core ops too (leaky_relu): for an
     op that has a converter, but one that cannot take what the graph gives it."""
     if not isinstance(op, torch._ops.OpOverload):
@@ -57,7 +60,21 @@ def decomposition_of(op, *, core: bool = False) -> Callable | None:
         composite = False
     if composite:
         return op.decompose
+    if op.namespace != "aten":
+        return python_kernel(op)
     return torch._decomp.decomposition_table.get(op) if core else None
+
+
+def python_kernel(op: torch._ops.OpOverload) -> Callable | None:
+    """The Python function a ``torch.library.custom_op`` runs on CPU (its implementation for
+    every device, or its ``register_kernel("cpu")``). Traced on the recorded fake values, it
+    gives the op's ATen graph. A C++ kernel would not trace, and a function given to
+    ``Library.impl`` is out of reach behind the dispatcher (calling it under the tracer records
+    the op again): None for those."""
+    opdef = torch._library.custom_ops.OPDEFS.get(op._schema.name)
+    if opdef is None or opdef._opoverload is not op:
+        return None
+    return opdef._backend_fns.get("cpu") or opdef._backend_fns.get(None)
 
 
 def _inlined_body(node: torch.fx.Node) -> int | None:
@@ -194,6 +211,11 @@ class Decomposer:
         try:
             sub, inputs = self._trace(node)
         except Exception as e:  # PyTorch's decomposition, traced on recorded values
+            if op.namespace != "aten":
+                # A library's Python kernel that does not trace (it reads the data): the op stays,
+                # for the unsupported-ops error to list with the others and say why.
+                node.meta[UNTRACEABLE] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                return []
             source = source_line(node)
             where = f"\n  from {source}" if source else ""
             raise ConversionError(

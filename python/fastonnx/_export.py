@@ -16,6 +16,7 @@ from torch.export import ExportedProgram
 from torch.onnx import TrainingMode
 
 from . import _C, _report, _torchvision_ops  # noqa: F401  # (registers torchvision's converters)
+from ._autograd import functions_as_ops
 from ._control_flow import collect_bodies
 from ._decompose import Decomposer, copy_graph
 from ._dynamic import Request, StaticAxis, warn_static, why_static
@@ -26,11 +27,19 @@ from ._functions import ModuleScopes
 from ._graph import PreparedGraph
 from ._jit_fx import JitProgram, functionalized
 from ._lower import Lowering
+from ._onnxscript import translation_table
 from ._op_table import decomposition_for, live_nodes
-from ._options import ExportOptions, check_model_inputs, check_weights_have_data, checked_call
+from ._options import (
+    ExportOptions,
+    check_model_inputs,
+    check_module_weights_on_inputs_device,
+    check_weights_have_data,
+    checked_call,
+)
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace, traced_in_mode
+from ._transformers_ops import cache_hint
 from ._unsupported import check_supported
 from ._version import __version__
 from .errors import (
@@ -77,6 +86,7 @@ def export(
     keep_initializers_as_inputs: bool = False,
     training: TrainingMode = TrainingMode.EVAL,
     custom_opsets: dict[str, int] | None = None,
+    custom_translation_table: dict | None = None,
     external_data: bool | None = None,
     verify: bool = False,
     report: bool | str | os.PathLike = False,
@@ -106,7 +116,9 @@ def export(
     override them). ``training``: ``TrainingMode.EVAL`` (the default) traces in eval mode,
     ``PRESERVE`` in the module's own mode, ``TRAINING`` in training mode (dropout and batch
     statistics). ``custom_opsets`` gives the version of each custom domain the nodes of Python
-    converters use (``{"mylib": 2}``; default 1). ``external_data`` writes the weights to
+    converters use (``{"mylib": 2}``; default 1). ``custom_translation_table`` takes the dynamo
+    exporter's converters, onnxscript functions by op, for this export (README, "Custom
+    converters"). ``external_data`` writes the weights to
     ``<f>.data`` beside the model (by default only above protobuf's 2 GB). ``verify`` runs the
     model in onnxruntime on the example inputs, prints the largest differences per output and
     raises ``VerificationError`` on a mismatch. ``report`` writes a Markdown report
@@ -149,14 +161,13 @@ def export(
         raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
     exporter = _Exporter(options, tracer)
-    result = exporter.run(model, args, kwargs, request)
+    with translation_table(custom_translation_table):
+        result = exporter.run(model, args, kwargs, request)
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
     if options.verbose:
-        import onnx
-
-        print(onnx.printer.to_text(result.model_proto.graph))
+        print(_report.graph_text(result.model_proto))
     if options.verify:
         _verify(model, result, args, kwargs)
     if options.f is not None:
@@ -209,7 +220,9 @@ class _Exporter:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
-        ep = self._trace(model, args, kwargs, request, fixed)
+        check_module_weights_on_inputs_device(model, args, kwargs)
+        with functions_as_ops(), cache_hint():
+            ep = self._trace(model, args, kwargs, request, fixed)
         self.front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
         timings["trace"] = time.perf_counter() - t0
         check_weights_have_data(ep)
@@ -244,11 +257,12 @@ class _Exporter:
         if isinstance(ep, JitProgram) and not request.relaxed and lowering.static_axes:
             axis = lowering.static_axes[0]
             raise TraceError(f"dynamic_shapes: {axis.what} axis {axis.axis} is fixed to {axis.size} {axis.why}")
-        input_names, inputs = options.input_names, len(lowering.input_names)
-        if input_names is not None and len(input_names) > inputs:
+        input_names, inputs, weights = options.input_names, len(lowering.input_names), lowering.weight_count
+        if input_names is not None and lowering.unused_input_names:
             raise ArgumentError(
-                f"input_names has {len(input_names)} names but the model has {inputs} tensor inputs; "
-                f"give at most {inputs}"
+                f"input_names has {len(input_names)} names but the model has {inputs} tensor inputs and "
+                f"{weights} parameters and buffers (which the names after the inputs name); give at most "
+                f"{inputs + weights}"
             )
         with self.progress.stage("converting", total=len(main.live), unit="node") as advance:
             lowering.convert_nodes(advance)

@@ -73,6 +73,8 @@ class Lowering:
         self.scope = 0  # the session's current module scope
         self.keep_alive: list = []  # tensors Python converters made constants of
         self.input_names: list[str] = []
+        self.unused_input_names: list[str] = []  # input_names past the inputs and the weights
+        self.weight_count = 0
         self.shared: dict[tuple, object] = {}  # storage, layout -> initializer
         self.symbol_names: dict[sympy.Symbol, sympy.Symbol] = {}  # torch's size symbols -> ONNX names
         # Requested dynamic axes the trace fixed, and requested names of one size: for the warning.
@@ -182,7 +184,8 @@ class Lowering:
         ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``; a requested one
         the trace fixed is listed in ``static_axes`` (``why_static(input index, axis, size)``
         says why). Without ``export_params`` the weights are graph inputs named as in the state
-        dict, after the model's own inputs."""
+        dict, after the model's own inputs. Names of ``input_names`` past the tensor inputs name
+        the parameters, then the buffers; those left over are ``unused_input_names``."""
         sig = self.ep.graph_signature
         env = self.model_frame.env
         placeholders = self.model_frame.prepared.placeholders
@@ -196,6 +199,10 @@ class Lowering:
         requests = [dim_names[i] if i < len(dim_names) else {} for i in range(len(inputs))]
         self._name_symbols([node.meta["val"].shape for _, node in inputs], names, requests, why_static)
         tensor_inputs = dict(zip((node for _, node in inputs), names))
+        # Names past the inputs name the weights, parameters then buffers (TorchScript's order).
+        weight_names = dict(zip([*sig.parameters, *sig.buffers], user_names))
+        self.unused_input_names = user_names[len(weight_names) :]
+        self.weight_count = len(sig.parameters) + len(sig.buffers)
         state = self.ep.state_dict
         constants = self.ep.constants
         weights_as_inputs = []
@@ -211,12 +218,12 @@ class Lowering:
                 weights_as_inputs.append((spec.target, node))
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 tensor = state[spec.target] if spec.target in state else constants[spec.target]
-                env[node] = self._initializer(spec.target, tensor)
+                env[node] = self._initializer(weight_names.get(spec.target, spec.target), tensor)
             else:
                 raise ConversionError(f"input `{node.name}` of kind {spec.kind.name} is not supported")
         for name, node in weights_as_inputs:
             meta = self.tensor_meta(node.meta["val"])
-            env[node] = self.session.add_input(name, meta[0], meta[1])
+            env[node] = self.session.add_input(weight_names.get(name, name), meta[0], meta[1])
 
     def _name_symbols(self, shapes: list, names: list[str], requests: list[dict[int, str]], why_static) -> None:
         """Names the size symbols of the tensor inputs: the first name requested for a symbol
@@ -330,10 +337,13 @@ class Lowering:
 
         args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), value)
         try:
-            out = fn(GraphContext(self.session, self.opset, self.keep_alive), *args, **kwargs)
-        except (_C.ConvertError, TypeError, ValueError) as e:
+            out = fn(GraphContext(self.session, self.opset, self.keep_alive, node.name), *args, **kwargs)
+        except ConversionError:
+            raise
+        except Exception as e:  # the user's code: its failure is the converter's, not fastonnx's
+            kind = "" if isinstance(e, (_C.ConvertError, TypeError, ValueError)) else f"{type(e).__name__}: "
             raise ConversionError(
-                f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {e}"
+                f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {kind}{e}"
             ) from e
         results = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(results) != len(metas) or not all(isinstance(r, Value) for r in results):
@@ -351,7 +361,7 @@ class Lowering:
                         f"`{node.name}`) returned a wrong result {i}: {e}"
                     ) from None
         refs = [r.ref for r in results]
-        return refs if isinstance(out, (list, tuple)) else refs[0]
+        return refs if isinstance(node.meta.get("val"), (list, tuple)) else refs[0]
 
     def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):
         plan = plan_for(target)

@@ -41,7 +41,6 @@ TORCH_ONNX_ONLY = {
     "(torch.jit.trace, as dynamo=False) or 'auto' (the default: torch.export, then torch.jit.trace when it refuses)",
     "optimize": "fastonnx always folds constants and removes dead, duplicate and identity nodes; drop it",
     "do_constant_folding": "fastonnx always folds constants; drop it",
-    "custom_translation_table": "register a converter per op with fastonnx.register_converter(op, fn)",
     "operator_export_type": "fastonnx writes standard ONNX ops (and custom domains of registered converters); "
     "an op without a converter raises UnsupportedOpsError",
     "profile": "the result's `timings` and report=True give the time of each phase",
@@ -251,8 +250,26 @@ def check_weights_have_data(ep: ExportedProgram) -> None:
             if isinstance(tensor, torch.Tensor) and tensor.is_meta:
                 empty.append(spec.target)
     if empty:
-        shown = ", ".join(f"`{n}`" for n in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-        raise ArgumentError(
-            f"model: {len(empty)} weight(s) are on the meta device and have no data to store in the ONNX file: "
-            f"{shown}. Load the weights first, e.g. model.to_empty(device='cpu') then model.load_state_dict(...)"
-        )
+        raise _weights_on_meta(empty)
+
+
+def check_module_weights_on_inputs_device(model, args: tuple, kwargs: dict | None) -> None:
+    """Weights on the meta device with real inputs: torch's trace would stop first, on the mix
+    of devices; the error says what is wrong with the model instead."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if not inputs or all(t.is_meta for t in inputs):
+        return
+    weights = [*model.named_parameters(), *model.named_buffers()]
+    empty = [name for name, t in weights if t.is_meta]
+    if empty:
+        raise _weights_on_meta(empty)
+
+
+def _weights_on_meta(empty: list[str]) -> ArgumentError:
+    shown = ", ".join(f"`{n}`" for n in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+    return ArgumentError(
+        f"model: {len(empty)} weight(s) are on the meta device and have no data to store in the ONNX file: "
+        f"{shown}. Load the weights first, e.g. model.to_empty(device='cpu') then model.load_state_dict(...)"
+    )

@@ -99,7 +99,11 @@ def render(
     if timings:
         lines += ["\n## Phases (seconds)\n", *_table(tuple(timings), [tuple(f"{v:.3f}" for v in timings.values())])]
     lines += _histogram("ATen ops converted", aten_ops)
-    lines += _histogram("Decomposed with PyTorch's decompositions (no converter of their own)", decomposed)
+    lines += _histogram(
+        "Decomposed (no converter of their own): PyTorch's decompositions, or the Python implementation of "
+        "a torch.library op traced into ATen ops",
+        decomposed,
+    )
     if proto is not None:
         lines += _histogram("ONNX ops written", Counter(n.op_type for n in nodes))
     return "\n".join(lines) + "\n"
@@ -109,3 +113,23 @@ def _dtype_name(code: int) -> str:
     import onnx
 
     return onnx.TensorProto.DataType.Name(code).lower()
+
+
+def graph_text(proto) -> str:
+    """What ``verbose=True`` prints: the graph as onnx.printer writes it, each initializer by
+    name, type and shape only (their values would be the whole model again, as text)."""
+    import onnx
+
+    graph = onnx.GraphProto(
+        name=proto.graph.name,
+        node=proto.graph.node,
+        input=proto.graph.input,
+        output=proto.graph.output,
+        value_info=proto.graph.value_info,
+    )
+    weights = [
+        f"  {init.name}: {onnx.TensorProto.DataType.Name(init.data_type).lower()}{list(init.dims)}"
+        for init in proto.graph.initializer
+    ]
+    header = ["initializers:", *weights] if weights else []
+    return "\n".join([*header, onnx.printer.to_text(graph)])

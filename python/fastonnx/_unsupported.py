@@ -10,14 +10,31 @@ from collections.abc import Iterable
 
 import torch
 
-from ._decompose import DECOMPOSED_FROM
+from ._decompose import DECOMPOSED_FROM, UNTRACEABLE
 from ._graph import PreparedGraph, source_line
 from ._op_table import is_mapped, overload_key, qualified_name
 from ._values import static_number
 from .errors import UnsupportedOp, UnsupportedOpsError
 
 
-def _yaml_hint(op) -> str:
+def _converter_stub(op: torch._ops.OpOverload, untraceable: str) -> str:
+    """A ready-to-paste Python converter for an op outside ATen (a torch.library op)."""
+    schema = op._schema
+    params = ", ".join(["g", *(a.name for a in schema.arguments)])
+    tensors = ", ".join(a.name for a in schema.arguments if isinstance(a.type, torch.TensorType))
+    name = schema.name.replace("::", "_")
+    why = f"its Python implementation does not trace ({untraceable}); " if untraceable else ""
+    return (
+        f"{why}a Python converter (README, 'Custom converters'):\n"
+        f"          def convert_{name}({params}):  # {schema}\n"
+        f'              return g.op("...", {tensors})\n'
+        f'          fastonnx.register_converter("{schema.name}", convert_{name})'
+    )
+
+
+def _yaml_hint(op, node: torch.fx.Node) -> str:
+    if isinstance(op, torch._ops.OpOverload) and op.namespace != "aten":
+        return _converter_stub(op, node.meta.get(UNTRACEABLE, ""))
     if isinstance(op, torch._ops.OpOverload):
         return f"{overload_key(op)}: {{onnx: ...}}   # schema: {op._schema}"
     return f"register a converter for {op}"
@@ -44,7 +61,7 @@ def check_supported(graphs: Iterable[PreparedGraph]) -> None:
                     overload=qualified_name(op),
                     count=count,
                     first_source=source_line(first[op]),
-                    yaml_hint=_yaml_hint(op),
+                    yaml_hint=_yaml_hint(op, first[op]),
                     decomposed_from=first[op].meta.get(DECOMPOSED_FROM, ""),
                 )
                 for op, count in missing.most_common()

@@ -56,7 +56,10 @@ class UnsupportedOpsError(ExportError):
             origin = f", from the decomposition of {op.decomposed_from}" if op.decomposed_from else ""
             where = f"\n      first at {op.first_source}" if op.first_source else ""
             lines.append(f"  - {op.overload} (x{op.count}{origin}){where}\n      start from: {op.yaml_hint}")
-        lines.append("Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op').")
+        lines.append(
+            "Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op'), or register a Python "
+            "converter with fastonnx.register_converter."
+        )
         super().__init__("\n".join(lines))
 
 

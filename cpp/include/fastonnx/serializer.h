@@ -19,6 +19,8 @@ struct ModelInfo {
   std::vector<std::pair<std::string, int64_t>> domain_versions;
   // The local functions and the main graph's node order, when modules were outlined.
   const Outlined* outlined = nullptr;
+  // FunctionProtos made outside the graph (onnxscript functions of Python converters), as bytes.
+  std::vector<std::string> function_protos;
 };
 
 // Where initializers of at least `threshold` bytes go when the model keeps its weights in an

@@ -63,6 +63,9 @@ class Session {
   void set_domain_version(std::string domain, int64_t version) {
     domain_versions_.emplace_back(std::move(domain), version);
   }
+  // A FunctionProto (serialized) the model carries as written, once per (domain, name): false
+  // when that function is already there.
+  bool add_function_proto(const std::string& domain, const std::string& name, std::string proto);
 
   // The finished graph as a ModelProto, large weights in `external` when given.
   ProtoMessage serialize(const std::string& producer_version, ExternalData* external = nullptr);
@@ -89,6 +92,8 @@ class Session {
   int opset_;
   bool keep_initializers_as_inputs_;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
+  std::vector<std::pair<std::string, std::string>> function_names_;  // (domain, name), as function_protos_
+  std::vector<std::string> function_protos_;
   std::vector<GraphId> open_subgraphs_;  // innermost last
   std::vector<bool> owned_;              // by subgraph id: a node owns it already
   std::vector<Scope> scopes_{Scope{}};   // scopes_[0]: the model itself

@@ -251,8 +251,17 @@ ProtoMessage Session::serialize(const std::string& producer_version, ExternalDat
   info.opset = opset_;
   info.producer_version = producer_version;
   info.domain_versions = domain_versions_;
+  info.function_protos = function_protos_;
   if (scopes_.size() > 1) info.outlined = &outlined_;
   return serialize_model(graph_, info, external);
+}
+
+bool Session::add_function_proto(const std::string& domain, const std::string& name, std::string proto) {
+  const std::pair<std::string, std::string> key{domain, name};
+  if (std::find(function_names_.begin(), function_names_.end(), key) != function_names_.end()) return false;
+  function_names_.push_back(key);
+  function_protos_.push_back(std::move(proto));
+  return true;
 }
 
 size_t Session::weights_nbytes() const {

@@ -348,6 +348,7 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
     for (const LocalFunction& f : info.outlined->functions)
       model.message_field(model_f::functions, function(g, info, writer, f));
   }
+  for (const std::string& f : info.function_protos) model.bytes_field(model_f::functions, f);
   return model;
 }
 

@@ -4,7 +4,7 @@ with dims as the decompositions pass them (non-negative, the one-sided one last)
 and outputs are (real, imaginary) pairs in the ONNX graph."""
 
 import torch
-from row import aten, hand_written, tensor
+from row import aten, from_opinfo, hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
 REAL = (torch.float32, torch.float64)
@@ -60,6 +60,12 @@ def _one(shape):
     return lambda dtype: iter([SampleInput(tensor(shape, dtype)), SampleInput(tensor((2, *shape), dtype))])
 
 
+def _complex_products(dtype):
+    yield SampleInput(tensor((3, 4), dtype), args=(tensor((3, 4), dtype),))
+    yield SampleInput(tensor((2, 3, 4), dtype), args=(tensor((3, 1), dtype),))
+    yield SampleInput(tensor((3, 4), dtype), args=(tensor((4,), torch.float32),))
+
+
 ROWS = (
     hand_written("_fft_r2c", fn=aten._fft_r2c.default, samples=_r2c, dtypes=REAL, tolerance=TOLERANCE, max_samples=8),
     hand_written("_fft_c2c", fn=aten._fft_c2c.default, samples=_c2c, dtypes=COMPLEX, tolerance=TOLERANCE, max_samples=8),
@@ -68,6 +74,9 @@ ROWS = (
     hand_written("view_as_complex", fn=torch.view_as_complex, samples=_one((3, 2)), dtypes=REAL),
     hand_written("real", fn=torch.real, samples=_one((3, 4)), dtypes=COMPLEX),
     hand_written("imag", fn=torch.imag, samples=_one((3, 4)), dtypes=COMPLEX),
+    from_opinfo("polar", "polar", dtypes=REAL),
+    # complex products (rotary embeddings written with complex numbers), a complex or real factor
+    hand_written("mul.Tensor", id="mul.complex", fn=torch.mul, samples=_complex_products, dtypes=COMPLEX),
     # torch's conjugate is a lazy view, read here through its parts (the ONNX graph negates the
     # imaginary parts eagerly).
     hand_written(

@@ -82,6 +82,8 @@ ROWS = (
     from_opinfo("cummax", "cummax"),
     from_opinfo("cummin", "cummin"),
     from_opinfo("logcumsumexp", "logcumsumexp"),
+    from_opinfo("histc", "histc", dtypes=(torch.float32, torch.float64)),
+    from_opinfo("bincount", "bincount", dtypes=(torch.int64, torch.uint8)),
     hand_written(
         "amax",
         "argmax",
