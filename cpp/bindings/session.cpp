@@ -143,7 +143,12 @@ struct Interrupted {};
 // Writes the model (model_file.h) without the GIL; between pieces it takes the GIL to check for
 // Ctrl-C (a KeyboardInterrupt) and call `progress(bytes)`.
 void write(const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
-           const py::object& progress) {
+           const py::object& progress, const std::vector<std::tuple<uintptr_t, size_t, std::string>>& references) {
+  std::vector<ExternalData::Reference> refs;
+  for (const auto& [address, size, file] : references) {
+    // A mapped checkpoint's address, as a Python int.
+    refs.push_back({reinterpret_cast<const uint8_t*>(address), size, file});  // NOLINT(performance-no-int-to-ptr)
+  }
   const auto between_pieces = [&](size_t bytes) {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw Interrupted{};  // NOLINT(bugprone-std-exception-baseclass): control flow
@@ -152,7 +157,7 @@ void write(const Model& md, const std::string& path, const std::string& data_pat
   try {
     py::gil_scoped_release no_gil;
     write_model([&](ExternalData* external) { return md.session->serialize(md.producer_version, external); }, path,
-                data_path, location, between_pieces);
+                data_path, location, between_pieces, std::move(refs));
   } catch (const Interrupted&) {
     throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
   }
@@ -227,9 +232,11 @@ void init_model(py::module_& m) {
       .def("to_bytes",
            [](const Model& md) { return py::bytes(model_bytes(md.session->serialize(md.producer_version))); })
       .def("write", &write, py::arg("path"), py::arg("data_path") = "", py::arg("location") = "",
-           py::arg("progress") = py::none(),
+           py::arg("progress") = py::none(), py::arg("references") = std::vector<std::tuple<uintptr_t, size_t, std::string>>{},
            "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
-           "the model names `location`. `progress(n)` is called as bytes are written.")
+           "the model names `location`, except those whose bytes lie in one of `references` (address, size, "
+           "location: a file mapped whole), which the model points at there. `progress(n)` is called as bytes "
+           "are written.")
       .def_property_readonly("num_nodes", [](const Model& md) { return md.session->num_nodes(); })
       .def_property_readonly("pass_stats", [](const Model& md) { return pass_stats(md.stats); });
 }
@@ -252,6 +259,18 @@ void def_values(py::class_<Session, std::shared_ptr<Session>>& cls) {
             return ValueRef{s.add_initializer(name, meta, bytes, nbytes, keep_alive(std::move(owner))).id};
           },
           py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("nbytes"), py::arg("owner"))
+      .def(
+          "add_cast_initializer",
+          [](Session& s, const std::string& name, int dtype, const py::list& shape, uintptr_t data, int stored,
+             py::object owner) {
+            const TensorMeta meta = to_meta(s, dtype, shape);
+            const auto* bytes = reinterpret_cast<const void*>(data);  // NOLINT(performance-no-int-to-ptr)
+            return ValueRef{
+                s.add_cast_initializer(name, meta, bytes, static_cast<ScalarType>(stored), keep_alive(std::move(owner)))
+                    .id};
+          },
+          py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("stored_dtype"),
+          py::arg("owner"), "A weight of `dtype` whose bytes, of dtype `stored_dtype`, are converted as written.")
       .def("convert", &convert, py::arg("op_id"), py::arg("args"), py::arg("metas"), py::arg("name"),
            "Convert one FX node: args hold ValueRef for tensors, ... for omitted arguments.")
       .def(

@@ -31,6 +31,7 @@ from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace
 from ._unsupported import check_supported
 from ._version import __version__
+from ._weights import Streamed, bind, check_weights_mode, open_source, prepare_module
 from .errors import ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError, VerificationError
 
 # torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
@@ -72,6 +73,9 @@ def export(
     report: bool | str | os.PathLike = False,
     verbose: bool | None = None,
     export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
+    weights: object = None,
+    weights_mode: str = "copy",
+    dtype: torch.dtype | None = None,
 ) -> ExportResult:
     """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
@@ -110,6 +114,12 @@ def export(
     body holds control flow). Weights become function inputs. A selected module inside another is
     a function that the outer function calls; inside a control-flow branch or loop body, modules
     stay inlined in the subgraph. ``False`` (the default) inlines everything.
+    ``weights``: where the weights of a model on the meta device come from (README, "Models
+    larger than memory"): a ``.safetensors`` file, a directory holding ``model.safetensors`` or
+    ``model.safetensors.index.json``, or a mapping from names to tensors. They are streamed from
+    the memory-mapped checkpoint to the file with bounded memory; ``weights_mode="reference"``
+    makes the model point into the checkpoint's files instead of copying the weights it can;
+    ``dtype`` (float16, bfloat16 or float32) converts the floating weights while streaming.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
@@ -129,8 +139,12 @@ def export(
         verbose=verbose,
         export_modules_as_functions=export_modules_as_functions,
     )
+    check_weights_mode(weights, weights_mode, dtype)
+    streamed = Streamed(open_source(weights), weights_mode, dtype) if weights is not None else None
+    if streamed is not None and isinstance(model, torch.nn.Module):
+        model = prepare_module(model, dtype)
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
-    exporter = _Exporter(options)
+    exporter = _Exporter(options, streamed)
     result = exporter.run(model, args, kwargs, request)
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
@@ -161,8 +175,9 @@ def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> No
 class _Exporter:
     """The phases of one export, with what the report needs from each."""
 
-    def __init__(self, options: ExportOptions):
+    def __init__(self, options: ExportOptions, streamed: Streamed | None = None):
         self.options = options
+        self.streamed = streamed
         self.progress = Progress(options.verbose)
         self.timings: dict[str, float] = {}
         self.aten_ops: Counter = Counter()
@@ -189,7 +204,10 @@ class _Exporter:
         fixed: dict | None = {} if request.relaxed else None
         ep = trace(model, args, kwargs, request.shapes, options.training, fixed)
         timings["trace"] = time.perf_counter() - t0
-        check_weights_have_data(ep)
+        if self.streamed is not None:
+            bind(ep, model, self.streamed.checkpoint, self.streamed.dtype)
+        else:
+            check_weights_have_data(ep)
 
         t0 = time.perf_counter()
         if program_needs_functionalization(ep):
@@ -248,6 +266,7 @@ class _Exporter:
             ep,
             timings,
             model=model if isinstance(model, torch.nn.Module) else None,
+            streamed=self.streamed,
         )
 
     @staticmethod

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from . import _C
 from ._files import write_atomically
+from ._weights import Streamed
 from .errors import ExportError
 
 # protobuf cannot hold a message of 2 GB; the graph itself needs some room beside the weights.
@@ -31,6 +32,7 @@ class ExportResult:
     exported_program: object = None
     timings: dict[str, float] = field(default_factory=dict)
     model: object = field(default=None, repr=False)  # the nn.Module, for verify()
+    streamed: Streamed | None = field(default=None, repr=False)  # weights from a checkpoint (_weights.py)
     _proto: object = field(default=None, repr=False)
 
     @property
@@ -75,6 +77,11 @@ class ExportResult:
         more) in ``<path>.data`` beside the model, offsets aligned for memory mapping; by default
         that happens only when the model would exceed protobuf's 2 GB. ``progress(n)`` is called
         as every n more bytes are written."""
+        references: list[tuple[int, int, str]] = []
+        if self.streamed is not None:
+            progress = self.streamed.between_pieces(progress)
+            if self.streamed.mode == "reference":
+                external_data, references = True, self.streamed.references(path)
         if external_data is None:
             external_data = self.native.weights_nbytes > EXTERNAL_DATA_ABOVE
         if not external_data:
@@ -88,7 +95,11 @@ class ExportResult:
             {
                 data_path: data_tmp.append,
                 path: lambda tmp: self.native.write(
-                    tmp, data_path=data_tmp[0], location=os.path.basename(data_path), progress=progress
+                    tmp,
+                    data_path=data_tmp[0],
+                    location=os.path.basename(data_path),
+                    progress=progress,
+                    references=references,
                 ),
             }
         )

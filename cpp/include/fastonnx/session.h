@@ -27,6 +27,10 @@ class Session {
   Value add_input(std::string_view name, const TensorMeta& meta);
   Value add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
                         std::shared_ptr<const void> owner);
+  // A weight of `meta`'s dtype whose bytes, of dtype `stored`, are converted as they are written
+  // (a checkpoint streamed with export(dtype=...)).
+  Value add_cast_initializer(std::string_view name, const TensorMeta& meta, const void* data, ScalarType stored,
+                             std::shared_ptr<const void> owner);
   // Converts one FX node; its outputs take `fx_name` and the recorded metadata.
   std::vector<Value> convert(int op_id, const Args& args, std::vector<TensorMeta> metas, std::string_view fx_name);
   void set_outputs(const std::vector<std::pair<Value, std::string>>& outputs);
