@@ -328,6 +328,8 @@ void init_session(py::module_& m) {
   def_values(cls);
   def_subgraphs(cls);
   cls.def("set_domain_version", &Session::set_domain_version, py::arg("domain"), py::arg("version"))
+      .def("pin_weights", &Session::pin_weights,
+           "Weights added from now on are never folded: the model points at their bytes where they are.")
       .def("mark_may_be_one", &Session::mark_may_be_one, py::arg("symbol"),
            "The dynamic size `symbol` may be 1 at run time (torch.export's ranges allow it).")
       .def("add_scope", &Session::add_scope, py::arg("function_name"), py::arg("module_path"), py::arg("parent"),

@@ -225,6 +225,8 @@ class _Exporter:
         session = _C.Session(options.opset, options.keep_initializers_as_inputs)
         for domain, version in options.custom_opsets.items():
             session.set_domain_version(domain, version)
+        if self.streamed is not None and self.streamed.mode == "reference":
+            session.pin_weights()  # folded (transposed) weights would be copies: the Transposes stay
         scopes = ModuleScopes(session, options.functions) if options.functions else None
         lowering = Lowering(ep, session, main, options.opset, bodies, scopes)
         t0 = time.perf_counter()

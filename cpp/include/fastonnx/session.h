@@ -27,6 +27,8 @@ class Session {
   Value add_input(std::string_view name, const TensorMeta& meta);
   Value add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
                         std::shared_ptr<const void> owner);
+  // Weights added from now on are never folded (Initializer::pinned).
+  void pin_weights() { pin_weights_ = true; }
   // A weight of `meta`'s dtype whose bytes, of dtype `stored`, are converted as they are written
   // (a checkpoint streamed with export(dtype=...)).
   Value add_cast_initializer(std::string_view name, const TensorMeta& meta, const void* data, ScalarType stored,
@@ -92,6 +94,7 @@ class Session {
   Builder builder_;
   int opset_;
   bool keep_initializers_as_inputs_;
+  bool pin_weights_ = false;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
   std::vector<GraphId> open_subgraphs_;  // innermost last
   std::vector<bool> owned_;              // by subgraph id: a node owns it already

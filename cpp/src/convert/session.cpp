@@ -54,6 +54,7 @@ Value Session::add_initializer(std::string_view name, const TensorMeta& meta, co
   const Value v = graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
   graph_.set_model_tensor(v);
   if (keep_initializers_as_inputs_) graph_.set_overridable(v);
+  if (pin_weights_) graph_.set_pinned(v);
   return v;
 }
 
@@ -71,6 +72,7 @@ Value Session::add_cast_initializer(std::string_view name, const TensorMeta& met
   graph_.claim_name(v, name);
   graph_.set_model_tensor(v);
   if (keep_initializers_as_inputs_) graph_.set_overridable(v);
+  if (pin_weights_) graph_.set_pinned(v);
   return v;
 }
 

@@ -226,7 +226,7 @@ class Optimizer {
       }
       const Initializer* init = g_.initializer(v);
       const auto shape = g_.static_shape(v);
-      if (init == nullptr || init->overridable || !shape) return false;
+      if (init == nullptr || init->overridable || init->pinned || !shape) return false;
       views.push_back(ConstView{g_.info(v).dtype, *shape, static_cast<const uint8_t*>(init->data), init->model_tensor});
       sources.push_back(ConstSource{init->data, init->owner});
     }
