@@ -1,0 +1,51 @@
+"""``python -m fastonnx export-hf``: a transformers checkpoint directory to ONNX, the model built
+from its ``config.json`` on the meta device and its weights streamed from its safetensors files.
+Nothing is downloaded: the directory must hold the config and the weights."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..errors import ArgumentError
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# The example input the trace runs: short sequences of token ids.
+_EXAMPLE_TOKENS = 8
+
+
+def meta_model(directory: str) -> torch.nn.Module:
+    """The checkpoint's model, on the meta device, without its cache (a plain forward)."""
+    import transformers
+
+    if not os.path.isfile(os.path.join(directory, "config.json")):
+        raise ArgumentError(f"{directory} holds no config.json: give a transformers checkpoint directory")
+    config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
+    config.use_cache = False
+    auto = (
+        transformers.AutoModelForCausalLM
+        if type(config) in transformers.AutoModelForCausalLM._model_mapping
+        else transformers.AutoModel
+    )
+    with torch.device("meta"):
+        return auto.from_config(config).eval()
+
+
+def export_hf(directory: str, output: str, dtype: str | None, dynamic: bool, reference: bool, verbose: bool) -> None:
+    from .. import export
+
+    model = meta_model(directory)
+    # A batch of 2 when it is dynamic: torch.export specializes a size of 1.
+    ids = torch.zeros(2 if dynamic else 1, _EXAMPLE_TOKENS, dtype=torch.long)
+    export(
+        model,
+        (ids,),
+        output,
+        input_names=["input_ids"],
+        dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}} if dynamic else None,
+        weights=directory,
+        weights_mode="reference" if reference else "copy",
+        dtype=DTYPES[dtype] if dtype else None,
+        verbose=None if verbose else False,
+    )
