@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -90,15 +89,17 @@ def timed_cp(directory: str) -> float:
 
 
 def timed_export(directory: str, output: str, mode: str, out_dtype: str | None) -> tuple[float, int]:
-    """Wall seconds (with a final sync, as for cp) and the subprocess's peak RSS in bytes."""
-    cmd = [sys.executable, "-m", "fastonnx", "export-hf", directory, output, "--quiet"]
+    """Wall seconds (with a final sync, as for cp) and the export's peak RSS in bytes, as
+    /usr/bin/time reports it: getrusage's RUSAGE_CHILDREN would start from this process's own
+    peak (a forked child inherits its parent's high-water mark), which made the checkpoint."""
+    cmd = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "fastonnx", "export-hf", directory, output, "--quiet"]
     cmd += ["--reference"] if mode == "reference" else []
     cmd += ["--dtype", out_dtype] if out_dtype else []
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True)
+    done = subprocess.run(cmd, check=True, stderr=subprocess.PIPE, text=True)
     subprocess.run(["sync"], check=True)
     seconds = time.perf_counter() - t0
-    return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return seconds, int(done.stderr.split()[-1]) * 1024
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace
 from ._unsupported import check_supported
 from ._version import __version__
-from ._weights import Streamed, bind, check_weights_mode, open_source, prepare_module
+from ._weights import Streamed, bind, check_weights_mode, open_source, prepare
 from .errors import ArgumentError, ConversionError, ExportError, InternalError, UnsupportedOpsError, VerificationError
 
 # torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
@@ -141,8 +141,8 @@ def export(
     )
     check_weights_mode(weights, weights_mode, dtype)
     streamed = Streamed(open_source(weights), weights_mode, dtype) if weights is not None else None
-    if streamed is not None and isinstance(model, torch.nn.Module):
-        model = prepare_module(model, dtype)
+    if streamed is not None:
+        model, args, kwargs = prepare(model, args, kwargs, dtype)
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
     exporter = _Exporter(options, streamed)
     result = exporter.run(model, args, kwargs, request)

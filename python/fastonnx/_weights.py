@@ -11,6 +11,7 @@ that is missing or whose shape or dtype disagrees.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import os
@@ -110,15 +111,20 @@ def check_weights_mode(weights: object, weights_mode: object, dtype: object) -> 
         raise ArgumentError("weights_mode and dtype apply to weights streamed from weights=...; give weights")
 
 
-def prepare_module(model: torch.nn.Module, dtype: torch.dtype | None) -> torch.nn.Module:
-    """The module to trace: with ``dtype``, a copy whose floating weights have that dtype (a
-    meta module's copy costs nothing; the caller's module is left as it was)."""
-    if dtype is None:
-        return model
+def prepare(model: object, args: tuple, kwargs: dict | None, dtype: torch.dtype | None) -> tuple[object, tuple, dict | None]:
+    """The module and example inputs to trace. On the meta device, the inputs go there too: an
+    op mixing a CPU input and a meta weight (a Linear) fails to trace, and only their shapes
+    and dtypes matter. With ``dtype``, a copy of the module whose floating weights have that
+    dtype (a meta module's copy costs nothing; the caller's module is left as it was)."""
+    if not isinstance(model, torch.nn.Module):
+        return model, args, kwargs
     on_meta = all(t.is_meta for t in _tensors(model))
-    if not on_meta:
+    if dtype is not None and not on_meta:
         raise ArgumentError("dtype= converts weights streamed from a checkpoint: the model's weights must be on the meta device")
-    return copy.deepcopy(model).to(dtype)
+    if not on_meta:
+        return model, args, kwargs
+    to_meta = functools.partial(torch.utils._pytree.tree_map_only, torch.Tensor, lambda t: t.to("meta"))
+    return (copy.deepcopy(model).to(dtype) if dtype is not None else model), to_meta(args), to_meta(kwargs)
 
 
 def _tensors(model: torch.nn.Module) -> Iterable[torch.Tensor]:
