@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "fastonnx/model_file.h"
+#include "fastonnx/read_pages.h"
 #include "fastonnx/session.h"
 
 namespace py = pybind11;
@@ -135,6 +136,17 @@ struct Model {
   std::shared_ptr<Session> session;
   std::string producer_version;
   PassStats stats;
+};
+
+// A checkpoint's read-only file mapping, registered while this lives (read_pages.h). `owner`,
+// the Python mmap, is declared first so that it is released after the registration is gone:
+// the memory is never unmapped while registered.
+struct Mapping {
+  Mapping(uintptr_t address, size_t size, py::object mmap)
+      : owner(std::move(mmap)),
+        registration(reinterpret_cast<const void*>(address), size) {}  // NOLINT(performance-no-int-to-ptr)
+  py::object owner;
+  ReadOnlyMapping registration;
 };
 
 // Ctrl-C during a write; turned into the KeyboardInterrupt once the GIL is held again.
@@ -323,6 +335,10 @@ void init_session(py::module_& m) {
   m.attr("FUNCTION_DOMAIN") = kFunctionDomain;
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
   init_model(m);
+  py::class_<Mapping>(m, "ReadOnlyMapping",
+                      "Registers a read-only file mapping (address, size, the mmap) whose pages the writer "
+                      "returns as it reads them, while this object lives.")
+      .def(py::init<uintptr_t, size_t, py::object>(), py::arg("address"), py::arg("size"), py::arg("mmap"));
   py::class_<Session, std::shared_ptr<Session>> cls(m, "Session");
   cls.def(py::init<int, bool>(), py::arg("opset"), py::arg("keep_initializers_as_inputs") = false);
   def_values(cls);

@@ -78,10 +78,8 @@ class ExportResult:
         that happens only when the model would exceed protobuf's 2 GB. ``progress(n)`` is called
         as every n more bytes are written."""
         references: list[tuple[int, int, str]] = []
-        if self.streamed is not None:
-            progress = self.streamed.between_pieces(progress)
-            if self.streamed.mode == "reference":
-                external_data, references = True, self.streamed.references(path)
+        if self.streamed is not None and self.streamed.mode == "reference":
+            external_data, references = True, self.streamed.references(path)
         if external_data is None:
             external_data = self.native.weights_nbytes > EXTERNAL_DATA_ABOVE
         if not external_data:

@@ -3,8 +3,9 @@
 The header is parsed here rather than with the ``safetensors`` package: it is 8 bytes (the
 header's length, little-endian) and a JSON object, and fastonnx needs each tensor's file offset
 (for ``weights_mode="reference"``), which the package does not expose. The bytes stay in the
-mapping; the native writer reads them from there, and ``drop_pages`` returns the pages it has
-read, so reading a checkpoint adds little to the process's resident memory.
+mapping; the native writer reads them from there and, the mapping being registered with it as
+read-only (``_C.ReadOnlyMapping``), returns the pages it has read, so reading a checkpoint adds
+little to the process's resident memory.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _C
 from .errors import ArgumentError
 
 DTYPES = {
@@ -77,6 +79,7 @@ class SafetensorsFile:
                 raise ArgumentError(f"weights: {self.path}: tensor `{name}` ends past the end of the file")
             self.entries[name] = entry
         self._view: torch.Tensor | None = None
+        self._registration: _C.ReadOnlyMapping | None = None
 
     def tensor(self, entry: Entry) -> torch.Tensor:
         """The entry's bytes as a tensor (no copy: a view of the mapping)."""
@@ -86,6 +89,7 @@ class SafetensorsFile:
             with warnings.catch_warnings():  # the mapping is read-only; fastonnx never writes to it
                 warnings.simplefilter("ignore", UserWarning)
                 self._view = torch.frombuffer(self.mapping, dtype=torch.uint8)  # type: ignore[arg-type]
+            self._registration = _C.ReadOnlyMapping(self._view.data_ptr(), self.size, self.mapping)
         raw = self._view[entry.offset : entry.offset + entry.nbytes]
         return raw.view(entry.dtype).view(entry.shape)
 
@@ -93,12 +97,6 @@ class SafetensorsFile:
     def address(self) -> int:
         """Where the mapping starts in memory (0 for an empty file)."""
         return self._view.data_ptr() if self._view is not None else 0
-
-    def drop_pages(self) -> None:
-        """Returns the pages of the mapping read so far: they are clean pages of a read-only
-        file, read again from the page cache if touched again."""
-        if self.mapping is not None:
-            self.mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def _read_header(f, path: str) -> tuple[int, dict]:

@@ -54,10 +54,6 @@ class Checkpoint:
         t = self.tensors[name]
         return t.tensor() if isinstance(t, Entry) else t  # type: ignore[return-value]
 
-    def drop_pages(self) -> None:
-        for f in self.files:
-            f.drop_pages()
-
 
 def open_source(source: object) -> Checkpoint:
     """``weights=``: a ``.safetensors`` file, a directory holding ``model.safetensors`` or a
@@ -317,17 +313,6 @@ class Streamed:
     checkpoint: Checkpoint
     mode: str  # "copy" or "reference"
     dtype: torch.dtype | None
-
-    def between_pieces(self, progress):
-        """The writer's callback between pieces: returns the checkpoint pages read so far (the
-        process's memory stays bounded) and reports progress."""
-
-        def call(n: int) -> None:
-            self.checkpoint.drop_pages()
-            if progress is not None:
-                progress(n)
-
-        return call
 
     def references(self, model_path: str | os.PathLike) -> list[tuple[int, int, str]]:
         """(address, size, location) of each mapped checkpoint file, for the writer. ONNX external

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fastonnx/prefetch.h"
+#include "fastonnx/read_pages.h"
 
 namespace fastonnx {
 namespace {
@@ -75,6 +76,7 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
     unreported = 0;
     if (std::fflush(f) != 0) throw WriteFailed{errno};  // NOLINT(bugprone-std-exception-baseclass): caught below
     pages.piece_written(written);
+    drop_all_read_pages();  // the checkpoint pages read for this piece (read_pages.h)
     between_pieces(piece);
   };
   try {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "fastonnx/numeric.h"
+#include "fastonnx/read_pages.h"
 #include "fastonnx/transpose_kernels.h"
 
 namespace fastonnx {
@@ -22,6 +23,15 @@ void TensorBytes::produce(const ByteSink& sink) const {
 
 namespace {
 
+// A transposed matrix larger than this is read from its source (a checkpoint's mapping) once per
+// range computed, with the pages dropped as they are read (read_pages.h): its ranges are then
+// 1/kLargePasses of it, at most kLargeChunkBytes, so that it is read a bounded number of times
+// while the memory held is a few ranges and a strip of input rows, whatever its size.
+constexpr size_t kLargeTransposeBytes = size_t{64} << 20;
+constexpr size_t kLargePasses = 32;
+constexpr size_t kLargeChunkBytes = size_t{64} << 20;
+constexpr size_t kDropEveryBytes = size_t{8} << 20;
+
 class Transposed final : public TensorBytes {
  public:
   Transposed(const void* data, std::shared_ptr<const void> owner, int element_size, std::vector<int64_t> shape,
@@ -38,6 +48,7 @@ class Transposed final : public TensorBytes {
   size_t size() const override { return count_ * es_; }
 
   size_t chunk_bytes(size_t target) const override {
+    if (size() > kLargeTransposeBytes) target = std::max(target, std::min(size() / kLargePasses, kLargeChunkBytes));
     if (shape_.size() == 2) {
       // Whole output rows, a tile's worth at a time where they fit: a range that starts or ends
       // inside a row is gathered element by element.
@@ -87,6 +98,8 @@ class Transposed final : public TensorBytes {
     const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
     const TransposeStrip kernel = transpose_strip_kernel(static_cast<int>(es_));
     const size_t vector_rows = kernel ? (r1 - r0) / kTransposeTile * kTransposeTile : 0;
+    const bool drop = size() > kLargeTransposeBytes;
+    size_t unreleased = 0;  // input rows [unreleased, c1) are read and not dropped yet
     for (size_t c0 = 0; c0 < rows_in; c0 += kTransposeTile) {
       const size_t c1 = std::min(rows_in, c0 + kTransposeTile);
       size_t r = r0;
@@ -95,6 +108,11 @@ class Transposed final : public TensorBytes {
         r += vector_rows;
       }
       if (r < r1) gather(r, r1, c0, c1, out + ((r - r0) * rows_in + c0) * es_);
+      const size_t read = (c1 - unreleased) * cols_in * es_;
+      if (drop && (read >= kDropEveryBytes || c1 == rows_in)) {
+        drop_read_pages(data_ + unreleased * cols_in * es_, read);
+        unreleased = c1;
+      }
     }
   }
 
