@@ -88,7 +88,7 @@ class SafetensorsFile:
         if self._view is None:
             with warnings.catch_warnings():  # the mapping is read-only; fastonnx never writes to it
                 warnings.simplefilter("ignore", UserWarning)
-                self._view = torch.frombuffer(self.mapping, dtype=torch.uint8)  # type: ignore[arg-type]
+                self._view = torch.frombuffer(self.mapping, dtype=torch.uint8)
             self._registration = _C.ReadOnlyMapping(self._view.data_ptr(), self.size, self.mapping)
         raw = self._view[entry.offset : entry.offset + entry.nbytes]
         return raw.view(entry.dtype).view(entry.shape)
@@ -122,7 +122,9 @@ def _entry(file: SafetensorsFile, name: str, info: object, start: int) -> Entry:
         shape = tuple(int(d) for d in info["shape"])
         begin, end = (int(x) for x in info["data_offsets"])
     except (AssertionError, KeyError, TypeError, ValueError):
-        raise ArgumentError(f"weights: {file.path}: tensor `{name}` has an entry fastonnx cannot read: {info!r}") from None
+        raise ArgumentError(
+            f"weights: {file.path}: tensor `{name}` has an entry fastonnx cannot read: {info!r}"
+        ) from None
     count = 1
     for d in shape:
         count *= d

@@ -84,7 +84,9 @@ def _open_directory(path: str) -> Checkpoint:
         file = SafetensorsFile(single)
         return Checkpoint(file.entries, [file])
     if not os.path.isfile(index):
-        raise ArgumentError(f"weights: directory {path} holds neither model.safetensors nor model.safetensors.index.json")
+        raise ArgumentError(
+            f"weights: directory {path} holds neither model.safetensors nor model.safetensors.index.json"
+        )
     with open(index) as f:
         weight_map = json.load(f).get("weight_map")
     if not isinstance(weight_map, dict):
@@ -107,7 +109,9 @@ def check_weights_mode(weights: object, weights_mode: object, dtype: object) -> 
         raise ArgumentError("weights_mode and dtype apply to weights streamed from weights=...; give weights")
 
 
-def prepare(model: object, args: tuple, kwargs: dict | None, dtype: torch.dtype | None) -> tuple[object, tuple, dict | None]:
+def prepare(
+    model: torch.nn.Module | ExportedProgram, args: tuple, kwargs: dict | None, dtype: torch.dtype | None
+) -> tuple[torch.nn.Module | ExportedProgram, tuple, dict | None]:
     """The module and example inputs to trace. On the meta device, the inputs go there too: an
     op mixing a CPU input and a meta weight (a Linear) fails to trace, and only their shapes
     and dtypes matter. With ``dtype``, a copy of the module whose floating weights have that
@@ -116,7 +120,9 @@ def prepare(model: object, args: tuple, kwargs: dict | None, dtype: torch.dtype 
         return model, args, kwargs
     on_meta = all(t.is_meta for t in _tensors(model))
     if dtype is not None and not on_meta:
-        raise ArgumentError("dtype= converts weights streamed from a checkpoint: the model's weights must be on the meta device")
+        raise ArgumentError(
+            "dtype= converts weights streamed from a checkpoint: the model's weights must be on the meta device"
+        )
     if not on_meta:
         return model, args, kwargs
     to_meta = functools.partial(torch.utils._pytree.tree_map_only, torch.Tensor, lambda t: t.to("meta"))
@@ -172,7 +178,11 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
 
 
 def _mismatch(
-    target: str, found: str, traced: torch.Tensor, stored: tuple[torch.dtype, tuple[int, ...]], dtype: torch.dtype | None
+    target: str,
+    found: str,
+    traced: torch.Tensor,
+    stored: tuple[torch.dtype, tuple[int, ...]],
+    dtype: torch.dtype | None,
 ) -> str:
     stored_dtype, stored_shape = stored
     where = f"`{target}`" + (f" (checkpoint `{found}`)" if found != target else "")
@@ -196,8 +206,9 @@ class _Names:
     def __init__(self, module: torch.nn.Module | None, checkpoint: Checkpoint):
         self.stored = checkpoint.tensors
         prefixes = {"model"}
-        if module is not None and isinstance(getattr(module, "base_model_prefix", None), str):
-            prefixes.add(module.base_model_prefix)
+        base = getattr(module, "base_model_prefix", None)
+        if isinstance(base, str):
+            prefixes.add(base)
         self.prefixes = sorted(p for p in prefixes if p)
         self.aliases: dict[str, list[str]] = {}
         if module is not None:

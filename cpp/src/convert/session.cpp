@@ -58,8 +58,8 @@ Value Session::add_initializer(std::string_view name, const TensorMeta& meta, co
   return v;
 }
 
-Value Session::add_cast_initializer(std::string_view name, const TensorMeta& meta, const void* data,
-                                    ScalarType stored, std::shared_ptr<const void> owner) {
+Value Session::add_cast_initializer(std::string_view name, const TensorMeta& meta, const void* data, ScalarType stored,
+                                    std::shared_ptr<const void> owner) {
   check_dtype("weight", name, meta.dtype);
   size_t count = 1;
   for (const Dim& d : meta.shape) {
@@ -67,8 +67,8 @@ Value Session::add_cast_initializer(std::string_view name, const TensorMeta& met
     count *= static_cast<size_t>(d.value);
   }
   if (data == nullptr && count != 0) throw ConvertError("weight `" + std::string(name) + "`: no data");
-  const Value v =
-      graph_.add_computed_initializer(meta.dtype, meta.shape, cast_bytes(data, std::move(owner), count, stored, meta.dtype));
+  const Value v = graph_.add_computed_initializer(meta.dtype, meta.shape,
+                                                  cast_bytes(data, std::move(owner), count, stored, meta.dtype));
   graph_.claim_name(v, name);
   graph_.set_model_tensor(v);
   if (keep_initializers_as_inputs_) graph_.set_overridable(v);

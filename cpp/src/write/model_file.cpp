@@ -41,8 +41,7 @@ class WrittenPages {
     if (flushed_ > dropped_) {
       ::sync_file_range(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_),
                         SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-      ::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_),
-                      POSIX_FADV_DONTNEED);
+      ::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_), POSIX_FADV_DONTNEED);
       dropped_ = flushed_;
     }
     flushed_ = end;
