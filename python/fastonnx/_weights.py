@@ -126,7 +126,17 @@ def prepare(
     if not on_meta:
         return model, args, kwargs
     to_meta = functools.partial(torch.utils._pytree.tree_map_only, torch.Tensor, lambda t: t.to("meta"))
-    return (copy.deepcopy(model).to(dtype) if dtype is not None else model), to_meta(args), to_meta(kwargs)
+    return (_with_dtype(model, dtype) if dtype is not None else model), to_meta(args), to_meta(kwargs)
+
+
+def _with_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """``model`` in ``dtype`` as ``Module.to`` makes it (a copy), unless its floating parameters
+    have that dtype already: a model built in its dtype (transformers' ``from_config(config,
+    dtype=...)``) keeps the buffers it computes in their own (rotary ``inv_freq`` in float32)."""
+    floating = [p for p in model.parameters() if p.is_floating_point()]
+    if floating and all(p.dtype == dtype for p in floating):
+        return model
+    return copy.deepcopy(model).to(dtype)
 
 
 def _tensors(model: torch.nn.Module) -> Iterable[torch.Tensor]:

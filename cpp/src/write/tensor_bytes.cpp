@@ -216,6 +216,8 @@ class Cast final : public TensorBytes {
     for (size_t i = begin / os; i < end / os; ++i, out += os) convert_element(from_, data_ + i * in_size, to_, out);
   }
 
+  std::optional<CastOf> cast_of() const override { return CastOf{data_, owner_, from_}; }
+
  private:
   size_t out_size() const { return static_cast<size_t>(element_size(to_)); }
 
@@ -225,7 +227,40 @@ class Cast final : public TensorBytes {
   ScalarType from_, to_;
 };
 
+// A computed tensor's elements converted: each range computed from the source's matching range.
+class CastComputed final : public TensorBytes {
+ public:
+  CastComputed(std::shared_ptr<const TensorBytes> source, ScalarType from, ScalarType to)
+      : source_(std::move(source)),
+        is_(static_cast<size_t>(element_size(from))),
+        os_(static_cast<size_t>(element_size(to))),
+        from_(from),
+        to_(to) {}
+
+  size_t size() const override { return source_->size() / is_ * os_; }
+
+  size_t chunk_bytes(size_t target) const override {
+    return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_)) / is_ * os_);
+  }
+
+  void fill(size_t begin, size_t end, uint8_t* out) const override {
+    std::vector<uint8_t> in((end - begin) / os_ * is_);
+    source_->fill(begin / os_ * is_, end / os_ * is_, in.data());
+    for (size_t i = 0; i < in.size() / is_; ++i, out += os_) convert_element(from_, in.data() + i * is_, to_, out);
+  }
+
+ private:
+  std::shared_ptr<const TensorBytes> source_;
+  size_t is_, os_;
+  ScalarType from_, to_;
+};
+
 }  // namespace
+
+std::shared_ptr<const TensorBytes> cast_computed_bytes(std::shared_ptr<const TensorBytes> source, ScalarType from,
+                                                       ScalarType to) {
+  return std::make_shared<CastComputed>(std::move(source), from, to);
+}
 
 std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::shared_ptr<const void> owner,
                                                     int element_size, std::vector<int64_t> shape,

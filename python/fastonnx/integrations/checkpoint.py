@@ -4,7 +4,9 @@ Nothing is downloaded: the directory must hold the config and the weights."""
 
 from __future__ import annotations
 
+import math
 import os
+from collections import Counter
 
 import torch
 
@@ -15,8 +17,9 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 _EXAMPLE_TOKENS = 8
 
 
-def meta_model(directory: str) -> torch.nn.Module:
-    """The checkpoint's model, on the meta device, without its cache (a plain forward)."""
+def meta_model(directory: str, dtype: torch.dtype) -> torch.nn.Module:
+    """The checkpoint's model, on the meta device, without its cache (a plain forward), built in
+    ``dtype`` as ``from_pretrained`` builds it (buffers computed in float32 stay so)."""
     import transformers
 
     if not os.path.isfile(os.path.join(directory, "config.json")):
@@ -29,13 +32,28 @@ def meta_model(directory: str) -> torch.nn.Module:
         else transformers.AutoModel
     )
     with torch.device("meta"):
-        return auto.from_config(config).eval()
+        return auto.from_config(config, dtype=dtype).eval()
+
+
+def stored_dtype(directory: str) -> torch.dtype:
+    """The dtype most of the checkpoint's floating weights have (by bytes)."""
+    from .._weights import open_source
+
+    checkpoint = open_source(directory)
+    by_dtype: Counter = Counter()
+    for name in checkpoint.tensors:
+        dtype, shape = checkpoint.meta(name)
+        if dtype.is_floating_point:
+            by_dtype[dtype] += dtype.itemsize * math.prod(shape)
+    return by_dtype.most_common(1)[0][0] if by_dtype else torch.float32
 
 
 def export_hf(directory: str, output: str, dtype: str | None, dynamic: bool, reference: bool, verbose: bool) -> None:
+    """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another)."""
     from .. import export
 
-    model = meta_model(directory)
+    target = DTYPES[dtype] if dtype else stored_dtype(directory)
+    model = meta_model(directory, target)
     # A batch of 2 when it is dynamic: torch.export specializes a size of 1.
     ids = torch.zeros(2 if dynamic else 1, _EXAMPLE_TOKENS, dtype=torch.long)
     export(
@@ -46,6 +64,6 @@ def export_hf(directory: str, output: str, dtype: str | None, dynamic: bool, ref
         dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}} if dynamic else None,
         weights=directory,
         weights_mode="reference" if reference else "copy",
-        dtype=DTYPES[dtype] if dtype else None,
+        dtype=target,
         verbose=None if verbose else False,
     )
