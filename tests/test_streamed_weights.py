@@ -122,6 +122,14 @@ def test_transformers_names_and_rotary_buffers(tmp_path):
     save_file({f"model.{k}": v.contiguous() for k, v in base.items() if "inv_freq" not in k}, str(tmp_path / "b.safetensors"))
     fastonnx.export(meta_base, (ids,), tmp_path / "base.onnx", weights=tmp_path / "b.safetensors", verbose=False)
 
+    from fastonnx.__main__ import main
+
+    assert main(["export-hf", str(tmp_path), str(tmp_path / "cli.onnx"), "--dynamic", "--quiet"]) == 0
+    longer = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6, 5], [2, 7, 1, 8, 2, 8, 1, 8, 2]])
+    np.testing.assert_allclose(
+        _run(tmp_path / "cli.onnx", longer), real(longer).logits.detach().numpy(), rtol=1e-4, atol=1e-4
+    )
+
 
 def test_every_missing_or_mismatched_weight_in_one_error_and_nothing_written(tmp_path):
     real, meta = _real_and_meta()
