@@ -75,8 +75,10 @@ class ExportResult:
         """Write the model to ``path``, atomically: every file is written under a temporary name
         and renamed when complete. ``external_data`` puts the weights (initializers of 1 KiB or
         more) in ``<path>.data`` beside the model, offsets aligned for memory mapping; by default
-        that happens only when the model would exceed protobuf's 2 GB. ``progress(n)`` is called
-        as every n more bytes are written."""
+        that happens only when the model would exceed protobuf's 2 GB. With weights exported in
+        ``weights_mode="reference"``, the model points into the checkpoint's files, which must be
+        in ``path``'s directory or below it (an ``ArgumentError`` otherwise), and external data is
+        always used. ``progress(n)`` is called as every n more bytes are written."""
         references: list[tuple[int, int, str]] = []
         if self.streamed is not None and self.streamed.mode == "reference":
             external_data, references = True, self.streamed.references(path)
