@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "fastonnx/model_file.h"
+#include "fastonnx/read_pages.h"
 #include "fastonnx/session.h"
 
 namespace py = pybind11;
@@ -138,13 +139,29 @@ struct Model {
   PassStats stats;
 };
 
+// A checkpoint's read-only file mapping, registered while this lives (read_pages.h). `owner`,
+// the Python mmap, is declared first so that it is released after the registration is gone:
+// the memory is never unmapped while registered.
+struct Mapping {
+  Mapping(uintptr_t address, size_t size, py::object mmap)
+      : owner(std::move(mmap)),
+        registration(reinterpret_cast<const void*>(address), size) {}  // NOLINT(performance-no-int-to-ptr)
+  py::object owner;
+  ReadOnlyMapping registration;
+};
+
 // Ctrl-C during a write; turned into the KeyboardInterrupt once the GIL is held again.
 struct Interrupted {};
 
 // Writes the model (model_file.h) without the GIL; between pieces it takes the GIL to check for
 // Ctrl-C (a KeyboardInterrupt) and call `progress(bytes)`.
 void write(const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
-           const py::object& progress) {
+           const py::object& progress, const std::vector<std::tuple<uintptr_t, size_t, std::string>>& references) {
+  std::vector<ExternalData::Reference> refs;
+  for (const auto& [address, size, file] : references) {
+    // A mapped checkpoint's address, as a Python int.
+    refs.push_back({reinterpret_cast<const uint8_t*>(address), size, file});  // NOLINT(performance-no-int-to-ptr)
+  }
   const auto between_pieces = [&](size_t bytes) {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw Interrupted{};  // NOLINT(bugprone-std-exception-baseclass): control flow
@@ -153,7 +170,7 @@ void write(const Model& md, const std::string& path, const std::string& data_pat
   try {
     py::gil_scoped_release no_gil;
     write_model([&](ExternalData* external) { return md.session->serialize(md.producer_version, external); }, path,
-                data_path, location, between_pieces);
+                data_path, location, between_pieces, std::move(refs));
   } catch (const Interrupted&) {
     throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
   }
@@ -229,8 +246,11 @@ void init_model(py::module_& m) {
            [](const Model& md) { return py::bytes(model_bytes(md.session->serialize(md.producer_version))); })
       .def("write", &write, py::arg("path"), py::arg("data_path") = "", py::arg("location") = "",
            py::arg("progress") = py::none(),
+           py::arg("references") = std::vector<std::tuple<uintptr_t, size_t, std::string>>{},
            "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
-           "the model names `location`. `progress(n)` is called as bytes are written.")
+           "the model names `location`, except those whose bytes lie in one of `references` (address, size, "
+           "location: a file mapped whole), which the model points at there. `progress(n)` is called as bytes "
+           "are written.")
       .def_property_readonly("num_nodes", [](const Model& md) { return md.session->num_nodes(); })
       .def_property_readonly("pass_stats", [](const Model& md) { return pass_stats(md.stats); });
 }
@@ -253,6 +273,18 @@ void def_values(py::class_<Session, std::shared_ptr<Session>>& cls) {
             return ValueRef{s.add_initializer(name, meta, bytes, nbytes, keep_alive(std::move(owner))).id};
           },
           py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("nbytes"), py::arg("owner"))
+      .def(
+          "add_cast_initializer",
+          [](Session& s, const std::string& name, int dtype, const py::list& shape, uintptr_t data, int stored,
+             py::object owner) {
+            const TensorMeta meta = to_meta(s, dtype, shape);
+            const auto* bytes = reinterpret_cast<const void*>(data);  // NOLINT(performance-no-int-to-ptr)
+            return ValueRef{
+                s.add_cast_initializer(name, meta, bytes, static_cast<ScalarType>(stored), keep_alive(std::move(owner)))
+                    .id};
+          },
+          py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("stored_dtype"),
+          py::arg("owner"), "A weight of `dtype` whose bytes, of dtype `stored_dtype`, are converted as written.")
       .def("convert", &convert, py::arg("op_id"), py::arg("args"), py::arg("metas"), py::arg("name"),
            "Convert one FX node: args hold ValueRef for tensors, ... for omitted arguments.")
       .def(
@@ -305,6 +337,10 @@ void init_session(py::module_& m) {
   m.attr("FUNCTION_DOMAIN") = kFunctionDomain;
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
   init_model(m);
+  py::class_<Mapping>(m, "ReadOnlyMapping",
+                      "Registers a read-only file mapping (address, size, the mmap) whose pages the writer "
+                      "returns as it reads them, while this object lives.")
+      .def(py::init<uintptr_t, size_t, py::object>(), py::arg("address"), py::arg("size"), py::arg("mmap"));
   py::class_<Session, std::shared_ptr<Session>> cls(m, "Session");
   cls.def(py::init<int, bool>(), py::arg("opset"), py::arg("keep_initializers_as_inputs") = false);
   def_values(cls);
@@ -317,6 +353,8 @@ void init_session(py::module_& m) {
           },
           py::arg("domain"), py::arg("name"), py::arg("proto"),
           "A serialized FunctionProto the model carries; False when (domain, name) is there already.")
+      .def("pin_weights", &Session::pin_weights,
+           "Weights added from now on are never folded: the model points at their bytes where they are.")
       .def("mark_may_be_one", &Session::mark_may_be_one, py::arg("symbol"),
            "The dynamic size `symbol` may be 1 at run time (torch.export's ranges allow it).")
       .def("add_scope", &Session::add_scope, py::arg("function_name"), py::arg("module_path"), py::arg("parent"),

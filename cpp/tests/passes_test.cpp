@@ -2,8 +2,14 @@
 // dead-node removal, and outlining of module scopes into local functions.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <optional>
+#include <span>
+#include <vector>
 
+#include "fastonnx/fold.h"
+#include "fastonnx/numeric.h"
 #include "fastonnx/outline.h"
 #include "fastonnx/passes.h"
 #include "test_util.h"
@@ -18,6 +24,58 @@ std::vector<int64_t> int64s(const Graph& g, Value v) {
   std::vector<int64_t> out(init->nbytes / sizeof(int64_t));
   if (!out.empty()) std::memcpy(out.data(), init->data, init->nbytes);
   return out;
+}
+
+std::vector<uint8_t> bytes_of(const TensorBytes& t) {
+  std::vector<uint8_t> out;
+  t.produce([&](const void* p, size_t n) {
+    out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  });
+  return out;
+}
+
+// export(dtype=...): a weight converted while written, then transposed by the graph, is folded
+// into the conversion of the transposed stored bytes.
+TEST(Fold, TransposesAWeightConvertedWhileWritten) {
+  const int64_t rows = 3, cols = 5;
+  std::vector<uint16_t> stored(rows * cols);  // bfloat16
+  for (size_t i = 0; i < stored.size(); ++i) stored[i] = float_to_bfloat16(static_cast<float>(i) - 4.5f);
+  const auto converted = cast_bytes(stored.data(), nullptr, stored.size(), ScalarType::BFloat16, ScalarType::Half);
+  const std::optional<ConstView> view = ConstView{ScalarType::Half, {rows, cols}, nullptr, true};
+  const ConstSource source{nullptr, nullptr, converted};
+  const auto folded = fold("Transpose", {}, std::span(&view, 1), std::span(&source, 1));
+  ASSERT_TRUE(folded && folded->size() == 1);
+  const Folded& f = (*folded)[0];
+  EXPECT_EQ(f.shape, (std::vector<int64_t>{cols, rows}));
+  const std::vector<uint8_t> out = f.computed ? bytes_of(*f.computed) : f.bytes;  // small: computed at once
+  ASSERT_EQ(out.size(), stored.size() * 2);
+  for (int64_t r = 0; r < cols; ++r) {
+    for (int64_t c = 0; c < rows; ++c) {
+      uint16_t half;
+      std::memcpy(&half, out.data() + (r * rows + c) * 2, 2);
+      EXPECT_EQ(half_to_float(half), bfloat16_to_float(stored[c * cols + r]));
+    }
+  }
+}
+
+// A transposed matrix over 64 MB is computed in larger ranges (and drops the pages it reads
+// when they belong to a registered checkpoint mapping; this one is not): the same bytes.
+TEST(Fold, TransposesALargeMatrixInLargeRanges) {
+  const int64_t rows = 4100, cols = 4099;  // 67 MB of float32, neither a multiple of a tile
+  std::vector<float> data(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  const auto t = transposed_bytes(data.data(), nullptr, 4, {rows, cols}, {1, 0});
+  EXPECT_GT(t->chunk_bytes(kTensorChunkBytes), kTensorChunkBytes);
+  std::vector<float> out(data.size());
+  size_t at = 0;
+  t->produce([&](const void* p, size_t n) {
+    std::memcpy(reinterpret_cast<uint8_t*>(out.data()) + at, p, n);
+    at += n;
+  });
+  ASSERT_EQ(at, data.size() * 4);
+  for (int64_t r = 0; r < cols; r += 97) {
+    for (int64_t c = 0; c < rows; c += 89) EXPECT_EQ(out[r * rows + c], data[c * cols + r]);
+  }
 }
 
 TEST(Optimize, FoldsArithmeticOnConstants) {

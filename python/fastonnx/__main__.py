@@ -3,6 +3,8 @@
 python -m fastonnx inspect MODEL.onnx    inputs, outputs, opsets, op histogram, size
 python -m fastonnx verify MODEL.onnx     onnx's full checker and strict shape inference, then
                                          one onnxruntime run on random inputs
+python -m fastonnx export-hf DIR OUT.onnx  a transformers checkpoint directory (config.json and
+                                         safetensors) exported with its weights streamed
 """
 
 from __future__ import annotations
@@ -139,9 +141,21 @@ def main(argv: list[str] | None = None) -> int:
         help="size of a named dynamic dimension (default 2); repeatable",
     )
     v.add_argument("--seed", type=int, default=0)
+    h = sub.add_parser("export-hf", help="export a transformers checkpoint directory, weights streamed from it")
+    h.add_argument("checkpoint", help="directory with config.json and model.safetensors[.index.json]")
+    h.add_argument("output", help="the .onnx file to write")
+    h.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="convert the weights while streaming")
+    h.add_argument("--dynamic", action="store_true", help="dynamic batch and sequence length")
+    h.add_argument("--reference", action="store_true", help="point into the checkpoint instead of copying weights")
+    h.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if args.command == "inspect":
         return inspect_model(args.model)
+    if args.command == "export-hf":
+        from .integrations.checkpoint import export_hf
+
+        export_hf(args.checkpoint, args.output, args.dtype, args.dynamic, args.reference, not args.quiet)
+        return 0
     dims = {}
     for item in args.dim:
         name, _, value = item.partition("=")

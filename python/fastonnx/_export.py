@@ -42,6 +42,7 @@ from ._trace import functionalize, program_needs_functionalization, trace, trace
 from ._transformers_ops import cache_hint
 from ._unsupported import check_supported
 from ._version import __version__
+from ._weights import Streamed, bind, check_weights_mode, open_source, prepare
 from .errors import (
     ArgumentError,
     ConversionError,
@@ -93,6 +94,9 @@ def export(
     verbose: bool | None = None,
     export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
     tracer: str = "auto",
+    weights: object = None,
+    weights_mode: str = "copy",
+    dtype: torch.dtype | None = None,
 ) -> ExportResult:
     """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
@@ -137,6 +141,12 @@ def export(
     (a data-dependent guard, Python that fake tensors cannot run), with torch.jit.trace instead,
     saying why in one ``TracerFallbackWarning``; ``"export"`` and ``"jit"`` choose one front end. A
     ScriptModule always goes through the TorchScript front end. ``result.tracer`` says which ran.
+    ``weights``: where the weights of a model on the meta device come from (README, "Models
+    larger than memory"): a ``.safetensors`` file, a directory holding ``model.safetensors`` or
+    ``model.safetensors.index.json``, or a mapping from names to tensors. They are streamed from
+    the memory-mapped checkpoint to the file with bounded memory; ``weights_mode="reference"``
+    makes the model point into the checkpoint's files instead of copying the weights it can;
+    ``dtype`` (float16, bfloat16 or float32) converts the floating weights while streaming.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
@@ -159,8 +169,12 @@ def export(
     )
     if tracer == "jit" and options.functions:
         raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
+    check_weights_mode(weights, weights_mode, dtype)
+    streamed = Streamed(open_source(weights), weights_mode, dtype) if weights is not None else None
+    if streamed is not None:
+        model, args, kwargs = prepare(model, args, kwargs, dtype)
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
-    exporter = _Exporter(options, tracer)
+    exporter = _Exporter(options, tracer, streamed)
     with translation_table(custom_translation_table):
         result = exporter.run(model, args, kwargs, request)
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
@@ -192,10 +206,11 @@ def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> No
 class _Exporter:
     """The phases of one export, with what the report needs from each."""
 
-    def __init__(self, options: ExportOptions, tracer: str = "export"):
+    def __init__(self, options: ExportOptions, tracer: str = "export", streamed: Streamed | None = None):
         self.options = options
         self.tracer = tracer
         self.front_end: str | None = None  # the one that traced, once one has
+        self.streamed = streamed
         self.progress = Progress(options.verbose)
         self.timings: dict[str, float] = {}
         self.aten_ops: Counter = Counter()
@@ -225,7 +240,10 @@ class _Exporter:
             ep = self._trace(model, args, kwargs, request, fixed)
         self.front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
         timings["trace"] = time.perf_counter() - t0
-        check_weights_have_data(ep)
+        if self.streamed is not None:
+            bind(ep, model, self.streamed.checkpoint, self.streamed.dtype)
+        else:
+            check_weights_have_data(ep)
 
         t0 = time.perf_counter()
         if isinstance(ep, JitProgram):
@@ -245,6 +263,8 @@ class _Exporter:
         session = _C.Session(options.opset, options.keep_initializers_as_inputs)
         for domain, version in options.custom_opsets.items():
             session.set_domain_version(domain, version)
+        if self.streamed is not None and self.streamed.mode == "reference":
+            session.pin_weights()  # folded (transposed) weights would be copies: the Transposes stay
         scopes = ModuleScopes(session, options.functions) if options.functions else None
         lowering = Lowering(ep, session, main, options.opset, bodies, scopes)
         t0 = time.perf_counter()
@@ -291,6 +311,7 @@ class _Exporter:
             timings,
             model=model if isinstance(model, torch.nn.Module) else None,
             tracer=ep.front_end if isinstance(ep, JitProgram) else "torch.export",
+            streamed=self.streamed,
         )
 
     def _trace(self, model, args: tuple, kwargs: dict | None, request: Request, fixed: dict | None):

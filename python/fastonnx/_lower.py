@@ -35,6 +35,7 @@ from ._graph import PreparedGraph, source_line
 from ._op_table import DROPPED, REQUIRED, ROUNDING_TO_INT, Plan, aten, live_nodes, plan_for, qualified_name, symbolic_op
 from ._output_names import output_paths
 from ._values import graph_meta, static_number, tensor_meta
+from ._weights import STREAM_DTYPE
 from .errors import ArgumentError, ConversionError
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -267,6 +268,11 @@ class Lowering:
             t = t.cpu()
         if not t.is_contiguous():
             t = t.contiguous()
+        # A checkpoint's weight that export(dtype=...) converts while it is written (_weights.py).
+        wanted = getattr(tensor, STREAM_DTYPE, t.dtype)
+        if wanted != t.dtype:
+            code, stored = dtype_code(wanted), dtype_code(t.dtype)
+            return self.session.add_cast_initializer(name, code, list(t.shape), t.data_ptr(), stored, t)
         nbytes = t.numel() * t.element_size()
         return self.session.add_initializer(name, dtype_code(t.dtype), list(t.shape), t.data_ptr(), nbytes, t)
 

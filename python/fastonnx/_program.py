@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from . import _C
 from ._files import write_atomically
+from ._weights import Streamed
 from .errors import ExportError
 
 # protobuf cannot hold a message of 2 GB; the graph itself needs some room beside the weights.
@@ -32,6 +33,7 @@ class ExportResult:
     timings: dict[str, float] = field(default_factory=dict)
     model: object = field(default=None, repr=False)  # the nn.Module, for verify()
     tracer: str = "torch.export"  # the front end that traced it: torch.export, torch.jit.trace or torch.jit.script
+    streamed: Streamed | None = field(default=None, repr=False)  # weights from a checkpoint (_weights.py)
     _proto: object = field(default=None, repr=False)
 
     @property
@@ -101,8 +103,13 @@ class ExportResult:
         """Write the model to ``path``, atomically: every file is written under a temporary name
         and renamed when complete. ``external_data`` puts the weights (initializers of 1 KiB or
         more) in ``<path>.data`` beside the model, offsets aligned for memory mapping; by default
-        that happens only when the model would exceed protobuf's 2 GB. ``progress(n)`` is called
-        as every n more bytes are written."""
+        that happens only when the model would exceed protobuf's 2 GB. With weights exported in
+        ``weights_mode="reference"``, the model points into the checkpoint's files, which must be
+        in ``path``'s directory or below it (an ``ArgumentError`` otherwise), and external data is
+        always used. ``progress(n)`` is called as every n more bytes are written."""
+        references: list[tuple[int, int, str]] = []
+        if self.streamed is not None and self.streamed.mode == "reference":
+            external_data, references = True, self.streamed.references(path)
         if external_data is None:
             external_data = self.native.weights_nbytes > EXTERNAL_DATA_ABOVE
         if not external_data:
@@ -116,7 +123,11 @@ class ExportResult:
             {
                 data_path: data_tmp.append,
                 path: lambda tmp: self.native.write(
-                    tmp, data_path=data_tmp[0], location=os.path.basename(data_path), progress=progress
+                    tmp,
+                    data_path=data_tmp[0],
+                    location=os.path.basename(data_path),
+                    progress=progress,
+                    references=references,
                 ),
             }
         )

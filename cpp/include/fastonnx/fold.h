@@ -36,10 +36,12 @@ struct Folded {
   std::shared_ptr<const TensorBytes> computed;
 };
 
-// What the folder needs to know of input `i` for computed results: its borrowed memory and owner.
+// What the folder needs to know of input `i` for computed results: its borrowed memory and owner,
+// or its computed bytes.
 struct ConstSource {
   const void* data = nullptr;
   std::shared_ptr<const void> owner;
+  std::shared_ptr<const TensorBytes> computed;
 };
 
 // The outputs of `op` on constant `inputs` (an absent optional input is nullopt), or nullopt

@@ -95,6 +95,9 @@ struct Initializer {
   // constant), not of a constant the C++ core made: the folder reads these eagerly only when
   // small, so weights are never copied.
   bool model_tensor = false;
+  // Kept as it is, never folded into another initializer: the model points at its bytes in the
+  // checkpoint they come from (weights_mode="reference").
+  bool pinned = false;
 };
 
 class Graph {
@@ -179,6 +182,7 @@ class Graph {
   bool is_initializer(Value v) const;
   void set_overridable(Value v) { initializers_[initializer_of_[v.id]].overridable = true; }
   void set_model_tensor(Value v) { initializers_[initializer_of_[v.id]].model_tensor = true; }
+  void set_pinned(Value v) { initializers_[initializer_of_[v.id]].pinned = true; }
   const Initializer* initializer(Value v) const;
 
  private:

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "fastonnx/proto_writer.h"
 #include "fastonnx/serializer.h"
@@ -22,9 +23,11 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
 
 // Writes the model `serialize` makes (given where its external data go, or nullptr) to `path`;
 // with a `location`, initializers of ExternalData::threshold bytes or more go to `data_path`,
-// which the model names `location`. Computed weights are prefetched while the bytes are written.
+// which the model names `location`, except those whose bytes lie in one of `references`, which
+// the model points at there. Computed weights are prefetched while the bytes are written.
 void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, const std::string& path,
-                 const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces);
+                 const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces,
+                 std::vector<ExternalData::Reference> references = {});
 
 // The model as one message's bytes; a std::length_error beyond protobuf's 2 GB limit.
 std::string model_bytes(const ProtoMessage& proto);

@@ -38,6 +38,16 @@ struct ExternalData {
   std::vector<Placement> placements;
   size_t size = 0;  // of the whole data file
 
+  // Files mapped whole into memory (the safetensors files of weights_mode="reference"): an
+  // initializer whose bytes lie in one is not written at all; the model points at its bytes in
+  // that file, named `location` (relative to the model's directory).
+  struct Reference {
+    const uint8_t* begin;
+    size_t size;
+    std::string location;
+  };
+  std::vector<Reference> references;
+
   // The computed initializers among the placements, in file order.
   std::vector<const TensorBytes*> computed() const;
 };

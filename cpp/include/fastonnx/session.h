@@ -27,6 +27,12 @@ class Session {
   Value add_input(std::string_view name, const TensorMeta& meta);
   Value add_initializer(std::string_view name, const TensorMeta& meta, const void* data, size_t nbytes,
                         std::shared_ptr<const void> owner);
+  // Weights added from now on are never folded (Initializer::pinned).
+  void pin_weights() { pin_weights_ = true; }
+  // A weight of `meta`'s dtype whose bytes, of dtype `stored`, are converted as they are written
+  // (a checkpoint streamed with export(dtype=...)).
+  Value add_cast_initializer(std::string_view name, const TensorMeta& meta, const void* data, ScalarType stored,
+                             std::shared_ptr<const void> owner);
   // Converts one FX node; its outputs take `fx_name` and the recorded metadata.
   std::vector<Value> convert(int op_id, const Args& args, std::vector<TensorMeta> metas, std::string_view fx_name);
   void set_outputs(const std::vector<std::pair<Value, std::string>>& outputs);
@@ -91,6 +97,7 @@ class Session {
   Builder builder_;
   int opset_;
   bool keep_initializers_as_inputs_;
+  bool pin_weights_ = false;
   std::vector<std::pair<std::string, int64_t>> domain_versions_;
   std::vector<std::pair<std::string, std::string>> function_names_;  // (domain, name), as function_protos_
   std::vector<std::string> function_protos_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fastonnx/types.h"
@@ -27,6 +28,15 @@ class TensorBytes {
   virtual size_t chunk_bytes(size_t target) const = 0;
   // Calls `sink` with consecutive chunks that together are the tensor's bytes, computed here.
   void produce(const ByteSink& sink) const;
+
+  // Borrowed bytes of another dtype that this tensor converts element by element (a weight cast
+  // while written): then a transpose of it is a cast of the transposed bytes, computed in one go.
+  struct CastOf {
+    const void* data;
+    std::shared_ptr<const void> owner;
+    ScalarType from;
+  };
+  virtual std::optional<CastOf> cast_of() const { return std::nullopt; }
 };
 
 // Chunks computed at a time: large enough that writing is not call-bound, small enough to stay
@@ -41,5 +51,9 @@ std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::share
 // `count` elements of type `from` at `data`, converted to `to` as ONNX's Cast does.
 std::shared_ptr<const TensorBytes> cast_bytes(const void* data, std::shared_ptr<const void> owner, size_t count,
                                               ScalarType from, ScalarType to);
+
+// The elements of `source` (of type `from`) converted to `to`, a range at a time.
+std::shared_ptr<const TensorBytes> cast_computed_bytes(std::shared_ptr<const TensorBytes> source, ScalarType from,
+                                                       ScalarType to);
 
 }  // namespace fastonnx

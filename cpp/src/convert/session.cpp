@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fastonnx/tensor_bytes.h"
 #include "fastonnx/typecheck.h"
 #include "opsets.h"
 
@@ -53,6 +54,25 @@ Value Session::add_initializer(std::string_view name, const TensorMeta& meta, co
   const Value v = graph_.add_initializer(name, meta.dtype, meta.shape, data, nbytes, std::move(owner));
   graph_.set_model_tensor(v);
   if (keep_initializers_as_inputs_) graph_.set_overridable(v);
+  if (pin_weights_) graph_.set_pinned(v);
+  return v;
+}
+
+Value Session::add_cast_initializer(std::string_view name, const TensorMeta& meta, const void* data, ScalarType stored,
+                                    std::shared_ptr<const void> owner) {
+  check_dtype("weight", name, meta.dtype);
+  size_t count = 1;
+  for (const Dim& d : meta.shape) {
+    if (!d.is_static()) throw ConvertError("weight `" + std::string(name) + "` has a dynamic shape");
+    count *= static_cast<size_t>(d.value);
+  }
+  if (data == nullptr && count != 0) throw ConvertError("weight `" + std::string(name) + "`: no data");
+  const Value v = graph_.add_computed_initializer(meta.dtype, meta.shape,
+                                                  cast_bytes(data, std::move(owner), count, stored, meta.dtype));
+  graph_.claim_name(v, name);
+  graph_.set_model_tensor(v);
+  if (keep_initializers_as_inputs_) graph_.set_overridable(v);
+  if (pin_weights_) graph_.set_pinned(v);
   return v;
 }
 

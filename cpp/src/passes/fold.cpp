@@ -72,11 +72,19 @@ Result transpose(const ConstView& in, std::span<const Attr> attrs, const ConstSo
   if (perm.size() != rank) return std::nullopt;
   Shape out(rank);
   for (size_t d = 0; d < rank; ++d) out[d] = in.shape[perm[d]];
-  if (in.data == nullptr) return std::nullopt;
   Folded f;
   f.dtype = in.dtype;
   f.shape = std::move(out);
-  f.computed = transposed_bytes(in.data, source.owner, element_size(in.dtype), in.shape, perm);
+  if (in.data != nullptr) {
+    f.computed = transposed_bytes(in.data, source.owner, element_size(in.dtype), in.shape, perm);
+  } else if (const auto cast = source.computed ? source.computed->cast_of() : std::nullopt) {
+    // A weight converted while written (export(dtype=...)): transposed in its stored dtype, then
+    // converted, range by range.
+    f.computed = cast_computed_bytes(
+        transposed_bytes(cast->data, cast->owner, element_size(cast->from), in.shape, perm), cast->from, in.dtype);
+  } else {
+    return std::nullopt;
+  }
   if (in.count() <= read_limit(in)) {  // small: materialize now, so later folds can read it
     f.computed->produce([&](const void* p, size_t n) {
       f.bytes.insert(f.bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);

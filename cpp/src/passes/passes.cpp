@@ -226,9 +226,9 @@ class Optimizer {
       }
       const Initializer* init = g_.initializer(v);
       const auto shape = g_.static_shape(v);
-      if (init == nullptr || init->overridable || !shape) return false;
+      if (init == nullptr || init->overridable || init->pinned || !shape) return false;
       views.push_back(ConstView{g_.info(v).dtype, *shape, static_cast<const uint8_t*>(init->data), init->model_tensor});
-      sources.push_back(ConstSource{init->data, init->owner});
+      sources.push_back(ConstSource{init->data, init->owner, init->computed});
     }
     if (views.empty()) return false;
     const auto folded = fold(op_of(g_, n), g_.attrs(n), views, sources);

@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fastonnx/prefetch.h"
+#include "fastonnx/read_pages.h"
 
 namespace fastonnx {
 namespace {
@@ -21,6 +23,34 @@ constexpr size_t kMaxProtoBytes = (size_t{1} << 31) - 1;
 // Thrown from the sink on an I/O error, to stop the producer.
 struct WriteFailed {
   int err;
+};
+
+// Keeps a large file's written pages from filling the machine's memory: each piece is handed to
+// the disk as soon as it is written (sync_file_range starts the writeback without waiting), and
+// the piece before it, whose writeback has had a piece's time to finish, is waited for and
+// dropped from the page cache. The writer then runs at the disk's speed with a bounded amount of
+// dirty memory, whatever the model's size, instead of leaving gigabytes of dirty pages for the
+// kernel to flush later (which stalls every process on the machine). A file system without
+// sync_file_range only loses the dropping: the calls' errors are ignored.
+class WrittenPages {
+ public:
+  explicit WrittenPages(int fd) : fd_(fd) {}
+
+  void piece_written(size_t end) {
+    ::sync_file_range(fd_, static_cast<off_t>(flushed_), static_cast<off_t>(end - flushed_), SYNC_FILE_RANGE_WRITE);
+    if (flushed_ > dropped_) {
+      ::sync_file_range(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      ::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_), POSIX_FADV_DONTNEED);
+      dropped_ = flushed_;
+    }
+    flushed_ = end;
+  }
+
+ private:
+  int fd_;
+  size_t flushed_ = 0;  // writeback started for [0, flushed_)
+  size_t dropped_ = 0;  // written back and dropped: [0, dropped_)
 };
 
 }  // namespace
@@ -39,9 +69,13 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
     throw std::system_error(err, std::generic_category(), path);
   }
   size_t unreported = 0, written = 0;
+  WrittenPages pages(fd);
   const auto end_piece = [&] {
     const size_t piece = unreported;
     unreported = 0;
+    if (std::fflush(f) != 0) throw WriteFailed{errno};  // NOLINT(bugprone-std-exception-baseclass): caught below
+    pages.piece_written(written);
+    drop_all_read_pages();  // the checkpoint pages read for this piece (read_pages.h)
     between_pieces(piece);
   };
   try {
@@ -77,7 +111,8 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
 }
 
 void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, const std::string& path,
-                 const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces) {
+                 const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces,
+                 std::vector<ExternalData::Reference> references) {
   if (location.empty()) {
     const ProtoMessage proto = serialize(nullptr);
     write_file(
@@ -91,6 +126,7 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
   }
   ExternalData external;
   external.location = location;
+  external.references = std::move(references);
   const ProtoMessage proto = serialize(&external);
   write_file(
       data_path,

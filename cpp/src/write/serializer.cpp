@@ -155,6 +155,18 @@ ProtoMessage tensor(const Graph& g, const Initializer& init, ExternalData* exter
   if (!dims.empty()) m.packed_int64_field(tensor_f::dims, dims);
   m.varint_field(tensor_f::data_type, static_cast<uint64_t>(stored_dtype(dtype)));
   m.bytes_field(tensor_f::name, g.name(init.value));
+  if (external != nullptr && !init.computed && init.nbytes > 0) {
+    const auto* bytes = static_cast<const uint8_t*>(init.data);
+    for (const ExternalData::Reference& r : external->references) {
+      if (bytes >= r.begin && bytes + init.nbytes <= r.begin + r.size) {
+        external_entry(m, "location", r.location);
+        external_entry(m, "offset", std::to_string(bytes - r.begin));
+        external_entry(m, "length", std::to_string(init.nbytes));
+        m.varint_field(tensor_f::data_location, kDataLocationExternal);
+        return m;
+      }
+    }
+  }
   if (external != nullptr && init.nbytes >= external->threshold) {
     const size_t align = init.nbytes >= kPageAlignedBytes ? kPage : kSmallAlignment;
     const size_t offset = (external->size + align - 1) / align * align;

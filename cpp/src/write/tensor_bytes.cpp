@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "fastonnx/numeric.h"
+#include "fastonnx/read_pages.h"
 #include "fastonnx/transpose_kernels.h"
 
 namespace fastonnx {
@@ -22,6 +23,15 @@ void TensorBytes::produce(const ByteSink& sink) const {
 
 namespace {
 
+// A transposed matrix larger than this is read from its source (a checkpoint's mapping) once per
+// range computed, with the pages dropped as they are read (read_pages.h): its ranges are then
+// 1/kLargePasses of it, at most kLargeChunkBytes, so that it is read a bounded number of times
+// while the memory held is a few ranges and a strip of input rows, whatever its size.
+constexpr size_t kLargeTransposeBytes = size_t{64} << 20;
+constexpr size_t kLargePasses = 32;
+constexpr size_t kLargeChunkBytes = size_t{64} << 20;
+constexpr size_t kDropEveryBytes = size_t{8} << 20;
+
 class Transposed final : public TensorBytes {
  public:
   Transposed(const void* data, std::shared_ptr<const void> owner, int element_size, std::vector<int64_t> shape,
@@ -38,6 +48,7 @@ class Transposed final : public TensorBytes {
   size_t size() const override { return count_ * es_; }
 
   size_t chunk_bytes(size_t target) const override {
+    if (size() > kLargeTransposeBytes) target = std::max(target, std::min(size() / kLargePasses, kLargeChunkBytes));
     if (shape_.size() == 2) {
       // Whole output rows, a tile's worth at a time where they fit: a range that starts or ends
       // inside a row is gathered element by element.
@@ -87,6 +98,8 @@ class Transposed final : public TensorBytes {
     const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
     const TransposeStrip kernel = transpose_strip_kernel(static_cast<int>(es_));
     const size_t vector_rows = kernel ? (r1 - r0) / kTransposeTile * kTransposeTile : 0;
+    const bool drop = size() > kLargeTransposeBytes;
+    size_t unreleased = 0;  // input rows [unreleased, c1) are read and not dropped yet
     for (size_t c0 = 0; c0 < rows_in; c0 += kTransposeTile) {
       const size_t c1 = std::min(rows_in, c0 + kTransposeTile);
       size_t r = r0;
@@ -95,6 +108,11 @@ class Transposed final : public TensorBytes {
         r += vector_rows;
       }
       if (r < r1) gather(r, r1, c0, c1, out + ((r - r0) * rows_in + c0) * es_);
+      const size_t read = (c1 - unreleased) * cols_in * es_;
+      if (drop && (read >= kDropEveryBytes || c1 == rows_in)) {
+        drop_read_pages(data_ + unreleased * cols_in * es_, read);
+        unreleased = c1;
+      }
     }
   }
 
@@ -184,6 +202,62 @@ class Transposed final : public TensorBytes {
   size_t count_;
 };
 
+// `count` elements converted, each stored by `store` from the float `load` reads.
+template <class Load, class Store>
+void convert_run(const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size, size_t count, Load load,
+                 Store store) {
+  for (size_t i = 0; i < count; ++i) store(out + i * out_size, load(in + i * in_size));
+}
+
+template <class Load>
+bool store_floats(ScalarType to, const uint8_t* in, size_t in_size, uint8_t* out, size_t count, Load load) {
+  switch (to) {
+    case ScalarType::Float:
+      convert_run(in, in_size, out, 4, count, load, [](uint8_t* p, float v) { std::memcpy(p, &v, 4); });
+      return true;
+    case ScalarType::Half:
+      convert_run(in, in_size, out, 2, count, load, [](uint8_t* p, float v) {
+        const uint16_t h = float_to_half(v);
+        std::memcpy(p, &h, 2);
+      });
+      return true;
+    case ScalarType::BFloat16:
+      convert_run(in, in_size, out, 2, count, load, [](uint8_t* p, float v) {
+        const uint16_t b = float_to_bfloat16(v);
+        std::memcpy(p, &b, 2);
+      });
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Among float32, float16 and bfloat16 (what export(dtype=...) streams), through a float without
+// convert_element's two dispatches on the dtypes per element, which made a bfloat16 checkpoint
+// written as float16 cost five times its copy. Exact: every value of the three is a float.
+// False for other dtypes.
+bool convert_floats(ScalarType from, const uint8_t* in, ScalarType to, uint8_t* out, size_t count) {
+  switch (from) {
+    case ScalarType::Float:
+      return store_floats(to, in, 4, out, count, [](const uint8_t* p) { return load_unaligned<float>(p); });
+    case ScalarType::Half:
+      return store_floats(to, in, 2, out, count,
+                          [](const uint8_t* p) { return half_to_float(load_unaligned<uint16_t>(p)); });
+    case ScalarType::BFloat16:
+      return store_floats(to, in, 2, out, count,
+                          [](const uint8_t* p) { return bfloat16_to_float(load_unaligned<uint16_t>(p)); });
+    default:
+      return false;
+  }
+}
+
+// `count` elements of `from` at `in` as `to` at `out`.
+void convert_elements(ScalarType from, const uint8_t* in, ScalarType to, uint8_t* out, size_t count) {
+  if (convert_floats(from, in, to, out, count)) return;
+  const size_t is = static_cast<size_t>(element_size(from)), os = static_cast<size_t>(element_size(to));
+  for (size_t i = 0; i < count; ++i) convert_element(from, in + i * is, to, out + i * os);
+}
+
 class Cast final : public TensorBytes {
  public:
   Cast(const void* data, std::shared_ptr<const void> owner, size_t count, ScalarType from, ScalarType to)
@@ -195,8 +269,10 @@ class Cast final : public TensorBytes {
 
   void fill(size_t begin, size_t end, uint8_t* out) const override {
     const size_t in_size = static_cast<size_t>(element_size(from_)), os = out_size();
-    for (size_t i = begin / os; i < end / os; ++i, out += os) convert_element(from_, data_ + i * in_size, to_, out);
+    convert_elements(from_, data_ + begin / os * in_size, to_, out, (end - begin) / os);
   }
+
+  std::optional<CastOf> cast_of() const override { return CastOf{data_, owner_, from_}; }
 
  private:
   size_t out_size() const { return static_cast<size_t>(element_size(to_)); }
@@ -207,7 +283,40 @@ class Cast final : public TensorBytes {
   ScalarType from_, to_;
 };
 
+// A computed tensor's elements converted: each range computed from the source's matching range.
+class CastComputed final : public TensorBytes {
+ public:
+  CastComputed(std::shared_ptr<const TensorBytes> source, ScalarType from, ScalarType to)
+      : source_(std::move(source)),
+        is_(static_cast<size_t>(element_size(from))),
+        os_(static_cast<size_t>(element_size(to))),
+        from_(from),
+        to_(to) {}
+
+  size_t size() const override { return source_->size() / is_ * os_; }
+
+  size_t chunk_bytes(size_t target) const override {
+    return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_)) / is_ * os_);
+  }
+
+  void fill(size_t begin, size_t end, uint8_t* out) const override {
+    std::vector<uint8_t> in((end - begin) / os_ * is_);
+    source_->fill(begin / os_ * is_, end / os_ * is_, in.data());
+    convert_elements(from_, in.data(), to_, out, in.size() / is_);
+  }
+
+ private:
+  std::shared_ptr<const TensorBytes> source_;
+  size_t is_, os_;
+  ScalarType from_, to_;
+};
+
 }  // namespace
+
+std::shared_ptr<const TensorBytes> cast_computed_bytes(std::shared_ptr<const TensorBytes> source, ScalarType from,
+                                                       ScalarType to) {
+  return std::make_shared<CastComputed>(std::move(source), from, to);
+}
 
 std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::shared_ptr<const void> owner,
                                                     int element_size, std::vector<int64_t> shape,

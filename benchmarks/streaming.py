@@ -1,0 +1,173 @@
+"""Exporting a model larger than memory: weights streamed from a safetensors checkpoint.
+
+    python -m benchmarks.streaming DIR [--shape 8b|2b|tiny] [--dtype float32|bfloat16]
+                                       [--mode copy|reference] [--no-cp] [--compare] [--keep]
+
+Writes a LLaMA-3-shaped checkpoint of random weights to DIR (config.json and shards of at most
+2 GB, each written and freed before the next: the whole is never in memory), then in the same
+run measures on the same disk: ``cp`` of the checkpoint, and ``python -m fastonnx export-hf``
+of it in a subprocess (wall time and its peak RSS, from getrusage). Prints one JSON line.
+Everything written is deleted at the end unless --keep. --no-cp skips the copy, which needs as
+much free disk again as the checkpoint. --compare then runs the exported model in onnxruntime
+and the eager model loaded from the same checkpoint (from_pretrained) on the same tokens, and
+reports the largest difference of the logits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import torch
+
+SHAPES = {
+    # Meta-Llama-3-8B.
+    "8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               intermediate_size=14336, vocab_size=128256),
+    # The same family at about 2B parameters (untied embeddings), 8 GB in float32.
+    "2b": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=32, num_key_value_heads=8,
+               intermediate_size=8192, vocab_size=128256),
+    # LLaMA-3.2-1B's shape with 8 of its 16 layers (0.75B parameters, tied): the eager model and
+    # onnxruntime's session fit in memory side by side for --compare.
+    "1b-half": dict(hidden_size=2048, num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=8,
+                    intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True),
+    "tiny": dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                 intermediate_size=512, vocab_size=1024),
+}
+SHARD_BYTES = 2 << 30
+
+
+def config(shape: str):
+    import transformers
+
+    return transformers.LlamaConfig(**{"tie_word_embeddings": False, **SHAPES[shape]}, use_cache=False)
+
+
+def make_checkpoint(directory: str, shape: str, dtype: torch.dtype) -> int:
+    """Writes the checkpoint shard by shard; returns its size in bytes."""
+    import transformers
+    from safetensors.torch import save_file
+
+    cfg = config(shape)
+    os.makedirs(directory, exist_ok=True)
+    cfg.save_pretrained(directory)
+    with torch.device("meta"):
+        # Tied weights once, as transformers saves them (LLaMA has no persistent buffers).
+        names = {k: tuple(v.shape) for k, v in transformers.LlamaForCausalLM(cfg).named_parameters()}
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    weight_map = {}
+    generator = torch.Generator().manual_seed(0)
+
+    def flush() -> None:
+        index = len(set(weight_map.values())) + 1
+        file = f"model-{index:05d}.safetensors"
+        save_file(shards[-1], os.path.join(directory, file), metadata={"format": "pt"})
+        weight_map.update({n: file for n in shards[-1]})
+        shards[-1] = {}
+
+    held = 0
+    for name, dims in names.items():
+        t = (torch.randn(dims, generator=generator) * 0.02).to(dtype)
+        if held and held + t.numel() * t.element_size() > SHARD_BYTES:
+            flush()
+            held = 0
+        shards[-1][name] = t
+        held += t.numel() * t.element_size()
+        size += t.numel() * t.element_size()
+    flush()
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": size}, "weight_map": weight_map}, f)
+    return size
+
+
+def timed_cp(directory: str) -> float:
+    copy = directory.rstrip("/") + ".copy"
+    t0 = time.perf_counter()
+    subprocess.run(["cp", "-r", directory, copy], check=True)
+    subprocess.run(["sync"], check=True)  # the export's bytes are on disk when it returns; so are cp's
+    seconds = time.perf_counter() - t0
+    shutil.rmtree(copy)
+    return seconds
+
+
+def timed_export(directory: str, output: str, mode: str, out_dtype: str | None) -> tuple[float, int]:
+    """Wall seconds (with a final sync, as for cp) and the export's peak RSS in bytes, as
+    /usr/bin/time reports it: getrusage's RUSAGE_CHILDREN would start from this process's own
+    peak (a forked child inherits its parent's high-water mark), which made the checkpoint."""
+    cmd = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "fastonnx", "export-hf", directory, output, "--quiet"]
+    cmd += ["--reference"] if mode == "reference" else []
+    cmd += ["--dtype", out_dtype] if out_dtype else []
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"export failed:\n{done.stderr}")
+    subprocess.run(["sync"], check=True)
+    seconds = time.perf_counter() - t0
+    return seconds, int(done.stderr.split()[-1]) * 1024
+
+
+def compare(directory: str, model_path: str) -> float:
+    """The largest difference between onnxruntime's logits and the eager model's."""
+    import numpy as np
+    import onnxruntime as ort
+    import transformers
+
+    ids = torch.randint(0, 1000, (1, 8), generator=torch.Generator().manual_seed(1))  # export-hf traces 1 x 8
+    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    (onnx_logits,) = session.run(None, {"input_ids": ids.numpy()})
+    del session
+    eager = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+    with torch.no_grad():
+        expected = eager(ids).logits.float().numpy()
+    return float(np.abs(onnx_logits.astype(np.float32) - expected).max())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("directory")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--out-dtype", choices=["float32", "float16", "bfloat16"])
+    p.add_argument("--mode", choices=["copy", "reference"], default="copy")
+    p.add_argument("--no-cp", action="store_true")
+    p.add_argument("--compare", action="store_true")
+    p.add_argument("--keep", action="store_true")
+    args = p.parse_args()
+    directory = os.path.abspath(args.directory)
+    t0 = time.perf_counter()
+    size = make_checkpoint(directory, args.shape, getattr(torch, args.dtype))
+    made = time.perf_counter() - t0
+    try:
+        cp = None if args.no_cp else timed_cp(directory)
+        # In the checkpoint's directory: reference mode's model must sit beside the shards.
+        seconds, rss = timed_export(directory, os.path.join(directory, "model.onnx"), args.mode, args.out_dtype)
+        difference = compare(directory, os.path.join(directory, "model.onnx")) if args.compare else None
+        print(
+            json.dumps(
+                {
+                    "max_logit_difference": difference,
+                    "shape": args.shape,
+                    "dtype": args.dtype,
+                    "mode": args.mode,
+                    "checkpoint_bytes": size,
+                    "make_seconds": round(made, 1),
+                    "cp_seconds": round(cp, 1) if cp else None,
+                    "export_seconds": round(seconds, 1),
+                    "export_over_cp": round(seconds / cp, 2) if cp else None,
+                    "peak_rss_bytes": rss,
+                }
+            )
+        )
+    finally:
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""``python -m fastonnx export-hf``: a transformers checkpoint directory to ONNX, the model built
+from its ``config.json`` on the meta device and its weights streamed from its safetensors files.
+Nothing is downloaded: the directory must hold the config and the weights."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+
+import torch
+
+from ..errors import ArgumentError
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# The example input the trace runs: short sequences of token ids.
+_EXAMPLE_TOKENS = 8
+
+
+def meta_model(directory: str, dtype: torch.dtype) -> torch.nn.Module:
+    """The checkpoint's model, on the meta device, without its cache (a plain forward), built in
+    ``dtype`` as ``from_pretrained`` builds it (buffers computed in float32 stay so)."""
+    import transformers
+
+    if not os.path.isfile(os.path.join(directory, "config.json")):
+        raise ArgumentError(f"{directory} holds no config.json: give a transformers checkpoint directory")
+    config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
+    config.use_cache = False
+    auto = (
+        transformers.AutoModelForCausalLM
+        if type(config) in transformers.AutoModelForCausalLM._model_mapping
+        else transformers.AutoModel
+    )
+    with torch.device("meta"):
+        return auto.from_config(config, dtype=dtype).eval()
+
+
+def stored_dtype(directory: str) -> torch.dtype:
+    """The dtype most of the checkpoint's floating weights have (by bytes)."""
+    from .._weights import open_source
+
+    checkpoint = open_source(directory)
+    by_dtype: Counter = Counter()
+    for name in checkpoint.tensors:
+        dtype, shape = checkpoint.meta(name)
+        if dtype.is_floating_point:
+            by_dtype[dtype] += dtype.itemsize * math.prod(shape)
+    return by_dtype.most_common(1)[0][0] if by_dtype else torch.float32
+
+
+def export_hf(directory: str, output: str, dtype: str | None, dynamic: bool, reference: bool, verbose: bool) -> None:
+    """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another)."""
+    from .. import export
+
+    target = DTYPES[dtype] if dtype else stored_dtype(directory)
+    model = meta_model(directory, target)
+    # A batch of 2 when it is dynamic: torch.export specializes a size of 1.
+    ids = torch.zeros(2 if dynamic else 1, _EXAMPLE_TOKENS, dtype=torch.long)
+    export(
+        model,
+        (ids,),
+        output,
+        input_names=["input_ids"],
+        dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}} if dynamic else None,
+        weights=directory,
+        weights_mode="reference" if reference else "copy",
+        dtype=target,
+        verbose=None if verbose else False,
+    )
