@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 import torch
+from support import assert_matches, check, export_and_compare, scaled_tanh_op
 
 import fastonnx
-from support import check, export_and_compare, scaled_tanh_op
-
 
 scaled_tanh = scaled_tanh_op("fastonnx_test::scaled_tanh")
 
@@ -181,6 +178,27 @@ def test_custom_ops_without_converters_are_traced_through_their_python_kernels(t
     assert "Tanh" in {n.op_type for n in proto.graph.node} and not any(n.domain for n in proto.graph.node)
     text = report.read_text()
     assert "Python implementation" in text and "soft_clip" in text and "twice_plus" in text
+
+
+# Kernels given to Library.impl, as torch.library's older API registers them: for CPU, and for
+# CompositeExplicitAutograd (every backend).
+_IMPL = torch.library.Library("fastonnx_test_impl", "DEF")
+_IMPL.define("gated(Tensor x, float bias) -> Tensor")
+_IMPL.define("halved(Tensor x) -> Tensor")
+_IMPL.impl("gated", lambda x, bias: x * torch.sigmoid(x + bias), "CPU")
+_IMPL.impl("halved", lambda x: x / 2 - x.mean(), "CompositeExplicitAutograd")
+torch.library.register_fake("fastonnx_test_impl::gated", lambda x, bias: torch.empty_like(x), lib=_IMPL)
+torch.library.register_fake("fastonnx_test_impl::halved", lambda x: torch.empty_like(x), lib=_IMPL)
+
+
+def test_kernels_given_to_library_impl_are_traced_too():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fastonnx_test_impl.halved(torch.ops.fastonnx_test_impl.gated(x, 0.5))
+
+    proto = export_and_compare(M(), (torch.randn(4, 3),), dynamic_shapes=({0: "n"},))
+    assert "Sigmoid" in {n.op_type for n in proto.graph.node} and not any(n.domain for n in proto.graph.node)
+    assert_matches(proto, M(), (torch.randn(7, 3),), rtol=1e-4, atol=1e-5)
 
 
 def test_a_registered_converter_wins_over_the_python_kernel():

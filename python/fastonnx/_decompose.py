@@ -66,15 +66,28 @@ def decomposition_of(op, *, core: bool = False) -> Callable | None:
 
 
 def python_kernel(op: torch._ops.OpOverload) -> Callable | None:
-    """The Python function a ``torch.library.custom_op`` runs on CPU (its implementation for
-    every device, or its ``register_kernel("cpu")``). Traced on the recorded fake values, it
-    gives the op's ATen graph. A C++ kernel would not trace, and a function given to
-    ``Library.impl`` is out of reach behind the dispatcher (calling it under the tracer records
-    the op again): None for those."""
+    """The Python function an op without a converter runs on CPU, traced on the recorded fake
+    values into the op's ATen graph: a ``torch.library.custom_op``'s implementation (for every
+    device, or its ``register_kernel("cpu")``), or a function given to ``Library.impl`` for CPU
+    or CompositeExplicitAutograd, which is reached by redispatching to the CPU key (calling the
+    op itself under the tracer would record the op again). A C++ kernel would not trace on fake
+    values: None for those."""
     opdef = torch._library.custom_ops.OPDEFS.get(op._schema.name)
-    if opdef is None or opdef._opoverload is not op:
-        return None
-    return opdef._backend_fns.get("cpu") or opdef._backend_fns.get(None)
+    if opdef is not None and opdef._opoverload is op:
+        return opdef._backend_fns.get("cpu") or opdef._backend_fns.get(None)
+    if _registered_in_python(op, ("CPU", "CompositeExplicitAutograd[alias]")):
+        return functools.partial(op.redispatch, torch._C.DispatchKeySet(torch._C.DispatchKey.CPU))
+    return None
+
+
+def _registered_in_python(op: torch._ops.OpOverload, keys: tuple[str, ...]) -> bool:
+    """Whether one of the dispatch keys' kernels of ``op`` was registered from a Python file (the
+    dispatcher records where each kernel was registered; torch's own are C++ files)."""
+    for line in torch._C._dispatch_dump(op.name()).splitlines():
+        key, _, where = line.partition(": registered at ")
+        if key in keys and where.split(" :: ")[0].split(":")[0].endswith(".py"):
+            return True
+    return False
 
 
 def _inlined_body(node: torch.fx.Node) -> int | None:
