@@ -39,7 +39,7 @@ from ._options import (
 from ._program import ExportResult
 from ._progress import Progress
 from ._trace import functionalize, program_needs_functionalization, trace, traced_in_mode
-from ._transformers_ops import cache_hint
+from ._transformers_ops import cache_hint, returns_cache
 from ._unsupported import check_supported
 from ._version import __version__
 from ._weights import Streamed, bind, check_weights_mode, open_source, prepare
@@ -324,8 +324,14 @@ class _Exporter:
             return trace(model, args, kwargs, request.shapes, options.training, fixed)
         except TraceError as refused:
             # A dynamic_shapes request torch.export finds the model violates stays refused: the
-            # TorchScript front end would not make the axis any more dynamic.
-            if self.tracer == "export" or isinstance(model, ExportedProgram) or _violates_constraints(refused):
+            # TorchScript front end would not make the axis any more dynamic. So does a KV cache
+            # among the outputs (cache_hint says what to do), which no front end can return.
+            if (
+                self.tracer == "export"
+                or isinstance(model, ExportedProgram)
+                or _violates_constraints(refused)
+                or returns_cache(refused)
+            ):
                 raise
             try:
                 with traced_in_mode(model, options.training):

@@ -67,13 +67,18 @@ def cache_hint() -> Iterator[None]:
     try:
         yield
     except TraceError as e:
-        if "transformers.cache_utils" not in str(e):
+        if not returns_cache(e):
             raise
         raise TraceError(
             "the model returns its KV cache (transformers' use_cache=True, the default): pass "
             "kwargs={'use_cache': False}, or export for generation with "
             "fastonnx.integrations.transformers.FastOnnxExporter().export_for_generation"
         ) from e
+
+
+def returns_cache(error: TraceError) -> bool:
+    """Whether torch.export failed on a transformers KV cache among the outputs."""
+    return "transformers.cache_utils" in str(error)
 
 
 def register() -> None:
