@@ -189,8 +189,9 @@ class _Translator(QuantizedOps):
         self.constants: dict[str, torch.Tensor] = {}
         self.dynamic, self.input_names = dynamic, input_names
         # Without dynamic axes or values read from data, the trace's own types are the graph's:
-        # ATen nodes take them instead of running under the fake mode (most of the cost).
-        self.typed_by_trace = not any(dynamic) and not _reads_data(jit.graph)
+        # ATen nodes take them instead of running under the fake mode (most of the cost), and the
+        # mode needs no real values beside (see translate).
+        self.typed_by_trace = typed_by_trace(jit, dynamic)
         self.symbols: dict[Any, tuple[int, int]] = {}  # input symbol -> (input index, axis)
         self.fixed: dict[tuple[int, int], str] = {}
         self.node: torch._C.Node | None = None
@@ -290,11 +291,11 @@ class _Translator(QuantizedOps):
         return symbolic
 
     def without_real_values(self, target, fargs, fkwargs):
-        self.mode.propagate_real_tensors = False
+        before, self.mode.propagate_real_tensors = self.mode.propagate_real_tensors, False
         try:
             return target(*fargs, **fkwargs)
         finally:
-            self.mode.propagate_real_tensors = True
+            self.mode.propagate_real_tensors = before
 
     def hinted(self, values):
         """``values`` with each symbolic number replaced by its value in the example."""
@@ -1077,6 +1078,10 @@ _DATA_READS = {
 _NUMBER_READS = {"aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit", "prim::ImplicitTensorToNum"}
 
 
+def typed_by_trace(jit: JitGraph, dynamic: Sequence[dict[int, str]]) -> bool:
+    return not any(dynamic) and not _reads_data(jit.graph)
+
+
 def _reads_data(block) -> bool:
     """Whether the graph reads values from data (a number of a tensor that is not a size, an op
     whose result size depends on the data)."""
@@ -1129,7 +1134,7 @@ def translate(
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
     dynamic axes (axis -> name)."""
     # The fake mode reads the setting when it is made.
-    with functorch_config.patch(fake_tensor_propagate_real_tensors=True):
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed_by_trace(jit, dynamic)):
         translator = _Translator(jit, user_tensors, dynamic, input_names)
         program = translator.translate()
     program.graph_module.recompile()
