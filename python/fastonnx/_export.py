@@ -236,7 +236,7 @@ class _Exporter:
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
         check_module_weights_on_inputs_device(model, args, kwargs)
-        with functions_as_ops(), cache_hint():
+        with cache_hint():
             ep = self._trace(model, args, kwargs, request, fixed)
         self.front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
         timings["trace"] = time.perf_counter() - t0
@@ -321,7 +321,10 @@ class _Exporter:
             with traced_in_mode(model, options.training):
                 return trace_jit(model, args, kwargs, request, options.input_names)
         try:
-            return trace(model, args, kwargs, request.shapes, options.training, fixed)
+            # (torch.jit's tracer records an autograd.Function itself: only torch.export needs
+            # Functions with a symbolic made ops, see _autograd)
+            with functions_as_ops():
+                return trace(model, args, kwargs, request.shapes, options.training, fixed)
         except TraceError as refused:
             # A dynamic_shapes request torch.export finds the model violates stays refused: the
             # TorchScript front end would not make the axis any more dynamic. So does a KV cache

@@ -44,6 +44,7 @@ from torch.fx.experimental.symbolic_shapes import (
     ShapeEnv,
     StatelessSymbolicContext,
     compute_unbacked_bindings,
+    free_unbacked_symbols,
 )
 
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
@@ -237,16 +238,35 @@ class _Translator(QuantizedOps):
             try:
                 return self.exact(target, fargs, fkwargs)
             except Exception:
-                symbolic = [
-                    x for x in pytree.tree_leaves((fargs, fkwargs)) if isinstance(x, torch.SymInt | torch.SymFloat)
-                ]
-                if not symbolic:
+                self.shape_env.pending_fresh_unbacked_symbols[:] = []
+                if not any(_unbacked(x) for x in pytree.tree_leaves((fargs, fkwargs))):
                     raise
                 concrete_args, concrete_kwargs = self.hinted((fargs, fkwargs))
+                pending = list(self.shape_env.pending_fresh_unbacked_symbols)
                 hinted = target(*concrete_args, **concrete_kwargs)
+                # (sizes the op's own fake kernel made for the example: the result gets new ones)
+                self.shape_env.pending_fresh_unbacked_symbols[:] = pending
             if not isinstance(hinted, torch.Tensor):
                 raise ConversionError(f"{target} of a symbolic number gives {type(hinted).__name__}, not a tensor")
             return torch.empty([self.shape_env.create_unbacked_symint() for _ in hinted.shape], dtype=hinted.dtype)
+
+    def read_number(self, tensor: torch.fx.Node):
+        """The number a 0-d tensor of the graph holds (``item()``), as a new unbacked symbol. Made
+        here rather than by torch, which (2.14) keeps the example's value as the symbol's hint, so
+        that a later op would settle it (``arange(end)``'s length) to the example's. The example's
+        value is this translator's own hint."""
+        val = self.fake_of(tensor)
+        env = self.shape_env
+        if val.dtype == torch.bool:
+            number = env.create_unbacked_symbool()
+        elif val.is_floating_point():
+            number = env.create_unbacked_symfloat()
+        else:
+            number = env.create_unbacked_symint()
+        real = getattr(val, "real_tensor", None)
+        if real is not None:
+            self.hints[number.node.expr] = real.item()
+        return self.add_node(aten._local_scalar_dense.default, (tensor,), {}, number)
 
     def record_hints(self, target, args: tuple, val) -> None:
         """The example's values of the unbacked symbols a node made (a number read from a
@@ -267,11 +287,21 @@ class _Translator(QuantizedOps):
                     self.hints.setdefault(size.node.expr, actual)
 
     def exact(self, target, fargs, fkwargs):
-        """``target`` on fake values, its data-dependent sizes unbacked symbols. With real values
-        propagated, torch gives an op whose size depends on the data (nonzero, a boolean mask)
-        the example's size, leaving its symbol unused: such an op is run again without them, and
-        the example's sizes become the symbols' hints."""
+        """``target`` on fake values, its data-dependent sizes and numbers unbacked symbols. With
+        real values propagated, torch gives an op whose size depends on the data (nonzero, a
+        boolean mask) the example's size, or keeps the example's value as the new symbol's hint:
+        an op that makes a symbol is run again without real values, and the example's sizes
+        become hints of this translator's own (``hints``), used only where an op cannot take a
+        symbol."""
         env = self.shape_env
+        if any(
+            isinstance(x, torch.SymInt | torch.SymFloat) and free_unbacked_symbols(x)
+            for x in pytree.tree_leaves((fargs, fkwargs))
+        ):
+            # A number read from data may size the result (arange's end): with real values
+            # beside, torch may settle it to the example's value; without them it stays a symbol,
+            # or the op fails and run() gives it sizes of its own.
+            return self.without_real_values(target, fargs, fkwargs)
         before = list(env.pending_fresh_unbacked_symbols)
         try:
             result = target(*fargs, **fkwargs)
@@ -279,8 +309,10 @@ class _Translator(QuantizedOps):
             env.pending_fresh_unbacked_symbols[:] = before
             return self.without_real_values(target, fargs, fkwargs)
         fresh = [s for s in env.pending_fresh_unbacked_symbols if s not in before]
-        if not fresh or set(fresh) <= _free_symbols(result):
+        if not fresh:
             return result
+        # A new unbacked symbol: made again without real values, so that no later guard on it
+        # settles it to the example's value (torch 2.14 keeps the example's value as its hint).
         env.pending_fresh_unbacked_symbols[:] = before
         symbolic = self.without_real_values(target, fargs, fkwargs)
         for exact_t, real_t in zip(pytree.tree_leaves(symbolic), pytree.tree_leaves(result)):
@@ -305,6 +337,8 @@ class _Translator(QuantizedOps):
         known = {**backed, **self.hints}
 
         def concrete(x):
+            if isinstance(x, torch.Tensor) and _unbacked(x):
+                return torch.empty([concrete(d) for d in x.shape], dtype=x.dtype)
             if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
                 number = x.node.expr.xreplace(known)
                 if not getattr(number, "is_number", True):
@@ -585,7 +619,7 @@ class _Translator(QuantizedOps):
             value = self.env[v]
             if not isinstance(value, torch.fx.Node):
                 return value if cast is None else cast(value)
-            number = self.emit(aten._local_scalar_dense.default, (value,))
+            number = self.read_number(value)
         if cast is None or isinstance(self.fake_of(number), _PYTHON_TYPES[cast]):
             return number
         if cast is bool:
@@ -612,7 +646,7 @@ class _Translator(QuantizedOps):
             ins[0] = ins[0].ints
         if isinstance(ins[0], _BatchSizes):  # batch_sizes.size(0): the longest sequence's length
             longest = self.emit(aten.max.default, (ins[0].packed.lengths,))
-            return self.emit(aten._local_scalar_dense.default, (longest,))
+            return self.read_number(longest)
         val = self.fake_of(ins[0])
         if len(ins) == 2:
             dim = ins[1] % val.dim()
@@ -721,10 +755,8 @@ class _Translator(QuantizedOps):
 
         body = self.sub(carried_vals, free, bound_val)
         i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
-        ts_state = [
-            s if is_tensor else body.emit(aten._local_scalar_dense.default, (s,)) for s, is_tensor in zip(state, kinds)
-        ]
-        outs = body.inline(block, [body.emit(aten._local_scalar_dense.default, (i,)), *ts_state])
+        ts_state = [s if is_tensor else body.read_number(s) for s, is_tensor in zip(state, kinds)]
+        outs = body.inline(block, [body.read_number(i), *ts_state])
         again, new_state = outs[0], outs[1:]
         updated = [body.emit(aten.add.Tensor, (i, 1)), body.as_tensor(again, torch.bool)]
         updated += [s if is_tensor else body.as_tensor(s, torch.int64) for s, is_tensor in zip(new_state, kinds)]
@@ -741,9 +773,7 @@ class _Translator(QuantizedOps):
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
         finals = [self.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
-        return Outputs(
-            f if is_tensor else self.emit(aten._local_scalar_dense.default, (f,)) for f, is_tensor in zip(finals, kinds)
-        )
+        return Outputs(f if is_tensor else self.read_number(f) for f, is_tensor in zip(finals, kinds))
 
     def operands(self, blocks) -> list:
         """The enclosing graph's values the blocks read that are graph values (inputs of the
@@ -1092,6 +1122,13 @@ def _reads_data(block) -> bool:
         if kind in _NUMBER_READS and node.input().node().kind() != "prim::NumToTensor":
             return True
     return False
+
+
+def _unbacked(x) -> bool:
+    """Whether a number or a tensor's sizes hold a symbol of a value read from data."""
+    if isinstance(x, torch.Tensor):
+        return any(isinstance(d, torch.SymInt) and free_unbacked_symbols(d) for d in x.shape)
+    return isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool) and bool(free_unbacked_symbols(x))
 
 
 def _free_symbols(value) -> set:
