@@ -257,6 +257,7 @@ class _Translator(QuantizedOps):
         value is this translator's own hint."""
         val = self.fake_of(tensor)
         env = self.shape_env
+        number: torch.SymBool | torch.SymFloat | torch.SymInt
         if val.dtype == torch.bool:
             number = env.create_unbacked_symbool()
         elif val.is_floating_point():
