@@ -18,6 +18,7 @@ fixes; ``JitProgram.fixed`` says which node fixed it.
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import re
@@ -185,7 +186,6 @@ class _Translator(QuantizedOps):
         self.shape_env = ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
         self.env: dict[torch._C.Value, Any] = {}  # TorchScript value -> FX node or Python value
-        self.vals: dict[torch._C.Value, Any] = {}  # TorchScript value -> fake value
         self.sizes: dict[torch._C.Value, Any] = {}  # a 0-d tensor computed from sizes -> the size (node or number)
         self.constants: dict[str, torch.Tensor] = {}
         self.dynamic, self.input_names = dynamic, input_names
@@ -507,16 +507,8 @@ class _Translator(QuantizedOps):
                 return
             else:
                 real.append(value)
-        schema = torch._C.parse_schema(schema_text)
-        namespace, name = schema.name.split("::")
-        op = getattr(getattr(getattr(torch.ops, namespace), name), schema.overload_name or "default")
-        args: list = []
-        kwargs: dict[str, Any] = {}
-        for a, value in zip(schema.arguments, real):
-            type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
-            if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
-                value = _ENUM_ARGUMENTS[type_name](value)
-            (kwargs.__setitem__(a.name, value) if a.kwarg_only else args.append(value))
+        schema, _, op = _resolve(schema_text)
+        args, kwargs = _bind(schema, real)
         if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
             return
         if torch.Tag.nondeterministic_seeded in op.tags:  # a random value is not a constant
@@ -875,8 +867,7 @@ class _Translator(QuantizedOps):
         with self.mode:
             out = x_val.new_empty((*x_val.shape[:-1], (2 if bidirectional else 1) * h_val.shape[-1]))
             finals = [self.fake_of(h).new_empty(self.fake_of(h).shape) for h in states]
-        schema = torch._C.parse_schema(node.schema())
-        op = getattr(getattr(aten, schema.name.split("::")[1]), schema.overload_name or "default")
+        _, _, op = _resolve(node.schema())
         result = self.add_node(op, tuple(values), {}, (out, *finals))
         return Outputs(self.add_node(operator.getitem, (result, i), {}, v) for i, v in enumerate((out, *finals)))
 
@@ -931,7 +922,7 @@ class _Translator(QuantizedOps):
         schema_text = node.schema()
         if schema_text == "(no schema)":
             raise ConversionError(f"TorchScript node {node.kind()} has no schema torch can match")
-        schema = torch._C.parse_schema(schema_text)
+        schema, overload, op = _resolve(schema_text)
         namespace, name = schema.name.split("::")
         values = [self.env[v] for v in node.inputs()]
         if any(
@@ -953,21 +944,11 @@ class _Translator(QuantizedOps):
                 return self.arithmetic(fn, values)
         if namespace == "aten" and name in _SIZE_TENSOR_OPS and node.output().type().kind() == "TensorType":
             self.size_arithmetic(node, name, values)
-        overload = getattr(getattr(torch.ops, namespace), name)
-        op = getattr(overload, schema.overload_name or "default")
-        args: list = []
-        kwargs: dict[str, Any] = {}
-        written = []  # the `out=` arguments of an out variant
-        for a, value in zip(schema.arguments, values):
-            type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
-            if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
-                value = _ENUM_ARGUMENTS[type_name](value)
-            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write:
-                written.append(a.name)
-            if a.kwarg_only:
-                kwargs[a.name] = value
-            else:
-                args.append(value)
+        args, kwargs = _bind(schema, values)
+        # the `out=` arguments of an out variant
+        written = [
+            a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        ]
         functional = _functional_overload(overload, schema) if written else None
         if functional is not None:
             # `op(..., out=t)`: the functional op, whose result is what `t` holds from here on.
@@ -1047,6 +1028,32 @@ class _Translator(QuantizedOps):
             self.sizes[node.output()] = self.arithmetic(operator.sub, [b, a])
         else:
             self.sizes[node.output()] = self.arithmetic(fn, [a, b])
+
+
+@functools.cache
+def _resolve(schema_text: str) -> tuple[torch.FunctionSchema, Any, torch._ops.OpOverload]:
+    """A TorchScript node's matched schema, its op's overload packet and the overload (parsed
+    once per schema: every node of an op asks)."""
+    schema = torch._C.parse_schema(schema_text)
+    namespace, name = schema.name.split("::")
+    packet = getattr(getattr(torch.ops, namespace), name)
+    return schema, packet, getattr(packet, schema.overload_name or "default")
+
+
+def _bind(schema: torch.FunctionSchema, values: Sequence) -> tuple[list, dict[str, Any]]:
+    """A node's input values as the overload's positional and keyword arguments, TorchScript's
+    integer enums (ScalarType, Layout, MemoryFormat) as torch's objects."""
+    args: list = []
+    kwargs: dict[str, Any] = {}
+    for a, value in zip(schema.arguments, values):
+        type_name = str(a.real_type).removeprefix("Optional[").removesuffix("]")
+        if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
+            value = _ENUM_ARGUMENTS[type_name](value)
+        if a.kwarg_only:
+            kwargs[a.name] = value
+        else:
+            args.append(value)
+    return args, kwargs
 
 
 def _functional_overload(packet, schema) -> torch._ops.OpOverload | None:
