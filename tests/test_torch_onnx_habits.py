@@ -52,6 +52,19 @@ def test_more_names_than_inputs_and_weights():
         fastonnx.export(model, (torch.randn(1, 3, 8, 8),), input_names=too_many + ["extra"])
 
 
+def test_a_failed_export_is_caught_as_torch_onnx_catches_it():
+    class Volumetric(torch.nn.Module):
+        def forward(self, x, grid):
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+    args = (torch.randn(1, 1, 2, 3, 2), torch.randn(1, 3, 2, 4, 3))
+    with pytest.raises(torch.onnx.OnnxExporterError, match="opset 20") as caught:
+        fastonnx.export(Volumetric(), args, opset_version=18)
+    assert isinstance(caught.value, fastonnx.ConversionError)
+    with pytest.raises(RuntimeError):  # what torch.onnx's own tests expect of a refused export
+        fastonnx.export(model=None, args=args)
+
+
 def test_verbose_prints_the_graph_without_weight_values(capsys):
     model = torch.nn.Linear(4, 300).eval()
     fastonnx.export(model, (torch.randn(2, 4),), verbose=True, input_names=["x", "w", "b"])

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch.onnx.errors import OnnxExporterError
 
-class ExportError(Exception):
-    """Base class of every error raised by ``fastonnx.export``."""
+
+class ExportError(OnnxExporterError):
+    """Base class of every error raised by ``fastonnx.export``. It is torch.onnx's
+    ``OnnxExporterError`` (a ``RuntimeError``), so code written against ``torch.onnx.export``
+    that catches a failed export catches fastonnx's too."""
 
 
 class ArgumentError(ExportError, TypeError, ValueError):
