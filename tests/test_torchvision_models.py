@@ -73,14 +73,6 @@ def _detector(name: str) -> torch.nn.Module:
     return model
 
 
-# Known gap: the post-processing's sizes read from data (scores over a threshold, boxes kept by
-# nms) reach torchvision's nms and torch.where as unbacked sizes without a hint, and their fake
-# kernels cannot type them. Giving those symbols the example's values (as torch does under
-# real-value propagation) made these pass, but also let a later op settle such a value to the
-# example's (an arange over a number read from data kept the example's length): the silent
-# error was closed first.
-@pytest.mark.xfail(strict=True,
-                   reason="data-dependent sizes in torchvision's nms and torch.where do not type yet (see comment)")
 @needs_torchvision
 @pytest.mark.parametrize("name", ["ssdlite320_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn"])
 def test_detection_models_torch_export_refuses(name):

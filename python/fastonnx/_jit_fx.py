@@ -31,7 +31,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
 from torch._dynamo.source import ConstantSource
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.export.graph_signature import (
     ExportGraphSignature,
     InputKind,
@@ -201,6 +201,8 @@ class _Translator(QuantizedOps):
         self.shape_tensors: dict = {}  # a `_shape_as_tensor` result -> its sizes
         self.known: dict = {}  # a small tensor computed from constants and static sizes -> its value
         self.hints: dict = {}  # unbacked symbol of a number read from a tensor -> the example's value
+        self.examples: dict = {}  # FX node -> its value in the example, where computed (see example_of)
+        self.binders: dict = {}  # unbacked symbol -> (the FX node that made it, the path to it in its value)
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -222,6 +224,7 @@ class _Translator(QuantizedOps):
         bindings = compute_unbacked_bindings(self.shape_env, val)
         if bindings:
             n.meta["unbacked_bindings"] = bindings
+            self.binders.update((symbol, (n, path)) for symbol, path in bindings.items())
         if self.node is not None:
             if self._line[0] is not self.node:  # once per TorchScript node
                 self._line = (self.node, _source_line(self.node))
@@ -246,9 +249,16 @@ class _Translator(QuantizedOps):
                 hinted = target(*concrete_args, **concrete_kwargs)
                 # (sizes the op's own fake kernel made for the example: the result gets new ones)
                 self.shape_env.pending_fresh_unbacked_symbols[:] = pending
-            if not isinstance(hinted, torch.Tensor):
-                raise ConversionError(f"{target} of a symbolic number gives {type(hinted).__name__}, not a tensor")
-            return torch.empty([self.shape_env.create_unbacked_symint() for _ in hinted.shape], dtype=hinted.dtype)
+            if not all(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(hinted)):
+                raise ConversionError(f"{target} of a symbolic number gives {type(hinted).__name__}, not tensors")
+            return pytree.tree_map(self.unbacked_like, hinted)
+
+    def unbacked_like(self, example: torch.Tensor) -> torch.Tensor:
+        """A tensor of ``example``'s type whose every size is a new unbacked symbol, the
+        example's size its hint (fake, made under the fake mode)."""
+        sizes = [self.shape_env.create_unbacked_symint() for _ in example.shape]
+        self.hints.update((size.node.expr, actual) for size, actual in zip(sizes, example.shape))
+        return torch.empty(sizes, dtype=example.dtype)
 
     def read_number(self, tensor: torch.fx.Node):
         """The number a 0-d tensor of the graph holds (``item()``), as a new unbacked symbol. Made
@@ -264,10 +274,53 @@ class _Translator(QuantizedOps):
             number = env.create_unbacked_symfloat()
         else:
             number = env.create_unbacked_symint()
-        real = getattr(val, "real_tensor", None)
+        real = self.example_of(tensor)
         if real is not None:
             self.hints[number.node.expr] = real.item()
         return self.add_node(aten._local_scalar_dense.default, (tensor,), {}, number)
+
+    def example_of(self, node: torch.fx.Node) -> torch.Tensor | None:
+        """The value ``node`` has in the example: its real value propagated beside, else computed
+        eagerly from the example's values of the nodes it is made from (ops after a size read from
+        data run without real values beside, see ``exact``); None where the example gives none
+        (a loop body's values)."""
+        needed, order, todo = set(), [], [node]
+        while todo:
+            n = todo.pop()
+            if n in needed or n in self.examples:
+                continue
+            real = getattr(n.meta.get("val"), "real_tensor", None)
+            if real is not None:
+                self.examples[n] = real
+                continue
+            if n.op == "get_attr":  # a control-flow function
+                self.examples[n] = functools.reduce(getattr, n.target.split("."), self.root)
+                continue
+            if n.op != "call_function":
+                return None
+            needed.add(n)
+            todo.extend(n.all_input_nodes)
+        if needed:
+            order = [n for n in self.graph.nodes if n in needed]  # (inputs first)
+        with unset_fake_temporarily():
+            for n in order:
+                args, kwargs = pytree.tree_map_only(torch.fx.Node, self.examples.__getitem__, (n.args, n.kwargs))
+                try:
+                    self.examples[n] = n.target(*args, **kwargs)
+                except Exception:  # noqa: BLE001 - an op that cannot run on the example: no hint
+                    return None
+        return self.examples[node]
+
+    def hint_of(self, symbol) -> None:
+        """Records the example's value of an unbacked symbol a node made without real values beside
+        (a size that depends on data, a size where the branches of an ``if`` differ), from the
+        example's value of that node."""
+        if symbol in self.hints or symbol not in self.binders:
+            return
+        node, path = self.binders[symbol]
+        real = self.example_of(node)
+        if real is not None:
+            self.hints[symbol] = int(pytree.key_get(real, path))
 
     def record_hints(self, target, args: tuple, val) -> None:
         """The example's values of the unbacked symbols a node made (a number read from a
@@ -318,9 +371,12 @@ class _Translator(QuantizedOps):
         symbolic = self.without_real_values(target, fargs, fkwargs)
         for exact_t, real_t in zip(pytree.tree_leaves(symbolic), pytree.tree_leaves(result)):
             if isinstance(exact_t, torch.Tensor) and isinstance(real_t, torch.Tensor):
-                for size, actual in zip(exact_t.shape, real_t.shape):
-                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
-                        self.hints.setdefault(size.node.expr, int(actual))
+                # (a fake kernel that makes its own symbol, torchvision's nms, leaves the example's
+                # size only on the real tensor beside)
+                real = getattr(real_t, "real_tensor", real_t)
+                for size, actual in zip(exact_t.shape, real.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol and isinstance(actual, int):
+                        self.hints.setdefault(size.node.expr, actual)
         return symbolic
 
     def without_real_values(self, target, fargs, fkwargs):
@@ -342,6 +398,11 @@ class _Translator(QuantizedOps):
                 return torch.empty([concrete(d) for d in x.shape], dtype=x.dtype)
             if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
                 number = x.node.expr.xreplace(known)
+                if not getattr(number, "is_number", True):
+                    for symbol in number.free_symbols:
+                        self.hint_of(symbol)
+                    known.update(self.hints)
+                    number = number.xreplace(known)
                 if not getattr(number, "is_number", True):
                     raise ConversionError(f"the example's value of {x} is unknown")
                 return (
@@ -411,6 +472,7 @@ class _Translator(QuantizedOps):
                 kind = InputKind.PARAMETER if isinstance(tensor, torch.nn.Parameter) else InputKind.BUFFER
                 input_specs.append(InputSpec(kind, TensorArgument(node.name), wname, True))
             self.env[v] = node
+            self.examples[node] = tensor
         self.block(jit.graph)
         results = [self.env[v] for v in jit.graph.outputs()]
         leaves, it = [], iter(results)
@@ -528,6 +590,7 @@ class _Translator(QuantizedOps):
         setattr(self.root, name, value)
         n = self.graph.get_attr(name)
         n.meta["val"] = self.fake(value)
+        self.examples[n] = value
         return n
 
     def _prim_Constant(self, node):
