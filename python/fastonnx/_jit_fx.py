@@ -294,7 +294,7 @@ class _Translator(QuantizedOps):
                 self.examples[n] = real
                 continue
             if n.op == "get_attr":  # a control-flow function
-                self.examples[n] = functools.reduce(getattr, n.target.split("."), self.root)
+                self.examples[n] = functools.reduce(getattr, str(n.target).split("."), self.root)
                 continue
             if n.op != "call_function":
                 return None
