@@ -172,6 +172,7 @@ SIGNATURES: list[tuple[str, str]] = [
     ("tensor", "product(Tensor self, axes axes, bool keepdim) -> Tensor"),
     ("tensor", "count_nonzero_over(Tensor self, axes axes) -> Tensor"),
     ("tensor", "log_sum_exp(Tensor self, axes axes, bool keepdim) -> Tensor"),
+    ("tensor", "mean_of(Tensor self, axes axes, bool keepdim) -> Tensor"),
     ("tensor", "variance(Tensor self, int[]? dim, Scalar? correction, bool keepdim) -> Tensor"),
     ("tensor", "variance_and_mean(Tensor self, int[]? dim, Scalar? correction, bool keepdim) -> (Tensor, Tensor)"),
     ("tensor", "std_and_mean(Tensor self, int[]? dim, Scalar? correction, bool keepdim) -> (Tensor, Tensor)"),

@@ -57,6 +57,23 @@ def test_the_rank_of_a_squeeze_decided_at_run_time_is_not_assumed():
         fastonnx.export(model, (_sizes(1), _sizes(4)))
 
 
+# -- mean over no elements ----------------------------------------------------------------------
+# ONNX's ReduceMean gives 0 over an empty axis; torch gives NaN (0/0).
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_mean_over_no_elements_is_nan(opset):
+    model = Lambda(lambda x: (x.mean(1), x.mean(), x.mean((0, 1), keepdim=True)))
+    static = fastonnx.export(model, (torch.randn(3, 0),), opset_version=opset).model_proto
+    dynamic = fastonnx.export(model, (torch.randn(3, 4),), opset_version=opset,
+                              dynamic_shapes=({0: Dim("m", min=0), 1: Dim("n", min=0)},)).model_proto
+    for proto, x in [(static, torch.randn(3, 0)), *((dynamic, x) for x in (torch.randn(3, 4), torch.randn(3, 0),
+                                                                             torch.randn(0, 2)))]:
+        got = run_ort(proto, [x])
+        for g, w in zip(got, model(x), strict=True):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)  # (NaN equals NaN here)
+            assert np.isnan(g).any() == w.isnan().any().item()
+
+
 def test_squeeze_of_a_dim_whose_range_includes_one():
     model = Lambda(lambda x: x.squeeze(0) * 2)
     proto = fastonnx.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("b", min=1)},)).model_proto

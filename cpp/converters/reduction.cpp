@@ -150,6 +150,18 @@ Moments moments(Builder& b, Value x, const Axes& dims, const std::optional<Scala
 
 }  // namespace
 
+// ReduceMean where each reduced value is known to cover elements; over a size that may be 0 (a
+// dynamic one), a sum over the count, since ReduceMean gives 0 over no elements where torch gives
+// NaN (0/0).
+Value mean_of(Builder& b, Value self, const Axes& axes, bool keepdim) {
+  const std::span<const Dim> shape = b.shape(self);
+  const std::vector<int64_t> reduced = explicit_axes(b, self, axes);
+  if (std::ranges::all_of(reduced, [&](int64_t a) { return shape[a].is_static() && shape[a].value > 0; })) {
+    return reduce(b, "ReduceMean", self, axes, keepdim);
+  }
+  return b.op<"Div">({reduce(b, "ReduceSum", self, axes, keepdim), reduced_count(b, self, axes)});
+}
+
 Value variance(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction, bool keepdim) {
   return moments(b, self, dims, correction, keepdim).var;
 }

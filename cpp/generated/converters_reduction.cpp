@@ -8,7 +8,7 @@
 
 namespace fastonnx {
 
-// mean.dim  (codegen/mappings/reduction.yaml:4)
+// mean.dim  (codegen/mappings/reduction.yaml:5)
 Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
@@ -16,30 +16,17 @@ Value convert_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
     self = b.cast(self, computed_dtype_);
     return self;
   }
-  // since: 18, promote: [self], onnx: ReduceMean(self, dim, keepdims=keepdim)
-  if (b.opset() >= 18) {
-    const ScalarType computed_dtype_ = b.compute_dtype(self);
-    self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op<"ReduceMean">({self, b.ints(dim)}, {Attr::i("keepdims", keepdim)});
-    return v0;
-  }
-  // when: dim is not None, promote: [self], onnx: ReduceMean(self, axes=dim, keepdims=keepdim)
-  if ((dim.has_value())) {
-    const ScalarType computed_dtype_ = b.compute_dtype(self);
-    self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op<"ReduceMean">({self}, {Attr::ints("axes", (*dim)), Attr::i("keepdims", keepdim)});
-    return v0;
-  }
-  // promote: [self], onnx: ReduceMean(self, keepdims=keepdim)
+  // promote: [self], onnx: mean_of(self, axes_of(self, dim), keepdim)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op<"ReduceMean">({self}, {Attr::i("keepdims", keepdim)});
-    return v0;
+    const std::optional<std::vector<int64_t>> v0 = axes_of(b, self, dim);
+    const Value v1 = mean_of(b, self, v0, keepdim);
+    return v1;
   }
 }
 
-// sum  (codegen/mappings/reduction.yaml:9)
+// sum  (codegen/mappings/reduction.yaml:8)
 Value convert_sum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // promote: [self], onnx: ReduceSum(self, keepdims=0)
   {
@@ -50,7 +37,7 @@ Value convert_sum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// sum.dim_IntList  (codegen/mappings/reduction.yaml:10)
+// sum.dim_IntList  (codegen/mappings/reduction.yaml:9)
 Value convert_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // when: rank(self) == 0, promote: [self], onnx: self
   if (((b.rank(self) == int64_t{0}))) {
@@ -67,18 +54,18 @@ Value convert_sum_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// mean  (codegen/mappings/reduction.yaml:13)
+// mean  (codegen/mappings/reduction.yaml:12)
 Value convert_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
-  // promote: [self], onnx: ReduceMean(self, keepdims=0)
+  // promote: [self], onnx: mean_of(self, None, False)
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self);
     self = b.cast(self, computed_dtype_);
-    const Value v0 = b.op<"ReduceMean">({self}, {Attr::i("keepdims", int64_t{0})});
+    const Value v0 = mean_of(b, self, std::nullopt, false);
     return v0;
   }
 }
 
-// amax  (codegen/mappings/reduction.yaml:17)
+// amax  (codegen/mappings/reduction.yaml:16)
 Value convert_amax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
   // onnx: reduce_extremum("ReduceMax", self, axes_of(self, dim), keepdim)
   {
@@ -88,7 +75,7 @@ Value convert_amax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// amin  (codegen/mappings/reduction.yaml:18)
+// amin  (codegen/mappings/reduction.yaml:17)
 Value convert_amin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
   // onnx: reduce_extremum("ReduceMin", self, axes_of(self, dim), keepdim)
   {
@@ -98,7 +85,7 @@ Value convert_amin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// max  (codegen/mappings/reduction.yaml:19)
+// max  (codegen/mappings/reduction.yaml:18)
 Value convert_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: reduce_extremum("ReduceMax", self, None, False)
   {
@@ -107,7 +94,7 @@ Value convert_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// min  (codegen/mappings/reduction.yaml:20)
+// min  (codegen/mappings/reduction.yaml:19)
 Value convert_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: reduce_extremum("ReduceMin", self, None, False)
   {
@@ -116,7 +103,7 @@ Value convert_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// max.dim  (codegen/mappings/reduction.yaml:22)
+// max.dim  (codegen/mappings/reduction.yaml:21)
 std::array<Value, 2> convert_max_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
   // onnx: extremum_with_index("ReduceMax", "ArgMax", self, dim, keepdim)
   {
@@ -125,7 +112,7 @@ std::array<Value, 2> convert_max_dim([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
-// min.dim  (codegen/mappings/reduction.yaml:23)
+// min.dim  (codegen/mappings/reduction.yaml:22)
 std::array<Value, 2> convert_min_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
   // onnx: extremum_with_index("ReduceMin", "ArgMin", self, dim, keepdim)
   {
@@ -134,7 +121,7 @@ std::array<Value, 2> convert_min_dim([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
-// argmax  (codegen/mappings/reduction.yaml:24)
+// argmax  (codegen/mappings/reduction.yaml:23)
 Value convert_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
   // onnx: arg_extremum("ArgMax", self, dim, keepdim)
   {
@@ -143,7 +130,7 @@ Value convert_argmax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// argmin  (codegen/mappings/reduction.yaml:25)
+// argmin  (codegen/mappings/reduction.yaml:24)
 Value convert_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim, [[maybe_unused]] bool keepdim) {
   // onnx: arg_extremum("ArgMin", self, dim, keepdim)
   {
@@ -152,7 +139,7 @@ Value convert_argmin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// any  (codegen/mappings/reduction.yaml:26)
+// any  (codegen/mappings/reduction.yaml:25)
 Value convert_any([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: any_of(self, None, False)
   {
@@ -161,7 +148,7 @@ Value convert_any([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// any.dim  (codegen/mappings/reduction.yaml:27)
+// any.dim  (codegen/mappings/reduction.yaml:26)
 Value convert_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
   // onnx: any_of(self, axis_of(self, dim), keepdim)
   {
@@ -171,7 +158,7 @@ Value convert_any_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// any.dims  (codegen/mappings/reduction.yaml:28)
+// any.dims  (codegen/mappings/reduction.yaml:27)
 Value convert_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
   // onnx: any_of(self, axes_of(self, dim), keepdim)
   {
@@ -181,7 +168,7 @@ Value convert_any_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// all  (codegen/mappings/reduction.yaml:29)
+// all  (codegen/mappings/reduction.yaml:28)
 Value convert_all([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: all_of(self, None, False)
   {
@@ -190,7 +177,7 @@ Value convert_all([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// all.dim  (codegen/mappings/reduction.yaml:30)
+// all.dim  (codegen/mappings/reduction.yaml:29)
 Value convert_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim) {
   // onnx: all_of(self, axis_of(self, dim), keepdim)
   {
@@ -200,7 +187,7 @@ Value convert_all_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// all.dims  (codegen/mappings/reduction.yaml:31)
+// all.dims  (codegen/mappings/reduction.yaml:30)
 Value convert_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool keepdim) {
   // onnx: all_of(self, axes_of(self, dim), keepdim)
   {
@@ -210,7 +197,7 @@ Value convert_all_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self,
   }
 }
 
-// prod  (codegen/mappings/reduction.yaml:32)
+// prod  (codegen/mappings/reduction.yaml:31)
 Value convert_prod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // onnx: product(self, None, False)
   {
@@ -219,7 +206,7 @@ Value convert_prod([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// prod.dim_int  (codegen/mappings/reduction.yaml:33)
+// prod.dim_int  (codegen/mappings/reduction.yaml:32)
 Value convert_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] bool keepdim, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // onnx: product(self, axis_of(self, dim), keepdim)
   {
@@ -229,7 +216,7 @@ Value convert_prod_dim_int([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
-// count_nonzero  (codegen/mappings/reduction.yaml:34)
+// count_nonzero  (codegen/mappings/reduction.yaml:33)
 Value convert_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<int64_t> dim) {
   // when: dim is not None, onnx: count_nonzero_over(self, axis_of(self, dim))
   if ((dim.has_value())) {
@@ -244,7 +231,7 @@ Value convert_count_nonzero([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
   }
 }
 
-// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:37)
+// count_nonzero.dim_IntList  (codegen/mappings/reduction.yaml:36)
 Value convert_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
   // onnx: count_nonzero_over(self, axes_of(self, dim))
   {
@@ -254,7 +241,7 @@ Value convert_count_nonzero_dim_IntList([[maybe_unused]] Builder& b, [[maybe_unu
   }
 }
 
-// logsumexp  (codegen/mappings/reduction.yaml:38)
+// logsumexp  (codegen/mappings/reduction.yaml:37)
 Value convert_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim, [[maybe_unused]] bool keepdim) {
   // onnx: log_sum_exp(self, axes_of(self, dim), keepdim)
   {
@@ -264,7 +251,7 @@ Value convert_logsumexp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// var.correction  (codegen/mappings/reduction.yaml:42)
+// var.correction  (codegen/mappings/reduction.yaml:41)
 Value convert_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
   // onnx: variance(self, dim, correction, keepdim)
   {
@@ -273,7 +260,7 @@ Value convert_var_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// var.dim  (codegen/mappings/reduction.yaml:43)
+// var.dim  (codegen/mappings/reduction.yaml:42)
 Value convert_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
   // onnx: variance(self, dim, unbiased_correction(unbiased), keepdim)
   {
@@ -283,7 +270,7 @@ Value convert_var_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// var  (codegen/mappings/reduction.yaml:44)
+// var  (codegen/mappings/reduction.yaml:43)
 Value convert_var([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
   // onnx: variance(self, None, unbiased_correction(unbiased), False)
   {
@@ -293,7 +280,7 @@ Value convert_var([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// std.correction  (codegen/mappings/reduction.yaml:45)
+// std.correction  (codegen/mappings/reduction.yaml:44)
 Value convert_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
   // onnx: Sqrt(variance(self, dim, correction, keepdim))
   {
@@ -303,7 +290,7 @@ Value convert_std_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// std.dim  (codegen/mappings/reduction.yaml:46)
+// std.dim  (codegen/mappings/reduction.yaml:45)
 Value convert_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
   // onnx: Sqrt(variance(self, dim, unbiased_correction(unbiased), keepdim))
   {
@@ -314,7 +301,7 @@ Value convert_std_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// std  (codegen/mappings/reduction.yaml:47)
+// std  (codegen/mappings/reduction.yaml:46)
 Value convert_std([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
   // onnx: Sqrt(variance(self, None, unbiased_correction(unbiased), False))
   {
@@ -325,7 +312,7 @@ Value convert_std([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// var_mean.correction  (codegen/mappings/reduction.yaml:48)
+// var_mean.correction  (codegen/mappings/reduction.yaml:47)
 std::array<Value, 2> convert_var_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
   // onnx: variance_and_mean(self, dim, correction, keepdim)
   {
@@ -334,7 +321,7 @@ std::array<Value, 2> convert_var_mean_correction([[maybe_unused]] Builder& b, [[
   }
 }
 
-// var_mean.dim  (codegen/mappings/reduction.yaml:49)
+// var_mean.dim  (codegen/mappings/reduction.yaml:48)
 std::array<Value, 2> convert_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
   // onnx: variance_and_mean(self, dim, unbiased_correction(unbiased), keepdim)
   {
@@ -344,7 +331,7 @@ std::array<Value, 2> convert_var_mean_dim([[maybe_unused]] Builder& b, [[maybe_u
   }
 }
 
-// var_mean  (codegen/mappings/reduction.yaml:50)
+// var_mean  (codegen/mappings/reduction.yaml:49)
 std::array<Value, 2> convert_var_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
   // onnx: variance_and_mean(self, None, unbiased_correction(unbiased), False)
   {
@@ -354,7 +341,7 @@ std::array<Value, 2> convert_var_mean([[maybe_unused]] Builder& b, [[maybe_unuse
   }
 }
 
-// std_mean.correction  (codegen/mappings/reduction.yaml:51)
+// std_mean.correction  (codegen/mappings/reduction.yaml:50)
 std::array<Value, 2> convert_std_mean_correction([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] std::optional<Scalar> correction, [[maybe_unused]] bool keepdim) {
   // onnx: std_and_mean(self, dim, correction, keepdim)
   {
@@ -363,7 +350,7 @@ std::array<Value, 2> convert_std_mean_correction([[maybe_unused]] Builder& b, [[
   }
 }
 
-// std_mean.dim  (codegen/mappings/reduction.yaml:52)
+// std_mean.dim  (codegen/mappings/reduction.yaml:51)
 std::array<Value, 2> convert_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<std::vector<int64_t>> dim, [[maybe_unused]] bool unbiased, [[maybe_unused]] bool keepdim) {
   // onnx: std_and_mean(self, dim, unbiased_correction(unbiased), keepdim)
   {
@@ -373,7 +360,7 @@ std::array<Value, 2> convert_std_mean_dim([[maybe_unused]] Builder& b, [[maybe_u
   }
 }
 
-// std_mean  (codegen/mappings/reduction.yaml:53)
+// std_mean  (codegen/mappings/reduction.yaml:52)
 std::array<Value, 2> convert_std_mean([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] bool unbiased) {
   // onnx: std_and_mean(self, None, unbiased_correction(unbiased), False)
   {
@@ -383,7 +370,7 @@ std::array<Value, 2> convert_std_mean([[maybe_unused]] Builder& b, [[maybe_unuse
   }
 }
 
-// cummax  (codegen/mappings/reduction.yaml:57)
+// cummax  (codegen/mappings/reduction.yaml:56)
 std::array<Value, 2> convert_cummax([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // onnx: cumulative_extremum("GreaterOrEqual", self, dim)
   {
@@ -392,7 +379,7 @@ std::array<Value, 2> convert_cummax([[maybe_unused]] Builder& b, [[maybe_unused]
   }
 }
 
-// cummin  (codegen/mappings/reduction.yaml:58)
+// cummin  (codegen/mappings/reduction.yaml:57)
 std::array<Value, 2> convert_cummin([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // onnx: cumulative_extremum("LessOrEqual", self, dim)
   {

@@ -180,6 +180,8 @@ Value arg_extremum(Builder& b, OpType op, Value self, std::optional<int64_t> dim
 Value product(Builder& b, Value self, const Axes& axes, bool keepdim);
 Value count_nonzero_over(Builder& b, Value self, const Axes& axes);
 Value log_sum_exp(Builder& b, Value self, const Axes& axes, bool keepdim);
+// torch's mean: NaN over no elements.
+Value mean_of(Builder& b, Value self, const Axes& axes, bool keepdim);
 // Variance with torch's correction (Bessel's is 1), and the mean it deviates from.
 Value variance(Builder& b, Value self, const Axes& dims, const std::optional<Scalar>& correction, bool keepdim);
 std::array<Value, 2> variance_and_mean(Builder& b, Value self, const Axes& dims,
