@@ -287,6 +287,25 @@ def test_decomposing_tensors_made_in_forward():
     export_and_compare(KronWindow(), (torch.randn(3, 8),))
 
 
+@pytest.mark.parametrize(
+    ("loss", "shape"),
+    [
+        (torch.nn.NLLLoss(), (3, 5)),
+        (torch.nn.NLLLoss(weight=torch.rand(5), ignore_index=2, reduction="sum"), (4, 5, 3, 2)),
+        (torch.nn.NLLLoss(reduction="none"), (2, 5, 3, 4)),
+        (torch.nn.CrossEntropyLoss(ignore_index=1), (3, 5, 2)),
+        (torch.nn.CrossEntropyLoss(weight=torch.rand(5)), (2, 5, 4, 3)),
+    ],
+    ids=["nll", "nll_2d_weighted_sum", "nll_2d_none", "cross_entropy_3d", "cross_entropy_2d_weighted"],
+)
+def test_decompositions_returning_named_tuples(loss, shape):
+    """nll_loss's decompositions (nll_loss_forward, nll_loss2d_forward) return torch's named
+    `return_types` tuples, which tracing recorded as a call of their class: an unsupported op."""
+    x = torch.randn(shape).log_softmax(1)
+    target = torch.randint(0, 5, (shape[0], *shape[2:]))
+    export_and_compare(loss, (x, target))
+
+
 class Spectrogram(torch.nn.Module):
     def __init__(self, window_in_forward: bool):
         super().__init__()

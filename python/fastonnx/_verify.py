@@ -8,6 +8,8 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from ._jit_trace import plain_containers
+
 
 class EagerFailed(Exception):
     """Eager PyTorch raised on the inputs given: there is nothing to compare against."""
@@ -52,7 +54,8 @@ def compare(
     except Exception as e:  # the model's own failure, whatever it raises
         raise EagerFailed(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     # A returned number is a 0-d output of the ONNX model; None is no output.
-    expected = [torch.as_tensor(x) for x in pytree.tree_leaves(eager) if isinstance(x, (torch.Tensor, int, float))]
+    leaves = pytree.tree_leaves(plain_containers(eager))
+    expected = [torch.as_tensor(x) for x in leaves if isinstance(x, (torch.Tensor, int, float))]
     if len(expected) != len(actual):
         raise ValueError(f"PyTorch returns {len(expected)} tensors and numbers, the ONNX model {len(actual)} outputs")
     diffs = []
