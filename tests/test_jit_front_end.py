@@ -296,3 +296,17 @@ def test_outputs_in_a_dict_subclass_are_flattened():
     want = [eager["first"], *eager["pair"], *eager["rest"]]
     for got, expected in zip(run_ort(result.model_proto, list(args)), want):
         np.testing.assert_allclose(got, expected.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bool])
+def test_indexing_with_a_constant_mask(dtype):
+    """torch's constant propagation folds the list of indices holding a constant tensor into one
+    constant list; its tensor is a constant of the graph (it reached the converter as a tensor)."""
+
+    class ConstantMask(torch.nn.Module):
+        def forward(self, x):
+            return x[torch.tensor([0, 1, 1], dtype=dtype)] * 2
+
+    x = torch.randn(3, 4, 5)
+    result, _ = _export_quietly(ConstantMask(), (x,), tracer="jit")
+    assert_matches(result.model_proto, ConstantMask(), (x,), rtol=1e-6, atol=0)
