@@ -310,3 +310,17 @@ def test_indexing_with_a_constant_mask(dtype):
     x = torch.randn(3, 4, 5)
     result, _ = _export_quietly(ConstantMask(), (x,), tracer="jit")
     assert_matches(result.model_proto, ConstantMask(), (x,), rtol=1e-6, atol=0)
+
+
+def test_where_with_a_byte_condition():
+    """torch.where takes a uint8 condition (nonzero is true; torch.export refuses it, the
+    TorchScript trace keeps it); ONNX's Where takes bool only."""
+
+    class ByteCondition(torch.nn.Module):
+        def forward(self, condition, x, y):
+            return torch.where(condition, x, y)
+
+    args = (torch.tensor([[1, 0, 2], [255, 0, 7]], dtype=torch.uint8), torch.randn(2, 3), torch.ones(2, 3))
+    result, fallbacks = _export_quietly(ByteCondition(), args)
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    assert_matches(result.model_proto, ByteCondition(), args, rtol=0, atol=0)

@@ -154,6 +154,14 @@ Value convert_bitwise_or_Scalar(Builder& b, Value self, Scalar other);
 Value convert_bitwise_xor_Tensor(Builder& b, Value self, Value other);
 // bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
 Value convert_bitwise_xor_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_left_shift_Tensor(Builder& b, Value self, Value other);
+// bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_left_shift_Tensor_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_right_shift_Tensor(Builder& b, Value self, Value other);
+// bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_right_shift_Tensor_Scalar(Builder& b, Value self, Scalar other);
 // maximum(Tensor self, Tensor other) -> Tensor
 Value convert_maximum(Builder& b, Value self, Value other);
 // minimum(Tensor self, Tensor other) -> Tensor

@@ -687,6 +687,62 @@ void unpack___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs___xor___Scalar[] = {"self", "other"};
 
+void unpack_bitwise_left_shift_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_left_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift_Tensor_Scalar[] = {"self", "other"};
+
+void unpack_bitwise_right_shift_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_right_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift_Tensor_Scalar[] = {"self", "other"};
+
+void unpack___lshift___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___lshift___Tensor[] = {"self", "other"};
+
+void unpack___lshift___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___lshift___Scalar[] = {"self", "other"};
+
+void unpack___rshift___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___rshift___Tensor[] = {"self", "other"};
+
+void unpack___rshift___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___rshift___Scalar[] = {"self", "other"};
+
 void unpack_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
@@ -3449,6 +3505,20 @@ void unpack_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_bitwise_and__Tensor[] = {"self", "other"};
 
+void unpack_bitwise_left_shift__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_left_shift__Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift__Tensor_Scalar[] = {"self", "other"};
+
 void unpack_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_bitwise_not(b, std::move(self)));
@@ -3468,6 +3538,20 @@ void unpack_bitwise_or__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] con
   outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_right_shift__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_right_shift__Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift__Tensor_Scalar[] = {"self", "other"};
 
 void unpack_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -4353,6 +4437,14 @@ const OpEntry kOps[] = {
     {"__or__.Scalar", &unpack___or___Scalar, kArgs___or___Scalar, 0u},
     {"__xor__.Tensor", &unpack___xor___Tensor, kArgs___xor___Tensor, 0u},
     {"__xor__.Scalar", &unpack___xor___Scalar, kArgs___xor___Scalar, 0u},
+    {"bitwise_left_shift.Tensor", &unpack_bitwise_left_shift_Tensor, kArgs_bitwise_left_shift_Tensor, 0u},
+    {"bitwise_left_shift.Tensor_Scalar", &unpack_bitwise_left_shift_Tensor_Scalar, kArgs_bitwise_left_shift_Tensor_Scalar, 0u},
+    {"bitwise_right_shift.Tensor", &unpack_bitwise_right_shift_Tensor, kArgs_bitwise_right_shift_Tensor, 0u},
+    {"bitwise_right_shift.Tensor_Scalar", &unpack_bitwise_right_shift_Tensor_Scalar, kArgs_bitwise_right_shift_Tensor_Scalar, 0u},
+    {"__lshift__.Tensor", &unpack___lshift___Tensor, kArgs___lshift___Tensor, 0u},
+    {"__lshift__.Scalar", &unpack___lshift___Scalar, kArgs___lshift___Scalar, 0u},
+    {"__rshift__.Tensor", &unpack___rshift___Tensor, kArgs___rshift___Tensor, 0u},
+    {"__rshift__.Scalar", &unpack___rshift___Scalar, kArgs___rshift___Scalar, 0u},
     {"where.self", &unpack_where_self, kArgs_where_self, 0u},
     {"where.ScalarSelf", &unpack_where_ScalarSelf, kArgs_where_ScalarSelf, 0u},
     {"where.ScalarOther", &unpack_where_ScalarOther, kArgs_where_ScalarOther, 0u},
@@ -4689,9 +4781,13 @@ const OpEntry kOps[] = {
     {"baddbmm_", &unpack_baddbmm_, kArgs_baddbmm_, 0u},
     {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar, 0u},
     {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor, 0u},
+    {"bitwise_left_shift_.Tensor", &unpack_bitwise_left_shift__Tensor, kArgs_bitwise_left_shift__Tensor, 0u},
+    {"bitwise_left_shift_.Tensor_Scalar", &unpack_bitwise_left_shift__Tensor_Scalar, kArgs_bitwise_left_shift__Tensor_Scalar, 0u},
     {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_, 0u},
     {"bitwise_or_.Scalar", &unpack_bitwise_or__Scalar, kArgs_bitwise_or__Scalar, 0u},
     {"bitwise_or_.Tensor", &unpack_bitwise_or__Tensor, kArgs_bitwise_or__Tensor, 0u},
+    {"bitwise_right_shift_.Tensor", &unpack_bitwise_right_shift__Tensor, kArgs_bitwise_right_shift__Tensor, 0u},
+    {"bitwise_right_shift_.Tensor_Scalar", &unpack_bitwise_right_shift__Tensor_Scalar, kArgs_bitwise_right_shift__Tensor_Scalar, 0u},
     {"bitwise_xor_.Scalar", &unpack_bitwise_xor__Scalar, kArgs_bitwise_xor__Scalar, 0u},
     {"bitwise_xor_.Tensor", &unpack_bitwise_xor__Tensor, kArgs_bitwise_xor__Tensor, 0u},
     {"ceil_", &unpack_ceil_, kArgs_ceil_, 0u},

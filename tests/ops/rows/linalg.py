@@ -29,6 +29,18 @@ def _pdist_forward(dtype):
             yield SampleInput(tensor(shape, dtype), args=(p,))
 
 
+def _einsum_bool(dtype):
+    """einsum of bools (OpInfo's has none): an And where nothing is summed or a diagonal is taken,
+    an int64 count where the result sums (torch has no bool contraction: bmm refuses bool)."""
+    for equation, shapes in [
+        ("...ii->...i", [(3, 5, 5)]),
+        ("ij,j->ij", [(3, 4), (4,)]),
+        ("ij->ji", [(3, 4)]),
+        ("...ij->", [(2, 3, 4)]),
+    ]:
+        yield SampleInput(equation, args=([tensor(shape, dtype) for shape in shapes],))
+
+
 ROWS = (
     from_opinfo("nn.functional.linear", "linear"),
     from_opinfo("addmm", "addmm"),
@@ -41,6 +53,7 @@ ROWS = (
     from_opinfo("vdot", "vdot"),
     from_opinfo("outer", "outer"),
     from_opinfo("einsum", "einsum"),
+    hand_written("einsum", id="einsum.bool", fn=torch.einsum, samples=_einsum_bool, dtypes=(torch.bool,)),
     from_opinfo("cdist", "cdist"),
     from_opinfo("nn.functional.pdist", "pdist"),
     hand_written(
