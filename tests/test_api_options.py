@@ -179,6 +179,19 @@ def test_verify_prints_differences(capsys):
     assert not all(d.ok for d in result.verify(*args, model=other))
 
 
+def test_verify_takes_nan_where_torch_has_nan():
+    """logdet of a matrix whose determinant is negative is NaN in both; NaN against NaN is equal
+    (the bound computed from torch's NaN failed it)."""
+
+    class LogDet(torch.nn.Module):
+        def forward(self, x):
+            return torch.logdet(x)
+
+    x = torch.stack([torch.eye(3), torch.diag(torch.tensor([-1.0, 2.0, 3.0]))])
+    diffs = fastonnx.export(LogDet(), (x,)).verify(x)
+    assert [d.ok for d in diffs] == [True] and diffs[0].max_rel == 0
+
+
 def test_verify_raises_on_mismatch():
     with pytest.raises(fastonnx.VerificationError, match="output"):
         fastonnx.export(WithDropout().train(), (torch.ones(32, 32),), training=TrainingMode.TRAINING, verify=True)

@@ -1425,6 +1425,36 @@ void unpack_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs_pdist[] = {"self", "p"};
 
+void unpack_linalg_det([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value A = unpack_tensor(b, arg_at(args, 0), "A");
+  outs.push_back(convert_linalg_det(b, std::move(A)));
+}
+constexpr const char* kArgs_linalg_det[] = {"A"};
+
+void unpack_det([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_det(b, std::move(self)));
+}
+constexpr const char* kArgs_det[] = {"self"};
+
+void unpack_logdet([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_logdet(b, std::move(self)));
+}
+constexpr const char* kArgs_logdet[] = {"self"};
+
+void unpack_linalg_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value A = unpack_tensor(b, arg_at(args, 0), "A");
+  for (Value v : convert_linalg_slogdet(b, std::move(A))) outs.push_back(v);
+}
+constexpr const char* kArgs_linalg_slogdet[] = {"A"};
+
+void unpack_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  for (Value v : convert_slogdet(b, std::move(self))) outs.push_back(v);
+}
+constexpr const char* kArgs_slogdet[] = {"self"};
+
 void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -1549,6 +1579,33 @@ void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   outs.push_back(manual::convolution(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups)));
 }
 constexpr const char* kArgs_convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"};
+
+void unpack__convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  SymIntList stride = unpack_symint_list(arg_at(args, 3), "stride");
+  SymIntList padding = unpack_symint_list(arg_at(args, 4), "padding");
+  SymIntList dilation = unpack_symint_list(arg_at(args, 5), "dilation");
+  bool transposed = unpack_bool(arg_at(args, 6), "transposed");
+  SymIntList output_padding = unpack_symint_list(arg_at(args, 7), "output_padding");
+  SymInt groups = unpack_symint(arg_at(args, 8), "groups");
+  bool benchmark = unpack_bool(arg_at(args, 9), "benchmark");
+  bool deterministic = unpack_bool(arg_at(args, 10), "deterministic");
+  bool cudnn_enabled = unpack_bool(arg_at(args, 11), "cudnn_enabled");
+  bool allow_tf32 = unpack_bool(arg_at(args, 12), "allow_tf32");
+  outs.push_back(convert__convolution(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups), std::move(benchmark), std::move(deterministic), std::move(cudnn_enabled), std::move(allow_tf32)));
+}
+constexpr const char* kArgs__convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups", "benchmark", "deterministic", "cudnn_enabled", "allow_tf32"};
+
+void unpack_conv_tbc([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  Value bias = unpack_tensor(b, arg_at(args, 2), "bias");
+  int64_t pad = given(args, 3) ? unpack_int(args[3], "pad") : int64_t(0);
+  outs.push_back(manual::conv_tbc(b, std::move(self), std::move(weight), std::move(bias), std::move(pad)));
+}
+constexpr const char* kArgs_conv_tbc[] = {"self", "weight", "bias", "pad"};
 
 void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
@@ -2717,6 +2774,15 @@ void unpack_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_as_strided[] = {"self", "size", "stride", "storage_offset"};
 
+void unpack_unfold([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dimension = unpack_int(arg_at(args, 1), "dimension");
+  int64_t size = unpack_int(arg_at(args, 2), "size");
+  int64_t step = unpack_int(arg_at(args, 3), "step");
+  outs.push_back(manual::unfold(b, std::move(self), std::move(dimension), std::move(size), std::move(step)));
+}
+constexpr const char* kArgs_unfold[] = {"self", "dimension", "size", "step"};
+
 void unpack_triu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
@@ -2774,6 +2840,15 @@ void unpack_topk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   for (Value v : convert_topk(b, std::move(self), std::move(k), std::move(dim), std::move(largest), std::move(sorted))) outs.push_back(v);
 }
 constexpr const char* kArgs_topk[] = {"self", "k", "dim", "largest", "sorted"};
+
+void unpack_bucketize_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value boundaries = unpack_tensor(b, arg_at(args, 1), "boundaries");
+  bool out_int32 = given(args, 2) ? unpack_bool(args[2], "out_int32") : bool(false);
+  bool right = given(args, 3) ? unpack_bool(args[3], "right") : bool(false);
+  outs.push_back(convert_bucketize_Tensor(b, std::move(self), std::move(boundaries), std::move(out_int32), std::move(right)));
+}
+constexpr const char* kArgs_bucketize_Tensor[] = {"self", "boundaries", "out_int32", "right"};
 
 void unpack_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -4529,6 +4604,11 @@ const OpEntry kOps[] = {
     {"cdist", &unpack_cdist, kArgs_cdist, 0u},
     {"_pdist_forward", &unpack__pdist_forward, kArgs__pdist_forward, 0u},
     {"pdist", &unpack_pdist, kArgs_pdist, 0u},
+    {"linalg_det", &unpack_linalg_det, kArgs_linalg_det, 0u},
+    {"det", &unpack_det, kArgs_det, 0u},
+    {"logdet", &unpack_logdet, kArgs_logdet, 0u},
+    {"linalg_slogdet", &unpack_linalg_slogdet, kArgs_linalg_slogdet, 0u},
+    {"slogdet", &unpack_slogdet, kArgs_slogdet, 0u},
     {"conv2d", &unpack_conv2d, kArgs_conv2d, 0u},
     {"conv1d", &unpack_conv1d, kArgs_conv1d, 0u},
     {"conv3d", &unpack_conv3d, kArgs_conv3d, 0u},
@@ -4539,6 +4619,8 @@ const OpEntry kOps[] = {
     {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d, 0u},
     {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input, 0u},
     {"convolution", &unpack_convolution, kArgs_convolution, 0u},
+    {"_convolution", &unpack__convolution, kArgs__convolution, 0u},
+    {"conv_tbc", &unpack_conv_tbc, kArgs_conv_tbc, 0u},
     {"dropout", &unpack_dropout, kArgs_dropout, 0u},
     {"embedding", &unpack_embedding, kArgs_embedding, 0u},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle, 0u},
@@ -4678,6 +4760,7 @@ const OpEntry kOps[] = {
     {"roll", &unpack_roll, kArgs_roll, 0u},
     {"diagonal", &unpack_diagonal, kArgs_diagonal, 0u},
     {"as_strided", &unpack_as_strided, kArgs_as_strided, 0u},
+    {"unfold", &unpack_unfold, kArgs_unfold, 0u},
     {"triu", &unpack_triu, kArgs_triu, 0u},
     {"tril", &unpack_tril, kArgs_tril, 0u},
     {"sort", &unpack_sort, kArgs_sort, 0u},
@@ -4685,6 +4768,7 @@ const OpEntry kOps[] = {
     {"argsort", &unpack_argsort, kArgs_argsort, 0u},
     {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable, 0u},
     {"topk", &unpack_topk, kArgs_topk, 0u},
+    {"bucketize.Tensor", &unpack_bucketize_Tensor, kArgs_bucketize_Tensor, 0u},
     {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int, 0u},
     {"sym_numel", &unpack_sym_numel, kArgs_sym_numel, 0u},
     {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int, 0u},

@@ -35,6 +35,20 @@ def _batch_norm_no_training(dtype):
         yield SampleInput(tensor(shape, dtype), args=(weight, bias, mean, var, 0.1, eps))
 
 
+def _conv_tbc(dtype):
+    # (input (time, batch, in), weight (kernel, in, out), bias, pad)
+    for x, w, pad in [((7, 2, 3), (3, 3, 5), 0), ((6, 1, 4), (2, 4, 2), 1), ((5, 3, 2), (1, 2, 4), 2)]:
+        yield SampleInput(tensor(x, dtype), args=(tensor(w, dtype), tensor((w[2],), dtype), pad))
+
+
+def _convolution_flags(dtype):
+    """_convolution: convolution's arguments, then the kernel choices (benchmark, deterministic,
+    cudnn_enabled, allow_tf32), which do not change the result."""
+    for sample in _convolution(dtype):
+        for flags in [(False, False, True, True), (True, True, False, False)]:
+            yield SampleInput(sample.input, args=(*sample.args, *flags))
+
+
 ROWS = (
     from_opinfo("nn.functional.conv1d", "conv1d", "conv1d.padding", tolerance=CONV_TOLERANCE),
     from_opinfo("nn.functional.conv2d", "conv2d", "conv2d.padding", tolerance=CONV_TOLERANCE),
@@ -76,5 +90,13 @@ ROWS = (
         # Only the normalized output: the saved mean/invstd are empty in eval and unused.
         fn=lambda x, *rest: aten._native_batch_norm_legit_no_training.default(x, *rest)[0],
         samples=_batch_norm_no_training,
+    ),
+    hand_written("conv_tbc", fn=torch.conv_tbc, samples=_conv_tbc, tolerance=CONV_TOLERANCE),
+    hand_written(
+        "_convolution",
+        fn=lambda x, *args: aten._convolution.default(x, *args),
+        samples=_convolution_flags,
+        dtypes=(torch.float32, torch.int64),
+        tolerance=CONV_TRANSPOSE_TOLERANCE,
     ),
 )

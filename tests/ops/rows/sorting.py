@@ -58,6 +58,15 @@ def _unsorted_order_differs(sample) -> bool:
 
 UNSTABLE_TIES = "torch's unstable sort orders equal elements its own way (undefined); TopK keeps them in index order"
 
+def _bucketize_special(dtype):
+    """NaN values go after every boundary (torch's search compares them false); values equal to
+    a boundary go before it, or after it with `right`."""
+    values = torch.tensor([float("nan"), 1.0, 2.5, -float("inf"), float("inf"), 3.0, 0.0], dtype=dtype)
+    for right in (False, True):
+        yield SampleInput(values, args=(torch.tensor([1.0, 2.0, 3.0], dtype=dtype), right))
+    yield SampleInput(tensor((3, 4), dtype), args=(torch.tensor([], dtype=dtype), False))
+
+
 ROWS = (
     from_opinfo("sort", "sort", "sort.stable", xfails=(SampleRule(UNSTABLE_TIES, _not_stable_order),)),
     from_opinfo("argsort", "argsort", "argsort.stable", xfails=(SampleRule(UNSTABLE_TIES, _not_stable_order),)),
@@ -101,4 +110,7 @@ ROWS = (
             ),
         ),
     ),
+    from_opinfo("bucketize", "bucketize.Tensor"),
+    hand_written("bucketize.Tensor", id="bucketize.special", fn=lambda x, b, right: torch.bucketize(x, b, right=right),
+                 samples=_bucketize_special),
 )
