@@ -12,7 +12,7 @@ from torch.export import Dim
 from torch.onnx import TrainingMode
 
 import fastonnx
-from support import check
+from support import check, run_ort
 
 
 class Encoder(torch.nn.Module):
@@ -163,6 +163,20 @@ def test_training_modes():
     assert "Dropout" not in {n.op_type for n in preserved.model_proto.graph.node}
     with pytest.raises(TypeError, match="TrainingMode"):
         fastonnx.export(model, (x,), training="yes")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_training_mode_batch_norm_normalizes_with_the_batch_statistics(dtype):
+    """As torch.onnx exports it: the output of a training step; the update of the running
+    statistics (a buffer mutation) has no place in the graph."""
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4, affine=False))
+    model = model.to(dtype)
+    x = (torch.randn(4, 3, 8, 8) * 2 + 1).to(dtype)
+    proto = fastonnx.export(model, (x,), training=TrainingMode.TRAINING).model_proto
+    assert model.training
+    want = model(x).detach().float()
+    tolerance = {"rtol": 1e-3, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 4e-3}
+    torch.testing.assert_close(torch.from_numpy(run_ort(proto, [x])[0]).float(), want, **tolerance)
 
 
 def test_verify_prints_differences(capsys):

@@ -134,13 +134,13 @@ def test_unsupported_ops_listed_at_once():
 
 
 def test_conversion_error_names_the_node():
-    class TrainingBatchNorm(torch.nn.Module):
-        def forward(self, x, mean, var):
-            return torch.nn.functional.batch_norm(x, mean, var, training=True)
+    class VolumeSampler(torch.nn.Module):
+        def forward(self, x, grid):
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
-    ep = torch.export.export(TrainingBatchNorm(), (torch.randn(2, 3), torch.zeros(3), torch.ones(3)))
-    with pytest.raises(fastonnx.ConversionError, match=r"aten::batch_norm \(FX node `batch_norm`\).*eval mode"):
-        fastonnx.export(ep)
+    ep = torch.export.export(VolumeSampler(), (torch.randn(1, 1, 3, 4, 4), torch.rand(1, 2, 2, 2, 3)))
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::grid_sampler \(FX node `grid_sampler`\).*opset 20"):
+        fastonnx.export(ep, opset_version=18)
 
 
 def test_model_is_traced_in_eval_mode_and_mode_restored():
