@@ -788,6 +788,10 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
 Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
 // unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
 Value unfold(Builder& b, Value self, int64_t dimension, int64_t size, int64_t step);
+// _unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> _unique2(Builder& b, Value self, bool sorted, bool return_inverse, bool return_counts);
+// unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> unique_dim(Builder& b, Value self, int64_t dim, bool sorted, bool return_inverse, bool return_counts);
 // sym_size.int(Tensor self, int dim) -> SymInt
 Value sym_size_int(Builder& b, Value self, int64_t dim);
 // sym_stride.int(Tensor self, int dim) -> SymInt

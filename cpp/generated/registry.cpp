@@ -2850,6 +2850,25 @@ void unpack_bucketize_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const
 }
 constexpr const char* kArgs_bucketize_Tensor[] = {"self", "boundaries", "out_int32", "right"};
 
+void unpack__unique2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool sorted = given(args, 1) ? unpack_bool(args[1], "sorted") : bool(true);
+  bool return_inverse = given(args, 2) ? unpack_bool(args[2], "return_inverse") : bool(false);
+  bool return_counts = given(args, 3) ? unpack_bool(args[3], "return_counts") : bool(false);
+  for (Value v : manual::_unique2(b, std::move(self), std::move(sorted), std::move(return_inverse), std::move(return_counts))) outs.push_back(v);
+}
+constexpr const char* kArgs__unique2[] = {"self", "sorted", "return_inverse", "return_counts"};
+
+void unpack_unique_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool sorted = given(args, 2) ? unpack_bool(args[2], "sorted") : bool(true);
+  bool return_inverse = given(args, 3) ? unpack_bool(args[3], "return_inverse") : bool(false);
+  bool return_counts = given(args, 4) ? unpack_bool(args[4], "return_counts") : bool(false);
+  for (Value v : manual::unique_dim(b, std::move(self), std::move(dim), std::move(sorted), std::move(return_inverse), std::move(return_counts))) outs.push_back(v);
+}
+constexpr const char* kArgs_unique_dim[] = {"self", "dim", "sorted", "return_inverse", "return_counts"};
+
 void unpack_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t dim = unpack_int(arg_at(args, 1), "dim");
@@ -4769,6 +4788,8 @@ const OpEntry kOps[] = {
     {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable, 0u},
     {"topk", &unpack_topk, kArgs_topk, 0u},
     {"bucketize.Tensor", &unpack_bucketize_Tensor, kArgs_bucketize_Tensor, 0u},
+    {"_unique2", &unpack__unique2, kArgs__unique2, 0u},
+    {"unique_dim", &unpack_unique_dim, kArgs_unique_dim, 0u},
     {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int, 0u},
     {"sym_numel", &unpack_sym_numel, kArgs_sym_numel, 0u},
     {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int, 0u},
