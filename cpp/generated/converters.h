@@ -688,6 +688,8 @@ Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
 // conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
 Value conv_tbc(Builder& b, Value self, Value weight, Value bias, int64_t pad);
+// embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor
+Value embedding_renorm(Builder& b, Value self, Value indices, double max_norm, double norm_type);
 // pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 // batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor

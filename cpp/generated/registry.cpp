@@ -1625,6 +1625,15 @@ void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 }
 constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
 
+void unpack_embedding_renorm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  double max_norm = unpack_float(arg_at(args, 2), "max_norm");
+  double norm_type = unpack_float(arg_at(args, 3), "norm_type");
+  outs.push_back(manual::embedding_renorm(b, std::move(self), std::move(indices), std::move(max_norm), std::move(norm_type)));
+}
+constexpr const char* kArgs_embedding_renorm[] = {"self", "indices", "max_norm", "norm_type"};
+
 void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   int64_t upscale_factor = unpack_int(arg_at(args, 1), "upscale_factor");
@@ -3799,6 +3808,15 @@ void unpack_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
 }
 constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
 
+void unpack_embedding_renorm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  double max_norm = unpack_float(arg_at(args, 2), "max_norm");
+  double norm_type = unpack_float(arg_at(args, 3), "norm_type");
+  outs.push_back(manual::embedding_renorm(b, std::move(self), std::move(indices), std::move(max_norm), std::move(norm_type)));
+}
+constexpr const char* kArgs_embedding_renorm_[] = {"self", "indices", "max_norm", "norm_type"};
+
 void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
@@ -4642,6 +4660,7 @@ const OpEntry kOps[] = {
     {"conv_tbc", &unpack_conv_tbc, kArgs_conv_tbc, 0u},
     {"dropout", &unpack_dropout, kArgs_dropout, 0u},
     {"embedding", &unpack_embedding, kArgs_embedding, 0u},
+    {"embedding_renorm", &unpack_embedding_renorm, kArgs_embedding_renorm, 0u},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle, 0u},
     {"batch_norm", &unpack_batch_norm, kArgs_batch_norm, 0u},
     {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training, 0u},
@@ -4914,6 +4933,7 @@ const OpEntry kOps[] = {
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor, 0u},
     {"div_.Tensor_mode", &unpack_div__Tensor_mode, kArgs_div__Tensor_mode, 0u},
     {"elu_", &unpack_elu_, kArgs_elu_, 2u},
+    {"embedding_renorm_", &unpack_embedding_renorm_, kArgs_embedding_renorm_, 0u},
     {"eq_.Scalar", &unpack_eq__Scalar, kArgs_eq__Scalar, 0u},
     {"eq_.Tensor", &unpack_eq__Tensor, kArgs_eq__Tensor, 0u},
     {"erf_", &unpack_erf_, kArgs_erf_, 0u},

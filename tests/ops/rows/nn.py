@@ -49,6 +49,13 @@ def _convolution_flags(dtype):
             yield SampleInput(sample.input, args=(*sample.args, *flags))
 
 
+def _renorm(dtype):
+    # (table, indices, max_norm, norm_type): rows read twice, rows not read (kept), norms below
+    # the limit (kept)
+    for rows, indices, max_norm, norm_type in [(7, [2, 1], 0.2, 2.0), (7, [[4, 3], [4, 2]], 0.5, 1.0), (5, [0], 100.0, 2.0)]:
+        yield SampleInput(tensor((rows, 4), dtype), args=(torch.tensor(indices), max_norm, norm_type))
+
+
 ROWS = (
     from_opinfo("nn.functional.conv1d", "conv1d", "conv1d.padding", tolerance=CONV_TOLERANCE),
     from_opinfo("nn.functional.conv2d", "conv2d", "conv2d.padding", tolerance=CONV_TOLERANCE),
@@ -87,11 +94,7 @@ ROWS = (
         "dropout",
         sample_filter=SampleRule("training=True dropout is random and out of scope", kwarg("training", True)),
     ),
-    from_opinfo(
-        "nn.functional.embedding",
-        "embedding",
-        sample_filter=SampleRule("max_norm renormalizes the weight in place (embedding_renorm_)", lambda s: "max_norm" in s.kwargs),
-    ),
+    from_opinfo("nn.functional.embedding", "embedding"),
     from_opinfo("nn.functional.pixel_shuffle", "pixel_shuffle"),
     hand_written(
         "convolution",
@@ -113,5 +116,11 @@ ROWS = (
         samples=_convolution_flags,
         dtypes=(torch.float32, torch.int64),
         tolerance=CONV_TRANSPOSE_TOLERANCE,
+    ),
+    hand_written(
+        "embedding_renorm",
+        fn=lambda table, *args: aten.embedding_renorm.default(table, *args),
+        samples=_renorm,
+        dtypes=(torch.float32, torch.float16),
     ),
 )
