@@ -179,6 +179,23 @@ def test_training_mode_batch_norm_normalizes_with_the_batch_statistics(dtype):
     torch.testing.assert_close(torch.from_numpy(run_ort(proto, [x])[0]).float(), want, **tolerance)
 
 
+@pytest.mark.parametrize("tracer", ["export", "jit"])
+def test_running_statistics_read_after_a_training_batch_norm_are_refused(tracer):
+    """The update of the running statistics is dropped: a read of them after it would silently
+    give the old values."""
+
+    class ReadsStatistics(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.bn(x), self.bn.running_mean * 1
+
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::batch_norm .*reads `\w*running_mean` afterwards"):
+        fastonnx.export(ReadsStatistics(), (torch.randn(4, 3),), training=TrainingMode.TRAINING, tracer=tracer)
+
+
 def test_verify_prints_differences(capsys):
     model = Encoder().eval()
     args = _encoder_inputs(2, 5)
