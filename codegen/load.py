@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from torchgen.model import FunctionSchema
+from torchgen.model import FunctionSchema, SchemaKind
 
 from .model import LINE_KEYS, RULE_KEYS, OpSpec, Rule, SpecError, fail
 
@@ -66,6 +66,7 @@ class NativeFunctions:
             nf.funcs[key] = func
             tags = e.get("tags", ())
             nf.tags[key] = frozenset([tags] if isinstance(tags, str) else tags)
+            nf.funcs.update(_functional_variants(e))
         return nf
 
     def schema(self, key: str) -> FunctionSchema:
@@ -91,6 +92,22 @@ class NativeFunctions:
 
     def core(self) -> list[str]:
         return sorted(k for k, t in self.tags.items() if "core" in t)
+
+
+def _functional_variants(entry: dict) -> dict[str, str]:
+    """The functional variants torchgen generates for a mutating op and names in its ``autogen:``
+    (``embedding_renorm`` for ``embedding_renorm_``), which functionalized graphs call: their
+    schema is the op's signature, with the arguments it mutates returned after its results."""
+    names = [n.strip() for n in str(entry.get("autogen", "")).split(",")]
+    functional = [n for n in names if n and not n.partition(".")[2].endswith("out")]
+    if not functional:
+        return {}
+    schema = FunctionSchema.parse(entry["func"])
+    if schema.kind() not in (SchemaKind.inplace, SchemaKind.mutable):
+        return {}
+    signature = str(schema.signature())
+    arguments = signature[signature.index("(") :]
+    return {name: name + arguments for name in functional}
 
 
 def load_spec_file(path: Path) -> list[OpSpec]:

@@ -12,7 +12,7 @@ from torch.export import Dim
 from torch.onnx import TrainingMode
 
 import fastonnx
-from support import check
+from support import check, run_ort
 
 
 class Encoder(torch.nn.Module):
@@ -165,6 +165,37 @@ def test_training_modes():
         fastonnx.export(model, (x,), training="yes")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_training_mode_batch_norm_normalizes_with_the_batch_statistics(dtype):
+    """As torch.onnx exports it: the output of a training step; the update of the running
+    statistics (a buffer mutation) has no place in the graph."""
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4, affine=False))
+    model = model.to(dtype)
+    x = (torch.randn(4, 3, 8, 8) * 2 + 1).to(dtype)
+    proto = fastonnx.export(model, (x,), training=TrainingMode.TRAINING).model_proto
+    assert model.training
+    want = model(x).detach().float()
+    tolerance = {"rtol": 1e-3, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 4e-3}
+    torch.testing.assert_close(torch.from_numpy(run_ort(proto, [x])[0]).float(), want, **tolerance)
+
+
+@pytest.mark.parametrize("tracer", ["export", "jit"])
+def test_running_statistics_read_after_a_training_batch_norm_are_refused(tracer):
+    """The update of the running statistics is dropped: a read of them after it would silently
+    give the old values."""
+
+    class ReadsStatistics(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.bn(x), self.bn.running_mean * 1
+
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::batch_norm .*reads `\w*running_mean` afterwards"):
+        fastonnx.export(ReadsStatistics(), (torch.randn(4, 3),), training=TrainingMode.TRAINING, tracer=tracer)
+
+
 def test_verify_prints_differences(capsys):
     model = Encoder().eval()
     args = _encoder_inputs(2, 5)
@@ -177,6 +208,19 @@ def test_verify_prints_differences(capsys):
     assert [d.name for d in diffs] == ["output_0", "output_1"] and all(d.ok for d in diffs)
     other = Encoder().eval()
     assert not all(d.ok for d in result.verify(*args, model=other))
+
+
+def test_verify_takes_nan_where_torch_has_nan():
+    """logdet of a matrix whose determinant is negative is NaN in both; NaN against NaN is equal
+    (the bound computed from torch's NaN failed it)."""
+
+    class LogDet(torch.nn.Module):
+        def forward(self, x):
+            return torch.logdet(x)
+
+    x = torch.stack([torch.eye(3), torch.diag(torch.tensor([-1.0, 2.0, 3.0]))])
+    diffs = fastonnx.export(LogDet(), (x,)).verify(x)
+    assert [d.ok for d in diffs] == [True] and diffs[0].max_rel == 0
 
 
 def test_verify_raises_on_mismatch():

@@ -134,13 +134,13 @@ def test_unsupported_ops_listed_at_once():
 
 
 def test_conversion_error_names_the_node():
-    class TrainingBatchNorm(torch.nn.Module):
-        def forward(self, x, mean, var):
-            return torch.nn.functional.batch_norm(x, mean, var, training=True)
+    class VolumeSampler(torch.nn.Module):
+        def forward(self, x, grid):
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
-    ep = torch.export.export(TrainingBatchNorm(), (torch.randn(2, 3), torch.zeros(3), torch.ones(3)))
-    with pytest.raises(fastonnx.ConversionError, match=r"aten::batch_norm \(FX node `batch_norm`\).*eval mode"):
-        fastonnx.export(ep)
+    ep = torch.export.export(VolumeSampler(), (torch.randn(1, 1, 3, 4, 4), torch.rand(1, 2, 2, 2, 3)))
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::grid_sampler \(FX node `grid_sampler`\).*opset 20"):
+        fastonnx.export(ep, opset_version=18)
 
 
 def test_model_is_traced_in_eval_mode_and_mode_restored():
@@ -285,6 +285,25 @@ def test_decomposing_tensors_made_in_forward():
     """Each decomposition traces under the program's fake mode: a tensor one makes and another
     reads are in one mode (they were not: a bare AssertionError, 'fake mode ... doesn't match')."""
     export_and_compare(KronWindow(), (torch.randn(3, 8),))
+
+
+@pytest.mark.parametrize(
+    ("loss", "shape"),
+    [
+        (torch.nn.NLLLoss(), (3, 5)),
+        (torch.nn.NLLLoss(weight=torch.rand(5), ignore_index=2, reduction="sum"), (4, 5, 3, 2)),
+        (torch.nn.NLLLoss(reduction="none"), (2, 5, 3, 4)),
+        (torch.nn.CrossEntropyLoss(ignore_index=1), (3, 5, 2)),
+        (torch.nn.CrossEntropyLoss(weight=torch.rand(5)), (2, 5, 4, 3)),
+    ],
+    ids=["nll", "nll_2d_weighted_sum", "nll_2d_none", "cross_entropy_3d", "cross_entropy_2d_weighted"],
+)
+def test_decompositions_returning_named_tuples(loss, shape):
+    """nll_loss's decompositions (nll_loss_forward, nll_loss2d_forward) return torch's named
+    `return_types` tuples, which tracing recorded as a call of their class: an unsupported op."""
+    x = torch.randn(shape).log_softmax(1)
+    target = torch.randint(0, 5, (shape[0], *shape[2:]))
+    export_and_compare(loss, (x, target))
 
 
 class Spectrogram(torch.nn.Module):

@@ -274,3 +274,53 @@ def test_report_names_the_front_end(tmp_path):
     path = tmp_path / "m.onnx"
     _export_quietly(DataDependent(), (torch.randn(5, 3),), f=str(path), report=True)
     assert "front end: torch.jit.trace" in (tmp_path / "m.onnx.report.md").read_text()
+
+
+class DictSubclass(dict):
+    """A result class of the model's own (pytree does not know it)."""
+
+
+def test_outputs_in_a_dict_subclass_are_flattened():
+    """The TorchScript tracer flattens any dict, list or tuple; pytree kept an instance of an
+    unregistered dict subclass whole, as one output that is not a tensor."""
+
+    class ReturnsDictSubclass(torch.nn.Module):
+        def forward(self, a, b, c):
+            return DictSubclass(first=a + 1, pair=(b, c * 2), rest=[a * b])
+
+    args = (torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3))
+    result, fallbacks = _export_quietly(ReturnsDictSubclass(), args, verify=True)
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    assert result.output_names == ["first", "pair_0", "pair_1", "rest_0"]
+    eager = ReturnsDictSubclass()(*args)
+    want = [eager["first"], *eager["pair"], *eager["rest"]]
+    for got, expected in zip(run_ort(result.model_proto, list(args)), want):
+        np.testing.assert_allclose(got, expected.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bool])
+def test_indexing_with_a_constant_mask(dtype):
+    """torch's constant propagation folds the list of indices holding a constant tensor into one
+    constant list; its tensor is a constant of the graph (it reached the converter as a tensor)."""
+
+    class ConstantMask(torch.nn.Module):
+        def forward(self, x):
+            return x[torch.tensor([0, 1, 1], dtype=dtype)] * 2
+
+    x = torch.randn(3, 4, 5)
+    result, _ = _export_quietly(ConstantMask(), (x,), tracer="jit")
+    assert_matches(result.model_proto, ConstantMask(), (x,), rtol=1e-6, atol=0)
+
+
+def test_where_with_a_byte_condition():
+    """torch.where takes a uint8 condition (nonzero is true; torch.export refuses it, the
+    TorchScript trace keeps it); ONNX's Where takes bool only."""
+
+    class ByteCondition(torch.nn.Module):
+        def forward(self, condition, x, y):
+            return torch.where(condition, x, y)
+
+    args = (torch.tensor([[1, 0, 2], [255, 0, 7]], dtype=torch.uint8), torch.randn(2, 3), torch.ones(2, 3))
+    result, fallbacks = _export_quietly(ByteCondition(), args)
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    assert_matches(result.model_proto, ByteCondition(), args, rtol=0, atol=0)

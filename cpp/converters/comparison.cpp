@@ -70,7 +70,9 @@ Value bitwise_by_bits(Builder& b, OpType bitwise_op, Value self, Value other, Sc
 // Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
 Value select(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
   const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
-  return b.cast(b.op<"Where">({condition, b.cast(x, computed), b.cast(y, computed)}), dtype);
+  // torch takes a uint8 condition too (deprecated), nonzero being true, as ONNX's Cast makes it.
+  const Value taken = b.cast(condition, ScalarType::Bool);
+  return b.cast(b.op<"Where">({taken, b.cast(x, computed), b.cast(y, computed)}), dtype);
 }
 
 }  // namespace
@@ -101,6 +103,44 @@ Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, Valu
 
 Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, const Scalar& other) {
   return bitwise(b, logical_op, bitwise_op, self, b.scalar(other, b.compute_dtype(self)));
+}
+
+// torch's shifts of integers, with its rules for amounts out of range (negative, or not below the
+// width): a left shift gives 0, a right shift fills with the sign bit. ONNX's BitShift takes
+// unsigned types only, and its result for an amount not below the width is undefined: the values
+// are shifted as uint64 (sign- or zero-extended, then truncated back, which is what a shift of
+// the narrower type keeps) with the amount held in [0, 63]; a right shift of a negative value is
+// that of its complement, complemented (~(~x >> n) is x >> n with the sign bit copied).
+Value shift(Builder& b, Value self, Value other, bool left) {
+  const ScalarType dtype = b.out_meta().dtype;
+  if (!is_integral(dtype)) b.fail(std::string("shifts of ") + dtype_name(dtype) + " values are not supported");
+  const Value x = b.cast(b.cast(self, dtype), ScalarType::Long);
+  const Value amount = b.cast(other, ScalarType::Long);
+  const Value zero = b.scalar(Scalar(int64_t{0}), ScalarType::Long);
+  const Value negative_amount = b.op<"Less">({amount, zero});
+  const Value held = b.op<"Clip">({amount, zero, b.scalar(Scalar(int64_t{63}), ScalarType::Long)});
+  const auto shifted = [&](Value v, Value by) {
+    const Attrs direction = {Attr::s("direction", left ? "LEFT" : "RIGHT")};
+    const Value bits = b.op<"BitShift">({b.cast(v, ScalarType::UInt64), b.cast(by, ScalarType::UInt64)}, direction);
+    return b.cast(bits, ScalarType::Long);
+  };
+  if (left) {
+    const int64_t width = int64_t{8} * element_size(dtype);
+    const Value too_far = b.op<"GreaterOrEqual">({amount, b.scalar(Scalar(width), ScalarType::Long)});
+    const Value out_of_range = b.op<"Or">({negative_amount, too_far});
+    return b.cast(b.op<"Where">({out_of_range, zero, shifted(x, held)}), dtype);
+  }
+  // A negative amount fills with the sign, as the longest shift does.
+  const Value by = b.op<"Where">({negative_amount, b.scalar(Scalar(int64_t{63}), ScalarType::Long), held});
+  const Value minus_one = b.scalar(Scalar(int64_t{-1}), ScalarType::Long);
+  const Value negative = b.op<"Less">({x, zero});
+  const Value magnitude = b.op<"Where">({negative, b.op<"Sub">({minus_one, x}), x});
+  const Value down = shifted(magnitude, by);
+  return b.cast(b.op<"Where">({negative, b.op<"Sub">({minus_one, down}), down}), dtype);
+}
+
+Value shift(Builder& b, Value self, const Scalar& other, bool left) {
+  return shift(b, self, b.scalar(other, ScalarType::Long), left);
 }
 
 // The elementwise maximum (`op` Max) or minimum (Min): Max (Min) propagates NaN as torch does;

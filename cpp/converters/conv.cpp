@@ -183,5 +183,14 @@ Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bi
   return conv_nd(b, input, weight, bias, stride, helper_twice(b, padding), dilation, groups);
 }
 
+// A 1-D convolution with time first: input (time, batch, in), weight (kernel, in, out), output
+// (time, batch, out). torch computes it for floating types only, as ONNX's Conv does.
+Value conv_tbc(Builder& b, Value self, Value weight, Value bias, int64_t pad) {
+  const Value input = b.op<"Transpose">({self}, {Attr::ints("perm", {1, 2, 0})});
+  const Value kernel = b.op<"Transpose">({weight}, {Attr::ints("perm", {2, 1, 0})});
+  const Value out = b.op<"Conv">({input, kernel, bias}, {Attr::ints("pads", {pad, pad})});
+  return b.op<"Transpose">({out}, {Attr::ints("perm", {2, 0, 1})});
+}
+
 }  // namespace manual
 }  // namespace fastonnx

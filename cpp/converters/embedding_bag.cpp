@@ -1,13 +1,14 @@
 // embedding_bag: the sum, mean or maximum of the embedding rows of each bag of indices, bag b
 // holding positions [offsets[b], offsets[b + 1]). Segment reductions are scatters with a
 // reduction (add from opset 16, max from 18); before those, a dense (bags x positions)
-// membership matrix.
+// membership matrix. And embedding_renorm, the table whose rows an embedding reads rescaled.
 #include <array>
 #include <limits>
 #include <string>
 #include <utility>
 
 #include "common.h"
+#include "reduction.h"
 
 namespace fastonnx {
 
@@ -202,6 +203,21 @@ std::array<Value, 4> reduce_bags(Builder& b, Value weight, Value indices, Value 
 }
 
 namespace manual {
+
+// The rows of `self` that `indices` reads, scaled to a `norm_type`-norm of at most `max_norm` (by
+// max_norm / (norm + 1e-7), as torch scales them); the other rows as they are: each row's scale
+// (1 when not read) is scattered to the rows read.
+Value embedding_renorm(Builder& b, Value self, Value indices, double max_norm, double norm_type) {
+  const Value rows = b.op<"Reshape">({indices, b.ints({-1})});
+  const Value norms = vector_norm(b, self, norm_type, std::vector<int64_t>{1}, false);
+  const Value limit = b.scalar_like(max_norm, norms);
+  const Value one = b.scalar_like(1.0, norms);
+  const Value shrink = b.op<"Div">({limit, b.op<"Add">({norms, b.scalar_like(1e-7, norms)})});
+  const Value scale = b.op<"Where">({b.op<"Greater">({norms, limit}), shrink, one});
+  const Value ones = b.op<"Expand">({one, b.op<"Shape">({norms})});
+  const Value read = b.op<"ScatterElements">({ones, rows, b.op<"Gather">({scale, rows})}, {Attr::i("axis", 0)});
+  return b.op<"Mul">({self, b.op<"Unsqueeze">({read, b.ints({1})})});
+}
 
 // A negative padding_idx counts from the end of the embedding table here (whose length is read
 // at run time when it is dynamic).

@@ -125,19 +125,27 @@ Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::
     for (int64_t k = 0; k < widest - ellipsis_dims[i]; ++k) axes.push_back(at + k);
     tensors[i] = b.op<"Unsqueeze">({tensors[i], b.ints(axes)});
   }
+  // ONNX's Einsum has no bool version: the products of bools are counted in int64, then given
+  // torch's result type (bool, a count above zero being true; int64 where torch sums them).
+  const bool logical = b.dtype(tensors.front()) == ScalarType::Bool;
+  if (logical) b.cast_all(tensors, ScalarType::Long);
   // An explicit output without `...` sums over the ellipsis dims in torch; onnxruntime rejects
   // it, so keep them in front and sum them after.
   const size_t arrow = compact.find("->");
   const bool has_ellipsis = *std::max_element(ellipsis_dims.begin(), ellipsis_dims.end()) >= 0;
+  Value out;
   if (arrow == std::string::npos || !has_ellipsis || compact.find("...", arrow) != std::string::npos) {
-    return b.op<"Einsum">(spread(tensors), {Attr::s("equation", compact)});
+    out = b.op<"Einsum">(spread(tensors), {Attr::s("equation", compact)});
+  } else {
+    compact.insert(arrow + 2, "...");
+    out = b.op<"Einsum">(spread(tensors), {Attr::s("equation", compact)});
+    if (widest > 0) {
+      std::vector<int64_t> ellipsis_axes(static_cast<size_t>(widest));
+      std::iota(ellipsis_axes.begin(), ellipsis_axes.end(), 0);
+      out = reduce(b, "ReduceSum", out, ellipsis_axes, false);
+    }
   }
-  compact.insert(arrow + 2, "...");
-  const Value kept = b.op<"Einsum">(spread(tensors), {Attr::s("equation", compact)});
-  if (widest == 0) return kept;
-  std::vector<int64_t> ellipsis_axes(static_cast<size_t>(widest));
-  std::iota(ellipsis_axes.begin(), ellipsis_axes.end(), 0);
-  return reduce(b, "ReduceSum", kept, ellipsis_axes, false);
+  return logical ? b.cast(out, b.out_meta().dtype) : out;
 }
 
 }  // namespace manual

@@ -61,18 +61,19 @@ Value affine(Builder& b, Value normed, const std::optional<Value>& weight, const
   return bias ? b.op<"Add">({scaled, *bias}) : scaled;
 }
 
-// Batch normalization with the batch's own statistics over (N, spatial...), per channel. The
-// mean and inverse std come back as (C,).
+// Batch normalization with the batch's own statistics over (N, spatial...), per channel,
+// computed in `compute` (the input's dtype, or float32 for a narrower float). The mean and
+// inverse std come back as (C,).
 Standardized batch_stats_norm(Builder& b, Value input, const std::optional<Value>& weight,
-                              const std::optional<Value>& bias, double eps) {
+                              const std::optional<Value>& bias, double eps, ScalarType compute) {
   const int64_t rank = b.rank(input);
   if (rank < 2) b.fail("batch_norm needs an input of rank 2 or more (N, C, ...)");
   std::vector<int64_t> axes = {0};
   for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
-  const Standardized s = standardize(b, input, axes, eps);
+  const Standardized s = standardize(b, b.cast(input, compute), axes, eps);
   const auto channel = [&](const std::optional<Value>& v) -> std::optional<Value> {
     if (!v) return std::nullopt;
-    return as_channel(b, *v, rank);
+    return as_channel(b, b.cast(*v, compute), rank);
   };
   const Value flat = b.ints(std::vector<int64_t>{-1});
   return {affine(b, s.out, channel(weight), channel(bias)), b.op<"Reshape">({s.mean, flat}),
@@ -85,7 +86,7 @@ Value batch_norm_eval(Builder& b, Value input, const std::optional<Value>& weigh
                       const std::optional<Value>& mean, const std::optional<Value>& var, double eps) {
   // Without running statistics torch normalizes with the batch's own, in eval mode too
   // (track_running_stats=False).
-  if (!mean || !var) return batch_stats_norm(b, input, weight, bias, eps).out;
+  if (!mean || !var) return batch_stats_norm(b, input, weight, bias, eps, b.dtype(input)).out;
   if (b.rank(input) < 2) b.fail("batch_norm needs an input of rank 2 or more (N, C, ...)");
   const Value scale = per_channel(b, weight, input, 1.0);
   const Value shift = per_channel(b, bias, input, 0.0);
@@ -163,10 +164,15 @@ namespace manual {
 Value batch_norm(Builder& b, Value input, std::optional<Value> weight, std::optional<Value> bias,
                  std::optional<Value> running_mean, std::optional<Value> running_var, bool training, double, double eps,
                  bool) {
-  if (training && running_mean) {
-    b.fail(
-        "batch_norm in training mode updates running statistics, which ONNX cannot express; "
-        "export the model in eval mode (model.eval())");
+  // Training mode normalizes with the batch's statistics; the update of the running statistics
+  // is dropped, as every buffer mutation is (ONNX has no buffers to write), and as torch.onnx
+  // drops BatchNormalization's running-statistics outputs.
+  if (training) {
+    // torch computes a float16 or bfloat16 batch in float32, rounding only the result.
+    const ScalarType dtype = b.dtype(input);
+    const bool narrow = dtype == ScalarType::Half || dtype == ScalarType::BFloat16;
+    const Value out = batch_stats_norm(b, input, weight, bias, eps, narrow ? ScalarType::Float : dtype).out;
+    return b.cast(out, dtype);
   }
   return batch_norm_eval(b, input, weight, bias, running_mean, running_var, eps);
 }
@@ -176,14 +182,14 @@ std::array<Value, 3> _native_batch_norm_legit(Builder& b, Value input, std::opti
                                               bool training, double, double eps) {
   if (!training) return with_empty_stats(b, batch_norm_eval(b, input, weight, bias, running_mean, running_var, eps));
   // The update of running_mean/running_var is dropped: ONNX has no buffers to write.
-  const Standardized s = batch_stats_norm(b, input, weight, bias, eps);
+  const Standardized s = batch_stats_norm(b, input, weight, bias, eps, b.dtype(input));
   return {s.out, s.mean, s.rstd};
 }
 
 std::array<Value, 3> _native_batch_norm_legit_no_stats(Builder& b, Value input, std::optional<Value> weight,
                                                        std::optional<Value> bias, bool, double, double eps) {
   // Without running statistics only the batch's own exist, whatever `training` says.
-  const Standardized s = batch_stats_norm(b, input, weight, bias, eps);
+  const Standardized s = batch_stats_norm(b, input, weight, bias, eps, b.dtype(input));
   return {s.out, s.mean, s.rstd};
 }
 

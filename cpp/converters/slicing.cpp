@@ -245,6 +245,27 @@ Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim
   return b.op<"Slice">({flat, first, end, one(b, last), step});
 }
 
+// The windows of `size` elements every `step` along `dimension`, each a new last dim: one Gather
+// along the dim of the positions i * step + j (window i, element j), computed from the dim's
+// size at run time, then the window's axis moved last. A 0-d tensor is its one window.
+Value unfold(Builder& b, Value self, int64_t dimension, int64_t size, int64_t step) {
+  const int64_t rank = b.rank(self);
+  if (rank == 0) return b.op<"Unsqueeze">({self, one(b, 0)});
+  const int64_t dim = wrap_dim(b, dimension, rank);
+  const Value window = b.scalar(size, ScalarType::Long);
+  const Value stride = b.scalar(step, ScalarType::Long);
+  const Value span = b.op<"Sub">({scalar_size_along(b, self, dim), window});
+  const Value windows = b.op<"Add">({b.op<"Div">({span, stride}), b.scalar(int64_t{1}, ScalarType::Long)});
+  const Value starts = b.op<"Unsqueeze">({b.op<"Mul">({iota(b, windows), stride}), one(b, 1)});
+  const Value positions = b.op<"Add">({starts, b.op<"Unsqueeze">({iota(b, window), one(b, 0)})});
+  const Value gathered = b.op<"Gather">({self, positions}, {Attr::i("axis", dim)});
+  if (dim == rank - 1) return gathered;
+  std::vector<int64_t> perm(static_cast<size_t>(rank) + 1);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::rotate(perm.begin() + dim + 1, perm.begin() + dim + 2, perm.end());
+  return b.op<"Transpose">({gathered}, {Attr::ints("perm", perm)});
+}
+
 Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset) {
   const auto in = b.static_shape(self);
   const bool all_static = std::all_of(size.begin(), size.end(), [](const SymInt& s) { return s.is_static(); }) &&

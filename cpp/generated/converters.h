@@ -154,6 +154,14 @@ Value convert_bitwise_or_Scalar(Builder& b, Value self, Scalar other);
 Value convert_bitwise_xor_Tensor(Builder& b, Value self, Value other);
 // bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
 Value convert_bitwise_xor_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_left_shift_Tensor(Builder& b, Value self, Value other);
+// bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_left_shift_Tensor_Scalar(Builder& b, Value self, Scalar other);
+// bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
+Value convert_bitwise_right_shift_Tensor(Builder& b, Value self, Value other);
+// bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+Value convert_bitwise_right_shift_Tensor_Scalar(Builder& b, Value self, Scalar other);
 // maximum(Tensor self, Tensor other) -> Tensor
 Value convert_maximum(Builder& b, Value self, Value other);
 // minimum(Tensor self, Tensor other) -> Tensor
@@ -242,12 +250,24 @@ Value convert_cdist(Builder& b, Value x1, Value x2, double p, std::optional<int6
 Value convert__pdist_forward(Builder& b, Value self, double p);
 // pdist(Tensor self, float p=2) -> Tensor
 Value convert_pdist(Builder& b, Value self, double p);
+// linalg_det(Tensor A) -> Tensor
+Value convert_linalg_det(Builder& b, Value A);
+// det(Tensor self) -> Tensor
+Value convert_det(Builder& b, Value self);
+// logdet(Tensor self) -> Tensor
+Value convert_logdet(Builder& b, Value self);
+// linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)
+std::array<Value, 2> convert_linalg_slogdet(Builder& b, Value A);
+// slogdet(Tensor self) -> (Tensor sign, Tensor logabsdet)
+std::array<Value, 2> convert_slogdet(Builder& b, Value self);
 // conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor
 Value convert_conv2d(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, SymInt groups);
 // conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, str padding="valid", SymInt[2] dilation=1, SymInt groups=1) -> Tensor
 Value convert_conv2d_padding(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, std::string padding, SymIntList dilation, SymInt groups);
 // conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] output_padding=0, SymInt groups=1, SymInt[2] dilation=1) -> Tensor
 Value convert_conv_transpose2d_input(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList output_padding, SymInt groups, SymIntList dilation);
+// _convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor
+Value convert__convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32);
 // dropout(Tensor input, float p, bool train) -> Tensor
 Value convert_dropout(Builder& b, Value input, double p, bool train);
 // embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
@@ -442,6 +462,8 @@ Value convert_argsort(Builder& b, Value self, int64_t dim, bool descending);
 Value convert_argsort_stable(Builder& b, Value self, bool stable, int64_t dim, bool descending);
 // topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
 std::array<Value, 2> convert_topk(Builder& b, Value self, SymInt k, int64_t dim, bool largest, bool sorted);
+// bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+Value convert_bucketize_Tensor(Builder& b, Value self, Value boundaries, bool out_int32, bool right);
 // sym_numel(Tensor self) -> SymInt
 Value convert_sym_numel(Builder& b, Value self);
 // abs(Tensor self) -> Tensor
@@ -664,6 +686,10 @@ Value outer(Builder& b, Value self, Value vec2);
 Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
 Value convolution(Builder& b, Value input, Value weight, std::optional<Value> bias, SymIntList stride, SymIntList padding, SymIntList dilation, bool transposed, SymIntList output_padding, SymInt groups);
+// conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
+Value conv_tbc(Builder& b, Value self, Value weight, Value bias, int64_t pad);
+// embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor
+Value embedding_renorm(Builder& b, Value self, Value indices, double max_norm, double norm_type);
 // pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor);
 // batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor
@@ -762,6 +788,12 @@ Value roll(Builder& b, Value self, SymIntList shifts, std::vector<int64_t> dims)
 Value diagonal(Builder& b, Value self, int64_t offset, int64_t dim1, int64_t dim2);
 // as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 Value as_strided(Builder& b, Value self, SymIntList size, SymIntList stride, std::optional<SymInt> storage_offset);
+// unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+Value unfold(Builder& b, Value self, int64_t dimension, int64_t size, int64_t step);
+// _unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> _unique2(Builder& b, Value self, bool sorted, bool return_inverse, bool return_counts);
+// unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> unique_dim(Builder& b, Value self, int64_t dim, bool sorted, bool return_inverse, bool return_counts);
 // sym_size.int(Tensor self, int dim) -> SymInt
 Value sym_size_int(Builder& b, Value self, int64_t dim);
 // sym_stride.int(Tensor self, int dim) -> SymInt

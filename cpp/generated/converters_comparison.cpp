@@ -199,7 +199,43 @@ Value convert_bitwise_xor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] V
   }
 }
 
-// maximum  (codegen/mappings/comparison.yaml:29)
+// bitwise_left_shift.Tensor  (codegen/mappings/comparison.yaml:23)
+Value convert_bitwise_left_shift_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: shift(self, other, True)
+  {
+    const Value v0 = shift(b, self, other, true);
+    return v0;
+  }
+}
+
+// bitwise_left_shift.Tensor_Scalar  (codegen/mappings/comparison.yaml:23)
+Value convert_bitwise_left_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // onnx: shift(self, other, True)
+  {
+    const Value v0 = shift(b, self, other, true);
+    return v0;
+  }
+}
+
+// bitwise_right_shift.Tensor  (codegen/mappings/comparison.yaml:24)
+Value convert_bitwise_right_shift_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // onnx: shift(self, other, False)
+  {
+    const Value v0 = shift(b, self, other, false);
+    return v0;
+  }
+}
+
+// bitwise_right_shift.Tensor_Scalar  (codegen/mappings/comparison.yaml:24)
+Value convert_bitwise_right_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // onnx: shift(self, other, False)
+  {
+    const Value v0 = shift(b, self, other, false);
+    return v0;
+  }
+}
+
+// maximum  (codegen/mappings/comparison.yaml:35)
 Value convert_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: pairwise_extremum("Max", self, other)
   {
@@ -208,7 +244,7 @@ Value convert_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// minimum  (codegen/mappings/comparison.yaml:30)
+// minimum  (codegen/mappings/comparison.yaml:36)
 Value convert_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: pairwise_extremum("Min", self, other)
   {
@@ -217,7 +253,7 @@ Value convert_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// clamp_min  (codegen/mappings/comparison.yaml:35)
+// clamp_min  (codegen/mappings/comparison.yaml:41)
 Value convert_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min) {
   // onnx: clamp_numbers(self, min, None)
   {
@@ -226,7 +262,7 @@ Value convert_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// clamp_min.Tensor  (codegen/mappings/comparison.yaml:36)
+// clamp_min.Tensor  (codegen/mappings/comparison.yaml:42)
 Value convert_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value min) {
   // onnx: clamp_tensors(self, min, None)
   {
@@ -235,7 +271,7 @@ Value convert_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Val
   }
 }
 
-// clamp_max  (codegen/mappings/comparison.yaml:37)
+// clamp_max  (codegen/mappings/comparison.yaml:43)
 Value convert_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar max) {
   // onnx: clamp_numbers(self, None, max)
   {
@@ -244,7 +280,7 @@ Value convert_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// clamp_max.Tensor  (codegen/mappings/comparison.yaml:38)
+// clamp_max.Tensor  (codegen/mappings/comparison.yaml:44)
 Value convert_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value max) {
   // onnx: clamp_tensors(self, None, max)
   {

@@ -151,4 +151,58 @@ Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[
   }
 }
 
+// linalg_det  (codegen/mappings/linalg.yaml:29)
+Value convert_linalg_det([[maybe_unused]] Builder& b, [[maybe_unused]] Value A) {
+  // onnx: Det(A)
+  {
+    const Value v0 = b.op<"Det">({A}, {});
+    return v0;
+  }
+}
+
+// det  (codegen/mappings/linalg.yaml:30)
+Value convert_det([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Det(self)
+  {
+    const Value v0 = b.op<"Det">({self}, {});
+    return v0;
+  }
+}
+
+// logdet  (codegen/mappings/linalg.yaml:31)
+Value convert_logdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: Log(Det(self))
+  {
+    const Value v0 = b.op<"Det">({self}, {});
+    const Value v1 = b.op<"Log">({v0}, {});
+    return v1;
+  }
+}
+
+// linalg_slogdet  (codegen/mappings/linalg.yaml:32)
+std::array<Value, 2> convert_linalg_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value A) {
+  // onnx: (Sign(Det(A)), Log(Abs(Det(A))))
+  {
+    const Value v0 = b.op<"Det">({A}, {});
+    const Value v1 = b.op<"Sign">({v0}, {});
+    const Value v2 = b.op<"Det">({A}, {});
+    const Value v3 = b.op<"Abs">({v2}, {});
+    const Value v4 = b.op<"Log">({v3}, {});
+    return {v1, v4};
+  }
+}
+
+// slogdet  (codegen/mappings/linalg.yaml:33)
+std::array<Value, 2> convert_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: (Sign(Det(self)), Log(Abs(Det(self))))
+  {
+    const Value v0 = b.op<"Det">({self}, {});
+    const Value v1 = b.op<"Sign">({v0}, {});
+    const Value v2 = b.op<"Det">({self}, {});
+    const Value v3 = b.op<"Abs">({v2}, {});
+    const Value v4 = b.op<"Log">({v3}, {});
+    return {v1, v4};
+  }
+}
+
 }  // namespace fastonnx

@@ -35,7 +35,21 @@ Value convert_conv_transpose2d_input([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
-// dropout  (codegen/mappings/nn.yaml:17)
+// _convolution  (codegen/mappings/nn.yaml:17)
+Value convert__convolution([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias, [[maybe_unused]] SymIntList stride, [[maybe_unused]] SymIntList padding, [[maybe_unused]] SymIntList dilation, [[maybe_unused]] bool transposed, [[maybe_unused]] SymIntList output_padding, [[maybe_unused]] SymInt groups, [[maybe_unused]] bool benchmark, [[maybe_unused]] bool deterministic, [[maybe_unused]] bool cudnn_enabled, [[maybe_unused]] bool allow_tf32) {
+  // when: transposed, onnx: conv_transpose_nd(input, weight, bias, stride, padding, output_padding, dilation, groups)
+  if (transposed) {
+    const Value v0 = conv_transpose_nd(b, input, weight, bias, stride, padding, output_padding, dilation, groups);
+    return v0;
+  }
+  // onnx: conv_nd(input, weight, bias, stride, twice(padding), dilation, groups)
+  {
+    const Value v0 = conv_nd(b, input, weight, bias, stride, helper_twice(b, padding), dilation, groups);
+    return v0;
+  }
+}
+
+// dropout  (codegen/mappings/nn.yaml:22)
 Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] double p, [[maybe_unused]] bool train) {
   // onnx: dropout_with_mask(input, p, train)[0]
   {
@@ -44,7 +58,7 @@ Value convert_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] Value input,
   }
 }
 
-// embedding  (codegen/mappings/nn.yaml:18)
+// embedding  (codegen/mappings/nn.yaml:23)
 Value convert_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] Value weight, [[maybe_unused]] Value indices, [[maybe_unused]] SymInt padding_idx, [[maybe_unused]] bool scale_grad_by_freq, [[maybe_unused]] bool sparse) {
   // onnx: Gather(weight, indices)
   {

@@ -169,7 +169,7 @@ Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unus
   }
 }
 
-// triu  (codegen/mappings/shape.yaml:53)
+// triu  (codegen/mappings/shape.yaml:54)
 Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // onnx: trilu(self, diagonal, True)
   {
@@ -178,7 +178,7 @@ Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// tril  (codegen/mappings/shape.yaml:54)
+// tril  (codegen/mappings/shape.yaml:55)
 Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // onnx: trilu(self, diagonal, False)
   {

@@ -53,4 +53,28 @@ std::array<Value, 2> convert_topk([[maybe_unused]] Builder& b, [[maybe_unused]] 
   }
 }
 
+// bucketize.Tensor  (codegen/mappings/sorting.yaml:9)
+Value convert_bucketize_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value boundaries, [[maybe_unused]] bool out_int32, [[maybe_unused]] bool right) {
+  // when: right, onnx: ReduceSum(cast(Not(compare("Greater", boundaries, Unsqueeze(self, [-1]))), output_dtype(0)), [-1], keepdims=0)
+  if (right) {
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v1 = compare(b, "Greater", boundaries, v0);
+    const Value v2 = b.op<"Not">({v1}, {});
+    const ScalarType v3 = output_dtype(b, int64_t{0});
+    const Value v4 = cast(b, v2, v3);
+    const Value v5 = b.op<"ReduceSum">({v4, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    return v5;
+  }
+  // onnx: ReduceSum(cast(Not(compare("GreaterOrEqual", boundaries, Unsqueeze(self, [-1]))), output_dtype(0)), [-1], keepdims=0)
+  {
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v1 = compare(b, "GreaterOrEqual", boundaries, v0);
+    const Value v2 = b.op<"Not">({v1}, {});
+    const ScalarType v3 = output_dtype(b, int64_t{0});
+    const Value v4 = cast(b, v2, v3);
+    const Value v5 = b.op<"ReduceSum">({v4, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {Attr::i("keepdims", int64_t{0})});
+    return v5;
+  }
+}
+
 }  // namespace fastonnx

@@ -687,6 +687,62 @@ void unpack___xor___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs___xor___Scalar[] = {"self", "other"};
 
+void unpack_bitwise_left_shift_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_left_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift_Tensor_Scalar[] = {"self", "other"};
+
+void unpack_bitwise_right_shift_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift_Tensor[] = {"self", "other"};
+
+void unpack_bitwise_right_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift_Tensor_Scalar[] = {"self", "other"};
+
+void unpack___lshift___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___lshift___Tensor[] = {"self", "other"};
+
+void unpack___lshift___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___lshift___Scalar[] = {"self", "other"};
+
+void unpack___rshift___Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___rshift___Tensor[] = {"self", "other"};
+
+void unpack___rshift___Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs___rshift___Scalar[] = {"self", "other"};
+
 void unpack_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
@@ -1369,6 +1425,36 @@ void unpack_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 }
 constexpr const char* kArgs_pdist[] = {"self", "p"};
 
+void unpack_linalg_det([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value A = unpack_tensor(b, arg_at(args, 0), "A");
+  outs.push_back(convert_linalg_det(b, std::move(A)));
+}
+constexpr const char* kArgs_linalg_det[] = {"A"};
+
+void unpack_det([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_det(b, std::move(self)));
+}
+constexpr const char* kArgs_det[] = {"self"};
+
+void unpack_logdet([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  outs.push_back(convert_logdet(b, std::move(self)));
+}
+constexpr const char* kArgs_logdet[] = {"self"};
+
+void unpack_linalg_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value A = unpack_tensor(b, arg_at(args, 0), "A");
+  for (Value v : convert_linalg_slogdet(b, std::move(A))) outs.push_back(v);
+}
+constexpr const char* kArgs_linalg_slogdet[] = {"A"};
+
+void unpack_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  for (Value v : convert_slogdet(b, std::move(self))) outs.push_back(v);
+}
+constexpr const char* kArgs_slogdet[] = {"self"};
+
 void unpack_conv2d([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
@@ -1494,6 +1580,33 @@ void unpack_convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
 }
 constexpr const char* kArgs_convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"};
 
+void unpack__convolution([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value input = unpack_tensor(b, arg_at(args, 0), "input");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  std::optional<Value> bias = unpack_opt_tensor(b, arg_at(args, 2), "bias");
+  SymIntList stride = unpack_symint_list(arg_at(args, 3), "stride");
+  SymIntList padding = unpack_symint_list(arg_at(args, 4), "padding");
+  SymIntList dilation = unpack_symint_list(arg_at(args, 5), "dilation");
+  bool transposed = unpack_bool(arg_at(args, 6), "transposed");
+  SymIntList output_padding = unpack_symint_list(arg_at(args, 7), "output_padding");
+  SymInt groups = unpack_symint(arg_at(args, 8), "groups");
+  bool benchmark = unpack_bool(arg_at(args, 9), "benchmark");
+  bool deterministic = unpack_bool(arg_at(args, 10), "deterministic");
+  bool cudnn_enabled = unpack_bool(arg_at(args, 11), "cudnn_enabled");
+  bool allow_tf32 = unpack_bool(arg_at(args, 12), "allow_tf32");
+  outs.push_back(convert__convolution(b, std::move(input), std::move(weight), std::move(bias), std::move(stride), std::move(padding), std::move(dilation), std::move(transposed), std::move(output_padding), std::move(groups), std::move(benchmark), std::move(deterministic), std::move(cudnn_enabled), std::move(allow_tf32)));
+}
+constexpr const char* kArgs__convolution[] = {"input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups", "benchmark", "deterministic", "cudnn_enabled", "allow_tf32"};
+
+void unpack_conv_tbc([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
+  Value bias = unpack_tensor(b, arg_at(args, 2), "bias");
+  int64_t pad = given(args, 3) ? unpack_int(args[3], "pad") : int64_t(0);
+  outs.push_back(manual::conv_tbc(b, std::move(self), std::move(weight), std::move(bias), std::move(pad)));
+}
+constexpr const char* kArgs_conv_tbc[] = {"self", "weight", "bias", "pad"};
+
 void unpack_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   double p = unpack_float(arg_at(args, 1), "p");
@@ -1511,6 +1624,15 @@ void unpack_embedding([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
   outs.push_back(convert_embedding(b, std::move(weight), std::move(indices), std::move(padding_idx), std::move(scale_grad_by_freq), std::move(sparse)));
 }
 constexpr const char* kArgs_embedding[] = {"weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"};
+
+void unpack_embedding_renorm([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  double max_norm = unpack_float(arg_at(args, 2), "max_norm");
+  double norm_type = unpack_float(arg_at(args, 3), "norm_type");
+  outs.push_back(manual::embedding_renorm(b, std::move(self), std::move(indices), std::move(max_norm), std::move(norm_type)));
+}
+constexpr const char* kArgs_embedding_renorm[] = {"self", "indices", "max_norm", "norm_type"};
 
 void unpack_pixel_shuffle([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2661,6 +2783,15 @@ void unpack_as_strided([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 }
 constexpr const char* kArgs_as_strided[] = {"self", "size", "stride", "storage_offset"};
 
+void unpack_unfold([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dimension = unpack_int(arg_at(args, 1), "dimension");
+  int64_t size = unpack_int(arg_at(args, 2), "size");
+  int64_t step = unpack_int(arg_at(args, 3), "step");
+  outs.push_back(manual::unfold(b, std::move(self), std::move(dimension), std::move(size), std::move(step)));
+}
+constexpr const char* kArgs_unfold[] = {"self", "dimension", "size", "step"};
+
 void unpack_triu([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   SymInt diagonal = given(args, 1) ? unpack_symint(args[1], "diagonal") : SymInt(SymInt(0));
@@ -2718,6 +2849,34 @@ void unpack_topk([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   for (Value v : convert_topk(b, std::move(self), std::move(k), std::move(dim), std::move(largest), std::move(sorted))) outs.push_back(v);
 }
 constexpr const char* kArgs_topk[] = {"self", "k", "dim", "largest", "sorted"};
+
+void unpack_bucketize_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value boundaries = unpack_tensor(b, arg_at(args, 1), "boundaries");
+  bool out_int32 = given(args, 2) ? unpack_bool(args[2], "out_int32") : bool(false);
+  bool right = given(args, 3) ? unpack_bool(args[3], "right") : bool(false);
+  outs.push_back(convert_bucketize_Tensor(b, std::move(self), std::move(boundaries), std::move(out_int32), std::move(right)));
+}
+constexpr const char* kArgs_bucketize_Tensor[] = {"self", "boundaries", "out_int32", "right"};
+
+void unpack__unique2([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  bool sorted = given(args, 1) ? unpack_bool(args[1], "sorted") : bool(true);
+  bool return_inverse = given(args, 2) ? unpack_bool(args[2], "return_inverse") : bool(false);
+  bool return_counts = given(args, 3) ? unpack_bool(args[3], "return_counts") : bool(false);
+  for (Value v : manual::_unique2(b, std::move(self), std::move(sorted), std::move(return_inverse), std::move(return_counts))) outs.push_back(v);
+}
+constexpr const char* kArgs__unique2[] = {"self", "sorted", "return_inverse", "return_counts"};
+
+void unpack_unique_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  int64_t dim = unpack_int(arg_at(args, 1), "dim");
+  bool sorted = given(args, 2) ? unpack_bool(args[2], "sorted") : bool(true);
+  bool return_inverse = given(args, 3) ? unpack_bool(args[3], "return_inverse") : bool(false);
+  bool return_counts = given(args, 4) ? unpack_bool(args[4], "return_counts") : bool(false);
+  for (Value v : manual::unique_dim(b, std::move(self), std::move(dim), std::move(sorted), std::move(return_inverse), std::move(return_counts))) outs.push_back(v);
+}
+constexpr const char* kArgs_unique_dim[] = {"self", "dim", "sorted", "return_inverse", "return_counts"};
 
 void unpack_sym_size_int([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -3449,6 +3608,20 @@ void unpack_bitwise_and__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_bitwise_and__Tensor[] = {"self", "other"};
 
+void unpack_bitwise_left_shift__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_left_shift__Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_left_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_left_shift__Tensor_Scalar[] = {"self", "other"};
+
 void unpack_bitwise_not_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_bitwise_not(b, std::move(self)));
@@ -3468,6 +3641,20 @@ void unpack_bitwise_or__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] con
   outs.push_back(convert_bitwise_or_Tensor(b, std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_bitwise_or__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_right_shift__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift__Tensor[] = {"self", "other"};
+
+void unpack_bitwise_right_shift__Tensor_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Scalar other = unpack_scalar(b, arg_at(args, 1), "other");
+  outs.push_back(convert_bitwise_right_shift_Tensor_Scalar(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_bitwise_right_shift__Tensor_Scalar[] = {"self", "other"};
 
 void unpack_bitwise_xor__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -3620,6 +3807,15 @@ void unpack_elu_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args,
   outs.push_back(convert_elu(b, std::move(self), std::move(alpha), std::move(scale), std::move(input_scale)));
 }
 constexpr const char* kArgs_elu_[] = {"self", "alpha", "scale", "input_scale"};
+
+void unpack_embedding_renorm_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value indices = unpack_tensor(b, arg_at(args, 1), "indices");
+  double max_norm = unpack_float(arg_at(args, 2), "max_norm");
+  double norm_type = unpack_float(arg_at(args, 3), "norm_type");
+  outs.push_back(manual::embedding_renorm(b, std::move(self), std::move(indices), std::move(max_norm), std::move(norm_type)));
+}
+constexpr const char* kArgs_embedding_renorm_[] = {"self", "indices", "max_norm", "norm_type"};
 
 void unpack_eq__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -4353,6 +4549,14 @@ const OpEntry kOps[] = {
     {"__or__.Scalar", &unpack___or___Scalar, kArgs___or___Scalar, 0u},
     {"__xor__.Tensor", &unpack___xor___Tensor, kArgs___xor___Tensor, 0u},
     {"__xor__.Scalar", &unpack___xor___Scalar, kArgs___xor___Scalar, 0u},
+    {"bitwise_left_shift.Tensor", &unpack_bitwise_left_shift_Tensor, kArgs_bitwise_left_shift_Tensor, 0u},
+    {"bitwise_left_shift.Tensor_Scalar", &unpack_bitwise_left_shift_Tensor_Scalar, kArgs_bitwise_left_shift_Tensor_Scalar, 0u},
+    {"bitwise_right_shift.Tensor", &unpack_bitwise_right_shift_Tensor, kArgs_bitwise_right_shift_Tensor, 0u},
+    {"bitwise_right_shift.Tensor_Scalar", &unpack_bitwise_right_shift_Tensor_Scalar, kArgs_bitwise_right_shift_Tensor_Scalar, 0u},
+    {"__lshift__.Tensor", &unpack___lshift___Tensor, kArgs___lshift___Tensor, 0u},
+    {"__lshift__.Scalar", &unpack___lshift___Scalar, kArgs___lshift___Scalar, 0u},
+    {"__rshift__.Tensor", &unpack___rshift___Tensor, kArgs___rshift___Tensor, 0u},
+    {"__rshift__.Scalar", &unpack___rshift___Scalar, kArgs___rshift___Scalar, 0u},
     {"where.self", &unpack_where_self, kArgs_where_self, 0u},
     {"where.ScalarSelf", &unpack_where_ScalarSelf, kArgs_where_ScalarSelf, 0u},
     {"where.ScalarOther", &unpack_where_ScalarOther, kArgs_where_ScalarOther, 0u},
@@ -4437,6 +4641,11 @@ const OpEntry kOps[] = {
     {"cdist", &unpack_cdist, kArgs_cdist, 0u},
     {"_pdist_forward", &unpack__pdist_forward, kArgs__pdist_forward, 0u},
     {"pdist", &unpack_pdist, kArgs_pdist, 0u},
+    {"linalg_det", &unpack_linalg_det, kArgs_linalg_det, 0u},
+    {"det", &unpack_det, kArgs_det, 0u},
+    {"logdet", &unpack_logdet, kArgs_logdet, 0u},
+    {"linalg_slogdet", &unpack_linalg_slogdet, kArgs_linalg_slogdet, 0u},
+    {"slogdet", &unpack_slogdet, kArgs_slogdet, 0u},
     {"conv2d", &unpack_conv2d, kArgs_conv2d, 0u},
     {"conv1d", &unpack_conv1d, kArgs_conv1d, 0u},
     {"conv3d", &unpack_conv3d, kArgs_conv3d, 0u},
@@ -4447,8 +4656,11 @@ const OpEntry kOps[] = {
     {"conv_transpose1d", &unpack_conv_transpose1d, kArgs_conv_transpose1d, 0u},
     {"conv_transpose3d.input", &unpack_conv_transpose3d_input, kArgs_conv_transpose3d_input, 0u},
     {"convolution", &unpack_convolution, kArgs_convolution, 0u},
+    {"_convolution", &unpack__convolution, kArgs__convolution, 0u},
+    {"conv_tbc", &unpack_conv_tbc, kArgs_conv_tbc, 0u},
     {"dropout", &unpack_dropout, kArgs_dropout, 0u},
     {"embedding", &unpack_embedding, kArgs_embedding, 0u},
+    {"embedding_renorm", &unpack_embedding_renorm, kArgs_embedding_renorm, 0u},
     {"pixel_shuffle", &unpack_pixel_shuffle, kArgs_pixel_shuffle, 0u},
     {"batch_norm", &unpack_batch_norm, kArgs_batch_norm, 0u},
     {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training, 0u},
@@ -4586,6 +4798,7 @@ const OpEntry kOps[] = {
     {"roll", &unpack_roll, kArgs_roll, 0u},
     {"diagonal", &unpack_diagonal, kArgs_diagonal, 0u},
     {"as_strided", &unpack_as_strided, kArgs_as_strided, 0u},
+    {"unfold", &unpack_unfold, kArgs_unfold, 0u},
     {"triu", &unpack_triu, kArgs_triu, 0u},
     {"tril", &unpack_tril, kArgs_tril, 0u},
     {"sort", &unpack_sort, kArgs_sort, 0u},
@@ -4593,6 +4806,9 @@ const OpEntry kOps[] = {
     {"argsort", &unpack_argsort, kArgs_argsort, 0u},
     {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable, 0u},
     {"topk", &unpack_topk, kArgs_topk, 0u},
+    {"bucketize.Tensor", &unpack_bucketize_Tensor, kArgs_bucketize_Tensor, 0u},
+    {"_unique2", &unpack__unique2, kArgs__unique2, 0u},
+    {"unique_dim", &unpack_unique_dim, kArgs_unique_dim, 0u},
     {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int, 0u},
     {"sym_numel", &unpack_sym_numel, kArgs_sym_numel, 0u},
     {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int, 0u},
@@ -4689,9 +4905,13 @@ const OpEntry kOps[] = {
     {"baddbmm_", &unpack_baddbmm_, kArgs_baddbmm_, 0u},
     {"bitwise_and_.Scalar", &unpack_bitwise_and__Scalar, kArgs_bitwise_and__Scalar, 0u},
     {"bitwise_and_.Tensor", &unpack_bitwise_and__Tensor, kArgs_bitwise_and__Tensor, 0u},
+    {"bitwise_left_shift_.Tensor", &unpack_bitwise_left_shift__Tensor, kArgs_bitwise_left_shift__Tensor, 0u},
+    {"bitwise_left_shift_.Tensor_Scalar", &unpack_bitwise_left_shift__Tensor_Scalar, kArgs_bitwise_left_shift__Tensor_Scalar, 0u},
     {"bitwise_not_", &unpack_bitwise_not_, kArgs_bitwise_not_, 0u},
     {"bitwise_or_.Scalar", &unpack_bitwise_or__Scalar, kArgs_bitwise_or__Scalar, 0u},
     {"bitwise_or_.Tensor", &unpack_bitwise_or__Tensor, kArgs_bitwise_or__Tensor, 0u},
+    {"bitwise_right_shift_.Tensor", &unpack_bitwise_right_shift__Tensor, kArgs_bitwise_right_shift__Tensor, 0u},
+    {"bitwise_right_shift_.Tensor_Scalar", &unpack_bitwise_right_shift__Tensor_Scalar, kArgs_bitwise_right_shift__Tensor_Scalar, 0u},
     {"bitwise_xor_.Scalar", &unpack_bitwise_xor__Scalar, kArgs_bitwise_xor__Scalar, 0u},
     {"bitwise_xor_.Tensor", &unpack_bitwise_xor__Tensor, kArgs_bitwise_xor__Tensor, 0u},
     {"ceil_", &unpack_ceil_, kArgs_ceil_, 0u},
@@ -4713,6 +4933,7 @@ const OpEntry kOps[] = {
     {"div_.Tensor", &unpack_div__Tensor, kArgs_div__Tensor, 0u},
     {"div_.Tensor_mode", &unpack_div__Tensor_mode, kArgs_div__Tensor_mode, 0u},
     {"elu_", &unpack_elu_, kArgs_elu_, 2u},
+    {"embedding_renorm_", &unpack_embedding_renorm_, kArgs_embedding_renorm_, 0u},
     {"eq_.Scalar", &unpack_eq__Scalar, kArgs_eq__Scalar, 0u},
     {"eq_.Tensor", &unpack_eq__Tensor, kArgs_eq__Tensor, 0u},
     {"erf_", &unpack_erf_, kArgs_erf_, 0u},

@@ -200,7 +200,10 @@ class Decomposer:
             for i, v in zip(inputs, traced):
                 filled[i] = v
             args, kwargs = tree_unflatten(filled, spec)
-            return decomp(*args, **kwargs)
+            result = decomp(*args, **kwargs)
+            # A decomposition wrapped by torch's `out_wrapper` returns a named tuple (nll_loss's
+            # `return_types`), which the tracer would record as a call of its class.
+            return tuple(result) if isinstance(result, tuple) else result
 
         shape_env = self.fake_mode.shape_env if self.fake_mode is not None else None
         before = (set(shape_env.var_to_range), set(shape_env.replacements)) if shape_env is not None else None

@@ -24,7 +24,7 @@ from ._dynamic import resolve as resolve_dynamic
 from ._files import write_atomically
 from ._front_end import check_tracer, fall_back, trace_jit
 from ._functions import ModuleScopes
-from ._graph import PreparedGraph
+from ._graph import PreparedGraph, check_running_statistics_unread
 from ._jit_fx import JitProgram, functionalized
 from ._lower import Lowering
 from ._onnxscript import translation_table
@@ -260,6 +260,7 @@ class _Exporter:
 
         self.aten_ops = _report.aten_histogram([main, *bodies.values()])
         check_supported([main, *bodies.values()])
+        check_running_statistics_unread([main, *bodies.values()])
         session = _C.Session(options.opset, options.keep_initializers_as_inputs)
         for domain, version in options.custom_opsets.items():
             session.set_domain_version(domain, version)

@@ -3,11 +3,13 @@ control-flow function's), and what the phases read off its nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .errors import ConversionError
 
 
 @dataclass
@@ -39,3 +41,28 @@ def source_line(node: torch.fx.Node) -> str:
     trace = node.meta.get("stack_trace") or ""
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File ")]
     return lines[-1] if lines else ""
+
+
+# Batch norms whose training mode updates the running statistics (arguments 3 and 4) in place;
+# argument 5 is `training`.
+_UPDATING_NORMS = (torch.ops.aten.batch_norm.default, torch.ops.aten._native_batch_norm_legit.default)
+
+
+def check_running_statistics_unread(graphs: Iterable[PreparedGraph]) -> None:
+    """A batch norm in training mode updates its running statistics in place; the ONNX graph
+    drops the update (it has no buffers to write). A graph that reads them after the update
+    would silently read the old values: a ConversionError instead."""
+    for prepared in graphs:
+        order = {n: i for i, n in enumerate(prepared.graph.nodes)}
+        for node in prepared.graph.nodes:
+            if node.target not in _UPDATING_NORMS or len(node.args) < 6 or node.args[5] is not True:
+                continue
+            for stat in node.args[3:5]:
+                if isinstance(stat, torch.fx.Node) and any(order[u] > order[node] for u in stat.users):
+                    where = source_line(node)
+                    raise ConversionError(
+                        f"{node.target._schema.name} (FX node `{node.name}`) updates its running statistics in "
+                        f"training mode, and the model reads `{stat.name}` afterwards: ONNX has no buffers to "
+                        "update, so that read would give the old values; export in eval mode, or read the "
+                        "statistics before the batch norm" + (f"\n  from {where}" if where else "")
+                    )

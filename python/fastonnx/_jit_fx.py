@@ -595,6 +595,10 @@ class _Translator(QuantizedOps):
 
     def _prim_Constant(self, node):
         value = node.output().toIValue() if node.outputsSize() else None
+        if isinstance(value, list | tuple) and any(isinstance(x, torch.Tensor) for x in value):
+            # torch's constant propagation folds a list of constant tensors (indices) into one
+            # constant: each tensor is a constant of the graph.
+            return type(value)(self.constant_node(x) if isinstance(x, torch.Tensor) else x for x in value)
         if isinstance(value, torch.Tensor):
             n = self.constant_node(value)
             if value.numel() <= 64 and not value.is_quantized:

@@ -50,9 +50,26 @@ class _Flat(torch.nn.Module):
         for pos, t in zip(self._positions, tensors):
             leaves[pos] = t
         args, kwargs = pytree.tree_unflatten(leaves, self._spec)
-        out_leaves, self.out_spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        out_leaves, self.out_spec = pytree.tree_flatten(plain_containers(self.model(*args, **kwargs)))
         self.out_leaves = out_leaves
         return tuple(t for t in out_leaves if isinstance(t, torch.Tensor))
+
+
+def plain_containers(value):
+    """``value`` with the dicts, lists and tuples of classes pytree does not know (a model's
+    ``OrderedDict`` subclass for its outputs) made plain ones: the TorchScript tracer flattens
+    any dict, list or tuple, and pytree would keep such an instance whole, as one output."""
+    return pytree.tree_map(_plain_leaf, value)
+
+
+def _plain_leaf(leaf):
+    if isinstance(leaf, dict):
+        return plain_containers(dict(leaf))
+    if isinstance(leaf, list):
+        return plain_containers(list(leaf))
+    if isinstance(leaf, tuple):
+        return plain_containers(tuple(leaf))
+    return leaf
 
 
 def _weights_for_attributes(graph: torch._C.Graph, weights: dict[str, torch._C.Value]) -> None:

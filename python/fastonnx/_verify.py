@@ -8,6 +8,8 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from ._jit_trace import plain_containers
+
 
 class EagerFailed(Exception):
     """Eager PyTorch raised on the inputs given: there is nothing to compare against."""
@@ -52,7 +54,8 @@ def compare(
     except Exception as e:  # the model's own failure, whatever it raises
         raise EagerFailed(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     # A returned number is a 0-d output of the ONNX model; None is no output.
-    expected = [torch.as_tensor(x) for x in pytree.tree_leaves(eager) if isinstance(x, (torch.Tensor, int, float))]
+    leaves = pytree.tree_leaves(plain_containers(eager))
+    expected = [torch.as_tensor(x) for x in leaves if isinstance(x, (torch.Tensor, int, float))]
     if len(expected) != len(actual):
         raise ValueError(f"PyTorch returns {len(expected)} tensors and numbers, the ONNX model {len(actual)} outputs")
     diffs = []
@@ -67,7 +70,10 @@ def compare(
         same_nan = np.isnan(got64) & np.isnan(want64)
         diff[same_nan] = 0
         rel = diff / np.maximum(np.abs(want64), np.finfo(np.float64).tiny)
-        ok = bool(np.all(diff <= atol + rtol * np.abs(want64))) and got.shape == want.shape
+        rel[same_nan] = 0
+        # (NaN where both are NaN: a bound of NaN would fail a NaN torch computes too)
+        close = (diff <= atol + rtol * np.abs(want64)) | same_nan
+        ok = bool(np.all(close)) and got.shape == want.shape
         diffs.append(OutputDiff(name, float(diff.max(initial=0)), float(rel.max(initial=0)), ok))
     return diffs
 

@@ -51,6 +51,10 @@ Value logical(Builder& b, OpType op, Value self, Value other);
 // torch's bitwise ops: `logical_op` on bool, `bitwise_op` on integers (bit by bit before opset 18).
 Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, Value other);
 Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, const Scalar& other);
+// torch's bit shifts of integers (`left`, else right: arithmetic for signed types), amounts out
+// of range included.
+Value shift(Builder& b, Value self, Value other, bool left);
+Value shift(Builder& b, Value self, const Scalar& other, bool left);
 // Max or Min of two tensors in their promoted dtype (Or or And on bool).
 Value pairwise_extremum(Builder& b, OpType op, Value x, Value y);
 Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);

@@ -35,6 +35,27 @@ def _bit_tensors(dtype: torch.dtype):
         yield SampleInput(tensor(a, dtype), args=(tensor(b, dtype),))
 
 
+SHIFTED = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def _shift_amounts(dtype: torch.dtype):
+    """Negative values (a right shift copies the sign bit), and amounts out of range: negative,
+    the width and beyond (a left shift gives 0, a right shift the sign)."""
+    width = torch.iinfo(dtype).bits
+    low = 0 if dtype == torch.uint8 else -100
+    x = torch.arange(low, low + 24, 3, dtype=dtype).reshape(8, 1)
+    signed_amounts = dtype if dtype != torch.uint8 else torch.int64
+    amounts = torch.tensor([-1, 0, 1, 3, width - 1, width, width + 5, 70], dtype=signed_amounts)
+    yield SampleInput(x, args=(amounts,))
+    yield SampleInput(tensor((3, 4), dtype), args=(tensor((4,), dtype, low=0, high=width),))
+
+
+def _shift_numbers(dtype: torch.dtype):
+    width = torch.iinfo(dtype).bits
+    for amount in (1, 3, width - 1, width, 100, -1):
+        yield SampleInput(tensor((3, 4), dtype), args=(amount,))
+
+
 def _where_number_branch(dtype: torch.dtype):
     """A tensor branch and a Python number: the number takes part in torch's promotion."""
     for other in (0.5, -2, True):
@@ -116,6 +137,14 @@ ROWS = (
     hand_written("__or__.Scalar", fn=operator.or_, samples=_bit_numbers, dtypes=INTEGRAL),
     hand_written("__xor__.Tensor", fn=operator.xor, samples=_bit_tensors, dtypes=INTEGRAL),
     hand_written("__xor__.Scalar", fn=operator.xor, samples=_bit_numbers, dtypes=INTEGRAL),
+    from_opinfo("bitwise_left_shift", "bitwise_left_shift.Tensor"),
+    from_opinfo("bitwise_right_shift", "bitwise_right_shift.Tensor"),
+    hand_written("__lshift__.Tensor", "__rshift__.Tensor", id="shift.amounts", fn=lambda x, n: (x << n, x >> n),
+                 samples=_shift_amounts, dtypes=SHIFTED),
+    hand_written("__lshift__.Scalar", "__rshift__.Scalar", "bitwise_left_shift.Tensor_Scalar",
+                 "bitwise_right_shift.Tensor_Scalar", id="shift.numbers",
+                 fn=lambda x, n: (x << n, x >> n, torch.bitwise_left_shift(x, n), torch.bitwise_right_shift(x, n)),
+                 samples=_shift_numbers, dtypes=SHIFTED),
     from_opinfo("where", "where.self"),
     hand_written("where.ScalarOther", fn=lambda c, x, o: torch.where(c, x, o), samples=_where_number_branch, dtypes=PARITY_DTYPES),
     hand_written("where.ScalarSelf", fn=lambda c, x, o: torch.where(c, o, x), samples=_where_number_branch, dtypes=PARITY_DTYPES),

@@ -13,6 +13,9 @@ BATCH_SUM_TOLERANCE = {torch.float16: (1e-3, 0.13), torch.float32: (1.3e-6, 1e-4
 # ONNX rounds the product, each scaling and the sum to float16.
 SCALED_PRODUCT_TOLERANCE = {torch.float16: (1e-3, 2e-3)}
 
+# torch (LAPACK's LU) and onnxruntime (Eigen's) factorize in different orders.
+DETERMINANT_TOLERANCE = {torch.float32: (1e-4, 1e-4)}
+
 DISTANCE_NORMS = (0.0, 1.0, 2.0, 3.5, 0.5, float("inf"))
 
 
@@ -29,6 +32,23 @@ def _pdist_forward(dtype):
             yield SampleInput(tensor(shape, dtype), args=(p,))
 
 
+def _einsum_bool(dtype):
+    """einsum of bools (OpInfo's has none): an And where nothing is summed or a diagonal is taken,
+    an int64 count where the result sums (torch has no bool contraction: bmm refuses bool)."""
+    for equation, shapes in [
+        ("...ii->...i", [(3, 5, 5)]),
+        ("ij,j->ij", [(3, 4), (4,)]),
+        ("ij->ji", [(3, 4)]),
+        ("...ij->", [(2, 3, 4)]),
+    ]:
+        yield SampleInput(equation, args=([tensor(shape, dtype) for shape in shapes],))
+
+
+def _square(dtype):
+    for shape in [(3, 3), (2, 4, 4), (2, 3, 5, 5), (1, 1)]:
+        yield SampleInput(tensor(shape, dtype))
+
+
 ROWS = (
     from_opinfo("nn.functional.linear", "linear"),
     from_opinfo("addmm", "addmm"),
@@ -41,7 +61,13 @@ ROWS = (
     from_opinfo("vdot", "vdot"),
     from_opinfo("outer", "outer"),
     from_opinfo("einsum", "einsum"),
+    hand_written("einsum", id="einsum.bool", fn=torch.einsum, samples=_einsum_bool, dtypes=(torch.bool,)),
     from_opinfo("cdist", "cdist"),
+    from_opinfo("linalg.det", "linalg_det", tolerance=DETERMINANT_TOLERANCE),
+    hand_written("det", fn=torch.det, samples=_square, tolerance=DETERMINANT_TOLERANCE),
+    from_opinfo("logdet", "logdet", tolerance=DETERMINANT_TOLERANCE),
+    from_opinfo("linalg.slogdet", "linalg_slogdet", tolerance=DETERMINANT_TOLERANCE),
+    hand_written("slogdet", fn=torch.slogdet, samples=_square, tolerance=DETERMINANT_TOLERANCE),
     from_opinfo("nn.functional.pdist", "pdist"),
     hand_written(
         "_cdist_forward", fn=lambda x, *args: aten._cdist_forward(x, *args), samples=_cdist_forward, max_samples=18

@@ -35,6 +35,27 @@ def _batch_norm_no_training(dtype):
         yield SampleInput(tensor(shape, dtype), args=(weight, bias, mean, var, 0.1, eps))
 
 
+def _conv_tbc(dtype):
+    # (input (time, batch, in), weight (kernel, in, out), bias, pad)
+    for x, w, pad in [((7, 2, 3), (3, 3, 5), 0), ((6, 1, 4), (2, 4, 2), 1), ((5, 3, 2), (1, 2, 4), 2)]:
+        yield SampleInput(tensor(x, dtype), args=(tensor(w, dtype), tensor((w[2],), dtype), pad))
+
+
+def _convolution_flags(dtype):
+    """_convolution: convolution's arguments, then the kernel choices (benchmark, deterministic,
+    cudnn_enabled, allow_tf32), which do not change the result."""
+    for sample in _convolution(dtype):
+        for flags in [(False, False, True, True), (True, True, False, False)]:
+            yield SampleInput(sample.input, args=(*sample.args, *flags))
+
+
+def _renorm(dtype):
+    # (table, indices, max_norm, norm_type): rows read twice, rows not read (kept), norms below
+    # the limit (kept)
+    for rows, indices, max_norm, norm_type in [(7, [2, 1], 0.2, 2.0), (7, [[4, 3], [4, 2]], 0.5, 1.0), (5, [0], 100.0, 2.0)]:
+        yield SampleInput(tensor((rows, 4), dtype), args=(torch.tensor(indices), max_norm, norm_type))
+
+
 ROWS = (
     from_opinfo("nn.functional.conv1d", "conv1d", "conv1d.padding", tolerance=CONV_TOLERANCE),
     from_opinfo("nn.functional.conv2d", "conv2d", "conv2d.padding", tolerance=CONV_TOLERANCE),
@@ -45,7 +66,22 @@ ROWS = (
     from_opinfo(
         "nn.functional.batch_norm",
         "batch_norm",
-        sample_filter=SampleRule("training=True batch norm is out of scope (export is eval-only)", kwarg("training", False)),
+        sample_filter=SampleRule("training=True: the row below", kwarg("training", False)),
+        xfails=(
+            SampleRule(
+                "a rank-1 input has no channel dimension; fastonnx rejects it (torch accepts only the empty one)",
+                lambda s: s.input.dim() < 2,
+            ),
+        ),
+    ),
+    # Normalized with the batch's statistics; the update of the running ones is dropped. float16
+    # results differ by an ulp: torch folds the statistics into a per-channel scale and shift.
+    from_opinfo(
+        "nn.functional.batch_norm",
+        "batch_norm",
+        id="batch_norm.training",
+        tolerance={torch.float16: (1e-3, 2e-3)},
+        sample_filter=SampleRule("eval mode: the row above", lambda s: not s.kwargs.get("training", False)),
         xfails=(
             SampleRule(
                 "a rank-1 input has no channel dimension; fastonnx rejects it (torch accepts only the empty one)",
@@ -58,11 +94,7 @@ ROWS = (
         "dropout",
         sample_filter=SampleRule("training=True dropout is random and out of scope", kwarg("training", True)),
     ),
-    from_opinfo(
-        "nn.functional.embedding",
-        "embedding",
-        sample_filter=SampleRule("max_norm renormalizes the weight in place (embedding_renorm_)", lambda s: "max_norm" in s.kwargs),
-    ),
+    from_opinfo("nn.functional.embedding", "embedding"),
     from_opinfo("nn.functional.pixel_shuffle", "pixel_shuffle"),
     hand_written(
         "convolution",
@@ -76,5 +108,19 @@ ROWS = (
         # Only the normalized output: the saved mean/invstd are empty in eval and unused.
         fn=lambda x, *rest: aten._native_batch_norm_legit_no_training.default(x, *rest)[0],
         samples=_batch_norm_no_training,
+    ),
+    hand_written("conv_tbc", fn=torch.conv_tbc, samples=_conv_tbc, tolerance=CONV_TOLERANCE),
+    hand_written(
+        "_convolution",
+        fn=lambda x, *args: aten._convolution.default(x, *args),
+        samples=_convolution_flags,
+        dtypes=(torch.float32, torch.int64),
+        tolerance=CONV_TRANSPOSE_TOLERANCE,
+    ),
+    hand_written(
+        "embedding_renorm",
+        fn=lambda table, *args: aten.embedding_renorm.default(table, *args),
+        samples=_renorm,
+        dtypes=(torch.float32, torch.float16),
     ),
 )

@@ -99,6 +99,12 @@ def _transposed(dtype):
     yield SampleInput(tensor((2, 3, 4, 5), dtype), kwargs={"memory_format": torch.channels_last})
 
 
+def _windows(dtype):
+    # (dimension, size, step); no size 1, which torch.export specializes
+    for shape, args in [((4, 7), (1, 3, 2)), ((5, 6, 3), (0, 2, 1)), ((3, 8, 2), (-2, 4, 4))]:
+        yield SampleInput(tensor(shape, dtype), args=args)
+
+
 ROWS = (
     from_opinfo("t", "t"),
     from_opinfo("permute", "permute"),
@@ -178,6 +184,9 @@ ROWS = (
     from_opinfo("roll", "roll"),
     from_opinfo("diagonal", "diagonal"),
     from_opinfo("as_strided", "as_strided"),
+    from_opinfo("unfold", "unfold", id="unfold.windows"),
+    # The number of windows computed from a dynamic size.
+    hand_written("unfold", id="unfold.dynamic", fn=torch.Tensor.unfold, samples=_windows, dynamic=True),
     from_opinfo("as_strided", "as_strided", variant="partial_views"),
     from_opinfo("triu", "triu"),
     from_opinfo("tril", "tril"),

@@ -58,6 +58,22 @@ def _unsorted_order_differs(sample) -> bool:
 
 UNSTABLE_TIES = "torch's unstable sort orders equal elements its own way (undefined); TopK keeps them in index order"
 
+def _bucketize_special(dtype):
+    """NaN values go after every boundary (torch's search compares them false); values equal to
+    a boundary go before it, or after it with `right`."""
+    values = torch.tensor([float("nan"), 1.0, 2.5, -float("inf"), float("inf"), 3.0, 0.0], dtype=dtype)
+    for right in (False, True):
+        yield SampleInput(values, args=(torch.tensor([1.0, 2.0, 3.0], dtype=dtype), right))
+    yield SampleInput(tensor((3, 4), dtype), args=(torch.tensor([], dtype=dtype), False))
+
+
+def _with_nans(dtype):
+    """torch counts each NaN as a value of its own, after the numbers."""
+    nan = float("nan")
+    for values in [[5.0, 1.0, nan, 1.0, nan], [[nan, 2.0], [nan, 2.0]], [nan, nan], [3.0, -1.0, 3.0]]:
+        yield SampleInput(torch.tensor(values, dtype=dtype))
+
+
 ROWS = (
     from_opinfo("sort", "sort", "sort.stable", xfails=(SampleRule(UNSTABLE_TIES, _not_stable_order),)),
     from_opinfo("argsort", "argsort", "argsort.stable", xfails=(SampleRule(UNSTABLE_TIES, _not_stable_order),)),
@@ -101,4 +117,20 @@ ROWS = (
             ),
         ),
     ),
+    from_opinfo("bucketize", "bucketize.Tensor"),
+    from_opinfo(
+        "unique",
+        "_unique2",
+        "unique_dim",
+        xfails=(
+            SampleRule(
+                "unique along a dim of floating values is refused: torch takes slices holding NaN as distinct",
+                lambda s: s.kwargs.get("dim") is not None and s.input.is_floating_point(),
+            ),
+        ),
+    ),
+    hand_written("_unique2", id="unique.nan", fn=lambda x: torch.unique(x, return_inverse=True, return_counts=True),
+                 samples=_with_nans),
+    hand_written("bucketize.Tensor", id="bucketize.special", fn=lambda x, b, right: torch.bucketize(x, b, right=right),
+                 samples=_bucketize_special),
 )
