@@ -294,3 +294,20 @@ def test_recurrent_layers_keep_a_dynamic_sequence_length(name):
         _run_and_compare(result, model, (y,))
     # And a later export without dynamic axes unrolls again, at the traced length only.
     assert _dims(fastonnx.export(model, (x,)).model_proto.graph.input[0]) == list(x.shape)
+
+
+@pytest.mark.parametrize("tracer", ["export", "jit"])
+def test_a_view_back_to_its_input_shape_at_the_traced_size_stays_general(tracer):
+    """Traced at size 2, a view of ((s//2), 2) as (1, -1) has its input's shape: torch records that
+    shape under a guard s//2 == 1 that torch.export drops. The output is declared with the shape the
+    view asks for, so the model runs (and its declared shapes hold) at other sizes, empty included."""
+
+    class ViewTwice(torch.nn.Module):
+        def forward(self, x):
+            return x.view(-1, 2).view(1, -1)
+
+    model = ViewTwice()
+    result, _ = _export(model, (torch.ones(2),), input_names=["x"], dynamic_axes={"x": [0]}, tracer=tracer)
+    assert _dims(result.model_proto.graph.output[0])[0] == 1
+    for size in (2, 6, 0):
+        _run_and_compare(result, model, (torch.arange(size, dtype=torch.float32),))

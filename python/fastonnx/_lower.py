@@ -34,7 +34,7 @@ from ._functions import ModuleScopes
 from ._graph import PreparedGraph, source_line
 from ._op_table import DROPPED, REQUIRED, ROUNDING_TO_INT, Plan, aten, live_nodes, plan_for, qualified_name, symbolic_op
 from ._output_names import output_paths
-from ._values import graph_meta, static_number, tensor_meta
+from ._values import RESHAPES, asked_shape_of, graph_meta, static_number, tensor_meta
 from ._weights import STREAM_DTYPE
 from .errors import ArgumentError, ConversionError
 
@@ -306,6 +306,8 @@ class Lowering:
                 env[node] = number
                 continue
             metas = [self.meta(v) for v in val] if isinstance(val, (list, tuple)) else [self.meta(val)]
+            if node.target in RESHAPES:
+                metas = [self.tensor_meta(asked_shape_of(node, val))]
             if scopes is not None:
                 self._enter_scope(scopes.scope_of(node))
             if is_control_flow(node.target):
