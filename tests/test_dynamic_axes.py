@@ -226,13 +226,23 @@ def test_input_names_skip_non_tensor_leaves():
     "axes, error",
     [
         ({"x": {2: "z"}}, "dimension 2 does not exist in a tensor of rank 2"),
-        ({"output_1": {1: "m"}}, "dimension 1 does not exist in output `output_1`, of rank 1"),
+        ({"output_1": {"1": "m"}}, "dimension '1' is not an axis number"),
     ],
 )
 def test_bad_dynamic_axes(axes, error):
     args, kwargs = _mixed(4, 2)
     with pytest.raises(ArgumentError, match=error):
         fastonnx.export(Mixed(), args, kwargs=kwargs, dynamic_axes=axes)
+
+
+def test_an_output_axis_that_does_not_exist_is_ignored_with_a_warning():
+    """torch.onnx names the requested axes an output has and ignores the others: fastonnx too,
+    and says so."""
+    args, kwargs = _mixed(4, 2)
+    with pytest.warns(DynamicAxesWarning, match=r"\['output_0'\] axis 2 is ignored: output `output_0` has rank 2"):
+        result = fastonnx.export(Mixed(), args, kwargs=kwargs, dynamic_axes={"x": {0: "batch"}, "output_0": [0, 2]})
+    assert _dims(result.model_proto.graph.output[0])[1] == 3
+    _run_and_compare(result, Mixed(), args, kwargs)
 
 
 @pytest.mark.parametrize("key", ["steps", "mask"])

@@ -54,8 +54,10 @@ def asked_shape_of(node: torch.fx.Node, val: torch.Tensor) -> torch.Tensor:
     guard s//2 == 1 that torch.export then drops (s stays dynamic), and the ONNX graph would
     declare a shape that holds at the example only. The sizes are compared as expressions, not
     under the shape environment's guards, which would take that one as a fact."""
-    numel = node.args[0].meta["val"].numel()
-    asked = list(node.args[1])
+    source, sizes = node.args[0], node.args[1]
+    assert isinstance(source, torch.fx.Node) and isinstance(sizes, (list, tuple))
+    numel = source.meta["val"].numel()
+    asked = list(sizes)
     known = [s for s in asked if not (isinstance(s, int) and s == -1)]
     if len(known) < len(asked):
         asked[asked.index(-1)] = numel // functools.reduce(operator.mul, known, 1)
