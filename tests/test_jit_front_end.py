@@ -248,6 +248,39 @@ def test_quantized_inputs_and_outputs_are_integers_scale_and_zero_point():
     assert got[1].dtype == np.float32 and got[2].dtype == np.uint8  # as torch.onnx's exporter gives them
 
 
+def _one_d_conv(transposed: bool):
+    import torch.ao.nn.quantized as nnq
+
+    conv = nnq.ConvTranspose1d(4, 6, 3, stride=2, output_padding=1) if transposed else nnq.Conv1d(4, 6, 3, stride=2)
+    shape = (4, 6, 3) if transposed else (6, 4, 3)
+    conv.set_weight_bias(torch.quantize_per_tensor(torch.randn(shape), 0.05, 0, torch.qint8), torch.randn(6))
+    return conv
+
+
+class QuantizedHardswish(torch.nn.Module):
+    def forward(self, x):
+        return torch.ao.nn.quantized.functional.hardswish(x, 0.05, 100)
+
+
+@pytest.mark.parametrize(
+    "make, rank",
+    [(lambda: _one_d_conv(False), 3), (lambda: _one_d_conv(True), 3), (QuantizedHardswish, 4)],
+    ids=["conv1d", "conv_transpose1d", "hardswish"],
+)
+def test_quantized_one_d_convolutions_and_ops_named_by_their_input(make, rank):
+    """PyTorch packs a quantized 1-d convolution as a 2-d one over a height of 1; quantized::hardswish
+    names its operand `input`. The integers of the output match PyTorch's exactly."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = make().eval()
+        x = torch.quantize_per_tensor(torch.randn((2, 4, 9, 5)[:rank]), 0.1, 128, torch.quint8)
+        result, _ = _export_quietly(model, (x,))
+        got = run_ort(result.model_proto, [x.int_repr(), torch.tensor(0.1, dtype=torch.float64), torch.tensor(128)])
+        want = model(x)
+    np.testing.assert_array_equal(got[0], want.int_repr().numpy())
+
+
 # -- what torch.export refuses among the torch.onnx suite's cases ------------------------------
 
 
