@@ -57,7 +57,7 @@ def asked_shape_of(node: torch.fx.Node, val: torch.Tensor) -> torch.Tensor:
     source, sizes = node.args[0], node.args[1]
     assert isinstance(source, torch.fx.Node) and isinstance(sizes, (list, tuple))
     numel = source.meta["val"].numel()
-    asked = [s.meta["val"] if isinstance(s, torch.fx.Node) else s for s in sizes]  # a size the graph computes
+    asked: list = [s.meta["val"] if isinstance(s, torch.fx.Node) else s for s in sizes]  # (a size the graph computes)
     known = [s for s in asked if not (isinstance(s, int) and s == -1)]
     if len(known) < len(asked):
         asked[asked.index(-1)] = numel // functools.reduce(operator.mul, known, 1)
