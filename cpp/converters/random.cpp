@@ -97,8 +97,8 @@ Value multinomial(Builder& b, Value self, SymInt num_samples, bool replacement) 
   // ONNX takes the rows' unnormalized log-probabilities, in a batch (onnxruntime: of float32).
   Value logits = b.op<"Log">({b.cast(self, ScalarType::Float)});
   if (rank == 1) logits = b.op<"Unsqueeze">({logits, b.ints({0})});
-  const Value draws = b.op<"Multinomial">(
-      {logits}, {Attr::i("sample_size", samples), Attr::i("dtype", onnx_dtype(ScalarType::Long))});
+  const Value draws =
+      b.op<"Multinomial">({logits}, {Attr::i("sample_size", samples), Attr::i("dtype", onnx_dtype(ScalarType::Long))});
   return rank == 1 ? b.op<"Squeeze">({draws, b.ints({0})}) : draws;
 }
 

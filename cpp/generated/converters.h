@@ -698,6 +698,12 @@ Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::o
 Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
 // pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
 Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
+// fake_quantize_per_tensor_affine(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> Tensor
+Value fake_quantize_per_tensor_affine(Builder& b, Value self, double scale, int64_t zero_point, int64_t quant_min, int64_t quant_max);
+// fake_quantize_per_tensor_affine.tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max) -> Tensor
+Value fake_quantize_per_tensor_affine_tensor_qparams(Builder& b, Value self, Value scale, Value zero_point, int64_t quant_min, int64_t quant_max);
+// fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> Tensor
+Value fake_quantize_per_channel_affine(Builder& b, Value self, Value scale, Value zero_point, int64_t axis, int64_t quant_min, int64_t quant_max);
 // randperm(SymInt n, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 Value randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor

@@ -1861,6 +1861,37 @@ void unpack_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_adaptive_max_pool3d[] = {"self", "output_size"};
 
+void unpack_fake_quantize_per_tensor_affine([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double scale = unpack_float(arg_at(args, 1), "scale");
+  int64_t zero_point = unpack_int(arg_at(args, 2), "zero_point");
+  int64_t quant_min = unpack_int(arg_at(args, 3), "quant_min");
+  int64_t quant_max = unpack_int(arg_at(args, 4), "quant_max");
+  outs.push_back(manual::fake_quantize_per_tensor_affine(b, std::move(self), std::move(scale), std::move(zero_point), std::move(quant_min), std::move(quant_max)));
+}
+constexpr const char* kArgs_fake_quantize_per_tensor_affine[] = {"self", "scale", "zero_point", "quant_min", "quant_max"};
+
+void unpack_fake_quantize_per_tensor_affine_tensor_qparams([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value scale = unpack_tensor(b, arg_at(args, 1), "scale");
+  Value zero_point = unpack_tensor(b, arg_at(args, 2), "zero_point");
+  int64_t quant_min = unpack_int(arg_at(args, 3), "quant_min");
+  int64_t quant_max = unpack_int(arg_at(args, 4), "quant_max");
+  outs.push_back(manual::fake_quantize_per_tensor_affine_tensor_qparams(b, std::move(self), std::move(scale), std::move(zero_point), std::move(quant_min), std::move(quant_max)));
+}
+constexpr const char* kArgs_fake_quantize_per_tensor_affine_tensor_qparams[] = {"self", "scale", "zero_point", "quant_min", "quant_max"};
+
+void unpack_fake_quantize_per_channel_affine([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value scale = unpack_tensor(b, arg_at(args, 1), "scale");
+  Value zero_point = unpack_tensor(b, arg_at(args, 2), "zero_point");
+  int64_t axis = unpack_int(arg_at(args, 3), "axis");
+  int64_t quant_min = unpack_int(arg_at(args, 4), "quant_min");
+  int64_t quant_max = unpack_int(arg_at(args, 5), "quant_max");
+  outs.push_back(manual::fake_quantize_per_channel_affine(b, std::move(self), std::move(scale), std::move(zero_point), std::move(axis), std::move(quant_min), std::move(quant_max)));
+}
+constexpr const char* kArgs_fake_quantize_per_channel_affine[] = {"self", "scale", "zero_point", "axis", "quant_min", "quant_max"};
+
 void unpack_rand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -4576,6 +4607,9 @@ const OpEntry kOps[] = {
     {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d, 0u},
     {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d, 0u},
     {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d, 0u},
+    {"fake_quantize_per_tensor_affine", &unpack_fake_quantize_per_tensor_affine, kArgs_fake_quantize_per_tensor_affine, 0u},
+    {"fake_quantize_per_tensor_affine.tensor_qparams", &unpack_fake_quantize_per_tensor_affine_tensor_qparams, kArgs_fake_quantize_per_tensor_affine_tensor_qparams, 0u},
+    {"fake_quantize_per_channel_affine", &unpack_fake_quantize_per_channel_affine, kArgs_fake_quantize_per_channel_affine, 0u},
     {"rand", &unpack_rand, kArgs_rand, 0u},
     {"randn", &unpack_randn, kArgs_randn, 0u},
     {"rand_like", &unpack_rand_like, kArgs_rand_like, 0u},
