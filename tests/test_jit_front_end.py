@@ -281,6 +281,26 @@ def test_quantized_one_d_convolutions_and_ops_named_by_their_input(make, rank):
     np.testing.assert_array_equal(got[0], want.int_repr().numpy())
 
 
+def test_a_float_model_returning_quantized_tensors_falls_back_to_the_jit_front_end():
+    """torch.export traces quantize_per_tensor with a float32 result; the TorchScript front end
+    returns each quantized tensor as its integers, scale and zero point."""
+
+    class Quantize(torch.nn.Module):
+        def forward(self, x):
+            return torch.quantize_per_tensor(x, 0.2, 0, torch.qint8), torch.quantize_per_tensor(x, 0.2, 128, torch.quint8)
+
+    x = torch.randn(4, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result, fallbacks = _export_quietly(Quantize(), (x,))
+        want = Quantize()(x)
+    assert result.tracer == "torch.jit.trace" and "quantized tensors" in str(fallbacks[0].message)
+    got = run_ort(result.model_proto, [x])
+    np.testing.assert_array_equal(got[0], want[0].int_repr().numpy())
+    np.testing.assert_array_equal(got[3], want[1].int_repr().numpy())
+    assert [got[1], got[2], got[4], got[5]] == [pytest.approx(0.2), 0, pytest.approx(0.2), 128]
+
+
 # -- what torch.export refuses among the torch.onnx suite's cases ------------------------------
 
 
