@@ -257,6 +257,16 @@ def _one_d_conv(transposed: bool):
     return conv
 
 
+def _wide_output_padding():
+    """A transposed convolution whose output_padding reaches the stride (PyTorch's quantized
+    kernels take it; onnxruntime's ConvTranspose does not)."""
+    import torch.ao.nn.quantized as nnq
+
+    conv = nnq.ConvTranspose3d(4, 6, [2, 3, 2], output_padding=(0, 1, 2), stride=[3, 1, 2])
+    conv.set_weight_bias(torch.quantize_per_tensor(torch.randn(4, 6, 2, 3, 2), 0.05, 0, torch.qint8), torch.randn(6))
+    return conv
+
+
 class QuantizedHardswish(torch.nn.Module):
     def forward(self, x):
         return torch.ao.nn.quantized.functional.hardswish(x, 0.05, 100)
@@ -264,17 +274,18 @@ class QuantizedHardswish(torch.nn.Module):
 
 @pytest.mark.parametrize(
     "make, rank",
-    [(lambda: _one_d_conv(False), 3), (lambda: _one_d_conv(True), 3), (QuantizedHardswish, 4)],
-    ids=["conv1d", "conv_transpose1d", "hardswish"],
+    [(lambda: _one_d_conv(False), 3), (lambda: _one_d_conv(True), 3), (_wide_output_padding, 5), (QuantizedHardswish, 4)],
+    ids=["conv1d", "conv_transpose1d", "conv_transpose3d_wide_output_padding", "hardswish"],
 )
 def test_quantized_one_d_convolutions_and_ops_named_by_their_input(make, rank):
-    """PyTorch packs a quantized 1-d convolution as a 2-d one over a height of 1; quantized::hardswish
-    names its operand `input`. The integers of the output match PyTorch's exactly."""
+    """PyTorch packs a quantized 1-d convolution as a 2-d one over a height of 1; a transposed one may
+    pad its output by the stride or more; quantized::hardswish names its operand `input`. The
+    integers of the output match PyTorch's exactly."""
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = make().eval()
-        x = torch.quantize_per_tensor(torch.randn((2, 4, 9, 5)[:rank]), 0.1, 128, torch.quint8)
+        x = torch.quantize_per_tensor(torch.randn((2, 4, 9, 5, 4)[:rank]), 0.1, 128, torch.quint8)
         result, _ = _export_quietly(model, (x,))
         got = run_ort(result.model_proto, [x.int_repr(), torch.tensor(0.1, dtype=torch.float64), torch.tensor(128)])
         want = model(x)
