@@ -334,6 +334,29 @@ def test_data_dependent_arange_and_in_place_writes():
     assert_matches(result.model_proto, WriteRows(), tuple(a.clone() for a in args), rtol=1e-4, atol=1e-5)
 
 
+def test_one_hot_and_linspace_of_counts_read_from_data():
+    """torch's decompositions of one_hot and linspace ask whether a count read from data is -1 or
+    0; fastonnx's choose in the graph. The models run at counts other than the example's, a
+    count of -1 included (one_hot then counts the classes)."""
+
+    class OneHot(torch.nn.Module):
+        def forward(self, x, num_classes):
+            return torch.nn.functional.one_hot(x, num_classes.to(torch.int32)[0])
+
+    class Linspace(torch.nn.Module):
+        def forward(self, start, end, steps):
+            return torch.linspace(start, end, steps)
+
+    x = torch.tensor([3, 1, 7, 2, 2, 0, 1, 1, 4, 3])
+    result, _ = _export_quietly(OneHot(), (x, torch.tensor([15.0])))
+    for count in (15.0, 9.0, -1.0):
+        assert_matches(result.model_proto, OneHot(), (x, torch.tensor([count])), rtol=0, atol=0)
+    result, _ = _export_quietly(Linspace(), (torch.tensor(3.0), torch.tensor(10.0), torch.tensor(5)))
+    for start, end, steps in [(3.0, 10.0, 5), (-1.7, 10.3, 8), (2.0, 5.0, 1), (1.0, 2.0, 0)]:
+        args = (torch.tensor(start), torch.tensor(end), torch.tensor(steps))
+        assert_matches(result.model_proto, Linspace(), args, rtol=1e-6, atol=1e-6)
+
+
 def test_report_names_the_front_end(tmp_path):
     path = tmp_path / "m.onnx"
     _export_quietly(DataDependent(), (torch.randn(5, 3),), f=str(path), report=True)
