@@ -158,6 +158,8 @@ SIGNATURES: list[tuple[str, str]] = [
     ("tensor", "random_of_size(op op, SymInt[] size, ScalarType dtype) -> Tensor"),
     ("tensor", "random_like(op op, Tensor like, ScalarType dtype) -> Tensor"),
     ("tensor", "bernoulli_trials(Tensor self, Tensor p) -> Tensor"),
+    ("tensor", "random_integers(Tensor like, SymInt low, SymInt high, ScalarType dtype) -> Tensor"),
+    ("tensor", "random_integers_of_size(SymInt[] size, SymInt low, SymInt high, ScalarType dtype) -> Tensor"),
     # -- tensors: sorting.cpp -------------------------------------------------------------------
     ("tensor", "top_k(Tensor self, int dim, bool largest, SymInt? k) -> (Tensor, Tensor)"),
     # -- tensors: unary.cpp ---------------------------------------------------------------------

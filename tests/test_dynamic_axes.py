@@ -226,13 +226,23 @@ def test_input_names_skip_non_tensor_leaves():
     "axes, error",
     [
         ({"x": {2: "z"}}, "dimension 2 does not exist in a tensor of rank 2"),
-        ({"output_1": {1: "m"}}, "dimension 1 does not exist in output `output_1`, of rank 1"),
+        ({"output_1": {"1": "m"}}, "dimension '1' is not an axis number"),
     ],
 )
 def test_bad_dynamic_axes(axes, error):
     args, kwargs = _mixed(4, 2)
     with pytest.raises(ArgumentError, match=error):
         fastonnx.export(Mixed(), args, kwargs=kwargs, dynamic_axes=axes)
+
+
+def test_an_output_axis_that_does_not_exist_is_ignored_with_a_warning():
+    """torch.onnx names the requested axes an output has and ignores the others: fastonnx too,
+    and says so."""
+    args, kwargs = _mixed(4, 2)
+    with pytest.warns(DynamicAxesWarning, match=r"\['output_0'\] axis 2 is ignored: output `output_0` has rank 2"):
+        result = fastonnx.export(Mixed(), args, kwargs=kwargs, dynamic_axes={"x": {0: "batch"}, "output_0": [0, 2]})
+    assert _dims(result.model_proto.graph.output[0])[1] == 3
+    _run_and_compare(result, Mixed(), args, kwargs)
 
 
 @pytest.mark.parametrize("key", ["steps", "mask"])
@@ -294,3 +304,20 @@ def test_recurrent_layers_keep_a_dynamic_sequence_length(name):
         _run_and_compare(result, model, (y,))
     # And a later export without dynamic axes unrolls again, at the traced length only.
     assert _dims(fastonnx.export(model, (x,)).model_proto.graph.input[0]) == list(x.shape)
+
+
+@pytest.mark.parametrize("tracer", ["export", "jit"])
+def test_a_view_back_to_its_input_shape_at_the_traced_size_stays_general(tracer):
+    """Traced at size 2, a view of ((s//2), 2) as (1, -1) has its input's shape: torch records that
+    shape under a guard s//2 == 1 that torch.export drops. The output is declared with the shape the
+    view asks for, so the model runs (and its declared shapes hold) at other sizes, empty included."""
+
+    class ViewTwice(torch.nn.Module):
+        def forward(self, x):
+            return x.view(-1, 2).view(1, -1)
+
+    model = ViewTwice()
+    result, _ = _export(model, (torch.ones(2),), input_names=["x"], dynamic_axes={"x": [0]}, tracer=tracer)
+    assert _dims(result.model_proto.graph.output[0])[0] == 1
+    for size in (2, 6, 0):
+        _run_and_compare(result, model, (torch.arange(size, dtype=torch.float32),))

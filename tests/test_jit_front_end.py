@@ -248,6 +248,70 @@ def test_quantized_inputs_and_outputs_are_integers_scale_and_zero_point():
     assert got[1].dtype == np.float32 and got[2].dtype == np.uint8  # as torch.onnx's exporter gives them
 
 
+def _one_d_conv(transposed: bool):
+    import torch.ao.nn.quantized as nnq
+
+    conv = nnq.ConvTranspose1d(4, 6, 3, stride=2, output_padding=1) if transposed else nnq.Conv1d(4, 6, 3, stride=2)
+    shape = (4, 6, 3) if transposed else (6, 4, 3)
+    conv.set_weight_bias(torch.quantize_per_tensor(torch.randn(shape), 0.05, 0, torch.qint8), torch.randn(6))
+    return conv
+
+
+def _wide_output_padding():
+    """A transposed convolution whose output_padding reaches the stride (PyTorch's quantized
+    kernels take it; onnxruntime's ConvTranspose does not)."""
+    import torch.ao.nn.quantized as nnq
+
+    conv = nnq.ConvTranspose3d(4, 6, [2, 3, 2], output_padding=(0, 1, 2), stride=[3, 1, 2])
+    conv.set_weight_bias(torch.quantize_per_tensor(torch.randn(4, 6, 2, 3, 2), 0.05, 0, torch.qint8), torch.randn(6))
+    return conv
+
+
+class QuantizedHardswish(torch.nn.Module):
+    def forward(self, x):
+        return torch.ao.nn.quantized.functional.hardswish(x, 0.05, 100)
+
+
+@pytest.mark.parametrize(
+    "make, rank",
+    [(lambda: _one_d_conv(False), 3), (lambda: _one_d_conv(True), 3), (_wide_output_padding, 5), (QuantizedHardswish, 4)],
+    ids=["conv1d", "conv_transpose1d", "conv_transpose3d_wide_output_padding", "hardswish"],
+)
+def test_quantized_one_d_convolutions_and_ops_named_by_their_input(make, rank):
+    """PyTorch packs a quantized 1-d convolution as a 2-d one over a height of 1; a transposed one may
+    pad its output by the stride or more; quantized::hardswish names its operand `input`. The
+    integers of the output match PyTorch's exactly."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = make().eval()
+        x = torch.quantize_per_tensor(torch.randn((2, 4, 9, 5, 4)[:rank]), 0.1, 128, torch.quint8)
+        result, _ = _export_quietly(model, (x,))
+        got = run_ort(result.model_proto, [x.int_repr(), torch.tensor(0.1, dtype=torch.float64), torch.tensor(128)])
+        want = model(x)
+    np.testing.assert_array_equal(got[0], want.int_repr().numpy())
+
+
+def test_a_float_model_returning_quantized_tensors_falls_back_to_the_jit_front_end():
+    """torch.export traces quantize_per_tensor with a float32 result; the TorchScript front end
+    returns each quantized tensor as its integers, scale and zero point."""
+
+    class Quantize(torch.nn.Module):
+        def forward(self, x):
+            return torch.quantize_per_tensor(x, 0.2, 0, torch.qint8), torch.quantize_per_tensor(x, 0.2, 128, torch.quint8)
+
+    x = torch.randn(4, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result, fallbacks = _export_quietly(Quantize(), (x,))
+        want = Quantize()(x)
+    assert result.tracer == "torch.jit.trace" and "quantized tensors" in str(fallbacks[0].message)
+    got = run_ort(result.model_proto, [x])
+    np.testing.assert_array_equal(got[0], want[0].int_repr().numpy())
+    np.testing.assert_array_equal(got[3], want[1].int_repr().numpy())
+    assert [got[1], got[2], got[4], got[5]] == [pytest.approx(0.2), 0, pytest.approx(0.2), 128]
+
+
 # -- what torch.export refuses among the torch.onnx suite's cases ------------------------------
 
 
@@ -268,6 +332,29 @@ def test_data_dependent_arange_and_in_place_writes():
     args = (torch.randn(5, 3), torch.tensor([0, 2]), torch.randn(2, 3))
     result, _ = _export_quietly(WriteRows(), tuple(a.clone() for a in args))
     assert_matches(result.model_proto, WriteRows(), tuple(a.clone() for a in args), rtol=1e-4, atol=1e-5)
+
+
+def test_one_hot_and_linspace_of_counts_read_from_data():
+    """torch's decompositions of one_hot and linspace ask whether a count read from data is -1 or
+    0; fastonnx's choose in the graph. The models run at counts other than the example's, a
+    count of -1 included (one_hot then counts the classes)."""
+
+    class OneHot(torch.nn.Module):
+        def forward(self, x, num_classes):
+            return torch.nn.functional.one_hot(x, num_classes.to(torch.int32)[0])
+
+    class Linspace(torch.nn.Module):
+        def forward(self, start, end, steps):
+            return torch.linspace(start, end, steps)
+
+    x = torch.tensor([3, 1, 7, 2, 2, 0, 1, 1, 4, 3])
+    result, _ = _export_quietly(OneHot(), (x, torch.tensor([15.0])))
+    for count in (15.0, 9.0, -1.0):
+        assert_matches(result.model_proto, OneHot(), (x, torch.tensor([count])), rtol=0, atol=0)
+    result, _ = _export_quietly(Linspace(), (torch.tensor(3.0), torch.tensor(10.0), torch.tensor(5)))
+    for start, end, steps in [(3.0, 10.0, 5), (-1.7, 10.3, 8), (2.0, 5.0, 1), (1.0, 2.0, 0)]:
+        args = (torch.tensor(start), torch.tensor(end), torch.tensor(steps))
+        assert_matches(result.model_proto, Linspace(), args, rtol=1e-6, atol=1e-6)
 
 
 def test_report_names_the_front_end(tmp_path):

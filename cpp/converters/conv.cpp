@@ -155,6 +155,24 @@ Value conv_nd(Builder& b, Value input, Value weight, const std::optional<Value>&
   });
 }
 
+namespace {
+
+// onnxruntime takes an output_padding below the stride or the dilation only (PyTorch's quantized
+// transposed convolutions take more). The positions it adds lie past every input's reach: zeros,
+// padded on at the end of each spatial axis, then the bias added to all.
+Value pad_transposed_output(Builder& b, Value y, size_t rank, const std::vector<int64_t>& extra,
+                            const std::optional<Value>& bias) {
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < extra.size(); ++i) pads[rank + rank - extra.size() + i] = extra[i];
+  const Value padded = b.op<"Pad">({y, b.ints(pads)});
+  if (!bias) return padded;
+  std::vector<int64_t> channels(rank - 1, 1);
+  channels[0] = -1;
+  return b.op<"Add">({padded, b.op<"Reshape">({*bias, b.ints(channels)})});
+}
+
+}  // namespace
+
 Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::optional<Value>& bias,
                         const SymIntList& stride, const SymIntList& padding, const SymIntList& output_padding,
                         const SymIntList& dilation, const SymInt& groups) {
@@ -167,11 +185,18 @@ Value conv_transpose_nd(Builder& b, Value input, Value weight, const std::option
       return integer_conv_transpose(b, x, spatial, weight, bias, strides, b.static_ints(padding),
                                     b.static_ints(output_padding), dilations, group);
     }
-    return b.op<"ConvTranspose">(
-        {x, weight, bias},
-        {Attr::ints("strides", strides), Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)),
-         Attr::ints("output_padding", helper_transpose_output_padding(b, padding, output_padding)),
-         Attr::ints("dilations", dilations), Attr::i("group", group)});
+    const std::vector<int64_t> extra = helper_transpose_output_padding(b, padding, output_padding);
+    Attrs attrs = {Attr::ints("strides", strides),
+                   Attr::ints("pads", helper_transpose_pads(b, padding, output_padding)),
+                   Attr::ints("dilations", dilations), Attr::i("group", group)};
+    bool beyond = false;
+    for (size_t i = 0; i < extra.size(); ++i) beyond = beyond || extra[i] >= std::max(strides[i], dilations[i]);
+    if (!beyond) {
+      attrs.push_back(Attr::ints("output_padding", extra));
+      return b.op<"ConvTranspose">({x, weight, bias}, attrs);
+    }
+    return pad_transposed_output(b, b.op<"ConvTranspose">({x, weight}, attrs), static_cast<size_t>(b.rank(x)), extra,
+                                 bias);
   });
 }
 

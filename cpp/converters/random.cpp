@@ -62,6 +62,19 @@ Value bernoulli_trials(Builder& b, Value self, Value p) {
   return b.cast(b.op<"Less">({draws, b.cast(p, drawn)}), b.out_meta().dtype);
 }
 
+// Integers uniform in [low, high): floor(u * (high - low)) + low for u uniform in [0, 1), drawn
+// in float64 so that every integer of a span below 2^53 can come out.
+Value random_integers(Builder& b, Value like, SymInt low, SymInt high, ScalarType dtype) {
+  const Value draws = b.op<"RandomUniformLike">({like}, {Attr::i("dtype", onnx_dtype(ScalarType::Double))});
+  const Value lo = b.cast(b.long_scalar(low), ScalarType::Double);
+  const Value span = b.op<"Sub">({b.cast(b.long_scalar(high), ScalarType::Double), lo});
+  return b.cast(b.op<"Add">({b.op<"Floor">({b.op<"Mul">({draws, span})}), lo}), dtype);
+}
+
+Value random_integers_of_size(Builder& b, const SymIntList& size, SymInt low, SymInt high, ScalarType dtype) {
+  return random_integers(b, b.op<"ConstantOfShape">({b.ints(size)}), low, high, dtype);
+}
+
 namespace manual {
 
 Value randperm(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bool>) {
@@ -74,6 +87,19 @@ Value randperm(Builder& b, SymInt n, std::optional<ScalarType>, std::optional<bo
 
 Value bernoulli_p(Builder& b, Value self, double p) {
   return bernoulli_trials(b, self, b.scalar(p, ScalarType::Double));
+}
+
+Value multinomial(Builder& b, Value self, SymInt num_samples, bool replacement) {
+  const int64_t samples = b.static_int(num_samples);
+  if (!replacement && samples > 1) b.fail("draws without replacement have no ONNX form (ONNX's Multinomial replaces)");
+  const int64_t rank = b.rank(self);
+  if (rank != 1 && rank != 2) b.fail("multinomial takes a 1-d or 2-d tensor of probabilities");
+  // ONNX takes the rows' unnormalized log-probabilities, in a batch (onnxruntime: of float32).
+  Value logits = b.op<"Log">({b.cast(self, ScalarType::Float)});
+  if (rank == 1) logits = b.op<"Unsqueeze">({logits, b.ints({0})});
+  const Value draws =
+      b.op<"Multinomial">({logits}, {Attr::i("sample_size", samples), Attr::i("dtype", onnx_dtype(ScalarType::Long))});
+  return rank == 1 ? b.op<"Squeeze">({draws, b.ints({0})}) : draws;
 }
 
 }  // namespace manual

@@ -340,6 +340,22 @@ Value convert_rand_like(Builder& b, Value self, std::optional<ScalarType> dtype,
 Value convert_randn_like(Builder& b, Value self, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // bernoulli(Tensor self, *, Generator? generator=None) -> Tensor
 Value convert_bernoulli(Builder& b, Value self);
+// randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_randint(Builder& b, SymInt high, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+Value convert_randint_low(Builder& b, SymInt low, SymInt high, SymIntList size, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_randint_like(Builder& b, Value self, SymInt high, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+Value convert_randint_like_low_dtype(Builder& b, Value self, SymInt low, SymInt high, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
+// normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
+Value convert_normal_Tensor_Tensor(Builder& b, Value mean, Value std);
+// normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None) -> Tensor
+Value convert_normal_Tensor_float(Builder& b, Value mean, double std);
+// normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor
+Value convert_normal_float_Tensor(Builder& b, double mean, Value std);
+// normal_functional(Tensor self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor
+Value convert_normal_functional(Builder& b, Value self, double mean, double std);
 // mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 Value convert_mean_dim(Builder& b, Value self, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // sum(Tensor self, *, ScalarType? dtype=None) -> Tensor
@@ -442,6 +458,8 @@ Value convert_alias(Builder& b, Value self);
 Value convert_detach(Builder& b, Value self);
 // lift_fresh_copy(Tensor self) -> Tensor
 Value convert_lift_fresh_copy(Builder& b, Value self);
+// set_.source_Tensor(Tensor(a!) self, Tensor source) -> Tensor(a!)
+Value convert_set__source_Tensor(Builder& b, Value self, Value source);
 // squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)
 Value convert_squeeze_dim(Builder& b, Value self, int64_t dim);
 // squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)
@@ -706,10 +724,18 @@ Value instance_norm(Builder& b, Value input, std::optional<Value> weight, std::o
 Value rms_norm(Builder& b, Value input, SymIntList normalized_shape, std::optional<Value> weight, std::optional<double> eps);
 // pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
 Value pad(Builder& b, Value self, SymIntList pad, std::string mode, std::optional<double> value);
+// fake_quantize_per_tensor_affine(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> Tensor
+Value fake_quantize_per_tensor_affine(Builder& b, Value self, double scale, int64_t zero_point, int64_t quant_min, int64_t quant_max);
+// fake_quantize_per_tensor_affine.tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max) -> Tensor
+Value fake_quantize_per_tensor_affine_tensor_qparams(Builder& b, Value self, Value scale, Value zero_point, int64_t quant_min, int64_t quant_max);
+// fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> Tensor
+Value fake_quantize_per_channel_affine(Builder& b, Value self, Value scale, Value zero_point, int64_t axis, int64_t quant_min, int64_t quant_max);
 // randperm(SymInt n, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 Value randperm(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor
 Value bernoulli_p(Builder& b, Value self, double p);
+// multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor
+Value multinomial(Builder& b, Value self, SymInt num_samples, bool replacement);
 // linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 Value linalg_vector_norm(Builder& b, Value self, Scalar ord, std::optional<std::vector<int64_t>> dim, bool keepdim, std::optional<ScalarType> dtype);
 // norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor

@@ -57,4 +57,100 @@ Value convert_bernoulli([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
+// randint  (codegen/mappings/random.yaml:14)
+Value convert_randint([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt high, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // onnx: random_integers_of_size(size, 0, high, output_dtype(0))
+  {
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_integers_of_size(b, size, int64_t{0}, high, v0);
+    return v1;
+  }
+}
+
+// randint.low  (codegen/mappings/random.yaml:15)
+Value convert_randint_low([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt low, [[maybe_unused]] SymInt high, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // onnx: random_integers_of_size(size, low, high, output_dtype(0))
+  {
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_integers_of_size(b, size, low, high, v0);
+    return v1;
+  }
+}
+
+// randint_like  (codegen/mappings/random.yaml:16)
+Value convert_randint_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt high, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // onnx: random_integers(self, 0, high, output_dtype(0))
+  {
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_integers(b, self, int64_t{0}, high, v0);
+    return v1;
+  }
+}
+
+// randint_like.low_dtype  (codegen/mappings/random.yaml:17)
+Value convert_randint_like_low_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt low, [[maybe_unused]] SymInt high, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
+  // onnx: random_integers(self, low, high, output_dtype(0))
+  {
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_integers(b, self, low, high, v0);
+    return v1;
+  }
+}
+
+// normal.Tensor_Tensor  (codegen/mappings/random.yaml:19)
+Value convert_normal_Tensor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value mean, [[maybe_unused]] Value std) {
+  // promote: [mean, std], onnx: Add(mean, Mul(std, random_like("RandomNormalLike", Add(mean, std), output_dtype(0))))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(mean, std);
+    mean = b.cast(mean, computed_dtype_);
+    std = b.cast(std, computed_dtype_);
+    const Value v0 = b.op<"Add">({mean, std}, {});
+    const ScalarType v1 = output_dtype(b, int64_t{0});
+    const Value v2 = random_like(b, "RandomNormalLike", v0, v1);
+    const Value v3 = b.op<"Mul">({std, v2}, {});
+    const Value v4 = b.op<"Add">({mean, v3}, {});
+    return v4;
+  }
+}
+
+// normal.Tensor_float  (codegen/mappings/random.yaml:20)
+Value convert_normal_Tensor_float([[maybe_unused]] Builder& b, [[maybe_unused]] Value mean, [[maybe_unused]] double std) {
+  // promote: [mean], onnx: Add(mean, Mul(random_like("RandomNormalLike", mean, output_dtype(0)), std))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(mean);
+    mean = b.cast(mean, computed_dtype_);
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_like(b, "RandomNormalLike", mean, v0);
+    const Value v2 = b.op<"Mul">({v1, b.scalar_like(Scalar(std), v1)}, {});
+    const Value v3 = b.op<"Add">({mean, v2}, {});
+    return v3;
+  }
+}
+
+// normal.float_Tensor  (codegen/mappings/random.yaml:21)
+Value convert_normal_float_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] double mean, [[maybe_unused]] Value std) {
+  // promote: [std], onnx: Add(Mul(std, random_like("RandomNormalLike", std, output_dtype(0))), mean)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(std);
+    std = b.cast(std, computed_dtype_);
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_like(b, "RandomNormalLike", std, v0);
+    const Value v2 = b.op<"Mul">({std, v1}, {});
+    const Value v3 = b.op<"Add">({v2, b.scalar_like(Scalar(mean), v2)}, {});
+    return v3;
+  }
+}
+
+// normal_functional  (codegen/mappings/random.yaml:22)
+Value convert_normal_functional([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double mean, [[maybe_unused]] double std) {
+  // onnx: Add(Mul(random_like("RandomNormalLike", self, output_dtype(0)), std), mean)
+  {
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = random_like(b, "RandomNormalLike", self, v0);
+    const Value v2 = b.op<"Mul">({v1, b.scalar_like(Scalar(std), v1)}, {});
+    const Value v3 = b.op<"Add">({v2, b.scalar_like(Scalar(mean), v2)}, {});
+    return v3;
+  }
+}
+
 }  // namespace fastonnx

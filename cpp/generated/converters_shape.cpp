@@ -140,7 +140,15 @@ Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// squeeze.dim  (codegen/mappings/shape.yaml:32)
+// set_.source_Tensor  (codegen/mappings/shape.yaml:25)
+Value convert_set__source_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value source) {
+  // onnx: source
+  {
+    return source;
+  }
+}
+
+// squeeze.dim  (codegen/mappings/shape.yaml:33)
 Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
   // onnx: squeeze_size_one(self, dim)
   {
@@ -149,7 +157,7 @@ Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// squeeze.dims  (codegen/mappings/shape.yaml:32)
+// squeeze.dims  (codegen/mappings/shape.yaml:33)
 Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
   // onnx: squeeze_size_one(self, dim)
   {
@@ -158,7 +166,7 @@ Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value s
   }
 }
 
-// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:40)
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:41)
 Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<SymInt> output_size) {
   // onnx: cast(repeated_indices(repeats, output_size), output_dtype(0))
   {

@@ -1983,6 +1983,37 @@ void unpack_adaptive_max_pool3d([[maybe_unused]] Builder& b, [[maybe_unused]] co
 }
 constexpr const char* kArgs_adaptive_max_pool3d[] = {"self", "output_size"};
 
+void unpack_fake_quantize_per_tensor_affine([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double scale = unpack_float(arg_at(args, 1), "scale");
+  int64_t zero_point = unpack_int(arg_at(args, 2), "zero_point");
+  int64_t quant_min = unpack_int(arg_at(args, 3), "quant_min");
+  int64_t quant_max = unpack_int(arg_at(args, 4), "quant_max");
+  outs.push_back(manual::fake_quantize_per_tensor_affine(b, std::move(self), std::move(scale), std::move(zero_point), std::move(quant_min), std::move(quant_max)));
+}
+constexpr const char* kArgs_fake_quantize_per_tensor_affine[] = {"self", "scale", "zero_point", "quant_min", "quant_max"};
+
+void unpack_fake_quantize_per_tensor_affine_tensor_qparams([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value scale = unpack_tensor(b, arg_at(args, 1), "scale");
+  Value zero_point = unpack_tensor(b, arg_at(args, 2), "zero_point");
+  int64_t quant_min = unpack_int(arg_at(args, 3), "quant_min");
+  int64_t quant_max = unpack_int(arg_at(args, 4), "quant_max");
+  outs.push_back(manual::fake_quantize_per_tensor_affine_tensor_qparams(b, std::move(self), std::move(scale), std::move(zero_point), std::move(quant_min), std::move(quant_max)));
+}
+constexpr const char* kArgs_fake_quantize_per_tensor_affine_tensor_qparams[] = {"self", "scale", "zero_point", "quant_min", "quant_max"};
+
+void unpack_fake_quantize_per_channel_affine([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value scale = unpack_tensor(b, arg_at(args, 1), "scale");
+  Value zero_point = unpack_tensor(b, arg_at(args, 2), "zero_point");
+  int64_t axis = unpack_int(arg_at(args, 3), "axis");
+  int64_t quant_min = unpack_int(arg_at(args, 4), "quant_min");
+  int64_t quant_max = unpack_int(arg_at(args, 5), "quant_max");
+  outs.push_back(manual::fake_quantize_per_channel_affine(b, std::move(self), std::move(scale), std::move(zero_point), std::move(axis), std::move(quant_min), std::move(quant_max)));
+}
+constexpr const char* kArgs_fake_quantize_per_channel_affine[] = {"self", "scale", "zero_point", "axis", "quant_min", "quant_max"};
+
 void unpack_rand([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   SymIntList size = unpack_symint_list(arg_at(args, 0), "size");
   std::optional<ScalarType> dtype = given(args, 1) ? unpack_opt_scalar_type(args[1], "dtype") : std::optional<ScalarType>(std::nullopt);
@@ -2035,6 +2066,89 @@ void unpack_bernoulli_p([[maybe_unused]] Builder& b, [[maybe_unused]] const Args
   outs.push_back(manual::bernoulli_p(b, std::move(self), std::move(p)));
 }
 constexpr const char* kArgs_bernoulli_p[] = {"self", "p", "generator"};
+
+void unpack_randint([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymInt high = unpack_symint(arg_at(args, 0), "high");
+  SymIntList size = unpack_symint_list(arg_at(args, 1), "size");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(ScalarType::Long);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randint(b, std::move(high), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randint[] = {"high", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_randint_low([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  SymInt low = unpack_symint(arg_at(args, 0), "low");
+  SymInt high = unpack_symint(arg_at(args, 1), "high");
+  SymIntList size = unpack_symint_list(arg_at(args, 2), "size");
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(ScalarType::Long);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randint_low(b, std::move(low), std::move(high), std::move(size), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randint_low[] = {"low", "high", "size", "dtype", "layout", "device", "pin_memory"};
+
+void unpack_randint_like([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt high = unpack_symint(arg_at(args, 1), "high");
+  std::optional<ScalarType> dtype = given(args, 2) ? unpack_opt_scalar_type(args[2], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 5) ? unpack_opt_bool(args[5], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randint_like(b, std::move(self), std::move(high), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randint_like[] = {"self", "high", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_randint_like_low_dtype([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt low = unpack_symint(arg_at(args, 1), "low");
+  SymInt high = unpack_symint(arg_at(args, 2), "high");
+  std::optional<ScalarType> dtype = given(args, 3) ? unpack_opt_scalar_type(args[3], "dtype") : std::optional<ScalarType>(std::nullopt);
+  std::optional<bool> pin_memory = given(args, 6) ? unpack_opt_bool(args[6], "pin_memory") : std::optional<bool>(std::nullopt);
+  outs.push_back(convert_randint_like_low_dtype(b, std::move(self), std::move(low), std::move(high), std::move(dtype), std::move(pin_memory)));
+}
+constexpr const char* kArgs_randint_like_low_dtype[] = {"self", "low", "high", "dtype", "layout", "device", "pin_memory", "memory_format"};
+
+void unpack_normal_Tensor_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value mean = unpack_tensor(b, arg_at(args, 0), "mean");
+  Value std = unpack_tensor(b, arg_at(args, 1), "std");
+  outs.push_back(convert_normal_Tensor_Tensor(b, std::move(mean), std::move(std)));
+}
+constexpr const char* kArgs_normal_Tensor_Tensor[] = {"mean", "std", "generator"};
+
+void unpack_normal_Tensor_float([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value mean = unpack_tensor(b, arg_at(args, 0), "mean");
+  double std = given(args, 1) ? unpack_float(args[1], "std") : double(1.0);
+  outs.push_back(convert_normal_Tensor_float(b, std::move(mean), std::move(std)));
+}
+constexpr const char* kArgs_normal_Tensor_float[] = {"mean", "std", "generator"};
+
+void unpack_normal_float_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  double mean = unpack_float(arg_at(args, 0), "mean");
+  Value std = unpack_tensor(b, arg_at(args, 1), "std");
+  outs.push_back(convert_normal_float_Tensor(b, std::move(mean), std::move(std)));
+}
+constexpr const char* kArgs_normal_float_Tensor[] = {"mean", "std", "generator"};
+
+void unpack_normal_functional([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double mean = given(args, 1) ? unpack_float(args[1], "mean") : double(0.0);
+  double std = given(args, 2) ? unpack_float(args[2], "std") : double(1.0);
+  outs.push_back(convert_normal_functional(b, std::move(self), std::move(mean), std::move(std)));
+}
+constexpr const char* kArgs_normal_functional[] = {"self", "mean", "std", "generator"};
+
+void unpack_normal_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  double mean = given(args, 1) ? unpack_float(args[1], "mean") : double(0.0);
+  double std = given(args, 2) ? unpack_float(args[2], "std") : double(1.0);
+  outs.push_back(convert_normal_functional(b, std::move(self), std::move(mean), std::move(std)));
+}
+constexpr const char* kArgs_normal_[] = {"self", "mean", "std", "generator"};
+
+void unpack_multinomial([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  SymInt num_samples = unpack_symint(arg_at(args, 1), "num_samples");
+  bool replacement = given(args, 2) ? unpack_bool(args[2], "replacement") : bool(false);
+  outs.push_back(manual::multinomial(b, std::move(self), std::move(num_samples), std::move(replacement)));
+}
+constexpr const char* kArgs_multinomial[] = {"self", "num_samples", "replacement", "generator"};
 
 void unpack_mean_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -2571,6 +2685,13 @@ void unpack_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const 
   outs.push_back(convert_lift_fresh_copy(b, std::move(self)));
 }
 constexpr const char* kArgs_lift_fresh_copy[] = {"self"};
+
+void unpack_set__source_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value source = unpack_tensor(b, arg_at(args, 1), "source");
+  outs.push_back(convert_set__source_Tensor(b, std::move(self), std::move(source)));
+}
+constexpr const char* kArgs_set__source_Tensor[] = {"self", "source"};
 
 void unpack_copy([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
@@ -4698,6 +4819,9 @@ const OpEntry kOps[] = {
     {"adaptive_max_pool1d", &unpack_adaptive_max_pool1d, kArgs_adaptive_max_pool1d, 0u},
     {"adaptive_max_pool2d", &unpack_adaptive_max_pool2d, kArgs_adaptive_max_pool2d, 0u},
     {"adaptive_max_pool3d", &unpack_adaptive_max_pool3d, kArgs_adaptive_max_pool3d, 0u},
+    {"fake_quantize_per_tensor_affine", &unpack_fake_quantize_per_tensor_affine, kArgs_fake_quantize_per_tensor_affine, 0u},
+    {"fake_quantize_per_tensor_affine.tensor_qparams", &unpack_fake_quantize_per_tensor_affine_tensor_qparams, kArgs_fake_quantize_per_tensor_affine_tensor_qparams, 0u},
+    {"fake_quantize_per_channel_affine", &unpack_fake_quantize_per_channel_affine, kArgs_fake_quantize_per_channel_affine, 0u},
     {"rand", &unpack_rand, kArgs_rand, 0u},
     {"randn", &unpack_randn, kArgs_randn, 0u},
     {"rand_like", &unpack_rand_like, kArgs_rand_like, 0u},
@@ -4705,6 +4829,16 @@ const OpEntry kOps[] = {
     {"randperm", &unpack_randperm, kArgs_randperm, 0u},
     {"bernoulli", &unpack_bernoulli, kArgs_bernoulli, 0u},
     {"bernoulli.p", &unpack_bernoulli_p, kArgs_bernoulli_p, 0u},
+    {"randint", &unpack_randint, kArgs_randint, 0u},
+    {"randint.low", &unpack_randint_low, kArgs_randint_low, 0u},
+    {"randint_like", &unpack_randint_like, kArgs_randint_like, 0u},
+    {"randint_like.low_dtype", &unpack_randint_like_low_dtype, kArgs_randint_like_low_dtype, 0u},
+    {"normal.Tensor_Tensor", &unpack_normal_Tensor_Tensor, kArgs_normal_Tensor_Tensor, 0u},
+    {"normal.Tensor_float", &unpack_normal_Tensor_float, kArgs_normal_Tensor_float, 0u},
+    {"normal.float_Tensor", &unpack_normal_float_Tensor, kArgs_normal_float_Tensor, 0u},
+    {"normal_functional", &unpack_normal_functional, kArgs_normal_functional, 0u},
+    {"normal_", &unpack_normal_, kArgs_normal_, 0u},
+    {"multinomial", &unpack_multinomial, kArgs_multinomial, 0u},
     {"mean.dim", &unpack_mean_dim, kArgs_mean_dim, 0u},
     {"sum", &unpack_sum, kArgs_sum, 0u},
     {"sum.dim_IntList", &unpack_sum_dim_IntList, kArgs_sum_dim_IntList, 0u},
@@ -4771,6 +4905,7 @@ const OpEntry kOps[] = {
     {"alias", &unpack_alias, kArgs_alias, 0u},
     {"detach", &unpack_detach, kArgs_detach, 0u},
     {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy, 0u},
+    {"set_.source_Tensor", &unpack_set__source_Tensor, kArgs_set__source_Tensor, 0u},
     {"copy", &unpack_copy, kArgs_copy, 0u},
     {"resize_", &unpack_resize_, kArgs_resize_, 0u},
     {"expand", &unpack_expand, kArgs_expand, 0u},

@@ -22,6 +22,7 @@ import torch._decomp
 from torch._guards import detect_fake_mode
 from torch._subclasses.functional_tensor import dispatch_functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ._graph import source_line
@@ -41,6 +42,53 @@ UNTRACEABLE = "fastonnx_untraceable"
 @functools.cache
 def _table() -> dict:
     return dict(torch.export.default_decompositions().items())
+
+
+def _one_hot(self: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    """one_hot with the class count chosen in the graph: PyTorch's decomposition asks whether a
+    count read from data is -1 (count the classes present), which no export can answer."""
+    count = torch.scalar_tensor(num_classes, dtype=torch.int64)
+    depth = torch.where(count < 0, self.max() + 1, count).item()
+    torch._check_is_size(depth)
+    return (self.unsqueeze(-1) == torch.arange(depth, device=self.device)).to(torch.int64)
+
+
+def _linspace(start, end, steps: int, *, dtype=None, layout=None, device=None, pin_memory=None) -> torch.Tensor:
+    """linspace of a count read from data, as PyTorch's kernel computes it (the first half from
+    start, the second back from end, in the result's type): its decomposition asks whether the
+    count is 0 or 1, which no export can answer."""
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point:
+        raise ConversionError("linspace of an integer type with a count read from data has no decomposition here")
+    torch._check_is_size(steps)
+    first, last = (torch.as_tensor(v, dtype=dtype, device=device) for v in (start, end))
+    i = torch.arange(steps, dtype=torch.int64, device=device)
+    step = (last - first) / torch.clamp(torch.scalar_tensor(steps, dtype=torch.int64) - 1, min=1).to(dtype)
+    from_start = (i < steps // 2) | (i == 0)
+    return torch.where(from_start, first + step * i.to(dtype), last - step * (steps - 1 - i).to(dtype))
+
+
+# Decompositions of ops whose PyTorch one guards on a number that may be read from data, used
+# when that number is one (an unbacked symbol).
+_aten = torch.ops.aten
+_FOR_NUMBERS_FROM_DATA: dict = {
+    _aten.one_hot.default: _one_hot,
+    _aten.linspace.default: _linspace,
+    _aten.linspace.Tensor_Tensor: _linspace,
+    _aten.linspace.Tensor_Scalar: _linspace,
+    _aten.linspace.Scalar_Tensor: _linspace,
+}
+
+
+def decomposition_for_numbers_from_data(node: torch.fx.Node) -> Callable | None:
+    """The decomposition of ``node`` that takes the numbers read from data it is given."""
+    decomposition = _FOR_NUMBERS_FROM_DATA.get(node.target)
+    if decomposition is None:
+        return None
+    values = [
+        a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in tree_flatten((node.args, node.kwargs))[0]
+    ]
+    return decomposition if any(isinstance(v, torch.SymInt) and free_unbacked_symbols(v) for v in values) else None
 
 
 def decomposition_of(op, *, core: bool = False) -> Callable | None:

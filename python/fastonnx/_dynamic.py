@@ -331,15 +331,20 @@ class StaticAxis:
 
 
 def warn_static(
-    static: list[StaticAxis], shared: list[tuple[str, str, str]], request: Request, stacklevel: int
+    static: list[StaticAxis],
+    shared: list[tuple[str, str, str]],
+    ignored_axes: list[str],
+    request: Request,
+    stacklevel: int,
 ) -> None:
     """One warning for every requested axis that stayed static, for the names given to axes
     that torch found to be one size (``shared``: (kept name, dropped name, where); a name
-    fastonnx made up is dropped silently), and for the keys it ignored (``request.ignored``)."""
+    fastonnx made up is dropped silently), and for the keys and output axes it ignored
+    (``request.ignored``, ``ignored_axes``: a line each)."""
     shared = [s for s in shared if s[1] not in request.generated]
-    if not static and not shared and not request.ignored:
+    if not static and not shared and not request.ignored and not ignored_axes:
         return
-    lines = [f"dynamic_axes[{key!r}] is ignored: {why}" for key, why in request.ignored.items()]
+    lines = [f"dynamic_axes[{key!r}] is ignored: {why}" for key, why in request.ignored.items()] + ignored_axes
     if static:
         lines.append(
             f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "

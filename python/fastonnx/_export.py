@@ -179,7 +179,7 @@ def export(
         result = exporter.run(model, args, kwargs, request)
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
-    warn_static(exporter.static_axes, exporter.shared_names, request, stacklevel=5)
+    warn_static(exporter.static_axes, exporter.shared_names, exporter.ignored_axes, request, stacklevel=5)
     if options.verbose:
         print(_report.graph_text(result.model_proto))
     if options.verify:
@@ -217,6 +217,7 @@ class _Exporter:
         self.decomposed: Counter = Counter()
         self.static_axes: list[StaticAxis] = []
         self.shared_names: list[tuple[str, str, str]] = []
+        self.ignored_axes: list[str] = []
 
     def run(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
         """The converted model; on a failure to convert, the report (when asked for) says why."""
@@ -288,7 +289,11 @@ class _Exporter:
         with self.progress.stage("converting", total=len(main.live), unit="node") as advance:
             lowering.convert_nodes(advance)
         outputs = lowering.set_outputs(options.output_names, request.output_axes)
-        self.static_axes, self.shared_names = lowering.static_axes, lowering.shared_names
+        self.static_axes, self.shared_names, self.ignored_axes = (
+            lowering.static_axes,
+            lowering.shared_names,
+            lowering.ignored_axes,
+        )
         output_names = options.output_names
         if output_names is not None and len(output_names) > len(outputs):
             raise ArgumentError(

@@ -163,15 +163,26 @@ class QuantizedOps:
     def _conv(self, node, relu: bool):
         x, packed, scale, zero_point = self._packed(node)
         w, bias = packed.unpack()
+        stride, padding, dilation, output_padding = (
+            list(packed.stride()),
+            list(packed.padding()),
+            list(packed.dilation()),
+            list(packed.output_padding()),
+        )
+        if w.dim() == self.fake_of(x.ints).dim() + 1:
+            # PyTorch packs a 1-d conv as a 2-d one over a height of 1: weights (out, in, 1, k),
+            # stride (1, s)...
+            w = w.squeeze(2)
+            stride, padding, dilation, output_padding = (v[1:] for v in (stride, padding, dilation, output_padding))
         args = (
             self.dequantize(x),
             self.weight(w),
             None if bias is None else self.constant_node(bias.detach()),
-            list(packed.stride()),
-            list(packed.padding()),
-            list(packed.dilation()),
+            stride,
+            padding,
+            dilation,
             bool(packed.transpose()),
-            list(packed.output_padding()),
+            output_padding,
             int(packed.groups()),
         )
         y = self.emit(aten.convolution.default, args)
@@ -200,7 +211,9 @@ class QuantizedOps:
     _quantized_conv3d = _quantized_conv2d
     _quantized_conv1d_relu = _quantized_conv2d_relu
     _quantized_conv3d_relu = _quantized_conv2d_relu
+    _quantized_conv_transpose1d = _quantized_conv2d
     _quantized_conv_transpose2d = _quantized_conv2d
+    _quantized_conv_transpose3d = _quantized_conv2d
 
     def _quantized_linear(self, node):
         return self._linear(node, relu=False)
@@ -240,7 +253,7 @@ class QuantizedOps:
         accepted = {a.name: a for a in float_op._schema.arguments}
         kwargs = dict(_FLOAT_DEFAULTS.get(name, {}))
         for a, value in zip(arguments[:-2], values[:-2]):
-            key = "self" if a.name in ("qx", "X", "x") and "self" in accepted else a.name
+            key = "self" if a.name in ("qx", "X", "x", "input") and "self" in accepted else a.name
             if key in accepted:
                 kwargs[key] = self.float_of(value)
         y = self.emit(float_op, (), kwargs)

@@ -34,7 +34,7 @@ from ._functions import ModuleScopes
 from ._graph import PreparedGraph, source_line
 from ._op_table import DROPPED, REQUIRED, ROUNDING_TO_INT, Plan, aten, live_nodes, plan_for, qualified_name, symbolic_op
 from ._output_names import output_paths
-from ._values import graph_meta, static_number, tensor_meta
+from ._values import RESHAPES, asked_shape_of, graph_meta, static_number, tensor_meta
 from ._weights import STREAM_DTYPE
 from .errors import ArgumentError, ConversionError
 
@@ -81,6 +81,7 @@ class Lowering:
         # Requested dynamic axes the trace fixed, and requested names of one size: for the warning.
         self.static_axes: list[StaticAxis] = []
         self.shared_names: list[tuple[str, str, str]] = []
+        self.ignored_axes: list[str] = []  # requested output axes that do not exist, for the warning
         self.named_sizes: set[str] = set()  # the dynamic sizes dim_name has named
         self.bodies: dict[torch.fx.GraphModule, PreparedGraph] = dict(bodies or {})
 
@@ -306,6 +307,8 @@ class Lowering:
                 env[node] = number
                 continue
             metas = [self.meta(v) for v in val] if isinstance(val, (list, tuple)) else [self.meta(val)]
+            if node.target in RESHAPES:
+                metas = [self.tensor_meta(asked_shape_of(node, val))]
             if scopes is not None:
                 self._enter_scope(scopes.scope_of(node))
             if is_control_flow(node.target):
@@ -468,11 +471,15 @@ class Lowering:
         """Checks the requested axes of an output; names the ones that are one symbol as asked
         (when ``own``: the value is this output's alone) and lists the static ones."""
         rank = val.dim() if isinstance(val, torch.Tensor) else 0
-        bad = [a for a in requested if isinstance(a, bool) or not isinstance(a, int) or not -rank <= a < rank]
+        bad = [a for a in requested if isinstance(a, bool) or not isinstance(a, int)]
         if bad:
-            raise ArgumentError(
-                f"dynamic_axes[{name!r}]: dimension {bad[0]!r} does not exist in output `{name}`, of rank {rank}"
-            )
+            raise ArgumentError(f"dynamic_axes[{name!r}]: dimension {bad[0]!r} is not an axis number")
+        # torch.onnx names the output's axes that exist and ignores the others
+        missing = [a for a in requested if not -rank <= a < rank]
+        self.ignored_axes += [
+            f"dynamic_axes[{name!r}] axis {a} is ignored: output `{name}` has rank {rank}" for a in missing
+        ]
+        requested = {a: n for a, n in requested.items() if a not in missing}
         shape = list(val.shape)
         dims = self.tensor_meta(val)[1]
         renamed = False

@@ -19,7 +19,7 @@ import torch
 from . import _C
 from ._control_flow import is_control_flow
 from ._custom import is_registered
-from ._decompose import decomposition_of
+from ._decompose import decomposition_for_numbers_from_data, decomposition_of
 from ._graph import output_node
 from ._values import static_number
 
@@ -185,7 +185,7 @@ def decomposition_for(node: torch.fx.Node):
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return None
     if not is_mapped(node.target):
-        return decomposition_of(node.target)
+        return decomposition_for_numbers_from_data(node) or decomposition_of(node.target)
     if not converts(node):
         return decomposition_of(node.target, core=True)
     return None

@@ -49,9 +49,27 @@ def trace(
     rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
     try:
         with traced_in_mode(model, training), torch.no_grad(), recording, rnns:
-            return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+            ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # any tracing failure is reported as one
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
+    _refuse_quantized(ep, model)
+    return ep
+
+
+_aten = torch.ops.aten
+_QUANTIZING = frozenset({_aten.quantize_per_tensor, _aten.quantize_per_channel, _aten.quantize_per_tensor_dynamic})
+
+
+def _refuse_quantized(ep: ExportedProgram, model) -> None:
+    """torch.export traces the ops that make quantized tensors of float ones (quantize_per_tensor),
+    recording float32 values for them, but a quantized tensor has no ONNX form in its graph; the
+    TorchScript front end keeps one as its integers, scale and zero point."""
+    for node in ep.graph.nodes:
+        if getattr(node.target, "overloadpacket", None) in _QUANTIZING:
+            raise TraceError(
+                f"torch.export traced {type(model).__name__} into quantized tensors (FX node `{node.name}`), "
+                "which only the TorchScript front end converts"
+            )
 
 
 @contextlib.contextmanager

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 
 import torch
@@ -40,3 +42,30 @@ def static_number(value: object) -> bool | int | float | None:
     if isinstance(value, torch.SymBool) and is_concrete_bool(value):
         return bool(value)
     return None
+
+
+RESHAPES = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default})
+
+
+def asked_shape_of(node: torch.fx.Node, val: torch.Tensor) -> torch.Tensor:
+    """The value of a view or reshape ``node`` (one of RESHAPES) with the shape its sizes ask for.
+    torch's fake view keeps its input's shape when that equals the one asked at the example's
+    sizes: a view of ((s//2), 2) as (1, -1), traced at s = 2, is recorded as ((s//2), 2) under a
+    guard s//2 == 1 that torch.export then drops (s stays dynamic), and the ONNX graph would
+    declare a shape that holds at the example only. The sizes are compared as expressions, not
+    under the shape environment's guards, which would take that one as a fact."""
+    source, sizes = node.args[0], node.args[1]
+    assert isinstance(source, torch.fx.Node) and isinstance(sizes, (list, tuple))
+    numel = source.meta["val"].numel()
+    asked: list = [s.meta["val"] if isinstance(s, torch.fx.Node) else s for s in sizes]  # (a size the graph computes)
+    known = [s for s in asked if not (isinstance(s, int) and s == -1)]
+    if len(known) < len(asked):
+        asked[asked.index(-1)] = numel // functools.reduce(operator.mul, known, 1)
+    if len(asked) == val.dim() and all(_same_size(a, d) for a, d in zip(asked, val.shape)):
+        return val
+    return val.new_empty(asked)
+
+
+def _same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    expr = lambda s: s.node.expr if isinstance(s, torch.SymInt) else s  # noqa: E731
+    return bool(expr(a) == expr(b))

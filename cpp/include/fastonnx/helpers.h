@@ -162,6 +162,9 @@ Value random_of_size(Builder& b, OpType op, const SymIntList& size, ScalarType d
 Value random_like(Builder& b, OpType op, Value like, ScalarType dtype);
 // 1 where a uniform draw shaped like `self` falls below the probability `p`, in the output dtype.
 Value bernoulli_trials(Builder& b, Value self, Value p);
+// Integers of `dtype` uniform in [low, high), shaped like `like`.
+Value random_integers(Builder& b, Value like, SymInt low, SymInt high, ScalarType dtype);
+Value random_integers_of_size(Builder& b, const SymIntList& size, SymInt low, SymInt high, ScalarType dtype);
 
 // sorting.cpp: the `k` (all when absent) largest or smallest elements along `dim`, sorted, and
 // their indices (TopK's order among equals is torch's stable order).

@@ -81,6 +81,48 @@ def _fixed_probability(dtype):
             yield SampleInput(tensor(size, dtype), args=(p,))
 
 
+def _integers(low: int, high: int):
+    """Integers uniform in [low, high)."""
+    n = high - low
+
+    def compare(got, want, sample) -> None:
+        in_range = (got >= low) & (got < high) & (got == got.round())
+        assert in_range.all(), f"values outside the integers of [{low}, {high})"
+        _moments(got, (low + high - 1) / 2, (n * n - 1) / 12, (n * n - 1) * (3 * n * n - 7) / 240)
+
+    return compare
+
+
+def _int_factory(dtype):
+    for size in SIZES:
+        yield SampleInput(size, kwargs={"dtype": dtype})
+
+
+def _int_like(dtype):
+    for size in SIZES:
+        yield SampleInput(tensor(size, torch.float32), kwargs={"dtype": dtype})
+    yield SampleInput(tensor((3, 4), dtype))
+
+
+def _mean_std(dtype):
+    """Means of 3 and deviations of 2, broadcast against each other."""
+    for mean_shape, std_shape in [((7,), (7,)), ((200, 100), (200, 100)), ((200, 1), (100,))]:
+        yield SampleInput(torch.full(mean_shape, 3.0, dtype=dtype), args=(torch.full(std_shape, 2.0, dtype=dtype),))
+
+
+def _shifted_normal(got, want, sample) -> None:
+    assert got.shape == want.shape, f"shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    _normal((got.double() - 3) / 2, want, sample)
+
+
+def _weights(dtype):
+    """Rows with one nonzero weight: every draw is that index, with replacement or without."""
+    rows = torch.tensor([[0, 10, 0, 0], [0, 0, 100, 0], [1, 0, 0, 0]], dtype=dtype)
+    yield SampleInput(rows, args=(3,), kwargs={"replacement": True})
+    yield SampleInput(rows, args=(1,))
+    yield SampleInput(rows[1], args=(5,), kwargs={"replacement": True})
+
+
 FLOATS = (torch.float32, torch.float16, torch.float64)
 # ONNX opset 22 gave the random ops new versions (bfloat16); onnxruntime registers kernels only
 # for their first versions.
@@ -107,6 +149,86 @@ ROWS = (
         samples=_probabilities,
         dtypes=FLOATS,
         compare=lambda got, want, sample: _trials(got, sample.input),
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "randint.low",
+        fn=lambda size, **kw: torch.randint(3, 9, size, **kw),
+        samples=_int_factory,
+        dtypes=(torch.int64, torch.int32, torch.float32),
+        compare=_integers(3, 9),
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "randint",
+        fn=lambda size, **kw: torch.randint(5, size, **kw),
+        samples=_int_factory,
+        dtypes=(torch.int64,),
+        compare=_integers(0, 5),
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "randint_like.low_dtype",
+        fn=lambda x, **kw: torch.randint_like(x, -2, 6, **kw),
+        samples=_int_like,
+        dtypes=(torch.int64, torch.float32),
+        compare=_integers(-2, 6),
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "randint_like",
+        fn=lambda x, **kw: torch.randint_like(x, 4, **kw),
+        samples=_int_like,
+        dtypes=(torch.int64,),
+        compare=_integers(0, 4),
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "normal.Tensor_Tensor",
+        fn=lambda mean, std: torch.normal(mean, std),
+        samples=_mean_std,
+        dtypes=(torch.float32, torch.float64),
+        compare=_shifted_normal,
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "normal.Tensor_float",
+        fn=lambda mean, std: torch.normal(mean, 2.0),
+        samples=_mean_std,
+        dtypes=(torch.float32, torch.float64),
+        compare=_shifted_normal,
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "normal.float_Tensor",
+        fn=lambda mean, std: torch.normal(3.0, std),
+        samples=_mean_std,
+        dtypes=(torch.float32, torch.float64),
+        compare=_shifted_normal,
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "normal_functional",
+        fn=lambda mean, std: aten.normal_functional(mean, 3.0, 2.0),
+        samples=_mean_std,
+        dtypes=(torch.float32, torch.float64),
+        compare=_shifted_normal,
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "normal_",
+        fn=lambda mean, std: mean.clone().normal_(3.0, 2.0),
+        samples=_mean_std,
+        dtypes=(torch.float32, torch.float64),
+        compare=_shifted_normal,
+        xfails=NO_KERNEL_AT_22,
+    ),
+    hand_written(
+        "multinomial",
+        fn=lambda w, n, **kw: torch.multinomial(w, n, **kw),
+        samples=_weights,
+        dtypes=(torch.float32, torch.float64),
+        compare=lambda got, want, sample: torch.testing.assert_close(got, want),
         xfails=NO_KERNEL_AT_22,
     ),
     hand_written(

@@ -35,6 +35,12 @@ def _to_dtype_layout(dtype):
         yield SampleInput(tensor((3, 4), dtype), kwargs={"dtype": target, "layout": torch.strided})
 
 
+def _set_source(dtype):
+    """self takes source's storage: its shape, its values."""
+    for shape, source_shape in [((2, 3), (4, 6)), ((3,), ()), ((2, 2), (0, 5))]:
+        yield SampleInput(tensor(shape, dtype), args=(tensor(source_shape, dtype),))
+
+
 def _copy(dtype):
     """src broadcast to self's shape and converted to self's dtype."""
     for shape, src_shape, src_dtype in [
@@ -134,6 +140,7 @@ ROWS = (
     hand_written(
         "lift_fresh_copy", fn=lambda x: aten.lift_fresh_copy.default(x), samples=_views, dtypes=PARITY_DTYPES
     ),
+    hand_written("set_.source_Tensor", fn=lambda x, src: x.clone().set_(src), samples=_set_source, dtypes=PARITY_DTYPES),
     hand_written("copy", fn=lambda x, src: aten.copy.default(x, src), samples=_copy, dtypes=PARITY_DTYPES),
     from_opinfo("resize_", "resize_"),
     hand_written(
