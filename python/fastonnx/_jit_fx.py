@@ -31,7 +31,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
 from torch._dynamo.source import ConstantSource
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.export.graph_signature import (
     ExportGraphSignature,
     InputKind,
@@ -78,6 +78,7 @@ _ARITHMETIC = {
 }
 # 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``): computed as size arithmetic.
 _SIZE_TENSOR_OPS = {"add", "sub", "mul", "div", "floor_divide", "remainder", "rsub"}
+_CPU = torch.device("cpu")
 _PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
 _DTYPES: dict[int, torch.dtype] = {
     i: d
@@ -177,6 +178,7 @@ class _Translator(QuantizedOps):
         user_tensors: Sequence[torch.Tensor],
         dynamic: Sequence[dict[int, str]],
         input_names: Sequence[str],
+        typed: bool,
     ):
         self.jit = jit
         self.user_tensors = list(user_tensors)
@@ -192,7 +194,7 @@ class _Translator(QuantizedOps):
         # Without dynamic axes or values read from data, the trace's own types are the graph's:
         # ATen nodes take them instead of running under the fake mode (most of the cost), and the
         # mode needs no real values beside (see translate).
-        self.typed_by_trace = typed_by_trace(jit, dynamic)
+        self.typed_by_trace = typed
         self.symbols: dict[Any, tuple[int, int]] = {}  # input symbol -> (input index, axis)
         self.fixed: dict[tuple[int, int], str] = {}
         self.node: torch._C.Node | None = None
@@ -206,6 +208,10 @@ class _Translator(QuantizedOps):
 
     def fake(self, tensor: torch.Tensor, source: str | None = None, dynamic: dict[int, str] | None = None):
         if source is None or not dynamic:
+            if self.typed_by_trace and _plain(tensor):
+                # Without real values beside, only the type is needed: torch's conversion (which
+                # describes the storage and views for them) costs most of a CNN's translation.
+                return self.empty(tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor)
             return self.mode.from_tensor(tensor, static_shapes=True)
         dims = [DimDynamic.DYNAMIC if d in dynamic else DimDynamic.STATIC for d in range(tensor.dim())]
         return self.mode.from_tensor(
@@ -213,6 +219,14 @@ class _Translator(QuantizedOps):
             source=ConstantSource(source),
             symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims),
         )
+
+    def empty(self, sizes, strides, dtype: torch.dtype, device: torch.device, like: torch.Tensor | None = None):
+        """A fake tensor of this mode of that type, made as the mode's factory functions make
+        theirs (not through its dispatch, whose cache keys cost more than the tensor); ``like``
+        gives a weight's or an input's gradient flags."""
+        grad = like is not None and like.requires_grad
+        meta = torch.empty_strided(sizes, strides, dtype=dtype, device="meta", requires_grad=grad)
+        return FakeTensor(self.mode, meta, device, _is_param=isinstance(like, torch.nn.Parameter))
 
     def add_node(self, target, args: tuple, kwargs: dict, val) -> torch.fx.Node:
         n = self.graph.call_function(target, args, kwargs)
@@ -985,8 +999,7 @@ class _Translator(QuantizedOps):
             dtype = getattr(torch, t.scalarType().lower(), None)  # Float -> torch.float
             if not isinstance(dtype, torch.dtype) or t.scalarType().startswith("Q"):  # (quantized: see QTensor)
                 return None
-            with self.mode:
-                vals.append(torch.empty_strided(t.sizes(), t.strides(), dtype=dtype))
+            vals.append(self.empty(t.sizes(), t.strides(), dtype, _CPU))  # (what empty_strided gives)
         return vals
 
     def arithmetic(self, fn, values: list):
@@ -1120,16 +1133,29 @@ def typed_by_trace(jit: JitGraph, dynamic: Sequence[dict[int, str]]) -> bool:
     return not any(dynamic) and not _reads_data(jit.graph)
 
 
-def _reads_data(block) -> bool:
+def _reads_data(graph) -> bool:
     """Whether the graph reads values from data (a number of a tensor that is not a size, an op
-    whose result size depends on the data)."""
-    for node in block.nodes():
-        kind = node.kind()
-        if kind in _DATA_READS or any(_reads_data(b) for b in node.blocks()):
-            return True
-        if kind in _NUMBER_READS and node.input().node().kind() != "prim::NumToTensor":
-            return True
-    return False
+    whose result size depends on the data). (torch's own search of the nodes of a kind, nested
+    blocks included: a walk in Python costs more than the rest of a small model's translation.)"""
+    if any(graph.findAllNodes(kind, True) for kind in _DATA_READS):
+        return True
+    return any(
+        node.input().node().kind() != "prim::NumToTensor"
+        for kind in _NUMBER_READS
+        for node in graph.findAllNodes(kind, True)
+    )
+
+
+def _plain(tensor: torch.Tensor) -> bool:
+    """Whether a tensor's fake is its type alone (no quantization, sparsity, conjugate view or
+    tensor subclass for torch's conversion to describe)."""
+    return (
+        type(tensor) in (torch.Tensor, torch.nn.Parameter)
+        and tensor.layout == torch.strided
+        and not tensor.is_quantized
+        and not tensor.is_conj()
+        and not tensor.is_neg()
+    )
 
 
 def _unbacked(x) -> bool:
@@ -1178,12 +1204,10 @@ def translate(
 ) -> JitProgram:
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
     dynamic axes (axis -> name)."""
+    typed = typed_by_trace(jit, dynamic)
     # The fake mode reads the setting when it is made.
-    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed_by_trace(jit, dynamic)):
-        translator = _Translator(jit, user_tensors, dynamic, input_names)
-        program = translator.translate()
-    program.graph_module.recompile()
-    return program
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed):
+        return _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
 
 
 def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
