@@ -40,6 +40,7 @@ from torch.export.graph_signature import (
     OutputSpec,
     TensorArgument,
 )
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
     ShapeEnv,
@@ -166,8 +167,12 @@ def _source_line(node: torch._C.Node) -> str:
     first = text.split("\n", 1)[0].strip()
     if first.startswith("File "):  # scripted: '  File "m.py", line 17' and the code
         return first
-    frames = [m for m in (_TRACED_FRAME.match(line) for line in text.splitlines()) if m]
-    frame = next((m for m in frames if not any(lib in m.group(1) for lib in _LIBRARIES)), frames[0] if frames else None)
+    # (innermost first: the search stops at the model's frame, not at the stack's bottom)
+    frames = (m for m in map(_TRACED_FRAME.match, text.splitlines()) if m)
+    innermost = frame = next(frames, None)
+    while frame is not None and any(lib in frame.group(1) for lib in _LIBRARIES):
+        frame = next(frames, None)
+    frame = frame or innermost
     return f'File "{frame.group(1)}", line {frame.group(2)}, in {frame.group(3)}' if frame else ""
 
 
@@ -447,7 +452,8 @@ class _Translator(QuantizedOps):
             OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(x.name if isinstance(x, torch.fx.Node) else str(i)), None)
             for i, x in enumerate(leaves)
         ]
-        module = torch.fx.GraphModule(self.root, self.graph)
+        # (its Python code is generated when it is first called or read, which no export does)
+        module = _LazyGraphModule(self.root, self.graph)
         return JitProgram(
             module,
             ExportGraphSignature(input_specs, output_specs),
