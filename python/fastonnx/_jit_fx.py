@@ -155,8 +155,12 @@ class JitProgram:
         return self.graph_module.graph
 
 
-_TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): (\w+)$")
+_TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): (\w+)$", re.MULTILINE)
 _LIBRARIES = (f"{os.sep}torch{os.sep}", f"{os.sep}fastonnx{os.sep}")
+# A frame of the stack outside the libraries (the line holds no library's directory).
+_MODEL_FRAME = re.compile(
+    "^(?!.*(?:" + "|".join(map(re.escape, _LIBRARIES)) + "))" + _TRACED_FRAME.pattern[1:], re.MULTILINE
+)
 
 
 def _source_line(node: torch._C.Node) -> str:
@@ -167,12 +171,8 @@ def _source_line(node: torch._C.Node) -> str:
     first = text.split("\n", 1)[0].strip()
     if first.startswith("File "):  # scripted: '  File "m.py", line 17' and the code
         return first
-    # (innermost first: the search stops at the model's frame, not at the stack's bottom)
-    frames = (m for m in map(_TRACED_FRAME.match, text.splitlines()) if m)
-    innermost = frame = next(frames, None)
-    while frame is not None and any(lib in frame.group(1) for lib in _LIBRARIES):
-        frame = next(frames, None)
-    frame = frame or innermost
+    # (innermost first: one search of the text stops at the model's frame)
+    frame = _MODEL_FRAME.search(text) or _TRACED_FRAME.search(text)
     return f'File "{frame.group(1)}", line {frame.group(2)}, in {frame.group(3)}' if frame else ""
 
 
