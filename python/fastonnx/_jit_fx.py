@@ -31,7 +31,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
 from torch._dynamo.source import ConstantSource
-from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 from torch.export.graph_signature import (
     ExportGraphSignature,
     InputKind,
@@ -40,6 +40,7 @@ from torch.export.graph_signature import (
     OutputSpec,
     TensorArgument,
 )
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
     ShapeEnv,
@@ -78,6 +79,7 @@ _ARITHMETIC = {
 }
 # 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``): computed as size arithmetic.
 _SIZE_TENSOR_OPS = {"add", "sub", "mul", "div", "floor_divide", "remainder", "rsub"}
+_CPU = torch.device("cpu")
 _PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
 _DTYPES: dict[int, torch.dtype] = {
     i: d
@@ -153,8 +155,12 @@ class JitProgram:
         return self.graph_module.graph
 
 
-_TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): (\w+)$")
+_TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): (\w+)$", re.MULTILINE)
 _LIBRARIES = (f"{os.sep}torch{os.sep}", f"{os.sep}fastonnx{os.sep}")
+# A frame of the stack outside the libraries (the line holds no library's directory).
+_MODEL_FRAME = re.compile(
+    "^(?!.*(?:" + "|".join(map(re.escape, _LIBRARIES)) + "))" + _TRACED_FRAME.pattern[1:], re.MULTILINE
+)
 
 
 def _source_line(node: torch._C.Node) -> str:
@@ -165,8 +171,8 @@ def _source_line(node: torch._C.Node) -> str:
     first = text.split("\n", 1)[0].strip()
     if first.startswith("File "):  # scripted: '  File "m.py", line 17' and the code
         return first
-    frames = [m for m in (_TRACED_FRAME.match(line) for line in text.splitlines()) if m]
-    frame = next((m for m in frames if not any(lib in m.group(1) for lib in _LIBRARIES)), frames[0] if frames else None)
+    # (innermost first: one search of the text stops at the model's frame)
+    frame = _MODEL_FRAME.search(text) or _TRACED_FRAME.search(text)
     return f'File "{frame.group(1)}", line {frame.group(2)}, in {frame.group(3)}' if frame else ""
 
 
@@ -177,6 +183,7 @@ class _Translator(QuantizedOps):
         user_tensors: Sequence[torch.Tensor],
         dynamic: Sequence[dict[int, str]],
         input_names: Sequence[str],
+        typed: bool,
     ):
         self.jit = jit
         self.user_tensors = list(user_tensors)
@@ -192,7 +199,7 @@ class _Translator(QuantizedOps):
         # Without dynamic axes or values read from data, the trace's own types are the graph's:
         # ATen nodes take them instead of running under the fake mode (most of the cost), and the
         # mode needs no real values beside (see translate).
-        self.typed_by_trace = typed_by_trace(jit, dynamic)
+        self.typed_by_trace = typed
         self.symbols: dict[Any, tuple[int, int]] = {}  # input symbol -> (input index, axis)
         self.fixed: dict[tuple[int, int], str] = {}
         self.node: torch._C.Node | None = None
@@ -208,6 +215,10 @@ class _Translator(QuantizedOps):
 
     def fake(self, tensor: torch.Tensor, source: str | None = None, dynamic: dict[int, str] | None = None):
         if source is None or not dynamic:
+            if self.typed_by_trace and _plain(tensor):
+                # Without real values beside, only the type is needed: torch's conversion (which
+                # describes the storage and views for them) costs most of a CNN's translation.
+                return self.empty(tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor)
             return self.mode.from_tensor(tensor, static_shapes=True)
         dims = [DimDynamic.DYNAMIC if d in dynamic else DimDynamic.STATIC for d in range(tensor.dim())]
         return self.mode.from_tensor(
@@ -215,6 +226,14 @@ class _Translator(QuantizedOps):
             source=ConstantSource(source),
             symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims),
         )
+
+    def empty(self, sizes, strides, dtype: torch.dtype, device: torch.device, like: torch.Tensor | None = None):
+        """A fake tensor of this mode of that type, made as the mode's factory functions make
+        theirs (not through its dispatch, whose cache keys cost more than the tensor); ``like``
+        gives a weight's or an input's gradient flags."""
+        grad = like is not None and like.requires_grad
+        meta = torch.empty_strided(sizes, strides, dtype=dtype, device="meta", requires_grad=grad)
+        return FakeTensor(self.mode, meta, device, _is_param=isinstance(like, torch.nn.Parameter))
 
     def add_node(self, target, args: tuple, kwargs: dict, val) -> torch.fx.Node:
         n = self.graph.call_function(target, args, kwargs)
@@ -495,7 +514,8 @@ class _Translator(QuantizedOps):
             OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(x.name if isinstance(x, torch.fx.Node) else str(i)), None)
             for i, x in enumerate(leaves)
         ]
-        module = torch.fx.GraphModule(self.root, self.graph)
+        # (its Python code is generated when it is first called or read, which no export does)
+        module = _LazyGraphModule(self.root, self.graph)
         return JitProgram(
             module,
             ExportGraphSignature(input_specs, output_specs),
@@ -536,7 +556,7 @@ class _Translator(QuantizedOps):
 
     def translate_node(self, node: torch._C.Node) -> None:
         kind = node.kind()
-        outs = list(node.outputs())
+        outs = _outputs(node)
         handler = getattr(self, "_" + kind.replace("::", "_"), None)
         if handler is not None:
             results = handler(node)
@@ -561,7 +581,7 @@ class _Translator(QuantizedOps):
         if schema_text == "(no schema)":
             return
         real = []
-        for v in node.inputs():
+        for v in _inputs(node):
             value = self.env[v]
             if v in self.known:
                 real.append(self.known[v])
@@ -609,13 +629,14 @@ class _Translator(QuantizedOps):
         return value
 
     def _prim_ListConstruct(self, node):
-        values = [self.env[v] for v in node.inputs()]
+        ins = _inputs(node)
+        values = [self.env[v] for v in ins]
         if (
             values
-            and any(v in self.known for v in node.inputs())
-            and all(v in self.known or not _holds_node(x) for v, x in zip(node.inputs(), values))
+            and any(v in self.known for v in ins)
+            and all(v in self.known or not _holds_node(x) for v, x in zip(ins, values))
         ):
-            self.known[node.output()] = [self.known.get(v, x) for v, x in zip(node.inputs(), values)]
+            self.known[node.output()] = [self.known.get(v, x) for v, x in zip(ins, values)]
         return values
 
     _prim_TupleConstruct = _prim_ListConstruct
@@ -629,11 +650,11 @@ class _Translator(QuantizedOps):
     _prim_TupleUnpack = _prim_ListUnpack
 
     def _prim_TupleIndex(self, node):
-        seq, index = (self.env[v] for v in node.inputs())
+        seq, index = (self.env[v] for v in _inputs(node))
         return seq[index]
 
     def _aten___getitem__(self, node):
-        seq, index = (self.env[v] for v in node.inputs())
+        seq, index = (self.env[v] for v in _inputs(node))
         if isinstance(seq, list | tuple) and isinstance(index, int):
             return seq[index]
         return self.op(node)
@@ -701,7 +722,7 @@ class _Translator(QuantizedOps):
     _prim_ImplicitTensorToNum = _aten_ScalarImplicit
 
     def _aten_size(self, node):
-        ins = [self.env[v] for v in node.inputs()]
+        ins = [self.env[v] for v in _inputs(node)]
         if isinstance(ins[0], QTensor):
             ins[0] = ins[0].ints
         if isinstance(ins[0], _BatchSizes):  # batch_sizes.size(0): the longest sequence's length
@@ -899,7 +920,7 @@ class _Translator(QuantizedOps):
     def _aten__convolution(self, node):
         """The traced form of every convolution: ``convolution`` with backend flags after its
         arguments, which say nothing about the result."""
-        values: list[Any] = [self.env[v] for v in node.inputs()]
+        values: list[Any] = [self.env[v] for v in _inputs(node)]
         return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
 
     # -- packed sequences (see _packed_rnn) -----------------------------------------------------
@@ -971,8 +992,8 @@ class _Translator(QuantizedOps):
         return Outputs([y, lengths])
 
     def _aten_select(self, node):
-        values = [self.env[v] for v in node.inputs()]
-        source = next(iter(node.inputs()))
+        values = [self.env[v] for v in _inputs(node)]
+        source = node.inputsAt(0)
         if source in self.shape_tensors and values[1] == 0 and isinstance(values[2], int):
             self.sizes[node.output()] = self.shape_tensors[source][values[2]]
         if not isinstance(values[0], _BatchSizes):
@@ -991,7 +1012,8 @@ class _Translator(QuantizedOps):
             raise ConversionError(f"TorchScript node {node.kind()} has no schema torch can match")
         schema, overload, op = _resolve(schema_text)
         namespace, name = schema.name.split("::")
-        values = [self.env[v] for v in node.inputs()]
+        ins = _inputs(node)
+        values = [self.env[v] for v in ins]
         if any(
             isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values
         ):
@@ -1023,7 +1045,6 @@ class _Translator(QuantizedOps):
             if any(a.name == "dtype" for a in functional._schema.arguments) and isinstance(outs[0], torch.fx.Node):
                 kwargs["dtype"] = self.fake_of(outs[0]).dtype  # an out= tensor gives the result's type
             result = self.emit(functional, tuple(args), kwargs)
-            ins = list(node.inputs())
             for v, value in zip(ins, values):
                 if any(value is o for o in outs):
                     self.env[v] = result
@@ -1045,15 +1066,14 @@ class _Translator(QuantizedOps):
         """Fake tensors of the types the trace recorded for the node's outputs, when each is a
         tensor whose type is complete."""
         vals = []
-        for out in node.outputs():
+        for out in _outputs(node):
             t = out.type()
             if t.kind() != "TensorType" or t.scalarType() is None or t.sizes() is None or t.strides() is None:
                 return None
             dtype = getattr(torch, t.scalarType().lower(), None)  # Float -> torch.float
             if not isinstance(dtype, torch.dtype) or t.scalarType().startswith("Q"):  # (quantized: see QTensor)
                 return None
-            with self.mode:
-                vals.append(torch.empty_strided(t.sizes(), t.strides(), dtype=dtype))
+            vals.append(self.empty(t.sizes(), t.strides(), dtype, _CPU))  # (what empty_strided gives)
         return vals
 
     def arithmetic(self, fn, values: list):
@@ -1064,7 +1084,7 @@ class _Translator(QuantizedOps):
     def size_arithmetic(self, node, name: str, values: list) -> None:
         """A 0-d tensor op over sizes the tracer recorded (``x.size(0) * 2``): its size, for an
         ``aten::Int`` of it to read."""
-        ins = list(node.inputs())
+        ins = _inputs(node)
         operands = []
         for v, value in zip(ins[:2], values[:2]):
             if v in self.sizes:
@@ -1141,6 +1161,17 @@ def _functional_overload(packet, schema) -> torch._ops.OpOverload | None:
     return None
 
 
+def _inputs(node: torch._C.Node) -> list:
+    """A TorchScript node's inputs. (By index: iterating ``node.inputs()`` costs some 20 µs a node
+    in torch's bindings, whatever their count, more than translating most nodes does.)"""
+    return [node.inputsAt(i) for i in range(node.inputsSize())]
+
+
+def _outputs(node: torch._C.Node) -> list:
+    """A TorchScript node's outputs (by index, as ``_inputs``)."""
+    return [node.outputsAt(i) for i in range(node.outputsSize())]
+
+
 def _free_values(blocks) -> list:
     """The values the blocks (and blocks nested in them) read but do not define, in order of use."""
     defined: set = set()
@@ -1187,16 +1218,29 @@ def typed_by_trace(jit: JitGraph, dynamic: Sequence[dict[int, str]]) -> bool:
     return not any(dynamic) and not _reads_data(jit.graph)
 
 
-def _reads_data(block) -> bool:
+def _reads_data(graph) -> bool:
     """Whether the graph reads values from data (a number of a tensor that is not a size, an op
-    whose result size depends on the data)."""
-    for node in block.nodes():
-        kind = node.kind()
-        if kind in _DATA_READS or any(_reads_data(b) for b in node.blocks()):
-            return True
-        if kind in _NUMBER_READS and node.input().node().kind() != "prim::NumToTensor":
-            return True
-    return False
+    whose result size depends on the data). (torch's own search of the nodes of a kind, nested
+    blocks included: a walk in Python costs more than the rest of a small model's translation.)"""
+    if any(graph.findAllNodes(kind, True) for kind in _DATA_READS):
+        return True
+    return any(
+        node.input().node().kind() != "prim::NumToTensor"
+        for kind in _NUMBER_READS
+        for node in graph.findAllNodes(kind, True)
+    )
+
+
+def _plain(tensor: torch.Tensor) -> bool:
+    """Whether a tensor's fake is its type alone (no quantization, sparsity, conjugate view or
+    tensor subclass for torch's conversion to describe)."""
+    return (
+        type(tensor) in (torch.Tensor, torch.nn.Parameter)
+        and tensor.layout == torch.strided
+        and not tensor.is_quantized
+        and not tensor.is_conj()
+        and not tensor.is_neg()
+    )
 
 
 def _unbacked(x) -> bool:
@@ -1245,12 +1289,10 @@ def translate(
 ) -> JitProgram:
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
     dynamic axes (axis -> name)."""
+    typed = typed_by_trace(jit, dynamic)
     # The fake mode reads the setting when it is made.
-    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed_by_trace(jit, dynamic)):
-        translator = _Translator(jit, user_tensors, dynamic, input_names)
-        program = translator.translate()
-    program.graph_module.recompile()
-    return program
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed):
+        return _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
 
 
 def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
