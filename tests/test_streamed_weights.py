@@ -4,6 +4,7 @@ dtype conversion while streaming, and a process whose peak RSS stays far below t
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -250,3 +251,107 @@ def test_peak_rss_far_below_the_weights(tmp_path):
     for i in range(layers):
         x = x @ state[f"{i}.weight"].T
     np.testing.assert_allclose(y, x.numpy(), rtol=1e-3, atol=1e-3)
+
+
+class _Bar:
+    """tqdm's stand-in: what each progress bar was told."""
+
+    closed: list[_Bar] = []
+
+    def __init__(self, total=None, desc="", **_):
+        self.total, self.desc, self.n = total, desc, 0
+
+    def update(self, n):
+        self.n += n
+
+    def refresh(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        _Bar.closed.append(self)
+
+
+class _Terminal:
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["copy", "reference"])
+def test_progress_counts_the_bytes_written_and_ends_at_its_total(mode, tmp_path, monkeypatch):
+    """The writing bar's total is the bytes the files hold: in reference mode, not the weights
+    the model points at in the checkpoint (it stopped short of its total before), and in copy
+    mode the graph and the padding too (it went past it)."""
+    real, meta = _real_and_meta(width=64)
+    source = _source("directory", real, tmp_path)
+    monkeypatch.setattr("tqdm.tqdm", _Bar)
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    _Bar.closed = []
+    path = tmp_path / "m.onnx"
+    fastonnx.export(meta, (_ids(),), path, weights=source, weights_mode=mode, external_data=True)
+    (writing,) = [b for b in _Bar.closed if b.desc == "writing"]
+    written = os.path.getsize(path) + (os.path.getsize(str(path) + ".data") if os.path.exists(str(path) + ".data") else 0)
+    assert writing.total == writing.n == written
+    if mode == "reference":
+        assert written < os.path.getsize(tmp_path / "model.safetensors") / 2
+
+
+def test_export_hf_for_generation(tmp_path):
+    """``export-hf --generation``: a LLaMA checkpoint written by transformers, built on the meta
+    device with its KV cache, exported as transformers' prefill and decode graphs with the
+    weights streamed; both run on transformers' ONNX Runtime runner at another batch and prompt
+    length than traced and match the eager model loaded from the same checkpoint."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.exporters import ExportedModel
+    from transformers.exporters.utils import decompose_prefill_decode
+
+    from fastonnx.__main__ import main
+
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=128, tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "checkpoint")
+    out = tmp_path / "exported"
+    assert main(["export-hf", str(tmp_path / "checkpoint"), str(out), "--generation", "--quiet"]) == 0
+    assert {"prefill.onnx", "prefill.onnx.data", "decode.onnx", "decode.onnx.data"} <= {p.name for p in out.iterdir()}
+    eager = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "checkpoint").eval()
+    ids = torch.randint(1, 128, (3, 9), generator=torch.Generator().manual_seed(1))
+    stages = decompose_prefill_decode(eager, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    loaded = ExportedModel.from_pretrained(out)
+    for name in ("prefill", "decode"):
+        onnx.checker.check_model(str(out / f"{name}.onnx"), full_check=True)
+        submodel, inputs = stages[name]
+        with torch.no_grad():
+            want = submodel(**copy.deepcopy(inputs))
+        got = loaded.runners[name](**copy.deepcopy(inputs))
+        got_leaves = [t for t in torch.utils._pytree.tree_leaves(got) if isinstance(t, torch.Tensor)]
+        want_leaves = [t for t in torch.utils._pytree.tree_leaves(want) if isinstance(t, torch.Tensor)]
+        assert len(got_leaves) == len(want_leaves) > 1, name  # the logits and the cache
+        for g, w in zip(got_leaves, want_leaves):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_export_hf_for_generation_refuses_what_does_not_apply(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from fastonnx.__main__ import main
+
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=64
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "llama")
+    with pytest.raises(fastonnx.ArgumentError, match="--reference does not apply"):
+        main(["export-hf", str(tmp_path / "llama"), str(tmp_path / "out"), "--generation", "--reference", "--quiet"])
+    encoder = transformers.DistilBertConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    transformers.DistilBertModel(encoder).save_pretrained(tmp_path / "encoder")
+    with pytest.raises(fastonnx.ArgumentError, match="--generation exports causal language models"):
+        main(["export-hf", str(tmp_path / "encoder"), str(tmp_path / "out"), "--generation", "--quiet"])
