@@ -4,7 +4,6 @@ dtype conversion while streaming, and a process whose peak RSS stays far below t
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -304,17 +303,41 @@ def test_progress_counts_the_bytes_written_and_ends_at_its_total(mode, tmp_path,
         assert written < os.path.getsize(tmp_path / "model.safetensors") / 2
 
 
+_GENERATION_SCRIPT = textwrap.dedent(
+    """
+    import copy, sys, torch, transformers
+    from transformers.exporters import ExportedModel
+    from transformers.exporters.utils import decompose_prefill_decode
+    from fastonnx.__main__ import main
+
+    checkpoint, out = sys.argv[1], sys.argv[2]
+    assert main(["export-hf", checkpoint, out, "--generation", "--quiet"]) == 0
+    eager = transformers.LlamaForCausalLM.from_pretrained(checkpoint).eval()
+    ids = torch.randint(1, 128, (3, 9), generator=torch.Generator().manual_seed(1))
+    stages = decompose_prefill_decode(eager, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    loaded = ExportedModel.from_pretrained(out)
+    for name in ("prefill", "decode"):
+        submodel, inputs = stages[name]
+        with torch.no_grad():
+            want = submodel(**copy.deepcopy(inputs))
+        got = loaded.runners[name](**copy.deepcopy(inputs))
+        leaves = lambda x: [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+        assert len(leaves(got)) == len(leaves(want)) > 1, name  # the logits and the cache
+        for i, (g, w) in enumerate(zip(leaves(got), leaves(want))):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=lambda m, i=i: f"{name}, tensor {i}: {m}")
+        print(name, "matches eager")
+    """
+)
+
+
 def test_export_hf_for_generation(tmp_path):
     """``export-hf --generation``: a LLaMA checkpoint written by transformers, built on the meta
     device with its KV cache, exported as transformers' prefill and decode graphs with the
     weights streamed; both run on transformers' ONNX Runtime runner at another batch and prompt
-    length than traced and match the eager model loaded from the same checkpoint."""
+    length than traced and match the eager model loaded from the same checkpoint. In a process
+    of its own: transformers' exporter and runner register its cache types with torch's pytrees
+    for good, which changes what later tests' exports trace."""
     transformers = pytest.importorskip("transformers")
-    from transformers.exporters import ExportedModel
-    from transformers.exporters.utils import decompose_prefill_decode
-
-    from fastonnx.__main__ import main
-
     config = transformers.LlamaConfig(
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, vocab_size=128, tie_word_embeddings=True,
@@ -322,23 +345,13 @@ def test_export_hf_for_generation(tmp_path):
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "checkpoint")
     out = tmp_path / "exported"
-    assert main(["export-hf", str(tmp_path / "checkpoint"), str(out), "--generation", "--quiet"]) == 0
+    cmd = [sys.executable, "-c", _GENERATION_SCRIPT, str(tmp_path / "checkpoint"), str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-3:] == ["prefill matches eager", "decode matches eager", ""]
     assert {"prefill.onnx", "prefill.onnx.data", "decode.onnx", "decode.onnx.data"} <= {p.name for p in out.iterdir()}
-    eager = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "checkpoint").eval()
-    ids = torch.randint(1, 128, (3, 9), generator=torch.Generator().manual_seed(1))
-    stages = decompose_prefill_decode(eager, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
-    loaded = ExportedModel.from_pretrained(out)
     for name in ("prefill", "decode"):
         onnx.checker.check_model(str(out / f"{name}.onnx"), full_check=True)
-        submodel, inputs = stages[name]
-        with torch.no_grad():
-            want = submodel(**copy.deepcopy(inputs))
-        got = loaded.runners[name](**copy.deepcopy(inputs))
-        got_leaves = [t for t in torch.utils._pytree.tree_leaves(got) if isinstance(t, torch.Tensor)]
-        want_leaves = [t for t in torch.utils._pytree.tree_leaves(want) if isinstance(t, torch.Tensor)]
-        assert len(got_leaves) == len(want_leaves) > 1, name  # the logits and the cache
-        for g, w in zip(got_leaves, want_leaves):
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
 
 
 def test_export_hf_for_generation_refuses_what_does_not_apply(tmp_path):

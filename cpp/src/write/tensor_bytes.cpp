@@ -25,12 +25,14 @@ void TensorBytes::produce(const ByteSink& sink) const {
 namespace {
 
 // Each range of a transposed matrix reads a strip of every input row, so the matrix is read once
-// per range: it is computed in ranges of kLargeChunkBytes (whole when smaller). Ranges of 1 MB
-// read an 8B LLaMA's 235 MB MLP matrices 235 times over, in page faults and TLB misses that cost
-// more CPU than the write itself. One larger than kLargeTransposeBytes also drops the pages of its
-// source (a checkpoint's mapping) as it reads them (read_pages.h): the memory held is then a few
-// ranges and a strip of input rows, whatever its size.
+// per range: it is computed in kTransposePasses ranges, of at most kLargeChunkBytes (and at least
+// the writer's chunk). Ranges of 1 MB read an 8B LLaMA's 235 MB MLP matrices 235 times over, in
+// page faults and TLB misses that cost more CPU than the write itself; a quarter of the matrix
+// keeps the ranges in flight (prefetch.h) small beside it. One larger than kLargeTransposeBytes
+// also drops the pages of its source (a checkpoint's mapping) as it reads them (read_pages.h):
+// the memory held is then a few ranges and a strip of input rows, whatever its size.
 constexpr size_t kLargeTransposeBytes = size_t{64} << 20;
+constexpr size_t kTransposePasses = 4;
 constexpr size_t kLargeChunkBytes = size_t{64} << 20;
 constexpr size_t kDropEveryBytes = size_t{8} << 20;
 
@@ -50,7 +52,7 @@ class Transposed final : public TensorBytes {
   size_t size() const override { return count_ * es_; }
 
   size_t chunk_bytes(size_t target) const override {
-    target = std::max(target, std::min(size(), kLargeChunkBytes));
+    target = std::max(target, std::min(size() / kTransposePasses, kLargeChunkBytes));
     if (shape_.size() == 2) {
       // Whole output rows, a tile's worth at a time where they fit: a range that starts or ends
       // inside a row is gathered element by element.
