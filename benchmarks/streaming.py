@@ -1,16 +1,18 @@
 """Exporting a model larger than memory: weights streamed from a safetensors checkpoint.
 
-    python -m benchmarks.streaming DIR [--shape 8b|2b|tiny] [--dtype float32|bfloat16]
-                                       [--mode copy|reference] [--no-cp] [--compare] [--keep]
+    python -m benchmarks.streaming DIR [--shape 8b|2b|1b-half|tiny] [--dtype float32|bfloat16]
+                                       [--run copy|reference[:DTYPE]]... [--no-cp] [--cp-by-file]
+                                       [--spare-gb N] [--compare] [--keep]
 
 Writes a LLaMA-3-shaped checkpoint of random weights to DIR (config.json and shards of at most
 2 GB, each written and freed before the next: the whole is never in memory), then in the same
 run measures on the same disk: ``cp`` of the checkpoint, and ``python -m fastonnx export-hf``
-of it in a subprocess (wall time and its peak RSS, from getrusage). Prints one JSON line.
-Everything written is deleted at the end unless --keep. --no-cp skips the copy, which needs as
-much free disk again as the checkpoint. --compare then runs the exported model in onnxruntime
-and the eager model loaded from the same checkpoint (from_pretrained) on the same tokens, and
-reports the largest difference of the logits.
+of it in a subprocess, once per --run (wall time and its peak RSS, from /usr/bin/time; each
+output deleted before the next, and a run whose output would leave less than --spare-gb free not
+made). Prints one JSON line. Everything written is deleted at the end unless --keep. --no-cp
+skips the copy, which needs as much free disk again as the checkpoint (--cp-by-file: one shard's).
+--compare runs each exported model in onnxruntime and the eager model loaded from the same
+checkpoint (from_pretrained) on the same tokens, and reports the largest difference of the logits.
 """
 
 from __future__ import annotations
@@ -86,13 +88,25 @@ def make_checkpoint(directory: str, shape: str, dtype: torch.dtype) -> int:
     return size
 
 
-def timed_cp(directory: str) -> float:
+def timed_cp(directory: str, by_file: bool) -> float:
+    """Seconds to copy the checkpoint with ``cp`` on the same disk, plus a ``sync``. ``by_file``
+    copies one file at a time, deleting each copy before the next (untimed): the same bytes read
+    and written, needing one shard's free space instead of the checkpoint's."""
     copy = directory.rstrip("/") + ".copy"
-    t0 = time.perf_counter()
-    subprocess.run(["cp", "-r", directory, copy], check=True)
-    subprocess.run(["sync"], check=True)  # the export's bytes are on disk when it returns; so are cp's
-    seconds = time.perf_counter() - t0
-    shutil.rmtree(copy)
+    if not by_file:
+        t0 = time.perf_counter()
+        subprocess.run(["cp", "-r", directory, copy], check=True)
+        subprocess.run(["sync"], check=True)  # the export's bytes are on disk when it returns; so are cp's
+        seconds = time.perf_counter() - t0
+        shutil.rmtree(copy)
+        return seconds
+    seconds = 0.0
+    for name in sorted(os.listdir(directory)):
+        t0 = time.perf_counter()
+        subprocess.run(["cp", os.path.join(directory, name), copy], check=True)
+        subprocess.run(["sync"], check=True)
+        seconds += time.perf_counter() - t0
+        os.remove(copy)
     return seconds
 
 
@@ -133,9 +147,21 @@ def main() -> None:
     p.add_argument("directory")
     p.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    p.add_argument("--out-dtype", choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--mode", choices=["copy", "reference"], default="copy")
+    p.add_argument(
+        "--run",
+        action="append",
+        metavar="MODE[:DTYPE]",
+        help="an export to time, in turn (its output deleted before the next): copy or reference, and the dtype "
+        "export-hf converts the weights to; repeatable (default: copy)",
+    )
     p.add_argument("--no-cp", action="store_true")
+    p.add_argument("--cp-by-file", action="store_true", help="time cp one file at a time (see timed_cp)")
+    p.add_argument(
+        "--spare-gb",
+        type=float,
+        default=5.0,
+        help="an export whose output would leave less free disk than this is not run (reported as not fitting)",
+    )
     p.add_argument("--compare", action="store_true")
     p.add_argument("--keep", action="store_true")
     args = p.parse_args()
@@ -143,27 +169,37 @@ def main() -> None:
     t0 = time.perf_counter()
     size = make_checkpoint(directory, args.shape, getattr(torch, args.dtype))
     made = time.perf_counter() - t0
+    stored = getattr(torch, args.dtype).itemsize
+    result: dict = {"shape": args.shape, "dtype": args.dtype, "checkpoint_bytes": size, "make_seconds": round(made, 1)}
     try:
-        cp = None if args.no_cp else timed_cp(directory)
+        cp = None if args.no_cp else timed_cp(directory, args.cp_by_file)
+        result["cp_seconds"] = round(cp, 1) if cp else None
+        result["exports"] = []
         # In the checkpoint's directory: reference mode's model must sit beside the shards.
-        seconds, rss = timed_export(directory, os.path.join(directory, "model.onnx"), args.mode, args.out_dtype)
-        difference = compare(directory, os.path.join(directory, "model.onnx")) if args.compare else None
-        print(
-            json.dumps(
-                {
-                    "max_logit_difference": difference,
-                    "shape": args.shape,
-                    "dtype": args.dtype,
-                    "mode": args.mode,
-                    "checkpoint_bytes": size,
-                    "make_seconds": round(made, 1),
-                    "cp_seconds": round(cp, 1) if cp else None,
-                    "export_seconds": round(seconds, 1),
-                    "export_over_cp": round(seconds / cp, 2) if cp else None,
-                    "peak_rss_bytes": rss,
-                }
-            )
-        )
+        model = os.path.join(directory, "model.onnx")
+        for run in args.run or ["copy"]:
+            mode, _, out_dtype = run.partition(":")
+            itemsize = getattr(torch, out_dtype).itemsize if out_dtype else stored
+            output_bytes = size * itemsize // stored if mode == "copy" else 0
+            entry: dict = {"mode": mode, "out_dtype": out_dtype or args.dtype}
+            free = shutil.disk_usage(directory).free
+            if free - output_bytes < args.spare_gb * 2**30:
+                entry["not_run"] = f"{output_bytes / 2**30:.1f} GB of output, {free / 2**30:.1f} GB free"
+            else:
+                seconds, rss = timed_export(directory, model, mode, out_dtype or None)
+                entry.update(
+                    export_seconds=round(seconds, 1),
+                    export_over_cp=round(seconds / cp, 2) if cp else None,
+                    peak_rss_bytes=rss,
+                    output_bytes=sum(os.path.getsize(f) for f in (model, model + ".data") if os.path.exists(f)),
+                )
+                if args.compare:
+                    entry["max_logit_difference"] = compare(directory, model)
+                for f in (model, model + ".data"):
+                    if os.path.exists(f):
+                        os.remove(f)
+            result["exports"].append(entry)
+        print(json.dumps(result))
     finally:
         if not args.keep:
             shutil.rmtree(directory, ignore_errors=True)

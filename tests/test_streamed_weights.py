@@ -250,3 +250,121 @@ def test_peak_rss_far_below_the_weights(tmp_path):
     for i in range(layers):
         x = x @ state[f"{i}.weight"].T
     np.testing.assert_allclose(y, x.numpy(), rtol=1e-3, atol=1e-3)
+
+
+class _Bar:
+    """tqdm's stand-in: what each progress bar was told."""
+
+    closed: list[_Bar] = []
+
+    def __init__(self, total=None, desc="", **_):
+        self.total, self.desc, self.n = total, desc, 0
+
+    def update(self, n):
+        self.n += n
+
+    def refresh(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        _Bar.closed.append(self)
+
+
+class _Terminal:
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["copy", "reference"])
+def test_progress_counts_the_bytes_written_and_ends_at_its_total(mode, tmp_path, monkeypatch):
+    """The writing bar's total is the bytes the files hold: in reference mode, not the weights
+    the model points at in the checkpoint (it stopped short of its total before), and in copy
+    mode the graph and the padding too (it went past it)."""
+    real, meta = _real_and_meta(width=64)
+    source = _source("directory", real, tmp_path)
+    monkeypatch.setattr("tqdm.tqdm", _Bar)
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    _Bar.closed = []
+    path = tmp_path / "m.onnx"
+    fastonnx.export(meta, (_ids(),), path, weights=source, weights_mode=mode, external_data=True)
+    (writing,) = [b for b in _Bar.closed if b.desc == "writing"]
+    written = os.path.getsize(path) + (os.path.getsize(str(path) + ".data") if os.path.exists(str(path) + ".data") else 0)
+    assert writing.total == writing.n == written
+    if mode == "reference":
+        assert written < os.path.getsize(tmp_path / "model.safetensors") / 2
+
+
+_GENERATION_SCRIPT = textwrap.dedent(
+    """
+    import copy, sys, torch, transformers
+    from transformers.exporters import ExportedModel
+    from transformers.exporters.utils import decompose_prefill_decode
+    from fastonnx.__main__ import main
+
+    checkpoint, out = sys.argv[1], sys.argv[2]
+    assert main(["export-hf", checkpoint, out, "--generation", "--quiet"]) == 0
+    eager = transformers.LlamaForCausalLM.from_pretrained(checkpoint).eval()
+    ids = torch.randint(1, 128, (3, 9), generator=torch.Generator().manual_seed(1))
+    stages = decompose_prefill_decode(eager, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    loaded = ExportedModel.from_pretrained(out)
+    for name in ("prefill", "decode"):
+        submodel, inputs = stages[name]
+        with torch.no_grad():
+            want = submodel(**copy.deepcopy(inputs))
+        got = loaded.runners[name](**copy.deepcopy(inputs))
+        leaves = lambda x: [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+        assert len(leaves(got)) == len(leaves(want)) > 1, name  # the logits and the cache
+        for i, (g, w) in enumerate(zip(leaves(got), leaves(want))):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=lambda m, i=i: f"{name}, tensor {i}: {m}")
+        print(name, "matches eager")
+    """
+)
+
+
+def test_export_hf_for_generation(tmp_path):
+    """``export-hf --generation``: a LLaMA checkpoint written by transformers, built on the meta
+    device with its KV cache, exported as transformers' prefill and decode graphs with the
+    weights streamed; both run on transformers' ONNX Runtime runner at another batch and prompt
+    length than traced and match the eager model loaded from the same checkpoint. In a process
+    of its own: transformers' exporter and runner register its cache types with torch's pytrees
+    for good, which changes what later tests' exports trace."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=128, tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "checkpoint")
+    out = tmp_path / "exported"
+    cmd = [sys.executable, "-c", _GENERATION_SCRIPT, str(tmp_path / "checkpoint"), str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-3:] == ["prefill matches eager", "decode matches eager", ""]
+    assert {"prefill.onnx", "prefill.onnx.data", "decode.onnx", "decode.onnx.data"} <= {p.name for p in out.iterdir()}
+    for name in ("prefill", "decode"):
+        onnx.checker.check_model(str(out / f"{name}.onnx"), full_check=True)
+
+
+def test_export_hf_for_generation_refuses_what_does_not_apply(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from fastonnx.__main__ import main
+
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=64
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "llama")
+    with pytest.raises(fastonnx.ArgumentError, match="--reference does not apply"):
+        main(["export-hf", str(tmp_path / "llama"), str(tmp_path / "out"), "--generation", "--reference", "--quiet"])
+    encoder = transformers.DistilBertConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    transformers.DistilBertModel(encoder).save_pretrained(tmp_path / "encoder")
+    with pytest.raises(fastonnx.ArgumentError, match="--generation exports causal language models"):
+        main(["export-hf", str(tmp_path / "encoder"), str(tmp_path / "out"), "--generation", "--quiet"])

@@ -156,7 +156,8 @@ struct Interrupted {};
 // Writes the model (model_file.h) without the GIL; between pieces it takes the GIL to check for
 // Ctrl-C (a KeyboardInterrupt) and call `progress(bytes)`.
 void write(const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
-           const py::object& progress, const std::vector<std::tuple<uintptr_t, size_t, std::string>>& references) {
+           const py::object& progress, const std::vector<std::tuple<uintptr_t, size_t, std::string>>& references,
+           const py::object& total) {
   std::vector<ExternalData::Reference> refs;
   for (const auto& [address, size, file] : references) {
     // A mapped checkpoint's address, as a Python int.
@@ -167,10 +168,14 @@ void write(const Model& md, const std::string& path, const std::string& data_pat
     if (PyErr_CheckSignals() != 0) throw Interrupted{};  // NOLINT(bugprone-std-exception-baseclass): control flow
     if (!progress.is_none()) progress(bytes);
   };
+  const auto will_write = [&](size_t bytes) {
+    py::gil_scoped_acquire gil;
+    if (!total.is_none()) total(bytes);
+  };
   try {
     py::gil_scoped_release no_gil;
     write_model([&](ExternalData* external) { return md.session->serialize(md.producer_version, external); }, path,
-                data_path, location, between_pieces, std::move(refs));
+                data_path, location, between_pieces, std::move(refs), will_write);
   } catch (const Interrupted&) {
     throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
   }
@@ -247,10 +252,11 @@ void init_model(py::module_& m) {
       .def("write", &write, py::arg("path"), py::arg("data_path") = "", py::arg("location") = "",
            py::arg("progress") = py::none(),
            py::arg("references") = std::vector<std::tuple<uintptr_t, size_t, std::string>>{},
+           py::arg("total") = py::none(),
            "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
            "the model names `location`, except those whose bytes lie in one of `references` (address, size, "
-           "location: a file mapped whole), which the model points at there. `progress(n)` is called as bytes "
-           "are written.")
+           "location: a file mapped whole), which the model points at there. `total(n)` is called once, before "
+           "writing, with the bytes the files will hold; `progress(n)` as n more of them are written.")
       .def_property_readonly("num_nodes", [](const Model& md) { return md.session->num_nodes(); })
       .def_property_readonly("pass_stats", [](const Model& md) { return pass_stats(md.stats); });
 }

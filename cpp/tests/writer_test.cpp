@@ -81,7 +81,7 @@ TEST(Writer, WritesAModelOnnxReads) {
 TEST(Writer, PutsLargeWeightsInTheExternalDataFile) {
   SmallModel m;
   const auto dir = models_dir();
-  size_t reported = 0;
+  size_t reported = 0, announced = 0;
   write_model(
       [&](ExternalData* external) {
         EXPECT_NE(external, nullptr);
@@ -89,11 +89,12 @@ TEST(Writer, PutsLargeWeightsInTheExternalDataFile) {
         return serialize_model(m.t.g, info(), external);
       },
       (dir / "external.onnx").string(), (dir / "external.data").string(), "external.data",
-      [&](size_t n) { reported += n; });
+      [&](size_t n) { reported += n; }, {}, [&](size_t total) { announced = total; });
   write_text(dir / "external.txt", m.text());
   EXPECT_EQ(std::filesystem::file_size(dir / "external.data"), m.weight.size() * 4);
   EXPECT_EQ(reported,
             std::filesystem::file_size(dir / "external.data") + std::filesystem::file_size(dir / "external.onnx"));
+  EXPECT_EQ(announced, reported);  // a progress bar's total: it ends at 100%
 }
 
 TEST(Writer, WritesSubgraphsInTheAttributesOfTheirOwners) {

@@ -4,7 +4,9 @@ python -m fastonnx inspect MODEL.onnx    inputs, outputs, opsets, op histogram, 
 python -m fastonnx verify MODEL.onnx     onnx's full checker and strict shape inference, then
                                          one onnxruntime run on random inputs
 python -m fastonnx export-hf DIR OUT.onnx  a transformers checkpoint directory (config.json and
-                                         safetensors) exported with its weights streamed
+                                         safetensors) exported with its weights streamed;
+                                         --generation: a causal LM's prefill and decode graphs
+                                         (KV cache) in the directory OUT
 """
 
 from __future__ import annotations
@@ -147,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="convert the weights while streaming")
     h.add_argument("--dynamic", action="store_true", help="dynamic batch and sequence length")
     h.add_argument("--reference", action="store_true", help="point into the checkpoint instead of copying weights")
+    h.add_argument(
+        "--generation",
+        action="store_true",
+        help="a causal LM's prefill and decode graphs with their KV cache, every axis dynamic, saved in the "
+        "directory OUTPUT as transformers' export_for_generation saves them",
+    )
     h.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if args.command == "inspect":
@@ -154,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export-hf":
         from .integrations.checkpoint import export_hf
 
-        export_hf(args.checkpoint, args.output, args.dtype, args.dynamic, args.reference, not args.quiet)
+        export_hf(
+            args.checkpoint, args.output, args.dtype, args.dynamic, args.reference, not args.quiet, args.generation
+        )
         return 0
     dims = {}
     for item in args.dim:

@@ -286,8 +286,8 @@ class _Exporter:
                 f"{weights} parameters and buffers (which the names after the inputs name); give at most "
                 f"{inputs + weights}"
             )
-        with self.progress.stage("converting", total=len(main.live), unit="node") as advance:
-            lowering.convert_nodes(advance)
+        with self.progress.stage("converting", total=len(main.live), unit="node") as bar:
+            lowering.convert_nodes(bar.advance)
         outputs = lowering.set_outputs(options.output_names, request.output_axes)
         self.static_axes, self.shared_names, self.ignored_axes = (
             lowering.static_axes,
@@ -375,8 +375,8 @@ class _Exporter:
 
     def write(self, result: ExportResult, f: str | os.PathLike) -> None:
         t0 = time.perf_counter()
-        with self.progress.stage("writing", total=result.native.weights_nbytes, unit="B", scale=True) as advance:
-            result.save(f, external_data=self.options.external_data, progress=advance)
+        with self.progress.stage("writing", total=None, unit="B", scale=True) as bar:
+            result.save(f, external_data=self.options.external_data, progress=bar.advance, progress_total=bar.set_total)
         result.timings["write"] = time.perf_counter() - t0
 
     def write_report(self, model, result: ExportResult | None = None, error: Exception | None = None) -> None:

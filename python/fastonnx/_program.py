@@ -99,6 +99,7 @@ class ExportResult:
         *,
         external_data: bool | None = None,
         progress: Callable[[int], None] | None = None,
+        progress_total: Callable[[int], None] | None = None,
     ) -> None:
         """Write the model to ``path``, atomically: every file is written under a temporary name
         and renamed when complete. ``external_data`` puts the weights (initializers of 1 KiB or
@@ -106,14 +107,16 @@ class ExportResult:
         that happens only when the model would exceed protobuf's 2 GB. With weights exported in
         ``weights_mode="reference"``, the model points into the checkpoint's files, which must be
         in ``path``'s directory or below it (an ``ArgumentError`` otherwise), and external data is
-        always used. ``progress(n)`` is called as every n more bytes are written."""
+        always used. ``progress_total(n)`` is called once, before writing, with the bytes the files
+        will hold (the weights a model points at in a checkpoint are not among them), and
+        ``progress(n)`` as every n more of them are written."""
         references: list[tuple[int, int, str]] = []
         if self.streamed is not None and self.streamed.mode == "reference":
             external_data, references = True, self.streamed.references(path)
         if external_data is None:
             external_data = self.native.weights_nbytes > EXTERNAL_DATA_ABOVE
         if not external_data:
-            write_atomically({path: lambda tmp: self.native.write(tmp, progress=progress)})
+            write_atomically({path: lambda tmp: self.native.write(tmp, progress=progress, total=progress_total)})
             return
         # One native call writes both files (it lays the data out while serializing the model):
         # the data file's writer only learns its temporary name, the model's writes both.
@@ -128,6 +131,7 @@ class ExportResult:
                     location=os.path.basename(data_path),
                     progress=progress,
                     references=references,
+                    total=progress_total,
                 ),
             }
         )

@@ -15,7 +15,7 @@ import functools
 import inspect
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -57,7 +57,10 @@ class Checkpoint:
 
 def open_source(source: object) -> Checkpoint:
     """``weights=``: a ``.safetensors`` file, a directory holding ``model.safetensors`` or a
-    sharded ``model.safetensors.index.json``, or a mapping from names to tensors."""
+    sharded ``model.safetensors.index.json``, or a mapping from names to tensors (or a
+    Checkpoint made by ``for_module``)."""
+    if isinstance(source, Checkpoint):
+        return source
     if isinstance(source, Mapping):
         wrong = [k for k in source if not isinstance(k, str)]
         if wrong:
@@ -98,6 +101,29 @@ def _open_directory(path: str) -> Checkpoint:
             raise ArgumentError(f"weights: {index} puts `{name}` in {shard}, which does not hold it")
         tensors[name] = files[shard].entries[name]
     return Checkpoint(tensors, list(files.values()))
+
+
+def for_module(module: torch.nn.Module, source: object) -> Checkpoint:
+    """``source``'s tensors under ``module``'s own state-dict names, with the buffers the
+    checkpoint lacks computed: the weights of programs traced from ``module`` and exported
+    without it (``FastOnnxExporter``'s prefill and decode graphs), which have no module to resolve
+    tied weights, transformers' names and computed buffers by. A name not found is left out (the
+    export lists it); the checkpoint's files stay mapped, for ``weights_mode="reference"``."""
+    checkpoint = open_source(source)
+    names = _Names(module, checkpoint)
+    tensors: dict[str, object] = {}
+    missing: list[str] = []
+    named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
+    for name, _ in named:
+        found = names.find(name)
+        if found is None:
+            missing.append(name)
+        else:
+            tensors[name] = checkpoint.tensors[found]
+    meta = dict(named)
+    computed, _ = _computed_buffers(module, missing, meta.__getitem__)
+    tensors.update(computed)
+    return Checkpoint(tensors, checkpoint.files)
 
 
 def check_weights_mode(weights: object, weights_mode: object, dtype: object) -> None:
@@ -159,6 +185,9 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
         traced = ep.state_dict[target] if target in ep.state_dict else ep.constants.get(target)
         if not isinstance(traced, torch.Tensor) or not traced.is_meta:
             continue
+        if traced.numel() == 0:  # no bytes to take (a KV cache's empty tensors before its first update)
+            bound[target] = torch.empty(traced.shape, dtype=traced.dtype)
+            continue
         found = names.find(target)
         if found is None:
             missing.append(target)
@@ -172,7 +201,7 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
             setattr(tensor, STREAM_DTYPE, traced.dtype)
         bound[target] = tensor
     if missing:
-        computed, still_missing = _computed_buffers(module, missing, ep)
+        computed, still_missing = _computed_buffers(module, missing, functools.partial(_traced, ep))
         bound.update(computed)
         problems[:0] = still_missing
     if problems:
@@ -246,11 +275,16 @@ class _Names:
                 yield f"{p}.{name}"
 
 
+def _traced(ep: ExportedProgram, name: str) -> torch.Tensor:
+    return ep.state_dict[name] if name in ep.state_dict else ep.constants[name]
+
+
 def _computed_buffers(
-    module: torch.nn.Module | None, missing: list[str], ep: ExportedProgram
+    module: torch.nn.Module | None, missing: list[str], traced_weight: Callable[[str], torch.Tensor]
 ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The missing weights that are buffers a module computes (rotary ``inv_freq``, masks,
-    position ids), computed on the CPU; and a line for each weight still missing."""
+    position ids), computed on the CPU in the shape and dtype ``traced_weight(name)`` has; and a
+    line for each weight still missing."""
     computed: dict[str, torch.Tensor] = {}
     lines: list[str] = []
     buffers = dict(module.named_buffers(remove_duplicate=False)) if module is not None else {}
@@ -267,7 +301,7 @@ def _computed_buffers(
             lines.append(f"`{name}`: not in the checkpoint, and a buffer fastonnx cannot compute ({owner})")
             continue
         value = getattr(owner, attr, None)
-        traced = ep.state_dict[name] if name in ep.state_dict else ep.constants[name]
+        traced = traced_weight(name)
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(traced.shape):
             lines.append(f"`{name}`: not in the checkpoint, and rebuilding its module on the CPU gave another shape")
             continue

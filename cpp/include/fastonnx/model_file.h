@@ -25,9 +25,12 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
 // with a `location`, initializers of ExternalData::threshold bytes or more go to `data_path`,
 // which the model names `location`, except those whose bytes lie in one of `references`, which
 // the model points at there. Computed weights are prefetched while the bytes are written.
+// `will_write`, before anything is written, gets the bytes the files will hold in all: what
+// `between_pieces` then reports (the weights found in `references` are not among them).
 void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, const std::string& path,
                  const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces,
-                 std::vector<ExternalData::Reference> references = {});
+                 std::vector<ExternalData::Reference> references = {},
+                 const std::function<void(size_t)>& will_write = nullptr);
 
 // The model as one message's bytes; a std::length_error beyond protobuf's 2 GB limit.
 std::string model_bytes(const ProtoMessage& proto);

@@ -112,9 +112,10 @@ void write_file(const std::string& path, const std::function<void(const ByteSink
 
 void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, const std::string& path,
                  const std::string& data_path, const std::string& location, const BetweenPieces& between_pieces,
-                 std::vector<ExternalData::Reference> references) {
+                 std::vector<ExternalData::Reference> references, const std::function<void(size_t)>& will_write) {
   if (location.empty()) {
     const ProtoMessage proto = serialize(nullptr);
+    if (will_write) will_write(proto.size());
     write_file(
         path,
         [&](const ByteSink& sink) {
@@ -128,6 +129,7 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
   external.location = location;
   external.references = std::move(references);
   const ProtoMessage proto = serialize(&external);
+  if (will_write) will_write(external.size + proto.size());
   write_file(
       data_path,
       [&](const ByteSink& sink) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fastonnx/convert_kernels.h"
 #include "fastonnx/numeric.h"
 #include "fastonnx/read_pages.h"
 #include "fastonnx/transpose_kernels.h"
@@ -23,12 +24,15 @@ void TensorBytes::produce(const ByteSink& sink) const {
 
 namespace {
 
-// A transposed matrix larger than this is read from its source (a checkpoint's mapping) once per
-// range computed, with the pages dropped as they are read (read_pages.h): its ranges are then
-// 1/kLargePasses of it, at most kLargeChunkBytes, so that it is read a bounded number of times
-// while the memory held is a few ranges and a strip of input rows, whatever its size.
+// Each range of a transposed matrix reads a strip of every input row, so the matrix is read once
+// per range: it is computed in kTransposePasses ranges, of at most kLargeChunkBytes (and at least
+// the writer's chunk). Ranges of 1 MB read an 8B LLaMA's 235 MB MLP matrices 235 times over, in
+// page faults and TLB misses that cost more CPU than the write itself; a quarter of the matrix
+// keeps the ranges in flight (prefetch.h) small beside it. One larger than kLargeTransposeBytes
+// also drops the pages of its source (a checkpoint's mapping) as it reads them (read_pages.h):
+// the memory held is then a few ranges and a strip of input rows, whatever its size.
 constexpr size_t kLargeTransposeBytes = size_t{64} << 20;
-constexpr size_t kLargePasses = 32;
+constexpr size_t kTransposePasses = 4;
 constexpr size_t kLargeChunkBytes = size_t{64} << 20;
 constexpr size_t kDropEveryBytes = size_t{8} << 20;
 
@@ -48,7 +52,7 @@ class Transposed final : public TensorBytes {
   size_t size() const override { return count_ * es_; }
 
   size_t chunk_bytes(size_t target) const override {
-    if (size() > kLargeTransposeBytes) target = std::max(target, std::min(size() / kLargePasses, kLargeChunkBytes));
+    target = std::max(target, std::min(size() / kTransposePasses, kLargeChunkBytes));
     if (shape_.size() == 2) {
       // Whole output rows, a tile's worth at a time where they fit: a range that starts or ends
       // inside a row is gathered element by element.
@@ -202,58 +206,12 @@ class Transposed final : public TensorBytes {
   size_t count_;
 };
 
-// `count` elements converted, each stored by `store` from the float `load` reads.
-template <class Load, class Store>
-void convert_run(const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size, size_t count, Load load,
-                 Store store) {
-  for (size_t i = 0; i < count; ++i) store(out + i * out_size, load(in + i * in_size));
-}
-
-template <class Load>
-bool store_floats(ScalarType to, const uint8_t* in, size_t in_size, uint8_t* out, size_t count, Load load) {
-  switch (to) {
-    case ScalarType::Float:
-      convert_run(in, in_size, out, 4, count, load, [](uint8_t* p, float v) { std::memcpy(p, &v, 4); });
-      return true;
-    case ScalarType::Half:
-      convert_run(in, in_size, out, 2, count, load, [](uint8_t* p, float v) {
-        const uint16_t h = float_to_half(v);
-        std::memcpy(p, &h, 2);
-      });
-      return true;
-    case ScalarType::BFloat16:
-      convert_run(in, in_size, out, 2, count, load, [](uint8_t* p, float v) {
-        const uint16_t b = float_to_bfloat16(v);
-        std::memcpy(p, &b, 2);
-      });
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Among float32, float16 and bfloat16 (what export(dtype=...) streams), through a float without
-// convert_element's two dispatches on the dtypes per element, which made a bfloat16 checkpoint
-// written as float16 cost five times its copy. Exact: every value of the three is a float.
-// False for other dtypes.
-bool convert_floats(ScalarType from, const uint8_t* in, ScalarType to, uint8_t* out, size_t count) {
-  switch (from) {
-    case ScalarType::Float:
-      return store_floats(to, in, 4, out, count, [](const uint8_t* p) { return load_unaligned<float>(p); });
-    case ScalarType::Half:
-      return store_floats(to, in, 2, out, count,
-                          [](const uint8_t* p) { return half_to_float(load_unaligned<uint16_t>(p)); });
-    case ScalarType::BFloat16:
-      return store_floats(to, in, 2, out, count,
-                          [](const uint8_t* p) { return bfloat16_to_float(load_unaligned<uint16_t>(p)); });
-    default:
-      return false;
-  }
-}
-
 // `count` elements of `from` at `in` as `to` at `out`.
 void convert_elements(ScalarType from, const uint8_t* in, ScalarType to, uint8_t* out, size_t count) {
-  if (convert_floats(from, in, to, out, count)) return;
+  if (is_streamed_float(from) && is_streamed_float(to)) {
+    convert_floats(from, in, to, out, count);
+    return;
+  }
   const size_t is = static_cast<size_t>(element_size(from)), os = static_cast<size_t>(element_size(to));
   for (size_t i = 0; i < count; ++i) convert_element(from, in + i * is, to, out + i * os);
 }
@@ -299,10 +257,19 @@ class CastComputed final : public TensorBytes {
     return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_)) / is_ * os_);
   }
 
+  // Same-size dtypes (bfloat16 and float16) are converted in place; others through a buffer
+  // kept by the thread (a range of a large transposed matrix is tens of MB, allocated and zeroed
+  // again for every range before).
   void fill(size_t begin, size_t end, uint8_t* out) const override {
-    std::vector<uint8_t> in((end - begin) / os_ * is_);
-    source_->fill(begin / os_ * is_, end / os_ * is_, in.data());
-    convert_elements(from_, in.data(), to_, out, in.size() / is_);
+    const size_t count = (end - begin) / os_;
+    uint8_t* in = out;
+    if (is_ != os_) {
+      thread_local std::vector<uint8_t> buffer;
+      if (buffer.size() < count * is_) buffer.resize(count * is_);
+      in = buffer.data();
+    }
+    source_->fill(begin / os_ * is_, end / os_ * is_, in);
+    convert_elements(from_, in, to_, out, count);
   }
 
  private:

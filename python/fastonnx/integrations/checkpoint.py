@@ -17,20 +17,23 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 _EXAMPLE_TOKENS = 8
 
 
-def meta_model(directory: str, dtype: torch.dtype) -> torch.nn.Module:
-    """The checkpoint's model, on the meta device, without its cache (a plain forward), built in
-    ``dtype`` as ``from_pretrained`` builds it (buffers computed in float32 stay so)."""
+def meta_model(directory: str, dtype: torch.dtype, generation: bool = False) -> torch.nn.Module:
+    """The checkpoint's model, on the meta device, built in ``dtype`` as ``from_pretrained``
+    builds it (buffers computed in float32 stay so): without its cache (a plain forward), or,
+    for ``generation``, a causal LM with it."""
     import transformers
 
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise ArgumentError(f"{directory} holds no config.json: give a transformers checkpoint directory")
     config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
-    config.use_cache = False
-    auto = (
-        transformers.AutoModelForCausalLM
-        if type(config) in transformers.AutoModelForCausalLM._model_mapping
-        else transformers.AutoModel
-    )
+    causal = type(config) in transformers.AutoModelForCausalLM._model_mapping
+    if generation and not causal:
+        raise ArgumentError(
+            f"--generation exports causal language models; {directory}'s config is a {type(config).__name__}, "
+            "which transformers' AutoModelForCausalLM does not build"
+        )
+    config.use_cache = generation
+    auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
     with torch.device("meta"):
         return auto.from_config(config, dtype=dtype).eval()
 
@@ -48,12 +51,24 @@ def stored_dtype(directory: str) -> torch.dtype:
     return by_dtype.most_common(1)[0][0] if by_dtype else torch.float32
 
 
-def export_hf(directory: str, output: str, dtype: str | None, dynamic: bool, reference: bool, verbose: bool) -> None:
-    """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another)."""
+def export_hf(
+    directory: str,
+    output: str,
+    dtype: str | None,
+    dynamic: bool,
+    reference: bool,
+    verbose: bool,
+    generation: bool = False,
+) -> None:
+    """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
+    With ``generation``, ``output`` is a directory (see ``export_for_generation``)."""
     from .. import export
 
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
-    model = meta_model(directory, target)
+    model = meta_model(directory, target, generation)
+    if generation:
+        export_for_generation(model, directory, output, target, reference, verbose)
+        return
     # A batch of 2 when it is dynamic: torch.export specializes a size of 1.
     ids = torch.zeros(2 if dynamic else 1, _EXAMPLE_TOKENS, dtype=torch.long)
     export(
@@ -67,3 +82,28 @@ def export_hf(directory: str, output: str, dtype: str | None, dynamic: bool, ref
         dtype=target,
         verbose=None if verbose else False,
     )
+
+
+def export_for_generation(
+    model: torch.nn.Module, directory: str, output: str, dtype: torch.dtype, reference: bool, verbose: bool
+) -> None:
+    """The prefill and decode graphs of transformers' ``export_for_generation``
+    (``integrations/transformers.py``), traced on the meta device with every axis dynamic,
+    their weights streamed from the checkpoint; saved by transformers' ``save_pretrained`` in
+    the directory ``output`` (prefill.onnx, decode.onnx, each with its .data, export.json and
+    the configs), which its ONNX Runtime runner loads."""
+    if reference:
+        raise ArgumentError(
+            "--generation writes each graph with its own copy of the weights (transformers saves the graphs it "
+            "exported elsewhere): --reference does not apply"
+        )
+    from transformers.exporters import OnnxConfig
+
+    from .transformers import FastOnnxExporter
+
+    # A batch of 2 and a prompt of several tokens: torch.export specializes a size of 1.
+    ids = torch.zeros(2, _EXAMPLE_TOKENS, dtype=torch.long)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    exporter = FastOnnxExporter(weights=directory, dtype=dtype, verbose=None if verbose else False)
+    exported = exporter.export_for_generation(model, inputs, OnnxConfig(dynamic=True))
+    exported.save_pretrained(output)

@@ -22,13 +22,16 @@ model's dtype.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import tempfile
 import warnings
 import weakref
 from pathlib import Path
 from unittest import mock
 
+import torch
 import transformers.exporters.base as transformers_exporters_base
 from transformers.cache_utils import Cache
 from transformers.exporters.configs import OnnxConfig
@@ -46,13 +49,16 @@ from transformers.exporters.utils import (
 )
 
 from .._export import export
+from .._weights import for_module
 from ..errors import ArgumentError, DynamicAxesWarning
 
 
 class FastOnnxExporter(OnnxExporter):
     """transformers' ``OnnxExporter`` with fastonnx converting the traced graphs.
 
-    ``export_kwargs`` go to every ``fastonnx.export`` call (``verbose=False``, ``report=``...).
+    ``export_kwargs`` go to every ``fastonnx.export`` call (``verbose=False``, ``report=``...);
+    with ``weights=`` (and ``dtype=``), a model on the meta device is exported with its weights
+    streamed from a checkpoint, as ``python -m fastonnx export-hf --generation`` does.
     From ``OnnxConfig`` it takes ``dynamic``, ``dynamic_shapes``, ``strict``,
     ``prefer_deferred_runtime_asserts_over_guards``, ``opset_version`` and ``quantizer``;
     ``optimize`` needs nothing (fastonnx always folds and cleans). ``ort_fusions`` (onnxscript's
@@ -90,7 +96,9 @@ class FastOnnxExporter(OnnxExporter):
         self, model, sample_inputs, config, *, generation_config=None, multi_token_decode: bool = False
     ):
         """transformers' ``export_for_generation``, with the decode graph traced on a step whose
-        cache holds at least two positions (see ``_decompose_for_generation``)."""
+        cache holds at least two positions (see ``_decompose_for_generation``). A model whose
+        weights are on the meta device (``FastOnnxExporter(weights=...)``) generates on meta
+        tensors while transformers captures each step's inputs (``_generating_on_meta``)."""
         with mock.patch.object(transformers_exporters_base, "decompose_for_generation", _decompose_for_generation):
             return super().export_for_generation(
                 model, sample_inputs, config, generation_config=generation_config, multi_token_decode=multi_token_decode
@@ -103,11 +111,20 @@ class FastOnnxExporter(OnnxExporter):
                 f"OnnxConfig(ort_fusions={config.ort_fusions!r}) runs onnxscript's fusion rewriter, "
                 "which fastonnx does not; leave ort_fusions=None"
             )
+        if _on_meta(model):
+            # The captured steps' token ids, masks and positions are CPU tensors; a meta model's
+            # trace needs them on its device (their values do not matter, their shapes do).
+            sample_inputs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in sample_inputs.items()}
         with patch_model_outputs(model) as (input_names, output_names, traced_outputs):
             # DynamoExporter's trace (its patches, cache pytrees, Dim.AUTO for dynamic=True).
             program, metadata = DynamoExporter.export_program(self, model, sample_inputs, config=config)
         input_names, output_names = disambiguate_io_names(input_names, output_names)
-        onnx_model = _converted(program, input_names, output_names, config.opset_version, self.export_kwargs)
+        export_kwargs = self.export_kwargs
+        if export_kwargs.get("weights") is not None:
+            # The program alone has no module to resolve tied weights, transformers' names and
+            # computed buffers by: the checkpoint's tensors under the model's own names.
+            export_kwargs = {**export_kwargs, "weights": for_module(model, export_kwargs["weights"])}
+        onnx_model = _converted(program, input_names, output_names, config.opset_version, export_kwargs)
         if config.dynamic or config.dynamic_shapes is not None:
             _warn_sizes_of_one(onnx_model, sample_inputs)
         onnx_model = quantize_converted_model(onnx_model, sample_inputs, config)
@@ -119,7 +136,20 @@ def _decompose_for_generation(model, inputs, generation_config=None, multi_token
     """transformers' ``decompose_for_generation``, except that a decode step whose cache holds
     one position (an encoder-decoder's first step: the decoder has seen one token) is replaced
     by the next step. torch.export makes a dynamic size whose example is 1 static, so a decode
-    graph traced on a one-position cache would run only that first step."""
+    graph traced on a one-position cache would run only that first step. A model on the meta
+    device generates on meta tensors (``_generating_on_meta``), for the capture only: the graphs
+    are traced from its own forward afterwards."""
+    if not _on_meta(model):
+        return _captured_steps(model, inputs, generation_config, multi_token_decode)
+    with _generating_on_meta(model) as restore:
+        components = _captured_steps(model, inputs, generation_config, multi_token_decode)
+        # transformers returns shallow copies of the model, made while its forward was patched.
+        for submodel, _ in components.values():
+            restore(submodel)
+    return components
+
+
+def _captured_steps(model, inputs, generation_config, multi_token_decode: bool):
     components = decompose_for_generation(
         model, inputs, generation_config=generation_config, multi_token_decode=multi_token_decode
     )
@@ -137,6 +167,43 @@ def _decompose_for_generation(model, inputs, generation_config=None, multi_token
         call.pop("logits_to_keep", None)
     components["decode"] = (decode_model, _merge_decode_calls(calls[2:4]) if multi_token_decode else calls[2])
     return components
+
+
+def _on_meta(model) -> bool:
+    parameters = list(model.parameters())
+    return bool(parameters) and all(p.is_meta for p in parameters)
+
+
+@contextlib.contextmanager
+def _generating_on_meta(model):
+    """``model.generate`` on a model whose weights are on the meta device: each forward runs on
+    meta tensors and returns logits of zeros on the CPU, so that generate's loop goes on and
+    transformers' capture records each step's inputs and cache. Tracing needs their shapes and
+    structure, not their values; the weights come from the checkpoint when the graphs are
+    written."""
+    original = model.forward
+
+    def forward(*args, **kwargs):
+        args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to("meta"), (args, kwargs))
+        out = original(*args, **kwargs)
+        out.logits = torch.zeros(out.logits.shape, dtype=out.logits.dtype)
+        return out
+
+    own = model.__dict__.get("forward")  # usually none: the class's
+
+    def restore(module) -> None:
+        """The forward of ``model`` before the patch, on ``model`` or a copy of it: a graph traced
+        from the patched one would compute logits of zeros."""
+        if own is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = own
+
+    model.forward = functools.wraps(original)(forward)
+    try:
+        yield restore
+    finally:
+        restore(model)
 
 
 def _warn_sizes_of_one(onnx_model, sample_inputs) -> None:
