@@ -177,7 +177,7 @@ Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unus
   }
 }
 
-// triu  (codegen/mappings/shape.yaml:54)
+// triu  (codegen/mappings/shape.yaml:55)
 Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // onnx: trilu(self, diagonal, True)
   {
@@ -186,7 +186,7 @@ Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// tril  (codegen/mappings/shape.yaml:55)
+// tril  (codegen/mappings/shape.yaml:56)
 Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // onnx: trilu(self, diagonal, False)
   {
