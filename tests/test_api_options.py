@@ -180,6 +180,17 @@ def test_training_mode_batch_norm_normalizes_with_the_batch_statistics(dtype):
 
 
 @pytest.mark.parametrize("tracer", ["export", "jit"])
+def test_a_batch_norm_applied_twice_in_training_mode(tracer):
+    """The second application reads the running statistics only to update them (its output takes
+    the batch's): no read of a dropped update."""
+    bn, conv = torch.nn.BatchNorm2d(2), torch.nn.Conv2d(2, 2, 3, padding=1)
+    model = torch.nn.Sequential(bn, torch.nn.ReLU(), conv, bn)
+    x = torch.randn(3, 2, 6, 6)
+    proto = fastonnx.export(model, (x,), training=TrainingMode.TRAINING, tracer=tracer).model_proto
+    torch.testing.assert_close(torch.from_numpy(run_ort(proto, [x])[0]), model(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("tracer", ["export", "jit"])
 def test_running_statistics_read_after_a_training_batch_norm_are_refused(tracer):
     """The update of the running statistics is dropped: a read of them after it would silently
     give the old values."""

@@ -48,6 +48,16 @@ def source_line(node: torch.fx.Node) -> str:
 _UPDATING_NORMS = (torch.ops.aten.batch_norm.default, torch.ops.aten._native_batch_norm_legit.default)
 
 
+def _updating(node: torch.fx.Node) -> bool:
+    return node.target in _UPDATING_NORMS and len(node.args) >= 6 and node.args[5] is True
+
+
+def _only_updates(user: torch.fx.Node, stat: torch.fx.Node) -> bool:
+    """``user`` takes ``stat`` only as running statistics to update (a module applied twice in
+    training mode): its result does not depend on their values."""
+    return _updating(user) and stat not in (*user.args[:3], *user.args[5:], *user.kwargs.values())
+
+
 def check_running_statistics_unread(graphs: Iterable[PreparedGraph]) -> None:
     """A batch norm in training mode updates its running statistics in place; the ONNX graph
     drops the update (it has no buffers to write). A graph that reads them after the update
@@ -55,10 +65,12 @@ def check_running_statistics_unread(graphs: Iterable[PreparedGraph]) -> None:
     for prepared in graphs:
         order = {n: i for i, n in enumerate(prepared.graph.nodes)}
         for node in prepared.graph.nodes:
-            if node.target not in _UPDATING_NORMS or len(node.args) < 6 or node.args[5] is not True:
+            if not _updating(node):
                 continue
             for stat in node.args[3:5]:
-                if isinstance(stat, torch.fx.Node) and any(order[u] > order[node] for u in stat.users):
+                if isinstance(stat, torch.fx.Node) and any(
+                    order[u] > order[node] and not _only_updates(u, stat) for u in stat.users
+                ):
                     where = source_line(node)
                     raise ConversionError(
                         f"{node.target._schema.name} (FX node `{node.name}`) updates its running statistics in "
