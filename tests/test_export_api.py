@@ -10,7 +10,7 @@ import torch
 
 import fastonnx
 from fastonnx import _lower, _op_table
-from support import TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
+from support import Lambda, TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
 
 
 def test_writes_file_and_result(tmp_path):
@@ -318,17 +318,18 @@ class Spectrogram(torch.nn.Module):
 
 
 @pytest.mark.parametrize("window_in_forward", [False, True], ids=["buffer", "forward"])
-def test_stft_with_a_window_fails_as_an_export_error(window_in_forward):
-    """stft's decomposition traces (its in-place transpose_ functionalized); what stops it now is
-    a converter: Transpose and abs of complex values."""
-    with pytest.raises(fastonnx.ConversionError, match="aten::transpose.int .*complex tensors are not supported"):
-        fastonnx.export(Spectrogram(window_in_forward), (torch.randn(2, 64),))
+def test_stft_with_a_window_exports(window_in_forward):
+    """stft's decomposition transposes its complex frames (an in-place transpose_, functionalized):
+    Transpose of the (real, imaginary) pairs, which stay last."""
+    export_and_compare(Spectrogram(window_in_forward), (torch.randn(2, 64),))
 
 
-@pytest.mark.xfail(reason="Transpose and Abs of complex tensors have no converter (C++)", strict=True,
-                   raises=fastonnx.ConversionError)
-def test_stft_with_a_window_exports():
-    export_and_compare(Spectrogram(True), (torch.randn(2, 64),))
+def test_complex_values_transposed_permuted_and_squeezed():
+    def f(x):
+        z = torch.view_as_complex(x)  # (2, 1, 3, 4) complex
+        return torch.view_as_real(z.transpose(0, 2).permute(2, 0, 1, 3).squeeze(2))
+
+    export_and_compare(Lambda(f), (torch.randn(2, 1, 3, 4, 2),), rtol=1e-5, atol=1e-6)
 
 
 def test_a_failing_decomposition_is_a_conversion_error(monkeypatch):

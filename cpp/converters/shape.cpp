@@ -21,6 +21,19 @@ Value flatten_using_ints(Builder& b, Value self, int64_t start_dim, int64_t end_
   return reshape_to(b, self, join_sizes(b, parts));
 }
 
+namespace {
+
+// Transpose by `perm`; a complex tensor's (real, imaginary) pairs stay last (see
+// Builder::accept_complex_pairs).
+Value transposed_by(Builder& b, Value self, std::vector<int64_t> perm) {
+  if (!is_complex(b.dtype(self))) return b.op<"Transpose">({self}, {Attr::ints("perm", perm)});
+  b.accept_complex_pairs();
+  perm.push_back(static_cast<int64_t>(perm.size()));
+  return b.as_complex(b.op<"Transpose">({b.as_real(self)}, {Attr::ints("perm", perm)}));
+}
+
+}  // namespace
+
 Value permute(Builder& b, Value self, std::vector<int64_t> dims) {
   const int64_t rank = b.rank(self);
   bool identity = true;
@@ -29,7 +42,7 @@ Value permute(Builder& b, Value self, std::vector<int64_t> dims) {
     identity = identity && dims[i] == static_cast<int64_t>(i);
   }
   if (identity) return self;
-  return b.op<"Transpose">({self}, {Attr::ints("perm", dims)});
+  return transposed_by(b, self, dims);
 }
 
 Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1) {
@@ -40,7 +53,7 @@ Value transpose_int(Builder& b, Value self, int64_t dim0, int64_t dim1) {
   std::vector<int64_t> perm(static_cast<size_t>(rank));
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[dim0], perm[dim1]);
-  return b.op<"Transpose">({self}, {Attr::ints("perm", perm)});
+  return transposed_by(b, self, perm);
 }
 
 Value pixel_shuffle(Builder& b, Value self, int64_t upscale_factor) {
@@ -155,6 +168,10 @@ Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims)
   }
   if (!candidates.empty()) return squeeze_at_run_time(b, self, axes, candidates);
   if (axes.empty()) return self;
+  if (is_complex(b.dtype(self))) {  // (the axes count from the front: the pairs stay last)
+    b.accept_complex_pairs();
+    return b.as_complex(b.op<"Squeeze">({b.as_real(self), b.ints(axes)}));
+  }
   return b.op<"Squeeze">({self, b.ints(axes)});
 }
 
