@@ -131,3 +131,25 @@ def test_numbers_returned_by_a_model_with_dynamic_sizes():
     out = proto.graph.output[1]
     assert out.type.tensor_type.elem_type == onnx.TensorProto.INT64
     assert run_ort(proto, [torch.randn(5, 6)])[1] == 30
+
+
+@pytest.mark.parametrize("bounds", ["apart", "equal"])
+def test_histc_between_bounds_computed_from_a_size(bounds):
+    """histc's bounds from a dynamic size: compared when the graph runs (equal ones mean the
+    data's own bounds), not taken as the example's."""
+    if bounds == "apart":
+        def f(x):
+            return torch.histc(x, bins=4, min=0, max=x.shape[0])
+    else:
+        def f(x):
+            return torch.histc(x, bins=3, min=x.shape[0] - 5, max=x.shape[0] - 5)
+
+    class Histogram(torch.nn.Module):
+        def forward(self, x):
+            return f(x)
+
+    model = Histogram()
+    proto = fastonnx.export(model, (torch.rand(6) * 6,), dynamic_shapes=({0: Dim("n")},)).model_proto
+    for n in (6, 9, 5):
+        x = torch.rand(n) * n
+        np.testing.assert_array_equal(run_ort(proto, [x])[0], model(x).numpy())

@@ -14,14 +14,21 @@ Value bin_mask(Builder& b, Value bin_of_each, Value bins) {
 }
 
 // The bounds histc bins between: min and max, or the data's when they are equal, widened by 1
-// each way when those are equal too (torch's rule).
+// each way when those are equal too (torch's rule). Bounds the graph computes are compared when
+// it runs.
 std::pair<Value, Value> histc_bounds(Builder& b, Value x, const Scalar& min, const Scalar& max) {
-  if (min.to_double() != max.to_double()) return {b.scalar_like(min, x), b.scalar_like(max, x)};
+  const Value given_lo = b.scalar_like(min, x), given_hi = b.scalar_like(max, x);
+  const bool known = min.is_static() && max.is_static();
+  if (known && min.to_double() != max.to_double()) return {given_lo, given_hi};
   const Value lo = reduce(b, "ReduceMin", x, std::nullopt, false);
   const Value hi = reduce(b, "ReduceMax", x, std::nullopt, false);
   const Value same = b.op<"Equal">({lo, hi});
   const Value one = b.scalar_like(int64_t{1}, x);
-  return {b.op<"Where">({same, b.op<"Sub">({lo, one}), lo}), b.op<"Where">({same, b.op<"Add">({hi, one}), hi})};
+  const Value data_lo = b.op<"Where">({same, b.op<"Sub">({lo, one}), lo});
+  const Value data_hi = b.op<"Where">({same, b.op<"Add">({hi, one}), hi});
+  if (known) return {data_lo, data_hi};
+  const Value equal = b.op<"Equal">({given_lo, given_hi});
+  return {b.op<"Where">({equal, data_lo, given_lo}), b.op<"Where">({equal, data_hi, given_hi})};
 }
 
 }  // namespace
@@ -30,7 +37,7 @@ namespace manual {
 
 Value histc(Builder& b, Value self, int64_t bins, Scalar min, Scalar max) {
   if (bins <= 0) b.fail("bins must be > 0, got " + std::to_string(bins));
-  if (min.to_double() > max.to_double()) b.fail("max must be larger than min");
+  if (min.is_static() && max.is_static() && min.to_double() > max.to_double()) b.fail("max must be larger than min");
   const ScalarType out = b.dtype(self);
   // float16 sums of counts lose exactness past 2048; bin in float32, cast back at the end.
   const Value x = b.cast(b.op<"Reshape">({self, b.ints({-1})}), out == ScalarType::Double ? out : ScalarType::Float);
