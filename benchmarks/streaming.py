@@ -2,7 +2,7 @@
 
     python -m benchmarks.streaming DIR [--shape 8b|2b|1b-half|tiny] [--dtype float32|bfloat16]
                                        [--run copy|reference[:DTYPE]]... [--no-cp] [--cp-by-file]
-                                       [--spare-gb N] [--compare] [--keep]
+                                       [--spare-gb N] [--compare] [--keep] [--reuse]
 
 Writes a LLaMA-3-shaped checkpoint of random weights to DIR (config.json and shards of at most
 2 GB, each written and freed before the next: the whole is never in memory), then in the same
@@ -13,6 +13,8 @@ made). Prints one JSON line. Everything written is deleted at the end unless --k
 skips the copy, which needs as much free disk again as the checkpoint (--cp-by-file: one shard's).
 --compare runs each exported model in onnxruntime and the eager model loaded from the same
 checkpoint (from_pretrained) on the same tokens, and reports the largest difference of the logits.
+--reuse takes the checkpoint a run with --keep left in DIR instead of writing it again (writing the
+8B one takes minutes), and keeps it.
 """
 
 from __future__ import annotations
@@ -164,10 +166,16 @@ def main() -> None:
     )
     p.add_argument("--compare", action="store_true")
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--reuse", action="store_true", help="export the checkpoint a --keep run left in DIR")
     args = p.parse_args()
     directory = os.path.abspath(args.directory)
     t0 = time.perf_counter()
-    size = make_checkpoint(directory, args.shape, getattr(torch, args.dtype))
+    if args.reuse:
+        with open(os.path.join(directory, "model.safetensors.index.json")) as f:
+            size = json.load(f)["metadata"]["total_size"]
+        args.keep = True
+    else:
+        size = make_checkpoint(directory, args.shape, getattr(torch, args.dtype))
     made = time.perf_counter() - t0
     stored = getattr(torch, args.dtype).itemsize
     result: dict = {"shape": args.shape, "dtype": args.dtype, "checkpoint_bytes": size, "make_seconds": round(made, 1)}
