@@ -99,12 +99,15 @@ class TransposedBuffer(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8])
-@pytest.mark.parametrize("shape", [(8, 8), (3, 5), (1000, 777), (777, 1000), (9, 70 * 4096), (300_000, 3)])
+@pytest.mark.parametrize(
+    "shape", [(8, 8), (3, 5), (1000, 777), (777, 1000), (9, 70 * 4096), (300_000, 3), (1024, 96), (1048, 72)]
+)
 def test_transposed_weight_bytes(tmp_path, dtype, shape):
-    """A weight folded through a Transpose is computed while it is written: by vector tiles where
-    8x8 tiles fit, element by element at the edges and in chunks that end inside an output row
-    (rows beyond 1 MB), on a helper thread when saved and in line for to_bytes(). Every path
-    gives torch's bytes."""
+    """A weight folded through a Transpose is computed while it is written: by vector bands that
+    fill a cache line of each output row (streamed where output rows are 32-byte multiples:
+    (1024, 96), and (1048, 72) in float32, which also leaves an 8-row strip), 8x8 tiles, element
+    by element at the edges and in chunks that end inside an output row (rows beyond 1 MB), on a
+    helper thread when saved and in line for to_bytes(). Every path gives torch's bytes."""
     w = (torch.arange(shape[0] * shape[1]) % 251 - 120).reshape(shape).to(dtype)
     result = fastonnx.export(TransposedBuffer(w), (torch.zeros((), dtype=dtype),))
     path = tmp_path / "m.onnx"
