@@ -2,7 +2,7 @@
 
     python -m benchmarks.streaming DIR [--shape 8b|2b|1b-half|tiny] [--dtype float32|bfloat16]
                                        [--run copy|reference[:DTYPE]]... [--no-cp] [--cp-by-file]
-                                       [--spare-gb N] [--compare] [--keep] [--reuse]
+                                       [--spare-gb N] [--compare] [--keep] [--reuse] [--cold] [--rounds N]
 
 Writes a LLaMA-3-shaped checkpoint of random weights to DIR (config.json and shards of at most
 2 GB, each written and freed before the next: the whole is never in memory), then in the same
@@ -14,7 +14,13 @@ skips the copy, which needs as much free disk again as the checkpoint (--cp-by-f
 --compare runs each exported model in onnxruntime and the eager model loaded from the same
 checkpoint (from_pretrained) on the same tokens, and reports the largest difference of the logits.
 --reuse takes the checkpoint a run with --keep left in DIR instead of writing it again (writing the
-8B one takes minutes), and keeps it.
+8B one takes minutes), and keeps it. --cold evicts the checkpoint's files from the page cache
+(posix_fadvise DONTNEED, after a sync) before each timed command, so that cp and each export read
+the checkpoint from the disk alike (otherwise whichever runs first after the checkpoint was written
+finds part of it in memory); Python's and torch's own files stay cached, as on a machine in use.
+--rounds N times cp and the exports N times in turn, for a shared disk whose speed drifts from
+minute to minute: each round's ratios are of figures taken minutes apart, and the median is
+reported beside them.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -31,17 +38,42 @@ import torch
 
 SHAPES = {
     # Meta-Llama-3-8B.
-    "8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-               intermediate_size=14336, vocab_size=128256),
+    "8b": dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=14336,
+        vocab_size=128256,
+    ),
     # The same family at about 2B parameters (untied embeddings), 8 GB in float32.
-    "2b": dict(hidden_size=2048, num_hidden_layers=24, num_attention_heads=32, num_key_value_heads=8,
-               intermediate_size=8192, vocab_size=128256),
+    "2b": dict(
+        hidden_size=2048,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=8192,
+        vocab_size=128256,
+    ),
     # LLaMA-3.2-1B's shape with 8 of its 16 layers (0.75B parameters, tied): the eager model and
     # onnxruntime's session fit in memory side by side for --compare.
-    "1b-half": dict(hidden_size=2048, num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=8,
-                    intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True),
-    "tiny": dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                 intermediate_size=512, vocab_size=1024),
+    "1b-half": dict(
+        hidden_size=2048,
+        num_hidden_layers=8,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=8192,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
+    "tiny": dict(
+        hidden_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        intermediate_size=512,
+        vocab_size=1024,
+    ),
 }
 SHARD_BYTES = 2 << 30
 
@@ -88,6 +120,17 @@ def make_checkpoint(directory: str, shape: str, dtype: torch.dtype) -> int:
     with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": size}, "weight_map": weight_map}, f)
     return size
+
+
+def evict(directory: str) -> None:
+    """Writes back the disk's dirty pages and evicts the checkpoint's files from the page cache."""
+    subprocess.run(["sync"], check=True)
+    for name in os.listdir(directory):
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def timed_cp(directory: str, by_file: bool) -> float:
@@ -167,6 +210,8 @@ def main() -> None:
     p.add_argument("--compare", action="store_true")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--reuse", action="store_true", help="export the checkpoint a --keep run left in DIR")
+    p.add_argument("--cold", action="store_true", help="evict the checkpoint from the page cache before each command")
+    p.add_argument("--rounds", type=int, default=1, help="time cp and the exports this many times in turn")
     args = p.parse_args()
     directory = os.path.abspath(args.directory)
     t0 = time.perf_counter()
@@ -178,39 +223,58 @@ def main() -> None:
         size = make_checkpoint(directory, args.shape, getattr(torch, args.dtype))
     made = time.perf_counter() - t0
     stored = getattr(torch, args.dtype).itemsize
-    result: dict = {"shape": args.shape, "dtype": args.dtype, "checkpoint_bytes": size, "make_seconds": round(made, 1)}
+    with open(os.path.join(directory, "config.json")) as f:
+        written = json.load(f)
+    shape = next((k for k, v in SHAPES.items() if all(written.get(a) == b for a, b in v.items())), "?")
+    result: dict = {"shape": shape, "dtype": args.dtype, "checkpoint_bytes": size, "make_seconds": round(made, 1)}
+    result["cold"] = args.cold
+    before = (lambda: evict(directory)) if args.cold else lambda: None
     try:
-        cp = None if args.no_cp else timed_cp(directory, args.cp_by_file)
-        result["cp_seconds"] = round(cp, 1) if cp else None
-        result["exports"] = []
-        # In the checkpoint's directory: reference mode's model must sit beside the shards.
-        model = os.path.join(directory, "model.onnx")
-        for run in args.run or ["copy"]:
-            mode, _, out_dtype = run.partition(":")
-            itemsize = getattr(torch, out_dtype).itemsize if out_dtype else stored
-            output_bytes = size * itemsize // stored if mode == "copy" else 0
-            entry: dict = {"mode": mode, "out_dtype": out_dtype or args.dtype}
-            free = shutil.disk_usage(directory).free
-            if free - output_bytes < args.spare_gb * 2**30:
-                entry["not_run"] = f"{output_bytes / 2**30:.1f} GB of output, {free / 2**30:.1f} GB free"
-            else:
-                seconds, rss = timed_export(directory, model, mode, out_dtype or None)
-                entry.update(
-                    export_seconds=round(seconds, 1),
-                    export_over_cp=round(seconds / cp, 2) if cp else None,
-                    peak_rss_bytes=rss,
-                    output_bytes=sum(os.path.getsize(f) for f in (model, model + ".data") if os.path.exists(f)),
-                )
-                if args.compare:
-                    entry["max_logit_difference"] = compare(directory, model)
-                for f in (model, model + ".data"):
-                    if os.path.exists(f):
-                        os.remove(f)
-            result["exports"].append(entry)
+        result["rounds"] = [one_round(args, directory, size, stored, before) for _ in range(args.rounds)]
+        if args.rounds > 1:
+            result["median_export_over_cp"] = {
+                run: statistics.median(r[run]["export_over_cp"] for r in result["rounds"] if "export_over_cp" in r[run])
+                for run in result["rounds"][0]
+                if run != "cp_seconds" and any("export_over_cp" in r[run] for r in result["rounds"])
+            }
         print(json.dumps(result))
     finally:
         if not args.keep:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def one_round(args, directory: str, size: int, stored: int, before) -> dict:
+    """cp, then each --run export, timed: {"cp_seconds": s, RUN: {...}}."""
+    before()
+    cp = None if args.no_cp else timed_cp(directory, args.cp_by_file)
+    out: dict = {"cp_seconds": round(cp, 1) if cp else None}
+    # In the checkpoint's directory: reference mode's model must sit beside the shards.
+    model = os.path.join(directory, "model.onnx")
+    for run in args.run or ["copy"]:
+        mode, _, out_dtype = run.partition(":")
+        itemsize = getattr(torch, out_dtype).itemsize if out_dtype else stored
+        output_bytes = size * itemsize // stored if mode == "copy" else 0
+        entry: dict = {"mode": mode, "out_dtype": out_dtype or args.dtype}
+        free = shutil.disk_usage(directory).free
+        if free - output_bytes < args.spare_gb * 2**30:
+            entry["not_run"] = f"{output_bytes / 2**30:.1f} GB of output, {free / 2**30:.1f} GB free"
+        else:
+            before()
+            seconds, rss = timed_export(directory, model, mode, out_dtype or None)
+            entry.update(
+                export_seconds=round(seconds, 1),
+                peak_rss_bytes=rss,
+                output_bytes=sum(os.path.getsize(f) for f in (model, model + ".data") if os.path.exists(f)),
+            )
+            if cp:
+                entry["export_over_cp"] = round(seconds / cp, 2)
+            if args.compare:
+                entry["max_logit_difference"] = compare(directory, model)
+            for f in (model, model + ".data"):
+                if os.path.exists(f):
+                    os.remove(f)
+        out[run] = entry
+    return out
 
 
 if __name__ == "__main__":

@@ -89,6 +89,27 @@ def test_each_kind_of_source(kind, tmp_path):
     np.testing.assert_allclose(_run(path, _ids()), real(_ids()).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_weights_read_while_tracing(tmp_path):
+    """The checkpoint's weights are read into the page cache while the model is traced, one
+    entry per checkpoint tensor (the tied pair once) in the state dict's order; a mapping of
+    tensors in memory has nothing to read."""
+    import time
+
+    from fastonnx._weights import open_source, read_while_tracing
+
+    real, meta = _real_and_meta()
+    checkpoint = open_source(_source("sharded", real, tmp_path))
+    reading = read_while_tracing(meta, checkpoint)
+    assert reading is not None
+    stored = len(_checkpoint(real))  # embed, 2 x (weight, bias): head.weight is embed.weight
+    deadline = time.monotonic() + 30
+    while reading.read_placements < stored and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reading.stop()
+    assert reading.read_placements == stored
+    assert read_while_tracing(meta, open_source(_checkpoint(real))) is None
+
+
 def test_external_data_streamed_from_shards(tmp_path):
     real, meta = _real_and_meta()
     path = tmp_path / "m.onnx"

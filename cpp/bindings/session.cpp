@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "fastonnx/cached_blocks.h"
 #include "fastonnx/model_file.h"
 #include "fastonnx/read_pages.h"
 #include "fastonnx/session.h"
@@ -347,6 +348,21 @@ void init_session(py::module_& m) {
                       "Registers a read-only file mapping (address, size, the mmap) whose pages the writer "
                       "returns as it reads them, while this object lives.")
       .def(py::init<uintptr_t, size_t, py::object>(), py::arg("address"), py::arg("size"), py::arg("mmap"));
+  py::class_<ReadWhileTracing>(m, "ReadWhileTracing",
+                               "Reads the weights at (address, size) of registered mappings into the page cache on a "
+                               "thread of its own, in this order, until stop() or a quarter of the memory available.")
+      .def(py::init([](const std::vector<std::pair<uintptr_t, size_t>>& order) {
+             std::vector<std::span<const uint8_t>> spans;
+             for (const auto& [address, size] : order) {
+               // NOLINTNEXTLINE(performance-no-int-to-ptr): a mapped checkpoint's address, as a Python int
+               spans.emplace_back(reinterpret_cast<const uint8_t*>(address), size);
+             }
+             return std::make_unique<ReadWhileTracing>(std::move(spans));
+           }),
+           py::arg("order"))
+      .def("stop", &ReadWhileTracing::stop, py::call_guard<py::gil_scoped_release>(),
+           "Stops reading (after the block being read); returns when the thread has ended.")
+      .def_property_readonly("read_placements", &ReadWhileTracing::read_placements);
   py::class_<Session, std::shared_ptr<Session>> cls(m, "Session");
   cls.def(py::init<int, bool>(), py::arg("opset"), py::arg("keep_initializers_as_inputs") = false);
   def_values(cls);

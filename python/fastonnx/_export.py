@@ -42,7 +42,7 @@ from ._trace import functionalize, program_needs_functionalization, trace, trace
 from ._transformers_ops import cache_hint, returns_cache
 from ._unsupported import check_supported
 from ._version import __version__
-from ._weights import Streamed, bind, check_weights_mode, open_source, prepare
+from ._weights import Streamed, bind, check_weights_mode, open_source, prepare, read_while_tracing
 from .errors import (
     ArgumentError,
     ConversionError,
@@ -175,8 +175,15 @@ def export(
         model, args, kwargs = prepare(model, args, kwargs, dtype)
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)
     exporter = _Exporter(options, tracer, streamed)
-    with translation_table(custom_translation_table):
-        result = exporter.run(model, args, kwargs, request)
+    # Weights copied from a checkpoint into the file written here: read while tracing.
+    copied = streamed is not None and streamed.mode == "copy" and options.f is not None
+    reading = read_while_tracing(model, streamed.checkpoint) if copied else None  # type: ignore[union-attr]
+    try:
+        with translation_table(custom_translation_table):
+            result = exporter.run(model, args, kwargs, request)
+    finally:
+        if reading is not None:
+            reading.stop()
     request.ignore_unmatched_outputs(result.input_names, result.output_names)
     # warn_static <- export <- one_at_a_time <- checked_call <- the caller
     warn_static(exporter.static_axes, exporter.shared_names, exporter.ignored_axes, request, stacklevel=5)

@@ -22,6 +22,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from . import _C
 from ._safetensors import Entry, SafetensorsFile
 from .errors import ArgumentError
 
@@ -124,6 +125,26 @@ def for_module(module: torch.nn.Module, source: object) -> Checkpoint:
     computed, _ = _computed_buffers(module, missing, meta.__getitem__)
     tensors.update(computed)
     return Checkpoint(tensors, checkpoint.files)
+
+
+def read_while_tracing(model: object, checkpoint: Checkpoint) -> _C.ReadWhileTracing | None:
+    """Starts reading ``model``'s weights from the checkpoint's files into the page cache on a
+    native thread, in the order of its state dict (the order the writer most likely takes them),
+    while the model is traced and converted: the disk is idle until the writer starts, and on an
+    8B model tracing takes seconds. Stop it (``stop()``) before the writer starts. None when no
+    weight comes from a safetensors file."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    names = _Names(model, checkpoint)
+    order: list[tuple[int, int]] = []
+    seen: set[str] = set()
+    for name in model.state_dict(keep_vars=True):
+        found = names.find(name)
+        entry = checkpoint.tensors.get(found) if found is not None and found not in seen else None
+        if isinstance(entry, Entry) and entry.nbytes:
+            seen.add(found)  # type: ignore[arg-type]  # found is a str here
+            order.append((entry.tensor().data_ptr(), entry.nbytes))
+    return _C.ReadWhileTracing(order) if order else None
 
 
 def check_weights_mode(weights: object, weights_mode: object, dtype: object) -> None:

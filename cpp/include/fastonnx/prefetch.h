@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "fastonnx/tensor_bytes.h"
+#include "fastonnx/transpose_kernels.h"
 
 namespace fastonnx {
 
@@ -21,8 +23,9 @@ class Prefetcher {
  public:
   // `order`: the computed tensors in the order the writer will ask for them (a tensor may come
   // more than once). With a single core, or nothing to compute, no thread is started and each
-  // tensor is computed when asked for.
-  explicit Prefetcher(std::vector<const TensorBytes*> order);
+  // tensor is computed when asked for. `before(k)`, when given, is called before order[k] is
+  // computed (CachedBlocks::need of its bytes).
+  explicit Prefetcher(std::vector<const TensorBytes*> order, std::function<void(size_t)> before = nullptr);
   // Stops the helper, also in the middle of a tensor (the writer failed or was interrupted).
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -41,13 +44,14 @@ class Prefetcher {
   void run();  // the helper thread
 
   std::vector<const TensorBytes*> order_;
+  std::function<void(size_t)> before_;
   size_t next_ = 0;  // the writer's position in order_
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::vector<uint8_t>> slots_;
-  std::vector<size_t> free_;  // slots the helper may fill
-  std::deque<Chunk> ready_;   // filled chunks, oldest first
+  std::vector<AlignedBytes> slots_;  // aligned: the transposes stream to them
+  std::vector<size_t> free_;         // slots the helper may fill
+  std::deque<Chunk> ready_;          // filled chunks, oldest first
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread helper_;

@@ -31,4 +31,16 @@ void drop_read_pages(const void* begin, size_t size);
 // Drops every page of every registered mapping (the writer, between pieces).
 void drop_all_read_pages();
 
+// Whether any of [begin, begin + size) lies in a registered mapping.
+bool in_read_only_mapping(const void* begin, size_t size);
+
+// Asks the kernel to read the pages of [begin, begin + size) that lie in a registered mapping
+// into the page cache, without waiting for them (cached_blocks.h).
+void will_read_pages(const void* begin, size_t size);
+
+// Waits until the pages of [begin, begin + size) that lie in a registered mapping are in the page
+// cache (read if they are not), a step at a time, each step's pages dropped from the process
+// again: its resident memory grows by one step at most.
+void wait_for_read_pages(const void* begin, size_t size);
+
 }  // namespace fastonnx

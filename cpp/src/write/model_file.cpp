@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fastonnx/cached_blocks.h"
 #include "fastonnx/prefetch.h"
 #include "fastonnx/read_pages.h"
 
@@ -27,27 +28,33 @@ struct WriteFailed {
 
 // Keeps a large file's written pages from filling the machine's memory: each piece is handed to
 // the disk as soon as it is written (sync_file_range starts the writeback without waiting), and
-// the piece before it, whose writeback has had a piece's time to finish, is waited for and
-// dropped from the page cache. The writer then runs at the disk's speed with a bounded amount of
-// dirty memory, whatever the model's size, instead of leaving gigabytes of dirty pages for the
-// kernel to flush later (which stalls every process on the machine). A file system without
-// sync_file_range only loses the dropping: the calls' errors are ignored.
+// the pieces more than kWritebackBytes behind the writer, whose writeback has had that long to
+// finish, are waited for and dropped from the page cache. The writer then runs at the disk's
+// speed with a bounded amount of dirty memory, whatever the model's size, instead of leaving
+// gigabytes of dirty pages for the kernel to flush later (which stalls every process on the
+// machine). A file system without sync_file_range only loses the dropping: the calls' errors are
+// ignored.
 class WrittenPages {
  public:
   explicit WrittenPages(int fd) : fd_(fd) {}
 
   void piece_written(size_t end) {
     ::sync_file_range(fd_, static_cast<off_t>(flushed_), static_cast<off_t>(end - flushed_), SYNC_FILE_RANGE_WRITE);
-    if (flushed_ > dropped_) {
-      ::sync_file_range(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_),
-                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-      ::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(flushed_ - dropped_), POSIX_FADV_DONTNEED);
-      dropped_ = flushed_;
-    }
     flushed_ = end;
+    if (flushed_ - dropped_ > kWritebackBytes) {
+      const size_t upto = flushed_ - kWritebackBytes;
+      ::sync_file_range(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(upto - dropped_),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      ::posix_fadvise(fd_, static_cast<off_t>(dropped_), static_cast<off_t>(upto - dropped_), POSIX_FADV_DONTNEED);
+      dropped_ = upto;
+    }
   }
 
  private:
+  // The writeback in flight: a window of 256 MB wrote 8 GB 12 % faster than one piece's on the
+  // development machine (the disk is given more to do at once), and stays small beside memory.
+  static constexpr size_t kWritebackBytes = size_t{256} << 20;
+
   int fd_;
   size_t flushed_ = 0;  // writeback started for [0, flushed_)
   size_t dropped_ = 0;  // written back and dropped: [0, dropped_)
@@ -133,8 +140,10 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
   write_file(
       data_path,
       [&](const ByteSink& sink) {
-        Prefetcher ahead(external.computed());
-        write_external_data(external, sink, &ahead);
+        CachedBlocks blocks(external.reads());
+        const std::vector<size_t> placement = external.computed_placements();
+        Prefetcher ahead(external.computed(), [&](size_t k) { blocks.need(placement[k]); });
+        write_external_data(external, sink, &ahead, &blocks);
       },
       between_pieces);
   write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, between_pieces);

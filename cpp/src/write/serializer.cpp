@@ -372,10 +372,30 @@ std::vector<const TensorBytes*> ExternalData::computed() const {
   return order;
 }
 
-void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead) {
+std::vector<size_t> ExternalData::computed_placements() const {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].initializer->computed) at.push_back(i);
+  }
+  return at;
+}
+
+std::vector<std::span<const uint8_t>> ExternalData::reads() const {
+  std::vector<std::span<const uint8_t>> order;
+  for (const Placement& p : placements) {
+    const Initializer& init = *p.initializer;
+    order.push_back(init.computed ? init.computed->reads()
+                                  : std::span<const uint8_t>(static_cast<const uint8_t*>(init.data), init.nbytes));
+  }
+  return order;
+}
+
+void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead, CachedBlocks* blocks) {
   static const char zeros[kPage] = {};
   size_t at = 0;
-  for (const auto& [offset, init] : external.placements) {
+  for (size_t i = 0; i < external.placements.size(); ++i) {
+    const auto& [offset, init] = external.placements[i];
+    need(blocks, i);
     for (; at < offset; at += std::min(offset - at, kPage)) sink(zeros, std::min(offset - at, kPage));
     if (init->computed) {
       produce_computed(*init->computed, sink, ahead);

@@ -14,7 +14,8 @@ void TensorBytes::produce(const ByteSink& sink) const {
   const size_t total = size();
   if (total == 0) return;
   const size_t chunk = chunk_bytes(kTensorChunkBytes);
-  std::vector<uint8_t> buffer(std::min(chunk, total));
+  AlignedBytes buffer;
+  buffer.reserve(std::min(chunk, total));
   for (size_t at = 0; at < total; at += chunk) {
     const size_t n = std::min(chunk, total - at);
     fill(at, at + n, buffer.data());
@@ -65,6 +66,8 @@ class Transposed final : public TensorBytes {
     return std::max(es_, target / es_ * es_);
   }
 
+  std::span<const uint8_t> reads() const override { return {data_, size()}; }
+
   void fill(size_t begin, size_t end, uint8_t* out) const override {
     if (begin >= end) return;
     if (shape_.size() == 2) {
@@ -94,21 +97,23 @@ class Transposed final : public TensorBytes {
     if (k < e) gather(k / rows_in, k / rows_in + 1, 0, e - k, out);
   }
 
-  // Output rows [r0, r1) into `out`, in strips of kTransposeTile input rows: a strip's reads
-  // stay in L1 (8 rows a power-of-two stride apart share one 8-way cache set; 16 thrashed it)
-  // while each output row gets a tile's worth of contiguous elements. The vector kernel takes
-  // the full tiles, the element-by-element copy the edges.
+  // Output rows [r0, r1) into `out`, in bands of input rows that fill a cache line of each output
+  // row (16 rows of 32-bit elements: the band kernel's loads of 16 rows a power-of-two stride apart
+  // share an L1 set and come from L2, which costs less than writing each output line in halves),
+  // then strips of kTransposeTile rows, then element by element at the edges.
   void whole_rows(size_t r0, size_t r1, uint8_t* out) const {
     const size_t rows_in = static_cast<size_t>(shape_[0]), cols_in = static_cast<size_t>(shape_[1]);
-    const TransposeStrip kernel = transpose_strip_kernel(static_cast<int>(es_));
-    const size_t vector_rows = kernel ? (r1 - r0) / kTransposeTile * kTransposeTile : 0;
+    const TransposeKernels kernels = transpose_kernels(static_cast<int>(es_));
+    const size_t vector_rows = kernels.strip ? (r1 - r0) / kTransposeTile * kTransposeTile : 0;
     const bool drop = size() > kLargeTransposeBytes;
     size_t unreleased = 0;  // input rows [unreleased, c1) are read and not dropped yet
-    for (size_t c0 = 0; c0 < rows_in; c0 += kTransposeTile) {
-      const size_t c1 = std::min(rows_in, c0 + kTransposeTile);
+    for (size_t c0 = 0, c1 = 0; c0 < rows_in; c0 = c1) {
+      const size_t band = kernels.band && rows_in - c0 >= kernels.band_rows ? kernels.band_rows : kTransposeTile;
+      c1 = std::min(rows_in, c0 + band);
       size_t r = r0;
-      if (c1 - c0 == kTransposeTile && vector_rows > 0) {
-        kernel(data_ + (c0 * cols_in + r0) * es_, cols_in, out + c0 * es_, rows_in, vector_rows);
+      if (c1 - c0 == band && vector_rows > 0) {
+        (band == kTransposeTile ? kernels.strip : kernels.band)(data_ + (c0 * cols_in + r0) * es_, cols_in,
+                                                                out + c0 * es_, rows_in, vector_rows);
         r += vector_rows;
       }
       if (r < r1) gather(r, r1, c0, c1, out + ((r - r0) * rows_in + c0) * es_);
@@ -232,6 +237,8 @@ class Cast final : public TensorBytes {
 
   std::optional<CastOf> cast_of() const override { return CastOf{data_, owner_, from_}; }
 
+  std::span<const uint8_t> reads() const override { return {data_, count_ * static_cast<size_t>(element_size(from_))}; }
+
  private:
   size_t out_size() const { return static_cast<size_t>(element_size(to_)); }
 
@@ -253,6 +260,8 @@ class CastComputed final : public TensorBytes {
 
   size_t size() const override { return source_->size() / is_ * os_; }
 
+  std::span<const uint8_t> reads() const override { return source_->reads(); }
+
   size_t chunk_bytes(size_t target) const override {
     return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_)) / is_ * os_);
   }
@@ -264,8 +273,8 @@ class CastComputed final : public TensorBytes {
     const size_t count = (end - begin) / os_;
     uint8_t* in = out;
     if (is_ != os_) {
-      thread_local std::vector<uint8_t> buffer;
-      if (buffer.size() < count * is_) buffer.resize(count * is_);
+      thread_local AlignedBytes buffer;
+      buffer.reserve(count * is_);
       in = buffer.data();
     }
     source_->fill(begin / os_ * is_, end / os_ * is_, in);
