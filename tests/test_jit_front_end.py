@@ -334,6 +334,29 @@ def test_data_dependent_arange_and_in_place_writes():
     assert_matches(result.model_proto, WriteRows(), tuple(a.clone() for a in args), rtol=1e-4, atol=1e-5)
 
 
+class WriteAtIndex(torch.nn.Module):
+    """In-place writes into views at an index read from data (x[ind] = data: select, then copy_)."""
+
+    def forward(self, x, ind, row, column):
+        x[ind] = row
+        x[:, ind] += column
+        return x * 2
+
+
+def test_writes_into_views_at_an_index_read_from_data():
+    """Rewriting the in-place ops retraced the graph with the example's values beside, and torch's
+    check of a view's offset against the real one guarded on the index read from data (a select at
+    it has an offset of its own symbol), which failed. The index stays an input: other rows and
+    columns, negative ones included, are written where eager PyTorch writes them."""
+    args = (torch.randn(4, 4), torch.tensor(2), torch.randn(4), torch.randn(4))
+    result, _ = _export_quietly(WriteAtIndex(), tuple(a.clone() for a in args))
+    assert result.tracer == "torch.jit.trace"
+    for ind in (2, 0, 3, -1, -4):
+        args = (torch.randn(4, 4), torch.tensor(ind), torch.randn(4), torch.randn(4))
+        got = run_ort(result.model_proto, [a.clone() for a in args])[0]  # (eager writes into x)
+        np.testing.assert_allclose(got, WriteAtIndex()(*args).numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_one_hot_and_linspace_of_counts_read_from_data():
     """torch's decompositions of one_hot and linspace ask whether a count read from data is -1 or
     0; fastonnx's choose in the graph. The models run at counts other than the example's, a

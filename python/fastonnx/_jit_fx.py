@@ -1292,7 +1292,13 @@ def translate(
     typed = typed_by_trace(jit, dynamic)
     # The fake mode reads the setting when it is made.
     with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed):
-        return _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
+        program = _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
+    # The example's values served the translation only. What retraces the program under its fake
+    # mode afterwards (functionalization, decompositions) runs on its symbols alone, as on
+    # torch.export's: with real values beside, torch checks each view's offset against the real
+    # one, a guard on a size of the data (a select at an index read from data) that fails.
+    program.fake_mode.propagate_real_tensors = False
+    return program
 
 
 def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
@@ -1314,7 +1320,7 @@ def functionalized(program: JitProgram) -> JitProgram:
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
     run = torch.func.functionalize(torch.fx.Interpreter(old).run, remove="mutations")
     try:
-        with functorch_config.patch(fake_tensor_propagate_real_tensors=True), program.fake_mode:
+        with program.fake_mode:
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
     except Exception as e:  # torch's retrace of the graph
         raise ConversionError(
