@@ -358,24 +358,31 @@ def test_sizes_read_from_data_stay_sizes_of_the_graph():
 
 
 class WriteAtIndex(torch.nn.Module):
-    """In-place writes into views at an index read from data (x[ind] = data: select, then copy_)."""
+    """In-place writes into views at an index or a step read from data (x[ind] = data: select,
+    then copy_)."""
 
-    def forward(self, x, ind, row, column):
+    def forward(self, x, ind, step, row, column):
         x[ind] = row
         x[:, ind] += column
+        x[1::step, :ind] = 0.5
         return x * 2
 
 
-def test_writes_into_views_at_an_index_read_from_data():
+def test_writes_into_views_at_an_index_or_step_read_from_data():
     """Rewriting the in-place ops retraced the graph with the example's values beside, and torch's
     check of a view's offset against the real one guarded on the index read from data (a select at
-    it has an offset of its own symbol), which failed. The index stays an input: other rows and
-    columns, negative ones included, are written where eager PyTorch writes them."""
-    args = (torch.randn(4, 4), torch.tensor(2), torch.randn(4), torch.randn(4))
-    result, _ = _export_quietly(WriteAtIndex(), tuple(a.clone() for a in args))
+    it has an offset of its own symbol), which failed. Retraced on symbols only, a slice's step read
+    from data is assumed positive as eager requires (torch's fake slice guards on it). The index
+    and the step stay inputs: other rows, columns and steps, negative indices included, are written
+    where eager PyTorch writes them."""
+
+    def inputs(ind, step):
+        return (torch.randn(5, 4), torch.tensor(ind), torch.tensor(step), torch.randn(4), torch.randn(5))
+
+    result, _ = _export_quietly(WriteAtIndex(), inputs(2, 2))
     assert result.tracer == "torch.jit.trace"
-    for ind in (2, 0, 3, -1, -4):
-        args = (torch.randn(4, 4), torch.tensor(ind), torch.randn(4), torch.randn(4))
+    for ind, step in [(2, 2), (0, 1), (3, 3), (-1, 2), (-4, 7)]:
+        args = inputs(ind, step)
         got = run_ort(result.model_proto, [a.clone() for a in args])[0]  # (eager writes into x)
         np.testing.assert_allclose(got, WriteAtIndex()(*args).numpy(), rtol=1e-6, atol=1e-6)
 

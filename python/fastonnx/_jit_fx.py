@@ -395,6 +395,7 @@ class _Translator(QuantizedOps):
             # A number read from data may size the result (arange's end): with real values
             # beside, torch may settle it to the example's value; without them it stays a symbol,
             # or the op fails and run() gives it sizes of its own.
+            assume_preconditions(target, fargs, fkwargs)
             return self.without_real_values(target, fargs, fkwargs)
         before = list(env.pending_fresh_unbacked_symbols)
         try:
@@ -1186,6 +1187,24 @@ def _functional_overload(packet, schema) -> torch._ops.OpOverload | None:
     return None
 
 
+def _slice_step(self, dim=0, start=None, end=None, step=1) -> list:
+    return [step > 0]
+
+
+# What ops require of their numbers (eager raises otherwise) that torch's fake kernels test with a
+# guard, not torch._check: a guard on a number read from data fails, an assumption does not.
+_PRECONDITIONS = {aten.slice.Tensor: _slice_step}
+
+
+def assume_preconditions(target, args, kwargs) -> None:
+    """Assumes the preconditions of ``target`` on symbolic numbers (read from data), as
+    torch._check does: the runtime assertions of what eager would refuse."""
+    conditions = _PRECONDITIONS.get(target)
+    for condition in conditions(*args, **kwargs) if conditions is not None else ():
+        if isinstance(condition, torch.SymBool):
+            torch._check(condition)
+
+
 def _inputs(node: torch._C.Node) -> list:
     """A TorchScript node's inputs. (By index: iterating ``node.inputs()`` costs some 20 µs a node
     in torch's bindings, whatever their count, more than translating most nodes does.)"""
@@ -1390,6 +1409,14 @@ def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
 
 
+class _Retrace(torch.fx.Interpreter):
+    """Runs the translated graph again, with the preconditions the translation assumed."""
+
+    def call_function(self, target, args, kwargs):
+        assume_preconditions(target, args, kwargs)
+        return super().call_function(target, args, kwargs)
+
+
 def functionalized(program: JitProgram) -> JitProgram:
     """The program with its in-place ops on views rewritten functionally, when it has any: an
     in-place op converts as its functional twin, exact only when nothing reads the written tensor
@@ -1403,7 +1430,7 @@ def functionalized(program: JitProgram) -> JitProgram:
         return program
     old = program.graph_module
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
-    run = torch.func.functionalize(torch.fx.Interpreter(old).run, remove="mutations")
+    run = torch.func.functionalize(_Retrace(old).run, remove="mutations")
     try:
         with program.fake_mode:
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
