@@ -125,7 +125,7 @@ class _State:
     exports = 0
     # fastonnx exports whose outputs matched eager's on every input set the test gave.
     compared = 0
-    # The test's assertRaises blocks around exports that fastonnx ran and matched (see _AssertRaises).
+    # The assertRaises blocks around exports that fastonnx ran and matched (see _patch_assert_raises).
     exceeded: list[str] = []
     # The reason a package that does not load was touched by the test, if it was.
     unavailable: str | None = None
