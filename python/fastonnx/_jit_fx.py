@@ -10,10 +10,12 @@ ONNX If / Loop.
 
 Every FX node gets ``meta["val"]`` the way torch.export records it: the graph runs under a fake
 mode whose ShapeEnv makes the requested dynamic axes symbols, with the real example tensors
-propagated beside (torch's ``fake_tensor_propagate_real_tensors``), so a data-dependent size
-(``nonzero``, a size read with ``item()``) is an unbacked symbol whose guards take the example's
-value instead of failing. A symbol the ShapeEnv replaces by a number is a dynamic axis the graph
-fixes; ``JitProgram.fixed`` says which node fixed it.
+propagated beside (torch's ``fake_tensor_propagate_real_tensors``) when the graph reads data. A
+data-dependent size (``nonzero``, a size read with ``item()``) is an unbacked symbol that no guard
+settles to the example's value: an op that cannot take it runs on the example's values, its
+result sizes new symbols (see ``_ShapeEnv``, ``_Translator.run``). Without dynamic axes or data
+reads, the trace's own types are the graph's. A symbol the ShapeEnv replaces by a number is a
+dynamic axis the graph fixes; ``JitProgram.fixed`` says which node fixed it.
 """
 
 from __future__ import annotations
