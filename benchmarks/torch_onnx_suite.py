@@ -45,7 +45,14 @@ onnxruntime themselves):
   Python number an input and drops the inputs its graph does not read (the test's
   ``remained_onnx_input_idx`` lists the ones it keeps); fastonnx bakes numbers in and keeps every
   tensor input, so it is fed all inputs, or all tensors, or the test's list, whichever matches the
-  graph's input count.
+  graph's input count. fastonnx writes a complex output as a real tensor whose last dimension holds
+  the real and imaginary parts (its README): it is compared with ``torch.view_as_real`` of eager's.
+
+Some tests assert that the TorchScript exporter fails (``assertRaises`` around ``run_test``). Under
+fastonnx, such a block that raised nothing because every export inside it ran and its outputs
+matched eager's does not fail the test, which goes on; a test that then passes is ``exceeds``,
+counted apart from passed and failed, with each such block listed. A block holding an export that
+failed, or whose outputs were not compared (a direct ``torch.onnx.export``), fails as before.
 
 Each failure gets a bucket, from the step that raised the exception (each step's function is
 wrapped to tag what it raises): ``numeric mismatch`` (the output comparison's allclose), ``shape/dtype
@@ -116,6 +123,10 @@ class _State:
     buckets: dict[int, tuple[BaseException, str]] = {}
     # Exports the test ran: a test that passes without one did not exercise the exporter.
     exports = 0
+    # fastonnx exports whose outputs matched eager's on every input set the test gave.
+    compared = 0
+    # The assertRaises blocks around exports that fastonnx ran and matched (see _patch_assert_raises).
+    exceeded: list[str] = []
     # The reason a package that does not load was touched by the test, if it was.
     unavailable: str | None = None
 
@@ -149,11 +160,25 @@ def _mismatch_bucket(message: str) -> str:
     return "shape/dtype mismatch" if any(s in message for s in structural) else "numeric mismatch"
 
 
+def _complex_as_real(value):
+    """``value`` with each complex tensor as fastonnx writes it (its README): a real tensor whose
+    last dimension holds the real and imaginary parts."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    def leaf(x):
+        return torch.view_as_real(x.resolve_conj()) if isinstance(x, torch.Tensor) and x.is_complex() else x
+
+    return pytree.tree_map(leaf, value)
+
+
 def _compare_in_bucket(compare):
     @functools.wraps(compare)
-    def wrapper(*args, **kwargs):
+    def wrapper(onnx_outs, pt_outs, options):
+        if _State.exporter == "fastonnx":
+            pt_outs = _complex_as_real(pt_outs)
         try:
-            return compare(*args, **kwargs)
+            return compare(onnx_outs, pt_outs, options)
         except AssertionError as e:
             _State.buckets.setdefault(id(e), (e, _mismatch_bucket(str(e))))
             raise
@@ -332,6 +357,34 @@ def _fastonnx_verify(model, input_args, input_kwargs, additional_test_inputs, *,
             additional_test_inputs=additional_test_inputs,
             options=dataclasses.replace(options, remained_onnx_input_idx=fed),
         )
+    _State.compared += 1
+
+
+def _patch_assert_raises() -> None:
+    """Under fastonnx, an assertRaises block around exports (the test asserting the TorchScript
+    exporter's failure) that raised nothing because every export inside it ran and its outputs
+    matched eager's is recorded in ``_State.exceeded`` instead of failing, and the test goes on (a
+    later block may hold exports too). A block with an export that failed (its exception is the
+    one the block expected, or it ends the test), with an export whose outputs were not compared
+    (a direct torch.onnx.export), or with no export fails as unittest fails it."""
+    context = unittest.case._AssertRaisesContext
+    enter, exit_ = context.__enter__, context.__exit__
+
+    def __enter__(self):
+        self._exports_before = (_State.exports, _State.compared)
+        return enter(self)
+
+    def __exit__(self, exc_type, exc_value, tb):
+        if exc_type is None and _State.exporter == "fastonnx":
+            exports_before, compared_before = self._exports_before
+            exports, compared = _State.exports - exports_before, _State.compared - compared_before
+            if exports and compared == exports:
+                expected = getattr(self.expected, "__name__", str(self.expected))
+                _State.exceeded.append(f"{expected} not raised: {exports} export(s) matched eager")
+                return False
+        return exit_(self, exc_type, exc_value, tb)
+
+    context.__enter__, context.__exit__ = __enter__, __exit__
 
 
 def _patch_suite(suite_module, onnx_test_common) -> None:
@@ -393,6 +446,7 @@ def _patch_suite(suite_module, onnx_test_common) -> None:
 
     torch.onnx.register_custom_op_symbolic = register_custom_op_symbolic
     torch.onnx.unregister_custom_op_symbolic = unregister_custom_op_symbolic
+    _patch_assert_raises()
 
 
 def _load_suite(tests_dir: Path):
@@ -444,7 +498,8 @@ def _failure_bucket(error: BaseException) -> str:
 def _run_one(test_class, name: str, exporter: str, timeout: float) -> dict:
     _State.exporter = exporter
     _State.buckets.clear()
-    _State.exports, _State.unavailable = 0, None
+    _State.exports, _State.compared, _State.unavailable = 0, 0, None
+    _State.exceeded = []
     result = _Result()
     start = time.perf_counter()
     signal.setitimer(signal.ITIMER_REAL, timeout)
@@ -457,6 +512,8 @@ def _run_one(test_class, name: str, exporter: str, timeout: float) -> dict:
         signal.setitimer(signal.ITIMER_REAL, 0)
     if result.status == "failed" and _State.unavailable is not None:
         result.status, result.skip_reason, result.error = "skipped", _State.unavailable, None
+    if result.status == "passed" and _State.exceeded:
+        result.status = "exceeds"
     record = {
         "test": name,
         "exporter": exporter,
@@ -466,6 +523,8 @@ def _run_one(test_class, name: str, exporter: str, timeout: float) -> dict:
     }
     if result.status == "skipped":
         record["skip_reason"] = result.skip_reason
+    if _State.exceeded:
+        record["exceeded"] = list(_State.exceeded)
     if result.error is not None:
         message = " ".join(str(result.error).split())
         record.update(
@@ -515,6 +574,8 @@ def _progress(done: int, total: int, record: dict) -> None:
         outcome += f" [{record['bucket']}] {record['exc_type']}: {record['message'][:120]}"
     elif outcome == "skipped":
         outcome += f" ({(record.get('skip_reason') or '')[:80]})"
+    elif outcome == "exceeds":
+        outcome += f" ({'; '.join(record['exceeded'])})"
     seconds = "" if record["seconds"] is None else f" ({record['seconds']:.1f} s)"
     print(f"[{done}/{total}] {record['test']} {record['exporter']}: {outcome}{seconds}", file=sys.stderr, flush=True)
 
@@ -596,6 +657,8 @@ def _counts(records: list[dict]) -> dict:
         "passed": statuses["passed"],
         # run_test exports nothing for a scripted model in this tracing class: such a pass is empty.
         "passed_without_export": sum(1 for r in records if r["status"] == "passed" and r["exports"] == 0),
+        # The test asserts the TorchScript exporter's failure; fastonnx exported and matched eager.
+        "exceeds": statuses["exceeds"],
         "failed": statuses["failed"],
         "buckets": dict(collections.Counter(r["bucket"] for r in records if r["status"] == "failed")),
     }
@@ -606,13 +669,17 @@ def _summary(records: list[dict], exporters: tuple[str, ...], collected: dict[st
     lines.append(f"ran {class_name}")
     by_exporter = {e: [r for r in records if r["exporter"] == e] for e in exporters}
     header = f"{'exporter':<12} {'collected':>9} {'skipped':>7} {'applicable':>10} {'passed':>6} {'(no export)':>11} "
-    lines += ["", header + f"{'failed':>6}  failed by bucket"]
+    lines += ["", header + f"{'exceeds':>7} {'failed':>6}  failed by bucket"]
     for exporter, mine in by_exporter.items():
         c = _counts(mine)
         buckets = ", ".join(f"{b}: {c['buckets'][b]}" for b in BUCKETS if b in c["buckets"]) or "-"
         lines.append(
             f"{exporter:<12} {c['collected']:>9} {c['skipped']:>7} {c['applicable']:>10} {c['passed']:>6} "
-            f"{c['passed_without_export']:>11} {c['failed']:>6}  {buckets}"
+            f"{c['passed_without_export']:>11} {c['exceeds']:>7} {c['failed']:>6}  {buckets}"
+        )
+    if any(r["status"] == "exceeds" for r in records):
+        lines.append(
+            "exceeds: the test asserts the TorchScript exporter's failure; fastonnx exported and matched eager"
         )
     skips = collections.Counter(r["skip_reason"] for r in records if r["status"] == "skipped")
     if skips:
@@ -626,12 +693,18 @@ def _summary(records: list[dict], exporters: tuple[str, ...], collected: dict[st
             "",
             f"cross table over the {len(both)} tests applicable to both (rows torchscript, columns fastonnx):",
         ]
-        lines.append(f"{'':<18} {'fastonnx pass':>14} {'fastonnx fail':>14}")
+        lines.append(f"{'':<18} {'fastonnx pass':>14} {'fastonnx exceeds':>17} {'fastonnx fail':>14}")
         for row in ("passed", "failed"):
-            lines.append(f"{'torchscript ' + row[:4]:<18} {cross[row, 'passed']:>14} {cross[row, 'failed']:>14}")
+            lines.append(
+                f"{'torchscript ' + row[:4]:<18} {cross[row, 'passed']:>14} {cross[row, 'exceeds']:>17} "
+                f"{cross[row, 'failed']:>14}"
+            )
         one_sided = [t for t in ts if t in fo and (ts[t]["status"] == "skipped") != (fo[t]["status"] == "skipped")]
         if one_sided:
             lines.append(f"skipped under one exporter only: {', '.join(one_sided)}")
+        exceeding = [t for t in both if fo[t]["status"] == "exceeds"]
+        lines += ["", f"fastonnx exceeds the test's assertion of a TorchScript failure ({len(exceeding)}):"]
+        lines += [f"  {t}  ({'; '.join(fo[t]['exceeded'])})" for t in exceeding]
         regressions = [t for t in both if ts[t]["status"] == "passed" and fo[t]["status"] == "failed"]
         lines += ["", f"TorchScript passes, fastonnx fails ({len(regressions)}):"]
         for t in regressions:

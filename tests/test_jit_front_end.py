@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from models.scripted import Branchy, CountingLoop, PerRowLoop, UnrolledLoop
-from support import assert_matches, run_ort
+from support import assert_declared_shapes_hold, assert_matches, run_ort
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import fastonnx
@@ -332,6 +332,59 @@ def test_data_dependent_arange_and_in_place_writes():
     args = (torch.randn(5, 3), torch.tensor([0, 2]), torch.randn(2, 3))
     result, _ = _export_quietly(WriteRows(), tuple(a.clone() for a in args))
     assert_matches(result.model_proto, WriteRows(), tuple(a.clone() for a in args), rtol=1e-4, atol=1e-5)
+
+
+class ColumnsOfAMask(torch.nn.Module):
+    """Sizes read from the data and nothing else that reads it: where(mask) (a composite of
+    nonzero, one TorchScript node returning a list), a boolean mask's index, a size of its result."""
+
+    def forward(self, x, scores):
+        columns = torch.where(scores > 0)[1]
+        picked = x[:, columns]
+        positive = x[x > 0]
+        return picked * 2, positive + 1, torch.zeros(positive.size(0))
+
+
+def test_sizes_read_from_data_stay_sizes_of_the_graph():
+    """The trace's types are the example's sizes: after an op whose size depends on the data they
+    are not the graph's (the trace's types were taken for where(mask)'s, which then failed to
+    translate; a mask's index kept the example's count). The counts stay symbols: the model runs at
+    other counts, none included, and every size it declares holds there."""
+    x, scores = torch.randn(3, 5), torch.tensor([[1.0, -1.0, 2.0, 3.0, -2.0]])
+    result, _ = _export_quietly(ColumnsOfAMask(), (x, scores), tracer="jit")
+    for args in [(x, scores), (torch.randn(3, 5), torch.randn(1, 5)), (torch.randn(3, 5), -torch.ones(1, 5))]:
+        assert_matches(result.model_proto, ColumnsOfAMask(), args, rtol=1e-6, atol=0)
+        assert_declared_shapes_hold(result.model_proto, {"x": args[0].numpy(), "scores": args[1].numpy()})
+
+
+class WriteAtIndex(torch.nn.Module):
+    """In-place writes into views at an index or a step read from data (x[ind] = data: select,
+    then copy_)."""
+
+    def forward(self, x, ind, step, row, column):
+        x[ind] = row
+        x[:, ind] += column
+        x[1::step, :ind] = 0.5
+        return x * 2
+
+
+def test_writes_into_views_at_an_index_or_step_read_from_data():
+    """Rewriting the in-place ops retraced the graph with the example's values beside, and torch's
+    check of a view's offset against the real one guarded on the index read from data (a select at
+    it has an offset of its own symbol), which failed. Retraced on symbols only, a slice's step read
+    from data is assumed positive as eager requires (torch's fake slice guards on it). The index
+    and the step stay inputs: other rows, columns and steps, negative indices included, are written
+    where eager PyTorch writes them."""
+
+    def inputs(ind, step):
+        return (torch.randn(5, 4), torch.tensor(ind), torch.tensor(step), torch.randn(4), torch.randn(5))
+
+    result, _ = _export_quietly(WriteAtIndex(), inputs(2, 2))
+    assert result.tracer == "torch.jit.trace"
+    for ind, step in [(2, 2), (0, 1), (3, 3), (-1, 2), (-4, 7)]:
+        args = inputs(ind, step)
+        got = run_ort(result.model_proto, [a.clone() for a in args])[0]  # (eager writes into x)
+        np.testing.assert_allclose(got, WriteAtIndex()(*args).numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_one_hot_and_linspace_of_counts_read_from_data():

@@ -147,6 +147,35 @@ def test_a_decomposition_that_pins_a_size_is_an_error():
         Decomposer(graph, lambda node: pinning_eye if node.target is torch.ops.aten.eye.m else None).run()
 
 
+# -- the TorchScript front end's rewriting of in-place writes into views ---------------------------
+
+
+class OneHotAndWrite(torch.nn.Module):
+    def forward(self, x, count, totals):
+        classes = torch.nn.functional.one_hot(x, count.to(torch.int32)[0])
+        totals[0] = classes.sum()
+        return classes * 2, totals
+
+
+def test_rewriting_writes_into_views_takes_no_value_of_the_example():
+    """The rewrite without in-place ops retraced the graph with the example's values beside:
+    one_hot's question whether a count read from data is -1 was answered with the example's count,
+    and the model had its 15 classes at every count. It now matches eager at other counts, -1
+    included, or is a ConversionError."""
+    x = torch.tensor([3, 1, 7, 2])
+    try:
+        proto = fastonnx.export(OneHotAndWrite(), (x, torch.tensor([15.0]), torch.zeros(3)), tracer="jit").model_proto
+    except fastonnx.ConversionError as e:
+        assert "rewriting it without in-place ops failed" in str(e)
+        return
+    for count in (15.0, 9.0, -1.0):
+        args = (x, torch.tensor([count]), torch.zeros(3))
+        got = run_ort(proto, [a.clone() for a in args])
+        for g, want in zip(got, OneHotAndWrite()(*args)):
+            assert g.shape == tuple(want.shape), f"count {count}"
+            np.testing.assert_array_equal(g, want.numpy())
+
+
 # -- complex values and casts ---------------------------------------------------------------------
 # FNet: fftn over (1, 2) of a real input casts it to complex64 first; that Cast was written as an
 # ONNX Cast to complex64 whose output the graph declared float (complex values are real pairs),

@@ -10,10 +10,12 @@ ONNX If / Loop.
 
 Every FX node gets ``meta["val"]`` the way torch.export records it: the graph runs under a fake
 mode whose ShapeEnv makes the requested dynamic axes symbols, with the real example tensors
-propagated beside (torch's ``fake_tensor_propagate_real_tensors``), so a data-dependent size
-(``nonzero``, a size read with ``item()``) is an unbacked symbol whose guards take the example's
-value instead of failing. A symbol the ShapeEnv replaces by a number is a dynamic axis the graph
-fixes; ``JitProgram.fixed`` says which node fixed it.
+propagated beside (torch's ``fake_tensor_propagate_real_tensors``) when the graph reads data. A
+data-dependent size (``nonzero``, a size read with ``item()``) is an unbacked symbol that no guard
+settles to the example's value: an op that cannot take it runs on the example's values, its
+result sizes new symbols (see ``_ShapeEnv``, ``_Translator.run``). Without dynamic axes or data
+reads, the trace's own types are the graph's. A symbol the ShapeEnv replaces by a number is a
+dynamic axis the graph fixes; ``JitProgram.fixed`` says which node fixed it.
 """
 
 from __future__ import annotations
@@ -176,6 +178,25 @@ def _source_line(node: torch._C.Node) -> str:
     return f'File "{frame.group(1)}", line {frame.group(2)}, in {frame.group(3)}' if frame else ""
 
 
+class _SizesFromData(Exception):
+    """An op whose result size depends on the data, in a graph translated with the trace's types
+    (see typed_by_trace), whose sizes after it are the example's: translated again with symbols."""
+
+
+class _ShapeEnv(ShapeEnv):
+    """torch's ShapeEnv without its last resort for unbacked symbols. With real values propagated,
+    torch records the example's value of each symbol an op makes from data (nonzero's count, an
+    ``item()``) and from then on settles any guard on that symbol with it, a runtime assertion
+    fastonnx does not write: the guard's branch is taken for every input, and a size of the data
+    may become the example's (a composite op's check of its own views' offsets against the real
+    ones fixed ``where(mask)``'s count). Here such a guard fails instead, and the translator runs
+    the op without real values or on its own ``hints`` with result sizes of their own (see
+    ``exact`` and ``run``)."""
+
+    def set_real_tensor_prop_unbacked_vals(self, k, v) -> None:
+        return None
+
+
 class _Translator(QuantizedOps):
     def __init__(
         self,
@@ -190,7 +211,7 @@ class _Translator(QuantizedOps):
         self.inputs: list[torch.fx.Node] = []  # a control-flow function's placeholders (see sub)
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
-        self.shape_env = ShapeEnv()
+        self.shape_env = _ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
         self.env: dict[torch._C.Value, Any] = {}  # TorchScript value -> FX node or Python value
         self.sizes: dict[torch._C.Value, Any] = {}  # a 0-d tensor computed from sizes -> the size (node or number)
@@ -259,6 +280,8 @@ class _Translator(QuantizedOps):
         with self.mode:
             try:
                 return self.exact(target, fargs, fkwargs)
+            except _SizesFromData:
+                raise
             except Exception:
                 self.shape_env.pending_fresh_unbacked_symbols[:] = []
                 if not any(_unbacked(x) for x in pytree.tree_leaves((fargs, fkwargs))):
@@ -374,6 +397,7 @@ class _Translator(QuantizedOps):
             # A number read from data may size the result (arange's end): with real values
             # beside, torch may settle it to the example's value; without them it stays a symbol,
             # or the op fails and run() gives it sizes of its own.
+            assume_preconditions(target, fargs, fkwargs)
             return self.without_real_values(target, fargs, fkwargs)
         before = list(env.pending_fresh_unbacked_symbols)
         try:
@@ -384,6 +408,8 @@ class _Translator(QuantizedOps):
         fresh = [s for s in env.pending_fresh_unbacked_symbols if s not in before]
         if not fresh:
             return result
+        if self.typed_by_trace:
+            raise _SizesFromData(target)
         # A new unbacked symbol: made again without real values, so that no later guard on it
         # settles it to the example's value (torch 2.14 keeps the example's value as its hint).
         env.pending_fresh_unbacked_symbols[:] = before
@@ -392,7 +418,9 @@ class _Translator(QuantizedOps):
             if isinstance(exact_t, torch.Tensor) and isinstance(real_t, torch.Tensor):
                 # (a fake kernel that makes its own symbol, torchvision's nms, leaves the example's
                 # size only on the real tensor beside)
-                real = getattr(real_t, "real_tensor", real_t)
+                real = real_t.real_tensor if isinstance(real_t, FakeTensor) else real_t
+                if real is None:  # (no example beside: a loop body's value, or the trace's types)
+                    continue
                 for size, actual in zip(exact_t.shape, real.shape):
                     if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol and isinstance(actual, int):
                         self.hints.setdefault(size.node.expr, actual)
@@ -535,7 +563,7 @@ class _Translator(QuantizedOps):
             before = dict(self.shape_env.replacements)
             try:
                 self.translate_node(node)
-            except ConversionError:
+            except (ConversionError, _SizesFromData):
                 raise
             except Exception as e:  # a node torch cannot run on fake tensors, or an unknown kind
                 raise ConversionError(
@@ -1161,6 +1189,24 @@ def _functional_overload(packet, schema) -> torch._ops.OpOverload | None:
     return None
 
 
+def _slice_step(self, dim=0, start=None, end=None, step=1) -> list:
+    return [step > 0]
+
+
+# What ops require of their numbers (eager raises otherwise) that torch's fake kernels test with a
+# guard, not torch._check: a guard on a number read from data fails, an assumption does not.
+_PRECONDITIONS = {aten.slice.Tensor: _slice_step}
+
+
+def assume_preconditions(target, args, kwargs) -> None:
+    """Assumes the preconditions of ``target`` on symbolic numbers (read from data), as
+    torch._check does: the runtime assertions of what eager would refuse."""
+    conditions = _PRECONDITIONS.get(target)
+    for condition in conditions(*args, **kwargs) if conditions is not None else ():
+        if isinstance(condition, torch.SymBool):
+            torch._check(condition)
+
+
 def _inputs(node: torch._C.Node) -> list:
     """A TorchScript node's inputs. (By index: iterating ``node.inputs()`` costs some 20 µs a node
     in torch's bindings, whatever their count, more than translating most nodes does.)"""
@@ -1195,23 +1241,35 @@ def _free_values(blocks) -> list:
     return list(free)
 
 
-# Ops whose result depends on the data beyond its type: values read as numbers, sizes computed
-# from data, and control flow on them.
-_DATA_READS = {
-    "aten::nonzero",
-    "aten::nonzero_numpy",
-    "aten::masked_select",
-    "aten::unique",
-    "aten::_unique",
-    "aten::_unique2",
-    "aten::unique_dim",
-    "aten::unique_consecutive",
-    "aten::item",
-    "aten::_local_scalar_dense",
-    "prim::If",
-    "prim::Loop",
+# Ops whose result depends on the data beyond its type, whatever their arguments: control flow.
+# Ops whose result size, or a number they return, depends on the data are those torch tags so
+# (nonzero, masked_select, unique, item, index by a mask...; see _data_reading_kinds), and
+# composites of them, which have no tag of their own.
+_DATA_READS = {"prim::If", "prim::Loop"}
+_DATA_TAGS = frozenset({torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output})
+_COMPOSITE_DATA_READS = {
+    aten.where.default,  # where(condition): nonzero's columns
+    aten.nonzero_numpy.default,
+    aten.argwhere.default,
+    aten.repeat_interleave.self_Tensor,
+    aten.tensor_split.tensor_indices_or_sections,
 }
 _NUMBER_READS = {"aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit", "prim::ImplicitTensorToNum"}
+
+
+@functools.cache
+def _data_reading_kinds() -> frozenset[str]:
+    """The TorchScript kinds of the ATen ops with an overload torch tags as reading the data, and
+    of the composites above."""
+    kinds = {op._schema.name for op in _COMPOSITE_DATA_READS}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        kind, _, overload = qualified.partition(".")
+        if not kind.startswith("aten::") or kind in kinds:
+            continue
+        op = getattr(getattr(aten, kind[len("aten::") :], None), overload or "default", None)
+        if isinstance(op, torch._ops.OpOverload) and _DATA_TAGS & set(op.tags):
+            kinds.add(kind)
+    return frozenset(kinds)
 
 
 def typed_by_trace(jit: JitGraph, dynamic: Sequence[dict[int, str]]) -> bool:
@@ -1220,15 +1278,56 @@ def typed_by_trace(jit: JitGraph, dynamic: Sequence[dict[int, str]]) -> bool:
 
 def _reads_data(graph) -> bool:
     """Whether the graph reads values from data (a number of a tensor that is not a size, an op
-    whose result size depends on the data). (torch's own search of the nodes of a kind, nested
-    blocks included: a walk in Python costs more than the rest of a small model's translation.)"""
+    whose result size depends on the data): the trace recorded the example's sizes for what
+    follows, which only the fake mode's symbols keep apart from it. (torch's own search of the
+    nodes of a kind, nested blocks included: a walk in Python costs more than the rest of a small
+    model's translation.)"""
     if any(graph.findAllNodes(kind, True) for kind in _DATA_READS):
+        return True
+    if any(_reads_data_at(node) for kind in _data_reading_kinds() for node in graph.findAllNodes(kind, True)):
         return True
     return any(
         node.input().node().kind() != "prim::NumToTensor"
         for kind in _NUMBER_READS
         for node in graph.findAllNodes(kind, True)
     )
+
+
+def _reads_data_at(node: torch._C.Node) -> bool:
+    """Whether this node of a data-reading kind reads the data: its overload is tagged so (or a
+    composite of one), and for indexing, an index is a mask that is not a constant; for one_hot,
+    the class count is not given (-1)."""
+    schema_text = node.schema()
+    if schema_text == "(no schema)":
+        return True
+    _, _, op = _resolve(schema_text)
+    if op in _COMPOSITE_DATA_READS:
+        return True
+    if not _DATA_TAGS & set(op.tags):
+        return False
+    if op is aten.index.Tensor:
+        indices = node.inputsAt(1).node()
+        if indices.kind() != "prim::ListConstruct":  # (a constant list: constant indices)
+            return indices.kind() != "prim::Constant"
+        return any(_mask_from_data(v) for v in _inputs(indices))
+    if op is aten.one_hot.default:
+        count = node.inputsAt(1)
+        value = count.toIValue() if count.node().kind() == "prim::Constant" else None
+        return not isinstance(value, int) or value < 0
+    return True
+
+
+def _mask_from_data(index: torch._C.Value) -> bool:
+    """Whether an index the graph computes may be a boolean (or byte) mask: its count of true
+    elements sizes the result. A constant index, or one the trace typed as integers, does not."""
+    if index.node().kind() == "prim::Constant":
+        return False
+    t = index.type()
+    if t.kind() == "OptionalType":
+        t = t.getElementType()
+    if t.kind() == "NoneType":
+        return False
+    return t.kind() != "TensorType" or t.scalarType() not in ("Long", "Int", "Short", "Char")
 
 
 def _plain(tensor: torch.Tensor) -> bool:
@@ -1290,6 +1389,19 @@ def translate(
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
     dynamic axes (axis -> name)."""
     typed = typed_by_trace(jit, dynamic)
+    try:
+        program = _translated(jit, user_tensors, dynamic, input_names, typed)
+    except _SizesFromData:  # an op _reads_data does not know (a composite returning a list)
+        program = _translated(jit, user_tensors, dynamic, input_names, False)
+    # The example's values served the translation only. What retraces the program under its fake
+    # mode afterwards (functionalization, decompositions) runs on its symbols alone, as on
+    # torch.export's: with real values beside, torch checks each view's offset against the real
+    # one, a guard on a size of the data (a select at an index read from data) that fails.
+    program.fake_mode.propagate_real_tensors = False
+    return program
+
+
+def _translated(jit: JitGraph, user_tensors, dynamic, input_names, typed: bool) -> JitProgram:
     # The fake mode reads the setting when it is made.
     with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed):
         return _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
@@ -1297,6 +1409,14 @@ def translate(
 
 def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
+
+
+class _Retrace(torch.fx.Interpreter):
+    """Runs the translated graph again, with the preconditions the translation assumed."""
+
+    def call_function(self, target, args, kwargs):
+        assume_preconditions(target, args, kwargs)
+        return super().call_function(target, args, kwargs)
 
 
 def functionalized(program: JitProgram) -> JitProgram:
@@ -1312,9 +1432,9 @@ def functionalized(program: JitProgram) -> JitProgram:
         return program
     old = program.graph_module
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
-    run = torch.func.functionalize(torch.fx.Interpreter(old).run, remove="mutations")
+    run = torch.func.functionalize(_Retrace(old).run, remove="mutations")
     try:
-        with functorch_config.patch(fake_tensor_propagate_real_tensors=True), program.fake_mode:
+        with program.fake_mode:
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
     except Exception as e:  # torch's retrace of the graph
         raise ConversionError(
