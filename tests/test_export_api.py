@@ -37,7 +37,9 @@ def test_lone_tensor_args_and_exported_program():
 
 
 def test_input_and_output_names_partial():
-    proto = fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), input_names=["a"], output_names=["logits"]).model_proto
+    proto = fastonnx.export(
+        TwoInTwoOut(), two_in_two_out_args(), input_names=["a"], output_names=["logits"]
+    ).model_proto
     assert [i.name for i in proto.graph.input] == ["a", "y"]
     assert proto.graph.output[0].name == "logits"
     check(proto)
@@ -324,6 +326,22 @@ def test_stft_with_a_window_exports(window_in_forward):
     export_and_compare(Spectrogram(window_in_forward), (torch.randn(2, 64),))
 
 
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("n", [16, 15])
+def test_real_fft_zero_imaginary_parts_are_exact(opset, n):
+    """The imaginary parts of a real signal's bin 0 and (even n) bin n / 2 are exactly 0, as torch
+    gives them, not a float32 DFT's rounding noise (PyTorch's suite compares them at atol 1e-7)."""
+    x = torch.randn(3, n) * 10
+    (got,) = run_ort(
+        fastonnx.export(Lambda(lambda x: torch.view_as_real(torch.fft.rfft(x))), (x,), opset_version=opset).model_proto,
+        (x,),
+    )
+    assert (got[:, 0, 1] == 0).all()
+    # An odd length has no middle bin: its bin n // 2 keeps its (nonzero) imaginary part.
+    assert (got[:, n // 2, 1] == 0).all() if n % 2 == 0 else (got[:, n // 2, 1] != 0).all()
+    torch.testing.assert_close(torch.from_numpy(got), torch.view_as_real(torch.fft.rfft(x)), rtol=1e-5, atol=1e-4)
+
+
 def test_complex_values_transposed_permuted_and_squeezed():
     def f(x):
         z = torch.view_as_complex(x)  # (2, 1, 3, 4) complex
@@ -337,7 +355,9 @@ def test_a_failing_decomposition_is_a_conversion_error(monkeypatch):
         raise AssertionError("fake mode mismatch")
 
     monkeypatch.setattr(fastonnx._decompose.Decomposer, "_trace", broken)
-    expected = r"decomposition of aten::hann_window \(FX node `hann_window`\) failed: AssertionError: fake mode mismatch"
+    expected = (
+        r"decomposition of aten::hann_window \(FX node `hann_window`\) failed: AssertionError: fake mode mismatch"
+    )
     with pytest.raises(fastonnx.ConversionError, match=expected) as info:
         fastonnx.export(KronWindow(), (torch.randn(3, 8),))
     assert isinstance(info.value.__cause__, AssertionError)
