@@ -146,6 +146,31 @@ def test_a_converter_that_returns_the_wrong_thing():
         fastonnx.unregister_converter("fastonnx_test::split_signs")
 
 
+def test_an_output_a_converter_cannot_compute_is_refused_where_it_is_read():
+    """A converter may return None for an output after the first that ONNX cannot compute, as
+    torch.onnx's symbolic functions do; a model that reads that output is a ConversionError."""
+    fastonnx.register_converter("fastonnx_test::split_signs", lambda g, x: (g.op("Relu", x), None))
+    try:
+
+        class FirstOnly(torch.nn.Module):
+            def forward(self, x):
+                return split_signs(x)[0] * 2
+
+        class Both(torch.nn.Module):
+            def forward(self, x):
+                pos, neg = split_signs(x)
+                return pos + neg
+
+        export_and_compare(FirstOnly(), (torch.randn(3, 4),))
+        with pytest.raises(fastonnx.ConversionError, match="gives no ONNX value for its output 1, which the model"):
+            fastonnx.export(Both(), (torch.randn(3, 4),))
+        fastonnx.register_converter("fastonnx_test::split_signs", lambda g, x: (None, g.op("Relu", x)))
+        with pytest.raises(fastonnx.ConversionError, match="None for an output after the first"):
+            fastonnx.export(FirstOnly(), (torch.randn(3, 4),))
+    finally:
+        fastonnx.unregister_converter("fastonnx_test::split_signs")
+
+
 @torch.library.custom_op("fastonnx_test::soft_clip", mutates_args=())
 def soft_clip(x: torch.Tensor, limit: float) -> torch.Tensor:
     return limit * torch.tanh(x / limit)

@@ -94,3 +94,29 @@ def test_detection_models_torch_export_refuses(name):
         assert len(got) == len(want)
         for g_, w in zip(got, want):
             np.testing.assert_allclose(g_, w.detach().numpy(), rtol=1e-3, atol=1e-3)
+
+
+@needs_torchvision
+@pytest.mark.parametrize("tracer", ["export", "jit"])
+def test_roi_pool(tracer):
+    """torchvision's roi_pool as ONNX MaxRoiPool (its rois are MaxRoiPool's: batch index, then
+    the box); its argmax output, which only a backward pass reads, has no ONNX op, so a model
+    that reads it is refused rather than given something else."""
+    from torchvision.ops import roi_pool
+
+    class Pool(torch.nn.Module):
+        def forward(self, x, rois):
+            return roi_pool(x, rois, output_size=(5, 3), spatial_scale=0.5)
+
+    class Argmax(torch.nn.Module):
+        def forward(self, x, rois):
+            return torch.ops.torchvision.roi_pool(x, rois, 0.5, 5, 3)[1]
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 4, 16, 16, generator=g)
+    rois = torch.tensor([[0, 0.0, 0.0, 20.0, 12.0], [1, 4.0, 6.0, 30.0, 31.0], [0, 8.0, 2.0, 9.0, 3.0]])
+    proto = fastonnx.export(Pool(), (x, rois), tracer=tracer).model_proto
+    assert "MaxRoiPool" in _op_types(proto.graph)
+    np.testing.assert_allclose(run_ort(proto, [x, rois])[0], Pool()(x, rois).numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(fastonnx.ConversionError, match="gives no ONNX value for its output 1, which the model reads"):
+        fastonnx.export(Argmax(), (x, rois), tracer=tracer)

@@ -355,13 +355,24 @@ class Lowering:
                 f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) failed: {kind}{e}"
             ) from e
         results = list(out) if isinstance(out, (list, tuple)) else [out]
-        if len(results) != len(metas) or not all(isinstance(r, Value) for r in results):
+        computed = all(isinstance(r, Value) or (r is None and i) for i, r in enumerate(results))
+        if len(results) != len(metas) or not computed:
             raise ConversionError(
                 f"the Python converter of {qualified_name(node.target)} returned {out!r}; it must "
-                f"return {len(metas)} value(s) made with g.op"
+                f"return {len(metas)} value(s) made with g.op (None for an output after the first that ONNX "
+                "cannot compute)"
             )
+        # An output the converter cannot compute (None, as torch.onnx's symbolic functions return
+        # it) is refused where the model reads it, never left to compute something else.
+        for user in node.users:
+            if user.target is operator.getitem and results[user.args[1]] is None and user.users:
+                raise ConversionError(
+                    f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) gives no ONNX "
+                    f"value for its output {user.args[1]}, which the model reads"
+                    + (f"\n  from {source_line(user)}" if source_line(user) else "")
+                )
         for i, (r, meta) in enumerate(zip(results, metas)):
-            if meta is not None:
+            if r is not None and meta is not None:
                 try:
                     self.session.set_meta(r.ref, meta[0], meta[1])
                 except _C.ConvertError as e:
@@ -369,7 +380,7 @@ class Lowering:
                         f"the Python converter of {qualified_name(node.target)} (FX node "
                         f"`{node.name}`) returned a wrong result {i}: {e}"
                     ) from None
-        refs = [r.ref for r in results]
+        refs = [r.ref if r is not None else None for r in results]
         return refs if isinstance(node.meta.get("val"), (list, tuple)) else refs[0]
 
     def _convert(self, node: torch.fx.Node, target, args: tuple, kwargs: dict, metas: list):

@@ -1,6 +1,6 @@
 """Converters of torchvision's C++ ops, which its detection models call: ``nms`` as ONNX
-NonMaxSuppression, ``roi_align`` as ONNX RoiAlign. Registered by name (torchvision need not be
-importable to export a model without them)."""
+NonMaxSuppression, ``roi_align`` as ONNX RoiAlign, ``roi_pool`` as ONNX MaxRoiPool. Registered by
+name (torchvision need not be importable to export a model without them)."""
 
 from __future__ import annotations
 
@@ -52,5 +52,20 @@ def _roi_align(g, input, rois, spatial_scale, pooled_height, pooled_width, sampl
     )
 
 
+def _roi_pool(g, input, rois, spatial_scale, pooled_height, pooled_width):
+    """ONNX MaxRoiPool takes torchvision's rois as they are: (batch index, x1, y1, x2, y2). The
+    second output, the argmax positions only a backward pass reads, has no ONNX op: a model that
+    reads it is refused."""
+    pooled = g.op(
+        "MaxRoiPool",
+        input,
+        rois,
+        pooled_shape_i=[int(pooled_height), int(pooled_width)],
+        spatial_scale_f=float(spatial_scale),
+    )
+    return pooled, None
+
+
 register_converter("torchvision::nms", _nms)
+register_converter("torchvision::roi_pool", _roi_pool)
 register_converter("torchvision::roi_align", _roi_align)
