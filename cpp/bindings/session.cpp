@@ -1,14 +1,18 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
 #include <tuple>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "fastonnx/cached_blocks.h"
 #include "fastonnx/model_file.h"
 #include "fastonnx/read_pages.h"
+#include "fastonnx/read_while_tracing.h"
 #include "fastonnx/session.h"
 
 namespace py = pybind11;
@@ -140,14 +144,29 @@ struct Model {
   PassStats stats;
 };
 
-// A checkpoint's read-only file mapping, registered while this lives (read_pages.h). `owner`,
-// the Python mmap, is declared first so that it is released after the registration is gone:
-// the memory is never unmapped while registered.
+// A descriptor of its own on a checkpoint file, closed with it (-1 where it cannot be opened: the
+// pages are then only dropped from the process, not evicted).
+struct OwnDescriptor {
+  explicit OwnDescriptor(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~OwnDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  OwnDescriptor(const OwnDescriptor&) = delete;
+  OwnDescriptor& operator=(const OwnDescriptor&) = delete;
+  int fd;
+};
+
+// A checkpoint's read-only file mapping, registered while this lives (read_pages.h). `owner`, the
+// Python mmap, and the descriptor that evicts the pages the writer releases are declared first,
+// so that they are released after the registration is gone: the memory is never unmapped, nor the
+// descriptor closed, while registered.
 struct Mapping {
-  Mapping(uintptr_t address, size_t size, py::object mmap)
+  Mapping(uintptr_t address, size_t size, py::object mmap, const std::string& path)
       : owner(std::move(mmap)),
-        registration(reinterpret_cast<const void*>(address), size) {}  // NOLINT(performance-no-int-to-ptr)
+        file(path),
+        registration(reinterpret_cast<const void*>(address), size, file.fd) {}  // NOLINT(performance-no-int-to-ptr)
   py::object owner;
+  OwnDescriptor file;
   ReadOnlyMapping registration;
 };
 
@@ -345,9 +364,11 @@ void init_session(py::module_& m) {
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
   init_model(m);
   py::class_<Mapping>(m, "ReadOnlyMapping",
-                      "Registers a read-only file mapping (address, size, the mmap) whose pages the writer "
-                      "returns as it reads them, while this object lives.")
-      .def(py::init<uintptr_t, size_t, py::object>(), py::arg("address"), py::arg("size"), py::arg("mmap"));
+                      "Registers a read-only mapping of a whole file (address, size, the mmap, the file's path) "
+                      "whose pages the writer returns as it reads them, and evicts from the page cache once "
+                      "written, while this object lives.")
+      .def(py::init<uintptr_t, size_t, py::object, const std::string&>(), py::arg("address"), py::arg("size"),
+           py::arg("mmap"), py::arg("path"));
   py::class_<ReadWhileTracing>(m, "ReadWhileTracing",
                                "Reads the weights at (address, size) of registered mappings into the page cache on a "
                                "thread of its own, in this order, until stop() or a quarter of the memory available.")
@@ -361,8 +382,8 @@ void init_session(py::module_& m) {
            }),
            py::arg("order"))
       .def("stop", &ReadWhileTracing::stop, py::call_guard<py::gil_scoped_release>(),
-           "Stops reading (after the block being read); returns when the thread has ended.")
-      .def_property_readonly("read_placements", &ReadWhileTracing::read_placements);
+           "Stops reading (within a step); returns when the thread has ended.")
+      .def_property_readonly("read", &ReadWhileTracing::read, "Bytes read so far.");
   py::class_<Session, std::shared_ptr<Session>> cls(m, "Session");
   cls.def(py::init<int, bool>(), py::arg("opset"), py::arg("keep_initializers_as_inputs") = false);
   def_values(cls);

@@ -5,7 +5,7 @@ header's length, little-endian) and a JSON object, and fastonnx needs each tenso
 (for ``weights_mode="reference"``), which the package does not expose. The bytes stay in the
 mapping; the native writer reads them from there and, the mapping being registered with it as
 read-only (``_C.ReadOnlyMapping``), returns the pages it has read, so reading a checkpoint adds
-little to the process's resident memory.
+little to the process's resident memory, and evicts from the page cache those it has written.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class SafetensorsFile:
             with warnings.catch_warnings():  # the mapping is read-only; fastonnx never writes to it
                 warnings.simplefilter("ignore", UserWarning)
                 self._view = torch.frombuffer(self.mapping, dtype=torch.uint8)
-            self._registration = _C.ReadOnlyMapping(self._view.data_ptr(), self.size, self.mapping)
+            self._registration = _C.ReadOnlyMapping(self._view.data_ptr(), self.size, self.mapping, self.path)
         raw = self._view[entry.offset : entry.offset + entry.nbytes]
         return raw.view(entry.dtype).view(entry.shape)
 

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,9 +22,8 @@ class Prefetcher {
  public:
   // `order`: the computed tensors in the order the writer will ask for them (a tensor may come
   // more than once). With a single core, or nothing to compute, no thread is started and each
-  // tensor is computed when asked for. `before(k)`, when given, is called before order[k] is
-  // computed (CachedBlocks::need of its bytes).
-  explicit Prefetcher(std::vector<const TensorBytes*> order, std::function<void(size_t)> before = nullptr);
+  // tensor is computed when asked for.
+  explicit Prefetcher(std::vector<const TensorBytes*> order);
   // Stops the helper, also in the middle of a tensor (the writer failed or was interrupted).
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -44,7 +42,6 @@ class Prefetcher {
   void run();  // the helper thread
 
   std::vector<const TensorBytes*> order_;
-  std::function<void(size_t)> before_;
   size_t next_ = 0;  // the writer's position in order_
 
   std::mutex mutex_;

@@ -1,11 +1,9 @@
 // Graph -> ONNX ModelProto (wire format), with weights borrowed as raw_data.
 #pragma once
 
-#include <span>
 #include <string>
 #include <vector>
 
-#include "fastonnx/cached_blocks.h"
 #include "fastonnx/ir.h"
 #include "fastonnx/outline.h"
 #include "fastonnx/proto_writer.h"
@@ -50,12 +48,8 @@ struct ExternalData {
   };
   std::vector<Reference> references;
 
-  // The computed initializers among the placements, in file order, and the index of each one's
-  // placement.
+  // The computed initializers among the placements, in file order.
   std::vector<const TensorBytes*> computed() const;
-  std::vector<size_t> computed_placements() const;
-  // The bytes each placement is made from, in file order (cached_blocks.h).
-  std::vector<std::span<const uint8_t>> reads() const;
 };
 
 // Names every value and node of `g` that has no name yet. With `external`, large initializers
@@ -63,9 +57,7 @@ struct ExternalData {
 ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external = nullptr);
 
 // Produces the bytes of the external data file that `external` lays out; computed initializers
-// come from `ahead` when given (built from external.computed()); `blocks` (built from
-// external.reads()), when given, has the bytes of each placement read before it is written.
-void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead = nullptr,
-                         CachedBlocks* blocks = nullptr);
+// come from `ahead` when given (built from external.computed()).
+void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead = nullptr);
 
 }  // namespace fastonnx

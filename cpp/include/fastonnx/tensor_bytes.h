@@ -39,9 +39,8 @@ class TensorBytes {
   };
   virtual std::optional<CastOf> cast_of() const { return std::nullopt; }
 
-  // The borrowed bytes `fill` reads (a weight in a memory-mapped checkpoint), so that the writer
-  // can ask the kernel to read them ahead (read_pages.h).
-  virtual std::span<const uint8_t> reads() const = 0;
+  // The borrowed bytes `fill` reads: released once the tensor is written (read_pages.h).
+  virtual std::span<const uint8_t> source() const = 0;
 };
 
 // Chunks computed at a time: large enough that writing is not call-bound, small enough to stay

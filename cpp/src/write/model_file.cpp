@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fastonnx/cached_blocks.h"
 #include "fastonnx/prefetch.h"
 #include "fastonnx/read_pages.h"
 
@@ -140,10 +139,8 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
   write_file(
       data_path,
       [&](const ByteSink& sink) {
-        CachedBlocks blocks(external.reads());
-        const std::vector<size_t> placement = external.computed_placements();
-        Prefetcher ahead(external.computed(), [&](size_t k) { blocks.need(placement[k]); });
-        write_external_data(external, sink, &ahead, &blocks);
+        Prefetcher ahead(external.computed());
+        write_external_data(external, sink, &ahead);
       },
       between_pieces);
   write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, between_pieces);

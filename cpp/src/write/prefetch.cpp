@@ -12,8 +12,7 @@ constexpr size_t kSlots = 4;
 
 }  // namespace
 
-Prefetcher::Prefetcher(std::vector<const TensorBytes*> order, std::function<void(size_t)> before)
-    : order_(std::move(order)), before_(std::move(before)) {
+Prefetcher::Prefetcher(std::vector<const TensorBytes*> order) : order_(std::move(order)) {
   size_t work = 0;
   for (const TensorBytes* t : order_) work += t->size();
   if (work == 0 || std::thread::hardware_concurrency() < 2) return;
@@ -34,9 +33,7 @@ Prefetcher::~Prefetcher() {
 
 void Prefetcher::run() {
   try {
-    for (size_t k = 0; k < order_.size(); ++k) {
-      const TensorBytes* t = order_[k];
-      if (before_) before_(k);
+    for (const TensorBytes* t : order_) {
       const size_t total = t->size();
       const size_t chunk = t->chunk_bytes(kTensorChunkBytes);
       for (size_t at = 0; at < total; at += chunk) {
@@ -73,13 +70,11 @@ void Prefetcher::produce(const TensorBytes& bytes, const ByteSink& sink) {
   if (next_ >= order_.size() || order_[next_] != &bytes) {
     throw std::logic_error("a computed tensor was asked for out of the prefetched order");
   }
+  ++next_;
   if (!helper_.joinable()) {
-    if (before_) before_(next_);
-    ++next_;
     bytes.produce(sink);
     return;
   }
-  ++next_;
   for (bool last = bytes.size() == 0; !last;) {
     Chunk chunk;
     {

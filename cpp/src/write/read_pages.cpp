@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@ namespace {
 
 struct Range {
   uintptr_t begin, end;
+  int fd;  // the mapped file, or -1
 };
 
 // Process-wide: the mappings are the weight sources' (Python objects), the readers anywhere in
@@ -27,7 +31,7 @@ std::vector<Range>& ranges() {
   return r;
 }
 
-// wait_for_read_pages's step: the resident memory it may add, and the reads it waits for at once.
+// read_into_cache's step: the resident memory it may add, and the reads it waits for at once.
 constexpr uintptr_t kWaitStepBytes = uintptr_t{8} << 20;
 
 uintptr_t page_size() {
@@ -53,14 +57,15 @@ void will_need(uintptr_t begin, uintptr_t end) {
   if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
 }
 
-// Maps the pages of [begin, end), reading those not in the page cache, and waits for them.
+// Maps the pages of [begin, end), reading those not in the page cache, waits for them and reads
+// a byte of each (read_into_cache).
 void populate(uintptr_t begin, uintptr_t end) {
   const uintptr_t page = page_size();
   begin = begin / page * page;
   if (begin >= end) return;
+  // Mapped at once where the kernel can (5.14 and later), faulted in by the reads below elsewhere.
   // NOLINTNEXTLINE(performance-no-int-to-ptr): the address of a registered mapping
-  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) return;
-  // A kernel before 5.14: a read of each page faults it in.
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
   for (uintptr_t p = begin; p < end; p += page) {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the address of a registered mapping
     static_cast<void>(*reinterpret_cast<const volatile uint8_t*>(p));
@@ -74,16 +79,16 @@ void for_mapped_parts(const void* begin, size_t size, F f) {
   const auto b = reinterpret_cast<uintptr_t>(begin), e = b + size;
   const std::lock_guard<std::mutex> lock(mutex());
   for (const Range& r : ranges()) {
-    if (b < r.end && r.begin < e) f(std::max(b, r.begin), std::min(e, r.end));
+    if (b < r.end && r.begin < e) f(std::max(b, r.begin), std::min(e, r.end), r);
   }
 }
 
 }  // namespace
 
-ReadOnlyMapping::ReadOnlyMapping(const void* begin, size_t size) : begin_(begin) {
+ReadOnlyMapping::ReadOnlyMapping(const void* begin, size_t size, int fd) : begin_(begin) {
   const auto b = reinterpret_cast<uintptr_t>(begin);
   const std::lock_guard<std::mutex> lock(mutex());
-  ranges().push_back({b, b + size});
+  ranges().push_back({b, b + size, fd});
 }
 
 ReadOnlyMapping::~ReadOnlyMapping() {
@@ -93,11 +98,22 @@ ReadOnlyMapping::~ReadOnlyMapping() {
   r.erase(std::find_if(r.begin(), r.end(), [&](const Range& x) { return x.begin == b; }));
 }
 
-void drop_read_pages(const void* begin, size_t size) { for_mapped_parts(begin, size, drop); }
+void drop_read_pages(const void* begin, size_t size) {
+  for_mapped_parts(begin, size, [](uintptr_t b, uintptr_t e, const Range&) { drop(b, e); });
+}
+
+void release_read_pages(const void* begin, size_t size) {
+  for_mapped_parts(begin, size, [](uintptr_t b, uintptr_t e, const Range& r) {
+    drop(b, e);  // a page mapped in the process is not evicted
+    // Whole pages of the file: posix_fadvise keeps those the range covers in part.
+    if (r.fd >= 0)
+      ::posix_fadvise(r.fd, static_cast<off_t>(b - r.begin), static_cast<off_t>(e - b), POSIX_FADV_DONTNEED);
+  });
+}
 
 bool in_read_only_mapping(const void* begin, size_t size) {
   bool found = false;
-  for_mapped_parts(begin, size, [&](uintptr_t, uintptr_t) { found = true; });
+  for_mapped_parts(begin, size, [&](uintptr_t, uintptr_t, const Range&) { found = true; });
   return found;
 }
 
@@ -105,20 +121,31 @@ void will_read_pages(const void* begin, size_t size) {
   // Advised outside the lock, which the readers' drops take: the call can wait for the disk's
   // queue. Unlike a drop, it is harmless on memory that was unmapped and reused meanwhile.
   std::vector<Range> parts;
-  for_mapped_parts(begin, size, [&](uintptr_t b, uintptr_t e) { parts.push_back({b, e}); });
+  for_mapped_parts(begin, size, [&](uintptr_t b, uintptr_t e, const Range&) { parts.push_back({b, e, -1}); });
   for (const Range& part : parts) will_need(part.begin, part.end);
 }
 
-void wait_for_read_pages(const void* begin, size_t size) {
+void read_into_cache(const void* begin, size_t size) {
   const auto b = reinterpret_cast<uintptr_t>(begin), e = b + size;
   for (uintptr_t at = b; at < e; at += kWaitStepBytes) {
     // Step by step with the registry locked, as a drop is: a step is dropped after it is read.
     const void* step = reinterpret_cast<const void*>(at);  // NOLINT(performance-no-int-to-ptr): in [begin, end)
-    for_mapped_parts(step, std::min(kWaitStepBytes, e - at), [](uintptr_t pb, uintptr_t pe) {
+    for_mapped_parts(step, std::min(kWaitStepBytes, e - at), [](uintptr_t pb, uintptr_t pe, const Range&) {
       populate(pb, pe);
       drop(pb, pe);
     });
   }
+}
+
+size_t available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib << 10;
+    meminfo.ignore(64, '\n');
+  }
+  return 0;
 }
 
 void drop_all_read_pages() {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fastonnx/prefetch.h"
+#include "fastonnx/read_pages.h"
 #include "opsets.h"
 
 namespace fastonnx {
@@ -372,36 +373,29 @@ std::vector<const TensorBytes*> ExternalData::computed() const {
   return order;
 }
 
-std::vector<size_t> ExternalData::computed_placements() const {
-  std::vector<size_t> at;
-  for (size_t i = 0; i < placements.size(); ++i) {
-    if (placements[i].initializer->computed) at.push_back(i);
-  }
-  return at;
-}
-
-std::vector<std::span<const uint8_t>> ExternalData::reads() const {
-  std::vector<std::span<const uint8_t>> order;
-  for (const Placement& p : placements) {
-    const Initializer& init = *p.initializer;
-    order.push_back(init.computed ? init.computed->reads()
-                                  : std::span<const uint8_t>(static_cast<const uint8_t*>(init.data), init.nbytes));
-  }
-  return order;
-}
-
-void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead, CachedBlocks* blocks) {
+void write_external_data(const ExternalData& external, const ByteSink& sink, Prefetcher* ahead) {
   static const char zeros[kPage] = {};
+  // A checkpoint more than half the memory available could not stay in the page cache anyway: each
+  // weight's pages are evicted once written (read_pages.h). A smaller one stays, for the next export.
+  const auto source = [](const Initializer& init) {
+    return init.computed ? init.computed->source()
+                         : std::span<const uint8_t>(static_cast<const uint8_t*>(init.data), init.nbytes);
+  };
+  size_t mapped = 0;
+  for (const auto& [offset, init] : external.placements) {
+    const auto bytes = source(*init);
+    if (in_read_only_mapping(bytes.data(), bytes.size())) mapped += bytes.size();
+  }
+  const bool release = mapped > available_memory() / 2;
   size_t at = 0;
-  for (size_t i = 0; i < external.placements.size(); ++i) {
-    const auto& [offset, init] = external.placements[i];
-    need(blocks, i);
+  for (const auto& [offset, init] : external.placements) {
     for (; at < offset; at += std::min(offset - at, kPage)) sink(zeros, std::min(offset - at, kPage));
     if (init->computed) {
       produce_computed(*init->computed, sink, ahead);
     } else if (init->nbytes) {
       sink(init->data, init->nbytes);
     }
+    if (release) release_read_pages(source(*init).data(), source(*init).size());
     at = offset + init->nbytes;
   }
 }

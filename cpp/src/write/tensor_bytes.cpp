@@ -51,6 +51,7 @@ class Transposed final : public TensorBytes {
   }
 
   size_t size() const override { return count_ * es_; }
+  std::span<const uint8_t> source() const override { return {data_, size()}; }
 
   size_t chunk_bytes(size_t target) const override {
     target = std::max(target, std::min(size() / kTransposePasses, kLargeChunkBytes));
@@ -65,8 +66,6 @@ class Transposed final : public TensorBytes {
     }
     return std::max(es_, target / es_ * es_);
   }
-
-  std::span<const uint8_t> reads() const override { return {data_, size()}; }
 
   void fill(size_t begin, size_t end, uint8_t* out) const override {
     if (begin >= end) return;
@@ -236,8 +235,9 @@ class Cast final : public TensorBytes {
   }
 
   std::optional<CastOf> cast_of() const override { return CastOf{data_, owner_, from_}; }
-
-  std::span<const uint8_t> reads() const override { return {data_, count_ * static_cast<size_t>(element_size(from_))}; }
+  std::span<const uint8_t> source() const override {
+    return {data_, count_ * static_cast<size_t>(element_size(from_))};
+  }
 
  private:
   size_t out_size() const { return static_cast<size_t>(element_size(to_)); }
@@ -259,8 +259,7 @@ class CastComputed final : public TensorBytes {
         to_(to) {}
 
   size_t size() const override { return source_->size() / is_ * os_; }
-
-  std::span<const uint8_t> reads() const override { return source_->reads(); }
+  std::span<const uint8_t> source() const override { return source_->source(); }
 
   size_t chunk_bytes(size_t target) const override {
     return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_)) / is_ * os_);
