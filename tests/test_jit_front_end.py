@@ -177,6 +177,32 @@ def test_script_modules_with_loops_and_branches(cls):
                 np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+class WritesOutsideBranch(torch.nn.Module):
+    """A scripted `if` on a dynamic size writing into a tensor made before it: the branch, a
+    function of its inputs in ONNX, would lose the write (the file gave zeros)."""
+
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        if x.size(0) == 2:
+            y[:] = x + 1
+        return y
+
+
+class WritesOutsideLoop(torch.nn.Module):
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        for i in range(x.size(0)):
+            y[i] = x[i] * 2
+        return y
+
+
+@pytest.mark.parametrize("cls", [WritesOutsideBranch, WritesOutsideLoop])
+def test_control_flow_writing_into_a_tensor_made_outside_it_is_an_error(cls):
+    with pytest.raises(fastonnx.ConversionError, match=r"a scripted `(if|loop)` writes into a tensor made outside it "
+                                                       r"\(aten::copy_, at .*test_jit_front_end.py:\d+: y\["):
+        fastonnx.export(torch.jit.script(cls()), (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+
+
 def test_a_script_module_cannot_be_forced_through_torch_export():
     with pytest.raises(ArgumentError, match="ScriptModule goes through the TorchScript front end"):
         fastonnx.export(torch.jit.script(Branchy()), (torch.randn(3, 4),), tracer="export")

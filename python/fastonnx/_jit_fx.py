@@ -19,6 +19,7 @@ fixes; ``JitProgram.fixed`` says which node fixed it.
 from __future__ import annotations
 
 import functools
+import linecache
 import operator
 import os
 import re
@@ -174,6 +175,15 @@ def _source_line(node: torch._C.Node) -> str:
     # (innermost first: one search of the text stops at the model's frame)
     frame = _MODEL_FRAME.search(text) or _TRACED_FRAME.search(text)
     return f'File "{frame.group(1)}", line {frame.group(2)}, in {frame.group(3)}' if frame else ""
+
+
+def _where(node: torch._C.Node) -> str:
+    """``at file:line: code`` of the model's line that made the node, else the node."""
+    found = re.match(r'File "(.+)", line (\d+)', _source_line(node))
+    if found is None:
+        return f"at {str(node).strip()}"
+    code = linecache.getline(found.group(1), int(found.group(2))).strip()
+    return f"at {found.group(1)}:{found.group(2)}" + (f": {code}" if code else "")
 
 
 class _Translator(QuantizedOps):
@@ -774,6 +784,7 @@ class _Translator(QuantizedOps):
         then_block, else_block = node.blocks()
         if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
             return Outputs(self.inline(then_block if pred else else_block))
+        _refuse_writes_outside([then_block, else_block], "if")
         operands = self.operands([then_block, else_block])
         branches, results = [], []
         for block in (then_block, else_block):
@@ -819,6 +830,7 @@ class _Translator(QuantizedOps):
     def while_loop(self, trips, first, initial: list, block):
         """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
         the state are carried as 0-d tensors."""
+        _refuse_writes_outside([block], "loop")
         free = self.operands([block])
         kinds = [isinstance(x, torch.fx.Node) and isinstance(self.fake_of(x), torch.Tensor) for x in initial]
         carried = [self.as_tensor(0, torch.int64), self.as_tensor(first, torch.bool)]
@@ -1170,6 +1182,58 @@ def _inputs(node: torch._C.Node) -> list:
 def _outputs(node: torch._C.Node) -> list:
     """A TorchScript node's outputs (by index, as ``_inputs``)."""
     return [node.outputsAt(i) for i in range(node.outputsSize())]
+
+
+def _refuse_writes_outside(blocks, what: str) -> None:
+    """A ``ConversionError`` when the blocks of a scripted ``if`` or loop write into a tensor made
+    outside them (``y[:] = x`` in a branch, through a view of ``y`` or not): the branches and the
+    body become functions of their inputs, and such a write would be lost (torch's JIT passes remove
+    only the mutations they can prove local)."""
+    inside: set = set()
+
+    def walk(block) -> None:
+        inside.update(block.inputs())
+        for node in block.nodes():
+            for inner in node.blocks():
+                walk(inner)
+            inside.update(node.outputs())
+
+    for block in blocks:
+        walk(block)
+
+    def check(block) -> None:
+        for node in block.nodes():
+            for inner in node.blocks():
+                check(inner)
+            text = node.schema()
+            if text == "(no schema)":
+                continue
+            schema = _resolve(text)[0]
+            for a, v in zip(schema.arguments, _inputs(node)):
+                if a.alias_info is None or not a.alias_info.is_write:
+                    continue
+                base = v
+                # through the views made inside the blocks, to the tensor they view
+                while base in inside and base.node().outputsSize() == 1 and _is_view(base.node()):
+                    base = base.node().inputsAt(0)
+                if base not in inside:
+                    raise ConversionError(
+                        f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
+                        + (f", {_where(node)}" if _source_line(node) else "")
+                        + "); fastonnx converts control flow whose blocks write only into their own tensors"
+                    )
+
+    for block in blocks:
+        check(block)
+
+
+def _is_view(node: torch._C.Node) -> bool:
+    """Whether the node's output is a view of its first input (aten::slice, select, view...)."""
+    text = node.schema()
+    if text == "(no schema)":
+        return False
+    schema = _resolve(text)[0]
+    return bool(schema.returns) and schema.returns[0].alias_info is not None and not schema.is_mutable
 
 
 def _free_values(blocks) -> list:
