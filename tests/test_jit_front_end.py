@@ -177,6 +177,29 @@ def test_script_modules_with_loops_and_branches(cls):
                 np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+class OneRowBroadcasts(torch.nn.Module):
+    def forward(self, x, y):
+        if x.size(0) == 1:
+            return x + y  # x's one row broadcast over y's
+        return x * 2
+
+
+def test_a_scripted_if_on_a_size_traced_at_zero_stays_an_if():
+    """Traced at size 0, the branch the example does not take (x + y, which broadcasts only where
+    x has one row) is translated with x's dynamic sizes unknown, not as the example's 0."""
+    model = torch.jit.script(OneRowBroadcasts())
+    y = torch.randn(4, 3)
+    result = fastonnx.export(model, (torch.randn(0, 3), y), dynamic_axes={"x": {0: "n"}})
+    assert result.tracer == "torch.jit.script"
+    assert "If" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (0, 1, 2, 4):
+        x = torch.randn(rows, 3)
+        (got,) = run_ort(result.model_proto, [x, y])
+        want = model(x, y)
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 class WritesOutsideBranch(torch.nn.Module):
     """A scripted `if` on a dynamic size writing into a tensor made before it: the branch, a
     function of its inputs in ONNX, would lose the write (the file gave zeros)."""

@@ -18,6 +18,7 @@ fixes; ``JitProgram.fixed`` says which node fixed it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import linecache
 import operator
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import sympy
 import torch
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
@@ -53,6 +55,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
 from ._jit_quantized import PackedWeights, QTensor, QuantizedOps
 from ._jit_trace import JitGraph
+from ._small_sizes import dynamic_small_sizes, retracing
 from .errors import ConversionError
 
 aten = torch.ops.aten
@@ -78,8 +81,23 @@ _ARITHMETIC = {
     "__not__": torch.sym_not,
     "pow": operator.pow,
 }
-# 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``): computed as size arithmetic.
-_SIZE_TENSOR_OPS = {"add", "sub", "mul", "div", "floor_divide", "remainder", "rsub"}
+# 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``, ``x.size(0) == 1``): computed as
+# size arithmetic.
+_SIZE_TENSOR_OPS = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "rsub": operator.sub,  # (its operands swapped)
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "floor_divide": operator.floordiv,
+    "remainder": operator.mod,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
 _CPU = torch.device("cpu")
 _PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
 _DTYPES: dict[int, torch.dtype] = {
@@ -150,6 +168,12 @@ class JitProgram:
     fixed: dict[tuple[int, int], str] = field(default_factory=dict)
     tracer_warnings: list[str] = field(default_factory=list)
     front_end: str = "torch.jit.trace"
+    # (input index, axis) -> the symbol of a dynamic input size.
+    input_symbols: dict[tuple[int, int], Any] = field(default_factory=dict)
+    # The numbers the model's Python code took from sizes (JitGraph.size_reads), each as computed
+    # over the symbols (None where the translation lost how), the symbols it reads, and its line.
+    size_reads: list[tuple[Any, frozenset, str]] = field(default_factory=list)
+    guard_lines: dict = field(default_factory=dict)  # guard the translation made -> the model's line
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -220,6 +244,9 @@ class _Translator(QuantizedOps):
         self.hints: dict = {}  # unbacked symbol of a number read from a tensor -> the example's value
         self.examples: dict = {}  # FX node -> its value in the example, where computed (see example_of)
         self.binders: dict = {}  # unbacked symbol -> (the FX node that made it, the path to it in its value)
+        self.guard_lines: dict = {}  # guard on sizes -> where: the TorchScript node that made it
+        # Sizes of 0 and 1 of the dynamic axes are symbols (_small_sizes): see _prim_If.
+        self.small_sizes = False
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -503,7 +530,10 @@ class _Translator(QuantizedOps):
             self.env[v] = node
             self.examples[node] = tensor
         self.block(jit.graph)
-        results = [self.env[v] for v in jit.graph.outputs()]
+        outputs = list(jit.graph.outputs())
+        returned = len(outputs) - len(jit.size_reads)
+        results = [self.env[v] for v in outputs[:returned]]
+        size_reads = [(*self.size_read(v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
         leaves, it = [], iter(results)
         for i in range(len(jit.example_outputs)):
             leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
@@ -537,12 +567,40 @@ class _Translator(QuantizedOps):
             self.mode,
             self.fixed,
             jit.tracer_warnings,
+            input_symbols={axis: symbol for symbol, axis in self.symbols.items()},
+            size_reads=size_reads,
+            guard_lines=self.guard_lines,
         )
+
+    def size_read(self, v) -> tuple[Any, frozenset]:
+        """A number the model's Python code took from sizes, over the symbols (a sympy expression),
+        and the symbols it reads; where the translation computed it as a tensor rather than a size
+        (an op on sizes it does not follow), None and the symbols of the sizes it is made from."""
+        number = self.sizes.get(v, self.env[v])
+        if not isinstance(number, torch.fx.Node):
+            return sympy.sympify(number), frozenset()
+        val = number.meta.get("val")
+        if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return val.node.expr, frozenset(val.node.expr.free_symbols)
+        symbols: set = set()
+        seen, todo = set(), [number]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            inner = n.meta.get("val")
+            if isinstance(inner, torch.SymInt | torch.SymFloat | torch.SymBool):
+                symbols |= inner.node.expr.free_symbols
+            else:
+                todo.extend(n.all_input_nodes)
+        return None, frozenset(symbols)
 
     def block(self, block) -> None:
         for node in block.nodes():
             self.node = node
             before = dict(self.shape_env.replacements)
+            guards = len(self.shape_env.guards)
             try:
                 self.translate_node(node)
             except ConversionError:
@@ -555,6 +613,8 @@ class _Translator(QuantizedOps):
                 ) from e
             if len(self.shape_env.replacements) != len(before):
                 self.record_fixed(node, before)
+            for guard in self.shape_env.guards[guards:]:
+                self.guard_lines.setdefault(guard.expr, _where(node))
 
     def record_fixed(self, node: torch._C.Node, before: dict) -> None:
         """A requested dynamic axis whose symbol this node replaced by a number: where it was fixed."""
@@ -786,9 +846,10 @@ class _Translator(QuantizedOps):
             return Outputs(self.inline(then_block if pred else else_block))
         _refuse_writes_outside([then_block, else_block], "if")
         operands = self.operands([then_block, else_block])
+        taken = self.example_branch(pred) if self.small_sizes else None
         branches, results = [], []
-        for block in (then_block, else_block):
-            sub = self.sub(operands=operands)
+        for block, then in ((then_block, True), (else_block, False)):
+            sub = self.sub(operands=operands, loosened=self.small_sizes and taken is not then)
             outs = sub.inline(block)
             if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
                 raise ConversionError(
@@ -898,21 +959,56 @@ class _Translator(QuantizedOps):
         self.node = node
         return [self.env[v] for v in block.outputs()]
 
-    def sub(self, before: Sequence = (), operands: Sequence = (), after: Sequence = ()) -> _Translator:
+    def example_branch(self, pred) -> bool | None:
+        """The branch of a scripted ``if`` on ``pred`` (a graph value) the example takes; None when
+        the example gives no value (inside a branch it does not take)."""
+        val = self.fake_of(pred)
+        if isinstance(val, torch.Tensor):
+            real = self.example_of(pred)
+            return None if real is None else bool(real)
+        try:
+            return bool(self.hinted(val))
+        except ConversionError:
+            return None
+
+    def loosened(self, val):
+        """``val`` with each dynamic size a new unbacked one (see sub)."""
+        if not isinstance(val, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in val.shape):
+            return val
+        pending = list(self.shape_env.pending_fresh_unbacked_symbols)
+        sizes = []
+        for d in val.shape:
+            if isinstance(d, torch.SymInt):
+                d = self.shape_env.create_unbacked_symint()
+                torch._check(d >= 0)
+            sizes.append(d)
+        with self.mode:
+            loose = self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+        # (placeholders of the branch: no node of it makes them)
+        self.shape_env.pending_fresh_unbacked_symbols[:] = pending
+        return loose
+
+    def sub(
+        self, before: Sequence = (), operands: Sequence = (), after: Sequence = (), loosened: bool = False
+    ) -> _Translator:
         """A translator of a control-flow function, sharing this one's fake mode: its own graph,
         whose placeholders are the fake values ``before``, then the enclosing graph's values
-        ``operands`` (TorchScript values, read in the function through them), then ``after``."""
+        ``operands`` (TorchScript values, read in the function through them), then ``after``.
+        ``loosened``: the operands' dynamic sizes are new unbacked ones, for a branch the example
+        does not take with sizes of 0 and 1 dynamic: its code may not hold at the example's sizes
+        (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is 1), and unbacked,
+        torch decides a broadcast or a squeeze as in general and asserts at run time what it
+        assumed."""
         sub = _Translator.__new__(_Translator)
         sub.__dict__.update(self.__dict__)
         sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
         # The enclosing graph's numbers and constants are the function's too; its nodes are not.
         sub.env = {v: x for v, x in self.env.items() if not _holds_node(x)}
         sub.inputs = []
-        for v, val in (
-            [(None, f) for f in before]
-            + [(v, self.fake_of(self.env[v])) for v in operands]
-            + [(None, f) for f in after]
-        ):
+        operand_vals = [self.fake_of(self.env[v]) for v in operands]
+        if loosened:
+            operand_vals = [self.loosened(val) for val in operand_vals]
+        for v, val in [(None, f) for f in before] + list(zip(operands, operand_vals)) + [(None, f) for f in after]:
             p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
             p.meta["val"] = val
             sub.inputs.append(p)
@@ -933,7 +1029,10 @@ class _Translator(QuantizedOps):
         """The traced form of every convolution: ``convolution`` with backend flags after its
         arguments, which say nothing about the result."""
         values: list[Any] = [self.env[v] for v in _inputs(node)]
-        return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
+        # (torch's fake convolution picks a memory format by the sizes, a guard on the batch that
+        # says nothing of the values: not one that would fix a batch traced at size 1)
+        with self.shape_env.suppress_guards():
+            return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
 
     # -- packed sequences (see _packed_rnn) -----------------------------------------------------
 
@@ -1110,15 +1209,7 @@ class _Translator(QuantizedOps):
         a, b = operands
         if name in ("add", "sub") and len(values) > 2 and values[2] != 1:
             b = self.arithmetic(operator.mul, [b, values[2]])
-        fn = {
-            "add": operator.add,
-            "sub": operator.sub,
-            "rsub": lambda x, y: operator.sub(y, x),
-            "mul": operator.mul,
-            "div": operator.truediv,
-            "floor_divide": operator.floordiv,
-            "remainder": operator.mod,
-        }[name]
+        fn = _SIZE_TENSOR_OPS[name]
         if name == "div" and len(values) > 2 and values[2] == "floor":
             fn = operator.floordiv
         elif name == "div" and len(values) > 2 and values[2] == "trunc":
@@ -1350,13 +1441,18 @@ def translate(
     user_tensors: Sequence[torch.Tensor],
     input_names: Sequence[str],
     dynamic: Sequence[dict[int, str]],
+    small_sizes: bool = False,
 ) -> JitProgram:
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
-    dynamic axes (axis -> name)."""
+    dynamic axes (axis -> name). With ``small_sizes``, dynamic axes of size 0 or 1 are symbols too
+    (see _small_sizes; the guards made are in ``guard_lines``)."""
     typed = typed_by_trace(jit, dynamic)
+    small = dynamic_small_sizes() if small_sizes else contextlib.nullcontext()
     # The fake mode reads the setting when it is made.
-    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed):
-        return _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed), small:
+        translator = _Translator(jit, user_tensors, dynamic, input_names, typed)
+        translator.small_sizes = small_sizes
+        return translator.translate()
 
 
 def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
@@ -1378,7 +1474,11 @@ def functionalized(program: JitProgram) -> JitProgram:
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
     run = torch.func.functionalize(torch.fx.Interpreter(old).run, remove="mutations")
     try:
-        with functorch_config.patch(fake_tensor_propagate_real_tensors=True), program.fake_mode:
+        with (
+            functorch_config.patch(fake_tensor_propagate_real_tensors=True),
+            program.fake_mode,
+            retracing(program.shape_env, "rewriting the graph without in-place ops"),
+        ):
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
     except Exception as e:  # torch's retrace of the graph
         raise ConversionError(
