@@ -201,14 +201,27 @@ def test_a_scripted_if_on_a_size_traced_at_zero_stays_an_if():
 
 
 class WritesOutsideBranch(torch.nn.Module):
-    """A scripted `if` on a dynamic size writing into a tensor made before it: the branch, a
-    function of its inputs in ONNX, would lose the write (the file gave zeros)."""
+    """A scripted `if` on a dynamic size writing into a tensor made before it: ONNX's branches are
+    functions of their inputs, and the file lost the write (it gave zeros)."""
 
     def forward(self, x):
         y = torch.zeros(x.size(0), 3)
+        z = torch.ones(2)
         if x.size(0) == 2:
             y[:] = x + 1
-        return y
+            z.mul_(3)
+        elif x.size(0) == 3:
+            y[:] = x * 3
+        return y + z.sum()
+
+
+def test_a_scripted_if_writing_into_tensors_made_outside_it_returns_them():
+    model = torch.jit.script(WritesOutsideBranch())
+    result = fastonnx.export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert "If" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (2, 3, 4):
+        x = torch.randn(rows, 3)
+        np.testing.assert_allclose(run_ort(result.model_proto, [x])[0], model(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 class WritesOutsideLoop(torch.nn.Module):
@@ -219,10 +232,19 @@ class WritesOutsideLoop(torch.nn.Module):
         return y
 
 
-@pytest.mark.parametrize("cls", [WritesOutsideBranch, WritesOutsideLoop])
-def test_control_flow_writing_into_a_tensor_made_outside_it_is_an_error(cls):
-    with pytest.raises(fastonnx.ConversionError, match=r"a scripted `(if|loop)` writes into a tensor made outside it "
-                                                       r"\(aten::copy_, at .*test_jit_front_end.py:\d+: y\["):
+class WritesIntoAViewOutside(torch.nn.Module):
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        top = y[:1]
+        if x.size(0) == 2:
+            top.add_(1)
+        return y
+
+
+@pytest.mark.parametrize("cls, what", [(WritesOutsideLoop, "loop"), (WritesIntoAViewOutside, "if")])
+def test_control_flow_writing_into_what_it_cannot_return_is_an_error(cls, what):
+    with pytest.raises(fastonnx.ConversionError, match=rf"a scripted `{what}` writes into a tensor made outside it "
+                                                       r"\(aten::(copy|add)_, at .*test_jit_front_end.py:\d+: (y|top)"):
         fastonnx.export(torch.jit.script(cls()), (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
 
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import sympy
 import torch
@@ -844,7 +844,8 @@ class _Translator(QuantizedOps):
         then_block, else_block = node.blocks()
         if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
             return Outputs(self.inline(then_block if pred else else_block))
-        _refuse_writes_outside([then_block, else_block], "if")
+        # (each branch returns, after its outputs, the tensors made outside it that it writes into)
+        written = _written_outside([then_block, else_block], "if", followed=True, at=node)
         operands = self.operands([then_block, else_block])
         taken = self.example_branch(pred) if self.small_sizes else None
         branches, results = [], []
@@ -855,8 +856,14 @@ class _Translator(QuantizedOps):
                 raise ConversionError(
                     "a scripted `if` whose branches return non-tensors (numbers, lists) is not supported"
                 )
-            branches.append(sub.finish(outs, "cond", self))
-            results.append([sub.fake_of(o) for o in outs])
+            # (a branch that leaves one as it was returns a copy: an If inside another's branch may not
+            # return its input, which torch's functionalization of that branch refuses)
+            outs += [
+                sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
+            ]
+            branch, vals = sub.finish_functional(outs, "cond", self) if written else sub.finish(outs, "cond", self)
+            branches.append(branch)
+            results.append(vals)
         predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
         merged = []
         for a, b in zip(*results):
@@ -875,7 +882,12 @@ class _Translator(QuantizedOps):
         results[0] = merged
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
         out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
-        return Outputs(self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0]))
+        items = [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0])]
+        returned = len(items) - len(written)
+        for v, item in zip(written, items[returned:]):  # what the branches wrote, from here on
+            self.env[v] = item
+            self.known.pop(v, None)
+        return Outputs(items[:returned])
 
     def _prim_Loop(self, node):
         trips, first, *initial = (self.env[v] for v in node.inputs())
@@ -891,7 +903,7 @@ class _Translator(QuantizedOps):
     def while_loop(self, trips, first, initial: list, block):
         """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
         the state are carried as 0-d tensors."""
-        _refuse_writes_outside([block], "loop")
+        _written_outside([block], "loop", followed=False)
         free = self.operands([block])
         kinds = [isinstance(x, torch.fx.Node) and isinstance(self.fake_of(x), torch.Tensor) for x in initial]
         carried = [self.as_tensor(0, torch.int64), self.as_tensor(first, torch.bool)]
@@ -905,7 +917,7 @@ class _Translator(QuantizedOps):
         i, c = cond.inputs[0], cond.inputs[1]
         bound = limit if isinstance(limit, int) else cond.inputs[-1]
         below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
-        cond_fn = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
+        cond_fn, _ = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
 
         body = self.sub(carried_vals, free, bound_val)
         i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
@@ -922,7 +934,7 @@ class _Translator(QuantizedOps):
                     f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
                     f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
                 )
-        body_fn = body.finish(updated, "while_loop_body", self)
+        body_fn, _ = body.finish(updated, "while_loop_body", self)
         additional = extra + ([] if isinstance(limit, int) else [limit])
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
@@ -1016,13 +1028,50 @@ class _Translator(QuantizedOps):
                 sub.env[v] = p
         return sub
 
-    def finish(self, outputs: list, kind: str, parent: _Translator) -> torch.fx.Node:
-        """This control-flow function as a submodule of ``parent``'s module, and the get_attr node
-        of ``parent``'s graph that reads it."""
+    def finish(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
+        """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
+        ``parent``'s graph that reads it, and the fake values it returns."""
         self.graph.output(tuple(outputs))
+        return self._attach(torch.fx.GraphModule(self.root, self.graph), kind, parent), [
+            self.fake_of(o) for o in outputs
+        ]
+
+    def finish_functional(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
+        """``finish`` of a function that writes into some of its inputs and returns them last
+        (see _prim_If): traced again without in-place ops, as functionalized() does for the
+        program, the writes into its inputs dropped (an ONNX If's branch computes, returns)."""
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        self.graph.output(tuple(outputs))
+        module = torch.fx.GraphModule(self.root, self.graph)
+        run = torch.func.functionalize(torch.fx.Interpreter(module).run, remove="mutations")
+        values = [p.meta["val"] for p in self.inputs]
+        trace = make_fx(run, decomposition_table=_VIEW_COPIES, tracing_mode="real")
+        try:
+            # (with the example's values beside where it has them, as functionalized() traces: torch's
+            # view replays fail on some symbolic sizes without them)
+            with self.mode:
+                try:
+                    new = trace(*values)
+                except Exception:  # noqa: BLE001 - inputs without the example's values (a branch it does not take)
+                    new = self.without_real_values(trace, tuple(values), {})
+        except Exception as e:  # torch's retrace of the function
+            raise ConversionError(
+                "a scripted `if` writes into tensors made outside it, and rewriting its branch without in-place "
+                f"ops failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
+        for n in list(new.graph.nodes):
+            if n.target is aten.copy_.default and n.args[0].op == "placeholder" and not n.users:
+                new.graph.erase_node(n)
+        new.recompile()
+        results = cast(Sequence[torch.fx.Node], new.graph.output_node().args[0])
+        return self._attach(new, kind, parent), [r.meta["val"] for r in results]
+
+    @staticmethod
+    def _attach(module: torch.fx.GraphModule, kind: str, parent: _Translator) -> torch.fx.Node:
         name = f"{kind}_{len(parent.functions)}"
         parent.functions.append(name)
-        setattr(parent.root, name, torch.fx.GraphModule(self.root, self.graph))
+        setattr(parent.root, name, module)
         return parent.graph.get_attr(name)
 
     def _aten__convolution(self, node):
@@ -1275,22 +1324,36 @@ def _outputs(node: torch._C.Node) -> list:
     return [node.outputsAt(i) for i in range(node.outputsSize())]
 
 
-def _refuse_writes_outside(blocks, what: str) -> None:
-    """A ``ConversionError`` when the blocks of a scripted ``if`` or loop write into a tensor made
-    outside them (``y[:] = x`` in a branch, through a view of ``y`` or not): the branches and the
-    body become functions of their inputs, and such a write would be lost (torch's JIT passes remove
-    only the mutations they can prove local)."""
+# Functionalization replays views as copies (slice_copy), whose kernels fail on symbolic sizes
+# (``storage_offset()``): a view and a clone instead.
+_VIEW_COPIES = {
+    aten.slice_copy.Tensor: lambda *args, **kwargs: aten.slice.Tensor(*args, **kwargs).clone(),
+    aten.select_copy.int: lambda *args, **kwargs: aten.select.int(*args, **kwargs).clone(),
+}
+
+
+def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None = None) -> list:
+    """The tensors made outside the blocks of a scripted ``if`` or loop that the blocks write into
+    (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT passes remove only the
+    mutations they can prove local, and the blocks become functions of their inputs, where such a
+    write would be lost. With ``followed`` (an ``if``, node ``at``, whose branches then return the
+    tensors they wrote), each must be a tensor of its own, not a view of another nor one with a view
+    made before ``at`` read after it (it would read the tensor as it was); a ``ConversionError``
+    says which write cannot be followed."""
     inside: set = set()
+    nodes: set = set()
 
     def walk(block) -> None:
         inside.update(block.inputs())
         for node in block.nodes():
+            nodes.add(node)
             for inner in node.blocks():
                 walk(inner)
             inside.update(node.outputs())
 
     for block in blocks:
         walk(block)
+    written: list = []
 
     def check(block) -> None:
         for node in block.nodes():
@@ -1307,15 +1370,29 @@ def _refuse_writes_outside(blocks, what: str) -> None:
                 # through the views made inside the blocks, to the tensor they view
                 while base in inside and base.node().outputsSize() == 1 and _is_view(base.node()):
                     base = base.node().inputsAt(0)
-                if base not in inside:
+                if base in inside or base in written:
+                    continue
+                stale = at is not None and any(
+                    u.user not in nodes
+                    and _is_view(u.user)
+                    and any(later.user.isAfter(at) for later in u.user.output().uses())
+                    for u in base.uses()
+                )
+                if not followed or _is_view(base.node()) or stale:
                     raise ConversionError(
                         f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
                         + (f", {_where(node)}" if _source_line(node) else "")
-                        + "); fastonnx converts control flow whose blocks write only into their own tensors"
+                        + (
+                            "; the tensor is a view, or a view of it made before the `if` is read after it)"
+                            if followed
+                            else "); fastonnx converts loops whose body writes only into its own tensors"
+                        )
                     )
+                written.append(base)
 
     for block in blocks:
         check(block)
+    return written
 
 
 def _is_view(node: torch._C.Node) -> bool:
