@@ -15,6 +15,7 @@ from torch.export import Dim
 
 import fastonnx
 from fastonnx import ArgumentError, DynamicAxesWarning, TraceError
+from support import Lambda
 
 
 def _dims(value_info) -> list:
@@ -104,11 +105,6 @@ def test_dynamic_shapes_keep_torch_export_strictness():
             fastonnx.export(FixesAxes(), (torch.randn(4, 6), torch.randn(5, 3)), dynamic_shapes=spec)
 
 
-def test_an_axis_traced_at_size_one_is_static_and_says_why():
-    model = SumModule()
-    result, warned = _export(model, (torch.ones(1, 2),), dynamic_axes={"x": {0: "batch"}})
-    assert len(warned) == 1 and "traced at size 1" in str(warned[0].message)
-    assert _dims(result.model_proto.graph.input[0]) == [1, 2]
 
 
 def test_output_axes_that_are_static_are_in_the_warning():
@@ -321,3 +317,203 @@ def test_a_view_back_to_its_input_shape_at_the_traced_size_stays_general(tracer)
     assert _dims(result.model_proto.graph.output[0])[0] == 1
     for size in (2, 6, 0):
         _run_and_compare(result, model, (torch.arange(size, dtype=torch.float32),))
+
+
+# -- axes traced at size 0 or 1 ------------------------------------------------------------------
+# torch.onnx's docs trace with a batch of one and ask for a dynamic batch; torch.export makes such
+# an axis static. fastonnx traces it as a symbol (torch's backed_size_oblivious, a size traced at 0
+# nonnegative) and keeps it dynamic where the traced code does not depend on the size being 0 or
+# 1 (_small_sizes). Each model runs in onnxruntime at the traced size and at others, against eager.
+
+TRACERS = ["export", "jit"]
+
+
+def _assert_runs_like_eager(result, model, inputs):
+    """onnxruntime against eager PyTorch, shapes included (a squeeze at run time changes the rank)."""
+    session = ort.InferenceSession(result.to_bytes(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {n: t.numpy() for n, t in zip(result.input_names, inputs)})
+    with torch.no_grad():
+        want = [torch.as_tensor(x) for x in torch.utils._pytree.tree_leaves(model(*inputs))]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == tuple(w.shape), f"shape {g.shape}, eager {tuple(w.shape)} at {[t.shape for t in inputs]}"
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        )
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.features(x), 1)).softmax(-1)
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_a_cnn_traced_with_a_batch_of_one_takes_any_batch(tracer):
+    """torch.onnx's docs' pattern: an example of batch 1, the batch asked to be dynamic."""
+    torch.manual_seed(0)
+    model = SmallCNN().eval()
+    result, warned = _export(model, (torch.randn(1, 3, 16, 16),), input_names=["input"],
+                             dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, tracer=tracer)
+    assert not warned, [str(w.message) for w in warned]
+    assert _dims(result.model_proto.graph.input[0]) == ["batch", 3, 16, 16]
+    assert _dims(result.model_proto.graph.output[0]) == ["batch", 5]
+    for batch in (1, 2, 5):
+        _assert_runs_like_eager(result, model, [torch.randn(batch, 3, 16, 16)])
+
+
+class LSTMWithInitialState(torch.nn.Module):
+    """PyTorch's suite's test_lstm_post_fix_init_state: the initial state sized by the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 6, 1)
+
+    def forward(self, input):
+        batch_size = input.size()[1]
+        h0 = torch.ones([1, batch_size, 6])
+        c0 = torch.ones([1, batch_size, 6])
+        return self.lstm(input, (h0, c0))
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_an_lstm_traced_with_a_batch_of_one_and_its_state_from_the_input_size(tracer):
+    torch.manual_seed(0)
+    model = LSTMWithInitialState().eval()
+    result, warned = _export(model, (torch.randn(5, 1, 4),), input_names=["input"],
+                             dynamic_axes={"input": {0: "seq", 1: "batch"}}, tracer=tracer)
+    assert not warned, [str(w.message) for w in warned]
+    assert _dims(result.model_proto.graph.input[0]) == ["seq", "batch", 4]
+    for seq, batch in ((5, 1), (3, 2), (1, 5), (7, 1)):
+        _assert_runs_like_eager(result, model, [torch.randn(seq, batch, 4)])
+
+
+SQUEEZES = {
+    "dim": lambda x: torch.squeeze(x, 1),
+    "negative_dim": lambda x: torch.squeeze(x, -2),
+    "all": lambda x: torch.squeeze(x),
+    # traced at size 4, run at 1: an axis traced at 2 or more may be 1 too where the code allows
+    "no_op_at_trace": lambda x: torch.squeeze(x, 2),
+}
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+@pytest.mark.parametrize("name", list(SQUEEZES))
+def test_squeeze_of_an_axis_traced_at_size_one_decides_at_run_time(name, tracer):
+    """PyTorch's suite's test_squeeze_dynamic & co.: the graph squeezes where the size is 1 when
+    it runs, as eager does, so the output's rank follows the input's sizes."""
+    model = Lambda(SQUEEZES[name])
+    result, warned = _export(model, (torch.randn(2, 1, 4),), input_names=["x"],
+                             dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, tracer=tracer)
+    assert not warned, [str(w.message) for w in warned]
+    for shape in ((2, 1, 4), (2, 2, 3), (3, 1, 1), (1, 1, 1), (2, 0, 3), (2, 2, 1)):
+        _assert_runs_like_eager(result, model, [torch.randn(*shape)])
+
+
+class Empty(torch.nn.Module):
+    """PyTorch's suite's test_numel_empty, and ops over an axis that may be empty."""
+
+    def forward(self, x):
+        return x.numel() * x, x.sum(0), torch.cat([x, x * 2]), x.reshape(-1, 3), x.shape[0] + 1
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_an_axis_traced_empty_takes_every_size(tracer):
+    model = Empty()
+    result, warned = _export(model, (torch.randn(0, 3),), input_names=["x"], dynamic_axes={"x": {0: "n"}},
+                             tracer=tracer)
+    assert not warned, [str(w.message) for w in warned]
+    assert _dims(result.model_proto.graph.input[0]) == ["n", 3]
+    for n in (0, 1, 2, 5):
+        _assert_runs_like_eager(result, model, [torch.randn(n, 3)])
+
+
+class TestsAgainstZero(torch.nn.Module):
+    def forward(self, x):
+        if x.numel() > 0:
+            return x * 2
+        return torch.ones(1, 3)
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_a_test_against_zero_traced_at_one_holds_for_sizes_one_and_up(tracer):
+    """An axis traced at 1 is dynamic for the sizes the trace holds for, 1 and up."""
+    model = TestsAgainstZero()
+    result, warned = _export(model, (torch.randn(1, 3),), input_names=["x"], dynamic_axes={"x": {0: "n"}},
+                             tracer=tracer)
+    assert not warned, [str(w.message) for w in warned]
+    assert "n" in result.sizes_may_be_one
+    for n in (1, 2, 5):
+        _assert_runs_like_eager(result, model, [torch.randn(n, 3)])
+
+
+@pytest.mark.parametrize("tracer", TRACERS)
+def test_verify_checks_size_one_and_a_larger_size(tracer, capsys):
+    model = Lambda(lambda x: torch.squeeze(x, 1) * x.shape[0])
+    fastonnx.export(model, (torch.randn(3, 1, 2),), dynamic_axes={"x": {0: "a", 1: "b"}}, tracer=tracer, verify=True)
+    out = capsys.readouterr().out
+    assert "at a=4, b=2:" in out and "at a=1:" in out and "MISMATCH" not in out
+    fastonnx.export(Empty(), (torch.randn(0, 3),), dynamic_axes={"x": {0: "n"}}, tracer=tracer, verify=True)
+    out = capsys.readouterr().out
+    assert "at n=1:" in out and "at n=2:" in out and "MISMATCH" not in out
+
+
+@pytest.mark.parametrize("spec", [Dim.AUTO, Dim.DYNAMIC, "batch", Dim("batch", max=64)], ids=str)
+def test_dynamic_shapes_traced_at_size_one_are_dynamic_too(spec):
+    """torch.onnx's dynamo exporter treats dynamic_shapes as it treats dynamic_axes here."""
+    torch.manual_seed(0)
+    model = SmallCNN().eval()
+    result, warned = _export(model, (torch.randn(1, 3, 16, 16),), dynamic_shapes=({0: spec},))
+    assert not warned
+    assert isinstance(_dims(result.model_proto.graph.input[0])[0], str)
+    for batch in (1, 3):
+        _assert_runs_like_eager(result, model, [torch.randn(batch, 3, 16, 16)])
+
+
+class BroadcastsAgainstFive(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(5, 3))
+
+    def forward(self, x):
+        return x + self.table  # eager: x of 1 or 5 rows
+
+
+def test_an_axis_torch_cannot_trace_dynamic_at_size_one_is_static_and_says_why():
+    model = BroadcastsAgainstFive()
+    result, warned = _export(model, (torch.randn(1, 3),), dynamic_axes={"x": {0: "n"}})
+    assert len(warned) == 1
+    message = str(warned[0].message)
+    assert "input `x` axis 0 ('n'): fixed to 1 (torch.export failed to trace it as a dynamic size: " in message
+    assert "must match the size of tensor b (5)" in message
+    assert _dims(result.model_proto.graph.input[0]) == [1, 3]
+    _assert_runs_like_eager(result, model, [torch.randn(1, 3)])
+
+
+@torch.library.custom_op("fastonnx_test::first_row_if_one", mutates_args=())
+def first_row_if_one(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if x.shape[0] == 1 else x + 1
+
+
+@first_row_if_one.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_decomposition_that_depends_on_a_size_of_one_makes_the_axis_static():
+    """The op has no converter: fastonnx traces its Python kernel, whose test of the size would
+    hold the graph to its branch; the export is made again with the axis static, as torch.export
+    makes it."""
+    model = Lambda(first_row_if_one)
+    result, warned = _export(model, (torch.randn(1, 3),), dynamic_axes={"x": {0: "n"}})
+    assert len(warned) == 1
+    message = str(warned[0].message)
+    assert ("input `x` axis 0 ('n'): fixed to 1 (exporting it as a dynamic size failed: PyTorch's decomposition of "
+            "fastonnx_test.first_row_if_one.default (FX node `first_row_if_one`) tests a dynamic size (Eq(") in message
+    assert _dims(result.model_proto.graph.input[0]) == [1, 3]
+    _assert_runs_like_eager(result, model, [torch.randn(1, 3)])

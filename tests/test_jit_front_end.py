@@ -177,6 +177,77 @@ def test_script_modules_with_loops_and_branches(cls):
                 np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+class OneRowBroadcasts(torch.nn.Module):
+    def forward(self, x, y):
+        if x.size(0) == 1:
+            return x + y  # x's one row broadcast over y's
+        return x * 2
+
+
+def test_a_scripted_if_on_a_size_traced_at_zero_stays_an_if():
+    """Traced at size 0, the branch the example does not take (x + y, which broadcasts only where
+    x has one row) is translated with x's dynamic sizes unknown, not as the example's 0."""
+    model = torch.jit.script(OneRowBroadcasts())
+    y = torch.randn(4, 3)
+    result = fastonnx.export(model, (torch.randn(0, 3), y), dynamic_axes={"x": {0: "n"}})
+    assert result.tracer == "torch.jit.script"
+    assert "If" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (0, 1, 2, 4):
+        x = torch.randn(rows, 3)
+        (got,) = run_ort(result.model_proto, [x, y])
+        want = model(x, y)
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class WritesOutsideBranch(torch.nn.Module):
+    """A scripted `if` on a dynamic size writing into a tensor made before it: ONNX's branches are
+    functions of their inputs, and the file lost the write (it gave zeros)."""
+
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        z = torch.ones(2)
+        if x.size(0) == 2:
+            y[:] = x + 1
+            z.mul_(3)
+        elif x.size(0) == 3:
+            y[:] = x * 3
+        return y + z.sum()
+
+
+def test_a_scripted_if_writing_into_tensors_made_outside_it_returns_them():
+    model = torch.jit.script(WritesOutsideBranch())
+    result = fastonnx.export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert "If" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (2, 3, 4):
+        x = torch.randn(rows, 3)
+        np.testing.assert_allclose(run_ort(result.model_proto, [x])[0], model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class WritesOutsideLoop(torch.nn.Module):
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        for i in range(x.size(0)):
+            y[i] = x[i] * 2
+        return y
+
+
+class WritesIntoAViewOutside(torch.nn.Module):
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        top = y[:1]
+        if x.size(0) == 2:
+            top.add_(1)
+        return y
+
+
+@pytest.mark.parametrize("cls, what", [(WritesOutsideLoop, "loop"), (WritesIntoAViewOutside, "if")])
+def test_control_flow_writing_into_what_it_cannot_return_is_an_error(cls, what):
+    with pytest.raises(fastonnx.ConversionError, match=rf"a scripted `{what}` writes into a tensor made outside it "
+                                                       r"\(aten::(copy|add)_, at .*test_jit_front_end.py:\d+: (y|top)"):
+        fastonnx.export(torch.jit.script(cls()), (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+
+
 def test_a_script_module_cannot_be_forced_through_torch_export():
     with pytest.raises(ArgumentError, match="ScriptModule goes through the TorchScript front end"):
         fastonnx.export(torch.jit.script(Branchy()), (torch.randn(3, 4),), tracer="export")

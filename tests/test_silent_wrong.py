@@ -57,6 +57,46 @@ def test_the_rank_of_a_squeeze_decided_at_run_time_is_not_assumed():
         fastonnx.export(model, (_sizes(1), _sizes(4)))
 
 
+# -- the model's code testing a size traced at 0 or 1 -------------------------------------------
+# An axis traced at 0 or 1 is traced dynamic (tests/test_dynamic_axes.py). Traced so, a test of the
+# size in the model's code is only a guard, and the graph would hold the branch the example took
+# for every size; torch.onnx's dynamo exporter writes such a file. A test against 0 is decided
+# without even a guard, as if the size were 1 or more, the wrong branch for an example of size 0.
+# The axis is static instead, and the warning names the line.
+
+BRANCHES = {
+    "eq_1": (lambda x: x * 2 if x.size(0) == 1 else x + 1, 1),
+    "gt_1": (lambda x: x + 1 if x.size(0) > 1 else x * 2, 1),
+    "eq_0": (lambda x: torch.ones(2, 3) if x.size(0) == 0 else x * 2, 0),
+    "numel_0": (lambda x: torch.ones(2, 3) if x.numel() == 0 else x * 2, 0),
+    "int": (lambda x: x + torch.arange(int(x.size(0))).unsqueeze(1), 1),
+    "len": (lambda x: sum(x[i] for i in range(len(x))) + x, 1),
+}
+
+
+@pytest.mark.parametrize("tracer", ["export", "jit"])
+@pytest.mark.parametrize("name", list(BRANCHES))
+def test_a_test_of_a_size_traced_at_zero_or_one_keeps_the_axis_static(name, tracer):
+    fn, size = BRANCHES[name]
+    model = Lambda(fn)
+    with pytest.warns(fastonnx.DynamicAxesWarning) as caught:
+        result = fastonnx.export(model, (torch.randn(size, 3),), dynamic_axes={"x": {0: "n"}}, tracer=tracer)
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, fastonnx.DynamicAxesWarning)]
+    assert f"input `x` axis 0 ('n'): fixed to {size} (the traced code depends on the size being {size}, at " in message
+    assert "test_silent_wrong.py" in message, message
+    proto = result.model_proto
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value == size
+    assert_matches(proto, model, (torch.randn(size, 3),), rtol=1e-5, atol=1e-6)
+
+
+def test_a_strict_dynamic_dimension_the_code_tests_at_one_is_an_error():
+    model = Lambda(BRANCHES["eq_1"][0])
+    for spec in (Dim.DYNAMIC, "n"):
+        with pytest.raises(fastonnx.TraceError, match=r"dynamic_shapes: L\['x'\] axis 0.* is fixed to 1 \(the traced "
+                                                      r"code depends on the size being 1, at .*test_silent_wrong.py"):
+            fastonnx.export(model, (torch.randn(1, 3),), dynamic_shapes=({0: spec},))
+
+
 # -- mean over no elements ----------------------------------------------------------------------
 # ONNX's ReduceMean gives 0 over an empty axis; torch gives NaN (0/0).
 

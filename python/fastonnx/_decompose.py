@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ._graph import source_line
+from ._small_sizes import DependsOnSmallSize, retracing
 from .errors import ConversionError
 
 # A decomposition that keeps producing the op it decomposes (directly or through others)
@@ -260,7 +261,10 @@ class Decomposer:
         # a tensor the decomposition creates is then fake in that mode too, not in a new one of
         # its own, which a later decomposition taking both would reject; and an op called with a
         # symbolic size does not run for real, pinning the size to its example value.
-        with self.fake_mode if self.fake_mode is not None else contextlib.nullcontext():
+        with (
+            self.fake_mode if self.fake_mode is not None else contextlib.nullcontext(),
+            retracing(shape_env, f"PyTorch's decomposition of {node.target} (FX node `{node.name}`)"),
+        ):
             sub = make_fx(call, tracing_mode="real")(*values)
             if _mutates(sub.graph):
                 # A C++ composite kernel may mutate what it made (stft's `out.transpose_(1, 2)`):
@@ -274,6 +278,8 @@ class Decomposer:
         op = cast(torch._ops.OpOverload, node.target)  # what `decomposition` decomposes
         try:
             sub, inputs = self._trace(node)
+        except DependsOnSmallSize:  # (export() then makes those axes static)
+            raise
         except Exception as e:  # PyTorch's decomposition, traced on recorded values
             if op.namespace != "aten":
                 # A library's Python kernel that does not trace (it reads the data): the op stays,

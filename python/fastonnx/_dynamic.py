@@ -7,7 +7,9 @@ as torch.onnx's exporter does, ``Dim.DYNAMIC`` under that name.
 
 ``dynamic_axes=`` is torch.onnx's form (``{"x": {0: "batch"}}`` or ``{"x": [0]}``): the axis is
 traced with ``Dim.AUTO``, dynamic where the model allows it. An axis the model fixes stays static
-in the ONNX graph, and one warning lists every such axis and why. Keys name the flattened tensor
+in the ONNX graph, and one warning lists every such axis and why. In both forms, an axis whose
+example size is 0 or 1 is traced dynamic too (_small_sizes; ``Request.make_static`` when it cannot
+be). Keys name the flattened tensor
 inputs (``input_names``, else torch.export's names: the argument's, nested parts joined with
 ``_``), a top-level argument that is one tensor, or an output.
 """
@@ -28,7 +30,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-from .errors import ArgumentError, DynamicAxesWarning
+from .errors import ArgumentError, DynamicAxesWarning, TraceError
 
 # Per flattened tensor input (in torch.export's order: positional arguments, then keyword
 # arguments as given, each flattened): dimension index -> requested name.
@@ -49,6 +51,35 @@ class Request:
     # call, a name of no input or output), with why: torch.onnx ignores them, and so does
     # fastonnx, saying so.
     ignored: dict[str, str] = field(default_factory=dict)
+    # Per tensor input: its requested axes, the very dicts ``shapes`` holds (axis -> Dim.AUTO,
+    # Dim.DYNAMIC or a Dim), so that ``make_static`` changes what torch.export is given; and its shape.
+    axes: list[dict[int, Any]] = field(default_factory=list)
+    shapes_of_inputs: list[tuple[int, ...]] = field(default_factory=list)
+    # (tensor input, axis) -> why a requested axis traced at size 0 or 1 is static (see _small_sizes).
+    why: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def small_axes(self) -> list[tuple[int, int]]:
+        """The requested axes whose example size is 0 or 1, (tensor input, axis)."""
+        return [
+            (i, axis)
+            for i, (axes, shape) in enumerate(zip(self.axes, self.shapes_of_inputs))
+            for axis in axes
+            if axes[axis] != Dim.STATIC and shape[axis] in (0, 1)
+        ]
+
+    def make_static(self, i: int, axis: int, why: str) -> None:
+        """Traces the axis static from now on: one given by ``dynamic_axes`` or as ``Dim.AUTO``,
+        which torch.export may specialize; for another (a name, ``Dim.DYNAMIC``, a ``Dim``), the
+        user asked for a dynamic axis and a ``TraceError`` says why it cannot be."""
+        if self.axes[i][axis] != Dim.AUTO:
+            name = self.dim_names[i].get(axis) if i < len(self.dim_names) else None
+            raise TraceError(
+                f"dynamic_shapes: {self.sources[i] if i < len(self.sources) else f'input {i}'} axis {axis}"
+                + (f" ('{name}')" if name else "")
+                + f" is fixed to {self.shapes_of_inputs[i][axis]} {why}"
+            )
+        del self.axes[i][axis]
+        self.why[(i, axis)] = why
 
     def ignore_unmatched_outputs(self, input_names: Sequence[str], output_names: Sequence[str]) -> None:
         """Ignores the output keys that name no output (torch.onnx ignores a key that names neither
@@ -139,12 +170,13 @@ def _dim_spec(spec, tensor: torch.Tensor, where: str) -> tuple[object, dict[int,
     return out, names
 
 
-def _walk(value, spec, where: str, names: DimNames):
+def _walk(value, spec, where: str, names: DimNames, axes: list[dict[int, Any]]):
     """torch.export's spec for ``value`` (a tensor or a nested structure of them), appending the
-    names of each tensor's dimensions in flattening order."""
+    names of each tensor's dimensions and its spec (``{}`` for none) in flattening order."""
     if isinstance(value, torch.Tensor):
         converted, dim_names = _dim_spec(spec, value, where)
         names.append(dim_names)
+        axes.append(converted if isinstance(converted, dict) else {})
         return converted
     # torch.export wants the spec of a list, tuple or dict in its structure, also without entries.
     if isinstance(value, (list, tuple)):
@@ -154,15 +186,17 @@ def _walk(value, spec, where: str, names: DimNames):
                 f"{where}: the dynamic shape spec must have one entry per item of the "
                 f"{type(value).__name__} ({len(value)}), got {spec!r}"
             )
-        items = [_walk(v, s, f"{where}[{i}]", names) for i, (v, s) in enumerate(zip(value, specs))]
+        items = [_walk(v, s, f"{where}[{i}]", names, axes) for i, (v, s) in enumerate(zip(value, specs))]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         specs = {} if spec is None else spec
         if not isinstance(specs, dict):
             raise ArgumentError(f"{where}: the dynamic shape spec of a dict is a dict, got {spec!r}")
-        return {k: _walk(v, specs.get(k), f"{where}[{k!r}]", names) for k, v in value.items()}
+        return {k: _walk(v, specs.get(k), f"{where}[{k!r}]", names, axes) for k, v in value.items()}
     # Another structure torch.export takes whole, with the spec given: its tensors are unnamed.
-    names.extend({} for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor))
+    tensors = [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+    names.extend({} for _ in tensors)
+    axes.extend({} for _ in tensors)
     return spec
 
 
@@ -212,10 +246,17 @@ def _from_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, combi
             f"got {type(dynamic_shapes).__name__}"
         )
     names: DimNames = []
+    axes: list[dict[int, Any]] = []
     values = list(args) + list(kwargs.values())
-    converted = [_walk(v, s, n, names) for v, s, n in zip(values, specs, positional + keyword)]
-    sources = [leaf.source for leaf in _leaves(combined) if isinstance(leaf.value, torch.Tensor)]
-    return Request(dict(zip(positional + keyword, converted)), names, sources=sources)
+    converted = [_walk(v, s, n, names, axes) for v, s, n in zip(values, specs, positional + keyword)]
+    tensors = [leaf for leaf in _leaves(combined) if isinstance(leaf.value, torch.Tensor)]
+    return Request(
+        dict(zip(positional + keyword, converted)),
+        names,
+        sources=[leaf.source for leaf in tensors],
+        axes=axes,
+        shapes_of_inputs=[tuple(cast(torch.Tensor, leaf.value).shape) for leaf in tensors],
+    )
 
 
 def _param_names(model: torch.nn.Module, args: tuple) -> list[str]:
@@ -267,9 +308,11 @@ def _from_dynamic_axes(
         tensor = cast(torch.Tensor, leaves[tensors[t]].value)  # `tensors` indexes the tensor leaves
         names[t] = _axes(_axis_names(key, axes), tensor, f"dynamic_axes[{key!r}]")
     specs: list[dict | None] = [None] * len(leaves)
+    per_tensor: list[dict[int, Any]] = []
     for t, requested in enumerate(names):
+        per_tensor.append(dict.fromkeys(requested, Dim.AUTO))
         if requested:
-            specs[tensors[t]] = dict.fromkeys(requested, Dim.AUTO)
+            specs[tensors[t]] = per_tensor[-1]
     # torch.export wants a spec of a dict, list or tuple in its structure; another structure
     # (a registered class) gets one only when it holds a requested axis.
     shapes = {}
@@ -283,7 +326,17 @@ def _from_dynamic_axes(
         if not isinstance(axes, Mapping)
         for n in _axis_names(key, axes).values()
     }
-    return Request(shapes, names, output_axes, [leaves[i].source for i in tensors], True, generated, ignored)
+    return Request(
+        shapes,
+        names,
+        output_axes,
+        [leaves[i].source for i in tensors],
+        True,
+        generated,
+        ignored,
+        per_tensor,
+        [tuple(cast(torch.Tensor, leaves[i].value).shape) for i in tensors],
+    )
 
 
 def _tensor_input(
@@ -362,10 +415,11 @@ def warn_static(
 
 def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str:
     """Why the input axis torch's ShapeEnv knows as ``<source>.size()[axis]`` is static: the
-    traced size when torch specializes it (0 and 1), else the user source line where the trace
-    fixed it, from ``fixed`` (symbol -> (what it was replaced by, frame), see trace())."""
+    traced size when torch specialized it (0 and 1: an axis fastonnx did not trace dynamic, whose
+    reason ``Request.why`` has otherwise), else the user source line where the trace fixed it,
+    from ``fixed`` (symbol -> (what it was replaced by, frame), see trace())."""
     if size in (0, 1):
-        return f"(traced at size {size}, which torch.export always specializes: trace with a size of 2 or more)"
+        return f"(traced at size {size}, which torch.export specializes)"
     if shape_env is None:
         return ""
     wanted = f"{source}.size()[{axis}]"

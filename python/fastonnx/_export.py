@@ -7,6 +7,7 @@ import functools
 import os
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ from ._options import (
 )
 from ._program import ExportResult
 from ._progress import Progress
-from ._trace import functionalize, program_needs_functionalization, trace, traced_in_mode
+from ._trace import functionalize, program_needs_functionalization, trace_requested, traced_in_mode
 from ._transformers_ops import cache_hint, returns_cache
 from ._unsupported import check_supported
 from ._version import __version__
@@ -51,6 +52,7 @@ from .errors import (
     TraceError,
     UnsupportedOpsError,
     VerificationError,
+    WriteError,
 )
 
 # torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
@@ -112,7 +114,9 @@ def export(
     them in torch.onnx's form (``{"x": {0: "batch"}}`` or ``{"x": [0]}``), keyed by the names of
     the flattened tensor inputs (``input_names``, else ``pair_0``, ``d_a``...), by a top-level
     argument that is one tensor, or by output names; each axis is traced with ``Dim.AUTO``, and
-    one the model fixes stays static, listed with why in one ``DynamicAxesWarning``. Dynamic
+    one the model fixes stays static, listed with why in one ``DynamicAxesWarning``. An axis
+    traced at size 0 or 1 is dynamic too unless the traced code depends on that size (README,
+    "Sizes traced at 0 or 1"), in either form. Dynamic
     dimensions keep their names in the ONNX inputs and outputs. A Python number ``forward``
     returns is a 0-d output (int64, the default float dtype, bool); ``None`` is no output.
     ``export_params=False`` makes the weights graph inputs instead of initializers;
@@ -229,7 +233,7 @@ class _Exporter:
     def run(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
         """The converted model; on a failure to convert, the report (when asked for) says why."""
         try:
-            return self._convert(model, args, kwargs, request)
+            return self._convert_small_sizes_dynamic(model, args, kwargs, request)
         except (UnsupportedOpsError, ConversionError) as e:
             if self.options.report_path is not None:
                 self.write_report(model, error=e)
@@ -239,13 +243,41 @@ class _Exporter:
         except Exception as e:  # a failure no phase turned into an ExportError is a bug
             raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
 
-    def _convert(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
+    def _convert_small_sizes_dynamic(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
+        """The converted model, the requested axes traced at size 0 or 1 dynamic (_small_sizes).
+        When the export of such a model fails past the trace (a decomposition tests such a size,
+        a converter needs a rank a squeeze at run time leaves open), it is exported again with
+        them static, as torch.export makes them, and the warning says why."""
+        if not request.small_axes():
+            return self._convert(model, args, kwargs, request, dynamic_small=False)
+        try:
+            # (the warnings of an attempt that fails are not the export's)
+            with warnings.catch_warnings(record=True) as caught:
+                result = self._convert(model, args, kwargs, request, dynamic_small=True)
+        except (ArgumentError, WriteError):
+            raise
+        except Exception as e:  # any failure: then the export as torch.export traces it decides
+            small = request.small_axes()
+            if not small:  # the trace made them static already: a failure of its own
+                raise
+            first = (str(e).splitlines() or [""])[0]
+            detail = first if isinstance(e, ExportError) else f"{type(e).__name__}: {first}"
+            for i, axis in small:
+                request.make_static(i, axis, f"(exporting it as a dynamic size failed: {detail})")
+        else:
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            return result
+        self.aten_ops, self.decomposed = Counter(), Counter()
+        return self._convert(model, args, kwargs, request, dynamic_small=False)
+
+    def _convert(self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool) -> ExportResult:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
         check_module_weights_on_inputs_device(model, args, kwargs)
         with cache_hint():
-            ep = self._trace(model, args, kwargs, request, fixed)
+            ep = self._trace(model, args, kwargs, request, fixed, dynamic_small)
         self.front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
         timings["trace"] = time.perf_counter() - t0
         if self.streamed is not None:
@@ -325,19 +357,22 @@ class _Exporter:
             model=model if isinstance(model, torch.nn.Module) else None,
             tracer=ep.front_end if isinstance(ep, JitProgram) else "torch.export",
             streamed=self.streamed,
+            sizes_may_be_one=frozenset(lowering.may_be_one),
         )
 
-    def _trace(self, model, args: tuple, kwargs: dict | None, request: Request, fixed: dict | None):
+    def _trace(
+        self, model, args: tuple, kwargs: dict | None, request: Request, fixed: dict | None, dynamic_small: bool
+    ):
         """The program of the front end chosen (see _front_end)."""
         options = self.options
         if self.tracer == "jit":
             with traced_in_mode(model, options.training):
-                return trace_jit(model, args, kwargs, request, options.input_names)
+                return trace_jit(model, args, kwargs, request, options.input_names, dynamic_small)
         try:
             # (torch.jit's tracer records an autograd.Function itself: only torch.export needs
             # Functions with a symbolic made ops, see _autograd)
             with functions_as_ops():
-                return trace(model, args, kwargs, request.shapes, options.training, fixed)
+                return trace_requested(model, args, kwargs, request, options.training, fixed, dynamic_small)
         except TraceError as refused:
             # A dynamic_shapes request torch.export finds the model violates stays refused: the
             # TorchScript front end would not make the axis any more dynamic. So does a KV cache
@@ -351,7 +386,7 @@ class _Exporter:
                 raise
             try:
                 with traced_in_mode(model, options.training):
-                    program = trace_jit(model, args, kwargs, request, options.input_names)
+                    program = trace_jit(model, args, kwargs, request, options.input_names, dynamic_small)
             except ExportError as e:
                 raise TraceError(f"{refused}\nThe TorchScript front end failed too: {e}") from refused
             # fall_back <- _trace <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
@@ -363,11 +398,15 @@ class _Exporter:
         """why_static(input, axis, size) for Lowering.add_placeholders: from the trace's ShapeEnv
         and the replacements recorded while tracing (the TorchScript front end records its own)."""
         if isinstance(ep, JitProgram):
-            return lambda i, axis, size: ep.fixed.get((i, axis), "(the TorchScript graph gives it that size)")
+            return lambda i, axis, size: request.why.get(
+                (i, axis), ep.fixed.get((i, axis), "(the TorchScript graph gives it that size)")
+            )
         vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
         mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
         shape_env = getattr(mode, "shape_env", None)
-        return lambda i, axis, size: why_static(shape_env, request.sources[i], axis, size, fixed or {})
+        return lambda i, axis, size: request.why.get(
+            (i, axis), why_static(shape_env, request.sources[i], axis, size, fixed or {})
+        )
 
     def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> PreparedGraph:
         """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that

@@ -20,6 +20,7 @@ from torch.export import Dim, ExportedProgram
 from ._dynamic import Request, _combined, _leaves
 from ._jit_fx import JitProgram, flat_tensors, translate
 from ._jit_trace import trace_graph
+from ._small_sizes import Tests, judge, settle
 from .errors import ArgumentError, TraceError, TracerFallbackWarning
 
 TRACERS = ("auto", "export", "jit")
@@ -67,18 +68,46 @@ def jit_dynamic_axes(request: Request, n_inputs: int) -> list[dict[int, str]]:
                 "the TorchScript front end takes dynamic dimensions by name: give dynamic_axes "
                 "({'x': {0: 'batch'}}) or named dims in dynamic_shapes ({'x': {0: 'batch'}})"
             )
-    return [request.dim_names[i] if i < len(request.dim_names) else {} for i in range(n_inputs)]
+    axes = [request.dim_names[i] if i < len(request.dim_names) else {} for i in range(n_inputs)]
+    # (without those Request.make_static made static)
+    return [
+        {a: name for a, name in named.items() if i >= len(request.axes) or a in request.axes[i]}
+        for i, named in enumerate(axes)
+    ]
 
 
-def trace_jit(model, args: tuple, kwargs: dict | None, request: Request, names: Sequence[str] | None) -> JitProgram:
+def trace_jit(
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    request: Request,
+    names: Sequence[str] | None,
+    dynamic_small: bool = True,
+) -> JitProgram:
     """The TorchScript front end's program. ``names`` are the user's input_names (the defaults
-    fill the rest)."""
-    graph = trace_graph(model, args, kwargs)
+    fill the rest). With ``dynamic_small``, the dynamic axes whose example size is 0 or 1 are
+    dynamic too (see _small_sizes): the numbers the model's Python code took from sizes are traced
+    beside (the trace keeps only the example's), and an axis one of them or a guard of the
+    translation does not let vary is made static (``Request.make_static`` says why)."""
     tensors = flat_tensors(args, kwargs)
     default = input_names(model, args, kwargs)
     chosen = [names[i] if names and i < len(names) else default[i] for i in range(len(tensors))]
-    dynamic = jit_dynamic_axes(request, len(tensors))
-    program = translate(graph, tensors, chosen, dynamic)
+    small = _small_axes(tensors, jit_dynamic_axes(request, len(tensors))) if dynamic_small else []
+    graph = trace_graph(model, args, kwargs, read_sizes=bool(small))
+    while True:
+        dynamic = jit_dynamic_axes(request, len(tensors))
+        small = _small_axes(tensors, dynamic) if dynamic_small else []
+        program = translate(graph, tensors, chosen, dynamic, small_sizes=bool(small))
+        if not small:
+            break
+        verdict = judge(program.shape_env, Tests(program.guard_lines), program.size_reads)
+        symbols = program.input_symbols
+        unsound = [(i, axis) for i, axis in small if symbols.get((i, axis)) in verdict.unsound]
+        if not unsound:
+            settle(program.shape_env, program.range_constraints, verdict.domains)
+            break
+        for i, axis in unsound:
+            request.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
     if any(t.is_quantized for t in tensors):
         # A quantized input is three graph inputs (integers, scale, zero point); the lowering
         # reads the dynamic axes per graph input.
@@ -87,6 +116,11 @@ def trace_jit(model, args: tuple, kwargs: dict | None, request: Request, names: 
         ]
     program.front_end = "torch.jit.script" if isinstance(model, torch.jit.ScriptModule) else "torch.jit.trace"
     return program
+
+
+def _small_axes(tensors: Sequence[torch.Tensor], dynamic: Sequence[dict[int, str]]) -> list[tuple[int, int]]:
+    """The dynamic axes whose example size is 0 or 1, (tensor input, axis)."""
+    return [(i, axis) for i, (t, axes) in enumerate(zip(tensors, dynamic)) for axis in axes if t.shape[axis] in (0, 1)]
 
 
 def fall_back(model, export_error: TraceError, program: JitProgram, stacklevel: int) -> None:

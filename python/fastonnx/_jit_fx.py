@@ -20,15 +20,18 @@ dynamic axis the graph fixes; ``JitProgram.fixed`` says which node fixed it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import linecache
 import operator
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
+import sympy
 import torch
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
@@ -54,6 +57,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
 from ._jit_quantized import PackedWeights, QTensor, QuantizedOps
 from ._jit_trace import JitGraph
+from ._small_sizes import dynamic_small_sizes, retracing
 from .errors import ConversionError
 
 aten = torch.ops.aten
@@ -79,8 +83,23 @@ _ARITHMETIC = {
     "__not__": torch.sym_not,
     "pow": operator.pow,
 }
-# 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``): computed as size arithmetic.
-_SIZE_TENSOR_OPS = {"add", "sub", "mul", "div", "floor_divide", "remainder", "rsub"}
+# 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``, ``x.size(0) == 1``): computed as
+# size arithmetic.
+_SIZE_TENSOR_OPS = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "rsub": operator.sub,  # (its operands swapped)
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "floor_divide": operator.floordiv,
+    "remainder": operator.mod,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
 _CPU = torch.device("cpu")
 _PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
 _DTYPES: dict[int, torch.dtype] = {
@@ -151,6 +170,12 @@ class JitProgram:
     fixed: dict[tuple[int, int], str] = field(default_factory=dict)
     tracer_warnings: list[str] = field(default_factory=list)
     front_end: str = "torch.jit.trace"
+    # (input index, axis) -> the symbol of a dynamic input size.
+    input_symbols: dict[tuple[int, int], Any] = field(default_factory=dict)
+    # The numbers the model's Python code took from sizes (JitGraph.size_reads), each as computed
+    # over the symbols (None where the translation lost how), the symbols it reads, and its line.
+    size_reads: list[tuple[Any, frozenset, str]] = field(default_factory=list)
+    guard_lines: dict = field(default_factory=dict)  # guard the translation made -> the model's line
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -197,6 +222,15 @@ class _ShapeEnv(ShapeEnv):
         return None
 
 
+def _where(node: torch._C.Node) -> str:
+    """``at file:line: code`` of the model's line that made the node, else the node."""
+    found = re.match(r'File "(.+)", line (\d+)', _source_line(node))
+    if found is None:
+        return f"at {str(node).strip()}"
+    code = linecache.getline(found.group(1), int(found.group(2))).strip()
+    return f"at {found.group(1)}:{found.group(2)}" + (f": {code}" if code else "")
+
+
 class _Translator(QuantizedOps):
     def __init__(
         self,
@@ -231,6 +265,9 @@ class _Translator(QuantizedOps):
         self.hints: dict = {}  # unbacked symbol of a number read from a tensor -> the example's value
         self.examples: dict = {}  # FX node -> its value in the example, where computed (see example_of)
         self.binders: dict = {}  # unbacked symbol -> (the FX node that made it, the path to it in its value)
+        self.guard_lines: dict = {}  # guard on sizes -> where: the TorchScript node that made it
+        # Sizes of 0 and 1 of the dynamic axes are symbols (_small_sizes): see _prim_If.
+        self.small_sizes = False
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -521,7 +558,10 @@ class _Translator(QuantizedOps):
             self.env[v] = node
             self.examples[node] = tensor
         self.block(jit.graph)
-        results = [self.env[v] for v in jit.graph.outputs()]
+        outputs = list(jit.graph.outputs())
+        returned = len(outputs) - len(jit.size_reads)
+        results = [self.env[v] for v in outputs[:returned]]
+        size_reads = [(*self.size_read(v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
         leaves, it = [], iter(results)
         for i in range(len(jit.example_outputs)):
             leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
@@ -555,12 +595,40 @@ class _Translator(QuantizedOps):
             self.mode,
             self.fixed,
             jit.tracer_warnings,
+            input_symbols={axis: symbol for symbol, axis in self.symbols.items()},
+            size_reads=size_reads,
+            guard_lines=self.guard_lines,
         )
+
+    def size_read(self, v) -> tuple[Any, frozenset]:
+        """A number the model's Python code took from sizes, over the symbols (a sympy expression),
+        and the symbols it reads; where the translation computed it as a tensor rather than a size
+        (an op on sizes it does not follow), None and the symbols of the sizes it is made from."""
+        number = self.sizes.get(v, self.env[v])
+        if not isinstance(number, torch.fx.Node):
+            return sympy.sympify(number), frozenset()
+        val = number.meta.get("val")
+        if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return val.node.expr, frozenset(val.node.expr.free_symbols)
+        symbols: set = set()
+        seen, todo = set(), [number]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            inner = n.meta.get("val")
+            if isinstance(inner, torch.SymInt | torch.SymFloat | torch.SymBool):
+                symbols |= inner.node.expr.free_symbols
+            else:
+                todo.extend(n.all_input_nodes)
+        return None, frozenset(symbols)
 
     def block(self, block) -> None:
         for node in block.nodes():
             self.node = node
             before = dict(self.shape_env.replacements)
+            guards = len(self.shape_env.guards)
             try:
                 self.translate_node(node)
             except (ConversionError, _SizesFromData):
@@ -573,6 +641,8 @@ class _Translator(QuantizedOps):
                 ) from e
             if len(self.shape_env.replacements) != len(before):
                 self.record_fixed(node, before)
+            for guard in self.shape_env.guards[guards:]:
+                self.guard_lines.setdefault(guard.expr, _where(node))
 
     def record_fixed(self, node: torch._C.Node, before: dict) -> None:
         """A requested dynamic axis whose symbol this node replaced by a number: where it was fixed."""
@@ -802,17 +872,26 @@ class _Translator(QuantizedOps):
         then_block, else_block = node.blocks()
         if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
             return Outputs(self.inline(then_block if pred else else_block))
+        # (each branch returns, after its outputs, the tensors made outside it that it writes into)
+        written = _written_outside([then_block, else_block], "if", followed=True, at=node)
         operands = self.operands([then_block, else_block])
+        taken = self.example_branch(pred) if self.small_sizes else None
         branches, results = [], []
-        for block in (then_block, else_block):
-            sub = self.sub(operands=operands)
+        for block, then in ((then_block, True), (else_block, False)):
+            sub = self.sub(operands=operands, loosened=self.small_sizes and taken is not then)
             outs = sub.inline(block)
             if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
                 raise ConversionError(
                     "a scripted `if` whose branches return non-tensors (numbers, lists) is not supported"
                 )
-            branches.append(sub.finish(outs, "cond", self))
-            results.append([sub.fake_of(o) for o in outs])
+            # (a branch that leaves one as it was returns a copy: an If inside another's branch may not
+            # return its input, which torch's functionalization of that branch refuses)
+            outs += [
+                sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
+            ]
+            branch, vals = sub.finish_functional(outs, "cond", self) if written else sub.finish(outs, "cond", self)
+            branches.append(branch)
+            results.append(vals)
         predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
         merged = []
         for a, b in zip(*results):
@@ -831,7 +910,12 @@ class _Translator(QuantizedOps):
         results[0] = merged
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
         out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
-        return Outputs(self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0]))
+        items = [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0])]
+        returned = len(items) - len(written)
+        for v, item in zip(written, items[returned:]):  # what the branches wrote, from here on
+            self.env[v] = item
+            self.known.pop(v, None)
+        return Outputs(items[:returned])
 
     def _prim_Loop(self, node):
         trips, first, *initial = (self.env[v] for v in node.inputs())
@@ -847,6 +931,7 @@ class _Translator(QuantizedOps):
     def while_loop(self, trips, first, initial: list, block):
         """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
         the state are carried as 0-d tensors."""
+        _written_outside([block], "loop", followed=False)
         free = self.operands([block])
         kinds = [isinstance(x, torch.fx.Node) and isinstance(self.fake_of(x), torch.Tensor) for x in initial]
         carried = [self.as_tensor(0, torch.int64), self.as_tensor(first, torch.bool)]
@@ -860,7 +945,7 @@ class _Translator(QuantizedOps):
         i, c = cond.inputs[0], cond.inputs[1]
         bound = limit if isinstance(limit, int) else cond.inputs[-1]
         below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
-        cond_fn = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
+        cond_fn, _ = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
 
         body = self.sub(carried_vals, free, bound_val)
         i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
@@ -877,7 +962,7 @@ class _Translator(QuantizedOps):
                     f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
                     f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
                 )
-        body_fn = body.finish(updated, "while_loop_body", self)
+        body_fn, _ = body.finish(updated, "while_loop_body", self)
         additional = extra + ([] if isinstance(limit, int) else [limit])
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
@@ -914,21 +999,56 @@ class _Translator(QuantizedOps):
         self.node = node
         return [self.env[v] for v in block.outputs()]
 
-    def sub(self, before: Sequence = (), operands: Sequence = (), after: Sequence = ()) -> _Translator:
+    def example_branch(self, pred) -> bool | None:
+        """The branch of a scripted ``if`` on ``pred`` (a graph value) the example takes; None when
+        the example gives no value (inside a branch it does not take)."""
+        val = self.fake_of(pred)
+        if isinstance(val, torch.Tensor):
+            real = self.example_of(pred)
+            return None if real is None else bool(real)
+        try:
+            return bool(self.hinted(val))
+        except ConversionError:
+            return None
+
+    def loosened(self, val):
+        """``val`` with each dynamic size a new unbacked one (see sub)."""
+        if not isinstance(val, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in val.shape):
+            return val
+        pending = list(self.shape_env.pending_fresh_unbacked_symbols)
+        sizes = []
+        for d in val.shape:
+            if isinstance(d, torch.SymInt):
+                d = self.shape_env.create_unbacked_symint()
+                torch._check(d >= 0)
+            sizes.append(d)
+        with self.mode:
+            loose = self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+        # (placeholders of the branch: no node of it makes them)
+        self.shape_env.pending_fresh_unbacked_symbols[:] = pending
+        return loose
+
+    def sub(
+        self, before: Sequence = (), operands: Sequence = (), after: Sequence = (), loosened: bool = False
+    ) -> _Translator:
         """A translator of a control-flow function, sharing this one's fake mode: its own graph,
         whose placeholders are the fake values ``before``, then the enclosing graph's values
-        ``operands`` (TorchScript values, read in the function through them), then ``after``."""
+        ``operands`` (TorchScript values, read in the function through them), then ``after``.
+        ``loosened``: the operands' dynamic sizes are new unbacked ones, for a branch the example
+        does not take with sizes of 0 and 1 dynamic: its code may not hold at the example's sizes
+        (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is 1), and unbacked,
+        torch decides a broadcast or a squeeze as in general and asserts at run time what it
+        assumed."""
         sub = _Translator.__new__(_Translator)
         sub.__dict__.update(self.__dict__)
         sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
         # The enclosing graph's numbers and constants are the function's too; its nodes are not.
         sub.env = {v: x for v, x in self.env.items() if not _holds_node(x)}
         sub.inputs = []
-        for v, val in (
-            [(None, f) for f in before]
-            + [(v, self.fake_of(self.env[v])) for v in operands]
-            + [(None, f) for f in after]
-        ):
+        operand_vals = [self.fake_of(self.env[v]) for v in operands]
+        if loosened:
+            operand_vals = [self.loosened(val) for val in operand_vals]
+        for v, val in [(None, f) for f in before] + list(zip(operands, operand_vals)) + [(None, f) for f in after]:
             p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
             p.meta["val"] = val
             sub.inputs.append(p)
@@ -936,20 +1056,60 @@ class _Translator(QuantizedOps):
                 sub.env[v] = p
         return sub
 
-    def finish(self, outputs: list, kind: str, parent: _Translator) -> torch.fx.Node:
-        """This control-flow function as a submodule of ``parent``'s module, and the get_attr node
-        of ``parent``'s graph that reads it."""
+    def finish(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
+        """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
+        ``parent``'s graph that reads it, and the fake values it returns."""
         self.graph.output(tuple(outputs))
+        return self._attach(torch.fx.GraphModule(self.root, self.graph), kind, parent), [
+            self.fake_of(o) for o in outputs
+        ]
+
+    def finish_functional(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
+        """``finish`` of a function that writes into some of its inputs and returns them last
+        (see _prim_If): traced again without in-place ops, as functionalized() does for the
+        program, the writes into its inputs dropped (an ONNX If's branch computes, returns)."""
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        self.graph.output(tuple(outputs))
+        module = torch.fx.GraphModule(self.root, self.graph)
+        run = torch.func.functionalize(torch.fx.Interpreter(module).run, remove="mutations")
+        values = [p.meta["val"] for p in self.inputs]
+        trace = make_fx(run, decomposition_table=_VIEW_COPIES, tracing_mode="real")
+        try:
+            # (with the example's values beside where it has them, as functionalized() traces: torch's
+            # view replays fail on some symbolic sizes without them)
+            with self.mode:
+                try:
+                    new = trace(*values)
+                except Exception:  # noqa: BLE001 - inputs without the example's values (a branch it does not take)
+                    new = self.without_real_values(trace, tuple(values), {})
+        except Exception as e:  # torch's retrace of the function
+            raise ConversionError(
+                "a scripted `if` writes into tensors made outside it, and rewriting its branch without in-place "
+                f"ops failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
+        for n in list(new.graph.nodes):
+            if n.target is aten.copy_.default and n.args[0].op == "placeholder" and not n.users:
+                new.graph.erase_node(n)
+        new.recompile()
+        results = cast(Sequence[torch.fx.Node], new.graph.output_node().args[0])
+        return self._attach(new, kind, parent), [r.meta["val"] for r in results]
+
+    @staticmethod
+    def _attach(module: torch.fx.GraphModule, kind: str, parent: _Translator) -> torch.fx.Node:
         name = f"{kind}_{len(parent.functions)}"
         parent.functions.append(name)
-        setattr(parent.root, name, torch.fx.GraphModule(self.root, self.graph))
+        setattr(parent.root, name, module)
         return parent.graph.get_attr(name)
 
     def _aten__convolution(self, node):
         """The traced form of every convolution: ``convolution`` with backend flags after its
         arguments, which say nothing about the result."""
         values: list[Any] = [self.env[v] for v in _inputs(node)]
-        return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
+        # (torch's fake convolution picks a memory format by the sizes, a guard on the batch that
+        # says nothing of the values: not one that would fix a batch traced at size 1)
+        with self.shape_env.suppress_guards():
+            return self.emit(aten.convolution.default, tuple(values[:9]), traced=node)
 
     # -- packed sequences (see _packed_rnn) -----------------------------------------------------
 
@@ -1126,15 +1286,7 @@ class _Translator(QuantizedOps):
         a, b = operands
         if name in ("add", "sub") and len(values) > 2 and values[2] != 1:
             b = self.arithmetic(operator.mul, [b, values[2]])
-        fn = {
-            "add": operator.add,
-            "sub": operator.sub,
-            "rsub": lambda x, y: operator.sub(y, x),
-            "mul": operator.mul,
-            "div": operator.truediv,
-            "floor_divide": operator.floordiv,
-            "remainder": operator.mod,
-        }[name]
+        fn = _SIZE_TENSOR_OPS[name]
         if name == "div" and len(values) > 2 and values[2] == "floor":
             fn = operator.floordiv
         elif name == "div" and len(values) > 2 and values[2] == "trunc":
@@ -1216,6 +1368,86 @@ def _inputs(node: torch._C.Node) -> list:
 def _outputs(node: torch._C.Node) -> list:
     """A TorchScript node's outputs (by index, as ``_inputs``)."""
     return [node.outputsAt(i) for i in range(node.outputsSize())]
+
+
+# Functionalization replays views as copies (slice_copy), whose kernels fail on symbolic sizes
+# (``storage_offset()``): a view and a clone instead.
+_VIEW_COPIES = {
+    aten.slice_copy.Tensor: lambda *args, **kwargs: aten.slice.Tensor(*args, **kwargs).clone(),
+    aten.select_copy.int: lambda *args, **kwargs: aten.select.int(*args, **kwargs).clone(),
+}
+
+
+def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None = None) -> list:
+    """The tensors made outside the blocks of a scripted ``if`` or loop that the blocks write into
+    (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT passes remove only the
+    mutations they can prove local, and the blocks become functions of their inputs, where such a
+    write would be lost. With ``followed`` (an ``if``, node ``at``, whose branches then return the
+    tensors they wrote), each must be a tensor of its own, not a view of another nor one with a view
+    made before ``at`` read after it (it would read the tensor as it was); a ``ConversionError``
+    says which write cannot be followed."""
+    inside: set = set()
+    nodes: set = set()
+
+    def walk(block) -> None:
+        inside.update(block.inputs())
+        for node in block.nodes():
+            nodes.add(node)
+            for inner in node.blocks():
+                walk(inner)
+            inside.update(node.outputs())
+
+    for block in blocks:
+        walk(block)
+    written: list = []
+
+    def check(block) -> None:
+        for node in block.nodes():
+            for inner in node.blocks():
+                check(inner)
+            text = node.schema()
+            if text == "(no schema)":
+                continue
+            schema = _resolve(text)[0]
+            for a, v in zip(schema.arguments, _inputs(node)):
+                if a.alias_info is None or not a.alias_info.is_write:
+                    continue
+                base = v
+                # through the views made inside the blocks, to the tensor they view
+                while base in inside and base.node().outputsSize() == 1 and _is_view(base.node()):
+                    base = base.node().inputsAt(0)
+                if base in inside or base in written:
+                    continue
+                stale = at is not None and any(
+                    u.user not in nodes
+                    and _is_view(u.user)
+                    and any(later.user.isAfter(at) for later in u.user.output().uses())
+                    for u in base.uses()
+                )
+                if not followed or _is_view(base.node()) or stale:
+                    raise ConversionError(
+                        f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
+                        + (f", {_where(node)}" if _source_line(node) else "")
+                        + (
+                            "; the tensor is a view, or a view of it made before the `if` is read after it)"
+                            if followed
+                            else "); fastonnx converts loops whose body writes only into its own tensors"
+                        )
+                    )
+                written.append(base)
+
+    for block in blocks:
+        check(block)
+    return written
+
+
+def _is_view(node: torch._C.Node) -> bool:
+    """Whether the node's output is a view of its first input (aten::slice, select, view...)."""
+    text = node.schema()
+    if text == "(no schema)":
+        return False
+    schema = _resolve(text)[0]
+    return bool(schema.returns) and schema.returns[0].alias_info is not None and not schema.is_mutable
 
 
 def _free_values(blocks) -> list:
@@ -1385,14 +1617,16 @@ def translate(
     user_tensors: Sequence[torch.Tensor],
     input_names: Sequence[str],
     dynamic: Sequence[dict[int, str]],
+    small_sizes: bool = False,
 ) -> JitProgram:
     """The FX program of ``jit``, traced at ``user_tensors``; ``dynamic`` gives each input's
-    dynamic axes (axis -> name)."""
+    dynamic axes (axis -> name). With ``small_sizes``, dynamic axes of size 0 or 1 are symbols too
+    (see _small_sizes; the guards made are in ``guard_lines``)."""
     typed = typed_by_trace(jit, dynamic)
     try:
-        program = _translated(jit, user_tensors, dynamic, input_names, typed)
+        program = _translated(jit, user_tensors, dynamic, input_names, typed, small_sizes)
     except _SizesFromData:  # an op _reads_data does not know (a composite returning a list)
-        program = _translated(jit, user_tensors, dynamic, input_names, False)
+        program = _translated(jit, user_tensors, dynamic, input_names, False, small_sizes)
     # The example's values served the translation only. What retraces the program under its fake
     # mode afterwards (functionalization, decompositions) runs on its symbols alone, as on
     # torch.export's: with real values beside, torch checks each view's offset against the real
@@ -1401,10 +1635,13 @@ def translate(
     return program
 
 
-def _translated(jit: JitGraph, user_tensors, dynamic, input_names, typed: bool) -> JitProgram:
+def _translated(jit: JitGraph, user_tensors, dynamic, input_names, typed: bool, small_sizes: bool) -> JitProgram:
+    small = dynamic_small_sizes() if small_sizes else contextlib.nullcontext()
     # The fake mode reads the setting when it is made.
-    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed):
-        return _Translator(jit, user_tensors, dynamic, input_names, typed).translate()
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=not typed), small:
+        translator = _Translator(jit, user_tensors, dynamic, input_names, typed)
+        translator.small_sizes = small_sizes
+        return translator.translate()
 
 
 def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
@@ -1434,7 +1671,7 @@ def functionalized(program: JitProgram) -> JitProgram:
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
     run = torch.func.functionalize(_Retrace(old).run, remove="mutations")
     try:
-        with program.fake_mode:
+        with program.fake_mode, retracing(program.shape_env, "rewriting the graph without in-place ops"):
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
     except Exception as e:  # torch's retrace of the graph
         raise ConversionError(

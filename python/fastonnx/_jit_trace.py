@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
+import traceback
 import warnings
 from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
 
+from ._dynamic import user_frame
 from .errors import TraceError
 
 
@@ -33,26 +36,98 @@ class JitGraph:
     constant_outputs: dict[int, object]
     example_outputs: list  # the eager outputs' leaves
     tracer_warnings: list[str] = field(default_factory=list)
+    # The graph's last outputs: the numbers the model's Python code took from sizes (a size
+    # compared with 1, converted to an int), each with its line (see _recording_size_reads).
+    size_reads: list[str] = field(default_factory=list)
 
 
 class _Flat(torch.nn.Module):
-    """``model`` called with its arguments rebuilt from the flattened tensors, its result flattened."""
+    """``model`` called with its arguments rebuilt from the flattened tensors, its result flattened.
+    With ``size_reads``, the sizes the model's Python code reads are returned after it (see
+    _recording_size_reads)."""
 
-    def __init__(self, model: torch.nn.Module, spec: pytree.TreeSpec, leaves: list, positions: list[int]):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        spec: pytree.TreeSpec,
+        leaves: list,
+        positions: list[int],
+        size_reads: list[tuple[torch.Tensor, str]] | None = None,
+    ):
         super().__init__()
         self.model = model
         self._spec, self._leaves, self._positions = spec, leaves, positions
         self.out_spec: pytree.TreeSpec | None = None
         self.out_leaves: list = []
+        self.size_reads = size_reads
 
     def forward(self, *tensors):
         leaves = list(self._leaves)
         for pos, t in zip(self._positions, tensors):
             leaves[pos] = t
         args, kwargs = pytree.tree_unflatten(leaves, self._spec)
-        out_leaves, self.out_spec = pytree.tree_flatten(plain_containers(self.model(*args, **kwargs)))
+        reads = self.size_reads
+        if reads is not None:
+            reads.clear()
+        recording = _recording_size_reads(reads) if reads is not None else contextlib.nullcontext()
+        with recording:
+            result = self.model(*args, **kwargs)
+        out_leaves, self.out_spec = pytree.tree_flatten(plain_containers(result))
         self.out_leaves = out_leaves
-        return tuple(t for t in out_leaves if isinstance(t, torch.Tensor))
+        outputs = tuple(t for t in out_leaves if isinstance(t, torch.Tensor))
+        return outputs + tuple(t for t, _ in reads or ())
+
+
+# The ways Python code takes a number out of a 0-d tensor; torch.jit's tracer gives sizes as 0-d
+# tensors (len() goes through __index__).
+_CONVERSIONS = ("__bool__", "__int__", "__index__", "__float__", "item")
+
+
+@contextlib.contextmanager
+def _recording_size_reads(into: list[tuple[torch.Tensor, str]]):
+    """Records each 0-d tensor computed from a size that Python code converts to a number while
+    torch.jit traces, with the model's line: the trace keeps the number the example gives (the
+    branch of an ``if x.size(0) == 1`` taken, an ``int(n)`` as a constant) and nothing of how it
+    was computed. Returned as outputs of the trace, the translation computes each one over the
+    dynamic sizes, and an axis it does not stay the same for is made static (_front_end)."""
+    originals = {name: getattr(torch.Tensor, name) for name in _CONVERSIONS}
+
+    def recording(original):
+        @functools.wraps(original)
+        def converted(self, *args):
+            if self.dim() == 0 and torch._C._get_tracing_state() is not None and _reads_a_size(self):
+                frame = user_frame(traceback.extract_stack(sys._getframe(1), limit=64))
+                into.append((self, f"{frame.filename}:{frame.lineno}: {frame.line}" if frame else ""))
+            return original(self, *args)
+
+        return converted
+
+    for name, original in originals.items():
+        setattr(torch.Tensor, name, recording(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def _reads_a_size(t: torch.Tensor) -> bool:
+    """Whether the traced value of ``t`` is computed from a size (``aten::size``, ``aten::numel``)."""
+    try:
+        start = torch._C._get_value_trace(t)  # type: ignore[attr-defined]
+    except RuntimeError:  # not a value of the trace (a constant made in Python)
+        return False
+    seen: set = set()
+    todo = [start.node()]
+    while todo and len(seen) < 256:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.kind() in ("aten::size", "aten::numel", "aten::sym_size"):
+            return True
+        todo.extend(v.node() for v in node.inputs())
+    return False
 
 
 def plain_containers(value):
@@ -128,8 +203,9 @@ def _recorded_tracer_warnings(into: list[str]):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
-    """The TorchScript graph of ``model`` called on ``args``/``kwargs``."""
+def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = False) -> JitGraph:
+    """The TorchScript graph of ``model`` called on ``args``/``kwargs``; with ``read_sizes``, the
+    numbers the model's Python code took from sizes are its last outputs (``JitGraph.size_reads``)."""
     if isinstance(model, torch.jit.ScriptModule):
         if kwargs:
             raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
@@ -143,7 +219,8 @@ def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
         return JitGraph(graph, len(leaves), weights, out_spec, {}, out_leaves)
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    flat = _Flat(model, spec, leaves, positions)
+    reads: list[tuple[torch.Tensor, str]] | None = [] if read_sizes else None
+    flat = _Flat(model, spec, leaves, positions, reads)
     tensors = tuple(leaves[i] for i in positions)
     found: list[str] = []
     # Modules whose state holds other than tensors (eager-mode quantized modules hold packed
@@ -175,7 +252,8 @@ def trace_graph(model, args: tuple, kwargs: dict | None) -> JitGraph:
         weights = [(name.removeprefix("model."), t) for name, t in state.items()]
         _passes(graph)
     constants = {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)}
-    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found)
+    lines = [line for _, line in reads or ()]
+    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found, lines)
 
 
 def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) -> tuple[torch._C.Graph, list]:

@@ -83,6 +83,7 @@ class Lowering:
         self.shared_names: list[tuple[str, str, str]] = []
         self.ignored_axes: list[str] = []  # requested output axes that do not exist, for the warning
         self.named_sizes: set[str] = set()  # the dynamic sizes dim_name has named
+        self.may_be_one: set[str] = set()  # those of them whose range holds 1
         self.bodies: dict[torch.fx.GraphModule, PreparedGraph] = dict(bodies or {})
 
     def body(self, module: torch.fx.GraphModule) -> PreparedGraph:
@@ -170,9 +171,11 @@ class Lowering:
         if name not in self.named_sizes:
             self.named_sizes.add(name)
             # torch traces ops that treat a size of 1 apart (squeeze) as if it were not 1, even
-            # where the program accepts 1 (a size read with .item(), a Dim with min=1).
+            # where the program accepts 1 (a size read with .item(), a Dim with min=1, an axis
+            # traced at size 0 or 1).
             if 1 in bound_sympy(expr, self.ep.range_constraints):
                 self.session.mark_may_be_one(name)
+                self.may_be_one.add(name)
         return name
 
     def add_placeholders(
@@ -365,10 +368,11 @@ class Lowering:
         # An output the converter cannot compute (None, as torch.onnx's symbolic functions return
         # it) is refused where the model reads it, never left to compute something else.
         for user in node.users:
-            if user.target is operator.getitem and results[user.args[1]] is None and user.users:
+            index = user.args[1] if user.target is operator.getitem else None
+            if isinstance(index, int) and results[index] is None and user.users:
                 raise ConversionError(
                     f"the Python converter of {qualified_name(node.target)} (FX node `{node.name}`) gives no ONNX "
-                    f"value for its output {user.args[1]}, which the model reads"
+                    f"value for its output {index}, which the model reads"
                     + (f"\n  from {source_line(user)}" if source_line(user) else "")
                 )
         for i, (r, meta) in enumerate(zip(results, metas)):

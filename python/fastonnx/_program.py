@@ -34,6 +34,9 @@ class ExportResult:
     model: object = field(default=None, repr=False)  # the nn.Module, for verify()
     tracer: str = "torch.export"  # the front end that traced it: torch.export, torch.jit.trace or torch.jit.script
     streamed: Streamed | None = field(default=None, repr=False)  # weights from a checkpoint (_weights.py)
+    # The dynamic dimensions (as the graph names them) that may be 1 at run time: the graph decides
+    # there what torch decides for a size of 1 (a squeeze), and verify_other_sizes checks that size.
+    sizes_may_be_one: frozenset[str] = frozenset()
     _proto: object = field(default=None, repr=False)
 
     @property
@@ -68,22 +71,34 @@ class ExportResult:
 
     def verify_other_sizes(self, *args, rtol: float = 1e-3, atol: float = 1e-5, model=None, **kwargs):
         """``verify`` at other sizes of the dynamic axes: each dynamic input axis one longer than
-        in ``args``/``kwargs``. Returns the differences (empty when no input axis is dynamic, or
-        when eager PyTorch itself does not run at those sizes, which is printed)."""
-        from ._verify import EagerFailed, OutputDiff, compare, format_diffs, grown_inputs
+        in ``args``/``kwargs``, then, where the graph holds for a size of 1 on an axis
+        (``sizes_may_be_one``: an axis traced at size 0 or 1, see README "Dynamic shapes"), that
+        axis at 1, or at 2 when the example has it empty. Returns the differences (empty when no
+        input axis is dynamic, or when eager PyTorch itself does not run at those sizes, which is
+        printed)."""
+        from ._verify import resized_inputs
 
         model = model if model is not None else self.model
         if model is None:
             raise ValueError("verify_other_sizes() needs the module to run eagerly: pass model=...")
-        grown = grown_inputs(self.model_proto, self.input_names, args, kwargs)
-        if grown is None:
-            return []
-        new_args, new_kwargs, sizes = grown
+        proto = self.model_proto
+        choices = [
+            lambda name, size: size + 1,
+            lambda name, size: (2 if size == 0 else 1) if name in self.sizes_may_be_one else None,
+        ]
+        diffs = []
+        for size_for in choices:
+            resized = resized_inputs(proto, self.input_names, args, kwargs, size_for)
+            if resized is not None:
+                diffs += self._verify_at(model, *resized, rtol=rtol, atol=atol)
+        return diffs
+
+    def _verify_at(self, model, args: tuple, kwargs: dict, sizes: dict[str, int], *, rtol: float, atol: float):
+        from ._verify import EagerFailed, OutputDiff, compare, format_diffs
+
         shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
         try:
-            diffs = compare(
-                self.to_bytes(), self.input_names, self.output_names, model, new_args, new_kwargs, rtol, atol
-            )
+            diffs = compare(self.to_bytes(), self.input_names, self.output_names, model, args, kwargs, rtol, atol)
         except EagerFailed as e:
             print(f"at {shown}: not checked, eager PyTorch fails there too: {e}")
             return []

@@ -3,9 +3,11 @@
 PyTorch's decompositions of ``aten.lstm``, ``aten.gru``, ``aten.rnn_tanh`` and ``aten.rnn_relu``
 loop over the time steps in Python, so tracing them fixes the sequence length. torch ships
 while_loop-based ones for LSTM and GRU (``torch.export._patches``, which torch.onnx registers for
-dynamic shapes too); the Elman RNN's here follow them (torch has none). While they are registered,
-torch.export keeps each layer whole as one FX node (fastonnx converts it to ONNX LSTM, GRU or RNN)
-and computes its output shape through the loop, keeping the sequence length symbolic.
+dynamic shapes too); the ones here follow them, for the Elman RNN too (torch has none), and write
+each step's output with ``select_scatter``: torch's ``out[i] = ...`` makes dynamo, which traces the
+loop's body, specialize a batch traced at size 1. While they are registered, torch.export keeps
+each layer whole as one FX node (fastonnx converts it to ONNX LSTM, GRU or RNN) and computes its
+output shape through the loop, keeping the sequence length symbolic.
 """
 
 from __future__ import annotations
@@ -17,43 +19,97 @@ import torch
 import torch.nn.functional as F
 
 
-def _elman_layer(inp, hidden, params, has_biases, reverse=False, *, nonlinearity):
-    """One layer of an Elman RNN over ``inp`` (seq, batch, features) as a while_loop, as
-    torch's ``one_layer_while_loop_gru`` does for GRU."""
+def _layer(inp, states: list, ih_weight, ih_bias, step, reverse: bool):
+    """One layer over ``inp`` (seq, batch, features) as a while_loop, as torch's
+    ``one_layer_while_loop_lstm`` does: ``step(x_t, *states)`` gives the new states (each
+    (1, batch, hidden), the first one the output). The outputs and the final states."""
     from torch._higher_order_ops.while_loop import while_loop
-    from torch.export._patches import _clone_tensors_that_alias
 
-    ih_weight, hh_weight = params[0], params[1]
-    ih_bias, hh_bias = (params[2], params[3]) if has_biases else (None, None)
     steps = F.linear(inp, ih_weight, ih_bias)
     steps = steps.flip(0) if reverse else steps
-    hh_weight, hh_bias = _clone_tensors_that_alias((hh_weight, hh_bias))
-    state = hidden.unsqueeze(0)
-    out = torch.empty(steps.size(0), *state.shape[1:], dtype=state.dtype, device=state.device)
+    states = [state.unsqueeze(0) for state in states]
+    first = states[0]
+    out = torch.empty(steps.size(0), *first.shape[1:], dtype=first.dtype, device=first.device)
 
-    def cond_fn(i, out, state):
+    def cond_fn(i, out, *states):
         return i < steps.size(0)
 
-    def body_fn(index, out, state):
+    def body_fn(index, out, *states):
         i = index.item()
         torch._check_is_size(i, max=steps.size(0) - 1)
-        state = nonlinearity(F.linear(state, hh_weight, hh_bias) + steps[i])
-        out = out.clone()
-        out[i] = state.squeeze(0)
-        return index + 1, out, state
+        states = step(steps.select(0, i), *states)
+        # (select_scatter: torch's `out[i] = ...` makes dynamo specialize a batch of one)
+        return index + 1, torch.select_scatter(out, states[0].squeeze(0), 0, i), *states
 
-    _, out, final = while_loop(cond_fn, body_fn, [torch.tensor(0, dtype=torch.int64), out, state])
-    return (out.flip(0) if reverse else out), final.squeeze(0)
+    _, out, *finals = while_loop(cond_fn, body_fn, [torch.tensor(0, dtype=torch.int64), out, *states])
+    return (out.flip(0) if reverse else out), [final.squeeze(0) for final in finals]
 
 
-def _elman(nonlinearity):
-    """``aten.rnn_tanh.input`` / ``aten.rnn_relu.input`` with the layers as while_loops."""
+def _weights(params, has_biases: bool):
+    """A layer's (ih_weight, ih_bias, hh_weight, hh_bias, hr_weight), the recurrent ones cloned
+    where they alias (while_loop refuses aliased inputs)."""
+    from torch.export._patches import _clone_tensors_that_alias
+
+    ih_bias, hh_bias = (params[2], params[3]) if has_biases else (None, None)
+    hr_weight = params[4] if len(params) == 5 else params[2] if len(params) == 3 else None
+    hh_weight, hh_bias, hr_weight = _clone_tensors_that_alias((params[1], hh_bias, hr_weight))
+    return params[0], ih_bias, hh_weight, hh_bias, hr_weight
+
+
+def _lstm_layer(inp, hidden, params, has_biases, reverse=False):
+    from torch._decomp.decompositions import lstm_cell
+
+    ih_weight, ih_bias, hh_weight, hh_bias, hr_weight = _weights(params, has_biases)
+
+    def step(x, h, c):
+        return lstm_cell(x, h, c, hh_weight, hh_bias, hr_weight, chunk_dim=2)
+
+    out, (h, c) = _layer(inp, list(hidden), ih_weight, ih_bias, step, reverse)
+    return out, (h, c)
+
+
+def _gru_layer(inp, hidden, params, has_biases, reverse=False):
+    from torch._decomp.decompositions import gru_cell
+
+    ih_weight, ih_bias, hh_weight, hh_bias, _ = _weights(params, has_biases)
+
+    def step(x, h):
+        return (gru_cell(x, h, None, None, hh_weight, hh_bias),)
+
+    out, (h,) = _layer(inp, [hidden], ih_weight, ih_bias, step, reverse)
+    return out, h
+
+
+def _elman_layer(inp, hidden, params, has_biases, reverse=False, *, nonlinearity):
+    ih_weight, ih_bias, hh_weight, hh_bias, _ = _weights(params, has_biases)
+
+    def step(x, h):
+        return (nonlinearity(F.linear(h, hh_weight, hh_bias) + x),)
+
+    out, (h,) = _layer(inp, [hidden], ih_weight, ih_bias, step, reverse)
+    return out, h
+
+
+def _lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    """``aten.lstm.input`` with the layers as while_loops (torch's ``lstm_while_loop_impl``)."""
     from torch._decomp.decompositions import _rnn_helper, gather_params
 
-    layer = functools.partial(_elman_layer, nonlinearity=nonlinearity)
+    params = gather_params(params, has_biases, hx[0].size(2) != hx[1].size(2))
+    hidden = list(zip(hx[0], hx[1]))
+    out, finals = _rnn_helper(
+        input, hidden, params, has_biases, num_layers, dropout, train, bidirectional, batch_first, _lstm_layer
+    )
+    h, c = zip(*finals)
+    return out, torch.stack(h, 0), torch.stack(c, 0)
+
+
+def _single_state(layer):
+    """``aten.gru.input`` / ``aten.rnn_tanh.input`` / ``aten.rnn_relu.input`` with the layers as
+    while_loops."""
+    from torch._decomp.decompositions import _rnn_helper, gather_params
 
     def impl(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-        out, final = _rnn_helper(
+        out, finals = _rnn_helper(
             input,
             hx.unbind(0),
             gather_params(params, has_biases, False),
@@ -65,7 +121,7 @@ def _elman(nonlinearity):
             batch_first,
             layer,
         )
-        return out, torch.stack(final, 0)
+        return out, torch.stack(finals, 0)
 
     return impl
 
@@ -91,10 +147,14 @@ def rnns_as_loops():
     _clear_dispatch_caches(ops)
     try:
         with (
-            _patches.register_lstm_while_loop_decomposition(),
-            _patches.register_gru_while_loop_decomposition(),
-            _patches._register_rnn_while_loop_decomposition(ops[2], _elman(torch.tanh)),
-            _patches._register_rnn_while_loop_decomposition(ops[3], _elman(torch.relu)),
+            _patches._register_rnn_while_loop_decomposition(ops[0], _lstm),
+            _patches._register_rnn_while_loop_decomposition(ops[1], _single_state(_gru_layer)),
+            _patches._register_rnn_while_loop_decomposition(
+                ops[2], _single_state(functools.partial(_elman_layer, nonlinearity=torch.tanh))
+            ),
+            _patches._register_rnn_while_loop_decomposition(
+                ops[3], _single_state(functools.partial(_elman_layer, nonlinearity=torch.relu))
+            ),
         ):
             yield
     finally:

@@ -12,8 +12,9 @@ from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
-from ._dynamic import user_frame
+from ._dynamic import Request, user_frame
 from ._rnn import rnns_as_loops
+from ._small_sizes import Tests, domains_of, dynamic_small_sizes, judge, retracing, settle
 from .errors import TraceError
 
 
@@ -33,6 +34,74 @@ def traced_in_mode(model: torch.nn.Module, training: TrainingMode):
             m.train(mode)
 
 
+def trace_requested(
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    request: Request,
+    training: TrainingMode = TrainingMode.EVAL,
+    fixed: dict | None = None,
+    dynamic_small: bool = True,
+) -> ExportedProgram:
+    """The program torch.export traces for the request. With ``dynamic_small``, the requested
+    axes whose example size is 0 or 1 are traced dynamic (see _small_sizes); one that the model
+    does not let vary is traced again static (``Request.make_static`` says why), and when torch
+    fails to trace them dynamic, all are."""
+    if isinstance(model, ExportedProgram):
+        return model
+    while True:
+        if fixed:  # (what an attempt before recorded names symbols of its own trace)
+            fixed.clear()
+        small = request.small_axes() if dynamic_small else []
+        if not small:
+            return trace(model, args, kwargs, request.shapes, training, fixed)
+        tests = Tests()
+        try:
+            ep = trace(model, args, kwargs, request.shapes, training, fixed, tests)
+        except TraceError as e:
+            # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
+            # where the request is strict, as before)
+            if fixed:
+                fixed.clear()
+            ep = trace(model, args, kwargs, request.shapes, training, fixed)
+            lines = str(e).split(": ", 1)[-1].splitlines()
+            where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
+            why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
+            for i, axis in small:
+                request.make_static(i, axis, why)
+            return ep
+        shape_env = _shape_env(ep)
+        assert shape_env is not None  # (the program has a dynamic input)
+        verdict = judge(shape_env, tests)
+        symbols = _input_symbols(ep)
+        unsound = [(i, axis) for i, axis in small if symbols.get((i, axis)) in verdict.unsound]
+        if not unsound:
+            settle(shape_env, ep.range_constraints, verdict.domains)
+            return ep
+        for i, axis in unsound:
+            request.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
+
+
+def _shape_env(ep: ExportedProgram) -> ShapeEnv | None:
+    vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
+    mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
+    return getattr(mode, "shape_env", None)
+
+
+def _input_symbols(ep: ExportedProgram) -> dict[tuple[int, int], object]:
+    """(tensor input, axis) -> the symbol of its size, for the program's user inputs that are
+    tensors, in order."""
+    user = set(ep.graph_signature.user_inputs)
+    inputs = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user]
+    tensors = [n.meta["val"] for n in inputs if isinstance(n.meta.get("val"), torch.Tensor)]
+    return {
+        (i, axis): size.node.expr
+        for i, val in enumerate(tensors)
+        for axis, size in enumerate(val.shape)
+        if isinstance(size, torch.SymInt)
+    }
+
+
 def trace(
     model,
     args: tuple,
@@ -40,15 +109,19 @@ def trace(
     dynamic_shapes=None,
     training: TrainingMode = TrainingMode.EVAL,
     fixed: dict | None = None,
+    small_sizes: Tests | None = None,
 ) -> ExportedProgram:
     """The program torch.export traces. ``fixed``, when given, is filled with where the trace
-    fixed each symbolic size it replaced (see _recording_replacements)."""
+    fixed each symbolic size it replaced (see _recording_replacements). With ``small_sizes``,
+    sizes of 0 and 1 of the dynamic dimensions are traced as symbols, and where each guard was made
+    is recorded there (see _small_sizes)."""
     if isinstance(model, ExportedProgram):
         return model
     recording = _recording_replacements(fixed) if fixed is not None else contextlib.nullcontext()
     rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
+    small = dynamic_small_sizes(small_sizes) if small_sizes is not None else contextlib.nullcontext()
     try:
-        with traced_in_mode(model, training), torch.no_grad(), recording, rnns:
+        with traced_in_mode(model, training), torch.no_grad(), recording, rnns, small:
             ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # any tracing failure is reported as one
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
@@ -187,9 +260,16 @@ def program_needs_functionalization(ep: ExportedProgram) -> bool:
 
 def functionalize(ep: ExportedProgram) -> ExportedProgram:
     # An empty decomposition table: functionalize, decompose nothing.
+    shape_env = _shape_env(ep)
     try:
-        return ep.run_decompositions({})
+        with retracing(shape_env, "functionalizing the traced program"):
+            functional = ep.run_decompositions({})
     except Exception as e:  # torch's re-trace of a program it traced
         raise TraceError(
             f"functionalizing the traced program (ExportedProgram.run_decompositions) failed: {describe_failure(e)}"
         ) from e
+    domains = domains_of(shape_env) if shape_env is not None else None
+    new_env = _shape_env(functional)
+    if domains is not None and new_env is not None:  # (the program's sizes, in the ShapeEnv of the new one)
+        settle(new_env, functional.range_constraints, domains)
+    return functional

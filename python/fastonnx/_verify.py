@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,32 +79,48 @@ def compare(
     return diffs
 
 
-def grown_inputs(model_proto, input_names: list[str], args: tuple, kwargs: dict | None):
-    """The example inputs with every dynamic axis of the ONNX inputs one longer (the axis's first
-    slice repeated at its end, so integer inputs keep valid values), and the sizes chosen; None
-    when the model has no dynamic input axis."""
+def resized_inputs(
+    model_proto, input_names: list[str], args: tuple, kwargs: dict | None, size_for: Callable[[str, int], int | None]
+):
+    """The example inputs with each dynamic axis of the ONNX inputs resized to ``size_for(its
+    dimension name, its size in the example)`` (None: left as it is), and the sizes chosen; None
+    when no axis changes. An axis grows by its first slice repeated (integer inputs keep valid
+    values), or by zeros when it is empty; it shrinks to its first slices. Axes of one name take
+    one size, the first one chosen."""
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     dims = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim] for i in model_proto.graph.input}
     sizes: dict[str, int] = {}
     tensors = iter(input_names)
-    grown = []
+    resized = []
     for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
-            grown.append(leaf)
+            resized.append(leaf)
             continue
         t = leaf
         for axis, name in enumerate(dims.get(next(tensors), [])):
-            if name and leaf.shape[axis] > 0:
-                sizes.setdefault(name, leaf.shape[axis] + 1)
-                extra = sizes[name] - t.shape[axis]
-                t = torch.cat(
-                    [t, t.narrow(axis, 0, 1).expand(*[extra if a == axis else -1 for a in range(t.dim())])], axis
-                )
-        grown.append(t)
+            if not name:
+                continue
+            if name not in sizes:
+                wanted = size_for(name, leaf.shape[axis])
+                if wanted is None or wanted == leaf.shape[axis]:
+                    continue
+                sizes[name] = wanted
+            t = _resized(t, axis, sizes[name])
+        resized.append(t)
     if not sizes:
         return None
-    new_args, new_kwargs = pytree.tree_unflatten(grown, spec)
+    new_args, new_kwargs = pytree.tree_unflatten(resized, spec)
     return new_args, new_kwargs, sizes
+
+
+def _resized(t: torch.Tensor, axis: int, size: int) -> torch.Tensor:
+    have = t.shape[axis]
+    if size <= have:
+        return t.narrow(axis, 0, size)
+    if have == 0:
+        return torch.zeros(*[size if a == axis else n for a, n in enumerate(t.shape)], dtype=t.dtype)
+    first = t.narrow(axis, 0, 1)
+    return torch.cat([t, first.expand(*[size - have if a == axis else -1 for a in range(t.dim())])], axis)
 
 
 def format_diffs(diffs: list[OutputDiff]) -> str:
