@@ -32,6 +32,16 @@ class FloatArangeOfComputedLength(torch.nn.Module):
         return torch.arange(0, x.shape[0] / 2, 0.25, dtype=torch.float32)
 
 
+class IntegerArangeOfFloats(torch.nn.Module):
+    """Integer aranges of floating bounds and steps the graph computes: torch counts their
+    elements from the truncated numbers up to 2.13 and from the numbers as they are from 2.14;
+    the export follows the torch installed."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.arange(n, 12.5, 1.5, dtype=torch.int64), torch.arange(n + 0.5, dtype=torch.int64)
+
+
 class Full(torch.nn.Module):
     def forward(self, x):
         n = x.shape[0]
@@ -112,6 +122,14 @@ def test_computed_numbers_at_other_sizes(name):
             assert g.shape == tuple(w.shape), f"n={n}, output {i}: shape {g.shape}, eager {tuple(w.shape)}"
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"n={n}, output {i}")
         assert_declared_shapes_hold(proto, {i.name: a.numpy() for i, a in zip(proto.graph.input, args)})
+
+
+def test_integer_arange_of_floats_counts_as_the_installed_torch():
+    model = IntegerArangeOfFloats()
+    proto = fastonnx.export(model, (_sizes(4),), input_names=["x"], dynamic_axes={"x": [0]}).model_proto
+    for n in (2, 3, 5, 9):
+        for got, want in zip(run_ort(proto, [_sizes(n)]), model(_sizes(n))):
+            np.testing.assert_array_equal(got, want.numpy(), err_msg=f"n={n}")
 
 
 def test_a_decomposed_attribute_number_is_not_an_attribute():

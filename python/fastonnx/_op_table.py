@@ -178,15 +178,34 @@ def converts(node: torch.fx.Node) -> bool:
     return True
 
 
+_ARANGES = frozenset({torch.ops.aten.arange.default, torch.ops.aten.arange.start, torch.ops.aten.arange.start_step})
+
+
+def _integer_range_of_computed_floats(node: torch.fx.Node) -> bool:
+    """An integer arange whose length the graph computes from a floating bound or step. torch
+    counts its elements from the numbers truncated to integers up to 2.13 and from the numbers
+    as they are from 2.14 (arange(0, 8.5, 1, dtype=int64) has 8 elements, then 9): torch's own
+    decomposition of it follows the torch installed. A length torch.export recorded as a number
+    is taken as it is by the converter."""
+    val = node.meta.get("val")
+    if node.target not in _ARANGES or not isinstance(val, torch.Tensor) or val.dtype.is_floating_point:
+        return False
+    if isinstance(val.shape[0], int):
+        return False
+    numbers = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args]
+    return any(isinstance(v, (float, torch.SymFloat)) for v in numbers)
+
+
 def decomposition_for(node: torch.fx.Node):
     """The decomposition the lowering applies to ``node`` instead of converting it, if any: for
     an op without a converter, PyTorch's; for one whose converter needs as a constant a number
-    the graph computes, also the decompositions of core ops."""
+    the graph computes, or whose result depends on the torch installed
+    (``_integer_range_of_computed_floats``), also the decompositions of core ops."""
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return None
     if not is_mapped(node.target):
         return decomposition_for_numbers_from_data(node) or decomposition_of(node.target)
-    if not converts(node):
+    if not converts(node) or _integer_range_of_computed_floats(node):
         return decomposition_of(node.target, core=True)
     return None
 
