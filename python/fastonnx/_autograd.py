@@ -99,7 +99,9 @@ def functions_as_ops() -> Iterator[None]:
     def apply(cls, *args, **kwargs):
         types = tuple(_schema_type(a) for a in args)
         if kwargs or not _has_symbolic(cls) or None in types:
-            return original.__func__(cls, *args, **kwargs)
+            # Bound through the descriptor: a classmethod up to torch 2.13, a C classmethod_descriptor
+            # (no __func__) from 2.14.
+            return original.__get__(None, cls)(*args, **kwargs)
         op, tuple_output = _op_for(cls, types)
         out = op(*args)
         return tuple(out) if tuple_output["tuple"] else out[0]
