@@ -380,3 +380,20 @@ def test_outer_of_mixed_dtypes():
     from support import Lambda2
 
     export_and_compare(Lambda2(torch.outer), (torch.randn(3), torch.arange(4)))
+
+
+def test_torch_errors_keep_their_types_beside_fastonnx():
+    """fastonnx's translation of its native errors is its module's own: pybind11 shares the
+    translators registered globally among extensions built against the same internals (torch
+    2.14.1's are), and torch's own C++ errors then reached Python as fastonnx.InternalError, among
+    them the NotImplementedError torch catches to decompose an op without a fake kernel."""
+    with pytest.raises(RuntimeError) as info:
+        torch._C.parse_schema("not a schema (")
+    assert not isinstance(info.value, fastonnx.ExportError)
+
+    class FakeQuantize(torch.nn.Module):
+        def forward(self, x):
+            return torch.fake_quantize_per_tensor_affine(x, 0.05, 0, -128, 127)
+
+    export_and_compare(FakeQuantize(), (torch.randn(6, 4),))
+

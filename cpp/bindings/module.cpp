@@ -49,6 +49,11 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "fastonnx native core";
   fastonnx::bindings::init_session(m);
   fastonnx::bindings::init_registry(m);
-  py::register_exception_translator(fastonnx::bindings::translate);
+  // Local to this module: pybind11 shares its registered translators among the extensions built
+  // against the same internals (torch 2.14.1's are), and a global one turned the C++ errors of
+  // torch's own bindings into fastonnx.InternalError, among them the NotImplementedError of an
+  // op without a fake kernel that torch catches to decompose it (fake_quantize_per_tensor_affine:
+  // "SystemError: <built-in function __import__> returned a result with an exception set").
+  py::register_local_exception_translator(fastonnx::bindings::translate);
   m.attr("ConvertError") = py::module_::import("fastonnx.errors").attr("ConversionError");
 }

@@ -111,7 +111,14 @@ Value logit(Builder& b, Value self, std::optional<double> eps) {
     const Value lo = b.scalar_like(*eps, x);
     // 1 - eps in the tensor's dtype, as torch computes it.
     const Value hi = b.op<"Sub">({b.scalar_like(1.0, x), lo});
-    x = b.op<"Clip">({x, lo, hi});
+    if (*eps <= 0.5) {
+      x = b.op<"Clip">({x, lo, hi});
+    } else {
+      // The bounds cross: torch's kernel takes x < lo ? lo : (x > hi ? hi : x), where Clip would
+      // give hi everywhere (eps 0.6: logit 0.405 below 0.6, -0.405 from it; NaN stays NaN).
+      const Value above = b.op<"Where">({b.op<"Greater">({x, hi}), hi, x});
+      x = b.op<"Where">({b.op<"Less">({x, lo}), lo, above});
+    }
   }
   return b.op<"Log">({b.op<"Div">({x, b.op<"Sub">({b.scalar_like(1.0, x), x})})});
 }
