@@ -86,19 +86,9 @@ _ARITHMETIC = {
 # 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``, ``x.size(0) == 1``): computed as
 # size arithmetic.
 _SIZE_TENSOR_OPS = {
-    "add": operator.add,
-    "sub": operator.sub,
+    **{k: _ARITHMETIC[k] for k in ("add", "sub", "mul", "div", "remainder", "eq", "ne", "lt", "le", "gt", "ge")},
     "rsub": operator.sub,  # (its operands swapped)
-    "mul": operator.mul,
-    "div": operator.truediv,
     "floor_divide": operator.floordiv,
-    "remainder": operator.mod,
-    "eq": operator.eq,
-    "ne": operator.ne,
-    "lt": operator.lt,
-    "le": operator.le,
-    "gt": operator.gt,
-    "ge": operator.ge,
 }
 _CPU = torch.device("cpu")
 _PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
