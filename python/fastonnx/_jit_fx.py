@@ -53,11 +53,14 @@ from torch.fx.experimental.symbolic_shapes import (
     compute_unbacked_bindings,
     free_unbacked_symbols,
 )
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
 from ._jit_quantized import PackedWeights, QTensor, QuantizedOps
 from ._jit_trace import JitGraph
 from ._small_sizes import dynamic_small_sizes, retracing
+from ._trace import needs_functionalization
 from .errors import ConversionError
 
 aten = torch.ops.aten
@@ -266,8 +269,10 @@ class _Translator(QuantizedOps):
         self.examples: dict = {}  # FX node -> its value in the example, where computed (see example_of)
         self.binders: dict = {}  # unbacked symbol -> (the FX node that made it, the path to it in its value)
         self.guard_lines: dict = {}  # guard on sizes -> where: the TorchScript node that made it
-        # Sizes of 0 and 1 of the dynamic axes are symbols (_small_sizes): see _prim_If.
+        # Sizes of 0 and 1 of the dynamic axes are symbols (_small_sizes).
         self.small_sizes = False
+        # A branch's own symbols of its operands' sizes -> the enclosing translator's (see sub).
+        self.renamed: dict = {}
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -482,12 +487,12 @@ class _Translator(QuantizedOps):
                 return torch.empty([concrete(d) for d in x.shape], dtype=x.dtype)
             if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
                 number = x.node.expr.xreplace(known)
-                if not getattr(number, "is_number", True):
+                if not _is_value(number):
                     for symbol in number.free_symbols:
                         self.hint_of(symbol)
                     known.update(self.hints)
                     number = number.xreplace(known)
-                if not getattr(number, "is_number", True):
+                if not _is_value(number):
                     raise ConversionError(f"the example's value of {x} is unknown")
                 return (
                     int(number)
@@ -875,21 +880,23 @@ class _Translator(QuantizedOps):
         # (each branch returns, after its outputs, the tensors made outside it that it writes into)
         written = _written_outside([then_block, else_block], "if", followed=True, at=node)
         operands = self.operands([then_block, else_block])
-        taken = self.example_branch(pred) if self.small_sizes else None
+        # A test of sizes (``x.size(0) == 1``): a branch the example does not take is translated
+        # with its operands' sizes as sizes that pass the test, not the example's (see sub).
+        condition = _condition_of(self.fake_of(pred))
+        taken = self.example_branch(pred) if condition is not None else None
         branches, results = [], []
         for block, then in ((then_block, True), (else_block, False)):
-            sub = self.sub(operands=operands, loosened=self.small_sizes and taken is not then)
-            outs = sub.inline(block)
-            if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
-                raise ConversionError(
-                    "a scripted `if` whose branches return non-tensors (numbers, lists) is not supported"
-                )
-            # (a branch that leaves one as it was returns a copy: an If inside another's branch may not
-            # return its input, which torch's functionalization of that branch refuses)
-            outs += [
-                sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
-            ]
-            branch, vals = sub.finish_functional(outs, "cond", self) if written else sub.finish(outs, "cond", self)
+            assuming = None if condition is None or taken is then else condition if then else sympy.Not(condition)
+            try:
+                branch, vals = self.branch(block, operands, written, assuming)
+            except ConversionError:
+                if assuming is None:
+                    raise
+                # Where its sizes without the example's values fail (an op that needs a value of
+                # them), the branch is translated with the example's, as a branch it takes: each
+                # guard it makes on them is then one the axis's sizes must pass (else the axis is
+                # static).
+                branch, vals = self.branch(block, operands, written, None)
             branches.append(branch)
             results.append(vals)
         predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
@@ -900,22 +907,48 @@ class _Translator(QuantizedOps):
                     "the branches of a scripted `if` return tensors of different types or ranks "
                     f"({a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)}); ONNX If needs them alike"
                 )
-            # A size that differs between the branches is one more dynamic size of the result.
-            sizes = [
-                x if x is y or _known_equal(x, y) else self.shape_env.create_unbacked_symint()
-                for x, y in zip(a.shape, b.shape)
-            ]
+            sizes = [self.merged_size(x, y, condition) for x, y in zip(a.shape, b.shape)]
             with self.mode:
                 merged.append(a.new_empty(sizes))
-        results[0] = merged
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
-        out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
-        items = [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0])]
+        out = self.add_node(torch.ops.higher_order.cond, args, {}, merged)
+        items = [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(merged)]
         returned = len(items) - len(written)
         for v, item in zip(written, items[returned:]):  # what the branches wrote, from here on
             self.env[v] = item
             self.known.pop(v, None)
         return Outputs(items[:returned])
+
+    def branch(self, block, operands: list, written: list, assuming) -> tuple[torch.fx.Node, list]:
+        """A branch of a scripted ``if`` as a function of its ``operands`` returning its outputs then
+        the tensors made outside it it writes into (``written``): the get_attr node of it, and the
+        fake values it returns in this translator's symbols. ``assuming``: see sub."""
+        sub = self.sub(operands=operands, assuming=assuming)
+        outs = sub.inline(block)
+        if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
+            raise ConversionError("a scripted `if` whose branches return non-tensors (numbers, lists) is not supported")
+        # (a branch that leaves one as it was returns a copy: an If inside another's branch may not
+        # return its input, which torch's functionalization of that branch refuses)
+        outs += [
+            sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
+        ]
+        # (a branch is final: traced again, as the graph around it may be, it stays as it is, see
+        # _Retrace; one writing into its own tensors is rewritten without in-place ops now)
+        branch, vals = sub.finish(outs, "cond", self, rewrite=True if written else None)
+        return branch, [sub.outer_sizes(val) for val in vals]
+
+    def merged_size(self, x, y, condition):
+        """The size of an ``if``'s result whose branches give ``x`` and ``y``: the one size both are
+        where the branch runs (``x.size(0) == 2`` gives 2 in the branch that tests it, the size
+        in the other), else one more dynamic size of the result."""
+        if x is y or _known_equal(x, y):
+            return x
+        if condition is not None:
+            if _known_equal(*_given(condition, x, y)):
+                return y
+            if _known_equal(*_given(sympy.Not(condition), x, y)):
+                return x
+        return self.shape_env.create_unbacked_symint()
 
     def _prim_Loop(self, node):
         trips, first, *initial = (self.env[v] for v in node.inputs())
@@ -1011,43 +1044,32 @@ class _Translator(QuantizedOps):
         except ConversionError:
             return None
 
-    def loosened(self, val):
-        """``val`` with each dynamic size a new unbacked one (see sub)."""
-        if not isinstance(val, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in val.shape):
-            return val
-        pending = list(self.shape_env.pending_fresh_unbacked_symbols)
-        sizes = []
-        for d in val.shape:
-            if isinstance(d, torch.SymInt):
-                d = self.shape_env.create_unbacked_symint()
-                torch._check(d >= 0)
-            sizes.append(d)
-        with self.mode:
-            loose = self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
-        # (placeholders of the branch: no node of it makes them)
-        self.shape_env.pending_fresh_unbacked_symbols[:] = pending
-        return loose
-
     def sub(
-        self, before: Sequence = (), operands: Sequence = (), after: Sequence = (), loosened: bool = False
+        self, before: Sequence = (), operands: Sequence = (), after: Sequence = (), assuming: Any = None
     ) -> _Translator:
         """A translator of a control-flow function, sharing this one's fake mode: its own graph,
         whose placeholders are the fake values ``before``, then the enclosing graph's values
         ``operands`` (TorchScript values, read in the function through them), then ``after``.
-        ``loosened``: the operands' dynamic sizes are new unbacked ones, for a branch the example
-        does not take with sizes of 0 and 1 dynamic: its code may not hold at the example's sizes
-        (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is 1), and unbacked,
-        torch decides a broadcast or a squeeze as in general and asserts at run time what it
-        assumed."""
+
+        ``assuming`` (a test of sizes, over this translator's symbols): the function is a branch
+        the example does not take, which runs where the test holds. Its code need not hold at the
+        example's sizes (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is
+        1), so each symbol of the operands' sizes is a new unbacked one there, in the same range,
+        of which the test is assumed (``x.size(0)`` is 1 in that branch): torch decides on them
+        what the test implies, the rest as for any size it has no value of (a squeeze at run time,
+        a broadcast between equal sizes), and what a guard would need a value for fails (the
+        axis is then static). The new symbols are the function's own (``outer_sizes`` maps them
+        back), so that nothing assumed in it holds outside."""
         sub = _Translator.__new__(_Translator)
         sub.__dict__.update(self.__dict__)
         sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
         # The enclosing graph's numbers and constants are the function's too; its nodes are not.
         sub.env = {v: x for v, x in self.env.items() if not _holds_node(x)}
         sub.inputs = []
+        sub.renamed = {}
         operand_vals = [self.fake_of(self.env[v]) for v in operands]
-        if loosened:
-            operand_vals = [self.loosened(val) for val in operand_vals]
+        if assuming is not None:
+            operand_vals = sub.renamed_values(operand_vals, assuming)
         for v, val in [(None, f) for f in before] + list(zip(operands, operand_vals)) + [(None, f) for f in after]:
             p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
             p.meta["val"] = val
@@ -1056,23 +1078,86 @@ class _Translator(QuantizedOps):
                 sub.env[v] = p
         return sub
 
-    def finish(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
-        """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
-        ``parent``'s graph that reads it, and the fake values it returns."""
-        self.graph.output(tuple(outputs))
-        return self._attach(torch.fx.GraphModule(self.root, self.graph), kind, parent), [
-            self.fake_of(o) for o in outputs
-        ]
+    def renamed_values(self, values: list, assuming) -> list:
+        """``values`` (fake tensors and symbolic numbers) with each symbol they hold a new unbacked
+        one in its range (``renamed`` maps it back), ``assuming`` held of the new ones (see sub)."""
+        env = self.shape_env
+        pending = list(env.pending_fresh_unbacked_symbols)
+        new_of: dict = {}
 
-    def finish_functional(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
-        """``finish`` of a function that writes into some of its inputs and returns them last
-        (see _prim_If): traced again without in-place ops, as functionalized() does for the
-        program, the writes into its inputs dropped (an ONNX If's branch computes, returns)."""
+        def rename(expr):
+            for symbol in sorted(expr.free_symbols, key=str):
+                if symbol not in new_of:
+                    is_float = symbol_is_type(symbol, (SymT.FLOAT, SymT.UNBACKED_FLOAT))
+                    new = env.create_unbacked_symfloat() if is_float else env.create_unbacked_symint()
+                    bounds = env.var_to_range.get(symbol)
+                    if not is_float:
+                        lower = 0
+                        if bounds is not None and bounds.lower not in (-int_oo, -sympy.oo):
+                            lower = max(0, int(bounds.lower))
+                        torch._check(new >= lower)
+                        if bounds is not None and bounds.upper not in (int_oo, sympy.oo):
+                            torch._check(new <= int(bounds.upper))
+                    new_of[symbol] = new.node.expr
+            return expr.xreplace(new_of)
+
+        def renamed(val):
+            if isinstance(val, torch.Tensor):
+                if not any(isinstance(d, torch.SymInt) for d in val.shape):
+                    return val
+                sizes = [
+                    env.create_symintnode(rename(d.node.expr), hint=None) if isinstance(d, torch.SymInt) else d
+                    for d in val.shape
+                ]
+                with self.mode:
+                    return self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+            if isinstance(val, torch.SymInt):
+                return env.create_symintnode(rename(val.node.expr), hint=None)
+            if isinstance(val, torch.SymFloat):
+                return env.create_symfloatnode(rename(val.node.expr), hint=None)
+            if isinstance(val, torch.SymBool):
+                return env.create_symboolnode(rename(val.node.expr))
+            return val
+
+        new_values = [renamed(val) for val in values]
+        for test in sympy.And.make_args(assuming):
+            # (a part of the test on sizes the function does not read says nothing of it)
+            if test.free_symbols and test.free_symbols <= new_of.keys():
+                torch._check(env.create_symboolnode(test.xreplace(new_of)))
+        # (placeholders of the function: no node of it makes them)
+        env.pending_fresh_unbacked_symbols[:] = pending
+        self.renamed = {new: old for old, new in new_of.items()}
+        return new_values
+
+    def outer_sizes(self, val):
+        """A fake tensor this function returns, its sizes in the enclosing translator's symbols
+        (those ``sub`` renamed mapped back)."""
+        if not self.renamed or not isinstance(val, torch.Tensor):
+            return val
+        sizes = [
+            _size(self.shape_env, d.node.expr.xreplace(self.renamed)) if isinstance(d, torch.SymInt) else d
+            for d in val.shape
+        ]
+        with self.mode:
+            return self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+
+    def finish(
+        self, outputs: list, kind: str, parent: _Translator, rewrite: bool | None = False
+    ) -> tuple[torch.fx.Node, list]:
+        """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
+        ``parent``'s graph that reads it, and the fake values it returns. ``rewrite``: traced again
+        without in-place ops (True: it writes into some of its inputs and returns them last, see
+        _prim_If; None: where an in-place op would be read through another name), as
+        functionalized() does for the program, the writes into its inputs dropped (an ONNX If's
+        branch computes, returns)."""
         from torch.fx.experimental.proxy_tensor import make_fx
 
         self.graph.output(tuple(outputs))
         module = torch.fx.GraphModule(self.root, self.graph)
-        run = torch.func.functionalize(torch.fx.Interpreter(module).run, remove="mutations")
+        if rewrite is False or rewrite is None and not needs_functionalization(self.graph):
+            return self._attach(module, kind, parent), [self.fake_of(o) for o in outputs]
+        retrace = _Retrace(module)
+        run = torch.func.functionalize(retrace.run, remove="mutations")
         values = [p.meta["val"] for p in self.inputs]
         trace = make_fx(run, decomposition_table=_VIEW_COPIES, tracing_mode="real")
         try:
@@ -1084,14 +1169,16 @@ class _Translator(QuantizedOps):
                 except Exception:  # noqa: BLE001 - inputs without the example's values (a branch it does not take)
                     new = self.without_real_values(trace, tuple(values), {})
         except Exception as e:  # torch's retrace of the function
+            retrace.forget()
+            what = "writes into tensors made outside it" if rewrite else "writes into views of its tensors"
             raise ConversionError(
-                "a scripted `if` writes into tensors made outside it, and rewriting its branch without in-place "
+                f"a scripted `if` {what}, and rewriting its branch without in-place "
                 f"ops failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from e
         for n in list(new.graph.nodes):
             if n.target is aten.copy_.default and n.args[0].op == "placeholder" and not n.users:
                 new.graph.erase_node(n)
-        new.recompile()
+        retrace.restore_conds(new)
         results = cast(Sequence[torch.fx.Node], new.graph.output_node().args[0])
         return self._attach(new, kind, parent), [r.meta["val"] for r in results]
 
@@ -1178,6 +1265,24 @@ class _Translator(QuantizedOps):
         if batch_first:
             y = self.emit(aten.transpose.int, (y, 0, 1))
         return Outputs([y, lengths])
+
+    def _aten_copy_(self, node):
+        """``dst.copy_(src)``, which broadcasts ``src`` to ``dst``'s shape. Of sizes without an example's
+        value (a branch the example does not take), torch's fake copy_ asks whether one is 1, a guard
+        it cannot decide, where expand requires of them what eager does: ``src`` is expanded first."""
+        dst, src, *rest = (self.env[v] for v in _inputs(node))
+        if isinstance(dst, torch.fx.Node) and isinstance(src, torch.fx.Node):
+            d, s = self.fake_of(dst), self.fake_of(src)
+            if (
+                isinstance(d, torch.Tensor)
+                and isinstance(s, torch.Tensor)
+                and (_unbacked(d) or _unbacked(s))
+                and not (d.dim() == s.dim() and all(_known_equal(x, y) for x, y in zip(d.shape, s.shape)))
+            ):
+                sizes = [self.size_of(dst, i) for i in range(d.dim())]
+                expanded = self.emit(aten.expand.default, (src, sizes))
+                return self.emit(aten.copy_.default, (dst, expanded, *rest))
+        return self.op(node)
 
     def _aten_select(self, node):
         values = [self.env[v] for v in _inputs(node)]
@@ -1600,6 +1705,46 @@ def _known_equal(x, y) -> bool:
     return bool(statically_known_true(x == y))
 
 
+def _is_value(x) -> bool:
+    """Whether ``x`` (a sympy expression, or a number) is a value: a number, true or false."""
+    return bool(getattr(x, "is_number", True)) or isinstance(x, sympy.logic.boolalg.BooleanAtom)
+
+
+def _condition_of(val) -> Any:
+    """The test a scripted ``if``'s predicate makes of sizes (a sympy boolean), when it is one."""
+    if isinstance(val, torch.SymBool) and val.node.expr.free_symbols:
+        return val.node.expr
+    return None
+
+
+def _given(condition, *sizes) -> list:
+    """``sizes`` where ``condition`` holds: the symbols it makes equal to something replaced."""
+    values = {}
+    for test in sympy.And.make_args(condition):
+        if isinstance(test, sympy.Eq):
+            a, b = test.args
+            if isinstance(a, sympy.Symbol):
+                values[a] = b
+            elif isinstance(b, sympy.Symbol):
+                values[b] = a
+
+    def given(size):
+        if not isinstance(size, torch.SymInt) or not values:
+            return size
+        return _size(size.node.shape_env, size.node.expr.xreplace(values))
+
+    return [given(size) for size in sizes]
+
+
+def _size(shape_env: ShapeEnv, expr) -> int | torch.SymInt:
+    """The size ``expr`` (over the ShapeEnv's symbols), with the example's value where it has one."""
+    if expr.is_number:
+        return int(expr)
+    backed = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
+    hint = expr.xreplace(backed)
+    return shape_env.create_symintnode(expr, hint=int(hint) if hint.is_number else None)
+
+
 def _holds_node(x) -> bool:
     if isinstance(x, torch.fx.Node):
         return True
@@ -1648,12 +1793,82 @@ def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
 
 
+# The results of the cond nodes a graph traced again holds (see _Retrace), by key.
+_KEPT_CONDS: dict[int, list] = {}
+
+
+@torch.library.custom_op("fastonnx::kept_cond", mutates_args=())
+def _kept_cond(key: int, pred: torch.Tensor, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
+    """Stands for a translated cond while a graph is traced again (see _Retrace); never run."""
+    raise AssertionError("fastonnx::kept_cond only stands for a cond node while a graph is traced again")
+
+
+@_kept_cond.register_fake
+def _(key, pred, tensors, sizes):
+    return [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device) for v in _KEPT_CONDS[key]]
+
+
 class _Retrace(torch.fx.Interpreter):
-    """Runs the translated graph again, with the preconditions the translation assumed."""
+    """Runs the translated graph again (functionalizing it), with the preconditions the translation
+    assumed. Each cond node stays as it was translated: its branches are final (functional), and
+    torch's cond would trace them again on its operands, without what the translation assumed in
+    a branch the example does not take (see _Translator.sub): such a branch's sizes would be
+    decided as the example's (``x + z`` broadcasting x's size 1 there would make x's size z's,
+    outside the branch too). It is traced as one opaque op of its recorded results
+    (``fastonnx::kept_cond``), which ``restore_conds`` makes the cond again."""
+
+    def __init__(self, module: torch.fx.GraphModule):
+        super().__init__(module)
+        self.conds: dict[int, tuple] = {}  # key -> the branches, which operands are tensors
+
+    def run_node(self, n: torch.fx.Node):
+        if n.op != "call_function" or n.target is not torch.ops.higher_order.cond:
+            return super().run_node(n)
+        pred, true_fn, false_fn, operands = cast(tuple, self.map_nodes_to_values(n.args, n))
+        if not all(isinstance(o, torch.Tensor | torch.SymInt | int) for o in operands):
+            raise ConversionError("a scripted `if` whose operands are other than tensors and sizes cannot be retraced")
+        key = len(_KEPT_CONDS) + 1
+        while key in _KEPT_CONDS:
+            key += 1
+        _KEPT_CONDS[key] = list(n.meta["val"])
+        self.conds[key] = (true_fn, false_fn, [isinstance(o, torch.Tensor) for o in operands], n.meta["val"])
+        tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+        sizes = [o for o in operands if not isinstance(o, torch.Tensor)]
+        return torch.ops.fastonnx.kept_cond(key, pred, tensors, sizes)
 
     def call_function(self, target, args, kwargs):
         assume_preconditions(target, args, kwargs)
         return super().call_function(target, args, kwargs)
+
+    def restore_conds(self, module: torch.fx.GraphModule) -> None:
+        """The cond nodes of the graph traced again (``module``'s) as they were (see run_node)."""
+        graph = module.graph
+        for n in list(graph.nodes):
+            if n.target is not torch.ops.fastonnx.kept_cond.default:
+                continue
+            key, pred, tensors, sizes = n.args
+            true_fn, false_fn, is_tensor, vals = self.conds.pop(key)
+            _KEPT_CONDS.pop(key, None)
+            tensor_args, size_args = iter(tensors), iter(sizes)
+            operands = [next(tensor_args) if t else next(size_args) for t in is_tensor]
+            with graph.inserting_before(n):
+                branches = []
+                for fn in (true_fn, false_fn):
+                    name = f"cond_branch_{len(list(module.named_children()))}"
+                    module.add_submodule(name, fn)
+                    branches.append(graph.get_attr(name))
+                cond = graph.call_function(torch.ops.higher_order.cond, (pred, *branches, operands), {})
+            cond.meta = {**n.meta, "val": vals}
+            n.replace_all_uses_with(cond)
+            graph.erase_node(n)
+        module.recompile()
+        self.forget()
+
+    def forget(self) -> None:
+        """Drops what the traces kept of the cond nodes (one that failed left some)."""
+        for key in self.conds:
+            _KEPT_CONDS.pop(key, None)
+        self.conds.clear()
 
 
 def functionalized(program: JitProgram) -> JitProgram:
@@ -1663,23 +1878,23 @@ def functionalized(program: JitProgram) -> JitProgram:
     retraced with torch.func.functionalize under the program's fake mode."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from ._trace import needs_functionalization
-
     if not needs_functionalization(program.graph):
         return program
     old = program.graph_module
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
-    run = torch.func.functionalize(_Retrace(old).run, remove="mutations")
+    retrace = _Retrace(old)
+    run = torch.func.functionalize(retrace.run, remove="mutations")
     try:
         with program.fake_mode, retracing(program.shape_env, "rewriting the graph without in-place ops"):
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
     except Exception as e:  # torch's retrace of the graph
+        retrace.forget()
         raise ConversionError(
             f"the TorchScript graph writes into views of tensors, and rewriting it without in-place ops failed: "
             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         ) from e
     for fresh, original in zip((n for n in new.graph.nodes if n.op == "placeholder"), placeholders):
         fresh._rename(original.name)
-    new.recompile()
+    retrace.restore_conds(new)
     program.graph_module = new
     return program
