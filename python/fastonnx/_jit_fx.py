@@ -53,7 +53,6 @@ from torch.fx.experimental.symbolic_shapes import (
     compute_unbacked_bindings,
     free_unbacked_symbols,
 )
-from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
@@ -859,6 +858,9 @@ class _Translator(QuantizedOps):
         value = self.env[node.input()]
         return self.fake_of(value.ints if isinstance(value, QTensor) else value).dim()
 
+    def _prim_Uninitialized(self, node):
+        return _UNINITIALIZED
+
     def _prim_dtype(self, node):
         return list(_DTYPES.values()).index(self.fake_of(self.env[node.input()]).dtype)
 
@@ -877,28 +879,51 @@ class _Translator(QuantizedOps):
         then_block, else_block = node.blocks()
         if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
             return Outputs(self.inline(then_block if pred else else_block))
-        # (each branch returns, after its outputs, the tensors made outside it that it writes into)
-        written = _written_outside([then_block, else_block], "if", followed=True, at=node)
-        operands = self.operands([then_block, else_block])
         # A test of sizes (``x.size(0) == 1``): a branch the example does not take is translated
         # with its operands' sizes as sizes that pass the test, not the example's (see sub).
         condition = _condition_of(self.fake_of(pred))
-        taken = self.example_branch(pred) if condition is not None else None
-        branches, results = [], []
+        if condition is None:
+            return self.translated_if(node, pred, None, None, renamed=False)
+        taken = self.example_branch(pred)
+        pending = list(self.shape_env.pending_fresh_unbacked_symbols)
+        try:
+            return self.translated_if(node, pred, condition, taken, renamed=True)
+        except ConversionError:
+            self.shape_env.pending_fresh_unbacked_symbols[:] = pending  # (sizes the attempt made)
+            # Where its sizes without the example's values fail (an op that needs a value of
+            # them), a branch is translated with the example's, as the branch it takes: each
+            # guard it makes on them is then one the axis's sizes must pass (else the axis is
+            # static).
+            return self.translated_if(node, pred, condition, taken, renamed=False)
+
+    def translated_if(self, node, pred: torch.fx.Node, condition, taken: bool | None, renamed: bool) -> Outputs:
+        """``prim::If`` on ``pred`` as a cond node. ``condition``: the test ``pred`` makes of sizes;
+        with ``renamed``, a branch the example does not take (``taken`` is the one it takes, None
+        when the example gives no value) is translated assuming it, see sub."""
+        then_block, else_block = node.blocks()
+        # (each branch returns, after its outputs, the tensors made outside it that it writes into)
+        written = _written_outside([then_block, else_block], "if", followed=True, at=node)
+        operands = self.operands([then_block, else_block])
+        subs, outs = [], []
         for block, then in ((then_block, True), (else_block, False)):
-            assuming = None if condition is None or taken is then else condition if then else sympy.Not(condition)
-            try:
-                branch, vals = self.branch(block, operands, written, assuming)
-            except ConversionError:
-                if assuming is None:
-                    raise
-                # Where its sizes without the example's values fail (an op that needs a value of
-                # them), the branch is translated with the example's, as a branch it takes: each
-                # guard it makes on them is then one the axis's sizes must pass (else the axis is
-                # static).
-                branch, vals = self.branch(block, operands, written, None)
+            assuming = None if not renamed or taken is then else condition if then else sympy.Not(condition)
+            sub = self.sub(operands=operands, assuming=assuming)
+            subs.append(sub)
+            outs.append(sub.inline(block))
+        numbers, read = self.reconciled(subs, outs, condition)
+        branches, results = [], []
+        for sub, branch_outs in zip(subs, outs):
+            returned = [o for k, o in enumerate(branch_outs) if k not in numbers]
+            # (a branch that leaves one as it was returns a copy: an If inside another's branch may
+            # not return its input, which torch's functionalization of that branch refuses)
+            returned += [
+                sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
+            ]
+            # (a branch is final: traced again, as the graph around it may be, it stays as it is,
+            # see _Retrace; one writing into its own tensors is rewritten without in-place ops now)
+            branch, vals = sub.finish(returned, "cond", self, rewrite=True if written else None)
             branches.append(branch)
-            results.append(vals)
+            results.append([sub.outer_sizes(val) for val in vals])
         predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
         merged = []
         for a, b in zip(*results):
@@ -912,30 +937,129 @@ class _Translator(QuantizedOps):
                 merged.append(a.new_empty(sizes))
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
         out = self.add_node(torch.ops.higher_order.cond, args, {}, merged)
-        items = [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(merged)]
-        returned = len(items) - len(written)
-        for v, item in zip(written, items[returned:]):  # what the branches wrote, from here on
+        items = iter([self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(merged)])
+        results_of_if = []
+        for k in range(len(outs[0])):
+            if k in numbers:
+                results_of_if.append(self.chosen(pred, condition, numbers[k]))
+            elif k in read:  # (returned as a 0-d tensor)
+                results_of_if.append(self.read_number(next(items)))
+            else:
+                results_of_if.append(next(items))
+        for v, item in zip(written, items):  # what the branches wrote, from here on
             self.env[v] = item
             self.known.pop(v, None)
-        return Outputs(items[:returned])
+        return Outputs(results_of_if)
 
-    def branch(self, block, operands: list, written: list, assuming) -> tuple[torch.fx.Node, list]:
-        """A branch of a scripted ``if`` as a function of its ``operands`` returning its outputs then
-        the tensors made outside it it writes into (``written``): the get_attr node of it, and the
-        fake values it returns in this translator's symbols. ``assuming``: see sub."""
-        sub = self.sub(operands=operands, assuming=assuming)
-        outs = sub.inline(block)
-        if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
-            raise ConversionError("a scripted `if` whose branches return non-tensors (numbers, lists) is not supported")
-        # (a branch that leaves one as it was returns a copy: an If inside another's branch may not
-        # return its input, which torch's functionalization of that branch refuses)
-        outs += [
-            sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
-        ]
-        # (a branch is final: traced again, as the graph around it may be, it stays as it is, see
-        # _Retrace; one writing into its own tensors is rewritten without in-place ops now)
-        branch, vals = sub.finish(outs, "cond", self, rewrite=True if written else None)
-        return branch, [sub.outer_sizes(val) for val in vals]
+    def reconciled(self, subs: list[_Translator], outs: list[list], condition) -> tuple[dict[int, tuple], set[int]]:
+        """The outputs of an ``if``'s branches made alike for ONNX If, in place: a value a branch
+        leaves uninitialized (TorchScript's early ``return`` in the other one) a tensor of the
+        other branch's type; a number (the flag of an early return) the branches' expressions of
+        it where this translator computes it from them (returned by position), else a 0-d tensor
+        both return (the positions returned second), whose number the enclosing graph reads."""
+        numbers: dict[int, tuple] = {}
+        read: set[int] = set()
+        for k, (a, b) in enumerate(zip(*outs)):
+            if a is _UNINITIALIZED and b is _UNINITIALIZED:
+                numbers[k] = (a, b)
+            elif a is _UNINITIALIZED or b is _UNINITIALIZED:
+                filled, other = (0, 1) if a is _UNINITIALIZED else (1, 0)
+                outs[filled][k] = subs[filled].tensor_like(subs[other], outs[other][k])
+            elif _is_number(subs[0], a) or _is_number(subs[1], b):
+                exprs = [sub.outer_expr(x) for sub, x in zip(subs, (a, b))]
+                if condition is not None and all(e is not None and self.computable(e) for e in exprs):
+                    numbers[k] = tuple(exprs)
+                    continue
+                for sub, branch_outs in zip(subs, outs):
+                    branch_outs[k] = sub.as_tensor(branch_outs[k], _number_dtype(sub.fake_of(branch_outs[k])))
+                read.add(k)
+            elif not all(
+                isinstance(x, torch.fx.Node) and isinstance(sub.fake_of(x), torch.Tensor)
+                for sub, x in zip(subs, (a, b))
+            ):
+                raise ConversionError("a scripted `if` whose branches return lists or other values is not supported")
+        return numbers, read
+
+    def chosen(self, pred: torch.fx.Node, condition, exprs: tuple):
+        """The number an ``if`` on ``condition`` gives whose branches give ``exprs`` (over this
+        translator's symbols), computed here."""
+        a, b = exprs
+        if a is _UNINITIALIZED:
+            return a
+        if isinstance(a, sympy.logic.boolalg.Boolean) and isinstance(b, sympy.logic.boolalg.Boolean):
+            return self.size_value(sympy.Or(sympy.And(condition, a), sympy.And(sympy.Not(condition), b)))
+        return self.arithmetic(torch.sym_ite, [pred, self.size_value(a), self.size_value(b)])
+
+    def outer_expr(self, value):
+        """A number this function computes (a Python number, or a node of a symbolic one) as an
+        expression over the enclosing translator's symbols; None when it is not one of sizes."""
+        if isinstance(value, bool):
+            return sympy.true if value else sympy.false
+        if isinstance(value, int):
+            return sympy.Integer(value)
+        val = self.fake_of(value) if isinstance(value, torch.fx.Node) else None
+        if isinstance(val, torch.SymInt | torch.SymBool):
+            return val.node.expr.xreplace(self.renamed)
+        return None
+
+    def tensor_like(self, other: _Translator, value: torch.fx.Node) -> torch.fx.Node:
+        """A tensor of this function standing for a value it leaves uninitialized, of the type of
+        ``value`` of the other branch ``other`` (zeros; never read: TorchScript reads it only where
+        the other branch ran), of its sizes where this function has them."""
+        val = other.fake_of(value)
+        if not isinstance(val, torch.Tensor):
+            raise ConversionError(
+                "a scripted `if` leaves a value uninitialized that is not a tensor in the other branch"
+            )
+        mine = {old: new for new, old in self.renamed.items()}
+        sizes = []
+        for d in val.shape:
+            expr = d.node.expr.xreplace(other.renamed).xreplace(mine) if isinstance(d, torch.SymInt) else None
+            sizes.append(d if expr is None else self.size_value(expr) if self.computable(expr) else 0)
+        return self.emit(aten.zeros.default, (sizes,), {"dtype": val.dtype})
+
+    def computable(self, expr) -> bool:
+        """Whether ``size_value`` computes ``expr`` here."""
+        if isinstance(expr, sympy.logic.boolalg.BooleanAtom) or expr.is_Integer:
+            return True
+        if expr.is_Symbol:
+            return self.size_source(expr) is not None
+        known = isinstance(expr, sympy.Not) or type(expr) in _COMBINED
+        return known and all(self.computable(x) for x in expr.args)
+
+    def size_source(self, symbol) -> tuple[torch.fx.Node, int | None] | None:
+        """A value of this graph that is the size ``symbol``: a node of a symbolic size (None), or a
+        tensor and one of its dimensions."""
+        for n in self.graph.nodes:
+            val = n.meta.get("val")
+            if isinstance(val, torch.SymInt) and val.node.expr == symbol:
+                return n, None
+            if isinstance(val, torch.Tensor):
+                for d, size in enumerate(val.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr == symbol:
+                        return n, d
+        return None
+
+    def size_value(self, expr):
+        """``expr`` (an expression of sizes, integer or boolean, over this translator's symbols)
+        computed in this graph from the values whose sizes it reads (see computable)."""
+        if isinstance(expr, sympy.logic.boolalg.BooleanAtom):
+            return bool(expr)
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Symbol:
+            source = self.size_source(expr)
+            if source is None:
+                raise ConversionError(f"the size {expr} is no size of a value of this graph")
+            n, d = source
+            return n if d is None else self.emit(aten.sym_size.int, (n, d))
+        parts = [self.size_value(x) for x in expr.args]
+        if isinstance(expr, sympy.Not):
+            return self.arithmetic(torch.sym_not, parts)
+        combine = _COMBINED.get(type(expr))
+        if combine is None:
+            raise ConversionError(f"the size {expr} has no computation here")
+        return functools.reduce(lambda x, y: self.arithmetic(combine, [x, y]), parts)
 
     def merged_size(self, x, y, condition):
         """The size of an ``if``'s result whose branches give ``x`` and ``y``: the one size both are
@@ -1054,12 +1178,12 @@ class _Translator(QuantizedOps):
         ``assuming`` (a test of sizes, over this translator's symbols): the function is a branch
         the example does not take, which runs where the test holds. Its code need not hold at the
         example's sizes (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is
-        1), so each symbol of the operands' sizes is a new unbacked one there, in the same range,
-        of which the test is assumed (``x.size(0)`` is 1 in that branch): torch decides on them
-        what the test implies, the rest as for any size it has no value of (a squeeze at run time,
-        a broadcast between equal sizes), and what a guard would need a value for fails (the
-        axis is then static). The new symbols are the function's own (``outer_sizes`` maps them
-        back), so that nothing assumed in it holds outside."""
+        1), so each symbol of the operands' sizes is a new unbacked one there (any size), of which
+        the test is assumed (``x.size(0)`` is 1 in that branch): torch decides on them what the
+        test implies, the rest as for any size it has no value of (a squeeze at run time, a
+        broadcast between equal sizes), and what would need a value of them fails (_prim_If then
+        translates the branch with the example's sizes). The new symbols are the function's own
+        (``outer_sizes`` maps them back), so that nothing assumed in it holds outside."""
         sub = _Translator.__new__(_Translator)
         sub.__dict__.update(self.__dict__)
         sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
@@ -1080,7 +1204,7 @@ class _Translator(QuantizedOps):
 
     def renamed_values(self, values: list, assuming) -> list:
         """``values`` (fake tensors and symbolic numbers) with each symbol they hold a new unbacked
-        one in its range (``renamed`` maps it back), ``assuming`` held of the new ones (see sub)."""
+        one (``renamed`` maps it back), ``assuming`` held of the new ones (see sub)."""
         env = self.shape_env
         pending = list(env.pending_fresh_unbacked_symbols)
         new_of: dict = {}
@@ -1088,16 +1212,13 @@ class _Translator(QuantizedOps):
         def rename(expr):
             for symbol in sorted(expr.free_symbols, key=str):
                 if symbol not in new_of:
-                    is_float = symbol_is_type(symbol, (SymT.FLOAT, SymT.UNBACKED_FLOAT))
-                    new = env.create_unbacked_symfloat() if is_float else env.create_unbacked_symint()
-                    bounds = env.var_to_range.get(symbol)
-                    if not is_float:
-                        lower = 0
-                        if bounds is not None and bounds.lower not in (-int_oo, -sympy.oo):
-                            lower = max(0, int(bounds.lower))
-                        torch._check(new >= lower)
-                        if bounds is not None and bounds.upper not in (int_oo, sympy.oo):
-                            torch._check(new <= int(bounds.upper))
+                    if symbol_is_type(symbol, (SymT.FLOAT, SymT.UNBACKED_FLOAT)):
+                        new = env.create_unbacked_symfloat()
+                    else:
+                        # (any size: torch's 2 and up for a size traced so is no bound of a branch
+                        # on the size being 1)
+                        new = env.create_unbacked_symint()
+                        torch._check(new >= 0)
                     new_of[symbol] = new.node.expr
             return expr.xreplace(new_of)
 
@@ -1703,6 +1824,44 @@ def _known_equal(x, y) -> bool:
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     return bool(statically_known_true(x == y))
+
+
+# Expressions of sizes and the operators that compute them (see _Translator.size_value).
+_COMBINED = {
+    sympy.Add: operator.add,
+    sympy.Mul: operator.mul,
+    sympy.Eq: operator.eq,
+    sympy.Ne: operator.ne,
+    sympy.StrictLessThan: operator.lt,
+    sympy.LessThan: operator.le,
+    sympy.StrictGreaterThan: operator.gt,
+    sympy.GreaterThan: operator.ge,
+    sympy.And: operator.and_,
+    sympy.Or: operator.or_,
+}
+
+
+class _Uninitialized:
+    """TorchScript's ``prim::Uninitialized``: the value of a branch that returned early, never read."""
+
+
+_UNINITIALIZED = _Uninitialized()
+
+
+def _is_number(translator: _Translator, value) -> bool:
+    """Whether a value of a translated graph is a number (Python, or a node of a symbolic one)."""
+    if isinstance(value, bool | int | float):
+        return True
+    return isinstance(value, torch.fx.Node) and isinstance(
+        translator.fake_of(value), torch.SymInt | torch.SymFloat | torch.SymBool
+    )
+
+
+def _number_dtype(value) -> torch.dtype:
+    """The dtype of a 0-d tensor holding ``value`` (a Python or symbolic number)."""
+    if isinstance(value, bool | torch.SymBool):
+        return torch.bool
+    return torch.float64 if isinstance(value, float | torch.SymFloat) else torch.int64
 
 
 def _is_value(x) -> bool:
