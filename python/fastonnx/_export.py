@@ -20,10 +20,10 @@ from . import _C, _report, _torchvision_ops  # noqa: F401  # (registers torchvis
 from ._autograd import functions_as_ops
 from ._control_flow import collect_bodies
 from ._decompose import Decomposer, copy_graph
-from ._dynamic import Request, StaticAxis, warn_static, why_static
+from ._dynamic import Request, StaticAxis, fixing_frame, in_scripted_code, warn_static, why_static
 from ._dynamic import resolve as resolve_dynamic
 from ._files import write_atomically
-from ._front_end import check_tracer, fall_back, trace_jit
+from ._front_end import check_tracer, choose_scripted, fall_back, input_names, trace_jit
 from ._functions import ModuleScopes
 from ._graph import PreparedGraph, check_running_statistics_unread
 from ._jit_fx import JitProgram, functionalized
@@ -39,7 +39,14 @@ from ._options import (
 )
 from ._program import ExportResult
 from ._progress import Progress
-from ._trace import functionalize, program_needs_functionalization, trace_requested, traced_in_mode
+from ._trace import (
+    ep_shape_env,
+    functionalize,
+    input_symbols,
+    program_needs_functionalization,
+    trace_requested,
+    traced_in_mode,
+)
 from ._transformers_ops import cache_hint, returns_cache
 from ._unsupported import check_supported
 from ._version import __version__
@@ -142,8 +149,10 @@ def export(
     a function that the outer function calls; inside a control-flow branch or loop body, modules
     stay inlined in the subgraph. ``False`` (the default) inlines everything.
     ``tracer``: ``"auto"`` (the default) traces with torch.export and, when torch.export refuses
-    (a data-dependent guard, Python that fake tensors cannot run), with torch.jit.trace instead,
-    saying why in one ``TracerFallbackWarning``; ``"export"`` and ``"jit"`` choose one front end. A
+    (a data-dependent guard, Python that fake tensors cannot run) or fixes a requested dynamic axis
+    at a test of its size in scripted code that the TorchScript graph keeps dynamic, with
+    torch.jit.trace instead, saying why in one ``TracerFallbackWarning``; ``"export"`` and
+    ``"jit"`` choose one front end. A
     ScriptModule always goes through the TorchScript front end. ``result.tracer`` says which ran.
     ``weights``: where the weights of a model on the meta device come from (README, "Models
     larger than memory"): a ``.safetensors`` file, a directory holding ``model.safetensors`` or
@@ -368,11 +377,12 @@ class _Exporter:
         if self.tracer == "jit":
             with traced_in_mode(model, options.training):
                 return trace_jit(model, args, kwargs, request, options.input_names, dynamic_small)
+        requested = request.snapshot()
         try:
             # (torch.jit's tracer records an autograd.Function itself: only torch.export needs
             # Functions with a symbolic made ops, see _autograd)
             with functions_as_ops():
-                return trace_requested(model, args, kwargs, request, options.training, fixed, dynamic_small)
+                ep = trace_requested(model, args, kwargs, request, options.training, fixed, dynamic_small)
         except TraceError as refused:
             # A dynamic_shapes request torch.export finds the model violates stays refused: the
             # TorchScript front end would not make the axis any more dynamic. So does a KV cache
@@ -392,6 +402,77 @@ class _Exporter:
             # fall_back <- _trace <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
             fall_back(model, refused, program, stacklevel=8)
             return program
+        if self.tracer == "auto" and not isinstance(model, ExportedProgram) and fixed is not None:
+            scripted = self._fixed_in_scripted_code(ep, request, requested, fixed)
+            if scripted:
+                instead = self._scripted_instead(model, args, kwargs, request, requested, scripted, dynamic_small)
+                if instead is not None:
+                    return instead
+        return ep
+
+    def _fixed_in_scripted_code(
+        self, ep: ExportedProgram, request: Request, requested: tuple, fixed: dict
+    ) -> dict[tuple[int, int], tuple[bool, str]]:
+        """The requested axes torch.export's trace ``ep`` made static ((tensor input, axis) -> whether
+        a test in scripted code did it, and why), when a test in scripted code made one
+        (``requested``: the request's snapshot before the trace)."""
+        symbols = input_symbols(ep)
+        shape_env = ep_shape_env(ep)
+        static: dict[tuple[int, int], tuple[bool, str]] = {}
+        for i, axes in enumerate(requested[0]):
+            for axis in axes:
+                if axis not in request.axes[i]:  # (a size of 0 or 1 the trace's tests made static)
+                    static[(i, axis)] = ((i, axis) in request.scripted, request.why.get((i, axis), ""))
+                elif (i, axis) not in symbols or getattr(symbols[(i, axis)], "is_number", False):
+                    frame = fixing_frame(shape_env, request.sources[i], axis, fixed)
+                    static[(i, axis)] = (
+                        in_scripted_code(frame),
+                        why_static(shape_env, request.sources[i], axis, 2, fixed),
+                    )
+        return static if any(scripted for scripted, _ in static.values()) else {}
+
+    def _scripted_instead(
+        self,
+        model,
+        args: tuple,
+        kwargs: dict | None,
+        request: Request,
+        requested: tuple,
+        export_static: dict[tuple[int, int], tuple[bool, str]],
+        dynamic_small: bool,
+    ) -> JitProgram | None:
+        """The TorchScript front end's program where torch.export fixed a requested axis at a test
+        in scripted code (``export_static``), which the TorchScript graph keeps as an If or a Loop
+        (see choose_scripted for the rule); else None, and the request as torch.export's trace left
+        it."""
+        traced = request.snapshot()
+        request.restore(requested)
+        try:
+            with traced_in_mode(model, self.options.training):
+                program: JitProgram | None = trace_jit(
+                    model, args, kwargs, request, self.options.input_names, dynamic_small, every_size=True
+                )
+        except ExportError:
+            program = None
+        if program is not None:
+            symbols = program.input_symbols
+            jit_static = {
+                (i, axis)
+                for i, axes in enumerate(requested[0])
+                for axis in axes
+                if axis not in request.axes[i]
+                or (i, axis) not in symbols
+                or program.shape_env.simplify(symbols[(i, axis)]).is_number
+            }
+            if not program.tracer_warnings and jit_static < export_static.keys():
+                fixed = [axis for axis in export_static if axis not in jit_static]
+                # choose_scripted <- _scripted_instead <- _trace <- _convert <- run <- export <- one_at_a_time
+                # <- checked_call <- the caller
+                names = self.options.input_names or input_names(model, args, kwargs)
+                choose_scripted(model, fixed, export_static, names, stacklevel=9)
+                return program
+        request.restore(traced)
+        return None
 
     @staticmethod
     def _why_static(ep, request: Request, fixed: dict | None):
