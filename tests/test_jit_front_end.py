@@ -359,6 +359,54 @@ def test_a_scripted_loop_over_a_size():
         assert_matches(result.model_proto, model, (torch.randn(rows, 4),), rtol=1e-5, atol=1e-5)
 
 
+@torch.jit.script
+def columns_or_sums(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    acc = torch.zeros_like(y)
+    for i in range(x.size(0)):
+        if x.size(1) == 1:
+            acc = acc + x[i] + y  # x's one column broadcast over y's
+        else:
+            acc = acc + x[i].sum()
+    return acc
+
+
+class ColumnsOrSums(torch.nn.Module):
+    def forward(self, x, y):
+        return columns_or_sums(x, y)
+
+
+class ColumnsOrSumsWrittenThrough(torch.nn.Module):
+    """The same, and a write through a view read afterwards: the program is rewritten without
+    in-place ops, the loop and the if in it as they were translated."""
+
+    def forward(self, x, y):
+        out = columns_or_sums(x, y)
+        out[:1].add_(1)
+        return out * 2
+
+
+@pytest.mark.parametrize("cls", [ColumnsOrSums, ColumnsOrSumsWrittenThrough])
+def test_a_scripted_loop_whose_body_tests_a_size(cls):
+    model, y = cls(), torch.randn(4)
+    result, fallbacks = _export_quietly(model, (torch.randn(3, 4), y), dynamic_axes={"x": {0: "n", 1: "k"}})
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    for shape in ((3, 4), (5, 4), (2, 1), (4, 1), (1, 1)):
+        assert_matches(result.model_proto, model, (torch.randn(*shape), y), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_export_stays_where_the_program_taken_instead_fails_to_convert(monkeypatch):
+    def fails(program):
+        raise fastonnx.ConversionError("as if the TorchScript program failed to convert")
+
+    monkeypatch.setattr(fastonnx._export, "functionalized", fails)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fastonnx.export(ByRows(), (torch.randn(2, 5), torch.randn(5)), dynamic_axes={"x": {0: "rows"}})
+    assert result.tracer == "torch.export"
+    assert not [w for w in caught if issubclass(w.category, TracerFallbackWarning)]
+    assert any(issubclass(w.category, fastonnx.DynamicAxesWarning) and "fixed to 2" in str(w.message) for w in caught)
+
+
 class PythonTestsTheSize(torch.nn.Module):
     """A test of the size in the traced module's own Python code, which torch.jit.trace would
     bake in: torch.export's trace stays, static there."""

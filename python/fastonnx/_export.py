@@ -238,6 +238,10 @@ class _Exporter:
         self.static_axes: list[StaticAxis] = []
         self.shared_names: list[tuple[str, str, str]] = []
         self.ignored_axes: list[str] = []
+        # The TorchScript front end taken over torch.export's trace (see _scripted_instead): the
+        # request before torch.export's trace, and the warning's arguments; None when it is not.
+        self.scripted: tuple | None = None
+        self.scripted_refused = False  # its program failed to convert: torch.export's stays
 
     def run(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
         """The converted model; on a failure to convert, the report (when asked for) says why."""
@@ -281,6 +285,29 @@ class _Exporter:
         return self._convert(model, args, kwargs, request, dynamic_small=False)
 
     def _convert(self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool) -> ExportResult:
+        """The converted model. Where the TorchScript front end was taken over torch.export's trace
+        for tests in scripted code (see _scripted_instead) and its program fails to convert, the
+        export is torch.export's, as without it."""
+        self.scripted = None
+        try:
+            result = self._convert_traced(model, args, kwargs, request, dynamic_small)
+        except (ArgumentError, WriteError):
+            raise
+        except Exception:  # any failure of the program taken instead: torch.export's decides
+            if self.scripted is None:
+                raise
+            request.restore(self.scripted[0])
+            self.scripted, self.scripted_refused = None, True
+            self.aten_ops, self.decomposed = Counter(), Counter()
+            return self._convert_traced(model, args, kwargs, request, dynamic_small)
+        if self.scripted is not None:
+            # choose_scripted <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
+            choose_scripted(*self.scripted[1], stacklevel=7)
+        return result
+
+    def _convert_traced(
+        self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool
+    ) -> ExportResult:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
@@ -402,7 +429,12 @@ class _Exporter:
             # fall_back <- _trace <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
             fall_back(model, refused, program, stacklevel=8)
             return program
-        if self.tracer == "auto" and not isinstance(model, ExportedProgram) and fixed is not None:
+        if (
+            self.tracer == "auto"
+            and not self.scripted_refused
+            and not isinstance(model, ExportedProgram)
+            and fixed is not None
+        ):
             scripted = self._fixed_in_scripted_code(ep, request, requested, fixed)
             if scripted:
                 instead = self._scripted_instead(model, args, kwargs, request, requested, scripted, dynamic_small)
@@ -452,7 +484,9 @@ class _Exporter:
                 program: JitProgram | None = trace_jit(
                     model, args, kwargs, request, self.options.input_names, dynamic_small, every_size=True
                 )
-        except ExportError:
+        except (ArgumentError, WriteError):
+            raise
+        except Exception:  # noqa: BLE001 - any failure of the TorchScript front end: torch.export's trace stays
             program = None
         if program is not None:
             symbols = program.input_symbols
@@ -466,10 +500,9 @@ class _Exporter:
             }
             if not program.tracer_warnings and jit_static < export_static.keys():
                 fixed = [axis for axis in export_static if axis not in jit_static]
-                # choose_scripted <- _scripted_instead <- _trace <- _convert <- run <- export <- one_at_a_time
-                # <- checked_call <- the caller
                 names = self.options.input_names or input_names(model, args, kwargs)
-                choose_scripted(model, fixed, export_static, names, stacklevel=9)
+                # (said once the program converts, see _convert)
+                self.scripted = (requested, (model, fixed, export_static, names))
                 return program
         request.restore(traced)
         return None

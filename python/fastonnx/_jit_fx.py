@@ -1102,7 +1102,7 @@ class _Translator(QuantizedOps):
         i, c = cond.inputs[0], cond.inputs[1]
         bound = limit if isinstance(limit, int) else cond.inputs[-1]
         below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
-        cond_fn, _ = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
+        cond_fn, _ = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self, None)
 
         body = self.sub(carried_vals, free, bound_val)
         i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
@@ -1119,7 +1119,8 @@ class _Translator(QuantizedOps):
                     f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
                     f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
                 )
-        body_fn, _ = body.finish(updated, "while_loop_body", self)
+        # (final: see _Retrace; one writing into its own tensors is rewritten without in-place ops now)
+        body_fn, _ = body.finish(updated, "while_loop_body", self, None)
         additional = extra + ([] if isinstance(limit, int) else [limit])
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
@@ -1299,7 +1300,7 @@ class _Translator(QuantizedOps):
         for n in list(new.graph.nodes):
             if n.target is aten.copy_.default and n.args[0].op == "placeholder" and not n.users:
                 new.graph.erase_node(n)
-        retrace.restore_conds(new)
+        retrace.restore(new)
         results = cast(Sequence[torch.fx.Node], new.graph.output_node().args[0])
         return self._attach(new, kind, parent), [r.meta["val"] for r in results]
 
@@ -1952,82 +1953,88 @@ def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
 
 
-# The results of the cond nodes a graph traced again holds (see _Retrace), by key.
-_KEPT_CONDS: dict[int, list] = {}
+# The results of the control-flow nodes a graph traced again holds (see _Retrace), by key.
+_KEPT: dict[int, list] = {}
+_CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 
 
-@torch.library.custom_op("fastonnx::kept_cond", mutates_args=())
-def _kept_cond(key: int, pred: torch.Tensor, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
-    """Stands for a translated cond while a graph is traced again (see _Retrace); never run."""
-    raise AssertionError("fastonnx::kept_cond only stands for a cond node while a graph is traced again")
+@torch.library.custom_op("fastonnx::kept_control_flow", mutates_args=())
+def _kept_control_flow(key: int, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
+    """Stands for a translated cond or while_loop while a graph is traced again (see _Retrace);
+    never run."""
+    raise AssertionError("fastonnx::kept_control_flow only stands for control flow while a graph is traced again")
 
 
-@_kept_cond.register_fake
-def _(key, pred, tensors, sizes):
-    return [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device) for v in _KEPT_CONDS[key]]
+@_kept_control_flow.register_fake
+def _(key, tensors, sizes):
+    return [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device) for v in _KEPT[key]]
 
 
 class _Retrace(torch.fx.Interpreter):
     """Runs the translated graph again (functionalizing it), with the preconditions the translation
-    assumed. Each cond node stays as it was translated: its branches are final (functional), and
-    torch's cond would trace them again on its operands, without what the translation assumed in
-    a branch the example does not take (see _Translator.sub): such a branch's sizes would be
-    decided as the example's (``x + z`` broadcasting x's size 1 there would make x's size z's,
-    outside the branch too). It is traced as one opaque op of its recorded results
-    (``fastonnx::kept_cond``), which ``restore_conds`` makes the cond again."""
+    assumed. Each cond and while_loop node stays as it was translated: its functions are final
+    (rewritten without in-place ops where needed when made), and torch would trace them again on
+    the node's operands, without what the translation assumed in a branch the example does not
+    take (see _Translator.sub): such a branch's sizes would be decided as the example's
+    (``x + z`` broadcasting x's size 1 there would make x's size z's, outside the branch too). It
+    is traced as one opaque op of its recorded results (``fastonnx::kept_control_flow``), which
+    ``restore`` makes the node again."""
 
     def __init__(self, module: torch.fx.GraphModule):
         super().__init__(module)
-        self.conds: dict[int, tuple] = {}  # key -> the branches, which operands are tensors
+        self.kept: dict[int, tuple] = {}  # key -> the node's target, its arguments' structure and leaves
 
     def run_node(self, n: torch.fx.Node):
-        if n.op != "call_function" or n.target is not torch.ops.higher_order.cond:
+        if n.op != "call_function" or n.target not in _CONTROL_FLOW:
             return super().run_node(n)
-        pred, true_fn, false_fn, operands = cast(tuple, self.map_nodes_to_values(n.args, n))
-        if not all(isinstance(o, torch.Tensor | torch.SymInt | int) for o in operands):
-            raise ConversionError("a scripted `if` whose operands are other than tensors and sizes cannot be retraced")
-        key = len(_KEPT_CONDS) + 1
-        while key in _KEPT_CONDS:
-            key += 1
-        _KEPT_CONDS[key] = list(n.meta["val"])
-        self.conds[key] = (true_fn, false_fn, [isinstance(o, torch.Tensor) for o in operands], n.meta["val"])
-        tensors = [o for o in operands if isinstance(o, torch.Tensor)]
-        sizes = [o for o in operands if not isinstance(o, torch.Tensor)]
-        return torch.ops.fastonnx.kept_cond(key, pred, tensors, sizes)
+        leaves, spec = pytree.tree_flatten(self.map_nodes_to_values(n.args, n))
+        key = max(_KEPT, default=0) + 1
+        _KEPT[key] = list(n.meta["val"])
+        self.kept[key] = (n.target, spec, leaves, n.meta["val"])
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        sizes = [x for x in leaves if isinstance(x, torch.SymInt)]
+        return torch.ops.fastonnx.kept_control_flow(key, tensors, sizes)
 
     def call_function(self, target, args, kwargs):
         assume_preconditions(target, args, kwargs)
         return super().call_function(target, args, kwargs)
 
-    def restore_conds(self, module: torch.fx.GraphModule) -> None:
-        """The cond nodes of the graph traced again (``module``'s) as they were (see run_node)."""
+    def restore(self, module: torch.fx.GraphModule) -> None:
+        """The control-flow nodes of the graph traced again (``module``'s) as they were (see
+        run_node): their functions, their operands as traced again."""
         graph = module.graph
         for n in list(graph.nodes):
-            if n.target is not torch.ops.fastonnx.kept_cond.default:
+            if n.target is not torch.ops.fastonnx.kept_control_flow.default:
                 continue
-            key, pred, tensors, sizes = n.args
-            true_fn, false_fn, is_tensor, vals = self.conds.pop(key)
-            _KEPT_CONDS.pop(key, None)
+            key, tensors, sizes = n.args
+            target, spec, leaves, vals = self.kept.pop(key)
+            _KEPT.pop(key, None)
             tensor_args, size_args = iter(tensors), iter(sizes)
-            operands = [next(tensor_args) if t else next(size_args) for t in is_tensor]
+            args = []
             with graph.inserting_before(n):
-                branches = []
-                for fn in (true_fn, false_fn):
-                    name = f"cond_branch_{len(list(module.named_children()))}"
-                    module.add_submodule(name, fn)
-                    branches.append(graph.get_attr(name))
-                cond = graph.call_function(torch.ops.higher_order.cond, (pred, *branches, operands), {})
-            cond.meta = {**n.meta, "val": vals}
-            n.replace_all_uses_with(cond)
+                for leaf in leaves:
+                    if isinstance(leaf, torch.fx.GraphModule):
+                        name = f"{target.__name__}_function_{len(list(module.named_children()))}"
+                        module.add_submodule(name, leaf)
+                        args.append(graph.get_attr(name))
+                    elif isinstance(leaf, torch.Tensor):
+                        args.append(next(tensor_args))
+                    elif isinstance(leaf, torch.SymInt):
+                        args.append(next(size_args))
+                    else:
+                        args.append(leaf)
+                node = graph.call_function(target, pytree.tree_unflatten(args, spec), {})
+            node.meta = {**n.meta, "val": vals}
+            n.replace_all_uses_with(node)
             graph.erase_node(n)
         module.recompile()
         self.forget()
 
     def forget(self) -> None:
-        """Drops what the traces kept of the cond nodes (one that failed left some)."""
-        for key in self.conds:
-            _KEPT_CONDS.pop(key, None)
-        self.conds.clear()
+        """Drops what the traces kept of the control-flow nodes (one that failed left some)."""
+        for key in self.kept:
+            _KEPT.pop(key, None)
+        self.kept.clear()
 
 
 def functionalized(program: JitProgram) -> JitProgram:
@@ -2054,6 +2061,6 @@ def functionalized(program: JitProgram) -> JitProgram:
         ) from e
     for fresh, original in zip((n for n in new.graph.nodes if n.op == "placeholder"), placeholders):
         fresh._rename(original.name)
-    retrace.restore_conds(new)
+    retrace.restore(new)
     program.graph_module = new
     return program
