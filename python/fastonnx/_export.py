@@ -442,8 +442,9 @@ class _Exporter:
                     return instead
         return ep
 
+    @staticmethod
     def _fixed_in_scripted_code(
-        self, ep: ExportedProgram, request: Request, requested: tuple, fixed: dict
+        ep: ExportedProgram, request: Request, requested: tuple, fixed: dict
     ) -> dict[tuple[int, int], tuple[bool, str]]:
         """The requested axes torch.export's trace ``ep`` made static ((tensor input, axis) -> whether
         a test in scripted code did it, and why), when a test in scripted code made one
@@ -456,11 +457,9 @@ class _Exporter:
                 if axis not in request.axes[i]:  # (a size of 0 or 1 the trace's tests made static)
                     static[(i, axis)] = ((i, axis) in request.scripted, request.why.get((i, axis), ""))
                 elif (i, axis) not in symbols or getattr(symbols[(i, axis)], "is_number", False):
-                    frame = fixing_frame(shape_env, request.sources[i], axis, fixed)
-                    static[(i, axis)] = (
-                        in_scripted_code(frame),
-                        why_static(shape_env, request.sources[i], axis, 2, fixed),
-                    )
+                    source, size = request.sources[i], request.shapes_of_inputs[i][axis]
+                    frame = fixing_frame(shape_env, source, axis, fixed)
+                    static[(i, axis)] = (in_scripted_code(frame), why_static(shape_env, source, axis, size, fixed))
         return static if any(scripted for scripted, _ in static.values()) else {}
 
     def _scripted_instead(
