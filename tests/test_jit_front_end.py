@@ -5,6 +5,7 @@ and at others on the dynamic axes."""
 from __future__ import annotations
 
 import warnings
+from typing import Tuple
 
 import numpy as np
 import pytest
@@ -251,6 +252,188 @@ def test_control_flow_writing_into_what_it_cannot_return_is_an_error(cls, what):
 def test_a_script_module_cannot_be_forced_through_torch_export():
     with pytest.raises(ArgumentError, match="ScriptModule goes through the TorchScript front end"):
         fastonnx.export(torch.jit.script(Branchy()), (torch.randn(3, 4),), tracer="export")
+
+
+# -- scripted code a traced module calls -------------------------------------------------------
+# torch.export runs a scripted function's Python, so its test of a size fixes the axis; the
+# TorchScript graph keeps the test as an If or a Loop, and tracer="auto" takes it then.
+
+
+@torch.jit.script
+def fill_state(x: torch.Tensor, prev: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's suite's test_index_put_if_2, small: a state made when ``prev`` is empty, from it
+    when it has one row (broadcast over the state's two), constant when two."""
+    state = torch.zeros(2, x.size(0), 3)
+    seen = torch.zeros(2, x.size(0), 3)
+    if prev.size(0) == 0:
+        for i in range(2):
+            state[:] = torch.ones(x.size(0), 3) * i
+            seen[:] = torch.ones(x.size(0), 3) * i
+    elif prev.size(0) == 1:
+        s = state[:]
+        state[:] = prev + s
+    elif prev.size(0) == 2:
+        state[:] = torch.ones(x.size(0), 3) * 4
+    return state, seen
+
+
+class FillsState(torch.nn.Module):
+    def forward(self, x, prev):
+        state, seen = fill_state(x, prev)
+        return state + x.sum(), seen
+
+
+@pytest.mark.parametrize("batch_dynamic", [True, False], ids=["batch_dynamic", "batch_static"])
+def test_a_scripted_function_whose_ifs_test_a_size_traced_at_zero(batch_dynamic):
+    model = FillsState()
+    axes = {"prev": [0, 1, 2], **({"x": {0: "batch"}} if batch_dynamic else {})}
+    result, fallbacks = _export_quietly(model, (torch.randn(1, 3), torch.zeros(0, 0, 0)), dynamic_axes=axes)
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    message = str(fallbacks[0].message)
+    assert "input `prev` axis 0" in message and "if prev.size(0) == 0:" in message and "scripted code" in message
+    prev_axes = [d.dim_param for d in result.model_proto.graph.input[1].type.tensor_type.shape.dim]
+    assert prev_axes == ["prev_dynamic_axes_1", "prev_dynamic_axes_2", "prev_dynamic_axes_3"]
+    batches = (1, 3) if batch_dynamic else (1,)
+    # each branch at its size (3 takes none), and prev's one row broadcast over the batch and the
+    # last axis, which the branch of one row accepts
+    for batch in batches:
+        for prev in ((0, 0, 0), (1, batch, 3), (1, 1, 3), (1, batch, 1), (2, batch, 3), (3, batch, 3)):
+            args = (torch.randn(batch, 3), torch.randn(*prev))
+            assert_matches(result.model_proto, model, args, rtol=1e-5, atol=1e-6)
+
+
+@torch.jit.script
+def by_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if x.size(0) == 2:
+        return x * 2 + y
+    elif x.size(0) == 1:
+        return x + y.expand(4, y.size(0))  # one row broadcast over four: code for one row only
+    return x.flip(0) - y.sum()
+
+
+class ByRows(torch.nn.Module):
+    def forward(self, x, y):
+        return by_rows(x, y) + 1
+
+
+def test_a_scripted_function_with_a_size_branch_traced_at_two_runs_at_other_sizes():
+    model = ByRows()
+    y = torch.randn(5)
+    result, fallbacks = _export_quietly(model, (torch.randn(2, 5), y), dynamic_axes={"x": {0: "rows"}})
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    assert "input `x` axis 0: at " in str(fallbacks[0].message)
+    assert "If" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (2, 3, 1, 6, 0):
+        x = torch.randn(rows, 5)
+        (got,) = run_ort(result.model_proto, [x, y])
+        want = model(x, y)
+        assert got.shape == tuple(want.shape), f"{rows} rows"
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+    # torch.export's own trace of it holds for the traced size only, and says where
+    fixed = r"fixed to 2 at .*test_jit_front_end.py:\d+: +if x.size\(0\) == 2"
+    with pytest.warns(fastonnx.DynamicAxesWarning, match=fixed):
+        static = fastonnx.export(model, (torch.randn(2, 5), y), dynamic_axes={"x": {0: "rows"}}, tracer="export")
+    assert static.model_proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 2
+
+
+@torch.jit.script
+def weighted_rows(x: torch.Tensor) -> torch.Tensor:
+    acc = torch.zeros_like(x[0])
+    for i in range(x.size(0)):
+        acc = acc + x[i] * i
+    return acc * x.size(0)
+
+
+class WeightedRows(torch.nn.Module):
+    def forward(self, x):
+        return weighted_rows(x) - x.mean(0)
+
+
+def test_a_scripted_loop_over_a_size():
+    model = WeightedRows()
+    result, fallbacks = _export_quietly(model, (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    assert "for i in range(x.size(0)):" in str(fallbacks[0].message)
+    assert "Loop" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (3, 1, 2, 7):
+        assert_matches(result.model_proto, model, (torch.randn(rows, 4),), rtol=1e-5, atol=1e-5)
+
+
+@torch.jit.script
+def columns_or_sums(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    acc = torch.zeros_like(y)
+    for i in range(x.size(0)):
+        if x.size(1) == 1:
+            acc = acc + x[i] + y  # x's one column broadcast over y's
+        else:
+            acc = acc + x[i].sum()
+    return acc
+
+
+class ColumnsOrSums(torch.nn.Module):
+    def forward(self, x, y):
+        return columns_or_sums(x, y)
+
+
+class ColumnsOrSumsWrittenThrough(torch.nn.Module):
+    """The same, and a write through a view read afterwards: the program is rewritten without
+    in-place ops, the loop and the if in it as they were translated."""
+
+    def forward(self, x, y):
+        out = columns_or_sums(x, y)
+        out[:1].add_(1)
+        return out * 2
+
+
+@pytest.mark.parametrize("cls", [ColumnsOrSums, ColumnsOrSumsWrittenThrough])
+def test_a_scripted_loop_whose_body_tests_a_size(cls):
+    model, y = cls(), torch.randn(4)
+    result, fallbacks = _export_quietly(model, (torch.randn(3, 4), y), dynamic_axes={"x": {0: "n", 1: "k"}})
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    for shape in ((3, 4), (5, 4), (2, 1), (4, 1), (1, 1)):
+        assert_matches(result.model_proto, model, (torch.randn(*shape), y), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_export_stays_where_the_program_taken_instead_fails_to_convert(monkeypatch):
+    def fails(program):
+        raise fastonnx.ConversionError("as if the TorchScript program failed to convert")
+
+    monkeypatch.setattr(fastonnx._export, "functionalized", fails)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fastonnx.export(ByRows(), (torch.randn(2, 5), torch.randn(5)), dynamic_axes={"x": {0: "rows"}})
+    assert result.tracer == "torch.export"
+    assert not [w for w in caught if issubclass(w.category, TracerFallbackWarning)]
+    assert any(issubclass(w.category, fastonnx.DynamicAxesWarning) and "fixed to 2" in str(w.message) for w in caught)
+
+
+class PythonTestsTheSize(torch.nn.Module):
+    """A test of the size in the traced module's own Python code, which torch.jit.trace would
+    bake in: torch.export's trace stays, static there."""
+
+    def forward(self, x):
+        y = weighted_rows(x)
+        if x.size(0) > 3:
+            return y + 1
+        return y
+
+
+class PythonOnly(torch.nn.Module):
+    def forward(self, x):
+        if x.size(0) == 3:
+            return x * 2
+        return x
+
+
+@pytest.mark.parametrize("cls", [PythonTestsTheSize, PythonOnly])
+def test_an_axis_a_test_in_python_code_fixes_stays_with_torch_export(cls):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fastonnx.export(cls(), (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+    assert result.tracer == "torch.export"
+    assert not [w for w in caught if issubclass(w.category, TracerFallbackWarning)]
+    assert any(issubclass(w.category, fastonnx.DynamicAxesWarning) and "fixed to 3" in str(w.message) for w in caught)
+    assert result.model_proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
 
 
 # -- eager-mode quantized modules --------------------------------------------------------------

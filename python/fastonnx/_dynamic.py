@@ -57,6 +57,8 @@ class Request:
     shapes_of_inputs: list[tuple[int, ...]] = field(default_factory=list)
     # (tensor input, axis) -> why a requested axis traced at size 0 or 1 is static (see _small_sizes).
     why: dict[tuple[int, int], str] = field(default_factory=dict)
+    # Those of them made static by a test in scripted code (see in_scripted_code).
+    scripted: set[tuple[int, int]] = field(default_factory=set)
 
     def small_axes(self) -> list[tuple[int, int]]:
         """The requested axes whose example size is 0 or 1, (tensor input, axis)."""
@@ -80,6 +82,20 @@ class Request:
             )
         del self.axes[i][axis]
         self.why[(i, axis)] = why
+
+    def snapshot(self) -> tuple:
+        """What tracing changes of the request (the axes ``make_static`` removed, and why), for
+        ``restore``."""
+        return [dict(axes) for axes in self.axes], dict(self.why), set(self.scripted)
+
+    def restore(self, state: tuple) -> None:
+        """The request as ``snapshot`` saw it (the axes' dicts are those ``shapes`` holds: updated
+        in place)."""
+        axes, why, scripted = state
+        for mine, saved in zip(self.axes, axes):
+            mine.clear()
+            mine.update(saved)
+        self.why, self.scripted = dict(why), set(scripted)
 
     def ignore_unmatched_outputs(self, input_names: Sequence[str], output_names: Sequence[str]) -> None:
         """Ignores the output keys that name no output (torch.onnx ignores a key that names neither
@@ -420,8 +436,18 @@ def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str
     from ``fixed`` (symbol -> (what it was replaced by, frame), see trace())."""
     if size in (0, 1):
         return f"(traced at size {size}, which torch.export specializes)"
-    if shape_env is None:
+    frame = fixing_frame(shape_env, source, axis, fixed)
+    if frame is None or frame.lineno is None:
         return ""
+    line = linecache.getline(frame.filename, frame.lineno).strip()
+    return f"at {frame.filename}:{frame.lineno}" + (f": {line}" if line else "")
+
+
+def fixing_frame(shape_env, source: str, axis: int, fixed: dict) -> traceback.FrameSummary | None:
+    """The model's frame where the trace replaced the symbol of ``<source>.size()[axis]`` (see
+    why_static), or None."""
+    if shape_env is None:
+        return None
     wanted = f"{source}.size()[{axis}]"
     symbol = next(
         (s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)), None
@@ -432,10 +458,7 @@ def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str
         seen.add(symbol)
         target, frame = fixed[symbol]
         symbol = target
-    if frame is None:
-        return ""
-    line = linecache.getline(frame.filename, frame.lineno).strip()
-    return f"at {frame.filename}:{frame.lineno}" + (f": {line}" if line else "")
+    return frame
 
 
 _OURS = tuple(os.path.join(os.path.dirname(p), "") for p in (torch.__file__, __file__))
@@ -449,6 +472,23 @@ def _is_library(filename: str) -> bool:
         or filename.startswith("<")
         or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
     )
+
+
+def in_scripted_code(frame: traceback.FrameSummary | None) -> bool:
+    """Whether ``frame`` runs Python code ``torch.jit.script`` compiled (a scripted function, or one
+    it calls): torch.export runs that code as Python, so a test it makes of a size is a guard
+    there, where the TorchScript graph keeps it as a ``prim::If`` or ``prim::Loop``."""
+    if frame is None or frame.lineno is None:
+        return False
+    compiled = getattr(torch.jit._state, "_jit_caching_layer", None)  # Python function -> its name
+    for fn in list(compiled.keys()) if compiled is not None else []:
+        code = getattr(fn, "__code__", None)
+        if code is None or code.co_filename != frame.filename or code.co_name != frame.name:
+            continue
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        if lines and min(lines) <= frame.lineno <= max(lines):
+            return True
+    return False
 
 
 def user_frame(frames: Sequence[traceback.FrameSummary]) -> traceback.FrameSummary | None:

@@ -20,10 +20,10 @@ from . import _C, _report, _torchvision_ops  # noqa: F401  # (registers torchvis
 from ._autograd import functions_as_ops
 from ._control_flow import collect_bodies
 from ._decompose import Decomposer, copy_graph
-from ._dynamic import Request, StaticAxis, warn_static, why_static
+from ._dynamic import Request, StaticAxis, fixing_frame, in_scripted_code, warn_static, why_static
 from ._dynamic import resolve as resolve_dynamic
 from ._files import write_atomically
-from ._front_end import check_tracer, fall_back, trace_jit
+from ._front_end import check_tracer, choose_scripted, fall_back, input_names, trace_jit
 from ._functions import ModuleScopes
 from ._graph import PreparedGraph, check_running_statistics_unread
 from ._jit_fx import JitProgram, functionalized
@@ -39,7 +39,14 @@ from ._options import (
 )
 from ._program import ExportResult
 from ._progress import Progress
-from ._trace import functionalize, program_needs_functionalization, trace_requested, traced_in_mode
+from ._trace import (
+    ep_shape_env,
+    functionalize,
+    input_symbols,
+    program_needs_functionalization,
+    trace_requested,
+    traced_in_mode,
+)
 from ._transformers_ops import cache_hint, returns_cache
 from ._unsupported import check_supported
 from ._version import __version__
@@ -142,8 +149,10 @@ def export(
     a function that the outer function calls; inside a control-flow branch or loop body, modules
     stay inlined in the subgraph. ``False`` (the default) inlines everything.
     ``tracer``: ``"auto"`` (the default) traces with torch.export and, when torch.export refuses
-    (a data-dependent guard, Python that fake tensors cannot run), with torch.jit.trace instead,
-    saying why in one ``TracerFallbackWarning``; ``"export"`` and ``"jit"`` choose one front end. A
+    (a data-dependent guard, Python that fake tensors cannot run) or fixes a requested dynamic axis
+    at a test of its size in scripted code that the TorchScript graph keeps dynamic, with
+    torch.jit.trace instead, saying why in one ``TracerFallbackWarning``; ``"export"`` and
+    ``"jit"`` choose one front end. A
     ScriptModule always goes through the TorchScript front end. ``result.tracer`` says which ran.
     ``weights``: where the weights of a model on the meta device come from (README, "Models
     larger than memory"): a ``.safetensors`` file, a directory holding ``model.safetensors`` or
@@ -229,6 +238,10 @@ class _Exporter:
         self.static_axes: list[StaticAxis] = []
         self.shared_names: list[tuple[str, str, str]] = []
         self.ignored_axes: list[str] = []
+        # The TorchScript front end taken over torch.export's trace (see _scripted_instead): the
+        # request before torch.export's trace, and the warning's arguments; None when it is not.
+        self.scripted: tuple | None = None
+        self.scripted_refused = False  # its program failed to convert: torch.export's stays
 
     def run(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
         """The converted model; on a failure to convert, the report (when asked for) says why."""
@@ -272,6 +285,29 @@ class _Exporter:
         return self._convert(model, args, kwargs, request, dynamic_small=False)
 
     def _convert(self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool) -> ExportResult:
+        """The converted model. Where the TorchScript front end was taken over torch.export's trace
+        for tests in scripted code (see _scripted_instead) and its program fails to convert, the
+        export is torch.export's, as without it."""
+        self.scripted = None
+        try:
+            result = self._convert_traced(model, args, kwargs, request, dynamic_small)
+        except (ArgumentError, WriteError):
+            raise
+        except Exception:  # any failure of the program taken instead: torch.export's decides
+            if self.scripted is None:
+                raise
+            request.restore(self.scripted[0])
+            self.scripted, self.scripted_refused = None, True
+            self.aten_ops, self.decomposed = Counter(), Counter()
+            return self._convert_traced(model, args, kwargs, request, dynamic_small)
+        if self.scripted is not None:
+            # choose_scripted <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
+            choose_scripted(*self.scripted[1], stacklevel=7)
+        return result
+
+    def _convert_traced(
+        self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool
+    ) -> ExportResult:
         options, timings = self.options, self.timings
         t0 = time.perf_counter()
         fixed: dict | None = {} if request.relaxed else None
@@ -368,11 +404,12 @@ class _Exporter:
         if self.tracer == "jit":
             with traced_in_mode(model, options.training):
                 return trace_jit(model, args, kwargs, request, options.input_names, dynamic_small)
+        requested = request.snapshot()
         try:
             # (torch.jit's tracer records an autograd.Function itself: only torch.export needs
             # Functions with a symbolic made ops, see _autograd)
             with functions_as_ops():
-                return trace_requested(model, args, kwargs, request, options.training, fixed, dynamic_small)
+                ep = trace_requested(model, args, kwargs, request, options.training, fixed, dynamic_small)
         except TraceError as refused:
             # A dynamic_shapes request torch.export finds the model violates stays refused: the
             # TorchScript front end would not make the axis any more dynamic. So does a KV cache
@@ -392,6 +429,82 @@ class _Exporter:
             # fall_back <- _trace <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
             fall_back(model, refused, program, stacklevel=8)
             return program
+        if (
+            self.tracer == "auto"
+            and not self.scripted_refused
+            and not isinstance(model, ExportedProgram)
+            and fixed is not None
+        ):
+            scripted = self._fixed_in_scripted_code(ep, request, requested, fixed)
+            if scripted:
+                instead = self._scripted_instead(model, args, kwargs, request, requested, scripted, dynamic_small)
+                if instead is not None:
+                    return instead
+        return ep
+
+    @staticmethod
+    def _fixed_in_scripted_code(
+        ep: ExportedProgram, request: Request, requested: tuple, fixed: dict
+    ) -> dict[tuple[int, int], tuple[bool, str]]:
+        """The requested axes torch.export's trace ``ep`` made static ((tensor input, axis) -> whether
+        a test in scripted code did it, and why), when a test in scripted code made one
+        (``requested``: the request's snapshot before the trace)."""
+        symbols = input_symbols(ep)
+        shape_env = ep_shape_env(ep)
+        static: dict[tuple[int, int], tuple[bool, str]] = {}
+        for i, axes in enumerate(requested[0]):
+            for axis in axes:
+                if axis not in request.axes[i]:  # (a size of 0 or 1 the trace's tests made static)
+                    static[(i, axis)] = ((i, axis) in request.scripted, request.why.get((i, axis), ""))
+                elif (i, axis) not in symbols or getattr(symbols[(i, axis)], "is_number", False):
+                    source, size = request.sources[i], request.shapes_of_inputs[i][axis]
+                    frame = fixing_frame(shape_env, source, axis, fixed)
+                    static[(i, axis)] = (in_scripted_code(frame), why_static(shape_env, source, axis, size, fixed))
+        return static if any(scripted for scripted, _ in static.values()) else {}
+
+    def _scripted_instead(
+        self,
+        model,
+        args: tuple,
+        kwargs: dict | None,
+        request: Request,
+        requested: tuple,
+        export_static: dict[tuple[int, int], tuple[bool, str]],
+        dynamic_small: bool,
+    ) -> JitProgram | None:
+        """The TorchScript front end's program where torch.export fixed a requested axis at a test
+        in scripted code (``export_static``), which the TorchScript graph keeps as an If or a Loop
+        (see choose_scripted for the rule); else None, and the request as torch.export's trace left
+        it."""
+        traced = request.snapshot()
+        request.restore(requested)
+        try:
+            with traced_in_mode(model, self.options.training):
+                program: JitProgram | None = trace_jit(
+                    model, args, kwargs, request, self.options.input_names, dynamic_small, every_size=True
+                )
+        except (ArgumentError, WriteError):
+            raise
+        except Exception:  # noqa: BLE001 - any failure of the TorchScript front end: torch.export's trace stays
+            program = None
+        if program is not None:
+            symbols = program.input_symbols
+            jit_static = {
+                (i, axis)
+                for i, axes in enumerate(requested[0])
+                for axis in axes
+                if axis not in request.axes[i]
+                or (i, axis) not in symbols
+                or program.shape_env.simplify(symbols[(i, axis)]).is_number
+            }
+            if not program.tracer_warnings and jit_static < export_static.keys():
+                fixed = [axis for axis in export_static if axis not in jit_static]
+                names = self.options.input_names or input_names(model, args, kwargs)
+                # (said once the program converts, see _convert)
+                self.scripted = (requested, (model, fixed, export_static, names))
+                return program
+        request.restore(traced)
+        return None
 
     @staticmethod
     def _why_static(ep, request: Request, fixed: dict | None):

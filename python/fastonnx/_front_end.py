@@ -4,8 +4,9 @@ scripted graph) for what torch.export refuses. Both give a program the one lower
 ``tracer="auto"`` tries torch.export first and, when it refuses to trace (a ``TraceError``: a
 data-dependent guard, Python code fake tensors cannot run), traces with torch.jit instead and
 says so in one ``TracerFallbackWarning``: why torch.export refused, and what the TorchScript
-trace fixed (the tracer's own warnings). An op without a converter is not a trace failure and
-never falls back.
+trace fixed (the tracer's own warnings). So it does when torch.export fixed a requested dynamic
+axis at a test in scripted code and the TorchScript front end keeps it dynamic (see
+choose_scripted). An op without a converter is not a trace failure and never falls back.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torch.export import Dim, ExportedProgram
 from ._dynamic import Request, _combined, _leaves
 from ._jit_fx import JitProgram, flat_tensors, translate
 from ._jit_trace import trace_graph
-from ._small_sizes import Tests, judge, settle
+from ._small_sizes import Tests, fixed_by_numbers, judge, settle
 from .errors import ArgumentError, TraceError, TracerFallbackWarning
 
 TRACERS = ("auto", "export", "jit")
@@ -83,31 +84,43 @@ def trace_jit(
     request: Request,
     names: Sequence[str] | None,
     dynamic_small: bool = True,
+    every_size: bool = False,
 ) -> JitProgram:
     """The TorchScript front end's program. ``names`` are the user's input_names (the defaults
     fill the rest). With ``dynamic_small``, the dynamic axes whose example size is 0 or 1 are
     dynamic too (see _small_sizes): the numbers the model's Python code took from sizes are traced
     beside (the trace keeps only the example's), and an axis one of them or a guard of the
-    translation does not let vary is made static (``Request.make_static`` says why)."""
+    translation does not let vary is made static (``Request.make_static`` says why). With
+    ``every_size``, so are the numbers taken from any dynamic size (a front end chosen over a
+    torch.export trace, which kept such tests as guards: see choose_scripted)."""
     tensors = flat_tensors(args, kwargs)
     default = input_names(model, args, kwargs)
     chosen = [names[i] if names and i < len(names) else default[i] for i in range(len(tensors))]
     small = _small_axes(tensors, jit_dynamic_axes(request, len(tensors))) if dynamic_small else []
-    graph = trace_graph(model, args, kwargs, read_sizes=bool(small))
+    graph = trace_graph(model, args, kwargs, read_sizes=bool(small) or every_size)
     while True:
         dynamic = jit_dynamic_axes(request, len(tensors))
         small = _small_axes(tensors, dynamic) if dynamic_small else []
         program = translate(graph, tensors, chosen, dynamic, small_sizes=bool(small))
-        if not small:
-            break
-        verdict = judge(program.shape_env, Tests(program.guard_lines), program.size_reads)
         symbols = program.input_symbols
-        unsound = [(i, axis) for i, axis in small if symbols.get((i, axis)) in verdict.unsound]
+        unsound: dict[tuple[int, int], str] = {}
+        verdict = None
+        if small:
+            verdict = judge(program.shape_env, Tests(program.guard_lines), program.size_reads)
+            unsound = {
+                (i, axis): verdict.unsound[symbols[(i, axis)]]
+                for i, axis in small
+                if symbols.get((i, axis)) in verdict.unsound
+            }
+        if every_size and not unsound:
+            fixed = fixed_by_numbers(program.shape_env, program.size_reads, verdict.domains if verdict else None)
+            unsound = {axis: fixed[symbol] for axis, symbol in symbols.items() if symbol in fixed}
         if not unsound:
-            settle(program.shape_env, program.range_constraints, verdict.domains)
+            if verdict is not None:
+                settle(program.shape_env, program.range_constraints, verdict.domains)
             break
-        for i, axis in unsound:
-            request.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
+        for (i, axis), why in unsound.items():
+            request.make_static(i, axis, why)
     if any(t.is_quantized for t in tensors):
         # A quantized input is three graph inputs (integers, scale, zero point); the lowering
         # reads the dynamic axes per graph input.
@@ -142,4 +155,35 @@ def fall_back(model, export_error: TraceError, program: JitProgram, stacklevel: 
             "The TorchScript trace records one path through the model's Python control flow; "
             "verify=True checks the file at other sizes of the dynamic axes."
         )
+    warnings.warn("\n".join(lines), TracerFallbackWarning, stacklevel=stacklevel)
+
+
+def choose_scripted(
+    model,
+    fixed: list[tuple[int, int]],
+    export_static: dict[tuple[int, int], tuple[bool, str]],
+    names: Sequence[str],
+    stacklevel: int,
+) -> None:
+    """The one warning of ``tracer="auto"`` taking the TorchScript front end's program over a
+    torch.export trace that fixed requested axes at tests in scripted code: ``fixed``, the axes
+    (tensor input, axis) the TorchScript front end keeps dynamic; ``export_static``, why each
+    requested axis was static in torch.export's trace; ``names``, the tensor inputs' names.
+
+    torch.export runs a ``torch.jit.script`` function's Python, so its test of a size
+    (``if x.size(0) == 2``, ``for i in range(x.size(0))``) is a guard that fixes the axis, where the
+    TorchScript graph keeps a ``prim::If`` or ``prim::Loop`` on the size. The TorchScript front end
+    is taken when it fixes no value of the example (no TracerWarning), no number the model's traced
+    Python code takes from a size depends on it (``trace_jit(every_size=True)``), and it keeps
+    dynamic every requested axis torch.export kept, and more; a test in the model's own Python code
+    fixes the axis there too, so that torch.export's trace stays."""
+    lines = [
+        f"torch.export fixed requested dynamic axes of {type(model).__name__} at tests of their sizes in scripted "
+        "code (torch.jit.script), which the TorchScript graph keeps as If and Loop nodes on the sizes, so it was "
+        "traced with torch.jit.trace, where these axes stay dynamic (pass tracer='export' for torch.export's "
+        "graph, static there):"
+    ]
+    for i, axis in fixed:
+        name = names[i] if i < len(names) else f"input {i}"
+        lines.append(f"  - input `{name}` axis {axis}: {export_static[(i, axis)][1].strip('()')}")
     warnings.warn("\n".join(lines), TracerFallbackWarning, stacklevel=stacklevel)

@@ -53,11 +53,13 @@ from torch.fx.experimental.symbolic_shapes import (
     compute_unbacked_bindings,
     free_unbacked_symbols,
 )
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from . import _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
 from ._jit_quantized import PackedWeights, QTensor, QuantizedOps
 from ._jit_trace import JitGraph
 from ._small_sizes import dynamic_small_sizes, retracing
+from ._trace import needs_functionalization
 from .errors import ConversionError
 
 aten = torch.ops.aten
@@ -256,8 +258,10 @@ class _Translator(QuantizedOps):
         self.examples: dict = {}  # FX node -> its value in the example, where computed (see example_of)
         self.binders: dict = {}  # unbacked symbol -> (the FX node that made it, the path to it in its value)
         self.guard_lines: dict = {}  # guard on sizes -> where: the TorchScript node that made it
-        # Sizes of 0 and 1 of the dynamic axes are symbols (_small_sizes): see _prim_If.
+        # Sizes of 0 and 1 of the dynamic axes are symbols (_small_sizes).
         self.small_sizes = False
+        # A branch's own symbols of its operands' sizes -> the enclosing translator's (see sub).
+        self.renamed: dict = {}
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -472,12 +476,12 @@ class _Translator(QuantizedOps):
                 return torch.empty([concrete(d) for d in x.shape], dtype=x.dtype)
             if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
                 number = x.node.expr.xreplace(known)
-                if not getattr(number, "is_number", True):
+                if not _is_value(number):
                     for symbol in number.free_symbols:
                         self.hint_of(symbol)
                     known.update(self.hints)
                     number = number.xreplace(known)
-                if not getattr(number, "is_number", True):
+                if not _is_value(number):
                     raise ConversionError(f"the example's value of {x} is unknown")
                 return (
                     int(number)
@@ -844,6 +848,9 @@ class _Translator(QuantizedOps):
         value = self.env[node.input()]
         return self.fake_of(value.ints if isinstance(value, QTensor) else value).dim()
 
+    def _prim_Uninitialized(self, node):
+        return _UNINITIALIZED
+
     def _prim_dtype(self, node):
         return list(_DTYPES.values()).index(self.fake_of(self.env[node.input()]).dtype)
 
@@ -862,26 +869,51 @@ class _Translator(QuantizedOps):
         then_block, else_block = node.blocks()
         if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
             return Outputs(self.inline(then_block if pred else else_block))
+        # A test of sizes (``x.size(0) == 1``): a branch the example does not take is translated
+        # with its operands' sizes as sizes that pass the test, not the example's (see sub).
+        condition = _condition_of(self.fake_of(pred))
+        if condition is None:
+            return self.translated_if(node, pred, None, None, renamed=False)
+        taken = self.example_branch(pred)
+        pending = list(self.shape_env.pending_fresh_unbacked_symbols)
+        try:
+            return self.translated_if(node, pred, condition, taken, renamed=True)
+        except ConversionError:
+            self.shape_env.pending_fresh_unbacked_symbols[:] = pending  # (sizes the attempt made)
+            # Where its sizes without the example's values fail (an op that needs a value of
+            # them), a branch is translated with the example's, as the branch it takes: each
+            # guard it makes on them is then one the axis's sizes must pass (else the axis is
+            # static).
+            return self.translated_if(node, pred, condition, taken, renamed=False)
+
+    def translated_if(self, node, pred: torch.fx.Node, condition, taken: bool | None, renamed: bool) -> Outputs:
+        """``prim::If`` on ``pred`` as a cond node. ``condition``: the test ``pred`` makes of sizes;
+        with ``renamed``, a branch the example does not take (``taken`` is the one it takes, None
+        when the example gives no value) is translated assuming it, see sub."""
+        then_block, else_block = node.blocks()
         # (each branch returns, after its outputs, the tensors made outside it that it writes into)
         written = _written_outside([then_block, else_block], "if", followed=True, at=node)
         operands = self.operands([then_block, else_block])
-        taken = self.example_branch(pred) if self.small_sizes else None
-        branches, results = [], []
+        subs, outs = [], []
         for block, then in ((then_block, True), (else_block, False)):
-            sub = self.sub(operands=operands, loosened=self.small_sizes and taken is not then)
-            outs = sub.inline(block)
-            if not all(isinstance(o, torch.fx.Node) and isinstance(sub.fake_of(o), torch.Tensor) for o in outs):
-                raise ConversionError(
-                    "a scripted `if` whose branches return non-tensors (numbers, lists) is not supported"
-                )
-            # (a branch that leaves one as it was returns a copy: an If inside another's branch may not
-            # return its input, which torch's functionalization of that branch refuses)
-            outs += [
+            assuming = None if not renamed or taken is then else condition if then else sympy.Not(condition)
+            sub = self.sub(operands=operands, assuming=assuming)
+            subs.append(sub)
+            outs.append(sub.inline(block))
+        numbers, read = self.reconciled(subs, outs, condition)
+        branches, results = [], []
+        for sub, branch_outs in zip(subs, outs):
+            returned = [o for k, o in enumerate(branch_outs) if k not in numbers]
+            # (a branch that leaves one as it was returns a copy: an If inside another's branch may
+            # not return its input, which torch's functionalization of that branch refuses)
+            returned += [
                 sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
             ]
-            branch, vals = sub.finish_functional(outs, "cond", self) if written else sub.finish(outs, "cond", self)
+            # (a branch is final: traced again, as the graph around it may be, it stays as it is,
+            # see _Retrace; one writing into its own tensors is rewritten without in-place ops now)
+            branch, vals = sub.finish(returned, "cond", self, rewrite=True if written else None)
             branches.append(branch)
-            results.append(vals)
+            results.append([sub.outer_sizes(val) for val in vals])
         predicate = self.as_tensor(pred, torch.bool)  # (before the sizes made below, which the If binds)
         merged = []
         for a, b in zip(*results):
@@ -890,22 +922,147 @@ class _Translator(QuantizedOps):
                     "the branches of a scripted `if` return tensors of different types or ranks "
                     f"({a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)}); ONNX If needs them alike"
                 )
-            # A size that differs between the branches is one more dynamic size of the result.
-            sizes = [
-                x if x is y or _known_equal(x, y) else self.shape_env.create_unbacked_symint()
-                for x, y in zip(a.shape, b.shape)
-            ]
+            sizes = [self.merged_size(x, y, condition) for x, y in zip(a.shape, b.shape)]
             with self.mode:
                 merged.append(a.new_empty(sizes))
-        results[0] = merged
         args = (predicate, branches[0], branches[1], [self.env[v] for v in operands])
-        out = self.add_node(torch.ops.higher_order.cond, args, {}, results[0])
-        items = [self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(results[0])]
-        returned = len(items) - len(written)
-        for v, item in zip(written, items[returned:]):  # what the branches wrote, from here on
+        out = self.add_node(torch.ops.higher_order.cond, args, {}, merged)
+        items = iter([self.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(merged)])
+        results_of_if = []
+        for k in range(len(outs[0])):
+            if k in numbers:
+                results_of_if.append(self.chosen(pred, condition, numbers[k]))
+            elif k in read:  # (returned as a 0-d tensor)
+                results_of_if.append(self.read_number(next(items)))
+            else:
+                results_of_if.append(next(items))
+        for v, item in zip(written, items):  # what the branches wrote, from here on
             self.env[v] = item
             self.known.pop(v, None)
-        return Outputs(items[:returned])
+        return Outputs(results_of_if)
+
+    def reconciled(self, subs: list[_Translator], outs: list[list], condition) -> tuple[dict[int, tuple], set[int]]:
+        """The outputs of an ``if``'s branches made alike for ONNX If, in place: a value a branch
+        leaves uninitialized (TorchScript's early ``return`` in the other one) a tensor of the
+        other branch's type; a number (the flag of an early return) the branches' expressions of
+        it where this translator computes it from them (returned by position), else a 0-d tensor
+        both return (the positions returned second), whose number the enclosing graph reads."""
+        numbers: dict[int, tuple] = {}
+        read: set[int] = set()
+        for k, (a, b) in enumerate(zip(*outs)):
+            if a is _UNINITIALIZED and b is _UNINITIALIZED:
+                numbers[k] = (a, b)
+            elif a is _UNINITIALIZED or b is _UNINITIALIZED:
+                filled, other = (0, 1) if a is _UNINITIALIZED else (1, 0)
+                outs[filled][k] = subs[filled].tensor_like(subs[other], outs[other][k])
+            elif _is_number(subs[0], a) or _is_number(subs[1], b):
+                exprs = [sub.outer_expr(x) for sub, x in zip(subs, (a, b))]
+                if condition is not None and all(e is not None and self.computable(e) for e in exprs):
+                    numbers[k] = tuple(exprs)
+                    continue
+                for sub, branch_outs in zip(subs, outs):
+                    branch_outs[k] = sub.as_tensor(branch_outs[k], _number_dtype(sub.fake_of(branch_outs[k])))
+                read.add(k)
+            elif not all(
+                isinstance(x, torch.fx.Node) and isinstance(sub.fake_of(x), torch.Tensor)
+                for sub, x in zip(subs, (a, b))
+            ):
+                raise ConversionError("a scripted `if` whose branches return lists or other values is not supported")
+        return numbers, read
+
+    def chosen(self, pred: torch.fx.Node, condition, exprs: tuple):
+        """The number an ``if`` on ``condition`` gives whose branches give ``exprs`` (over this
+        translator's symbols), computed here."""
+        a, b = exprs
+        if a is _UNINITIALIZED:
+            return a
+        if isinstance(a, sympy.logic.boolalg.Boolean) and isinstance(b, sympy.logic.boolalg.Boolean):
+            return self.size_value(sympy.Or(sympy.And(condition, a), sympy.And(sympy.Not(condition), b)))
+        return self.arithmetic(torch.sym_ite, [pred, self.size_value(a), self.size_value(b)])
+
+    def outer_expr(self, value):
+        """A number this function computes (a Python number, or a node of a symbolic one) as an
+        expression over the enclosing translator's symbols; None when it is not one of sizes."""
+        if isinstance(value, bool):
+            return sympy.true if value else sympy.false
+        if isinstance(value, int):
+            return sympy.Integer(value)
+        val = self.fake_of(value) if isinstance(value, torch.fx.Node) else None
+        if isinstance(val, torch.SymInt | torch.SymBool):
+            return val.node.expr.xreplace(self.renamed)
+        return None
+
+    def tensor_like(self, other: _Translator, value: torch.fx.Node) -> torch.fx.Node:
+        """A tensor of this function standing for a value it leaves uninitialized, of the type of
+        ``value`` of the other branch ``other`` (zeros; never read: TorchScript reads it only where
+        the other branch ran), of its sizes where this function has them."""
+        val = other.fake_of(value)
+        if not isinstance(val, torch.Tensor):
+            raise ConversionError(
+                "a scripted `if` leaves a value uninitialized that is not a tensor in the other branch"
+            )
+        mine = {old: new for new, old in self.renamed.items()}
+        sizes = []
+        for d in val.shape:
+            expr = d.node.expr.xreplace(other.renamed).xreplace(mine) if isinstance(d, torch.SymInt) else None
+            sizes.append(d if expr is None else self.size_value(expr) if self.computable(expr) else 0)
+        return self.emit(aten.zeros.default, (sizes,), {"dtype": val.dtype})
+
+    def computable(self, expr) -> bool:
+        """Whether ``size_value`` computes ``expr`` here."""
+        if isinstance(expr, sympy.logic.boolalg.BooleanAtom) or expr.is_Integer:
+            return True
+        if expr.is_Symbol:
+            return self.size_source(expr) is not None
+        known = isinstance(expr, sympy.Not) or type(expr) in _COMBINED
+        return known and all(self.computable(x) for x in expr.args)
+
+    def size_source(self, symbol) -> tuple[torch.fx.Node, int | None] | None:
+        """A value of this graph that is the size ``symbol``: a node of a symbolic size (None), or a
+        tensor and one of its dimensions."""
+        for n in self.graph.nodes:
+            val = n.meta.get("val")
+            if isinstance(val, torch.SymInt) and val.node.expr == symbol:
+                return n, None
+            if isinstance(val, torch.Tensor):
+                for d, size in enumerate(val.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr == symbol:
+                        return n, d
+        return None
+
+    def size_value(self, expr):
+        """``expr`` (an expression of sizes, integer or boolean, over this translator's symbols)
+        computed in this graph from the values whose sizes it reads (see computable)."""
+        if isinstance(expr, sympy.logic.boolalg.BooleanAtom):
+            return bool(expr)
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Symbol:
+            source = self.size_source(expr)
+            if source is None:
+                raise ConversionError(f"the size {expr} is no size of a value of this graph")
+            n, d = source
+            return n if d is None else self.emit(aten.sym_size.int, (n, d))
+        parts = [self.size_value(x) for x in expr.args]
+        if isinstance(expr, sympy.Not):
+            return self.arithmetic(torch.sym_not, parts)
+        combine = _COMBINED.get(type(expr))
+        if combine is None:
+            raise ConversionError(f"the size {expr} has no computation here")
+        return functools.reduce(lambda x, y: self.arithmetic(combine, [x, y]), parts)
+
+    def merged_size(self, x, y, condition):
+        """The size of an ``if``'s result whose branches give ``x`` and ``y``: the one size both are
+        where the branch runs (``x.size(0) == 2`` gives 2 in the branch that tests it, the size
+        in the other), else one more dynamic size of the result."""
+        if x is y or _known_equal(x, y):
+            return x
+        if condition is not None:
+            if _known_equal(*_given(condition, x, y)):
+                return y
+            if _known_equal(*_given(sympy.Not(condition), x, y)):
+                return x
+        return self.shape_env.create_unbacked_symint()
 
     def _prim_Loop(self, node):
         trips, first, *initial = (self.env[v] for v in node.inputs())
@@ -935,7 +1092,7 @@ class _Translator(QuantizedOps):
         i, c = cond.inputs[0], cond.inputs[1]
         bound = limit if isinstance(limit, int) else cond.inputs[-1]
         below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
-        cond_fn, _ = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self)
+        cond_fn, _ = cond.finish([cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", self, None)
 
         body = self.sub(carried_vals, free, bound_val)
         i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
@@ -952,7 +1109,8 @@ class _Translator(QuantizedOps):
                     f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
                     f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
                 )
-        body_fn, _ = body.finish(updated, "while_loop_body", self)
+        # (final: see _Retrace; one writing into its own tensors is rewritten without in-place ops now)
+        body_fn, _ = body.finish(updated, "while_loop_body", self, None)
         additional = extra + ([] if isinstance(limit, int) else [limit])
         args = (cond_fn, body_fn, tuple(carried), tuple(additional))
         out = self.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
@@ -1001,43 +1159,32 @@ class _Translator(QuantizedOps):
         except ConversionError:
             return None
 
-    def loosened(self, val):
-        """``val`` with each dynamic size a new unbacked one (see sub)."""
-        if not isinstance(val, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in val.shape):
-            return val
-        pending = list(self.shape_env.pending_fresh_unbacked_symbols)
-        sizes = []
-        for d in val.shape:
-            if isinstance(d, torch.SymInt):
-                d = self.shape_env.create_unbacked_symint()
-                torch._check(d >= 0)
-            sizes.append(d)
-        with self.mode:
-            loose = self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
-        # (placeholders of the branch: no node of it makes them)
-        self.shape_env.pending_fresh_unbacked_symbols[:] = pending
-        return loose
-
     def sub(
-        self, before: Sequence = (), operands: Sequence = (), after: Sequence = (), loosened: bool = False
+        self, before: Sequence = (), operands: Sequence = (), after: Sequence = (), assuming: Any = None
     ) -> _Translator:
         """A translator of a control-flow function, sharing this one's fake mode: its own graph,
         whose placeholders are the fake values ``before``, then the enclosing graph's values
         ``operands`` (TorchScript values, read in the function through them), then ``after``.
-        ``loosened``: the operands' dynamic sizes are new unbacked ones, for a branch the example
-        does not take with sizes of 0 and 1 dynamic: its code may not hold at the example's sizes
-        (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is 1), and unbacked,
-        torch decides a broadcast or a squeeze as in general and asserts at run time what it
-        assumed."""
+
+        ``assuming`` (a test of sizes, over this translator's symbols): the function is a branch
+        the example does not take, which runs where the test holds. Its code need not hold at the
+        example's sizes (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is
+        1), so each symbol of the operands' sizes is a new unbacked one there (any size), of which
+        the test is assumed (``x.size(0)`` is 1 in that branch): torch decides on them what the
+        test implies, the rest as for any size it has no value of (a squeeze at run time, a
+        broadcast between equal sizes), and what would need a value of them fails (_prim_If then
+        translates the branch with the example's sizes). The new symbols are the function's own
+        (``outer_sizes`` maps them back), so that nothing assumed in it holds outside."""
         sub = _Translator.__new__(_Translator)
         sub.__dict__.update(self.__dict__)
         sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
         # The enclosing graph's numbers and constants are the function's too; its nodes are not.
         sub.env = {v: x for v, x in self.env.items() if not _holds_node(x)}
         sub.inputs = []
+        sub.renamed = {}
         operand_vals = [self.fake_of(self.env[v]) for v in operands]
-        if loosened:
-            operand_vals = [self.loosened(val) for val in operand_vals]
+        if assuming is not None:
+            operand_vals = sub.renamed_values(operand_vals, assuming)
         for v, val in [(None, f) for f in before] + list(zip(operands, operand_vals)) + [(None, f) for f in after]:
             p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
             p.meta["val"] = val
@@ -1046,23 +1193,83 @@ class _Translator(QuantizedOps):
                 sub.env[v] = p
         return sub
 
-    def finish(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
-        """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
-        ``parent``'s graph that reads it, and the fake values it returns."""
-        self.graph.output(tuple(outputs))
-        return self._attach(torch.fx.GraphModule(self.root, self.graph), kind, parent), [
-            self.fake_of(o) for o in outputs
-        ]
+    def renamed_values(self, values: list, assuming) -> list:
+        """``values`` (fake tensors and symbolic numbers) with each symbol they hold a new unbacked
+        one (``renamed`` maps it back), ``assuming`` held of the new ones (see sub)."""
+        env = self.shape_env
+        pending = list(env.pending_fresh_unbacked_symbols)
+        new_of: dict = {}
 
-    def finish_functional(self, outputs: list, kind: str, parent: _Translator) -> tuple[torch.fx.Node, list]:
-        """``finish`` of a function that writes into some of its inputs and returns them last
-        (see _prim_If): traced again without in-place ops, as functionalized() does for the
-        program, the writes into its inputs dropped (an ONNX If's branch computes, returns)."""
+        def rename(expr):
+            for symbol in sorted(expr.free_symbols, key=str):
+                if symbol not in new_of:
+                    if symbol_is_type(symbol, (SymT.FLOAT, SymT.UNBACKED_FLOAT)):
+                        new = env.create_unbacked_symfloat()
+                    else:
+                        # (any size: torch's 2 and up for a size traced so is no bound of a branch
+                        # on the size being 1)
+                        new = env.create_unbacked_symint()
+                        torch._check(new >= 0)
+                    new_of[symbol] = new.node.expr
+            return expr.xreplace(new_of)
+
+        def renamed(val):
+            if isinstance(val, torch.Tensor):
+                if not any(isinstance(d, torch.SymInt) for d in val.shape):
+                    return val
+                sizes = [
+                    env.create_symintnode(rename(d.node.expr), hint=None) if isinstance(d, torch.SymInt) else d
+                    for d in val.shape
+                ]
+                with self.mode:
+                    return self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+            if isinstance(val, torch.SymInt):
+                return env.create_symintnode(rename(val.node.expr), hint=None)
+            if isinstance(val, torch.SymFloat):
+                return env.create_symfloatnode(rename(val.node.expr), hint=None)
+            if isinstance(val, torch.SymBool):
+                return env.create_symboolnode(rename(val.node.expr))
+            return val
+
+        new_values = [renamed(val) for val in values]
+        for test in sympy.And.make_args(assuming):
+            # (a part of the test on sizes the function does not read says nothing of it)
+            if test.free_symbols and test.free_symbols <= new_of.keys():
+                torch._check(env.create_symboolnode(test.xreplace(new_of)))
+        # (placeholders of the function: no node of it makes them)
+        env.pending_fresh_unbacked_symbols[:] = pending
+        self.renamed = {new: old for old, new in new_of.items()}
+        return new_values
+
+    def outer_sizes(self, val):
+        """A fake tensor this function returns, its sizes in the enclosing translator's symbols
+        (those ``sub`` renamed mapped back)."""
+        if not self.renamed or not isinstance(val, torch.Tensor):
+            return val
+        sizes = [
+            _size(self.shape_env, d.node.expr.xreplace(self.renamed)) if isinstance(d, torch.SymInt) else d
+            for d in val.shape
+        ]
+        with self.mode:
+            return self.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+
+    def finish(
+        self, outputs: list, kind: str, parent: _Translator, rewrite: bool | None = False
+    ) -> tuple[torch.fx.Node, list]:
+        """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
+        ``parent``'s graph that reads it, and the fake values it returns. ``rewrite``: traced again
+        without in-place ops (True: it writes into some of its inputs and returns them last, see
+        _prim_If; None: where an in-place op would be read through another name), as
+        functionalized() does for the program, the writes into its inputs dropped (an ONNX If's
+        branch computes, returns)."""
         from torch.fx.experimental.proxy_tensor import make_fx
 
         self.graph.output(tuple(outputs))
         module = torch.fx.GraphModule(self.root, self.graph)
-        run = torch.func.functionalize(torch.fx.Interpreter(module).run, remove="mutations")
+        if rewrite is False or rewrite is None and not needs_functionalization(self.graph):
+            return self._attach(module, kind, parent), [self.fake_of(o) for o in outputs]
+        retrace = _Retrace(module)
+        run = torch.func.functionalize(retrace.run, remove="mutations")
         values = [p.meta["val"] for p in self.inputs]
         trace = make_fx(run, decomposition_table=_VIEW_COPIES, tracing_mode="real")
         try:
@@ -1074,14 +1281,16 @@ class _Translator(QuantizedOps):
                 except Exception:  # noqa: BLE001 - inputs without the example's values (a branch it does not take)
                     new = self.without_real_values(trace, tuple(values), {})
         except Exception as e:  # torch's retrace of the function
+            retrace.forget()
+            what = "writes into tensors made outside it" if rewrite else "writes into views of its tensors"
             raise ConversionError(
-                "a scripted `if` writes into tensors made outside it, and rewriting its branch without in-place "
+                f"a scripted `if` {what}, and rewriting its branch without in-place "
                 f"ops failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from e
         for n in list(new.graph.nodes):
             if n.target is aten.copy_.default and n.args[0].op == "placeholder" and not n.users:
                 new.graph.erase_node(n)
-        new.recompile()
+        retrace.restore(new)
         results = cast(Sequence[torch.fx.Node], new.graph.output_node().args[0])
         return self._attach(new, kind, parent), [r.meta["val"] for r in results]
 
@@ -1168,6 +1377,24 @@ class _Translator(QuantizedOps):
         if batch_first:
             y = self.emit(aten.transpose.int, (y, 0, 1))
         return Outputs([y, lengths])
+
+    def _aten_copy_(self, node):
+        """``dst.copy_(src)``, which broadcasts ``src`` to ``dst``'s shape. Of sizes without an example's
+        value (a branch the example does not take), torch's fake copy_ asks whether one is 1, a guard
+        it cannot decide, where expand requires of them what eager does: ``src`` is expanded first."""
+        dst, src, *rest = (self.env[v] for v in _inputs(node))
+        if isinstance(dst, torch.fx.Node) and isinstance(src, torch.fx.Node):
+            d, s = self.fake_of(dst), self.fake_of(src)
+            if (
+                isinstance(d, torch.Tensor)
+                and isinstance(s, torch.Tensor)
+                and (_unbacked(d) or _unbacked(s))
+                and not (d.dim() == s.dim() and all(_known_equal(x, y) for x, y in zip(d.shape, s.shape)))
+            ):
+                sizes = [self.size_of(dst, i) for i in range(d.dim())]
+                expanded = self.emit(aten.expand.default, (src, sizes))
+                return self.emit(aten.copy_.default, (dst, expanded, *rest))
+        return self.op(node)
 
     def _aten_select(self, node):
         values = [self.env[v] for v in _inputs(node)]
@@ -1590,6 +1817,84 @@ def _known_equal(x, y) -> bool:
     return bool(statically_known_true(x == y))
 
 
+# Expressions of sizes and the operators that compute them (see _Translator.size_value).
+_COMBINED = {
+    sympy.Add: operator.add,
+    sympy.Mul: operator.mul,
+    sympy.Eq: operator.eq,
+    sympy.Ne: operator.ne,
+    sympy.StrictLessThan: operator.lt,
+    sympy.LessThan: operator.le,
+    sympy.StrictGreaterThan: operator.gt,
+    sympy.GreaterThan: operator.ge,
+    sympy.And: operator.and_,
+    sympy.Or: operator.or_,
+}
+
+
+class _Uninitialized:
+    """TorchScript's ``prim::Uninitialized``: the value of a branch that returned early, never read."""
+
+
+_UNINITIALIZED = _Uninitialized()
+
+
+def _is_number(translator: _Translator, value) -> bool:
+    """Whether a value of a translated graph is a number (Python, or a node of a symbolic one)."""
+    if isinstance(value, bool | int | float):
+        return True
+    return isinstance(value, torch.fx.Node) and isinstance(
+        translator.fake_of(value), torch.SymInt | torch.SymFloat | torch.SymBool
+    )
+
+
+def _number_dtype(value) -> torch.dtype:
+    """The dtype of a 0-d tensor holding ``value`` (a Python or symbolic number)."""
+    if isinstance(value, bool | torch.SymBool):
+        return torch.bool
+    return torch.float64 if isinstance(value, float | torch.SymFloat) else torch.int64
+
+
+def _is_value(x) -> bool:
+    """Whether ``x`` (a sympy expression, or a number) is a value: a number, true or false."""
+    return bool(getattr(x, "is_number", True)) or isinstance(x, sympy.logic.boolalg.BooleanAtom)
+
+
+def _condition_of(val) -> Any:
+    """The test a scripted ``if``'s predicate makes of sizes (a sympy boolean), when it is one."""
+    if isinstance(val, torch.SymBool) and val.node.expr.free_symbols:
+        return val.node.expr
+    return None
+
+
+def _given(condition, *sizes) -> list:
+    """``sizes`` where ``condition`` holds: the symbols it makes equal to something replaced."""
+    values = {}
+    for test in sympy.And.make_args(condition):
+        if isinstance(test, sympy.Eq):
+            a, b = test.args
+            if isinstance(a, sympy.Symbol):
+                values[a] = b
+            elif isinstance(b, sympy.Symbol):
+                values[b] = a
+
+    def given(size):
+        if not isinstance(size, torch.SymInt) or not values:
+            return size
+        return _size(size.node.shape_env, size.node.expr.xreplace(values))
+
+    return [given(size) for size in sizes]
+
+
+def _size(shape_env: ShapeEnv, expr) -> int | torch.SymInt:
+    """The size ``expr`` (over the ShapeEnv's symbols), with the example's value where it has one."""
+    if expr.is_number:
+        return int(expr)
+    backed = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
+    hint = expr.xreplace(backed)
+    return shape_env.create_symintnode(expr, hint=int(hint) if hint.is_number else None)
+
+
 def _holds_node(x) -> bool:
     if isinstance(x, torch.fx.Node):
         return True
@@ -1638,12 +1943,88 @@ def flat_tensors(args: tuple, kwargs: dict | None) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs or {}))) if isinstance(x, torch.Tensor)]
 
 
+# The results of the control-flow nodes a graph traced again holds (see _Retrace), by key.
+_KEPT: dict[int, list] = {}
+_CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
+
+
+@torch.library.custom_op("fastonnx::kept_control_flow", mutates_args=())
+def _kept_control_flow(key: int, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
+    """Stands for a translated cond or while_loop while a graph is traced again (see _Retrace);
+    never run."""
+    raise AssertionError("fastonnx::kept_control_flow only stands for control flow while a graph is traced again")
+
+
+@_kept_control_flow.register_fake
+def _(key, tensors, sizes):
+    return [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device) for v in _KEPT[key]]
+
+
 class _Retrace(torch.fx.Interpreter):
-    """Runs the translated graph again, with the preconditions the translation assumed."""
+    """Runs the translated graph again (functionalizing it), with the preconditions the translation
+    assumed. Each cond and while_loop node stays as it was translated: its functions are final
+    (rewritten without in-place ops where needed when made), and torch would trace them again on
+    the node's operands, without what the translation assumed in a branch the example does not
+    take (see _Translator.sub): such a branch's sizes would be decided as the example's
+    (``x + z`` broadcasting x's size 1 there would make x's size z's, outside the branch too). It
+    is traced as one opaque op of its recorded results (``fastonnx::kept_control_flow``), which
+    ``restore`` makes the node again."""
+
+    def __init__(self, module: torch.fx.GraphModule):
+        super().__init__(module)
+        self.kept: dict[int, tuple] = {}  # key -> the node's target, its arguments' structure and leaves
+
+    def run_node(self, n: torch.fx.Node):
+        if n.op != "call_function" or n.target not in _CONTROL_FLOW:
+            return super().run_node(n)
+        leaves, spec = pytree.tree_flatten(self.map_nodes_to_values(n.args, n))
+        key = max(_KEPT, default=0) + 1
+        _KEPT[key] = list(n.meta["val"])
+        self.kept[key] = (n.target, spec, leaves, n.meta["val"])
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        sizes = [x for x in leaves if isinstance(x, torch.SymInt)]
+        return torch.ops.fastonnx.kept_control_flow(key, tensors, sizes)
 
     def call_function(self, target, args, kwargs):
         assume_preconditions(target, args, kwargs)
         return super().call_function(target, args, kwargs)
+
+    def restore(self, module: torch.fx.GraphModule) -> None:
+        """The control-flow nodes of the graph traced again (``module``'s) as they were (see
+        run_node): their functions, their operands as traced again."""
+        graph = module.graph
+        for n in list(graph.nodes):
+            if n.target is not torch.ops.fastonnx.kept_control_flow.default:
+                continue
+            key, tensors, sizes = n.args
+            target, spec, leaves, vals = self.kept.pop(key)
+            _KEPT.pop(key, None)
+            tensor_args, size_args = iter(tensors), iter(sizes)
+            args = []
+            with graph.inserting_before(n):
+                for leaf in leaves:
+                    if isinstance(leaf, torch.fx.GraphModule):
+                        name = f"{target.__name__}_function_{len(list(module.named_children()))}"
+                        module.add_submodule(name, leaf)
+                        args.append(graph.get_attr(name))
+                    elif isinstance(leaf, torch.Tensor):
+                        args.append(next(tensor_args))
+                    elif isinstance(leaf, torch.SymInt):
+                        args.append(next(size_args))
+                    else:
+                        args.append(leaf)
+                node = graph.call_function(target, pytree.tree_unflatten(args, spec), {})
+            node.meta = {**n.meta, "val": vals}
+            n.replace_all_uses_with(node)
+            graph.erase_node(n)
+        module.recompile()
+        self.forget()
+
+    def forget(self) -> None:
+        """Drops what the traces kept of the control-flow nodes (one that failed left some)."""
+        for key in self.kept:
+            _KEPT.pop(key, None)
+        self.kept.clear()
 
 
 def functionalized(program: JitProgram) -> JitProgram:
@@ -1653,23 +2034,23 @@ def functionalized(program: JitProgram) -> JitProgram:
     retraced with torch.func.functionalize under the program's fake mode."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from ._trace import needs_functionalization
-
     if not needs_functionalization(program.graph):
         return program
     old = program.graph_module
     placeholders = [n for n in old.graph.nodes if n.op == "placeholder"]
-    run = torch.func.functionalize(_Retrace(old).run, remove="mutations")
+    retrace = _Retrace(old)
+    run = torch.func.functionalize(retrace.run, remove="mutations")
     try:
         with program.fake_mode, retracing(program.shape_env, "rewriting the graph without in-place ops"):
             new = make_fx(run, tracing_mode="real")(*[p.meta["val"] for p in placeholders])
     except Exception as e:  # torch's retrace of the graph
+        retrace.forget()
         raise ConversionError(
             f"the TorchScript graph writes into views of tensors, and rewriting it without in-place ops failed: "
             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         ) from e
     for fresh, original in zip((n for n in new.graph.nodes if n.op == "placeholder"), placeholders):
         fresh._rename(original.name)
-    new.recompile()
+    retrace.restore(new)
     program.graph_module = new
     return program

@@ -43,7 +43,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-from ._dynamic import user_frame
+from ._dynamic import in_scripted_code, user_frame
 from .errors import ConversionError
 
 # Set while ShapeEnv.create_symbol makes the symbol of a size whose example is 0.
@@ -61,9 +61,11 @@ class DependsOnSmallSize(ConversionError):
 
 @dataclass
 class Tests:
-    """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made."""
+    """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made, and the
+    guards made in scripted code (``_dynamic.in_scripted_code``)."""
 
     where: dict[sympy.Basic, str] = field(default_factory=dict)
+    scripted: set[sympy.Basic] = field(default_factory=set)
 
 
 @contextlib.contextmanager
@@ -87,7 +89,10 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
 
     def maybe_guard_rel(self, expr):
         if tests is not None and expr not in tests.where:
-            tests.where[expr] = _where(sys._getframe(1))
+            frame = _model_frame(sys._getframe(1))
+            tests.where[expr] = _where(frame)
+            if in_scripted_code(frame):
+                tests.scripted.add(expr)
         return guard(self, expr)
 
     ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
@@ -102,15 +107,19 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
         ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]
 
 
-def _where(frame) -> str:
-    """The model's line a guard comes from: of the frames inside the trace, the innermost one
+def _model_frame(frame) -> traceback.FrameSummary | None:
+    """The model's frame a guard comes from: of the frames inside the trace, the innermost one
     outside torch, fastonnx and the standard library, else the innermost one of torch.nn (a module
     of torch's that tests the size)."""
     stack = traceback.StackSummary.extract(traceback.walk_stack(frame), lookup_lines=False)  # innermost first
     # (past fastonnx's call of torch.export: export()'s caller, no part of the model)
     traced = next((i for i, f in enumerate(stack) if f.filename.startswith(_OURS) and f.filename != __file__), None)
     frames = list(stack)[:traced]
-    chosen = user_frame(frames[::-1]) or next((f for f in frames if f.filename.startswith(_NN)), None)
+    return user_frame(frames[::-1]) or next((f for f in frames if f.filename.startswith(_NN)), None)
+
+
+def _where(chosen: traceback.FrameSummary | None) -> str:
+    """``at file:line: code`` of a frame (see _model_frame)."""
     if chosen is None:
         return ""
     line = linecache.getline(chosen.filename, chosen.lineno or 0).strip()
@@ -120,10 +129,12 @@ def _where(frame) -> str:
 @dataclass(frozen=True)
 class Verdict:
     """After a trace under ``dynamic_small_sizes``: each size symbol's domain (the sizes the graph
-    holds for), and the symbols traced at 0 or 1 that a guard does not allow to vary, with why."""
+    holds for), and the symbols traced at 0 or 1 that a guard does not allow to vary, with why
+    (``scripted``: those whose guard was made in scripted code)."""
 
     domains: dict[sympy.Symbol, ValueRanges]
     unsound: dict[sympy.Symbol, str]
+    scripted: frozenset[sympy.Symbol] = frozenset()
 
 
 def judge(shape_env: ShapeEnv, tests: Tests, numbers: Sequence[tuple[Any, frozenset, str]] = ()) -> Verdict:
@@ -137,33 +148,56 @@ def judge(shape_env: ShapeEnv, tests: Tests, numbers: Sequence[tuple[Any, frozen
     guards += [a.expr for asserts in shape_env.deferred_runtime_asserts.values() for a in asserts]
     # Each guard in the symbols that stand for its sizes in the end (Eq(s0, s1) made before s1
     # replaced s0 holds), with why it matters.
-    checked: list[tuple[Any, frozenset, str]] = []
+    checked: list[tuple[Any, frozenset, str, bool]] = []
     for made in guards:
         g = shape_env.simplify(made)
-        checked.append((g, frozenset(g.free_symbols), tests.where.get(made, "")))
+        checked.append((g, frozenset(g.free_symbols), tests.where.get(made, ""), made in tests.scripted))
     for expr, symbols, line in numbers:
         expr = shape_env.simplify(expr) if expr is not None else None
         read = frozenset(shape_env.simplify(s) for s in symbols)
         read = frozenset(x for s in read for x in getattr(s, "free_symbols", ()))
-        checked.append((expr, frozenset(expr.free_symbols) if expr is not None else read, f"at {line}" if line else ""))
+        used = frozenset(expr.free_symbols) if expr is not None else read
+        checked.append((expr, used, f"at {line}" if line else "", False))
     checked = [c for c in checked if c[1] & domains.keys()]
     ranges = {**shape_env.var_to_range, **domains}
     changed = True
     while changed:  # a size traced at 2 or more that some guard needs so: torch.export's domain, 2 and up
         changed = False
-        for expr, symbols, _ in checked:
+        for expr, symbols, _, _ in checked:
             widened = [s for s in symbols if s in domains and hints[s] >= 2 and domains[s].lower < 2]
             if widened and not _constant(expr, ranges):
                 domains.update((s, ValueRanges(2, int_oo)) for s in widened)
                 ranges.update((s, domains[s]) for s in widened)
                 changed = True
     unsound: dict[sympy.Symbol, str] = {}
-    for expr, symbols, where in checked:
+    scripted = set()
+    for expr, symbols, where, in_script in checked:
         if not _constant(expr, ranges):
             for s in symbols:
-                if s in hints and hints[s] < 2:
-                    unsound.setdefault(s, _because(hints[s], where))
-    return Verdict(domains, unsound)
+                if s in hints and hints[s] < 2 and s not in unsound:
+                    unsound[s] = _because(hints[s], where)
+                    if in_script:
+                        scripted.add(s)
+    return Verdict(domains, unsound, frozenset(scripted))
+
+
+def fixed_by_numbers(
+    shape_env: ShapeEnv, numbers: Sequence[tuple[Any, frozenset, str]], domains: Mapping | None = None
+) -> dict[sympy.Symbol, str]:
+    """The size symbols on which a number the model's Python code took from sizes (see ``judge``)
+    is not one value over their ranges (torch's, or ``domains``), with why: the trace kept the
+    example's."""
+    ranges = {**shape_env.var_to_range, **(domains or {})}
+    fixed: dict[sympy.Symbol, str] = {}
+    for expr, symbols, line in numbers:
+        expr = shape_env.simplify(expr) if expr is not None else None
+        read = (
+            expr.free_symbols if expr is not None else {x for s in symbols for x in shape_env.simplify(s).free_symbols}
+        )
+        if not _constant(expr, ranges):
+            for s in read:
+                fixed.setdefault(s, f"(the traced code depends on the size{', at ' + line if line else ''})")
+    return fixed
 
 
 def _constant(expr, ranges: Mapping) -> bool:

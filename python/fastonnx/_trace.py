@@ -70,25 +70,27 @@ def trace_requested(
             for i, axis in small:
                 request.make_static(i, axis, why)
             return ep
-        shape_env = _shape_env(ep)
+        shape_env = ep_shape_env(ep)
         assert shape_env is not None  # (the program has a dynamic input)
         verdict = judge(shape_env, tests)
-        symbols = _input_symbols(ep)
+        symbols = input_symbols(ep)
         unsound = [(i, axis) for i, axis in small if symbols.get((i, axis)) in verdict.unsound]
         if not unsound:
             settle(shape_env, ep.range_constraints, verdict.domains)
             return ep
         for i, axis in unsound:
             request.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
+            if symbols[(i, axis)] in verdict.scripted:
+                request.scripted.add((i, axis))
 
 
-def _shape_env(ep: ExportedProgram) -> ShapeEnv | None:
+def ep_shape_env(ep: ExportedProgram) -> ShapeEnv | None:
     vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
     mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
     return getattr(mode, "shape_env", None)
 
 
-def _input_symbols(ep: ExportedProgram) -> dict[tuple[int, int], object]:
+def input_symbols(ep: ExportedProgram) -> dict[tuple[int, int], object]:
     """(tensor input, axis) -> the symbol of its size, for the program's user inputs that are
     tensors, in order."""
     user = set(ep.graph_signature.user_inputs)
@@ -260,7 +262,7 @@ def program_needs_functionalization(ep: ExportedProgram) -> bool:
 
 def functionalize(ep: ExportedProgram) -> ExportedProgram:
     # An empty decomposition table: functionalize, decompose nothing.
-    shape_env = _shape_env(ep)
+    shape_env = ep_shape_env(ep)
     try:
         with retracing(shape_env, "functionalizing the traced program"):
             functional = ep.run_decompositions({})
@@ -269,7 +271,7 @@ def functionalize(ep: ExportedProgram) -> ExportedProgram:
             f"functionalizing the traced program (ExportedProgram.run_decompositions) failed: {describe_failure(e)}"
         ) from e
     domains = domains_of(shape_env) if shape_env is not None else None
-    new_env = _shape_env(functional)
+    new_env = ep_shape_env(functional)
     if domains is not None and new_env is not None:  # (the program's sizes, in the ShapeEnv of the new one)
         settle(new_env, functional.range_constraints, domains)
     return functional

@@ -73,9 +73,11 @@ class DynamicAxesWarning(UserWarning):
 
 
 class TracerFallbackWarning(UserWarning):
-    """``tracer="auto"``: torch.export refused to trace the model, so the TorchScript front end
-    traced it. The message says why torch.export refused and lists what the TorchScript trace
-    fixed to the example's values."""
+    """``tracer="auto"``: torch.export refused to trace the model, or fixed a requested dynamic
+    axis at a test of its size in scripted code (which the TorchScript graph keeps as an If or
+    Loop), so the TorchScript front end traced it. The message says why torch.export refused and
+    lists what the TorchScript trace fixed to the example's values, or names the axes and the
+    scripted lines."""
 
 
 class VerificationError(ExportError):
