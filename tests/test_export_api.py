@@ -331,7 +331,7 @@ def test_stft_with_a_window_exports(window_in_forward):
 def test_real_fft_zero_imaginary_parts_are_exact(opset, n):
     """The imaginary parts of a real signal's bin 0 and (even n) bin n / 2 are exactly 0, as torch
     gives them, not a float32 DFT's rounding noise (PyTorch's suite compares them at atol 1e-7)."""
-    x = torch.randn(3, n) * 10
+    x = torch.randn(3, n, generator=torch.Generator().manual_seed(n)) * 10
     (got,) = run_ort(
         fastonnx.export(Lambda(lambda x: torch.view_as_real(torch.fft.rfft(x))), (x,), opset_version=opset).model_proto,
         (x,),
@@ -339,7 +339,8 @@ def test_real_fft_zero_imaginary_parts_are_exact(opset, n):
     assert (got[:, 0, 1] == 0).all()
     # An odd length has no middle bin: its bin n // 2 keeps its (nonzero) imaginary part.
     assert (got[:, n // 2, 1] == 0).all() if n % 2 == 0 else (got[:, n // 2, 1] != 0).all()
-    torch.testing.assert_close(torch.from_numpy(got), torch.view_as_real(torch.fft.rfft(x)), rtol=1e-5, atol=1e-4)
+    # float32 sums of 16 values of magnitude 10: rounding of some 1e-5 relative to the largest
+    torch.testing.assert_close(torch.from_numpy(got), torch.view_as_real(torch.fft.rfft(x)), rtol=1e-5, atol=1e-3)
 
 
 def test_complex_values_transposed_permuted_and_squeezed():
