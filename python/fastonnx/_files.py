@@ -52,10 +52,8 @@ def _cannot_write(path: str | os.PathLike, reason: str) -> WriteError:
     return WriteError(f"cannot write {os.fspath(path)}: {reason}")
 
 
-def check_writable(path: str | os.PathLike) -> str:
-    """Fails before any work when a file could not be written at ``path`` (by creating and
-    removing a temporary file there: the one test that holds on every file system and for
-    root too). Returns the file that will be written."""
+def _checked_target(path: str | os.PathLike) -> str:
+    """The file ``path`` names, after the checks that give the clearest reasons."""
     target = _target(path)
     directory = os.path.dirname(target)
     if os.path.isdir(target):
@@ -64,6 +62,14 @@ def check_writable(path: str | os.PathLike) -> str:
         raise _cannot_write(path, f"directory {directory} does not exist; create it first")
     if not os.path.isdir(directory):
         raise _cannot_write(path, f"{directory} is not a directory")
+    return target
+
+
+def check_writable(path: str | os.PathLike) -> str:
+    """Fails before any work when a file could not be written at ``path`` (by creating and
+    removing a temporary file there: the one test that holds on every file system and for
+    root too). Returns the file that will be written."""
+    target = _checked_target(path)
     try:
         os.unlink(_create_temp(target))
     except OSError as e:
@@ -80,7 +86,8 @@ def write_atomically(files: Mapping[str | os.PathLike, Callable[[str], object]])
     On any error or Ctrl-C before the renames, the temporary files are removed and earlier files
     at the paths are left as they were. An ``OSError`` is raised as ``WriteError`` naming the
     path."""
-    targets = [(path, check_writable(path), write) for path, write in files.items()]
+    # (Each temporary file created below is the test check_writable makes.)
+    targets = [(path, _checked_target(path), write) for path, write in files.items()]
     temps: list[str] = []
     current: str | os.PathLike = ""
     try:
