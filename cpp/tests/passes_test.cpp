@@ -65,7 +65,14 @@ TEST(Fold, TransposesALargeMatrixInLargeRanges) {
   std::vector<float> data(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
   const auto t = transposed_bytes(data.data(), nullptr, 4, {rows, cols}, {1, 0});
-  EXPECT_GT(t->chunk_bytes(kTensorChunkBytes), kTensorChunkBytes);
+  EXPECT_GT(t->chunk_bytes(kTensorChunkBytes, kLargestChunkBytes), kTensorChunkBytes);
+  // A writer that gives each range less memory (prefetch.cpp, for a model with few computed
+  // bytes) gets ranges within it, still whole output rows.
+  const size_t most = size_t{4} << 20;
+  const size_t bounded = t->chunk_bytes(kTensorChunkBytes, most);
+  EXPECT_LE(bounded, most);
+  EXPECT_GE(bounded, kTensorChunkBytes);
+  EXPECT_EQ(bounded % (rows * 4), 0U);
   std::vector<float> out(data.size());
   size_t at = 0;
   t->produce([&](const void* p, size_t n) {

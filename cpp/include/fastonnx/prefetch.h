@@ -46,9 +46,10 @@ class Prefetcher {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<AlignedBytes> slots_;  // aligned: the transposes stream to them
-  std::vector<size_t> free_;         // slots the helper may fill
-  std::deque<Chunk> ready_;          // filled chunks, oldest first
+  std::vector<AlignedBytes> slots_;   // aligned: the transposes stream to them
+  size_t most_ = kLargestChunkBytes;  // the largest range a slot takes (prefetch.cpp)
+  std::vector<size_t> free_;          // slots the helper may fill
+  std::deque<Chunk> ready_;           // filled chunks, oldest first
   bool stop_ = false;
   std::exception_ptr error_;
   std::thread helper_;

@@ -25,8 +25,9 @@ class TensorBytes {
   // that ranges can be computed independently (and on another thread, see prefetch.h).
   virtual void fill(size_t begin, size_t end, uint8_t* out) const = 0;
   // A range length near `target` bytes that `fill` computes efficiently (whole rows of a
-  // transposed matrix); a multiple of the element size.
-  virtual size_t chunk_bytes(size_t target) const = 0;
+  // transposed matrix); a multiple of the element size. A tensor that computes larger ranges
+  // faster (a transposed matrix) takes up to `most` bytes: the caller's memory for one range.
+  virtual size_t chunk_bytes(size_t target, size_t most) const = 0;
   // Calls `sink` with consecutive chunks that together are the tensor's bytes, computed here.
   void produce(const ByteSink& sink) const;
 
@@ -46,6 +47,9 @@ class TensorBytes {
 // Chunks computed at a time: large enough that writing is not call-bound, small enough to stay
 // in cache and bounded in memory.
 constexpr size_t kTensorChunkBytes = size_t{1} << 20;
+// The largest range of a transposed matrix (see tensor_bytes.cpp): the `most` of a writer whose
+// memory is not otherwise bounded by the model's size (prefetch.cpp's is).
+constexpr size_t kLargestChunkBytes = size_t{64} << 20;
 
 // `data` (a row-major tensor of `shape` with elements of `element_size` bytes) permuted by `perm`.
 std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::shared_ptr<const void> owner,

@@ -6,9 +6,13 @@
 namespace fastonnx {
 namespace {
 
-// Chunks in flight: enough that the helper rarely waits for the writer, few enough that the
-// memory stays a few MB whatever the model's size.
+// Chunks in flight: enough that the helper rarely waits for the writer.
 constexpr size_t kSlots = 4;
+// The slots together hold at most 1/kWorkShare of the bytes computed (and kSlots ranges of
+// kLargestChunkBytes): a transposed matrix is computed in ranges of up to a quarter of it, so a
+// 131 MB lm_head alone filled 131 MB of slots, 17 % of a 2-layer LLaMA's weights, where the
+// memory an export adds to torch.export's is to stay under 10 % of them.
+constexpr size_t kWorkShare = 16;
 
 }  // namespace
 
@@ -16,6 +20,7 @@ Prefetcher::Prefetcher(std::vector<const TensorBytes*> order) : order_(std::move
   size_t work = 0;
   for (const TensorBytes* t : order_) work += t->size();
   if (work == 0 || std::thread::hardware_concurrency() < 2) return;
+  most_ = std::clamp(work / kWorkShare / kSlots, kTensorChunkBytes, kLargestChunkBytes);
   slots_.resize(kSlots);
   for (size_t i = 0; i < kSlots; ++i) free_.push_back(i);
   helper_ = std::thread([this] { run(); });
@@ -35,7 +40,7 @@ void Prefetcher::run() {
   try {
     for (const TensorBytes* t : order_) {
       const size_t total = t->size();
-      const size_t chunk = t->chunk_bytes(kTensorChunkBytes);
+      const size_t chunk = t->chunk_bytes(kTensorChunkBytes, most_);
       for (size_t at = 0; at < total; at += chunk) {
         const size_t n = std::min(chunk, total - at);
         size_t slot;

@@ -13,7 +13,7 @@ namespace fastonnx {
 void TensorBytes::produce(const ByteSink& sink) const {
   const size_t total = size();
   if (total == 0) return;
-  const size_t chunk = chunk_bytes(kTensorChunkBytes);
+  const size_t chunk = chunk_bytes(kTensorChunkBytes, kLargestChunkBytes);
   AlignedBytes buffer;
   buffer.reserve(std::min(chunk, total));
   for (size_t at = 0; at < total; at += chunk) {
@@ -26,15 +26,14 @@ void TensorBytes::produce(const ByteSink& sink) const {
 namespace {
 
 // Each range of a transposed matrix reads a strip of every input row, so the matrix is read once
-// per range: it is computed in kTransposePasses ranges, of at most kLargeChunkBytes (and at least
-// the writer's chunk). Ranges of 1 MB read an 8B LLaMA's 235 MB MLP matrices 235 times over, in
-// page faults and TLB misses that cost more CPU than the write itself; a quarter of the matrix
-// keeps the ranges in flight (prefetch.h) small beside it. One larger than kLargeTransposeBytes
+// per range: it is computed in kTransposePasses ranges, of at most the caller's `most` (and at
+// least the writer's chunk). Ranges of 1 MB read an 8B LLaMA's 235 MB MLP matrices 235 times
+// over, in page faults and TLB misses that cost more CPU than the write itself; a quarter of the
+// matrix keeps the ranges in flight (prefetch.h) small beside it. One larger than kLargeTransposeBytes
 // also drops the pages of its source (a checkpoint's mapping) as it reads them (read_pages.h):
 // the memory held is then a few ranges and a strip of input rows, whatever its size.
 constexpr size_t kLargeTransposeBytes = size_t{64} << 20;
 constexpr size_t kTransposePasses = 4;
-constexpr size_t kLargeChunkBytes = size_t{64} << 20;
 constexpr size_t kDropEveryBytes = size_t{8} << 20;
 
 class Transposed final : public TensorBytes {
@@ -53,8 +52,8 @@ class Transposed final : public TensorBytes {
   size_t size() const override { return count_ * es_; }
   std::span<const uint8_t> source() const override { return {data_, size()}; }
 
-  size_t chunk_bytes(size_t target) const override {
-    target = std::max(target, std::min(size() / kTransposePasses, kLargeChunkBytes));
+  size_t chunk_bytes(size_t target, size_t most) const override {
+    target = std::max(target, std::min(size() / kTransposePasses, most));
     if (shape_.size() == 2) {
       // Whole output rows, a tile's worth at a time where they fit: a range that starts or ends
       // inside a row is gathered element by element.
@@ -227,7 +226,9 @@ class Cast final : public TensorBytes {
 
   size_t size() const override { return count_ * out_size(); }
 
-  size_t chunk_bytes(size_t target) const override { return std::max(out_size(), target / out_size() * out_size()); }
+  size_t chunk_bytes(size_t target, size_t /*most*/) const override {
+    return std::max(out_size(), target / out_size() * out_size());
+  }
 
   void fill(size_t begin, size_t end, uint8_t* out) const override {
     const size_t in_size = static_cast<size_t>(element_size(from_)), os = out_size();
@@ -261,8 +262,8 @@ class CastComputed final : public TensorBytes {
   size_t size() const override { return source_->size() / is_ * os_; }
   std::span<const uint8_t> source() const override { return source_->source(); }
 
-  size_t chunk_bytes(size_t target) const override {
-    return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_)) / is_ * os_);
+  size_t chunk_bytes(size_t target, size_t most) const override {
+    return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_), most / os_ * is_) / is_ * os_);
   }
 
   // Same-size dtypes (bfloat16 and float16) are converted in place; others through a buffer
