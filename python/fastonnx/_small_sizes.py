@@ -152,11 +152,7 @@ def judge(shape_env: ShapeEnv, tests: Tests, numbers: Sequence[tuple[Any, frozen
     for made in guards:
         g = shape_env.simplify(made)
         checked.append((g, frozenset(g.free_symbols), tests.where.get(made, ""), made in tests.scripted))
-    for expr, symbols, line in numbers:
-        expr = shape_env.simplify(expr) if expr is not None else None
-        read = frozenset(shape_env.simplify(s) for s in symbols)
-        read = frozenset(x for s in read for x in getattr(s, "free_symbols", ()))
-        used = frozenset(expr.free_symbols) if expr is not None else read
+    for expr, used, line in _numbers_read(shape_env, numbers):
         checked.append((expr, used, f"at {line}" if line else "", False))
     checked = [c for c in checked if c[1] & domains.keys()]
     ranges = {**shape_env.var_to_range, **domains}
@@ -189,15 +185,27 @@ def fixed_by_numbers(
     example's."""
     ranges = {**shape_env.var_to_range, **(domains or {})}
     fixed: dict[sympy.Symbol, str] = {}
-    for expr, symbols, line in numbers:
-        expr = shape_env.simplify(expr) if expr is not None else None
-        read = (
-            expr.free_symbols if expr is not None else {x for s in symbols for x in shape_env.simplify(s).free_symbols}
-        )
+    for expr, used, line in _numbers_read(shape_env, numbers):
         if not _constant(expr, ranges):
-            for s in read:
+            for s in used:
                 fixed.setdefault(s, f"(the traced code depends on the size{', at ' + line if line else ''})")
     return fixed
+
+
+def _numbers_read(
+    shape_env: ShapeEnv, numbers: Sequence[tuple[Any, frozenset, str]]
+) -> list[tuple[Any, frozenset, str]]:
+    """``numbers`` (see judge) in the symbols that stand for their sizes in the end: (the
+    expression or None, the size symbols it reads, the model's line)."""
+    read = []
+    for expr, symbols, line in numbers:
+        if expr is not None:
+            expr = shape_env.simplify(expr)
+            used = frozenset(expr.free_symbols)
+        else:
+            used = frozenset(x for s in symbols for x in getattr(shape_env.simplify(s), "free_symbols", ()))
+        read.append((expr, used, line))
+    return read
 
 
 def _constant(expr, ranges: Mapping) -> bool:
