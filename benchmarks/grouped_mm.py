@@ -21,8 +21,8 @@ import torch
 import transformers.integrations.moe  # noqa: F401 (registers the op)
 
 import fastonnx
-from fastonnx._custom import GraphContext, Value
-from fastonnx._transformers_ops import _experts, _size0, grouped_mm
+from fastonnx.converters.registry import GraphContext, Value
+from fastonnx.converters.transformers import _experts, _size0, grouped_mm
 
 
 def grouped_mm_gathered(g: GraphContext, input: Value, weight: Value, offs: Value) -> Value:

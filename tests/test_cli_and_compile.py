@@ -62,7 +62,7 @@ class Blocks(torch.nn.Module):
 
 
 def test_compile_backend_runs_graphs_in_onnxruntime():
-    from fastonnx._compile import OnnxRuntimeGraph, backend
+    from fastonnx.integrations.compile import OnnxRuntimeGraph, backend
 
     model = Blocks().eval()
     x = torch.randn(8, 16)

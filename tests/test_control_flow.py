@@ -291,7 +291,7 @@ def test_while_loop_carries_a_python_int():
 
 def _branchy_session():
     """A session whose If branches both compute Abs of an outer value only they read."""
-    from fastonnx._dtypes import dtype_code
+    from fastonnx.core.dtypes import dtype_code
 
     f32, b8 = dtype_code(torch.float32), dtype_code(torch.bool)
     s = fastonnx._C.Session(18)
@@ -335,7 +335,7 @@ def test_passes_keep_outer_values_and_do_not_merge_across_branches():
 
 
 def test_a_subgraph_must_be_ended():
-    from fastonnx._dtypes import dtype_code
+    from fastonnx.core.dtypes import dtype_code
 
     s = fastonnx._C.Session(18)
     with pytest.raises(fastonnx._C.ConvertError, match="without begin_subgraph"):

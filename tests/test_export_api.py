@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import fastonnx
-from fastonnx import _lower, _op_table
+from fastonnx.lowering import lower as _lower
+from fastonnx.lowering import op_table as _op_table
 from support import Lambda, TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
 
 
@@ -238,6 +239,14 @@ def test_supported_ops():
     ops = fastonnx.supported_ops()
     for name in ("conv2d", "add.Tensor", "relu_", "batch_norm", "max_pool2d", "linear"):
         assert name in ops
+    # Python converters too: the built-in ones, and those a user registers.
+    assert {"torchvision::nms", "transformers::grouped_mm_fallback", "quantized_decomposed::quantize_per_tensor"} <= set(ops)
+    fastonnx.register_converter("mylib::listed", lambda g, x: x)
+    try:
+        assert "mylib::listed" in fastonnx.supported_ops()
+    finally:
+        fastonnx.unregister_converter("mylib::listed")
+    assert "mylib::listed" not in fastonnx.supported_ops()
 
 
 class ReturnsNumbers(torch.nn.Module):
@@ -355,7 +364,7 @@ def test_a_failing_decomposition_is_a_conversion_error(monkeypatch):
     def broken(self, node):
         raise AssertionError("fake mode mismatch")
 
-    monkeypatch.setattr(fastonnx._decompose.Decomposer, "_trace", broken)
+    monkeypatch.setattr(fastonnx.lowering.decompose.Decomposer, "_trace", broken)
     expected = (
         r"decomposition of aten::hann_window \(FX node `hann_window`\) failed: AssertionError: fake mode mismatch"
     )

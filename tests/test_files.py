@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import fastonnx
-from fastonnx._files import write_atomically
+from fastonnx.core.files import write_atomically
 
 EARLIER = b"an earlier model"
 

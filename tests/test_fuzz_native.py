@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import fastonnx
 from fastonnx import _C
-from fastonnx._dtypes import dtype_code
+from fastonnx.core.dtypes import dtype_code
 from fuzz import fuzz_settings
 
 
@@ -317,7 +317,7 @@ def test_computed_scalars_convert(data):
 def test_static_arguments_have_a_decomposition():
     """A node whose `static:` argument the graph computes is decomposed: each op that declares
     one needs a decomposition, or that case has no way through."""
-    from fastonnx._decompose import decomposition_of
+    from fastonnx.lowering.decompose import decomposition_of
 
     for op_id, name, schema, op in CONVERTERS:
         if _C.op_table()[op_id][2]:

@@ -398,7 +398,7 @@ def test_torch_export_stays_where_the_program_taken_instead_fails_to_convert(mon
     def fails(program):
         raise fastonnx.ConversionError("as if the TorchScript program failed to convert")
 
-    monkeypatch.setattr(fastonnx._export, "functionalized", fails)
+    monkeypatch.setattr(fastonnx.pipeline.export, "functionalized", fails)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fastonnx.export(ByRows(), (torch.randn(2, 5), torch.randn(5)), dynamic_axes={"x": {0: "rows"}})

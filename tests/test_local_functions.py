@@ -9,7 +9,7 @@ from torch import nn
 
 import fastonnx
 from fastonnx import _C
-from fastonnx._dtypes import dtype_code
+from fastonnx.core.dtypes import dtype_code
 
 DOMAIN = "fastonnx.functions"
 

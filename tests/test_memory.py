@@ -50,7 +50,7 @@ def test_200_exports_do_not_grow_the_process(tmp_path):
     """A native model leaked per export would add ~14 MB here (measured by keeping them)."""
     # fastonnx's own export, without the suite's per-export onnx.checker run (conftest), whose
     # allocations are onnx's, not fastonnx's.
-    from fastonnx._export import export
+    from fastonnx.pipeline.export import export
 
     ep = torch.export.export(_mlp(30), (torch.randn(2, 64),))
     path = str(tmp_path / "m.onnx")

@@ -13,8 +13,8 @@ from torch.export import Dim
 
 import fastonnx
 from fastonnx import _C
-from fastonnx._decompose import Decomposer, copy_graph, decomposition_of
-from fastonnx._dtypes import dtype_code
+from fastonnx.lowering.decompose import Decomposer, copy_graph, decomposition_of
+from fastonnx.core.dtypes import dtype_code
 from support import OPSET_MATRIX, Lambda, Lambda2, assert_matches, export_and_compare, run_ort
 
 

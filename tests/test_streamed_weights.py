@@ -94,7 +94,7 @@ def test_weights_read_while_tracing(tmp_path):
     checkpoint tensor once (the tied pair once); a mapping of tensors in memory has nothing to read."""
     import time
 
-    from fastonnx._weights import open_source, read_while_tracing
+    from fastonnx.weights.source import open_source, read_while_tracing
 
     real, meta = _real_and_meta()
     checkpoint = open_source(_source("sharded", real, tmp_path))

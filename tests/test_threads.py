@@ -9,7 +9,7 @@ import threading
 import torch
 
 import fastonnx
-from fastonnx import _export
+from fastonnx.pipeline import export as _export
 
 
 def _models():

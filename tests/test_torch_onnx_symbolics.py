@@ -370,7 +370,7 @@ def test_custom_translation_table_overrides_an_aten_op():
     proto = export_and_compare(Model(), (x, y), custom_translation_table={torch.ops.aten.add.Tensor: custom_aten_add})
     add = next(n for n in proto.graph.node if n.op_type == "Add")
     assert list(add.input) == [i.name for i in proto.graph.input][::-1]  # the custom converter's order
-    assert fastonnx._custom.converter_for(torch.ops.aten.add.Tensor, 18) is None  # only for that export
+    assert fastonnx.converters.registry.converter_for(torch.ops.aten.add.Tensor, 18) is None  # only for that export
 
 
 microsoft_op = onnxscript.values.Opset(domain="com.microsoft", version=1)

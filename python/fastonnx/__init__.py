@@ -1,12 +1,9 @@
 """fastonnx: a fast PyTorch -> ONNX exporter (torch.export and TorchScript front ends, native C++ core)."""
 
-from ._custom import register_converter, unregister_converter
-from ._export import export
-from ._op_table import supported_ops
-from ._program import ExportResult
-from ._symbolic import parse_args, register_custom_op_symbolic, register_torch_onnx_ops, unregister_custom_op_symbolic
-from ._transformers_ops import register as _register_transformers_ops
-from ._version import __version__
+from .converters import builtin as _builtin
+from .converters.registry import register_converter, unregister_converter
+from .converters.symbolic import parse_args, register_custom_op_symbolic, unregister_custom_op_symbolic
+from .core.version import __version__
 from .errors import (
     ArgumentError,
     ConversionError,
@@ -20,9 +17,11 @@ from .errors import (
     VerificationError,
     WriteError,
 )
+from .lowering.op_table import supported_ops
+from .pipeline.export import export
+from .pipeline.result import ExportResult
 
-_register_transformers_ops()
-register_torch_onnx_ops()
+_builtin.register()
 
 __all__ = [
     "export",

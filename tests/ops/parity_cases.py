@@ -18,7 +18,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import SampleInput
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from fastonnx._op_table import overload_key
+from fastonnx.lowering.op_table import overload_key
 
 from row import PARITY_DTYPES, Row
 

@@ -97,6 +97,7 @@ def _derived_inplace(name: str, supported: set[str]) -> bool:
 
 def test_every_supported_op_has_a_row():
     covered = {name for row in ALL_ROWS for name in row.overloads}
-    supported = set(fastonnx.supported_ops())
+    # The native converters; Python converters (``torchvision::nms``) are tested with their models.
+    supported = {name for name in fastonnx.supported_ops() if "::" not in name}
     missing = sorted(n for n in supported - covered if not _derived_inplace(n, supported))
     assert not missing, f"supported ops with no row in tests/ops/rows/*.py: {missing}"

@@ -40,7 +40,7 @@ def meta_model(directory: str, dtype: torch.dtype, generation: bool = False) -> 
 
 def stored_dtype(directory: str) -> torch.dtype:
     """The dtype most of the checkpoint's floating weights have (by bytes)."""
-    from .._weights import open_source
+    from ..weights.source import open_source
 
     checkpoint = open_source(directory)
     by_dtype: Counter = Counter()
@@ -62,7 +62,7 @@ def export_hf(
 ) -> None:
     """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
     With ``generation``, ``output`` is a directory (see ``export_for_generation``)."""
-    from .. import export
+    from ..pipeline.export import export
 
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
     model = meta_model(directory, target, generation)

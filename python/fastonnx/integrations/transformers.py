@@ -48,9 +48,9 @@ from transformers.exporters.utils import (
     quantize_converted_model,
 )
 
-from .._export import export
-from .._weights import for_module
 from ..errors import ArgumentError, DynamicAxesWarning
+from ..pipeline.export import export
+from ..weights.source import for_module
 
 
 class FastOnnxExporter(OnnxExporter):

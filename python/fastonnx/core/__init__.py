@@ -1,0 +1,1 @@
+"""What every stage uses: the dtype table, atomic file writing, progress bars."""

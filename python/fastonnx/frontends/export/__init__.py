@@ -1,0 +1,1 @@
+"""The torch.export front end."""

@@ -1,0 +1,277 @@
+"""Tracing: nn.Module -> torch.export.ExportedProgram, functionalized only when it must be."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import traceback
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.onnx import TrainingMode
+
+from ...dynamic.request import Request, user_frame
+from ...dynamic.small_sizes import Tests, domains_of, dynamic_small_sizes, judge, retracing, settle
+from ...errors import TraceError
+from .rnn import rnns_as_loops
+
+
+@contextlib.contextmanager
+def traced_in_mode(model: torch.nn.Module, training: TrainingMode):
+    """Trace in the mode asked for (eval by default, as torch.onnx does) and restore the
+    module's own afterwards."""
+    modes = {m: m.training for m in model.modules()}
+    if training == TrainingMode.EVAL:
+        model.eval()
+    elif training == TrainingMode.TRAINING:
+        model.train()
+    try:
+        yield
+    finally:
+        for m, mode in modes.items():
+            m.train(mode)
+
+
+def trace_requested(
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    request: Request,
+    training: TrainingMode = TrainingMode.EVAL,
+    fixed: dict | None = None,
+    dynamic_small: bool = True,
+) -> ExportedProgram:
+    """The program torch.export traces for the request. With ``dynamic_small``, the requested
+    axes whose example size is 0 or 1 are traced dynamic (see _small_sizes); one that the model
+    does not let vary is traced again static (``Request.make_static`` says why), and when torch
+    fails to trace them dynamic, all are."""
+    if isinstance(model, ExportedProgram):
+        return model
+    while True:
+        if fixed:  # (what an attempt before recorded names symbols of its own trace)
+            fixed.clear()
+        small = request.small_axes() if dynamic_small else []
+        if not small:
+            return trace(model, args, kwargs, request.shapes, training, fixed)
+        tests = Tests()
+        try:
+            ep = trace(model, args, kwargs, request.shapes, training, fixed, tests)
+        except TraceError as e:
+            # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
+            # where the request is strict, as before)
+            if fixed:
+                fixed.clear()
+            ep = trace(model, args, kwargs, request.shapes, training, fixed)
+            lines = str(e).split(": ", 1)[-1].splitlines()
+            where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
+            why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
+            for i, axis in small:
+                request.make_static(i, axis, why)
+            return ep
+        shape_env = ep_shape_env(ep)
+        assert shape_env is not None  # (the program has a dynamic input)
+        verdict = judge(shape_env, tests)
+        symbols = input_symbols(ep)
+        unsound = [(i, axis) for i, axis in small if symbols.get((i, axis)) in verdict.unsound]
+        if not unsound:
+            settle(shape_env, ep.range_constraints, verdict.domains)
+            return ep
+        for i, axis in unsound:
+            request.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
+            if symbols[(i, axis)] in verdict.scripted:
+                request.scripted.add((i, axis))
+
+
+def ep_shape_env(ep: ExportedProgram) -> ShapeEnv | None:
+    vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
+    mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
+    return getattr(mode, "shape_env", None)
+
+
+def input_symbols(ep: ExportedProgram) -> dict[tuple[int, int], object]:
+    """(tensor input, axis) -> the symbol of its size, for the program's user inputs that are
+    tensors, in order."""
+    user = set(ep.graph_signature.user_inputs)
+    inputs = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user]
+    tensors = [n.meta["val"] for n in inputs if isinstance(n.meta.get("val"), torch.Tensor)]
+    return {
+        (i, axis): size.node.expr
+        for i, val in enumerate(tensors)
+        for axis, size in enumerate(val.shape)
+        if isinstance(size, torch.SymInt)
+    }
+
+
+def trace(
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    dynamic_shapes=None,
+    training: TrainingMode = TrainingMode.EVAL,
+    fixed: dict | None = None,
+    small_sizes: Tests | None = None,
+) -> ExportedProgram:
+    """The program torch.export traces. ``fixed``, when given, is filled with where the trace
+    fixed each symbolic size it replaced (see _recording_replacements). With ``small_sizes``,
+    sizes of 0 and 1 of the dynamic dimensions are traced as symbols, and where each guard was made
+    is recorded there (see _small_sizes)."""
+    if isinstance(model, ExportedProgram):
+        return model
+    recording = _recording_replacements(fixed) if fixed is not None else contextlib.nullcontext()
+    rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
+    small = dynamic_small_sizes(small_sizes) if small_sizes is not None else contextlib.nullcontext()
+    try:
+        with traced_in_mode(model, training), torch.no_grad(), recording, rnns, small:
+            ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    except Exception as e:  # any tracing failure is reported as one
+        raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
+    _refuse_quantized(ep, model)
+    return ep
+
+
+_aten = torch.ops.aten
+_QUANTIZING = frozenset({_aten.quantize_per_tensor, _aten.quantize_per_channel, _aten.quantize_per_tensor_dynamic})
+
+
+def _refuse_quantized(ep: ExportedProgram, model) -> None:
+    """torch.export traces the ops that make quantized tensors of float ones (quantize_per_tensor),
+    recording float32 values for them, but a quantized tensor has no ONNX form in its graph; the
+    TorchScript front end keeps one as its integers, scale and zero point."""
+    for node in ep.graph.nodes:
+        if getattr(node.target, "overloadpacket", None) in _QUANTIZING:
+            raise TraceError(
+                f"torch.export traced {type(model).__name__} into quantized tensors (FX node `{node.name}`), "
+                "which only the TorchScript front end converts"
+            )
+
+
+@contextlib.contextmanager
+def _recording_replacements(fixed: dict):
+    """Records, per symbolic size the trace replaces (by a number or another expression), what
+    replaced it and the model's source line doing it: torch.export keeps no user location of a
+    specialization when it traces without dynamo. Without the private method it wraps (another
+    torch), nothing is recorded."""
+    original = getattr(ShapeEnv, "_set_replacement", None)
+    if original is None:
+        yield
+        return
+
+    @functools.wraps(original)
+    def set_replacement(self, a, tgt, msg, *rest, **kw):
+        # "find" only shortens a chain recorded before; its stack is a later, unrelated lookup.
+        if msg != "find" and a not in fixed:
+            # Innermost first, from the caller: the frames before trace()'s are the model's code
+            # and torch's; past it, fastonnx.export's caller, which a replacement made after
+            # tracing would name.
+            frames = traceback.StackSummary.extract(traceback.walk_stack(sys._getframe(1)), lookup_lines=False)
+            inner = next((i for i, f in enumerate(frames) if f.filename == __file__), len(frames))
+            fixed[a] = (tgt, user_frame(frames[inner - 1 :: -1] if inner else []))
+        return original(self, a, tgt, msg, *rest, **kw)
+
+    ShapeEnv._set_replacement = set_replacement  # type: ignore[method-assign]  # for this trace only
+    try:
+        yield
+    finally:
+        ShapeEnv._set_replacement = original  # type: ignore[method-assign]  # the method as it was
+
+
+def innermost(e: BaseException) -> BaseException:
+    """The last exception of ``e``'s chain of causes (``__cause__``, else an unsuppressed
+    ``__context__``)."""
+    seen = {id(e)}
+    while True:
+        nxt = e.__cause__ if e.__cause__ is not None else (None if e.__suppress_context__ else e.__context__)
+        if nxt is None or id(nxt) in seen:
+            return e
+        seen.add(id(nxt))
+        e = nxt
+
+
+def describe_failure(e: BaseException) -> str:
+    """The innermost cause torch gives (``Type: first line``), the model's source line it came
+    from (the innermost frame outside torch and fastonnx, in its traceback or, failing that, in an
+    outer one's), the exception torch raised when it differs, then the rest of the message."""
+    cause = innermost(e)
+    chain, x = [cause], e
+    while x is not cause:
+        chain.append(x)
+        nxt = x.__cause__ if x.__cause__ is not None else x.__context__
+        assert nxt is not None  # the chain innermost() followed down to `cause`
+        x = nxt
+    first, *rest = str(cause).strip().splitlines() or [""]
+    text = f"{type(cause).__name__}: {first}"
+    frame = next((f for f in (user_frame(traceback.extract_tb(c.__traceback__)) for c in chain) if f is not None), None)
+    if frame is not None:
+        text += f"\n  at {frame.filename}:{frame.lineno}, in {frame.name}"
+        text += f"\n    {frame.line}" if frame.line else ""
+    if cause is not e:
+        outer = str(e).strip().splitlines()
+        text += f"\n(torch.export raised {type(e).__name__}" + (f": {outer[0]}" if outer else "") + ")"
+    return "\n".join([text, *rest])
+
+
+def _mutated_arg(node: torch.fx.Node, schema: torch.FunctionSchema) -> torch.fx.Node | None:
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            return value if isinstance(value, torch.fx.Node) else None
+    return None
+
+
+def _returns_alias(schema: torch.FunctionSchema) -> bool:
+    return bool(schema.returns) and schema.returns[0].alias_info is not None
+
+
+def needs_functionalization(graph: torch.fx.Graph) -> bool:
+    """In-place ops are converted as their functional twins, which is exact unless something
+    reads the mutated tensor (or a view of it) after the mutation through another name."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    root: dict[torch.fx.Node, torch.fx.Node] = {}
+    members: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for n in graph.nodes:
+        r = n
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and _returns_alias(n.target._schema):
+            src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
+            if src is not None:
+                r = root.get(src, src)
+        root[n] = r
+        members.setdefault(r, []).append(n)
+    for n in graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        mutated = _mutated_arg(n, n.target._schema)
+        if mutated is None:
+            continue
+        for alias in members[root[mutated]]:
+            if order[alias] >= order[n]:
+                continue
+            if any(order[u] > order[n] for u in alias.users if u is not n):
+                return True
+    return False
+
+
+def program_needs_functionalization(ep: ExportedProgram) -> bool:
+    """needs_functionalization of the program's graph or of a function of its control flow (the
+    submodules cond, while_loop and scan call); functionalize() rewrites those too."""
+    return any(
+        needs_functionalization(m.graph) for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)
+    )
+
+
+def functionalize(ep: ExportedProgram) -> ExportedProgram:
+    # An empty decomposition table: functionalize, decompose nothing.
+    shape_env = ep_shape_env(ep)
+    try:
+        with retracing(shape_env, "functionalizing the traced program"):
+            functional = ep.run_decompositions({})
+    except Exception as e:  # torch's re-trace of a program it traced
+        raise TraceError(
+            f"functionalizing the traced program (ExportedProgram.run_decompositions) failed: {describe_failure(e)}"
+        ) from e
+    domains = domains_of(shape_env) if shape_env is not None else None
+    new_env = ep_shape_env(functional)
+    if domains is not None and new_env is not None:  # (the program's sizes, in the ShapeEnv of the new one)
+        settle(new_env, functional.range_constraints, domains)
+    return functional

@@ -1,0 +1,320 @@
+"""Eager-mode quantized modules (``torch.ao.nn.quantized``) in the TorchScript front end, as
+QuantizeLinear / DequantizeLinear around float ops: the form ONNX runtimes fuse into QLinear
+kernels, and the one that converts every quantized op with the float converters fastonnx has.
+
+A quantized tensor of the TorchScript graph is kept as its integer tensor and its parameters
+(``_QTensor``). A quantized op (``quantized::conv2d``, ``linear``, ``add``, ``cat``...) dequantizes
+its inputs, computes in float and quantizes its result with the op's output scale and zero point.
+Weights stay integer initializers, dequantized in the graph (per channel where PyTorch quantized
+them per channel). Any other op on a quantized tensor (reshape, slicing, pooling, relu) computes on
+the dequantized values and quantizes with the input's parameters, as PyTorch's quantized kernels
+keep them. The integer nodes are torch's ``quantized_decomposed`` ops (converters/quantized.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.ao.quantization.fx._decomposed  # registers torch.ops.quantized_decomposed
+
+from ...core.dtypes import dtype_of_scalar_type
+from ...errors import ConversionError
+
+aten = torch.ops.aten
+qd = torch.ops.quantized_decomposed
+
+_RANGES = {
+    torch.quint8: (0, 255, torch.uint8),
+    torch.qint8: (-128, 127, torch.int8),
+    torch.qint32: (-(2**31), 2**31 - 1, torch.int32),
+}
+
+
+@dataclass(frozen=True)
+class QTensor:
+    """A per-tensor quantized value of the graph: its integer tensor (an FX node) and parameters."""
+
+    ints: torch.fx.Node
+    scale: float | torch.fx.Node  # a number, or a 0-d tensor of the graph (a quantized input's)
+    zero_point: int | torch.fx.Node
+    dtype: torch.dtype  # torch.quint8, qint8, qint32
+
+
+@dataclass(frozen=True)
+class PackedWeights:
+    """A quantized conv's or linear's packed weights (a TorchScript object)."""
+
+    packed: object
+
+
+class QuantizedOps:
+    """The quantized handlers of the TorchScript translator (mixed into ``_Translator``)."""
+
+    if TYPE_CHECKING:  # what they use of the translator
+        env: dict
+        graph: torch.fx.Graph
+
+        def emit(self, target, args: tuple, kwargs: dict | None = None, traced=None) -> Any: ...
+        def fake(self, tensor: torch.Tensor, source: str | None = None, dynamic: dict | None = None) -> Any: ...
+        def fake_of(self, a) -> Any: ...
+        def constant_node(self, value: torch.Tensor) -> torch.fx.Node: ...
+        def op(self, node) -> Any: ...
+
+    def quantize(self, x, scale, zero_point, dtype: torch.dtype) -> QTensor:
+        """``x`` quantized; ``scale`` and ``zero_point`` are numbers, or 0-d tensors of the graph
+        (a quantized graph input's)."""
+        lo, hi, int_dtype = _RANGES[dtype]
+        if isinstance(scale, torch.fx.Node):
+            ints = self.emit(qd.quantize_per_tensor.tensor, (x, scale, zero_point, lo, hi, int_dtype))
+            return QTensor(ints, scale, zero_point, dtype)
+        ints = self.emit(qd.quantize_per_tensor.default, (x, float(scale), int(zero_point), lo, hi, int_dtype))
+        return QTensor(ints, float(scale), int(zero_point), dtype)
+
+    def dequantize(self, q: QTensor):
+        lo, hi, int_dtype = _RANGES[q.dtype]
+        op = qd.dequantize_per_tensor.tensor if isinstance(q.scale, torch.fx.Node) else qd.dequantize_per_tensor.default
+        return self.emit(op, (q.ints, q.scale, q.zero_point, lo, hi, int_dtype))
+
+    def quantized_input(self, tensor: torch.Tensor, name: str, dynamic: dict, specs: list) -> QTensor:
+        """A quantized graph input as the TorchScript exporter takes one: three inputs, the
+        integers, the scale (float64) and the zero point (int64)."""
+        from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+        parts = [
+            (name, tensor.int_repr(), dynamic),
+            (f"{name}_scale", torch.tensor(tensor.q_scale(), dtype=torch.float64), {}),
+            (f"{name}_zero_point", torch.tensor(tensor.q_zero_point(), dtype=torch.int64), {}),
+        ]
+        nodes = []
+        for part_name, value, axes in parts:
+            node = self.graph.placeholder(part_name)
+            node.meta["val"] = self.fake(value, f"L['{part_name}']", axes)
+            specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+            nodes.append(node)
+        return QTensor(nodes[0], nodes[1], nodes[2], tensor.dtype)
+
+    def quantized_output(self, q: QTensor) -> tuple:
+        """A quantized graph output as the TorchScript exporter gives one: the integers, the scale
+        (float32) and the zero point (in the integers' type)."""
+        int_dtype = _RANGES[q.dtype][2]
+        parts = []
+        for value, dtype in ((q.scale, torch.float32), (q.zero_point, int_dtype)):
+            if isinstance(value, torch.fx.Node):
+                parts.append(self.emit(aten._to_copy.default, (value,), {"dtype": dtype}))
+            else:
+                parts.append(self.constant_node(torch.tensor(value, dtype=dtype)))
+        return (q.ints, *parts)
+
+    def float_of(self, value):
+        return self.dequantize(value) if isinstance(value, QTensor) else value
+
+    def _aten_quantize_per_tensor(self, node):
+        x, scale, zero_point, dtype = (self.env[v] for v in node.inputs())
+        if not all(isinstance(v, int | float) for v in (scale, zero_point)):
+            raise ConversionError(
+                "quantize_per_tensor with a scale or zero point computed in the graph is not supported"
+            )
+        return self.quantize(x, scale, zero_point, _qdtype(dtype))
+
+    def _aten_dequantize(self, node):
+        value = self.env[node.input()]
+        if isinstance(value, QTensor):
+            return self.dequantize(value)
+        if isinstance(value, list):
+            return [self.dequantize(v) if isinstance(v, QTensor) else v for v in value]
+        return self.op(node)
+
+    def _aten_q_scale(self, node):
+        return self.quantized_operand(node).scale
+
+    def _aten_q_zero_point(self, node):
+        return self.quantized_operand(node).zero_point
+
+    def _aten_int_repr(self, node):
+        return self.quantized_operand(node).ints
+
+    def quantized_operand(self, node) -> QTensor:
+        value = self.env[next(iter(node.inputs()))]
+        if not isinstance(value, QTensor):
+            raise ConversionError(f"{node.kind()} of a tensor that is not quantized")
+        return value
+
+    def weight(self, q: torch.Tensor):
+        """A quantized weight as an integer constant dequantized in the graph."""
+        ints = self.constant_node(q.int_repr())
+        lo, hi, int_dtype = _RANGES[q.dtype]
+        args: tuple
+        if q.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            args = (ints, float(q.q_scale()), int(q.q_zero_point()), lo, hi, int_dtype)
+            return self.emit(qd.dequantize_per_tensor.default, args)
+        scales = self.constant_node(q.q_per_channel_scales().to(torch.float32))
+        zero_points = self.constant_node(q.q_per_channel_zero_points().to(torch.int64))
+        args = (ints, scales, zero_points, int(q.q_per_channel_axis()), lo, hi, int_dtype)
+        return self.emit(qd.dequantize_per_channel.default, args)
+
+    def _packed(self, node) -> tuple:
+        x, packed, scale, zero_point = (self.env[v] for v in node.inputs())
+        if not isinstance(x, QTensor) or not isinstance(packed, PackedWeights):
+            raise ConversionError(f"{node.kind()} of inputs other than a quantized tensor and packed weights")
+        return x, packed.packed, scale, zero_point
+
+    def _conv(self, node, relu: bool):
+        x, packed, scale, zero_point = self._packed(node)
+        w, bias = packed.unpack()
+        stride, padding, dilation, output_padding = (
+            list(packed.stride()),
+            list(packed.padding()),
+            list(packed.dilation()),
+            list(packed.output_padding()),
+        )
+        if w.dim() == self.fake_of(x.ints).dim() + 1:
+            # PyTorch packs a 1-d conv as a 2-d one over a height of 1: weights (out, in, 1, k),
+            # stride (1, s)...
+            w = w.squeeze(2)
+            stride, padding, dilation, output_padding = (v[1:] for v in (stride, padding, dilation, output_padding))
+        args = (
+            self.dequantize(x),
+            self.weight(w),
+            None if bias is None else self.constant_node(bias.detach()),
+            stride,
+            padding,
+            dilation,
+            bool(packed.transpose()),
+            output_padding,
+            int(packed.groups()),
+        )
+        y = self.emit(aten.convolution.default, args)
+        return self.quantize(self.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, x.dtype)
+
+    def _linear(self, node, relu: bool):
+        x, packed, scale, zero_point = self._packed(node)
+        w, bias = torch.ops.quantized.linear_unpack(packed)
+        b = None if bias is None else self.constant_node(bias.detach())
+        y = self.emit(aten.linear.default, (self.dequantize(x), self.weight(w), b))
+        return self.quantize(self.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, x.dtype)
+
+    def _binary(self, node, fn, relu: bool):
+        a, b, scale, zero_point = (self.env[v] for v in node.inputs())
+        dtype = a.dtype if isinstance(a, QTensor) else b.dtype
+        y = self.emit(fn, (self.float_of(a), self.float_of(b)))
+        return self.quantize(self.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, dtype)
+
+    def _quantized_conv2d(self, node):
+        return self._conv(node, relu=False)
+
+    def _quantized_conv2d_relu(self, node):
+        return self._conv(node, relu=True)
+
+    _quantized_conv1d = _quantized_conv2d
+    _quantized_conv3d = _quantized_conv2d
+    _quantized_conv1d_relu = _quantized_conv2d_relu
+    _quantized_conv3d_relu = _quantized_conv2d_relu
+    _quantized_conv_transpose1d = _quantized_conv2d
+    _quantized_conv_transpose2d = _quantized_conv2d
+    _quantized_conv_transpose3d = _quantized_conv2d
+
+    def _quantized_linear(self, node):
+        return self._linear(node, relu=False)
+
+    def _quantized_linear_relu(self, node):
+        return self._linear(node, relu=True)
+
+    def _quantized_add(self, node):
+        return self._binary(node, aten.add.Tensor, relu=False)
+
+    def _quantized_add_relu(self, node):
+        return self._binary(node, aten.add.Tensor, relu=True)
+
+    def _quantized_mul(self, node):
+        return self._binary(node, aten.mul.Tensor, relu=False)
+
+    def _quantized_cat(self, node):
+        tensors, dim, scale, zero_point = (self.env[v] for v in node.inputs())
+        dtype = next(t.dtype for t in tensors if isinstance(t, QTensor))
+        y = self.emit(aten.cat.default, ([self.float_of(t) for t in tensors], dim))
+        return self.quantize(y, scale, zero_point, dtype)
+
+    def quantized_like_float(self, node):
+        """A ``quantized::`` op without a handler of its own whose last two arguments are its
+        output's scale and zero point (``quantized::layer_norm``, ``hardswish``, ``leaky_relu``...):
+        the ATen op of the same name on the dequantized inputs, its result quantized."""
+        schema = torch._C.parse_schema(node.schema())
+        name = schema.name.split("::")[1]
+        arguments, values = list(schema.arguments), [self.env[v] for v in node.inputs()]
+        float_op = getattr(getattr(aten, name, None), "default", None)
+        if float_op is None or len(arguments) < 3 or "scale" not in arguments[-2].name:
+            raise ConversionError(f"quantized::{name} has no ONNX form in fastonnx")
+        first = next((v for v in values if isinstance(v, QTensor)), None)
+        if first is None:
+            raise ConversionError(f"quantized::{name} of a tensor that is not quantized")
+        scale, zero_point = values[-2:]
+        accepted = {a.name: a for a in float_op._schema.arguments}
+        kwargs = dict(_FLOAT_DEFAULTS.get(name, {}))
+        for a, value in zip(arguments[:-2], values[:-2]):
+            key = "self" if a.name in ("qx", "X", "x", "input") and "self" in accepted else a.name
+            if key in accepted:
+                kwargs[key] = self.float_of(value)
+        y = self.emit(float_op, (), kwargs)
+        return self.quantize(y, scale, zero_point, first.dtype)
+
+    def on_quantized(self, node, values: list):
+        """An ATen op reading quantized tensors: on their float values, the result quantized with
+        the first one's parameters (PyTorch's quantized kernels keep the input's), or with the
+        fixed ones of the ops whose output range is fixed (sigmoid, tanh...)."""
+        first = next(x for v in values for x in (v if isinstance(v, list) else [v]) if isinstance(x, QTensor))
+        fixed = _FIXED_QPARAMS.get((node.kind(), first.dtype))
+        if fixed is not None:
+            first = QTensor(first.ints, fixed[0], fixed[1], first.dtype)
+        ins = list(node.inputs())
+        for v, value in zip(ins, values):
+            if isinstance(value, QTensor):
+                self.env[v] = self.dequantize(value)
+            elif isinstance(value, list) and any(isinstance(x, QTensor) for x in value):
+                self.env[v] = [self.float_of(x) for x in value]
+        try:
+            result = self.op(node)
+        finally:
+            for v, value in zip(ins, values):
+                self.env[v] = value
+        results = result if isinstance(result, list) else [result]
+        requantized = [
+            self.quantize(r, first.scale, first.zero_point, first.dtype)
+            if isinstance(r, torch.fx.Node) and self.fake_of(r).is_floating_point()
+            else r
+            for r in results
+        ]
+        return type(result)(requantized) if isinstance(result, list) else requantized[0]
+
+
+# PyTorch's quantized kernels of these ops give their result fixed parameters, by input type
+# (aten/src/ATen/native/quantized: the output range of the function is known).
+_FIXED_QPARAMS = {
+    ("aten::sigmoid", torch.quint8): (1.0 / 256, 0),
+    ("aten::sigmoid", torch.qint8): (1.0 / 256, -128),
+    ("aten::hardsigmoid", torch.quint8): (1.0 / 256, 0),
+    ("aten::hardsigmoid", torch.qint8): (1.0 / 256, -128),
+    ("aten::tanh", torch.quint8): (2.0 / 256, 128),
+    ("aten::tanh", torch.qint8): (2.0 / 256, 0),
+    ("aten::softmax", torch.quint8): (1.0 / 256, 0),
+    ("aten::softmax", torch.qint8): (1.0 / 256, -128),
+}
+
+
+# Arguments of the float ops that their quantized:: twins do not take.
+_FLOAT_DEFAULTS = {
+    "instance_norm": {
+        "running_mean": None,
+        "running_var": None,
+        "use_input_stats": True,
+        "momentum": 0.1,
+        "cudnn_enabled": False,
+    },
+}
+
+
+def _qdtype(value) -> torch.dtype:
+    if isinstance(value, torch.dtype):
+        return value
+    return dtype_of_scalar_type(value)

@@ -1,0 +1,287 @@
+"""The TorchScript front end's first half: a module (traced with ``torch.jit.trace``) or a
+ScriptModule (its scripted ``forward``) as a TorchScript graph, with torch's own JIT passes
+applied (inlining, tuple lowering, removing mutation), and what the trace fixed.
+
+Tracing goes through a wrapper whose inputs are the call's flattened tensors (pytree order, the
+order torch.export gives its placeholders) and whose output is the flattened result, so the
+graph's inputs and outputs are plain tensors whatever the call's structure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.utils._pytree as pytree
+
+from ...dynamic.request import user_frame
+from ...errors import TraceError
+
+
+@dataclass
+class JitGraph:
+    """A TorchScript graph whose inputs are the call's tensors (``n_user`` of them, flattened) then
+    the weights, in ``weights`` order."""
+
+    graph: torch._C.Graph
+    n_user: int
+    weights: list[tuple[str, torch.Tensor]]
+    out_spec: pytree.TreeSpec
+    # Output leaves that are not tensors (a number, None), by position; the graph returns the others.
+    constant_outputs: dict[int, object]
+    example_outputs: list  # the eager outputs' leaves
+    tracer_warnings: list[str] = field(default_factory=list)
+    # The graph's last outputs: the numbers the model's Python code took from sizes (a size
+    # compared with 1, converted to an int), each with its line (see _recording_size_reads).
+    size_reads: list[str] = field(default_factory=list)
+
+
+class _Flat(torch.nn.Module):
+    """``model`` called with its arguments rebuilt from the flattened tensors, its result flattened.
+    With ``size_reads``, the sizes the model's Python code reads are returned after it (see
+    _recording_size_reads)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        spec: pytree.TreeSpec,
+        leaves: list,
+        positions: list[int],
+        size_reads: list[tuple[torch.Tensor, str]] | None = None,
+    ):
+        super().__init__()
+        self.model = model
+        self._spec, self._leaves, self._positions = spec, leaves, positions
+        self.out_spec: pytree.TreeSpec | None = None
+        self.out_leaves: list = []
+        self.size_reads = size_reads
+
+    def forward(self, *tensors):
+        leaves = list(self._leaves)
+        for pos, t in zip(self._positions, tensors):
+            leaves[pos] = t
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        reads = self.size_reads
+        if reads is not None:
+            reads.clear()
+        recording = _recording_size_reads(reads) if reads is not None else contextlib.nullcontext()
+        with recording:
+            result = self.model(*args, **kwargs)
+        out_leaves, self.out_spec = pytree.tree_flatten(plain_containers(result))
+        self.out_leaves = out_leaves
+        outputs = tuple(t for t in out_leaves if isinstance(t, torch.Tensor))
+        return outputs + tuple(t for t, _ in reads or ())
+
+
+# The ways Python code takes a number out of a 0-d tensor; torch.jit's tracer gives sizes as 0-d
+# tensors (len() goes through __index__).
+_CONVERSIONS = ("__bool__", "__int__", "__index__", "__float__", "item")
+
+
+@contextlib.contextmanager
+def _recording_size_reads(into: list[tuple[torch.Tensor, str]]):
+    """Records each 0-d tensor computed from a size that Python code converts to a number while
+    torch.jit traces, with the model's line: the trace keeps the number the example gives (the
+    branch of an ``if x.size(0) == 1`` taken, an ``int(n)`` as a constant) and nothing of how it
+    was computed. Returned as outputs of the trace, the translation computes each one over the
+    dynamic sizes, and an axis it does not stay the same for is made static (_front_end)."""
+    originals = {name: getattr(torch.Tensor, name) for name in _CONVERSIONS}
+
+    def recording(original):
+        @functools.wraps(original)
+        def converted(self, *args):
+            if self.dim() == 0 and torch._C._get_tracing_state() is not None and _reads_a_size(self):
+                frame = user_frame(traceback.extract_stack(sys._getframe(1), limit=64))
+                into.append((self, f"{frame.filename}:{frame.lineno}: {frame.line}" if frame else ""))
+            return original(self, *args)
+
+        return converted
+
+    for name, original in originals.items():
+        setattr(torch.Tensor, name, recording(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def _reads_a_size(t: torch.Tensor) -> bool:
+    """Whether the traced value of ``t`` is computed from a size (``aten::size``, ``aten::numel``)."""
+    try:
+        start = torch._C._get_value_trace(t)  # type: ignore[attr-defined]
+    except RuntimeError:  # not a value of the trace (a constant made in Python)
+        return False
+    seen: set = set()
+    todo = [start.node()]
+    while todo and len(seen) < 256:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.kind() in ("aten::size", "aten::numel", "aten::sym_size"):
+            return True
+        todo.extend(v.node() for v in node.inputs())
+    return False
+
+
+def plain_containers(value):
+    """``value`` with the dicts, lists and tuples of classes pytree does not know (a model's
+    ``OrderedDict`` subclass for its outputs) made plain ones: the TorchScript tracer flattens
+    any dict, list or tuple, and pytree would keep such an instance whole, as one output."""
+    return pytree.tree_map(_plain_leaf, value)
+
+
+def _plain_leaf(leaf):
+    if isinstance(leaf, dict):
+        return plain_containers(dict(leaf))
+    if isinstance(leaf, list):
+        return plain_containers(list(leaf))
+    if isinstance(leaf, tuple):
+        return plain_containers(tuple(leaf))
+    return leaf
+
+
+def _weights_for_attributes(graph: torch._C.Graph, weights: dict[str, torch._C.Value]) -> None:
+    """Freezing makes the weights graph inputs but leaves the attribute reads inside loops and
+    branches (``prim::GetAttr`` chains from the module object): each read of a weight becomes
+    that input."""
+
+    def path(value: torch._C.Value) -> str | None:
+        node = value.node()
+        if node.kind() == "prim::CreateObject":
+            return ""
+        if node.kind() != "prim::GetAttr":
+            return None
+        parent = path(node.input())
+        return None if parent is None else (f"{parent}.{node.s('name')}" if parent else node.s("name"))
+
+    def walk(block) -> None:
+        for node in block.nodes():
+            for inner in node.blocks():
+                walk(inner)
+            if node.kind() == "prim::GetAttr":
+                name = path(node.output())
+                if name in weights:
+                    node.output().replaceAllUsesWith(weights[name])
+
+    walk(graph)
+
+
+def _passes(graph: torch._C.Graph) -> None:
+    """torch's own passes, as its TorchScript exporter runs them: calls inlined, tuples lowered,
+    mutation turned into functional ops where torch can prove it safe, constants folded. (The
+    exporter's own pass for in-place ops on views writes ONNX-only nodes; the FX graph is
+    functionalized instead: _jit_fx.functionalized.)"""
+    torch._C._jit_pass_inline(graph)
+    torch._C._jit_pass_inline_fork_wait(graph)
+    torch._C._jit_pass_lower_all_tuples(graph)
+    torch._C._jit_pass_remove_mutation(graph)
+    torch._C._jit_pass_constant_propagation(graph)
+    torch._C._jit_pass_dce(graph)
+
+
+@contextlib.contextmanager
+def _recorded_tracer_warnings(into: list[str]):
+    """Keeps the tracer's warnings (a value it fixed) instead of printing them: the front end
+    reports them once, in the warning that says the model was traced with torch.jit."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", torch.jit.TracerWarning)
+        yield
+    for w in caught:
+        if issubclass(w.category, torch.jit.TracerWarning):
+            first = str(w.message).splitlines()[0]
+            line = f"{first} (at {w.filename}:{w.lineno})"
+            if line not in into:
+                into.append(line)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = False) -> JitGraph:
+    """The TorchScript graph of ``model`` called on ``args``/``kwargs``; with ``read_sizes``, the
+    numbers the model's Python code took from sizes are its last outputs (``JitGraph.size_reads``)."""
+    if isinstance(model, torch.jit.ScriptModule):
+        if kwargs:
+            raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
+        leaves = pytree.tree_leaves(tuple(args))
+        if len(leaves) != len(args) or not all(isinstance(x, torch.Tensor) for x in leaves):
+            raise TraceError("a ScriptModule's inputs must be tensors")
+        with torch.no_grad():
+            out_leaves, out_spec = pytree.tree_flatten(model(*args))
+        graph, weights = _frozen_graph(model, leaves)
+        # A scripted graph returns its numbers too: no output is a constant.
+        return JitGraph(graph, len(leaves), weights, out_spec, {}, out_leaves)
+    leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    reads: list[tuple[torch.Tensor, str]] | None = [] if read_sizes else None
+    flat = _Flat(model, spec, leaves, positions, reads)
+    tensors = tuple(leaves[i] for i in positions)
+    found: list[str] = []
+    # Modules whose state holds other than tensors (eager-mode quantized modules hold packed
+    # weights, TorchScript objects) cannot take their state as trace inputs: they are traced as a
+    # module and frozen, like a scripted one.
+    whole = any(not isinstance(v, torch.Tensor) or v.is_quantized for v in model.state_dict(keep_vars=True).values())
+    try:
+        with _recorded_tracer_warnings(found):
+            if not whole:
+                try:
+                    graph, _ = torch.jit._get_trace_graph(flat, tensors, strict=False, _force_outplace=False)
+                except RuntimeError as e:
+                    # (quantized modules keep packed weights outside their state dict)
+                    if "is not part of the active trace" not in str(e):
+                        raise
+                    whole = True
+            if whole:
+                traced = torch.jit.trace(flat, tensors, strict=False, check_trace=False)
+    except Exception as e:  # any failure of torch.jit's tracer
+        from ..export.trace import describe_failure
+
+        raise TraceError(f"torch.jit.trace failed to trace {type(model).__name__}: {describe_failure(e)}") from e
+    assert flat.out_spec is not None  # the trace ran forward
+    if whole:
+        graph, weights = _frozen_graph(traced, list(tensors))
+        weights = [(name.removeprefix("model."), w) for name, w in weights]
+    else:
+        state = torch.jit._unique_state_dict(flat, keep_vars=True)
+        weights = [(name.removeprefix("model."), t) for name, t in state.items()]
+        _passes(graph)
+    constants = {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)}
+    lines = [line for _, line in reads or ()]
+    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found, lines)
+
+
+def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) -> tuple[torch._C.Graph, list]:
+    """A scripted or traced module's forward, frozen (attributes folded, weights kept as graph
+    inputs after ``inputs``), its inputs typed with the example's shapes, as torch's TorchScript
+    exporter prepares a ScriptModule. Weights that are TorchScript objects (packed quantized
+    weights) are the module's own objects."""
+    try:
+        frozen = torch._C._freeze_module(module._c, preserveParameters=True)
+        lifted, params = torch._C._jit_onnx_list_model_parameters(frozen)
+        method_graph = lifted._get_method("forward").graph
+        # Packed weights are passed as the tensors of their state, counted per input.
+        counts = [
+            len(torch.jit._flatten(p)[0]) if "PackedParams" in str(v.type()) else 1
+            for v, p in zip(method_graph.inputs(), [*inputs, *params])
+        ]
+        flat, _ = torch.jit._flatten(tuple(inputs) + tuple(params))
+        graph = torch._C._propagate_and_assign_input_shapes(method_graph, tuple(flat), counts, False, False)
+    except Exception as e:  # torch's freezing of the module
+        raise TraceError(f"preparing the module's TorchScript graph failed: {type(e).__name__}: {e}") from e
+    graph_inputs = list(graph.inputs())
+    names = [v.debugName() for v in graph_inputs[len(inputs) :]]
+    _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
+    _passes(graph)
+    weights: list[tuple[str, object]] = []
+    for name, param in zip(names, params):
+        if isinstance(param, torch.Tensor):
+            weights.append((name, param.detach()))
+        else:  # the object itself, not its state
+            weights.append((name, functools.reduce(getattr, name.split("."), module)))
+    return graph, weights
