@@ -31,10 +31,10 @@ from ..core.dtypes import dtype_code
 from ..dynamic.request import StaticAxis
 from ..errors import ArgumentError, ConversionError
 from ..weights.source import STREAM_DTYPE
-from .control_flow import LOWERINGS, is_control_flow
+from .control_flow import LOWERINGS
 from .functions import ModuleScopes
 from .graph import PreparedGraph, source_line
-from .op_table import DROPPED, REQUIRED, ROUNDING_TO_INT, Plan, aten, live_nodes, plan_for, qualified_name, symbolic_op
+from .op_table import REQUIRED, Plan, Route, aten, live_nodes, plan_for, qualified_name, route
 from .output_names import output_paths
 from .values import RESHAPES, asked_shape_of, graph_meta, static_number, tensor_meta
 
@@ -302,7 +302,8 @@ class Lowering:
             if node.target is operator.getitem:
                 env[node] = env[node.args[0]][node.args[1]]
                 continue
-            if node.target in DROPPED:
+            how = route(node.target)
+            if how is not None and how.kind == "dropped":
                 continue
             val = node.meta.get("val")
             number = static_number(val)
@@ -314,21 +315,25 @@ class Lowering:
                 metas = [self.tensor_meta(asked_shape_of(node, val))]
             if scopes is not None:
                 self._enter_scope(scopes.scope_of(node))
-            if is_control_flow(node.target):
-                env[node] = LOWERINGS[node.target](self, node, metas)
-                continue
-            python_converter = converter_for(node.target, self.opset)
-            if python_converter is not None:
-                env[node] = self._convert_in_python(node, python_converter, metas)
-                continue
-            sym = symbolic_op(node.target)
-            target, args, kwargs = (sym[0], node.args, sym[1]) if sym else (node.target, node.args, node.kwargs)
-            if sym and node.target in ROUNDING_TO_INT:
-                rounded = self._convert(node, target, args, kwargs, [None])
-                target, args, kwargs = aten._to_copy.default, (rounded,), {"dtype": torch.int64}
-            env[node] = self._convert(node, target, args, kwargs, metas)
+            env[node] = self._convert_routed(node, how, metas)
         if scopes is not None:
             self._enter_scope(0)
+
+    def _convert_routed(self, node: torch.fx.Node, how: Route | None, metas: list):
+        """Converts a node the way ``route`` says; a node without a route reaches the converter
+        of its own target, which says why it cannot convert."""
+        if how is not None and how.kind == "control_flow":
+            return LOWERINGS[node.target](self, node, metas)
+        if how is not None and how.kind == "python":
+            python_converter = converter_for(node.target, self.opset)
+            if python_converter is not None:
+                return self._convert_in_python(node, python_converter, metas)
+        if how is not None and how.kind == "symbolic":
+            if how.rounds_to_int:
+                rounded = self._convert(node, how.target, node.args, how.kwargs, [None])
+                return self._convert(node, aten._to_copy.default, (rounded,), {"dtype": torch.int64}, metas)
+            return self._convert(node, how.target, node.args, how.kwargs, metas)
+        return self._convert(node, node.target, node.args, node.kwargs, metas)
 
     def _enter_scope(self, scope: int) -> None:
         if scope != self.scope:

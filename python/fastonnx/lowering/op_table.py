@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 
@@ -143,14 +144,46 @@ def symbolic_op(target) -> tuple[torch._ops.OpOverload, dict] | None:
         return None
 
 
-def is_mapped(target) -> bool:
-    """Whether the lowering converts nodes of this target (without decomposing them)."""
-    if target in DROPPED or is_registered(target) or is_control_flow(target):
-        return True
+@dataclass(frozen=True)
+class Route:
+    """How the lowering converts the nodes of one FX target, tried in this order: dropped
+    (torch.export's checks), control flow (lowerings of their own), a registered Python
+    converter, Python arithmetic on symbolic sizes (as the ATen op ``target`` with ``kwargs``),
+    or the native converter of the ATen op itself."""
+
+    kind: Literal["dropped", "control_flow", "python", "symbolic", "native"]
+    target: object = None  # "symbolic" and "native": the ATen op converted
+    kwargs: dict = field(default_factory=dict)  # "symbolic": extra keyword arguments
+    rounds_to_int: bool = False  # "symbolic": Python's floor/ceil/trunc of a float are ints
+
+
+_DROPPED_ROUTE = Route("dropped")
+_CONTROL_FLOW_ROUTE = Route("control_flow")
+_PYTHON_ROUTE = Route("python")
+
+
+def route(target) -> Route | None:
+    """The one routing of FX targets, which both the support check (``is_mapped``) and the
+    lowering follow; None when the target has no converter (it is decomposed, or unsupported).
+    A Python converter routes the target at any opset: the lowering asks the registry for the
+    one of its opset."""
+    if target in DROPPED:
+        return _DROPPED_ROUTE
+    if is_control_flow(target):
+        return _CONTROL_FLOW_ROUTE
+    if is_registered(target):
+        return _PYTHON_ROUTE
     sym = symbolic_op(target)
     if sym is not None:
-        return plan_for(sym[0]) is not None
-    return plan_for(target) is not None
+        if plan_for(sym[0]) is None:
+            return None
+        return Route("symbolic", sym[0], sym[1], target in ROUNDING_TO_INT)
+    return Route("native", target) if plan_for(target) is not None else None
+
+
+def is_mapped(target) -> bool:
+    """Whether the lowering converts nodes of this target (without decomposing them)."""
+    return route(target) is not None
 
 
 def _computed(value) -> bool:
