@@ -122,3 +122,14 @@ def test_no_import_cycles():
         if m not in state:
             visit(m, [])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_import_fastonnx_imports_no_torch():
+    """``python -m fastonnx inspect`` and ``verify`` need no torch: the package imports its API
+    when it is first used."""
+    import subprocess
+    import sys
+
+    code = "import sys, fastonnx, fastonnx.__main__; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,28 +1,40 @@
-"""fastonnx: a fast PyTorch -> ONNX exporter (torch.export and TorchScript front ends, native C++ core)."""
+"""fastonnx: a fast PyTorch -> ONNX exporter (torch.export and TorchScript front ends, native C++ core).
 
-from .converters import builtin as _builtin
-from .converters.registry import register_converter, unregister_converter
-from .converters.symbolic import parse_args, register_custom_op_symbolic, unregister_custom_op_symbolic
+The API is imported when it is first used (PEP 562's module ``__getattr__``): ``import fastonnx``
+alone imports no torch, so that ``python -m fastonnx inspect`` and ``verify`` start at once."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from .core.version import __version__
-from .errors import (
-    ArgumentError,
-    ConversionError,
-    DynamicAxesWarning,
-    ExportError,
-    InternalError,
-    TraceError,
-    TracerFallbackWarning,
-    UnsupportedOp,
-    UnsupportedOpsError,
-    VerificationError,
-    WriteError,
+
+_ERRORS = (
+    "ExportError",
+    "ArgumentError",
+    "TraceError",
+    "UnsupportedOpsError",
+    "UnsupportedOp",
+    "ConversionError",
+    "WriteError",
+    "InternalError",
+    "VerificationError",
+    "DynamicAxesWarning",
+    "TracerFallbackWarning",
 )
-from .lowering.op_table import supported_ops
-from .pipeline.export import export
-from .pipeline.result import ExportResult
-
-_builtin.register()
-
+# Each public name and the module that defines it.
+_API = {
+    "export": ".pipeline.export",
+    "register_converter": ".converters.registry",
+    "unregister_converter": ".converters.registry",
+    "register_custom_op_symbolic": ".converters.symbolic",
+    "unregister_custom_op_symbolic": ".converters.symbolic",
+    "parse_args": ".converters.symbolic",
+    "supported_ops": ".lowering.op_table",
+    "ExportResult": ".pipeline.result",
+    **dict.fromkeys(_ERRORS, ".errors"),
+}
 __all__ = [
     "export",
     "register_converter",
@@ -45,3 +57,37 @@ __all__ = [
     "TracerFallbackWarning",
     "__version__",
 ]
+
+
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastonnx' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})
+
+
+if TYPE_CHECKING:
+    from .converters.registry import register_converter, unregister_converter
+    from .converters.symbolic import parse_args, register_custom_op_symbolic, unregister_custom_op_symbolic
+    from .errors import (
+        ArgumentError,
+        ConversionError,
+        DynamicAxesWarning,
+        ExportError,
+        InternalError,
+        TraceError,
+        TracerFallbackWarning,
+        UnsupportedOp,
+        UnsupportedOpsError,
+        VerificationError,
+        WriteError,
+    )
+    from .lowering.op_table import supported_ops
+    from .pipeline.export import export
+    from .pipeline.result import ExportResult
