@@ -27,6 +27,20 @@ def model_path(tmp_path_factory):
 def test_cli_help():
     out = _cli("--help")
     assert out.returncode == 0 and "inspect" in out.stdout and "verify" in out.stdout
+    out = _cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"fastonnx {fastonnx.__version__}"
+
+
+def test_cli_every_argument_has_help():
+    import argparse
+
+    from fastonnx.__main__ import parser
+
+    main = parser()
+    (commands,) = [a for a in main._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in [("python -m fastonnx", main), *commands.choices.items()]:
+        missing = [a.dest for a in command._actions if not a.help and not isinstance(a, argparse._SubParsersAction)]
+        assert not missing, f"{name}: arguments without help text: {missing}"
 
 
 def test_cli_inspect(model_path):

@@ -118,7 +118,7 @@ def test_external_data_streamed_from_shards(tmp_path):
     np.testing.assert_allclose(_run(path, _ids()), real(_ids()).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_transformers_names_and_rotary_buffers(tmp_path):
+def test_transformers_names_and_rotary_buffers(tmp_path, capsys):
     """A LLaMA built from its config on the meta device: the checkpoint saved by transformers
     (tied embeddings, rotary inv_freq not saved) gives the eager model's logits."""
     transformers = pytest.importorskip("transformers")
@@ -145,6 +145,12 @@ def test_transformers_names_and_rotary_buffers(tmp_path):
     from fastonnx.__main__ import main
 
     assert main(["export-hf", str(tmp_path), str(tmp_path / "cli.onnx"), "--dynamic", "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    assert f"{tmp_path / 'cli.onnx'}: " in summary and "exported in " in summary
+    assert "input_ids: int64[batch, sequence]" in summary and "static shapes" not in summary
+    assert main(["export-hf", str(tmp_path), str(tmp_path / "fixed.onnx"), "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    assert "input_ids: int64[1, 8]" in summary and "static shapes: input_ids is [1, 8]" in summary
     longer = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6, 5], [2, 7, 1, 8, 2, 8, 1, 8, 2]])
     np.testing.assert_allclose(
         _run(tmp_path / "cli.onnx", longer), real(longer).logits.detach().numpy(), rtol=1e-4, atol=1e-4
@@ -197,6 +203,7 @@ def test_reference_mode_points_into_the_checkpoint(tmp_path):
         if t.data_location == onnx.TensorProto.EXTERNAL
     }
     assert set(locations.values()) == {"model.safetensors"}
+    assert not (tmp_path / "m.onnx.data").exists()  # nothing went to a data file of its own: none is left
     assert "layers.0.weight" in locations and "embed.weight" in locations
     assert any(n.op_type == "Transpose" for n in model.graph.node)  # the weights are as stored
     np.testing.assert_allclose(_run(path, _ids()), real(_ids()).detach().numpy(), rtol=1e-5, atol=1e-5)

@@ -4,9 +4,12 @@ python -m fastonnx inspect MODEL.onnx    inputs, outputs, opsets, op histogram, 
 python -m fastonnx verify MODEL.onnx     onnx's full checker and strict shape inference, then
                                          one onnxruntime run on random inputs
 python -m fastonnx export-hf DIR OUT.onnx  a transformers checkpoint directory (config.json and
-                                         safetensors) exported with its weights streamed;
+                                         safetensors) exported with its weights streamed; the
+                                         graph takes input_ids [1, 8] unless --dynamic;
                                          --generation: a causal LM's prefill and decode graphs
                                          (KV cache) in the directory OUT
+
+Each command ends with a summary of what it read or wrote. inspect and verify import no torch.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections import Counter
+
+from .core.version import __version__
 
 
 def _load(path: str, with_data: bool):
@@ -49,25 +55,39 @@ def _external_bytes(model, directory: str) -> int:
     return sum(os.path.getsize(os.path.join(directory, f)) for f in files if os.path.exists(os.path.join(directory, f)))
 
 
+def _size(path: str, model) -> str:
+    size = os.path.getsize(path)
+    external = _external_bytes(model, os.path.dirname(os.path.abspath(path)))
+    return f"{size / 2**20:.2f} MiB" + (f" + {external / 2**20:.2f} MiB external data" if external else "")
+
+
+def _signature(model) -> list[str]:
+    """The model's inputs and outputs, one line each, with their types and shapes (a dynamic
+    axis by its name)."""
+    g = model.graph
+    initializers = {t.name for t in g.initializer}
+    lines = ["inputs:"] + [f"  {v.name}: {_type(v)}" for v in g.input if v.name not in initializers]
+    return lines + ["outputs:"] + [f"  {v.name}: {_type(v)}" for v in g.output]
+
+
+def summarize_export(paths: list[str], seconds: float, static_note: str | None) -> None:
+    """What ``export-hf`` wrote: each model's path, inputs and outputs, size, and the time taken."""
+    print(f"exported in {seconds:.1f} s:")
+    for path in paths:
+        model = _load(path, with_data=False)
+        print(f"{path}: {len(model.graph.node)} nodes; {_size(path, model)}")
+        print("\n".join(_signature(model)))
+    if static_note:
+        print(static_note)
+
+
 def inspect_model(path: str) -> int:
     model = _load(path, with_data=False)
     g = model.graph
     print(f"{path}: IR version {model.ir_version}, produced by {model.producer_name} {model.producer_version}".rstrip())
     print("opsets: " + ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import))
-    initializers = {t.name for t in g.initializer}
-    print("inputs:")
-    for v in g.input:
-        if v.name not in initializers:
-            print(f"  {v.name}: {_type(v)}")
-    print("outputs:")
-    for v in g.output:
-        print(f"  {v.name}: {_type(v)}")
-    size = os.path.getsize(path)
-    external = _external_bytes(model, os.path.dirname(os.path.abspath(path)))
-    print(
-        f"{len(g.node)} nodes, {len(g.initializer)} initializers; {size / 2**20:.2f} MiB"
-        + (f" + {external / 2**20:.2f} MiB external data" if external else "")
-    )
+    print("\n".join(_signature(model)))
+    print(f"{len(g.node)} nodes, {len(g.initializer)} initializers; {_size(path, model)}")
     if model.functions:
         print(f"{len(model.functions)} local functions: " + ", ".join(f.name for f in model.functions))
     print("ops:")
@@ -126,15 +146,16 @@ def ort_type_to_numpy(t: str) -> str:
     return {"float": "float32", "double": "float64", "float16": "float16"}.get(name, name)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m fastonnx", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    p.add_argument("--version", action="version", version=f"fastonnx {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("inspect", help="inputs, outputs, opsets, op histogram and size of a model")
-    i.add_argument("model")
+    i.add_argument("model", help="the .onnx file (its external data is not read)")
     v = sub.add_parser("verify", help="full checker, strict shape inference and an onnxruntime run on random inputs")
-    v.add_argument("model")
+    v.add_argument("model", help="the .onnx file (with its external data beside it)")
     v.add_argument(
         "--dim",
         action="append",
@@ -142,12 +163,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=N",
         help="size of a named dynamic dimension (default 2); repeatable",
     )
-    v.add_argument("--seed", type=int, default=0)
-    h = sub.add_parser("export-hf", help="export a transformers checkpoint directory, weights streamed from it")
+    v.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    h = sub.add_parser(
+        "export-hf",
+        help="export a transformers checkpoint directory, weights streamed from it",
+        description="Export a transformers checkpoint directory, its weights streamed from its safetensors "
+        "files. Without --dynamic the graph takes input_ids of the fixed shape [1, 8] (batch 1, 8 tokens).",
+    )
     h.add_argument("checkpoint", help="directory with config.json and model.safetensors[.index.json]")
-    h.add_argument("output", help="the .onnx file to write")
-    h.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="convert the weights while streaming")
-    h.add_argument("--dynamic", action="store_true", help="dynamic batch and sequence length")
+    h.add_argument("output", help="the .onnx file to write; with --generation, the directory to write")
+    h.add_argument(
+        "--dtype",
+        choices=["float32", "float16", "bfloat16"],
+        help="convert the weights to this dtype while streaming (default: the checkpoint's)",
+    )
+    h.add_argument(
+        "--dynamic", action="store_true", help="dynamic batch and sequence length (default: input_ids [1, 8])"
+    )
     h.add_argument("--reference", action="store_true", help="point into the checkpoint instead of copying weights")
     h.add_argument(
         "--generation",
@@ -155,16 +187,26 @@ def main(argv: list[str] | None = None) -> int:
         help="a causal LM's prefill and decode graphs with their KV cache, every axis dynamic, saved in the "
         "directory OUTPUT as transformers' export_for_generation saves them",
     )
-    h.add_argument("--quiet", action="store_true", help="no progress bars")
+    h.add_argument("--quiet", action="store_true", help="no progress bars or spinners (the summary is still printed)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     args = p.parse_args(argv)
     if args.command == "inspect":
         return inspect_model(args.model)
     if args.command == "export-hf":
         from .integrations.checkpoint import export_hf
 
-        export_hf(
+        started = time.perf_counter()
+        written = export_hf(
             args.checkpoint, args.output, args.dtype, args.dynamic, args.reference, not args.quiet, args.generation
         )
+        static = None
+        if not (args.dynamic or args.generation):
+            static = "static shapes: input_ids is [1, 8]; --dynamic exports any batch and sequence length"
+        summarize_export(written, time.perf_counter() - started, static)
         return 0
     dims = {}
     for item in args.dim:

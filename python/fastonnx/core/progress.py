@@ -1,10 +1,12 @@
 """Progress bars for long exports: shown on a terminal once an export has run about two
-seconds, never when ``verbose=False`` or when stderr is not a terminal (CI logs, pipes)."""
+seconds, never when ``verbose=False`` or when stderr is not a terminal (CI logs, pipes). A phase
+with no count to show (tracing) is a spinner with its name and the time it has taken."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -46,3 +48,38 @@ class Progress:
         delay = max(0.0, SHOW_AFTER_SECONDS - (time.perf_counter() - self.started))
         with tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, delay=delay, leave=False) as bar:
             yield Bar(bar)
+
+    @contextlib.contextmanager
+    def phase(self, desc: str) -> Iterator[None]:
+        """A spinner for a phase that reports no progress of its own (torch.export's trace): the
+        phase's name and its elapsed time, redrawn by a thread, erased when the phase ends."""
+        if not self.enabled:
+            yield
+            return
+        stop = threading.Event()
+        thread = threading.Thread(target=_spin, args=(desc, stop, self.started), daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+
+_FRAMES = "|/-\\"
+
+
+def _spin(desc: str, stop: threading.Event, export_started: float) -> None:
+    """Draws ``desc`` with a turning bar on stderr until ``stop``; nothing before the export has
+    run SHOW_AFTER_SECONDS."""
+    started, frame, drawn = time.perf_counter(), 0, False
+    while not stop.wait(0.25):
+        if time.perf_counter() - export_started < SHOW_AFTER_SECONDS:
+            continue
+        elapsed = time.perf_counter() - started
+        sys.stderr.write(f"\r{desc} {_FRAMES[frame % len(_FRAMES)]} {elapsed:.0f} s")
+        sys.stderr.flush()
+        frame, drawn = frame + 1, True
+    if drawn:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()

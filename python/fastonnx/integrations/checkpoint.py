@@ -59,16 +59,17 @@ def export_hf(
     reference: bool,
     verbose: bool,
     generation: bool = False,
-) -> None:
+) -> list[str]:
     """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
-    With ``generation``, ``output`` is a directory (see ``export_for_generation``)."""
+    With ``generation``, ``output`` is a directory (see ``export_for_generation``). Returns the
+    paths of the models written."""
     from ..pipeline.export import export
 
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
     model = meta_model(directory, target, generation)
     if generation:
         export_for_generation(model, directory, output, target, reference, verbose)
-        return
+        return sorted(os.path.join(output, f) for f in os.listdir(output) if f.endswith(".onnx"))
     # A batch of 2 when it is dynamic: torch.export specializes a size of 1.
     ids = torch.zeros(2 if dynamic else 1, _EXAMPLE_TOKENS, dtype=torch.long)
     export(
@@ -82,6 +83,7 @@ def export_hf(
         dtype=target,
         verbose=None if verbose else False,
     )
+    return [output]
 
 
 def export_for_generation(

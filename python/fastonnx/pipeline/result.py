@@ -150,3 +150,7 @@ class ExportResult:
                 ),
             }
         )
+        # Every weight pointing into a checkpoint leaves the data file empty, and nothing refers
+        # to an empty one (an initializer stored externally holds bytes): it goes.
+        if os.path.getsize(data_path) == 0:
+            os.remove(data_path)
