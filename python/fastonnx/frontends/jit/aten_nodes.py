@@ -92,11 +92,11 @@ def _size_arithmetic(t: Translator, node, schema: torch.FunctionSchema, values: 
         return
     arguments = {a.name: value for a, value in zip(schema.arguments, values)}
     fn, swapped = _ON_SIZES[schema.name.split("::")[1], arguments.get("rounding_mode")]
-    a, b = operands
+    a, b = reversed(operands) if swapped else operands
     alpha = arguments.get("alpha", 1)
-    if alpha != 1 and not swapped:
+    if alpha != 1:  # (add's, sub's and rsub's: the operand added or subtracted is scaled)
         b = t.arithmetic(operator.mul, [b, alpha])
-    t.sizes[node.output()] = t.arithmetic(fn, [b, a] if swapped else [a, b])
+    t.sizes[node.output()] = t.arithmetic(fn, [a, b])
 
 
 def _convolution(t: Translator, node):
