@@ -87,6 +87,19 @@ def test_dynamic_axes_stay_dynamic_through_the_tracer():
         assert_matches(result.model_proto, model, (torch.randn(batch, 4),), rtol=1e-4, atol=1e-5)
 
 
+def test_a_size_subtracted_from_a_number_with_alpha():
+    """``torch.rsub(size, n, alpha=a)`` on a size the tracer records is ``n - a * size``."""
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x.new_zeros(torch.rsub(torch._shape_as_tensor(x)[0], 20, alpha=2)) + x.sum()
+
+    model = Net()
+    result, _ = _export_quietly(model, (torch.randn(3, 2),), tracer="jit", dynamic_axes={"x": {0: "n"}})
+    for n in (3, 5):
+        assert_matches(result.model_proto, model, (torch.randn(n, 2),), rtol=1e-4, atol=1e-5)
+
+
 def test_an_axis_the_trace_fixes_is_static_and_verify_checks_other_sizes(capsys):
     class Fixes(torch.nn.Module):
         def forward(self, x):

@@ -10,8 +10,6 @@ decomposed (``decomposition_for``) or reported as unsupported.
 from __future__ import annotations
 
 import functools
-import math
-import operator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,6 +17,7 @@ import torch
 
 from .. import _C
 from ..converters.registry import is_registered, registered_names
+from ..core import arithmetic
 from .control_flow import is_control_flow
 from .decompose import decomposition_for_numbers_from_data, decomposition_of
 from .graph import output_node
@@ -102,39 +101,15 @@ DROPPED = frozenset(
 
 # Python arithmetic on symbolic sizes (`x.shape[0] * 2` with a dynamic batch) records the Python
 # operator itself; each converts as the ATen op that computes it on 0-d tensors, with these
-# extra keyword arguments.
+# extra keyword arguments (core/arithmetic.py).
 _SYMBOLIC_OPS: dict[object, tuple[torch._ops.OpOverload, dict]] = {
-    operator.add: (aten.add.Tensor, {}),
-    operator.sub: (aten.sub.Tensor, {}),
-    operator.mul: (aten.mul.Tensor, {}),
-    operator.truediv: (aten.div.Tensor, {}),
-    operator.floordiv: (aten.div.Tensor_mode, {"rounding_mode": "floor"}),
-    operator.mod: (aten.remainder.Tensor, {}),
-    operator.pow: (aten.pow.Tensor_Tensor, {}),
-    operator.neg: (aten.neg.default, {}),
-    operator.eq: (aten.eq.Tensor, {}),
-    operator.ne: (aten.ne.Tensor, {}),
-    operator.lt: (aten.lt.Tensor, {}),
-    operator.le: (aten.le.Tensor, {}),
-    operator.gt: (aten.gt.Tensor, {}),
-    operator.ge: (aten.ge.Tensor, {}),
-    operator.and_: (aten.bitwise_and.Tensor, {}),
-    operator.or_: (aten.bitwise_or.Tensor, {}),
-    torch.sym_not: (aten.logical_not.default, {}),
-    torch.sym_max: (aten.maximum.default, {}),
-    torch.sym_min: (aten.minimum.default, {}),
-    torch.sym_ite: (aten.where.self, {}),
-    torch.sym_float: (aten._to_copy.default, {"dtype": torch.float64}),
-    torch.sym_int: (aten._to_copy.default, {"dtype": torch.int64}),  # truncates, as int() does
-    math.floor: (aten.floor.default, {}),
-    math.ceil: (aten.ceil.default, {}),
-    math.trunc: (aten.trunc.default, {}),
+    **{row.python: (row.aten, dict(row.aten_kwargs)) for row in arithmetic.TABLE},
     # `x.size(d)` as a TorchScript op, which decompositions of C++ composites (`_dim_arange`) call.
     aten.size.int: (aten.sym_size.int, {}),
 }
 # Python's floor, ceil and trunc of a float are ints, where the ATen op keeps a float: its result
 # is cast to int64.
-ROUNDING_TO_INT = frozenset({math.floor, math.ceil, math.trunc})
+ROUNDING_TO_INT = frozenset(row.python for row in arithmetic.TABLE if row.to_int)
 
 
 def symbolic_op(target) -> tuple[torch._ops.OpOverload, dict] | None:

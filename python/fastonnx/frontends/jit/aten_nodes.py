@@ -1,0 +1,149 @@
+"""TorchScript's ``aten::`` nodes (and any other op's) in the translator: each becomes the overload
+its schema names, an ``out=`` variant its functional twin, TorchScript's arithmetic on numbers
+the Python operation FX records for it (core/arithmetic.py); a 0-d tensor op on sizes is also
+followed as a size, for an ``aten::Int`` of it to read."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from ...core import arithmetic
+from ...errors import ConversionError
+from .fake_values import known_equal, unbacked
+from .nodes import bind, functional_overload, inputs, resolve
+from .packed_sequences import BatchSizes, Packed
+from .quantized import QTensor, on_quantized
+from .translator import Handler, Outputs, Translator
+
+aten = torch.ops.aten
+
+# TorchScript's arithmetic on numbers (``aten::add.int``...), by name: the Python operation.
+_ON_NUMBERS = {row.torchscript: row.python for row in arithmetic.TABLE if row.torchscript}
+# The 0-d tensor ops the tracer records on sizes (``x.size(0) * 2``, ``x.size(0) == 1``), by name
+# and rounding mode: the Python operation, and whether its operands are swapped.
+_ON_SIZES = {(s.name, s.rounding_mode): (row.python, s.swapped) for row in arithmetic.TABLE for s in row.on_sizes}
+_ON_SIZES_NAMES = frozenset(name for name, _ in _ON_SIZES)
+
+
+def op(t: Translator, node: torch._C.Node):
+    schema_text = node.schema()
+    if schema_text == "(no schema)":
+        raise ConversionError(f"TorchScript node {node.kind()} has no schema torch can match")
+    schema, overload, target = resolve(schema_text)
+    namespace, name = schema.name.split("::")
+    ins = inputs(node)
+    values = [t.env[v] for v in ins]
+    if any(isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values):
+        return on_quantized(t, node, values)
+    if any(isinstance(v, Packed | BatchSizes) for v in values):
+        raise ConversionError(
+            f"{node.kind()} reads a packed sequence; only recurrent layers and pad_packed_sequence take one"
+        )
+    if namespace == "aten" and schema.returns and all(str(r.type) in ("int", "float", "bool") for r in schema.returns):
+        fn = _ON_NUMBERS.get(name)
+        if fn is not None:
+            return t.arithmetic(fn, values)
+    if namespace == "aten" and name in _ON_SIZES_NAMES and node.output().type().kind() == "TensorType":
+        _size_arithmetic(t, node, schema, values)
+    args, kwargs = bind(schema, values)
+    # the `out=` arguments of an out variant
+    written = [a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+    functional = functional_overload(overload, schema) if written else None
+    if functional is not None:
+        # `op(..., out=t)`: the functional op, whose result is what `t` holds from here on.
+        outs = [kwargs.pop(name) for name in written]
+        if any(a.name == "dtype" for a in functional._schema.arguments) and isinstance(outs[0], torch.fx.Node):
+            kwargs["dtype"] = t.fake_of(outs[0]).dtype  # an out= tensor gives the result's type
+        result = t.emit(functional, tuple(args), kwargs)
+        for v, value in zip(ins, values):
+            if any(value is o for o in outs):
+                t.env[v] = result
+        return result
+    traced = t.traced_types(node) if t.typed_by_trace else None
+    if traced is not None:
+        result = t.add_node(target, tuple(args), kwargs, traced[0] if len(traced) == 1 else tuple(traced))
+    else:
+        result = t.emit(target, tuple(args), kwargs)
+    n_out = node.outputsSize()
+    val = t.fake_of(result)
+    if n_out > 1 or isinstance(val, list | tuple):
+        count = n_out if n_out > 1 else len(val)
+        items = [t.add_node(operator.getitem, (result, i), {}, val[i]) for i in range(count)]
+        return Outputs(items) if n_out > 1 else items
+    return result
+
+
+def _size_arithmetic(t: Translator, node, schema: torch.FunctionSchema, values: list) -> None:
+    """A 0-d tensor op over sizes the tracer recorded (``x.size(0) * 2``): its size, for an
+    ``aten::Int`` of it to read."""
+    ins = inputs(node)
+    operands = []
+    for v, value in zip(ins[:2], values[:2]):
+        if v in t.sizes:
+            operands.append(t.sizes[v])
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            operands.append(value)
+        else:
+            return
+    if t.fake_of(t.env[ins[0]]).dim() if isinstance(t.env[ins[0]], torch.fx.Node) else 0:
+        return
+    arguments = {a.name: value for a, value in zip(schema.arguments, values)}
+    fn, swapped = _ON_SIZES[schema.name.split("::")[1], arguments.get("rounding_mode")]
+    a, b = reversed(operands) if swapped else operands
+    alpha = arguments.get("alpha", 1)
+    if alpha != 1:  # (add's, sub's and rsub's: the operand added or subtracted is scaled)
+        b = t.arithmetic(operator.mul, [b, alpha])
+    t.sizes[node.output()] = t.arithmetic(fn, [a, b])
+
+
+def _convolution(t: Translator, node):
+    """The traced form of every convolution: ``convolution`` with backend flags after its
+    arguments, which say nothing about the result."""
+    values: list[Any] = [t.env[v] for v in inputs(node)]
+    # (torch's fake convolution picks a memory format by the sizes, a guard on the batch that
+    # says nothing of the values: not one that would fix a batch traced at size 1)
+    with t.shape_env.suppress_guards():
+        return t.emit(aten.convolution.default, tuple(values[:9]), traced=node)
+
+
+def _copy_(t: Translator, node):
+    """``dst.copy_(src)``, which broadcasts ``src`` to ``dst``'s shape. Of sizes without an example's
+    value (a branch the example does not take), torch's fake copy_ asks whether one is 1, a guard
+    it cannot decide, where expand requires of them what eager does: ``src`` is expanded first."""
+    dst, src, *rest = (t.env[v] for v in inputs(node))
+    if isinstance(dst, torch.fx.Node) and isinstance(src, torch.fx.Node):
+        d, s = t.fake_of(dst), t.fake_of(src)
+        if (
+            isinstance(d, torch.Tensor)
+            and isinstance(s, torch.Tensor)
+            and (unbacked(d) or unbacked(s))
+            and not (d.dim() == s.dim() and all(known_equal(x, y) for x, y in zip(d.shape, s.shape)))
+        ):
+            sizes = [t.size_of(dst, i) for i in range(d.dim())]
+            expanded = t.emit(aten.expand.default, (src, sizes))
+            return t.emit(aten.copy_.default, (dst, expanded, *rest))
+    return t.op(node)
+
+
+def _select(t: Translator, node):
+    values = [t.env[v] for v in inputs(node)]
+    source = node.inputsAt(0)
+    if source in t.shape_tensors and values[1] == 0 and isinstance(values[2], int):
+        t.sizes[node.output()] = t.shape_tensors[source][values[2]]
+    if not isinstance(values[0], BatchSizes):
+        return t.op(node)
+    if values[1:] != [0, 0]:
+        raise ConversionError("of a packed sequence's batch sizes only the first (batch_sizes[0]) is supported")
+    batch = t.size_of(values[0].packed.padded, 1)
+    t.sizes[node.output()] = batch
+    return t.emit(aten.scalar_tensor.default, (batch,), {"dtype": torch.int64})
+
+
+HANDLERS: dict[str, Handler] = {
+    "aten::_convolution": _convolution,
+    "aten::copy_": _copy_,
+    "aten::select": _select,
+}

@@ -1,0 +1,637 @@
+"""Control flow in the TorchScript translator: ``prim::If`` and ``prim::Loop`` become torch.cond and
+while_loop (which the lowering writes as ONNX If and Loop), each branch or body a function of its
+own translated by a translator of its own (``_sub_translator``); an ``if`` decided when exporting
+is inlined, a loop of a known trip count without ``break`` unrolled."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Sequence
+from typing import Any, cast
+
+import sympy
+import torch
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+from ...core import arithmetic
+from ...errors import ConversionError
+from ..export.trace import needs_functionalization
+from .fake_values import known_equal
+from .nodes import inputs, is_view, resolve, source_line, where
+from .retrace import Retrace
+from .translator import Handler, Outputs, Translator, holds_node
+
+aten = torch.ops.aten
+
+
+def _if(t: Translator, node):
+    pred = t.env[node.input()]
+    then_block, else_block = node.blocks()
+    if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
+        return Outputs(t.inline(then_block if pred else else_block))
+    # A test of sizes (``x.size(0) == 1``): a branch the example does not take is translated
+    # with its operands' sizes as sizes that pass the test, not the example's (see _sub_translator).
+    condition = _condition_of(t.fake_of(pred))
+    if condition is None:
+        return _translated_if(t, node, pred, None, None, renamed=False)
+    taken = _example_branch(t, pred)
+    pending = list(t.shape_env.pending_fresh_unbacked_symbols)
+    try:
+        return _translated_if(t, node, pred, condition, taken, renamed=True)
+    except ConversionError:
+        t.shape_env.pending_fresh_unbacked_symbols[:] = pending  # (sizes the attempt made)
+        # Where its sizes without the example's values fail (an op that needs a value of
+        # them), a branch is translated with the example's, as the branch it takes: each
+        # guard it makes on them is then one the axis's sizes must pass (else the axis is
+        # static).
+        return _translated_if(t, node, pred, condition, taken, renamed=False)
+
+
+def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: bool | None, renamed: bool) -> Outputs:
+    """``prim::If`` on ``pred`` as a cond node. ``condition``: the test ``pred`` makes of sizes;
+    with ``renamed``, a branch the example does not take (``taken`` is the one it takes, None
+    when the example gives no value) is translated assuming it, see _sub_translator."""
+    then_block, else_block = node.blocks()
+    # (each branch returns, after its outputs, the tensors made outside it that it writes into)
+    written = _written_outside([then_block, else_block], "if", followed=True, at=node)
+    operands = _operands(t, [then_block, else_block])
+    subs, outs = [], []
+    for block, then in ((then_block, True), (else_block, False)):
+        assuming = None if not renamed or taken is then else condition if then else sympy.Not(condition)
+        sub = _sub_translator(t, operands=operands, assuming=assuming)
+        subs.append(sub)
+        outs.append(sub.inline(block))
+    numbers, read = _reconciled(t, subs, outs, condition)
+    branches, results = [], []
+    for sub, branch_outs in zip(subs, outs):
+        returned = [o for k, o in enumerate(branch_outs) if k not in numbers]
+        # (a branch that leaves one as it was returns a copy: an If inside another's branch may
+        # not return its input, which torch's functionalization of that branch refuses)
+        returned += [
+            sub.emit(aten.clone.default, (sub.env[v],)) if sub.env[v] in sub.inputs else sub.env[v] for v in written
+        ]
+        # (a branch is final: traced again, as the graph around it may be, it stays as it is,
+        # see retrace.Retrace; one writing into its own tensors is rewritten without in-place ops now)
+        branch, vals = _finish(sub, returned, "cond", t, rewrite=True if written else None)
+        branches.append(branch)
+        results.append([_outer_sizes(sub, val) for val in vals])
+    predicate = _as_tensor(t, pred, torch.bool)  # (before the sizes made below, which the If binds)
+    merged = []
+    for a, b in zip(*results):
+        if a.dtype != b.dtype or a.dim() != b.dim():
+            raise ConversionError(
+                "the branches of a scripted `if` return tensors of different types or ranks "
+                f"({a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)}); ONNX If needs them alike"
+            )
+        sizes = [_merged_size(t, x, y, condition) for x, y in zip(a.shape, b.shape)]
+        with t.mode:
+            merged.append(a.new_empty(sizes))
+    args = (predicate, branches[0], branches[1], [t.env[v] for v in operands])
+    out = t.add_node(torch.ops.higher_order.cond, args, {}, merged)
+    items = iter([t.add_node(operator.getitem, (out, i), {}, v) for i, v in enumerate(merged)])
+    results_of_if = []
+    for k in range(len(outs[0])):
+        if k in numbers:
+            results_of_if.append(_chosen(t, pred, condition, numbers[k]))
+        elif k in read:  # (returned as a 0-d tensor)
+            results_of_if.append(t.read_number(next(items)))
+        else:
+            results_of_if.append(next(items))
+    for v, item in zip(written, items):  # what the branches wrote, from here on
+        t.env[v] = item
+        t.known.pop(v, None)
+    return Outputs(results_of_if)
+
+
+def _reconciled(
+    t: Translator, subs: list[Translator], outs: list[list], condition
+) -> tuple[dict[int, tuple], set[int]]:
+    """The outputs of an ``if``'s branches made alike for ONNX If, in place: a value a branch
+    leaves uninitialized (TorchScript's early ``return`` in the other one) a tensor of the
+    other branch's type; a number (the flag of an early return) the branches' expressions of
+    it where this translator computes it from them (returned by position), else a 0-d tensor
+    both return (the positions returned second), whose number the enclosing graph reads."""
+    numbers: dict[int, tuple] = {}
+    read: set[int] = set()
+    for k, (a, b) in enumerate(zip(*outs)):
+        if a is _UNINITIALIZED and b is _UNINITIALIZED:
+            numbers[k] = (a, b)
+        elif a is _UNINITIALIZED or b is _UNINITIALIZED:
+            filled, other = (0, 1) if a is _UNINITIALIZED else (1, 0)
+            outs[filled][k] = _tensor_like(subs[filled], subs[other], outs[other][k])
+        elif _is_number(subs[0], a) or _is_number(subs[1], b):
+            exprs = [_outer_expr(sub, x) for sub, x in zip(subs, (a, b))]
+            if condition is not None and all(e is not None and _computable(t, e) for e in exprs):
+                numbers[k] = tuple(exprs)
+                continue
+            for sub, branch_outs in zip(subs, outs):
+                branch_outs[k] = _as_tensor(sub, branch_outs[k], _number_dtype(sub.fake_of(branch_outs[k])))
+            read.add(k)
+        elif not all(
+            isinstance(x, torch.fx.Node) and isinstance(sub.fake_of(x), torch.Tensor) for sub, x in zip(subs, (a, b))
+        ):
+            raise ConversionError("a scripted `if` whose branches return lists or other values is not supported")
+    return numbers, read
+
+
+def _chosen(t: Translator, pred: torch.fx.Node, condition, exprs: tuple):
+    """The number an ``if`` on ``condition`` gives whose branches give ``exprs`` (over this
+    translator's symbols), computed here."""
+    a, b = exprs
+    if a is _UNINITIALIZED:
+        return a
+    if isinstance(a, sympy.logic.boolalg.Boolean) and isinstance(b, sympy.logic.boolalg.Boolean):
+        return _size_value(t, sympy.Or(sympy.And(condition, a), sympy.And(sympy.Not(condition), b)))
+    return t.arithmetic(torch.sym_ite, [pred, _size_value(t, a), _size_value(t, b)])
+
+
+def _outer_expr(t: Translator, value):
+    """A number this function computes (a Python number, or a node of a symbolic one) as an
+    expression over the enclosing translator's symbols; None when it is not one of sizes."""
+    if isinstance(value, bool):
+        return sympy.true if value else sympy.false
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    val = t.fake_of(value) if isinstance(value, torch.fx.Node) else None
+    if isinstance(val, torch.SymInt | torch.SymBool):
+        return val.node.expr.xreplace(t.renamed)
+    return None
+
+
+def _tensor_like(t: Translator, other: Translator, value: torch.fx.Node) -> torch.fx.Node:
+    """A tensor of this function standing for a value it leaves uninitialized, of the type of
+    ``value`` of the other branch ``other`` (zeros; never read: TorchScript reads it only where
+    the other branch ran), of its sizes where this function has them."""
+    val = other.fake_of(value)
+    if not isinstance(val, torch.Tensor):
+        raise ConversionError("a scripted `if` leaves a value uninitialized that is not a tensor in the other branch")
+    mine = {old: new for new, old in t.renamed.items()}
+    sizes = []
+    for d in val.shape:
+        expr = d.node.expr.xreplace(other.renamed).xreplace(mine) if isinstance(d, torch.SymInt) else None
+        sizes.append(d if expr is None else _size_value(t, expr) if _computable(t, expr) else 0)
+    return t.emit(aten.zeros.default, (sizes,), {"dtype": val.dtype})
+
+
+def _computable(t: Translator, expr) -> bool:
+    """Whether ``_size_value`` computes ``expr`` here."""
+    if isinstance(expr, sympy.logic.boolalg.BooleanAtom) or expr.is_Integer:
+        return True
+    if expr.is_Symbol:
+        return _size_source(t, expr) is not None
+    return type(expr) in _COMBINED and all(_computable(t, x) for x in expr.args)
+
+
+def _size_source(t: Translator, symbol) -> tuple[torch.fx.Node, int | None] | None:
+    """A value of this graph that is the size ``symbol``: a node of a symbolic size (None), or a
+    tensor and one of its dimensions."""
+    for n in t.graph.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, torch.SymInt) and val.node.expr == symbol:
+            return n, None
+        if isinstance(val, torch.Tensor):
+            for d, size in enumerate(val.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr == symbol:
+                    return n, d
+    return None
+
+
+def _size_value(t: Translator, expr):
+    """``expr`` (an expression of sizes, integer or boolean, over this translator's symbols)
+    computed in this graph from the values whose sizes it reads (see _computable)."""
+    if isinstance(expr, sympy.logic.boolalg.BooleanAtom):
+        return bool(expr)
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        source = _size_source(t, expr)
+        if source is None:
+            raise ConversionError(f"the size {expr} is no size of a value of this graph")
+        n, d = source
+        return n if d is None else t.emit(aten.sym_size.int, (n, d))
+    parts = [_size_value(t, x) for x in expr.args]
+    combine = _COMBINED.get(type(expr))
+    if combine is None:
+        raise ConversionError(f"the size {expr} has no computation here")
+    if len(parts) == 1:  # (a negation)
+        return t.arithmetic(combine, parts)
+    return functools.reduce(lambda x, y: t.arithmetic(combine, [x, y]), parts)
+
+
+def _merged_size(t: Translator, x, y, condition):
+    """The size of an ``if``'s result whose branches give ``x`` and ``y``: the one size both are
+    where the branch runs (``x.size(0) == 2`` gives 2 in the branch that tests it, the size
+    in the other), else one more dynamic size of the result."""
+    if x is y or known_equal(x, y):
+        return x
+    if condition is not None:
+        if known_equal(*_given(condition, x, y)):
+            return y
+        if known_equal(*_given(sympy.Not(condition), x, y)):
+            return x
+    return t.shape_env.create_unbacked_symint()
+
+
+def _loop(t: Translator, node):
+    trips, first, *initial = (t.env[v] for v in node.inputs())
+    (block,) = node.blocks()
+    if isinstance(trips, int) and first is True and _always_true(block) and trips <= 64:
+        # A loop of a trip count known when exporting, without `break`: unrolled, as exact.
+        state = initial
+        for i in range(trips):
+            state = t.inline(block, [i, *state])[1:]
+        return Outputs(state)
+    return _while_loop(t, trips, first, initial, block)
+
+
+def _while_loop(t: Translator, trips, first, initial: list, block):
+    """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
+    the state are carried as 0-d tensors."""
+    _written_outside([block], "loop", followed=False)
+    free = _operands(t, [block])
+    kinds = [isinstance(x, torch.fx.Node) and isinstance(t.fake_of(x), torch.Tensor) for x in initial]
+    carried = [_as_tensor(t, 0, torch.int64), _as_tensor(t, first, torch.bool)]
+    carried += [x if is_tensor else _as_tensor(t, x, torch.int64) for x, is_tensor in zip(initial, kinds)]
+    extra = [t.env[v] for v in free]
+    limit = trips if isinstance(trips, int) else _as_tensor(t, trips, torch.int64)
+    carried_vals = [t.fake_of(c) for c in carried]
+
+    bound_val = [] if isinstance(limit, int) else [t.fake_of(limit)]
+    cond = _sub_translator(t, carried_vals + [t.fake_of(e) for e in extra] + bound_val)
+    i, c = cond.inputs[0], cond.inputs[1]
+    bound = limit if isinstance(limit, int) else cond.inputs[-1]
+    below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
+    cond_fn, _ = _finish(cond, [cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", t, None)
+
+    body = _sub_translator(t, carried_vals, free, bound_val)
+    i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
+    ts_state = [s if is_tensor else body.read_number(s) for s, is_tensor in zip(state, kinds)]
+    outs = body.inline(block, [body.read_number(i), *ts_state])
+    again, new_state = outs[0], outs[1:]
+    updated = [body.emit(aten.add.Tensor, (i, 1)), _as_tensor(body, again, torch.bool)]
+    updated += [s if is_tensor else _as_tensor(body, s, torch.int64) for s, is_tensor in zip(new_state, kinds)]
+    for before, after in zip(carried_vals, updated):
+        got = body.fake_of(after)
+        if not isinstance(got, torch.Tensor) or got.dtype != before.dtype or list(got.shape) != list(before.shape):
+            raise ConversionError(
+                "a scripted loop changes the type or shape of a value it carries "
+                f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
+                f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
+            )
+    # (final: see retrace.Retrace; one writing into its own tensors is rewritten without in-place ops now)
+    body_fn, _ = _finish(body, updated, "while_loop_body", t, None)
+    additional = extra + ([] if isinstance(limit, int) else [limit])
+    args = (cond_fn, body_fn, tuple(carried), tuple(additional))
+    out = t.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
+    finals = [t.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
+    return Outputs(f if is_tensor else t.read_number(f) for f, is_tensor in zip(finals, kinds))
+
+
+def _operands(t: Translator, blocks) -> list:
+    """The enclosing graph's values the blocks read that are graph values (inputs of the
+    function); numbers and constants are read directly."""
+    free = _free_values(blocks)
+    lists = [v for v in free if holds_node(t.env[v]) and not isinstance(t.env[v], torch.fx.Node)]
+    if lists:
+        raise ConversionError("a scripted `if` or loop reads a list of tensors from outside it; this is not supported")
+    return [v for v in free if isinstance(t.env[v], torch.fx.Node)]
+
+
+def _as_tensor(t: Translator, value, dtype: torch.dtype):
+    """A number (Python or symbolic) or a tensor as a 0-d tensor of ``dtype`` (for control flow)."""
+    if isinstance(value, torch.fx.Node) and isinstance(t.fake_of(value), torch.Tensor):
+        return value if t.fake_of(value).dtype == dtype else t.emit(aten._to_copy.default, (value,), {"dtype": dtype})
+    return t.emit(aten.scalar_tensor.default, (value,), {"dtype": dtype})
+
+
+def _example_branch(t: Translator, pred) -> bool | None:
+    """The branch of a scripted ``if`` on ``pred`` (a graph value) the example takes; None when
+    the example gives no value (inside a branch it does not take)."""
+    val = t.fake_of(pred)
+    if isinstance(val, torch.Tensor):
+        real = t.example_of(pred)
+        return None if real is None else bool(real)
+    try:
+        return bool(t.hinted(val))
+    except ConversionError:
+        return None
+
+
+def _sub_translator(
+    t: Translator, before: Sequence = (), operands: Sequence = (), after: Sequence = (), assuming: Any = None
+) -> Translator:
+    """A translator of a control-flow function, sharing this one's fake mode: its own graph,
+    whose placeholders are the fake values ``before``, then the enclosing graph's values
+    ``operands`` (TorchScript values, read in the function through them), then ``after``.
+
+    ``assuming`` (a test of sizes, over this translator's symbols): the function is a branch
+    the example does not take, which runs where the test holds. Its code need not hold at the
+    example's sizes (``elif x.size(0) == 1: y = x + z`` broadcasts x only where that size is
+    1), so each symbol of the operands' sizes is a new unbacked one there (any size), of which
+    the test is assumed (``x.size(0)`` is 1 in that branch): torch decides on them what the
+    test implies, the rest as for any size it has no value of (a squeeze at run time, a
+    broadcast between equal sizes), and what would need a value of them fails (_if then
+    translates the branch with the example's sizes). The new symbols are the function's own
+    (``_outer_sizes`` maps them back), so that nothing assumed in it holds outside."""
+    sub = Translator.__new__(Translator)
+    sub.__dict__.update(t.__dict__)
+    sub.graph, sub.root, sub.sizes = torch.fx.Graph(), torch.nn.Module(), {}
+    # The enclosing graph's numbers and constants are the function's too; its nodes are not.
+    sub.env = {v: x for v, x in t.env.items() if not holds_node(x)}
+    sub.inputs = []
+    sub.renamed = {}
+    operand_vals = [t.fake_of(t.env[v]) for v in operands]
+    if assuming is not None:
+        operand_vals = _renamed_values(sub, operand_vals, assuming)
+    for v, val in [(None, f) for f in before] + list(zip(operands, operand_vals)) + [(None, f) for f in after]:
+        p = sub.graph.placeholder(f"arg{len(sub.inputs)}")
+        p.meta["val"] = val
+        sub.inputs.append(p)
+        if v is not None:
+            sub.env[v] = p
+    return sub
+
+
+def _renamed_values(t: Translator, values: list, assuming) -> list:
+    """``values`` (fake tensors and symbolic numbers) with each symbol they hold a new unbacked
+    one (``renamed`` maps it back), ``assuming`` held of the new ones (see _sub_translator)."""
+    env = t.shape_env
+    pending = list(env.pending_fresh_unbacked_symbols)
+    new_of: dict = {}
+
+    def rename(expr):
+        for symbol in sorted(expr.free_symbols, key=str):
+            if symbol not in new_of:
+                if symbol_is_type(symbol, (SymT.FLOAT, SymT.UNBACKED_FLOAT)):
+                    new = env.create_unbacked_symfloat()
+                else:
+                    # (any size: torch's 2 and up for a size traced so is no bound of a branch
+                    # on the size being 1)
+                    new = env.create_unbacked_symint()
+                    torch._check(new >= 0)
+                new_of[symbol] = new.node.expr
+        return expr.xreplace(new_of)
+
+    def renamed(val):
+        if isinstance(val, torch.Tensor):
+            if not any(isinstance(d, torch.SymInt) for d in val.shape):
+                return val
+            sizes = [
+                env.create_symintnode(rename(d.node.expr), hint=None) if isinstance(d, torch.SymInt) else d
+                for d in val.shape
+            ]
+            with t.mode:
+                return t.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+        if isinstance(val, torch.SymInt):
+            return env.create_symintnode(rename(val.node.expr), hint=None)
+        if isinstance(val, torch.SymFloat):
+            return env.create_symfloatnode(rename(val.node.expr), hint=None)
+        if isinstance(val, torch.SymBool):
+            return env.create_symboolnode(rename(val.node.expr))
+        return val
+
+    new_values = [renamed(val) for val in values]
+    for test in sympy.And.make_args(assuming):
+        # (a part of the test on sizes the function does not read says nothing of it)
+        if test.free_symbols and test.free_symbols <= new_of.keys():
+            torch._check(env.create_symboolnode(test.xreplace(new_of)))
+    # (placeholders of the function: no node of it makes them)
+    env.pending_fresh_unbacked_symbols[:] = pending
+    t.renamed = {new: old for old, new in new_of.items()}
+    return new_values
+
+
+def _outer_sizes(t: Translator, val):
+    """A fake tensor this function returns, its sizes in the enclosing translator's symbols
+    (those ``_sub_translator`` renamed mapped back)."""
+    if not t.renamed or not isinstance(val, torch.Tensor):
+        return val
+    sizes = [
+        _size(t.shape_env, d.node.expr.xreplace(t.renamed)) if isinstance(d, torch.SymInt) else d for d in val.shape
+    ]
+    with t.mode:
+        return t.without_real_values(torch.empty, (sizes,), {"dtype": val.dtype, "device": val.device})
+
+
+def _finish(
+    t: Translator, outputs: list, kind: str, parent: Translator, rewrite: bool | None = False
+) -> tuple[torch.fx.Node, list]:
+    """This control-flow function as a submodule of ``parent``'s module: the get_attr node of
+    ``parent``'s graph that reads it, and the fake values it returns. ``rewrite``: traced again
+    without in-place ops (True: it writes into some of its inputs and returns them last, see
+    _translated_if; None: where an in-place op would be read through another name), as
+    functionalized() does for the program, the writes into its inputs dropped (an ONNX If's
+    branch computes, returns)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    t.graph.output(tuple(outputs))
+    module = torch.fx.GraphModule(t.root, t.graph)
+    if rewrite is False or rewrite is None and not needs_functionalization(t.graph):
+        return _attach(module, kind, parent), [t.fake_of(o) for o in outputs]
+    retrace = Retrace(module)
+    run = torch.func.functionalize(retrace.run, remove="mutations")
+    values = [p.meta["val"] for p in t.inputs]
+    trace = make_fx(run, decomposition_table=_VIEW_COPIES, tracing_mode="real")
+    try:
+        # (with the example's values beside where it has them, as functionalized() traces: torch's
+        # view replays fail on some symbolic sizes without them)
+        with t.mode:
+            try:
+                new = trace(*values)
+            except Exception:  # noqa: BLE001 - inputs without the example's values (a branch it does not take)
+                new = t.without_real_values(trace, tuple(values), {})
+    except Exception as e:  # torch's retrace of the function
+        retrace.forget()
+        what = "writes into tensors made outside it" if rewrite else "writes into views of its tensors"
+        raise ConversionError(
+            f"a scripted `if` {what}, and rewriting its branch without in-place "
+            f"ops failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
+    for n in list(new.graph.nodes):
+        if n.target is aten.copy_.default and n.args[0].op == "placeholder" and not n.users:
+            new.graph.erase_node(n)
+    retrace.restore(new)
+    results = cast(Sequence[torch.fx.Node], new.graph.output_node().args[0])
+    return _attach(new, kind, parent), [r.meta["val"] for r in results]
+
+
+def _attach(module: torch.fx.GraphModule, kind: str, parent: Translator) -> torch.fx.Node:
+    name = f"{kind}_{len(parent.functions)}"
+    parent.functions.append(name)
+    setattr(parent.root, name, module)
+    return parent.graph.get_attr(name)
+
+
+def _uninitialized(t: Translator, node):
+    return _UNINITIALIZED
+
+
+# Functionalization replays views as copies (slice_copy), whose kernels fail on symbolic sizes
+# (``storage_offset()``): a view and a clone instead.
+_VIEW_COPIES = {
+    aten.slice_copy.Tensor: lambda *args, **kwargs: aten.slice.Tensor(*args, **kwargs).clone(),
+    aten.select_copy.int: lambda *args, **kwargs: aten.select.int(*args, **kwargs).clone(),
+}
+
+
+def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None = None) -> list:
+    """The tensors made outside the blocks of a scripted ``if`` or loop that the blocks write into
+    (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT passes remove only the
+    mutations they can prove local, and the blocks become functions of their inputs, where such a
+    write would be lost. With ``followed`` (an ``if``, node ``at``, whose branches then return the
+    tensors they wrote), each must be a tensor of its own, not a view of another nor one with a view
+    made before ``at`` read after it (it would read the tensor as it was); a ``ConversionError``
+    says which write cannot be followed."""
+    inside: set = set()
+    nodes: set = set()
+
+    def walk(block) -> None:
+        inside.update(block.inputs())
+        for node in block.nodes():
+            nodes.add(node)
+            for inner in node.blocks():
+                walk(inner)
+            inside.update(node.outputs())
+
+    for block in blocks:
+        walk(block)
+    written: list = []
+
+    def check(block) -> None:
+        for node in block.nodes():
+            for inner in node.blocks():
+                check(inner)
+            text = node.schema()
+            if text == "(no schema)":
+                continue
+            schema = resolve(text)[0]
+            for a, v in zip(schema.arguments, inputs(node)):
+                if a.alias_info is None or not a.alias_info.is_write:
+                    continue
+                base = v
+                # through the views made inside the blocks, to the tensor they view
+                while base in inside and base.node().outputsSize() == 1 and is_view(base.node()):
+                    base = base.node().inputsAt(0)
+                if base in inside or base in written:
+                    continue
+                stale = at is not None and any(
+                    u.user not in nodes
+                    and is_view(u.user)
+                    and any(later.user.isAfter(at) for later in u.user.output().uses())
+                    for u in base.uses()
+                )
+                if not followed or is_view(base.node()) or stale:
+                    raise ConversionError(
+                        f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
+                        + (f", {where(node)}" if source_line(node) else "")
+                        + (
+                            "; the tensor is a view, or a view of it made before the `if` is read after it)"
+                            if followed
+                            else "); fastonnx converts loops whose body writes only into its own tensors"
+                        )
+                    )
+                written.append(base)
+
+    for block in blocks:
+        check(block)
+    return written
+
+
+def _free_values(blocks) -> list:
+    """The values the blocks (and blocks nested in them) read but do not define, in order of use."""
+    defined: set = set()
+    free: dict = {}
+
+    def walk(block):
+        defined.update(block.inputs())
+        for n in block.nodes():
+            for v in n.inputs():
+                if v not in defined:
+                    free.setdefault(v, None)
+            for b in n.blocks():
+                walk(b)
+            defined.update(n.outputs())
+        for v in block.outputs():
+            if v not in defined:
+                free.setdefault(v, None)
+
+    for block in blocks:
+        walk(block)
+    return list(free)
+
+
+# Expressions of sizes and the operations that compute them (see _size_value).
+_COMBINED = {row.sympy: row.python for row in arithmetic.TABLE if row.sympy is not None}
+
+
+class _Uninitialized:
+    """TorchScript's ``prim::Uninitialized``: the value of a branch that returned early, never read."""
+
+
+_UNINITIALIZED = _Uninitialized()
+
+
+def _is_number(translator: Translator, value) -> bool:
+    """Whether a value of a translated graph is a number (Python, or a node of a symbolic one)."""
+    if isinstance(value, bool | int | float):
+        return True
+    return isinstance(value, torch.fx.Node) and isinstance(
+        translator.fake_of(value), torch.SymInt | torch.SymFloat | torch.SymBool
+    )
+
+
+def _number_dtype(value) -> torch.dtype:
+    """The dtype of a 0-d tensor holding ``value`` (a Python or symbolic number)."""
+    if isinstance(value, bool | torch.SymBool):
+        return torch.bool
+    return torch.float64 if isinstance(value, float | torch.SymFloat) else torch.int64
+
+
+def _condition_of(val) -> Any:
+    """The test a scripted ``if``'s predicate makes of sizes (a sympy boolean), when it is one."""
+    if isinstance(val, torch.SymBool) and val.node.expr.free_symbols:
+        return val.node.expr
+    return None
+
+
+def _given(condition, *sizes) -> list:
+    """``sizes`` where ``condition`` holds: the symbols it makes equal to something replaced."""
+    values = {}
+    for test in sympy.And.make_args(condition):
+        if isinstance(test, sympy.Eq):
+            a, b = test.args
+            if isinstance(a, sympy.Symbol):
+                values[a] = b
+            elif isinstance(b, sympy.Symbol):
+                values[b] = a
+
+    def given(size):
+        if not isinstance(size, torch.SymInt) or not values:
+            return size
+        return _size(size.node.shape_env, size.node.expr.xreplace(values))
+
+    return [given(size) for size in sizes]
+
+
+def _size(shape_env: ShapeEnv, expr) -> int | torch.SymInt:
+    """The size ``expr`` (over the ShapeEnv's symbols), with the example's value where it has one."""
+    if expr.is_number:
+        return int(expr)
+    backed = shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
+    hint = expr.xreplace(backed)
+    return shape_env.create_symintnode(expr, hint=int(hint) if hint.is_number else None)
+
+
+def _always_true(block) -> bool:
+    """Whether a loop body's continue-condition is the constant True (a loop without ``break``)."""
+    cond = next(iter(block.outputs()))
+    return cond.node().kind() == "prim::Constant" and cond.toIValue() is True
+
+
+HANDLERS: dict[str, Handler] = {
+    "prim::If": _if,
+    "prim::Loop": _loop,
+    "prim::Uninitialized": _uninitialized,
+}

@@ -1,0 +1,205 @@
+"""TorchScript's ``prim::`` nodes and its builtins on Python values in the translator: constants,
+lists and tuples become Python values, ``prim::NumToTensor``/``aten::Int`` pairs and integer
+arithmetic become arithmetic on sizes (so a size the tracer recorded stays a size of the graph),
+and a tensor's sizes, rank, dtype and element count are read from its fake value."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ...core.dtypes import scalar_type_code
+from ...errors import ConversionError
+from .nodes import inputs
+from .packed_sequences import BatchSizes
+from .quantized import QTensor
+from .translator import Handler, Outputs, Translator, holds_node
+
+aten = torch.ops.aten
+
+_PYTHON_TYPES = {int: (int, torch.SymInt), float: (float, torch.SymFloat), bool: (bool, torch.SymBool)}
+
+
+def _constant(t: Translator, node):
+    value = node.output().toIValue() if node.outputsSize() else None
+    if isinstance(value, list | tuple) and any(isinstance(x, torch.Tensor) for x in value):
+        # torch's constant propagation folds a list of constant tensors (indices) into one
+        # constant: each tensor is a constant of the graph.
+        return type(value)(t.constant_node(x) if isinstance(x, torch.Tensor) else x for x in value)
+    if isinstance(value, torch.Tensor):
+        n = t.constant_node(value)
+        if value.numel() <= 64 and not value.is_quantized:
+            t.known[node.output()] = value
+        if value.dim() == 0 and not value.is_floating_point() and not value.is_complex():
+            t.sizes[node.output()] = int(value)
+        return n
+    return value
+
+
+def _list_construct(t: Translator, node):
+    ins = inputs(node)
+    values = [t.env[v] for v in ins]
+    if (
+        values
+        and any(v in t.known for v in ins)
+        and all(v in t.known or not holds_node(x) for v, x in zip(ins, values))
+    ):
+        t.known[node.output()] = [t.known.get(v, x) for v, x in zip(ins, values)]
+    return values
+
+
+def _list_unpack(t: Translator, node):
+    value = t.env[node.input()]
+    if isinstance(value, list | tuple):
+        return Outputs(value)
+    return Outputs(t.emit(operator.getitem, (value, i)) for i in range(node.outputsSize()))
+
+
+def _tuple_index(t: Translator, node):
+    seq, index = (t.env[v] for v in inputs(node))
+    return seq[index]
+
+
+def _getitem(t: Translator, node):
+    seq, index = (t.env[v] for v in inputs(node))
+    if isinstance(seq, list | tuple) and isinstance(index, int):
+        return seq[index]
+    return t.op(node)
+
+
+def _range_length(t: Translator, node):
+    """The trip count of ``for i in range(lo, hi, step)`` in a scripted loop."""
+    lo, hi, step = (t.env[v] for v in node.inputs())
+    if not isinstance(step, int) or step == 0:
+        raise ConversionError("a scripted range() with a step that is not a constant is not supported")
+    if step < 0:
+        lo, hi, step = hi, lo, -step
+    span = t.arithmetic(operator.add, [t.arithmetic(operator.sub, [hi, lo]), step - 1])
+    return t.arithmetic(torch.sym_max, [t.arithmetic(operator.floordiv, [span, step]), 0])
+
+
+def _derive_index(t: Translator, node):
+    index, start, step = (t.env[v] for v in node.inputs())
+    return t.arithmetic(operator.add, [start, t.arithmetic(operator.mul, [index, step])])
+
+
+def _len(t: Translator, node):
+    seq = t.env[node.input()]
+    if isinstance(seq, list | tuple):
+        return len(seq)
+    return t.op(node)
+
+
+def _num_to_tensor(t: Translator, node):
+    size = t.env[node.input()]
+    t.sizes[node.output()] = size
+    dtype = torch.float64 if isinstance(t.fake_of(size), float | torch.SymFloat) else torch.int64
+    if isinstance(size, int | float):
+        t.known[node.output()] = torch.tensor(size, dtype=dtype)
+    return t.emit(aten.scalar_tensor.default, (size,), {"dtype": dtype})
+
+
+def _number(t: Translator, node, cast=None):
+    """``aten::Int`` and its kin: the size a 0-d tensor was made from, else the tensor's
+    value (an unbacked symbol when it depends on data), converted by ``cast`` (int, float,
+    bool; None keeps the number's own type)."""
+    v = node.input()
+    if v in t.known:
+        number = t.known[v].item()
+    elif v in t.sizes:
+        number = t.sizes[v]
+    else:
+        value = t.env[v]
+        if not isinstance(value, torch.fx.Node):
+            return value if cast is None else cast(value)
+        number = t.read_number(value)
+    if cast is None or isinstance(t.fake_of(number), _PYTHON_TYPES[cast]):
+        return number
+    if cast is bool:
+        return t.arithmetic(operator.ne, [number, 0])
+    return t.arithmetic(torch.sym_int if cast is int else torch.sym_float, [number])
+
+
+def _int(t: Translator, node):
+    return _number(t, node, int)
+
+
+def _float(t: Translator, node):
+    return _number(t, node, float)
+
+
+def _bool(t: Translator, node):
+    return _number(t, node, bool)
+
+
+def _size(t: Translator, node):
+    ins = [t.env[v] for v in inputs(node)]
+    if isinstance(ins[0], QTensor):
+        ins[0] = ins[0].ints
+    if isinstance(ins[0], BatchSizes):  # batch_sizes.size(0): the longest sequence's length
+        longest = t.emit(aten.max.default, (ins[0].packed.lengths,))
+        return t.read_number(longest)
+    val = t.fake_of(ins[0])
+    if len(ins) == 2:
+        dim = ins[1] % val.dim()
+        return t.size_of(ins[0], dim)
+    return [t.size_of(ins[0], d) for d in range(val.dim())]
+
+
+def _shape_as_tensor(t: Translator, node):
+    """A tensor's shape as a 1-D tensor (torchvision's detection models take sizes this way);
+    its elements stay the sizes they are for a select or slice of it."""
+    value = t.env[node.input()]
+    sizes = [t.size_of(value, d) for d in range(t.fake_of(value).dim())]
+    parts = [t.emit(aten.scalar_tensor.default, (s,), {"dtype": torch.int64}) for s in sizes]
+    shape = t.emit(aten.stack.default, (parts,))
+    t.shape_tensors[node.output()] = sizes
+    if all(isinstance(x, int) for x in sizes):
+        t.known[node.output()] = torch.tensor(sizes, dtype=torch.int64)
+    return shape
+
+
+def _dim(t: Translator, node):
+    value = t.env[node.input()]
+    return t.fake_of(value.ints if isinstance(value, QTensor) else value).dim()
+
+
+def _dtype(t: Translator, node):
+    return scalar_type_code(t.fake_of(t.env[node.input()]).dtype)
+
+
+def _device(t: Translator, node):
+    return torch.device("cpu")
+
+
+def _numel(t: Translator, node):
+    tensor = t.env[node.input()]
+    numel = t.fake_of(tensor).numel()
+    return numel if isinstance(numel, int) else t.emit(aten.sym_numel.default, (tensor,))
+
+
+HANDLERS: dict[str, Handler] = {
+    "prim::Constant": _constant,
+    "prim::ListConstruct": _list_construct,
+    "prim::TupleConstruct": _list_construct,
+    "prim::ListUnpack": _list_unpack,
+    "prim::TupleUnpack": _list_unpack,
+    "prim::TupleIndex": _tuple_index,
+    "aten::__getitem__": _getitem,
+    "aten::__range_length": _range_length,
+    "aten::__derive_index": _derive_index,
+    "aten::len": _len,
+    "prim::NumToTensor": _num_to_tensor,
+    "aten::Int": _int,
+    "aten::Float": _float,
+    "aten::Bool": _bool,
+    "aten::ScalarImplicit": _number,
+    "prim::ImplicitTensorToNum": _number,
+    "aten::size": _size,
+    "aten::_shape_as_tensor": _shape_as_tensor,
+    "aten::dim": _dim,
+    "prim::dtype": _dtype,
+    "prim::device": _device,
+    "aten::numel": _numel,
+}
