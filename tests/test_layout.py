@@ -133,3 +133,14 @@ def test_import_fastonnx_imports_no_torch():
     code = "import sys, fastonnx, fastonnx.__main__; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES), ids=lambda m: m or "fastonnx")
+def test_modules_and_classes_stay_small(module):
+    """No module over 800 lines and no class over 400: past that a file holds several concerns."""
+    text = MODULES[module].read_text()
+    assert text.count("\n") <= 800, f"{MODULES[module]} has {text.count(chr(10))} lines: split it by concern"
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ClassDef):
+            lines = node.end_lineno - node.lineno + 1
+            assert lines <= 400, f"{MODULES[module]}:{node.lineno} class {node.name} has {lines} lines: split it"

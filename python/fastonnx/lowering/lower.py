@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import operator
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,20 +21,20 @@ from typing import Any
 import sympy
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
+from torch.export.graph_signature import InputKind, TensorArgument
 from torch.utils._sympy.value_ranges import bound_sympy
 
 from .. import _C
 from ..converters.registry import GraphContext, Value, converter_for
 from ..core.dtypes import dtype_code
 from ..dynamic.request import StaticAxis
-from ..errors import ArgumentError, ConversionError
+from ..errors import ConversionError
 from ..weights.source import STREAM_DTYPE
 from .control_flow import LOWERINGS
 from .functions import ModuleScopes
 from .graph import PreparedGraph, source_line
 from .op_table import REQUIRED, Plan, Route, aten, live_nodes, plan_for, qualified_name, route
-from .output_names import output_paths
+from .outputs import set_outputs
 from .values import RESHAPES, asked_shape_of, graph_meta, static_number, tensor_meta
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -409,114 +408,12 @@ class Lowering:
     def set_outputs(
         self, output_names: Sequence[str] | None, output_axes: dict[str, dict[int, str]] | None = None
     ) -> list[str]:
-        """Graph outputs, named by ``output_names`` in order, the rest by where they sit in what
-        ``forward`` returns (see ``output_paths``). A returned Python number is a 0-d tensor
-        (int64, the default float dtype or bool, as torch.onnx makes it); a returned None is
-        dropped, as torch.onnx drops it. ``output_axes`` (dynamic_axes of outputs, by name): an
-        axis that is one symbol is named as asked; one that is static goes to ``static_axes``."""
-        sig = self.ep.graph_signature
-        user_names = list(output_names or [])
-        values = [
-            v
-            for spec, v in zip(sig.output_specs, self.model_frame.prepared.results)
-            if spec.kind == OutputKind.USER_OUTPUT
-        ]
-        # (mutations of buffers and inputs, the other outputs, have no place in an ONNX graph)
-        paths = output_paths(self.ep.call_spec.out_spec, len(values))
-        outputs, vals = [], []
-        for value, path in zip(values, paths):
-            if value is None:
-                continue
-            ref, val = self._output_value(value, path)
-            # A returned dict's key may be an input's name too (`state`): the output then is
-            # `output_state`, and the input keeps its name.
-            name = user_names.pop(0) if user_names else (f"output_{path}" if path in self.input_names else path)
-            outputs.append((ref, name))
-            vals.append(val)
-        # Renaming dimensions is for a value that is one output's alone: an input's, a weight's or
-        # one returned twice would be renamed there too.
-        leaves = {
-            v.id
-            for n, v in self.model_frame.env.items()
-            if n.op in ("placeholder", "get_attr") and isinstance(v, _C.ValueRef)
-        }
-        returned = Counter(ref.id for ref, _ in outputs)
-        for (ref, name), val in zip(outputs, vals):
-            requested = (output_axes or {}).get(name)
-            if requested:
-                own = ref.id not in leaves and returned[ref.id] == 1
-                self._name_output_dims(ref, val, name, requested, own)
-        self.session.set_outputs(outputs)
-        return [name for _, name in outputs]
+        """The graph's outputs (``outputs.set_outputs``); returns their names."""
+        return set_outputs(self, output_names, output_axes)
 
-    def _output_value(self, value, path: str):
-        """The graph value of one returned value, and what torch recorded of it."""
-        if isinstance(value, torch.fx.Node):
-            val, ref = value.meta.get("val"), self.model_frame.env[value]
-            if isinstance(val, torch.Tensor):
-                return ref, val
-            if isinstance(val, (int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                return self._scalar_output(ref, val, path), val
-        elif isinstance(value, (int, float)):
-            return self._scalar_output(value, value, path), value
-        raise ConversionError(f"output {path} is {value!r}, not a tensor or a number; ONNX outputs are tensors")
-
-    def _scalar_output(self, ref, val, path: str):
-        """A returned Python number ``val`` as a 0-d tensor of the type torch.onnx gives it:
-        int64, bool, or the default float dtype. ``ref`` is its graph value (an int64, float64
-        or bool 0-d tensor) or, when torch knows it, the number itself."""
-        dtype = (
-            torch.bool
-            if isinstance(val, (bool, torch.SymBool))
-            else torch.int64
-            if isinstance(val, (int, torch.SymInt))
-            else torch.get_default_dtype()
-        )
-        if isinstance(ref, (int, float)):
-            op, kwargs = aten.scalar_tensor.default, {"s": ref, "dtype": dtype}
-        elif isinstance(val, torch.SymFloat) and dtype != torch.float64:  # computed in float64
-            op, kwargs = aten._to_copy.default, {"self": ref, "dtype": dtype}
-        else:
-            return ref
-        plan, fx_name = plan_for(op), f"output_{path}"
-        assert plan is not None  # both ops have converters
-        try:
-            return self.session.convert(
-                plan.op_id, self._args(fx_name, op, plan, (), kwargs), [(dtype_code(dtype), [])], fx_name
-            )[0]
-        except _C.ConvertError as e:
-            raise ConversionError(f"output {path}: {e}") from None
-
-    def _name_output_dims(self, ref, val, name: str, requested: dict[int, str], own: bool) -> None:
-        """Checks the requested axes of an output; names the ones that are one symbol as asked
-        (when ``own``: the value is this output's alone) and lists the static ones."""
-        rank = val.dim() if isinstance(val, torch.Tensor) else 0
-        bad = [a for a in requested if isinstance(a, bool) or not isinstance(a, int)]
-        if bad:
-            raise ArgumentError(f"dynamic_axes[{name!r}]: dimension {bad[0]!r} is not an axis number")
-        # torch.onnx names the output's axes that exist and ignores the others
-        missing = [a for a in requested if not -rank <= a < rank]
-        self.ignored_axes += [
-            f"dynamic_axes[{name!r}] axis {a} is ignored: output `{name}` has rank {rank}" for a in missing
-        ]
-        requested = {a: n for a, n in requested.items() if a not in missing}
-        shape = list(val.shape)
-        dims = self.tensor_meta(val)[1]
-        renamed = False
-        for axis, dim_name in requested.items():
-            axis %= rank
-            expr = shape[axis].node.expr if isinstance(shape[axis], torch.SymInt) else None
-            if expr is None or expr.is_number:
-                self.static_axes.append(
-                    StaticAxis(
-                        f"output `{name}`",
-                        axis,
-                        dim_name,
-                        int(shape[axis]),
-                        "(its size depends on no dynamic input axis)",
-                    )
-                )
-            elif expr.is_Symbol and own and dims[axis] != dim_name:
-                dims[axis], renamed = dim_name, True
-        if renamed:
-            self.session.set_meta(ref, dtype_code(val.dtype), dims)
+    def convert_call(self, fx_name: str, op, kwargs: dict, metas: list) -> list:
+        """Converts ``op`` called with ``kwargs`` alone (a node the lowering makes itself, named
+        ``fx_name``), its results of ``metas``; the op must have a native converter."""
+        plan = plan_for(op)
+        assert plan is not None, qualified_name(op)
+        return self.session.convert(plan.op_id, self._args(fx_name, op, plan, (), kwargs), metas, fx_name)
