@@ -6,6 +6,7 @@ the traced ones."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -90,7 +91,8 @@ def test_an_axis_the_model_fixes_stays_static_with_one_warning():
     assert "2 axis/axes asked to be dynamic are static" in message
     assert "input `x` axis 0 ('rows'): fixed to 4 at " in message and "rows = x.view(4, -1)" in message
     assert "input `y` axis 1 ('three'): fixed to 3 at " in message and "y + self.weight" in message
-    assert "/fastonnx/" not in warned[0].filename  # points at the caller of export
+    # Points at the caller of export, outside the package (whatever the checkout's folder is called).
+    assert not Path(warned[0].filename).resolve().is_relative_to(Path(fastonnx.__file__).resolve().parent)
     graph = result.model_proto.graph
     # dim_params exactly on the axes that stayed dynamic.
     assert [_dims(i) for i in graph.input] == [[4, "cols"], ["n", 3]]

@@ -9,7 +9,7 @@ import threading
 import torch
 
 import fastonnx
-from fastonnx.pipeline import export as _export
+from fastonnx.frontends import choice as _choice
 
 
 def _models():
@@ -69,7 +69,7 @@ def test_one_module_from_two_threads():
 def test_exports_run_one_at_a_time(monkeypatch):
     inside, most = 0, 0
     lock = threading.Lock()
-    real_trace = _export.trace_requested
+    real_trace = _choice.trace_requested
 
     def counting_trace(*a, **k):
         nonlocal inside, most
@@ -82,7 +82,7 @@ def test_exports_run_one_at_a_time(monkeypatch):
             with lock:
                 inside -= 1
 
-    monkeypatch.setattr(_export, "trace_requested", counting_trace)
+    monkeypatch.setattr(_choice, "trace_requested", counting_trace)
     model, args = _models()[0]
     assert _run_together([lambda: fastonnx.export(model, args)] * 3) == []
     assert most == 1

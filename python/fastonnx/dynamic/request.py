@@ -8,7 +8,7 @@ as torch.onnx's exporter does, ``Dim.DYNAMIC`` under that name.
 ``dynamic_axes=`` is torch.onnx's form (``{"x": {0: "batch"}}`` or ``{"x": [0]}``): the axis is
 traced with ``Dim.AUTO``, dynamic where the model allows it. An axis the model fixes stays static
 in the ONNX graph, and one warning lists every such axis and why. In both forms, an axis whose
-example size is 0 or 1 is traced dynamic too (_small_sizes; ``Request.make_static`` when it cannot
+example size is 0 or 1 is traced dynamic too (_small_sizes; ``Attempt.make_static`` when it cannot
 be). Keys name the flattened tensor
 inputs (``input_names``, else torch.export's names: the argument's, nested parts joined with
 ``_``), a top-level argument that is one tensor, or an output.
@@ -21,7 +21,6 @@ import linecache
 import os
 import sysconfig
 import traceback
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -30,6 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
+from ..core.stack import in_package, warn
 from ..errors import ArgumentError, DynamicAxesWarning, TraceError
 
 # Per flattened tensor input (in torch.export's order: positional arguments, then keyword
@@ -37,9 +37,10 @@ from ..errors import ArgumentError, DynamicAxesWarning, TraceError
 DimNames = list[dict[int, str]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
-    """What the user asked for, in the forms tracing and lowering take."""
+    """What the user asked for, in the forms tracing and lowering take. Tracing never changes it:
+    what an attempt at tracing makes of it is an ``Attempt``."""
 
     shapes: object = None  # dynamic_shapes for torch.export
     dim_names: DimNames = field(default_factory=list)
@@ -52,19 +53,74 @@ class Request:
     # fastonnx, saying so.
     ignored: dict[str, str] = field(default_factory=dict)
     # Per tensor input: its requested axes, the very dicts ``shapes`` holds (axis -> Dim.AUTO,
-    # Dim.DYNAMIC or a Dim), so that ``make_static`` changes what torch.export is given; and its shape.
+    # Dim.DYNAMIC or a Dim), so that an attempt's ``shapes`` can leave out those it made static;
+    # and its shape.
     axes: list[dict[int, Any]] = field(default_factory=list)
     shapes_of_inputs: list[tuple[int, ...]] = field(default_factory=list)
-    # (tensor input, axis) -> why a requested axis traced at size 0 or 1 is static (see _small_sizes).
+
+    def ignored_keys(self, input_names: Sequence[str], output_names: Sequence[str]) -> dict[str, str]:
+        """The dynamic_axes keys ignored, with why: those that name no tensor of the call, and the
+        output keys that name no output (torch.onnx ignores a key that names neither an input nor
+        an output), naming what the keys may be."""
+        unmatched = {
+            key: f"names neither an input ({', '.join(input_names)}) nor an output ({', '.join(output_names)})"
+            for key in sorted(set(self.output_axes) - set(output_names))
+        }
+        return {**self.ignored, **unmatched}
+
+
+@dataclass
+class Attempt:
+    """One attempt at tracing the request: the requested axes it made static and why, and what its
+    trace recorded. An attempt that fails leaves its state to the next one to start from
+    (``again``); the request itself is never changed."""
+
+    request: Request
+    # (tensor input, axis) -> why the attempt made that requested axis static (see make_static).
     why: dict[tuple[int, int], str] = field(default_factory=dict)
     # Those of them made static by a test in scripted code (see in_scripted_code).
     scripted: set[tuple[int, int]] = field(default_factory=set)
+    # Per graph input, the requested names of its dynamic axes (the TorchScript front end makes a
+    # quantized input three graph inputs).
+    dim_names: DimNames = field(init=False)
+    # Where torch.export's trace replaced each symbolic size (see why_static), for a request that
+    # lets the model fix an axis; None for a strict one.
+    fixed: dict | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dim_names = list(self.request.dim_names)
+        self.fixed = {} if self.request.relaxed else None
+
+    def again(self) -> Attempt:
+        """A new attempt, starting with the axes this one made static."""
+        return Attempt(self.request, dict(self.why), set(self.scripted))
+
+    @property
+    def axes(self) -> list[dict[int, Any]]:
+        """Per tensor input, its requested axes still dynamic (axis -> Dim.AUTO, Dim.DYNAMIC or a Dim)."""
+        return [
+            {axis: d for axis, d in axes.items() if (i, axis) not in self.why}
+            for i, axes in enumerate(self.request.axes)
+        ]
+
+    @property
+    def shapes(self) -> object:
+        """torch.export's dynamic_shapes: the request's, without the axes made static."""
+        if not self.why:
+            return self.request.shapes
+        own = {id(axes): i for i, axes in enumerate(self.request.axes)}
+        dynamic = self.axes
+        return pytree.tree_map(
+            lambda spec: dynamic[own[id(spec)]] if id(spec) in own else spec,
+            self.request.shapes,
+            is_leaf=lambda spec: id(spec) in own,
+        )
 
     def small_axes(self) -> list[tuple[int, int]]:
-        """The requested axes whose example size is 0 or 1, (tensor input, axis)."""
+        """The requested axes still dynamic whose example size is 0 or 1, (tensor input, axis)."""
         return [
             (i, axis)
-            for i, (axes, shape) in enumerate(zip(self.axes, self.shapes_of_inputs))
+            for i, (axes, shape) in enumerate(zip(self.axes, self.request.shapes_of_inputs))
             for axis in axes
             if axes[axis] != Dim.STATIC and shape[axis] in (0, 1)
         ]
@@ -73,37 +129,15 @@ class Request:
         """Traces the axis static from now on: one given by ``dynamic_axes`` or as ``Dim.AUTO``,
         which torch.export may specialize; for another (a name, ``Dim.DYNAMIC``, a ``Dim``), the
         user asked for a dynamic axis and a ``TraceError`` says why it cannot be."""
-        if self.axes[i][axis] != Dim.AUTO:
-            name = self.dim_names[i].get(axis) if i < len(self.dim_names) else None
+        request = self.request
+        if request.axes[i][axis] != Dim.AUTO:
+            name = request.dim_names[i].get(axis) if i < len(request.dim_names) else None
             raise TraceError(
-                f"dynamic_shapes: {self.sources[i] if i < len(self.sources) else f'input {i}'} axis {axis}"
+                f"dynamic_shapes: {request.sources[i] if i < len(request.sources) else f'input {i}'} axis {axis}"
                 + (f" ('{name}')" if name else "")
-                + f" is fixed to {self.shapes_of_inputs[i][axis]} {why}"
+                + f" is fixed to {request.shapes_of_inputs[i][axis]} {why}"
             )
-        del self.axes[i][axis]
         self.why[(i, axis)] = why
-
-    def snapshot(self) -> tuple:
-        """What tracing changes of the request (the axes ``make_static`` removed, and why), for
-        ``restore``."""
-        return [dict(axes) for axes in self.axes], dict(self.why), set(self.scripted)
-
-    def restore(self, state: tuple) -> None:
-        """The request as ``snapshot`` saw it (the axes' dicts are those ``shapes`` holds: updated
-        in place)."""
-        axes, why, scripted = state
-        for mine, saved in zip(self.axes, axes):
-            mine.clear()
-            mine.update(saved)
-        self.why, self.scripted = dict(why), set(scripted)
-
-    def ignore_unmatched_outputs(self, input_names: Sequence[str], output_names: Sequence[str]) -> None:
-        """Ignores the output keys that name no output (torch.onnx ignores a key that names neither
-        an input nor an output), naming what the keys may be."""
-        for key in sorted(set(self.output_axes) - set(output_names)):
-            self.ignored[key] = (
-                f"names neither an input ({', '.join(input_names)}) nor an output ({', '.join(output_names)})"
-            )
 
 
 @dataclass(frozen=True)
@@ -407,18 +441,18 @@ class StaticAxis:
 def warn_static(
     static: list[StaticAxis],
     shared: list[tuple[str, str, str]],
+    ignored_keys: dict[str, str],
     ignored_axes: list[str],
     request: Request,
-    stacklevel: int,
 ) -> None:
     """One warning for every requested axis that stayed static, for the names given to axes
     that torch found to be one size (``shared``: (kept name, dropped name, where); a name
     fastonnx made up is dropped silently), and for the keys and output axes it ignored
-    (``request.ignored``, ``ignored_axes``: a line each)."""
+    (``ignored_keys``: key -> why, see Request.ignored_keys; ``ignored_axes``: a line each)."""
     shared = [s for s in shared if s[1] not in request.generated]
-    if not static and not shared and not request.ignored and not ignored_axes:
+    if not static and not shared and not ignored_keys and not ignored_axes:
         return
-    lines = [f"dynamic_axes[{key!r}] is ignored: {why}" for key, why in request.ignored.items()] + ignored_axes
+    lines = [f"dynamic_axes[{key!r}] is ignored: {why}" for key, why in ignored_keys.items()] + ignored_axes
     if static:
         lines.append(
             f"dynamic_axes: {len(static)} axis/axes asked to be dynamic are static in the traced model, "
@@ -431,13 +465,13 @@ def warn_static(
     if shared:
         lines.append("dynamic_axes: axes torch found to be equal share one dimension name:")
         lines += [f"  - '{dropped}' ({where}) is '{kept}'" for kept, dropped, where in shared]
-    warnings.warn(DynamicAxesWarning("\n".join(lines)), stacklevel=stacklevel)
+    warn(DynamicAxesWarning("\n".join(lines)))
 
 
 def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str:
     """Why the input axis torch's ShapeEnv knows as ``<source>.size()[axis]`` is static: the
     traced size when torch specialized it (0 and 1: an axis fastonnx did not trace dynamic, whose
-    reason ``Request.why`` has otherwise), else the user source line where the trace fixed it,
+    reason ``Attempt.why`` has otherwise), else the user source line where the trace fixed it,
     from ``fixed`` (symbol -> (what it was replaced by, frame), see trace())."""
     if size in (0, 1):
         return f"(traced at size {size}, which torch.export specializes)"
@@ -466,14 +500,15 @@ def fixing_frame(shape_env, source: str, axis: int, fixed: dict) -> traceback.Fr
     return frame
 
 
-_OURS = tuple(os.path.join(os.path.dirname(p), "") for p in (torch.__file__, __file__))
+_TORCH = os.path.join(os.path.dirname(torch.__file__), "")
 _STDLIB = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib"))
 _SITE = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib"))
 
 
 def _is_library(filename: str) -> bool:
     return (
-        filename.startswith(_OURS)
+        in_package(filename)
+        or filename.startswith(_TORCH)
         or filename.startswith("<")
         or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
     )

@@ -43,13 +43,13 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
+from ..core.stack import in_package
 from ..errors import ConversionError
 from .request import in_scripted_code, user_frame
 
 # Set while ShapeEnv.create_symbol makes the symbol of a size whose example is 0.
 _MAKING_ZERO = contextvars.ContextVar("fastonnx_making_zero", default=False)
 _NN = os.path.join(os.path.dirname(torch.__file__), "nn", "")
-_OURS = os.path.join(os.path.dirname(__file__), "")
 # The domains of the programs traced with sizes of 0 or 1 dynamic, by their ShapeEnv (see retracing).
 _DOMAINS: weakref.WeakKeyDictionary[ShapeEnv, dict[sympy.Symbol, ValueRanges]] = weakref.WeakKeyDictionary()
 
@@ -113,7 +113,7 @@ def _model_frame(frame) -> traceback.FrameSummary | None:
     of torch's that tests the size)."""
     stack = traceback.StackSummary.extract(traceback.walk_stack(frame), lookup_lines=False)  # innermost first
     # (past fastonnx's call of torch.export: export()'s caller, no part of the model)
-    traced = next((i for i, f in enumerate(stack) if f.filename.startswith(_OURS) and f.filename != __file__), None)
+    traced = next((i for i, f in enumerate(stack) if in_package(f.filename) and f.filename != __file__), None)
     frames = list(stack)[:traced]
     return user_frame(frames[::-1]) or next((f for f in frames if f.filename.startswith(_NN)), None)
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
 import tempfile
-import warnings
 import weakref
 from pathlib import Path
 from unittest import mock
 
 import torch
+import transformers
 import transformers.exporters.base as transformers_exporters_base
 from transformers.cache_utils import Cache
 from transformers.exporters.configs import OnnxConfig
@@ -48,6 +49,7 @@ from transformers.exporters.utils import (
     quantize_converted_model,
 )
 
+from ..core.stack import warn
 from ..errors import ArgumentError, DynamicAxesWarning
 from ..pipeline.export import export
 from ..weights.source import for_module
@@ -225,11 +227,11 @@ def _warn_sizes_of_one(onnx_model, sample_inputs) -> None:
             if isinstance(dim, int) and dim == 1 and example.shape[axis] == 1 and not query:
                 fixed.append(f"`{value.name}` axis {axis}")
     if fixed:
-        warnings.warn(
+        warn(
             f"these input axes were traced at size 1 and stay 1 in the ONNX graph (torch.export specializes "
             f"a size of 1): {', '.join(fixed)}; trace with 2 or more (a batch of 2)",
             DynamicAxesWarning,
-            stacklevel=3,
+            through=[os.path.dirname(transformers.__file__)],  # (its exporters call export_program)
         )
 
 

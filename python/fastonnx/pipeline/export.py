@@ -10,20 +10,22 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 from torch.onnx import TrainingMode
 
 from .. import _C
-from ..converters.autograd import functions_as_ops
 from ..converters.onnxscript import translation_table
-from ..converters.transformers import cache_hint, returns_cache
+from ..converters.transformers import cache_hint
 from ..core.files import write_atomically
 from ..core.progress import Progress
+from ..core.stack import warn
 from ..core.version import __version__
-from ..dynamic.request import Request, StaticAxis, fixing_frame, in_scripted_code, warn_static, why_static
+from ..dynamic.request import Attempt, Request, StaticAxis, warn_static, why_static
 from ..dynamic.request import resolve as resolve_dynamic
 from ..errors import (
     ArgumentError,
@@ -31,19 +33,13 @@ from ..errors import (
     ExportError,
     InternalError,
     TraceError,
+    TracerFallbackWarning,
     UnsupportedOpsError,
     VerificationError,
     WriteError,
 )
-from ..frontends.choice import check_tracer, choose_scripted, fall_back, input_names, trace_jit
-from ..frontends.export.trace import (
-    ep_shape_env,
-    functionalize,
-    input_symbols,
-    program_needs_functionalization,
-    trace_requested,
-    traced_in_mode,
-)
+from ..frontends.choice import STRATEGIES, Call, Capture, check_tracer
+from ..frontends.export.trace import ep_shape_env, functionalize, program_needs_functionalization
 from ..frontends.jit.translate import JitProgram, functionalized
 from ..lowering.control_flow import collect_bodies
 from ..lowering.decompose import Decomposer, copy_graph
@@ -198,9 +194,10 @@ def export(
     finally:
         if reading is not None:
             reading.stop()
-    request.ignore_unmatched_outputs(result.input_names, result.output_names)
-    # warn_static <- export <- one_at_a_time <- checked_call <- the caller
-    warn_static(exporter.static_axes, exporter.shared_names, exporter.ignored_axes, request, stacklevel=5)
+    converted = exporter.last
+    assert converted is not None  # (the try that converted the result)
+    ignored_keys = request.ignored_keys(result.input_names, result.output_names)
+    warn_static(converted.static_axes, converted.shared_names, ignored_keys, converted.ignored_axes, request)
     if options.verbose:
         print(_report.graph_text(result.model_proto))
     if options.verify:
@@ -224,30 +221,38 @@ def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> No
         raise VerificationError("onnxruntime's outputs differ from PyTorch's:\n" + format_diffs(diffs))
 
 
+@dataclass
+class _Try:
+    """One try at the export: a strategy capturing the model, or a captured program converted.
+    A new one each time, so that what the report, the warnings and the next try read is this
+    one's: ``attempt``, the attempt at the dynamic-shapes request it traced under."""
+
+    attempt: Attempt
+    front_end: str | None = None
+    declined: list[str] = field(default_factory=list)  # why strategies before it declined
+    timings: dict[str, float] = field(default_factory=dict)
+    aten_ops: Counter = field(default_factory=Counter)
+    decomposed: Counter = field(default_factory=Counter)
+    # Requested dynamic axes the lowering found static, names of one size, output axes ignored.
+    static_axes: list[StaticAxis] = field(default_factory=list)
+    shared_names: list[tuple[str, str, str]] = field(default_factory=list)
+    ignored_axes: list[str] = field(default_factory=list)
+
+
 class _Exporter:
     """The phases of one export, with what the report needs from each."""
 
     def __init__(self, options: ExportOptions, tracer: str = "export", streamed: Streamed | None = None):
         self.options = options
-        self.tracer = tracer
-        self.front_end: str | None = None  # the one that traced, once one has
+        self.strategies = STRATEGIES[tracer]
         self.streamed = streamed
         self.progress = Progress(options.verbose)
-        self.timings: dict[str, float] = {}
-        self.aten_ops: Counter = Counter()
-        self.decomposed: Counter = Counter()
-        self.static_axes: list[StaticAxis] = []
-        self.shared_names: list[tuple[str, str, str]] = []
-        self.ignored_axes: list[str] = []
-        # The TorchScript front end taken over torch.export's trace (see _scripted_instead): the
-        # request before torch.export's trace, and the warning's arguments; None when it is not.
-        self.scripted: tuple | None = None
-        self.scripted_refused = False  # its program failed to convert: torch.export's stays
+        self.last: _Try | None = None  # the try under way, or the last one made
 
     def run(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
         """The converted model; on a failure to convert, the report (when asked for) says why."""
         try:
-            return self._convert_small_sizes_dynamic(model, args, kwargs, request)
+            return self._convert_small_sizes_dynamic(model, args, kwargs, Attempt(request))
         except (UnsupportedOpsError, ConversionError) as e:
             if self.options.report_path is not None:
                 self.write_report(model, error=e)
@@ -257,66 +262,83 @@ class _Exporter:
         except Exception as e:  # a failure no phase turned into an ExportError is a bug
             raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
 
-    def _convert_small_sizes_dynamic(self, model, args: tuple, kwargs: dict | None, request: Request) -> ExportResult:
+    def _convert_small_sizes_dynamic(self, model, args: tuple, kwargs: dict | None, start: Attempt) -> ExportResult:
         """The converted model, the requested axes traced at size 0 or 1 dynamic (_small_sizes).
         When the export of such a model fails past the trace (a decomposition tests such a size,
         a converter needs a rank a squeeze at run time leaves open), it is exported again with
-        them static, as torch.export makes them, and the warning says why."""
-        if not request.small_axes():
-            return self._convert(model, args, kwargs, request, dynamic_small=False)
+        them static, as torch.export makes them, and the warning says why: the next try starts
+        from the failed one's attempt, with those of them it left dynamic made static."""
+        if not start.small_axes():
+            return self._convert(model, args, kwargs, start, dynamic_small=False)
         try:
-            # (the warnings of an attempt that fails are not the export's)
+            # (the warnings of a try that fails are not the export's)
             with warnings.catch_warnings(record=True) as caught:
-                result = self._convert(model, args, kwargs, request, dynamic_small=True)
+                result = self._convert(model, args, kwargs, start, dynamic_small=True)
         except (ArgumentError, WriteError):
             raise
         except Exception as e:  # any failure: then the export as torch.export traces it decides
-            small = request.small_axes()
+            assert self.last is not None  # (set by the try that failed)
+            failed = self.last.attempt
+            small = failed.small_axes()
             if not small:  # the trace made them static already: a failure of its own
                 raise
             first = (str(e).splitlines() or [""])[0]
             detail = first if isinstance(e, ExportError) else f"{type(e).__name__}: {first}"
+            retry = failed.again()
             for i, axis in small:
-                request.make_static(i, axis, f"(exporting it as a dynamic size failed: {detail})")
+                retry.make_static(i, axis, f"(exporting it as a dynamic size failed: {detail})")
         else:
             for w in caught:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
             return result
-        self.aten_ops, self.decomposed = Counter(), Counter()
-        return self._convert(model, args, kwargs, request, dynamic_small=False)
+        return self._convert(model, args, kwargs, retry, dynamic_small=False)
 
-    def _convert(self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool) -> ExportResult:
-        """The converted model. Where the TorchScript front end was taken over torch.export's trace
-        for tests in scripted code (see _scripted_instead) and its program fails to convert, the
-        export is torch.export's, as without it."""
-        self.scripted = None
+    def _convert(self, model, args: tuple, kwargs: dict | None, start: Attempt, dynamic_small: bool) -> ExportResult:
+        """The program of the front end chosen (see frontends/choice.py), converted. Where the
+        TorchScript front end's program was taken over torch.export's (for tests in scripted code)
+        and fails to convert, torch.export's is converted, as without it."""
+        check_module_weights_on_inputs_device(model, args, kwargs)
+        call = Call(model, args, kwargs, self.options.training, self.options.input_names, dynamic_small)
+        t0 = time.perf_counter()
+        with cache_hint():
+            captures = self._capture(call, start)
+        seconds = time.perf_counter() - t0
+        taken = next((c for c in reversed(captures) if c.program is not None), None)
+        if taken is None:  # torch.export refused, and tracer="export" tries nothing else
+            raise next(c.error for c in captures if c.error is not None)
+        declined = [c.declined for c in captures if c.declined]
         try:
-            result = self._convert_traced(model, args, kwargs, request, dynamic_small)
+            result = self._convert_traced(model, taken, seconds, declined)
         except (ArgumentError, WriteError):
             raise
         except Exception:  # any failure of the program taken instead: torch.export's decides
-            if self.scripted is None:
+            if taken.replaces is None:
                 raise
-            request.restore(self.scripted[0])
-            self.scripted, self.scripted_refused = None, True
-            self.aten_ops, self.decomposed = Counter(), Counter()
-            return self._convert_traced(model, args, kwargs, request, dynamic_small)
-        if self.scripted is not None:
-            # choose_scripted <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
-            choose_scripted(*self.scripted[1], stacklevel=7)
+            return self._convert_traced(model, taken.replaces, seconds, declined)
+        if taken.replaces is not None:
+            warn(taken.warning, TracerFallbackWarning)
         return result
 
-    def _convert_traced(
-        self, model, args: tuple, kwargs: dict | None, request: Request, dynamic_small: bool
-    ) -> ExportResult:
-        options, timings = self.options, self.timings
-        t0 = time.perf_counter()
-        fixed: dict | None = {} if request.relaxed else None
-        check_module_weights_on_inputs_device(model, args, kwargs)
-        with cache_hint():
-            ep = self._trace(model, args, kwargs, request, fixed, dynamic_small)
-        self.front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
-        timings["trace"] = time.perf_counter() - t0
+    def _capture(self, call: Call, start: Attempt) -> list[Capture]:
+        """What the strategies of the tracer captured, in order, each under a new attempt from
+        ``start``."""
+        captures: list[Capture] = []
+        for strategy in self.strategies:
+            attempt = start.again()
+            self.last = _Try(attempt)
+            capture = strategy(call, attempt, captures)
+            if capture is not None:
+                captures.append(capture)
+        return captures
+
+    def _convert_traced(self, model, capture: Capture, trace_seconds: float, declined: list[str]) -> ExportResult:
+        options, attempt = self.options, capture.attempt
+        ep: Any = capture.program  # an ExportedProgram, or the JitProgram that stands in for one
+        assert ep is not None  # (a capture with a program)
+        request = attempt.request
+        front_end = ep.front_end if isinstance(ep, JitProgram) else "torch.export"
+        self.last = tried = _Try(attempt, front_end, declined, {"trace": trace_seconds})
+        timings = tried.timings
         if self.streamed is not None:
             bind(ep, model, self.streamed.checkpoint, self.streamed.dtype)
         else:
@@ -330,12 +352,13 @@ class _Exporter:
         timings["functionalize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        main = self._prepare(ep.graph, ep.graph_module)
+        decomposed = tried.decomposed
+        main = self._prepare(ep.graph, ep.graph_module, decomposed)
         # The functions of control-flow ops (cond branches, loop bodies), prepared the same way.
-        bodies = collect_bodies(main, lambda module: self._prepare(module.graph, module))
+        bodies = collect_bodies(main, lambda module: self._prepare(module.graph, module, decomposed))
         timings["decompose"] = time.perf_counter() - t0
 
-        self.aten_ops = _report.aten_histogram([main, *bodies.values()])
+        tried.aten_ops = _report.aten_histogram([main, *bodies.values()])
         check_supported([main, *bodies.values()])
         check_running_statistics_unread([main, *bodies.values()])
         session = _C.Session(options.opset, options.keep_initializers_as_inputs)
@@ -348,9 +371,9 @@ class _Exporter:
         t0 = time.perf_counter()
         lowering.add_placeholders(
             options.input_names,
-            request.dim_names,
+            attempt.dim_names,
             options.export_params,
-            self._why_static(ep, request, fixed) if fixed is not None or isinstance(ep, JitProgram) else None,
+            self._why_static(ep, attempt) if attempt.fixed is not None or isinstance(ep, JitProgram) else None,
         )
         if isinstance(ep, JitProgram) and not request.relaxed and lowering.static_axes:
             axis = lowering.static_axes[0]
@@ -365,7 +388,7 @@ class _Exporter:
         with self.progress.stage("converting", total=len(main.live), unit="node") as bar:
             lowering.convert_nodes(bar.advance)
         outputs = lowering.set_outputs(options.output_names, request.output_axes)
-        self.static_axes, self.shared_names, self.ignored_axes = (
+        tried.static_axes, tried.shared_names, tried.ignored_axes = (
             lowering.static_axes,
             lowering.shared_names,
             lowering.ignored_axes,
@@ -397,140 +420,30 @@ class _Exporter:
             sizes_may_be_one=frozenset(lowering.may_be_one),
         )
 
-    def _trace(
-        self, model, args: tuple, kwargs: dict | None, request: Request, fixed: dict | None, dynamic_small: bool
-    ):
-        """The program of the front end chosen (see _front_end)."""
-        options = self.options
-        if self.tracer == "jit":
-            with traced_in_mode(model, options.training):
-                return trace_jit(model, args, kwargs, request, options.input_names, dynamic_small)
-        requested = request.snapshot()
-        try:
-            # (torch.jit's tracer records an autograd.Function itself: only torch.export needs
-            # Functions with a symbolic made ops, see _autograd)
-            with functions_as_ops():
-                ep = trace_requested(model, args, kwargs, request, options.training, fixed, dynamic_small)
-        except TraceError as refused:
-            # A dynamic_shapes request torch.export finds the model violates stays refused: the
-            # TorchScript front end would not make the axis any more dynamic. So does a KV cache
-            # among the outputs (cache_hint says what to do), which no front end can return.
-            if (
-                self.tracer == "export"
-                or isinstance(model, ExportedProgram)
-                or _violates_constraints(refused)
-                or returns_cache(refused)
-            ):
-                raise
-            try:
-                with traced_in_mode(model, options.training):
-                    program = trace_jit(model, args, kwargs, request, options.input_names, dynamic_small)
-            except ExportError as e:
-                raise TraceError(f"{refused}\nThe TorchScript front end failed too: {e}") from refused
-            # fall_back <- _trace <- _convert <- run <- export <- one_at_a_time <- checked_call <- the caller
-            fall_back(model, refused, program, stacklevel=8)
-            return program
-        if (
-            self.tracer == "auto"
-            and not self.scripted_refused
-            and not isinstance(model, ExportedProgram)
-            and fixed is not None
-        ):
-            scripted = self._fixed_in_scripted_code(ep, request, requested, fixed)
-            if scripted:
-                instead = self._scripted_instead(model, args, kwargs, request, requested, scripted, dynamic_small)
-                if instead is not None:
-                    return instead
-        return ep
-
     @staticmethod
-    def _fixed_in_scripted_code(
-        ep: ExportedProgram, request: Request, requested: tuple, fixed: dict
-    ) -> dict[tuple[int, int], tuple[bool, str]]:
-        """The requested axes torch.export's trace ``ep`` made static ((tensor input, axis) -> whether
-        a test in scripted code did it, and why), when a test in scripted code made one
-        (``requested``: the request's snapshot before the trace)."""
-        symbols = input_symbols(ep)
-        shape_env = ep_shape_env(ep)
-        static: dict[tuple[int, int], tuple[bool, str]] = {}
-        for i, axes in enumerate(requested[0]):
-            for axis in axes:
-                if axis not in request.axes[i]:  # (a size of 0 or 1 the trace's tests made static)
-                    static[(i, axis)] = ((i, axis) in request.scripted, request.why.get((i, axis), ""))
-                elif (i, axis) not in symbols or getattr(symbols[(i, axis)], "is_number", False):
-                    source, size = request.sources[i], request.shapes_of_inputs[i][axis]
-                    frame = fixing_frame(shape_env, source, axis, fixed)
-                    static[(i, axis)] = (in_scripted_code(frame), why_static(shape_env, source, axis, size, fixed))
-        return static if any(scripted for scripted, _ in static.values()) else {}
-
-    def _scripted_instead(
-        self,
-        model,
-        args: tuple,
-        kwargs: dict | None,
-        request: Request,
-        requested: tuple,
-        export_static: dict[tuple[int, int], tuple[bool, str]],
-        dynamic_small: bool,
-    ) -> JitProgram | None:
-        """The TorchScript front end's program where torch.export fixed a requested axis at a test
-        in scripted code (``export_static``), which the TorchScript graph keeps as an If or a Loop
-        (see choose_scripted for the rule); else None, and the request as torch.export's trace left
-        it."""
-        traced = request.snapshot()
-        request.restore(requested)
-        try:
-            with traced_in_mode(model, self.options.training):
-                program: JitProgram | None = trace_jit(
-                    model, args, kwargs, request, self.options.input_names, dynamic_small, every_size=True
-                )
-        except (ArgumentError, WriteError):
-            raise
-        except Exception:  # noqa: BLE001 - any failure of the TorchScript front end: torch.export's trace stays
-            program = None
-        if program is not None:
-            symbols = program.input_symbols
-            jit_static = {
-                (i, axis)
-                for i, axes in enumerate(requested[0])
-                for axis in axes
-                if axis not in request.axes[i]
-                or (i, axis) not in symbols
-                or program.shape_env.simplify(symbols[(i, axis)]).is_number
-            }
-            if not program.tracer_warnings and jit_static < export_static.keys():
-                fixed = [axis for axis in export_static if axis not in jit_static]
-                names = self.options.input_names or input_names(model, args, kwargs)
-                # (said once the program converts, see _convert)
-                self.scripted = (requested, (model, fixed, export_static, names))
-                return program
-        request.restore(traced)
-        return None
-
-    @staticmethod
-    def _why_static(ep, request: Request, fixed: dict | None):
+    def _why_static(ep, attempt: Attempt):
         """why_static(input, axis, size) for Lowering.add_placeholders: from the trace's ShapeEnv
         and the replacements recorded while tracing (the TorchScript front end records its own)."""
         if isinstance(ep, JitProgram):
-            return lambda i, axis, size: request.why.get(
+            return lambda i, axis, size: attempt.why.get(
                 (i, axis), ep.fixed.get((i, axis), "(the TorchScript graph gives it that size)")
             )
-        vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"]
-        mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
-        shape_env = getattr(mode, "shape_env", None)
-        return lambda i, axis, size: request.why.get(
-            (i, axis), why_static(shape_env, request.sources[i], axis, size, fixed or {})
+        shape_env = ep_shape_env(ep)
+        return lambda i, axis, size: attempt.why.get(
+            (i, axis), why_static(shape_env, attempt.request.sources[i], axis, size, attempt.fixed or {})
         )
 
-    def _prepare(self, graph: torch.fx.Graph, module: torch.fx.GraphModule) -> PreparedGraph:
+    @staticmethod
+    def _prepare(graph: torch.fx.Graph, module: torch.fx.GraphModule, decomposed: Counter) -> PreparedGraph:
         """``graph`` (of ``module``: the program's, or a control-flow function's) with the ops that
-        have no converter decomposed (in a copy, when any has), and its live nodes."""
+        have no converter decomposed (in a copy, when any has, counted in ``decomposed``), and its
+        live nodes."""
         attribute: Callable[[str], object] = functools.partial(getattr, module)
         if any(_needs_decomposition(n) for n in graph.nodes):
             decomposer = Decomposer(copy_graph(graph), decomposition_for)
             decomposer.run()
             graph, attribute = decomposer.graph, decomposer.attribute
-            self.decomposed += Counter({str(op): n for op, n in decomposer.decomposed.items()})
+            decomposed.update({str(op): n for op, n in decomposer.decomposed.items()})
         return PreparedGraph(graph, attribute, live_nodes(graph))
 
     def write(self, result: ExportResult, f: str | os.PathLike) -> None:
@@ -540,30 +453,21 @@ class _Exporter:
         result.timings["write"] = time.perf_counter() - t0
 
     def write_report(self, model, result: ExportResult | None = None, error: Exception | None = None) -> None:
-        assert self.options.report_path is not None
+        assert self.options.report_path is not None and self.last is not None
+        last = self.last
         text = _report.render(
             model_name=type(model).__name__,
             opset=self.options.opset,
-            timings=self.timings,
-            aten_ops=self.aten_ops,
-            decomposed=self.decomposed,
+            timings=last.timings,
+            aten_ops=last.aten_ops,
+            decomposed=last.decomposed,
             proto=result.model_proto if result is not None and result.native.weights_nbytes < (1 << 30) else None,
             pass_stats=result.native.pass_stats if result is not None else None,
             error=error,
-            front_end=result.tracer if result is not None else self.front_end,
+            front_end=result.tracer if result is not None else last.front_end,
+            declined=last.declined,
         )
         write_atomically({self.options.report_path: lambda tmp: Path(tmp).write_text(text)})
-
-
-def _violates_constraints(error: BaseException) -> bool:
-    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
-
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, ConstraintViolationError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _needs_decomposition(node: torch.fx.Node) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -59,6 +59,7 @@ def render(
     pass_stats: dict | None = None,
     error: Exception | None = None,
     front_end: str | None = None,
+    declined: Sequence[str] = (),
 ) -> str:
     lines = [
         "# fastonnx export report\n",
@@ -66,6 +67,7 @@ def render(
     ]
     if front_end is not None:
         lines.append(f"- front end: {front_end}")
+    lines += [f"- front end declined: {why}" for why in declined]
     if proto is not None:
 
         def describe(values):

@@ -12,7 +12,7 @@ from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
-from ...dynamic.request import Request, user_frame
+from ...dynamic.request import Attempt, user_frame
 from ...dynamic.small_sizes import Tests, domains_of, dynamic_small_sizes, judge, retracing, settle
 from ...errors import TraceError
 from .rnn import rnns_as_loops
@@ -38,37 +38,38 @@ def trace_requested(
     model,
     args: tuple,
     kwargs: dict | None,
-    request: Request,
+    attempt: Attempt,
     training: TrainingMode = TrainingMode.EVAL,
-    fixed: dict | None = None,
     dynamic_small: bool = True,
 ) -> ExportedProgram:
-    """The program torch.export traces for the request. With ``dynamic_small``, the requested
-    axes whose example size is 0 or 1 are traced dynamic (see _small_sizes); one that the model
-    does not let vary is traced again static (``Request.make_static`` says why), and when torch
-    fails to trace them dynamic, all are."""
+    """The program torch.export traces for the attempt's request (``attempt.fixed``, when not None,
+    records where it fixed each symbolic size). With ``dynamic_small``, the requested axes whose
+    example size is 0 or 1 are traced dynamic (see _small_sizes); one that the model does not let
+    vary is traced again static (``Attempt.make_static`` says why), and when torch fails to trace
+    them dynamic, all are."""
     if isinstance(model, ExportedProgram):
         return model
+    fixed = attempt.fixed
     while True:
-        if fixed:  # (what an attempt before recorded names symbols of its own trace)
+        if fixed:  # (what a trace before recorded names symbols of its own)
             fixed.clear()
-        small = request.small_axes() if dynamic_small else []
+        small = attempt.small_axes() if dynamic_small else []
         if not small:
-            return trace(model, args, kwargs, request.shapes, training, fixed)
+            return trace(model, args, kwargs, attempt.shapes, training, fixed)
         tests = Tests()
         try:
-            ep = trace(model, args, kwargs, request.shapes, training, fixed, tests)
+            ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests)
         except TraceError as e:
             # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
             # where the request is strict, as before)
             if fixed:
                 fixed.clear()
-            ep = trace(model, args, kwargs, request.shapes, training, fixed)
+            ep = trace(model, args, kwargs, attempt.shapes, training, fixed)
             lines = str(e).split(": ", 1)[-1].splitlines()
             where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
             why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
             for i, axis in small:
-                request.make_static(i, axis, why)
+                attempt.make_static(i, axis, why)
             return ep
         shape_env = ep_shape_env(ep)
         assert shape_env is not None  # (the program has a dynamic input)
@@ -79,9 +80,9 @@ def trace_requested(
             settle(shape_env, ep.range_constraints, verdict.domains)
             return ep
         for i, axis in unsound:
-            request.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
+            attempt.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
             if symbols[(i, axis)] in verdict.scripted:
-                request.scripted.add((i, axis))
+                attempt.scripted.add((i, axis))
 
 
 def ep_shape_env(ep: ExportedProgram) -> ShapeEnv | None:

@@ -89,7 +89,7 @@ def _recording_size_reads(into: list[tuple[torch.Tensor, str]]):
     torch.jit traces, with the model's line: the trace keeps the number the example gives (the
     branch of an ``if x.size(0) == 1`` taken, an ``int(n)`` as a constant) and nothing of how it
     was computed. Returned as outputs of the trace, the translation computes each one over the
-    dynamic sizes, and an axis it does not stay the same for is made static (_front_end)."""
+    dynamic sizes, and an axis it does not stay the same for is made static (frontends/choice.py)."""
     originals = {name: getattr(torch.Tensor, name) for name in _CONVERSIONS}
 
     def recording(original):
