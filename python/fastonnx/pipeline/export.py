@@ -300,7 +300,7 @@ class _Exporter:
         check_module_weights_on_inputs_device(model, args, kwargs)
         call = Call(model, args, kwargs, self.options.training, self.options.input_names, dynamic_small)
         t0 = time.perf_counter()
-        with cache_hint():
+        with cache_hint(), self.progress.phase("tracing"):
             captures = self._capture(call, start)
         seconds = time.perf_counter() - t0
         taken = next((c for c in reversed(captures) if c.program is not None), None)
@@ -345,17 +345,19 @@ class _Exporter:
             check_weights_have_data(ep)
 
         t0 = time.perf_counter()
-        if isinstance(ep, JitProgram):
-            ep = functionalized(ep)
-        elif program_needs_functionalization(ep):
-            ep = functionalize(ep)
+        with self.progress.phase("functionalizing"):
+            if isinstance(ep, JitProgram):
+                ep = functionalized(ep)
+            elif program_needs_functionalization(ep):
+                ep = functionalize(ep)
         timings["functionalize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         decomposed = tried.decomposed
-        main = self._prepare(ep.graph, ep.graph_module, decomposed)
-        # The functions of control-flow ops (cond branches, loop bodies), prepared the same way.
-        bodies = collect_bodies(main, lambda module: self._prepare(module.graph, module, decomposed))
+        with self.progress.phase("decomposing"):
+            main = self._prepare(ep.graph, ep.graph_module, decomposed)
+            # The functions of control-flow ops (cond branches, loop bodies), prepared the same way.
+            bodies = collect_bodies(main, lambda module: self._prepare(module.graph, module, decomposed))
         timings["decompose"] = time.perf_counter() - t0
 
         tried.aten_ops = _report.aten_histogram([main, *bodies.values()])
