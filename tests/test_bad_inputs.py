@@ -244,3 +244,55 @@ def test_bad_input_leaves_an_earlier_file_untouched(tmp_path):
             fastonnx.export(TwoInTwoOut(), two_in_two_out_args(), str(path), **kwargs)
     assert path.read_bytes() == b"earlier model"
     assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_example_inputs_eager_refuses_are_blamed_as_such():
+    """An int64 tensor into a Linear: the conversion fails on MatMul's types, a symptom; eager
+    PyTorch refuses the same call, and its error is the one given."""
+    message = _fails(ArgumentError, "do not run in the model itself", torch.nn.Linear(4, 2), (torch.ones(3, 4, dtype=torch.int64),))
+    assert "mat1 and mat2 must have the same dtype" in message and "MatMul" not in message
+
+
+def test_a_numpy_input_is_an_argument_error_before_tracing(monkeypatch):
+    import numpy as np
+
+    traced = []
+    monkeypatch.setattr(torch.export, "export", lambda *a, **k: traced.append(a))
+    message = _fails(ArgumentError, "args[1] is a numpy.ndarray", TwoInTwoOut(), (torch.ones(2, 4), np.ones((2, 4))))
+    assert "torch.from_numpy" in message and not traced
+
+
+def test_torch_log_lines_of_a_failed_trace_go_into_the_error(capfd):
+    with pytest.raises(TraceError) as info:
+        fastonnx.export(torch.nn.Linear(4, 2), (torch.ones(3, 5),))
+    err = capfd.readouterr().err
+    assert "failed while attempting to run meta" not in err  # torch's 20-line traceback, not printed
+    assert any("failed while attempting to run meta" in line for line in info.value.torch_log)
+
+
+def test_report_path_and_verify_are_checked_before_any_work(tmp_path):
+    path = tmp_path / "m.onnx"
+    _fails(WriteError, "does not exist", TwoInTwoOut(), None, str(path), report=str(tmp_path / "missing" / "r.md"))
+    assert not path.exists()
+    with torch.device("meta"):
+        meta = torch.nn.Linear(4, 2)
+    weights = {"weight": torch.randn(2, 4), "bias": torch.randn(2)}
+    _fails(ArgumentError, "verify=True runs the model in PyTorch", meta, (torch.ones(3, 4),), str(path), weights=weights, verify=True)
+    assert not path.exists()
+
+
+def test_unsupported_library_ops_are_pointed_at_register_converter():
+    @torch.library.custom_op("fastonnx_test_bad::untraceable", mutates_args=())
+    def untraceable(x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(x.numpy() * 2)
+
+    @untraceable.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    class Calls(torch.nn.Module):
+        def forward(self, x):
+            return untraceable(x) + 1
+
+    message = _fails(fastonnx.UnsupportedOpsError, "fastonnx_test_bad::untraceable", Calls(), (torch.ones(3),))
+    assert "codegen/mappings" not in message and message.endswith("(README, 'Custom converters').")

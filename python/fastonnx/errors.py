@@ -60,10 +60,19 @@ class UnsupportedOpsError(ExportError):
             origin = f", from the decomposition of {op.decomposed_from}" if op.decomposed_from else ""
             where = f"\n      first at {op.first_source}" if op.first_source else ""
             lines.append(f"  - {op.overload} (x{op.count}{origin}){where}\n      start from: {op.yaml_hint}")
-        lines.append(
-            "Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op'), or register a Python "
-            "converter with fastonnx.register_converter."
-        )
+        aten = [op for op in ops if op.overload.startswith("aten::")]
+        if len(aten) == len(ops):
+            lines.append(
+                "Add a mapping in codegen/mappings/*.yaml (see README, 'Add an op'), or register a Python "
+                "converter with fastonnx.register_converter."
+            )
+        elif not aten:
+            lines.append("Register a Python converter with fastonnx.register_converter (README, 'Custom converters').")
+        else:
+            lines.append(
+                "For the aten:: ops add a mapping in codegen/mappings/*.yaml (README, 'Add an op'); for the others "
+                "register a Python converter with fastonnx.register_converter (README, 'Custom converters')."
+            )
         super().__init__("\n".join(lines))
 
 

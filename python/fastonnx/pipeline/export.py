@@ -24,6 +24,7 @@ from ..converters.transformers import cache_hint
 from ..core.files import write_atomically
 from ..core.progress import Progress
 from ..core.stack import warn
+from ..core.torch_logs import held_torch_logs
 from ..core.version import __version__
 from ..dynamic.request import Attempt, Request, StaticAxis, warn_static, why_static
 from ..dynamic.request import resolve as resolve_dynamic
@@ -39,7 +40,13 @@ from ..errors import (
     WriteError,
 )
 from ..frontends.choice import STRATEGIES, Call, Capture, check_tracer
-from ..frontends.export.trace import ep_shape_env, functionalize, program_needs_functionalization
+from ..frontends.export.trace import (
+    describe_failure,
+    ep_shape_env,
+    functionalize,
+    program_needs_functionalization,
+    traced_in_mode,
+)
 from ..frontends.jit.translate import JitProgram, functionalized
 from ..lowering.control_flow import collect_bodies
 from ..lowering.decompose import Decomposer, copy_graph
@@ -54,6 +61,7 @@ from .options import (
     ExportOptions,
     check_model_inputs,
     check_module_weights_on_inputs_device,
+    check_verifiable,
     check_weights_have_data,
     checked_call,
 )
@@ -180,6 +188,8 @@ def export(
     if tracer == "jit" and options.functions:
         raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
     check_weights_mode(weights, weights_mode, dtype)
+    if options.verify:
+        check_verifiable(model, args, kwargs, weights)
     streamed = Streamed(open_source(weights), weights_mode, dtype) if weights is not None else None
     if streamed is not None:
         model, args, kwargs = prepare(model, args, kwargs, dtype)
@@ -210,8 +220,6 @@ def export(
 
 
 def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> None:
-    if isinstance(model, ExportedProgram):
-        raise ArgumentError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
     diffs = result.verify(*args, **(kwargs or {}))
     # A dynamic axis the trace quietly fixed computes a wrong model at other sizes: check there too.
     diffs += result.verify_other_sizes(*args, **(kwargs or {}))
@@ -219,6 +227,23 @@ def _verify(model, result: ExportResult, args: tuple, kwargs: dict | None) -> No
         from .verify import format_diffs
 
         raise VerificationError("onnxruntime's outputs differ from PyTorch's:\n" + format_diffs(diffs))
+
+
+def _eager_failure(model, args: tuple, kwargs: dict | None, training: TrainingMode) -> Exception | None:
+    """The error eager PyTorch raises on the example inputs, if it raises one. Asked once an
+    export has failed, never before: a forward pass would add its time to every export."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    tensors = [t for t in (*model.parameters(), *model.buffers()) if t.device.type == "meta"]
+    leaves = torch.utils._pytree.tree_leaves((args, kwargs or {}))
+    if tensors or any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in leaves):
+        return None  # nothing to run: the weights or inputs have no data
+    try:
+        with torch.no_grad(), traced_in_mode(model, training):
+            model(*args, **(kwargs or {}))
+    except Exception as e:  # noqa: BLE001 - whatever eager raises is the answer
+        return e
+    return None
 
 
 @dataclass
@@ -253,14 +278,32 @@ class _Exporter:
         """The converted model; on a failure to convert, the report (when asked for) says why."""
         try:
             return self._convert_small_sizes_dynamic(model, args, kwargs, Attempt(request))
-        except (UnsupportedOpsError, ConversionError) as e:
-            if self.options.report_path is not None:
-                self.write_report(model, error=e)
+        except (ArgumentError, WriteError):
             raise
+        except (UnsupportedOpsError, ConversionError, TraceError) as e:
+            failure: ExportError = e
         except ExportError:
             raise
         except Exception as e:  # a failure no phase turned into an ExportError is a bug
             raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
+        # A graph that does not convert, traced from inputs eager PyTorch itself refuses: eager's
+        # error names the cause (an int64 tensor into a Linear), the converter's a symptom. Not
+        # for trace errors (an input can fail eagerly for the data-dependent reason the trace
+        # reports), nor for a kernel eager lacks (an op with a fake implementation and a
+        # converter needs none). Asked outside the handler, so that eager's error is its own.
+        eager = (
+            _eager_failure(model, args, kwargs, self.options.training) if isinstance(failure, ConversionError) else None
+        )
+        if eager is not None and not isinstance(eager, NotImplementedError):
+            raise ArgumentError(
+                "the example inputs do not run in the model itself: eager PyTorch fails on them too, so no "
+                "exporter can trace it; give inputs the model takes (their dtypes and shapes) or fix the "
+                # (its first paragraph: torch's dispatch errors go on with every backend's kernel)
+                "model:\n" + describe_failure(eager).split("\n\n")[0]
+            ) from eager
+        if self.options.report_path is not None and not isinstance(failure, TraceError):
+            self.write_report(model, error=failure)
+        raise failure
 
     def _convert_small_sizes_dynamic(self, model, args: tuple, kwargs: dict | None, start: Attempt) -> ExportResult:
         """The converted model, the requested axes traced at size 0 or 1 dynamic (_small_sizes).
@@ -300,12 +343,15 @@ class _Exporter:
         check_module_weights_on_inputs_device(model, args, kwargs)
         call = Call(model, args, kwargs, self.options.training, self.options.input_names, dynamic_small)
         t0 = time.perf_counter()
-        with cache_hint(), self.progress.phase("tracing"):
+        with cache_hint(), self.progress.phase("tracing"), held_torch_logs() as torch_logs:
             captures = self._capture(call, start)
         seconds = time.perf_counter() - t0
         taken = next((c for c in reversed(captures) if c.program is not None), None)
         if taken is None:  # torch.export refused, and tracer="export" tries nothing else
-            raise next(c.error for c in captures if c.error is not None)
+            refusal = next(c.error for c in captures if c.error is not None)
+            refusal.torch_log = torch_logs.lines()  # type: ignore[attr-defined]
+            raise refusal
+        torch_logs.show_warnings()
         declined = [c.declined for c in captures if c.declined]
         try:
             result = self._convert_traced(model, taken, seconds, declined)

@@ -142,6 +142,9 @@ class ExportOptions:
             )
         if f is not None:
             check_writable(f)
+        report_path = _report_path(f, report)
+        if report_path is not None:
+            check_writable(report_path)
         return cls(
             f=f,
             input_names=inputs,
@@ -154,7 +157,7 @@ class ExportOptions:
             functions=functions,
             external_data=external_data,
             verify=verify,
-            report_path=_report_path(f, report),
+            report_path=report_path,
             verbose=verbose,
         )
 
@@ -171,7 +174,29 @@ def check_model_inputs(model: object, args: object, kwargs: object) -> tuple[tup
         raise ArgumentError(f"args must be a tuple of example inputs (or one tensor), got {type(args).__name__}")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ArgumentError(f"kwargs must be a dict, got {type(kwargs).__name__}")
+    leaves = torch.utils._pytree.tree_leaves_with_path((args, kwargs or {}))
+    for path, leaf in leaves:
+        if type(leaf).__module__ == "numpy":
+            where = ("args" if getattr(path[0], "idx", None) == 0 else "kwargs") + torch.utils._pytree.keystr(path[1:])
+            raise ArgumentError(
+                f"{where} is a {type(leaf).__module__}.{type(leaf).__name__}: example inputs are torch tensors; "
+                "pass torch.from_numpy(...) of it"
+            )
     return args, kwargs
+
+
+def check_verifiable(model: object, args: tuple, kwargs: dict | None, weights: object) -> None:
+    """``verify=True`` runs the model in PyTorch: said before any work when it cannot run."""
+    if isinstance(model, ExportedProgram):
+        raise ArgumentError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
+    assert isinstance(model, torch.nn.Module)  # (check_model_inputs)
+    meta = any(t.device.type == "meta" for t in (*model.parameters(), *model.buffers()))
+    if meta or weights is not None:
+        raise ArgumentError(
+            "verify=True runs the model in PyTorch, and a model on the meta device has no weights to run with: "
+            "export without verify=True and check the file with `python -m fastonnx verify FILE`, or verify a "
+            "model whose weights are loaded (from_pretrained, or load_state_dict(..., assign=True))"
+        )
 
 
 def _names(kind: str, names: Sequence[str] | None) -> tuple[str, ...] | None:
