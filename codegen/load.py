@@ -1,5 +1,6 @@
-"""Loading: ATen schemas from ``native_functions.yaml`` and mapping specs from
-``codegen/mappings/*.yaml``, each error naming ``file:line``.
+"""Loading: ATen schemas from ``native_functions.yaml``, the schemas of fastonnx's own ops from
+``python/fastonnx/op_schemas.txt`` and mapping specs from ``codegen/mappings/*.yaml``, each error
+naming ``file:line``.
 
 Schemas are parsed with ``torchgen.model.FunctionSchema`` rather than a parser of our own, and
 YAML keys are popped one by one so leftovers are reported with the keys that are accepted (the
@@ -19,11 +20,23 @@ from .model import LINE_KEYS, RULE_KEYS, OpSpec, Rule, SpecError, fail
 
 ENTRY_KEYS = RULE_KEYS + ("same_as",)
 
+# The ops fastonnx declares itself. Python declares them from the same file at run time (so it
+# ships inside the package); mapping entries key them `fastonnx::<name>`, qualified so that no
+# ATen op (unqualified in native_functions.yaml) can take the name, and spelt as torch names the
+# op (`torch.ops.fastonnx.padded_rnn.default` is `fastonnx::padded_rnn`).
+OWN_NAMESPACE = "fastonnx"
+OWN_SCHEMAS = Path(__file__).resolve().parent.parent / "python" / OWN_NAMESPACE / "op_schemas.txt"
+
 
 def default_native_functions() -> Path:
     import torchgen
 
     return Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+
+
+def _shown(path: Path) -> Path:
+    """A path as errors print it: relative to the working directory when it is inside it."""
+    return Path(os.path.relpath(path)) if Path(path).resolve().is_relative_to(Path.cwd()) else Path(path)
 
 
 class LineLoader(yaml.SafeLoader):
@@ -47,19 +60,21 @@ class LineLoader(yaml.SafeLoader):
 @dataclass
 class NativeFunctions:
     """The overloads of ``native_functions.yaml``, keyed ``name.overload`` (``name`` for the
-    default overload) as in that file; schemas are parsed on first use."""
+    default overload) as in that file, and fastonnx's own ops, keyed ``fastonnx::name``; ATen's
+    schemas are parsed on first use."""
 
     path: Path
+    own_path: Path = OWN_SCHEMAS
     funcs: dict[str, str] = field(default_factory=dict)
     tags: dict[str, frozenset[str]] = field(default_factory=dict)
     _parsed: dict[str, FunctionSchema] = field(default_factory=dict)
 
     @staticmethod
-    def load(path: Path) -> NativeFunctions:
+    def load(path: Path, own_schemas: Path = OWN_SCHEMAS) -> NativeFunctions:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         with open(path) as f:
             entries = yaml.load(f, Loader=loader)
-        nf = NativeFunctions(Path(path))
+        nf = NativeFunctions(Path(path), Path(own_schemas))
         for e in entries:
             func = e["func"]
             key = func[: func.index("(")]
@@ -67,7 +82,37 @@ class NativeFunctions:
             tags = e.get("tags", ())
             nf.tags[key] = frozenset([tags] if isinstance(tags, str) else tags)
             nf.funcs.update(_functional_variants(e))
+        nf._load_own()
         return nf
+
+    def _load_own(self) -> None:
+        """``op_schemas.txt``: a schema a line, ``#`` starting a comment line. Each is parsed here,
+        so that a line torch would refuse fails codegen with its ``file:line``."""
+        shown = _shown(self.own_path)
+        lines = self.own_path.read_text(encoding="utf-8").splitlines()
+        declared: dict[str, int] = {}
+        for number, line in enumerate(lines, 1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            where = f"{shown}:{number}"
+            try:
+                schema = FunctionSchema.parse(text)
+            except Exception as e:  # noqa: BLE001 - torchgen's parser fails with assertions and runtime errors alike
+                fail(where, f"`{text}` is not a torch schema: {e}")
+            name = str(schema.name)
+            if not name.isidentifier():
+                fail(where, f"`{name}`: an op of {shown.name} is named `name(...)`, without a namespace or overload")
+            key = f"{OWN_NAMESPACE}::{name}"
+            if key in declared:
+                fail(where, f"`{name}` is declared twice (first at line {declared[key]})")
+            declared[key] = number
+            self.funcs[key] = text
+            self._parsed[key] = schema
+
+    def file_of(self, key: str) -> str:
+        """The file that declares, or would declare, ``key``."""
+        return self.own_path.name if key.startswith(f"{OWN_NAMESPACE}::") else self.path.name
 
     def schema(self, key: str) -> FunctionSchema:
         if key not in self._parsed:
@@ -156,8 +201,7 @@ def load_specs(mapping_dir: Path) -> list[OpSpec]:
     specs: list[OpSpec] = []
     seen: dict[str, OpSpec] = {}
     for path in sorted(Path(mapping_dir).glob("*.yaml")):
-        rel = Path(os.path.relpath(path)) if path.resolve().is_relative_to(Path.cwd()) else path
-        for spec in load_spec_file(rel):
+        for spec in load_spec_file(_shown(path)):
             if spec.overload in seen:
                 raise SpecError(f"{spec.where}: `{spec.overload}` is already mapped at {seen[spec.overload].where}")
             seen[spec.overload] = spec

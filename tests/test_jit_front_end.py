@@ -5,6 +5,7 @@ and at others on the dynamic axes."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Tuple
 
 import numpy as np
@@ -121,9 +122,9 @@ def test_an_axis_the_trace_fixes_is_static_and_verify_checks_other_sizes(capsys)
 
 
 class Packed(torch.nn.Module):
-    def __init__(self, kind, bidirectional, layers, batch_first, nonlinearity="tanh"):
+    def __init__(self, kind, bidirectional, layers, batch_first, nonlinearity="tanh", proj_size=0):
         super().__init__()
-        extra = {"nonlinearity": nonlinearity} if kind == "RNN" else {}
+        extra = {"nonlinearity": nonlinearity} if kind == "RNN" else {"proj_size": proj_size} if proj_size else {}
         self.rnn = getattr(torch.nn, kind)(3, 5, num_layers=layers, bidirectional=bidirectional,
                                            batch_first=batch_first, **extra)
         self.batch_first = batch_first
@@ -142,8 +143,9 @@ def _packed_inputs(model, steps, batch, initial):
     args = [torch.randn(*shape), lengths]
     if initial:
         rnn = model.rnn
-        h = torch.randn(rnn.num_layers * (2 if rnn.bidirectional else 1), batch, 5)
-        args.append((h, torch.randn_like(h)) if isinstance(rnn, torch.nn.LSTM) else h)
+        layers = rnn.num_layers * (2 if rnn.bidirectional else 1)
+        h = torch.randn(layers, batch, getattr(rnn, "proj_size", 0) or 5)
+        args.append((h, torch.randn(layers, batch, 5)) if isinstance(rnn, torch.nn.LSTM) else h)
     return tuple(args)
 
 
@@ -170,6 +172,37 @@ def test_packed_sequence_rnns(kind, bidirectional, layers, nonlinearity, batch_f
         torch.manual_seed(steps)
         other = _packed_inputs(model, steps, batch, initial)
         assert_matches(result.model_proto, model, other, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["no_h0", "h0"])
+@pytest.mark.parametrize("bidirectional,layers", [(False, 1), (True, 2)], ids=["forward", "bidirectional_2_layers"])
+def test_packed_sequence_lstm_with_projections(bidirectional, layers, initial):
+    """An LSTM with proj_size: ONNX's LSTM computes all but each sequence's first step, which for
+    the reverse direction is at the sequence's own last step; a sequence of length 1 has only it."""
+    torch.manual_seed(0)
+    model = Packed("LSTM", bidirectional, layers, batch_first=True, proj_size=2).eval()
+    args = _packed_inputs(model, 6, 4, initial)
+    names = ["x", "lengths"] + (["h0", "c0"] if initial else [])
+    axes = {"x": {0: "batch", 1: "steps"}, "lengths": {0: "batch"}, **{n: {1: "batch"} for n in names[2:]}}
+    result, fallbacks = _export_quietly(model, args, input_names=names, dynamic_axes=axes)
+    assert result.tracer == "torch.jit.trace" and len(fallbacks) == 1
+    for steps, batch in ((6, 4), (9, 3), (1, 2)):
+        torch.manual_seed(steps)
+        other = list(_packed_inputs(model, steps, batch, initial))
+        other[1][-1] = 1
+        assert_matches(result.model_proto, model, tuple(other), rtol=1e-4, atol=1e-5)
+
+
+def test_own_ops_are_declared_with_the_schemas_codegen_reads():
+    """The torch.library ops fastonnx declares have the schemas op_schemas.txt gives codegen
+    (from which the native converters' signatures are generated)."""
+    text = (Path(fastonnx.__file__).parent / "op_schemas.txt").read_text()
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert lines
+    for line in lines:
+        name = line[: line.index("(")]
+        assert str(getattr(torch.ops.fastonnx, name).default._schema) == f"fastonnx::{line}"
+        assert f"fastonnx::{name}" in fastonnx.supported_ops()
 
 
 # -- ScriptModules -----------------------------------------------------------------------------

@@ -252,8 +252,9 @@ def returns_type(schema: FunctionSchema) -> tuple[str, int]:
 
 
 def function_name(overload: str) -> str:
-    """C++ identifier of the converter of an overload: ``add.Tensor`` -> ``add_Tensor``."""
-    return overload.replace(".", "_")
+    """C++ identifier of the converter of an overload: ``add.Tensor`` -> ``add_Tensor``,
+    ``fastonnx::padded_rnn`` -> ``fastonnx_padded_rnn``."""
+    return overload.replace("::", "_").replace(".", "_")
 
 
 def scalar_type(onnx_type: str) -> str | None:

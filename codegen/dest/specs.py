@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import opsets
 from ..api import cpp
 from ..api import fragments as F
-from ..load import NativeFunctions
+from ..load import OWN_NAMESPACE, NativeFunctions
 from ..model import Kind, OpSpec, Rule, SpecError
 from .converters import Converter, RuleCode, RuleCompiler, compile_result, fail_spec
 from .guards import GuardCompiler, proved_present
@@ -52,13 +52,21 @@ def _signature(spec: OpSpec, nf: NativeFunctions) -> tuple[object, list[cpp.CppA
     """The overload's ATen schema and its C++ parameters and return type; a key that names no
     overload fails with the overloads of that name."""
     if spec.overload not in nf.funcs:
+        namespace, qualified, _ = spec.overload.rpartition("::")
+        if qualified and namespace != OWN_NAMESPACE:
+            fail_spec(
+                spec,
+                f"the ops mapped here are ATen's, unqualified as {nf.path.name} writes them, and fastonnx's "
+                f"own, `{OWN_NAMESPACE}::name` as {nf.own_path.name} declares them; another library's op "
+                "is converted in Python (fastonnx.register_converter)",
+            )
         existing = nf.overloads_of(spec.overload)
         hint = (
             f"overloads of `{spec.overload.split('.')[0]}`: {', '.join(existing)}"
             if existing
             else ("no overload of that name exists")
         )
-        fail_spec(spec, f"not in {nf.path.name}; {hint}")
+        fail_spec(spec, f"not in {nf.file_of(spec.overload)}; {hint}")
     schema = nf.schema(spec.overload)
     try:
         args = cpp.cpp_args(schema)

@@ -4,6 +4,11 @@
 // torch passes the weights as one flat list, per layer and direction: w_ih, w_hh, then b_ih,
 // b_hh when has_biases, then w_hr for an LSTM with proj_size. ONNX stacks the directions and
 // orders the gates differently; the weights are reordered with Gather (constants fold it away).
+//
+// A padded batch with each entry's length (fastonnx::padded_rnn, the TorchScript front end's
+// packed sequences) runs as the same nodes with ONNX's sequence_lens: outputs past an entry's
+// length are zero, and each direction's final state is the one at the entry's own last step (the
+// reverse direction starts there), as torch's packed layers give them.
 #include <limits>
 #include <string>
 
@@ -28,6 +33,15 @@ CellKind gru() { return {"GRU", 3, {1, 0, 2}, {Attr::i("linear_before_reset", 1)
 CellKind elman(const char* activation, bool bidirectional) {
   std::vector<std::string> activations(bidirectional ? 2 : 1, activation);
   return {"RNN", 1, {0}, {Attr::strings("activations", activations)}, 2};
+}
+
+// The cell of fastonnx::padded_rnn's `mode`, named as torch's ops are (aten::lstm, ...).
+CellKind padded_cell(Builder& b, const std::string& mode, bool bidirectional) {
+  if (mode == "lstm") return lstm();
+  if (mode == "gru") return gru();
+  if (mode == "rnn_tanh") return elman("Tanh", bidirectional);
+  if (mode == "rnn_relu") return elman("Relu", bidirectional);
+  b.fail("padded_rnn's mode is lstm, gru, rnn_tanh or rnn_relu, not `" + mode + "`");
 }
 
 // Rows of a (gates*hidden, ...) weight or bias in ONNX's gate order, as Gather indices.
@@ -70,7 +84,8 @@ Value concat(Builder& b, const std::vector<Value>& parts, int64_t axis) {
 
 // A layer as one ONNX node for both directions.
 LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vector<LayerWeights>& weights,
-                       const std::vector<Value>& layer_states, const Value& rows, const Attrs& attrs) {
+                       const std::vector<Value>& layer_states, const Value& rows, const Attrs& attrs,
+                       const std::optional<Value>& sequence_lens) {
   const auto reordered = [&](Value w) { return b.op<"Gather">({w, rows}, {Attr::i("axis", 0)}); };
   std::vector<Value> w, r, bias;
   for (const LayerWeights& lw : weights) {
@@ -80,7 +95,7 @@ LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vec
   }
   Inputs inputs = {x, stack_directions(b, w), stack_directions(b, r)};
   inputs.push_back(bias.empty() ? std::nullopt : std::optional(stack_directions(b, bias)));
-  inputs.push_back(std::optional<Value>());  // sequence_lens: every sequence is whole
+  inputs.push_back(sequence_lens);
   for (Value state : layer_states) inputs.push_back(state);
   const std::vector<Value> outs = b.op_n(cell.op, inputs, attrs, cell.n_outputs);
   // Y (time, directions, batch, hidden) -> (time, batch, directions*hidden).
@@ -93,9 +108,18 @@ LayerResult onnx_layer(Builder& b, const CellKind& cell, Value x, const std::vec
 // recurrence W_hh W_hr computes every step but the first, whose h0 (P features) has no m. The
 // first step is computed here, the rest by the ONNX LSTM started from its m and c, and the
 // outputs projected by W_hr. `steps` is the sequence length, static or not.
+//
+// With `lengths` (int64, each at least 1), the reverse direction runs forward over each entry
+// reversed within its length (ReverseSequence), so that every entry's first step is at time 0;
+// the ONNX LSTM then runs length - 1 steps of each, and an entry of length 1 keeps its first
+// step's states.
 LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const std::vector<LayerWeights>& weights,
-                                 const std::vector<Value>& layer_states, const Value& rows, int64_t hidden) {
+                                 const std::vector<Value>& layer_states, const Value& rows, int64_t hidden,
+                                 const std::optional<Value>& lengths) {
   const Value zero_axis = b.ints(std::vector<int64_t>{0}), one_axis = b.ints(std::vector<int64_t>{1});
+  const auto within_lengths = [&](Value v) {
+    return b.op<"ReverseSequence">({v, *lengths}, {Attr::i("batch_axis", 1), Attr::i("time_axis", 0)});
+  };
   const Attrs transpose = {Attr::ints("perm", {1, 0})};
   // Row i of the first dim (-1: the last).
   const auto row = [&](Value v, int64_t i) {
@@ -107,12 +131,14 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
   std::vector<Value> outputs, finals_h, finals_c;
   for (size_t d = 0; d < weights.size(); ++d) {
     const LayerWeights& lw = weights[d];
-    const bool reverse = d == 1;
     const auto index = static_cast<int64_t>(d);
+    const bool reversed_within_lengths = d == 1 && lengths;
+    const bool reverse = d == 1 && !lengths;  // the ONNX LSTM's direction
+    const Value x_in = reversed_within_lengths ? within_lengths(x) : x;
     // The first step (the last for the reverse direction), with torch's gate order i, f, g, o.
     const int64_t first_step = reverse ? -1 : 0;
     Value gates = b.op<"Add">(
-        {times_transposed(row(x, first_step), lw.w_ih), times_transposed(row(layer_states[0], index), lw.w_hh)});
+        {times_transposed(row(x_in, first_step), lw.w_ih), times_transposed(row(layer_states[0], index), lw.w_hh)});
     if (lw.b_ih) gates = b.op<"Add">({gates, b.op<"Add">({*lw.b_ih, *lw.b_hh})});
     const std::vector<Value> g =
         b.op_n<"Split">({gates, b.ints(std::vector<int64_t>(4, hidden))}, {Attr::i("axis", 1)}, 4);
@@ -129,18 +155,26 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
             {b.op<"Concat">({reordered(*lw.b_ih), reordered(*lw.b_hh)}, {Attr::i("axis", 0)}), zero_axis});
       }
       const Value rest =
-          reverse ? first_dim_range(b, x, 0, -1) : first_dim_range(b, x, 1, std::numeric_limits<int64_t>::max());
-      const std::vector<Value> outs = b.op_n(
-          "LSTM",
-          {rest, b.op<"Unsqueeze">({reordered(lw.w_ih), zero_axis}), b.op<"Unsqueeze">({recurrence, zero_axis}), bias,
-           std::optional<Value>(), b.op<"Unsqueeze">({m_first, zero_axis}), b.op<"Unsqueeze">({c_first, zero_axis})},
-          {Attr::i("hidden_size", hidden), Attr::s("direction", reverse ? "reverse" : "forward")}, 3);
+          reverse ? first_dim_range(b, x_in, 0, -1) : first_dim_range(b, x_in, 1, std::numeric_limits<int64_t>::max());
+      std::optional<Value> rest_lengths;
+      if (lengths) rest_lengths = b.cast(b.op<"Sub">({*lengths, b.long_scalar(1)}), ScalarType::Int);
+      const std::vector<Value> outs =
+          b.op_n("LSTM",
+                 {rest, b.op<"Unsqueeze">({reordered(lw.w_ih), zero_axis}), b.op<"Unsqueeze">({recurrence, zero_axis}),
+                  bias, rest_lengths, b.op<"Unsqueeze">({m_first, zero_axis}), b.op<"Unsqueeze">({c_first, zero_axis})},
+                 {Attr::i("hidden_size", hidden), Attr::s("direction", reverse ? "reverse" : "forward")}, 3);
       const Value m_rest = b.op<"Squeeze">({outs[0], one_axis});
       m_sequence =
           b.op<"Concat">(reverse ? Inputs{m_rest, m_sequence} : Inputs{m_sequence, m_rest}, {Attr::i("axis", 0)});
       m_last = b.op<"Squeeze">({outs[1], zero_axis});
       c_last = b.op<"Squeeze">({outs[2], zero_axis});
+      if (lengths) {  // an entry of length 1: the LSTM ran no step of it
+        const Value ran = b.op<"Unsqueeze">({b.op<"Greater">({*lengths, b.long_scalar(1)}), one_axis});
+        m_last = b.op<"Where">({ran, m_last, m_first});
+        c_last = b.op<"Where">({ran, c_last, c_first});
+      }
     }
+    if (reversed_within_lengths) m_sequence = within_lengths(m_sequence);
     outputs.push_back(times_transposed(m_sequence, *lw.w_hr));
     finals_h.push_back(b.op<"Unsqueeze">({times_transposed(m_last, *lw.w_hr), zero_axis}));
     finals_c.push_back(b.op<"Unsqueeze">({c_last, zero_axis}));
@@ -149,10 +183,12 @@ LayerResult projected_lstm_layer(Builder& b, Value x, const Dim& steps, const st
 }
 
 // Runs the layers; returns the last layer's output and the final states ((h,) or (h, c)), each
-// (layers*directions, batch, features) like torch's.
+// (layers*directions, batch, features) like torch's. `lengths` (int64): each batch entry's length
+// in a padded batch; absent when every entry is whole.
 std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, const std::vector<Value>& states,
                              const std::vector<Value>& params, bool has_biases, int64_t num_layers, double dropout,
-                             bool train, bool bidirectional, bool batch_first) {
+                             bool train, bool bidirectional, bool batch_first,
+                             const std::optional<Value>& lengths = std::nullopt) {
   if (train && dropout > 0) {
     b.fail("dropout between recurrent layers in training mode is random; export the model in eval mode");
   }
@@ -174,6 +210,8 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
   attrs.push_back(Attr::i("hidden_size", hidden));
   attrs.push_back(Attr::s("direction", bidirectional ? "bidirectional" : "forward"));
   const Dim steps = b.shape(input)[batch_first ? 1 : 0];
+  const std::optional<Value> sequence_lens =
+      lengths ? std::optional(b.cast(*lengths, ScalarType::Int)) : std::optional<Value>();
 
   const std::vector<int64_t> swap_batch_and_time = {1, 0, 2};
   Value x = batch_first ? b.op<"Transpose">({input}, {Attr::ints("perm", swap_batch_and_time)}) : input;
@@ -193,8 +231,9 @@ std::vector<Value> recurrent(Builder& b, const CellKind& cell, Value input, cons
     std::vector<Value> layer_states;
     for (Value state : states)
       layer_states.push_back(first_dim_range(b, state, layer * directions, (layer + 1) * directions));
-    const LayerResult result = projected ? projected_lstm_layer(b, x, steps, weights, layer_states, rows, hidden)
-                                         : onnx_layer(b, cell, x, weights, layer_states, rows, attrs);
+    const LayerResult result = projected
+                                   ? projected_lstm_layer(b, x, steps, weights, layer_states, rows, hidden, lengths)
+                                   : onnx_layer(b, cell, x, weights, layer_states, rows, attrs, sequence_lens);
     x = result.output;
     for (size_t s = 0; s < states.size(); ++s) finals[s].push_back(result.finals[s]);
   }
@@ -237,6 +276,20 @@ std::array<Value, 2> rnn_relu_input(Builder& b, Value input, Value hx, std::vect
   const auto out = recurrent(b, elman("Relu", bidirectional), input, {hx}, params, has_biases, num_layers, dropout,
                              train, bidirectional, batch_first);
   return {out[0], out[1]};
+}
+
+std::array<Value, 3> fastonnx_padded_rnn(Builder& b, std::string mode, Value input, Value lengths,
+                                         std::vector<Value> hx, std::vector<Value> params, bool has_biases,
+                                         int64_t num_layers, bool bidirectional) {
+  const CellKind cell = padded_cell(b, mode, bidirectional);
+  if (hx.size() != static_cast<size_t>(cell.n_outputs - 1)) {
+    b.fail("a padded " + mode + " layer takes " + std::to_string(cell.n_outputs - 1) + " initial state(s), got " +
+           std::to_string(hx.size()));
+  }
+  const auto out = recurrent(b, cell, input, hx, params, has_biases, num_layers, 0.0, false, bidirectional, false,
+                             b.cast(lengths, ScalarType::Long));
+  // The third output is the cell state; a cell without one gives its hidden state again.
+  return {out[0], out[1], out.size() == 3 ? out[2] : out[1]};
 }
 
 }  // namespace manual

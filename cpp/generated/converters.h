@@ -758,6 +758,8 @@ std::array<Value, 2> gru_input(Builder& b, Value input, Value hx, std::vector<Va
 std::array<Value, 2> rnn_tanh_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
 // rnn_relu.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
 std::array<Value, 2> rnn_relu_input(Builder& b, Value input, Value hx, std::vector<Value> params, bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first);
+// padded_rnn(str mode, Tensor input, Tensor lengths, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional) -> (Tensor, Tensor, Tensor)
+std::array<Value, 3> fastonnx_padded_rnn(Builder& b, std::string mode, Value input, Value lengths, std::vector<Value> hx, std::vector<Value> params, bool has_biases, int64_t num_layers, bool bidirectional);
 // cat(Tensor[] tensors, int dim=0) -> Tensor
 Value cat(Builder& b, std::vector<Value> tensors, int64_t dim);
 // flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)

@@ -2553,6 +2553,19 @@ void unpack_rnn_relu_input([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 }
 constexpr const char* kArgs_rnn_relu_input[] = {"input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"};
 
+void unpack_fastonnx_padded_rnn([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  std::string mode = unpack_str(arg_at(args, 0), "mode");
+  Value input = unpack_tensor(b, arg_at(args, 1), "input");
+  Value lengths = unpack_tensor(b, arg_at(args, 2), "lengths");
+  std::vector<Value> hx = unpack_tensor_list(b, arg_at(args, 3), "hx");
+  std::vector<Value> params = unpack_tensor_list(b, arg_at(args, 4), "params");
+  bool has_biases = unpack_bool(arg_at(args, 5), "has_biases");
+  int64_t num_layers = unpack_int(arg_at(args, 6), "num_layers");
+  bool bidirectional = unpack_bool(arg_at(args, 7), "bidirectional");
+  for (Value v : manual::fastonnx_padded_rnn(b, std::move(mode), std::move(input), std::move(lengths), std::move(hx), std::move(params), std::move(has_biases), std::move(num_layers), std::move(bidirectional))) outs.push_back(v);
+}
+constexpr const char* kArgs_fastonnx_padded_rnn[] = {"mode", "input", "lengths", "hx", "params", "has_biases", "num_layers", "bidirectional"};
+
 void unpack_clone([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   outs.push_back(convert_clone(b, std::move(self)));
@@ -4887,6 +4900,7 @@ const OpEntry kOps[] = {
     {"gru.input", &unpack_gru_input, kArgs_gru_input, 0u},
     {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input, 0u},
     {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input, 0u},
+    {"fastonnx::padded_rnn", &unpack_fastonnx_padded_rnn, kArgs_fastonnx_padded_rnn, 0u},
     {"clone", &unpack_clone, kArgs_clone, 0u},
     {"contiguous", &unpack_contiguous, kArgs_contiguous, 0u},
     {"_to_copy", &unpack__to_copy, kArgs__to_copy, 0u},

@@ -226,6 +226,46 @@ def test_overloads_share_an_entry(tmp_path, nf):
     assert body.name == "pointwise" and [s.split("(")[0] for s in body.schemas] == ["sigmoid", "tanh"]
 
 
+def test_own_ops_are_mapped_by_their_qualified_name(tmp_path, nf):
+    (converter,) = _compile(tmp_path, nf, "fastonnx::padded_rnn: {manual: true}\n")
+    assert converter.callee == "manual::fastonnx_padded_rnn" and converter.ret == "std::array<Value, 3>"
+    assert [a.schema_name for a in converter.params][:3] == ["mode", "input", "lengths"]
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("fastonnx::padded_rn: {manual: true}\n", ["ops.yaml:1", "not in op_schemas.txt", "no overload of that name"]),
+        ("mylib::scaled: {manual: true}\n", ["ops.yaml:1", "another library's op", "register_converter"]),
+        ("padded_rnn: {manual: true}\n", ["ops.yaml:1", "not in native_functions.yaml"]),
+    ],
+    ids=["unknown-own-op", "other-namespace", "own-op-unqualified"],
+)
+def test_own_op_key_errors(tmp_path, nf, yaml_text, expected):
+    with pytest.raises(SpecError) as info:
+        _compile(tmp_path, nf, yaml_text)
+    for fragment in expected:
+        assert fragment in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("scaled(Tensor self -> Tensor", "op_schemas.txt:3: `scaled(Tensor self -> Tensor` is not a torch schema"),
+        ("scaled(Tensr self) -> Tensor", "op_schemas.txt:3: `scaled(Tensr self) -> Tensor` is not a torch schema"),
+        ("scaled.out(Tensor self) -> Tensor", "op_schemas.txt:3: `scaled.out`: an op of op_schemas.txt is named"),
+        ("mylib::scaled(Tensor self) -> Tensor", "op_schemas.txt:3: `mylib::scaled`: an op of op_schemas.txt"),
+        ("relu(Tensor self) -> Tensor", "op_schemas.txt:3: `relu` is declared twice (first at line 2)"),
+    ],
+    ids=["syntax", "unknown-type", "overload", "namespace", "twice"],
+)
+def test_own_schema_errors(tmp_path, line, expected):
+    (tmp_path / "op_schemas.txt").write_text(f"# a comment\nrelu(Tensor self) -> Tensor\n{line}\n")
+    with pytest.raises(SpecError) as info:
+        NativeFunctions.load(default_native_functions(), tmp_path / "op_schemas.txt")
+    assert expected in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize("flags", [[], ["--check"], ["--coverage"]], ids=["generate", "check", "coverage"])
 def test_entry_points_report_file_and_line(tmp_path, flags):
     (tmp_path / "ops.yaml").write_text("relu: {onnx: Relu(self)}\ntanh: {onnx: 'compare(self)'}\n")

@@ -28,8 +28,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def overload_name(target) -> str | None:
-    """An ATen call target's name as native_functions.yaml writes it: ``add.Tensor``, ``relu``."""
-    if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+    """A call target's name in the op table: ``add.Tensor``, ``relu``, ``fastonnx::padded_rnn``."""
+    if isinstance(target, torch._ops.OpOverload):
         return overload_key(target)
     return None
 

@@ -33,7 +33,8 @@ def qualified_name(op) -> str:
 
 
 def overload_key(op: torch._ops.OpOverload) -> str:
-    """An ATen overload's name as native_functions.yaml writes it: ``add.Tensor``, ``relu``."""
+    """An overload's name in the op table: an ATen one's as native_functions.yaml writes it
+    (``add.Tensor``, ``relu``), another namespace's qualified (``fastonnx::padded_rnn``)."""
     return qualified_name(op).removeprefix("aten::")
 
 
@@ -67,7 +68,7 @@ def plan_for(op) -> Plan | None:
     if op in _PLANS:
         return _PLANS[op]
     entry = None
-    if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten":
+    if isinstance(op, torch._ops.OpOverload):
         entry = _registry().get(overload_key(op))
     plan = None
     if entry is not None:
@@ -219,9 +220,9 @@ def decomposition_for(node: torch.fx.Node):
 
 
 def supported_ops() -> list[str]:
-    """The ops fastonnx converts: the ATen overloads of its native converters (named as in
-    native_functions.yaml: ``add.Tensor``), then the ops with a Python converter, built-in or
-    registered (``torchvision::nms``)."""
+    """The ops fastonnx converts: the overloads of its native converters (ATen's, named as in
+    native_functions.yaml: ``add.Tensor``, and its own: ``fastonnx::padded_rnn``), then the ops
+    with a Python converter, built-in or registered (``torchvision::nms``)."""
     return sorted(set(_registry()) | {overload_key(op) for op in DROPPED}) + registered_names()
 
 

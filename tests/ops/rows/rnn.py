@@ -1,9 +1,12 @@
 """Recurrent layers, as torch.export records nn.LSTM, nn.GRU and nn.RNN modules (random weights,
-eval mode, initial states given: without them torch.export adds aten.zeros)."""
+eval mode, initial states given: without them torch.export adds aten.zeros), and over padded
+batches with lengths, as the TorchScript front end records packed sequences."""
 
 import torch
 from row import hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
+
+import fastonnx  # noqa: F401  # declares torch.ops.fastonnx.padded_rnn
 
 # (input_size, hidden_size, module options)
 CONFIGS = [
@@ -54,6 +57,40 @@ PROJECTED = (
     (lambda: torch.nn.LSTM(3, 4, proj_size=2, bidirectional=True), 1),
 )
 
+
+
+def _padded_samples(dtype):
+    """fastonnx::padded_rnn as the TorchScript front end records a packed-sequence layer: a
+    time-major padded batch whose entries have lengths in any order, one of them 1 (a projecting
+    LSTM computes an entry's first step apart) and one the whole sequence."""
+    modules = (
+        torch.nn.LSTM(4, 5),
+        torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True),
+        torch.nn.LSTM(4, 5, num_layers=2, proj_size=3),
+        torch.nn.LSTM(3, 4, num_layers=2, proj_size=2, bias=False, bidirectional=True),
+        torch.nn.GRU(3, 4, num_layers=2, bidirectional=True),
+        torch.nn.GRU(4, 3, bias=False),
+        torch.nn.RNN(4, 3, num_layers=2, bidirectional=True),
+        torch.nn.RNN(3, 4, nonlinearity="relu", bidirectional=True),
+    )
+    lengths = torch.tensor([3, SEQ_LEN, 1])
+    for module in modules:
+        module = module.to(dtype).eval()
+        x = tensor((SEQ_LEN, len(lengths), module.input_size), dtype, low=-1, high=1)
+        layers = module.num_layers * (2 if module.bidirectional else 1)
+        sizes = [getattr(module, "proj_size", 0) or module.hidden_size, module.hidden_size]
+        states = [tensor((layers, len(lengths), size), dtype, low=-1, high=1) for size in sizes]
+        n_states = 2 if isinstance(module, torch.nn.LSTM) else 1
+        yield SampleInput(x, args=(lengths, states[:n_states]), kwargs={"module": module})
+
+
+def _padded_rnn(x, lengths, hx, module):
+    mode = {torch.nn.LSTM: "lstm", torch.nn.GRU: "gru"}.get(type(module)) or f"rnn_{module.nonlinearity}"
+    return torch.ops.fastonnx.padded_rnn(
+        mode, x, lengths, hx, module._flat_weights, module.bias, module.num_layers, module.bidirectional
+    )
+
+
 ROWS = (
     hand_written(
         "lstm.input",
@@ -75,6 +112,14 @@ ROWS = (
         "rnn_relu.input",
         fn=_run,
         samples=_samples(lambda *a, **kw: torch.nn.RNN(*a, nonlinearity="relu", **kw), 1),
+        dtypes=FLOATS,
+        tolerance=TOLERANCE,
+    ),
+    hand_written(
+        "fastonnx::padded_rnn",
+        fn=_padded_rnn,
+        samples=_padded_samples,
+        max_samples=8,  # every sample
         dtypes=FLOATS,
         tolerance=TOLERANCE,
     ),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from ...errors import ConversionError
-from . import packed_rnn as _packed_rnn  # noqa: F401  # registers fastonnx::padded_rnn and its converter
+from . import packed_rnn as _packed_rnn  # noqa: F401  # declares fastonnx::padded_rnn (converted natively)
 from .nodes import resolve
 from .translator import Handler, Opaque, Outputs, Translator
 

@@ -177,7 +177,7 @@ def _passes(graph: torch._C.Graph) -> None:
     """torch's own passes, as its TorchScript exporter runs them: calls inlined, tuples lowered,
     mutation turned into functional ops where torch can prove it safe, constants folded. (The
     exporter's own pass for in-place ops on views writes ONNX-only nodes; the FX graph is
-    functionalized instead: _jit_fx.functionalized.)"""
+    functionalized instead: translate.functionalized.)"""
     torch._C._jit_pass_inline(graph)
     torch._C._jit_pass_inline_fork_wait(graph)
     torch._C._jit_pass_lower_all_tuples(graph)
