@@ -174,3 +174,33 @@ def test_a_transpose_of_a_transpose_is_one_transpose():
     check(proto)
     for got, want in zip(run_ort(proto, [x]), TransposedTwice()(x)):
         np.testing.assert_array_equal(got, want.numpy())
+
+
+class FlattenAndSliceAll(torch.nn.Module):
+    def forward(self, x):
+        return torch.flatten(x, 1)[:, :].relu() + x.reshape(x.shape[0], -1)[:, :, None][:, :].squeeze(-1)
+
+
+def test_shape_chains_on_constants_fold_and_slices_of_everything_go():
+    """flatten's size of the merged dimensions is a ReduceProd over a constant slice of the shape:
+    it folds to the number; a Slice from 0 to the end with step 1 (torch's `x[:, :]`) is its
+    input. The model still runs at other sizes."""
+    model = FlattenAndSliceAll()
+    proto = export_and_compare(model, (torch.randn(2, 3, 4),), dynamic_axes={"x": {0: "batch", 2: "w"}},
+                               input_names=["x"])
+    constants = {t.name: numpy_helper.to_array(t).tolist() for t in proto.graph.initializer}
+    everything = [
+        n.name
+        for n in proto.graph.node
+        if n.op_type == "Slice"
+        and constants.get(n.input[1]) == [0] * len(constants.get(n.input[1], []))
+        and all(e == 2**63 - 1 for e in constants.get(n.input[2], [0]))
+        and (len(n.input) < 5 or all(s == 1 for s in constants.get(n.input[4], [0])))
+    ]
+    assert not everything, f"Slices from 0 to the end left: {everything}"
+    for shape in [(5, 3, 4), (1, 3, 7)]:
+        x = torch.randn(*shape)
+        (got,) = run_ort(proto, [x])
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6, atol=1e-6)
+    static = fastonnx.export(model, (torch.randn(2, 3, 4),), dynamic_axes={"x": {0: "batch"}}).model_proto
+    assert "ReduceProd" not in [n.op_type for n in static.graph.node]

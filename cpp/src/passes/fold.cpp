@@ -282,8 +282,16 @@ Result expand(const ConstView& in, const ConstView& shape) {
 
 Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> attrs) {
   const ConstView& in = *inputs[0];
-  const std::vector<int64_t> axes = axes_of(inputs, attrs);
-  if (!axes.empty() || is_floating(in.dtype)) return std::nullopt;  // whole-tensor integer products/sums only
+  // Whole-tensor integer products and sums only: no axes, or axes naming every dimension (a
+  // flattened shape's product over its one axis).
+  std::vector<int64_t> axes = axes_of(inputs, attrs);
+  const auto rank = static_cast<int64_t>(in.shape.size());
+  for (int64_t& a : axes) a = wrap(a, in.shape.size());
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  const bool every_axis =
+      static_cast<int64_t>(axes.size()) == rank && (axes.empty() || (axes.front() == 0 && axes.back() == rank - 1));
+  if (!every_axis || is_floating(in.dtype)) return std::nullopt;
   int64_t acc = op == "ReduceProd" ? 1 : 0;
   for (int64_t v : ints_of(in)) acc = op == "ReduceProd" ? acc * v : acc + v;
   Shape out = attr_int(attrs, "keepdims", 1) ? Shape(in.shape.size(), 1) : Shape{};

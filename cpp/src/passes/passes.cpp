@@ -2,6 +2,9 @@
 
 #include <cctype>
 #include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "fastonnx/fold.h"
+#include "fold_internal.h"
 
 namespace fastonnx {
 
@@ -312,6 +316,7 @@ class Optimizer {
         same = same && perm->as_ints()[i] == static_cast<int64_t>(i);
       }
     }
+    if (op == "Slice") same = slices_everything(in);
     if (op == "Reshape" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze") {
       const auto a = g_.static_shape(x), b = g_.static_shape(y);
       same = a && b && *a == *b;
@@ -320,6 +325,32 @@ class Optimizer {
     replace(y, x);
     g_.kill(n);
     ++stats_.forwarded;
+    return true;
+  }
+
+  // The values of a constant integer input (an initializer), if it is one.
+  std::optional<std::vector<int64_t>> constant_ints(Value v) const {
+    const Initializer* init = g_.initializer(v);
+    const auto shape = g_.static_shape(v);
+    const ScalarType dtype = g_.info(v).dtype;
+    if (init == nullptr || init->overridable || !shape || (dtype != ScalarType::Long && dtype != ScalarType::Int)) {
+      return std::nullopt;
+    }
+    return fold_detail::ints_of(ConstView{dtype, *shape, static_cast<const uint8_t*>(init->data), init->model_tensor});
+  }
+
+  // A Slice from 0 to the end (INT64_MAX, as torch's `x[:, :]` records it) with step 1 on every
+  // axis it names copies its input, whatever the input's size.
+  bool slices_everything(std::span<const Value> in) const {
+    if (in.size() < 3 || !in[1].valid() || !in[2].valid()) return false;
+    const auto starts = constant_ints(in[1]), ends = constant_ints(in[2]);
+    if (!starts || !ends || starts->size() != ends->size()) return false;
+    std::optional<std::vector<int64_t>> steps = std::vector<int64_t>(starts->size(), 1);
+    if (in.size() > 4 && in[4].valid()) steps = constant_ints(in[4]);
+    if (!steps || steps->size() != starts->size()) return false;
+    for (size_t i = 0; i < starts->size(); ++i) {
+      if ((*starts)[i] != 0 || (*ends)[i] != std::numeric_limits<int64_t>::max() || (*steps)[i] != 1) return false;
+    }
     return true;
   }
 
