@@ -44,6 +44,8 @@ SIGNATURES: list[tuple[str, str]] = [
     ("tensor", "logical(op op, Tensor self, Tensor other) -> Tensor"),
     ("tensor", "bitwise(op logical_op, op bitwise_op, Tensor self, Tensor|Scalar other) -> Tensor"),
     ("tensor", "shift(Tensor self, Tensor|Scalar other, bool left) -> Tensor"),
+    # Where in `dtype`, bool included (onnxruntime has no bool Where)
+    ("tensor", "where_in(Tensor condition, Tensor x, Tensor y, ScalarType dtype) -> Tensor"),
     ("tensor", "pairwise_extremum(op op, Tensor self, Tensor other) -> Tensor"),
     ("tensor", "clamp_numbers(Tensor self, Scalar? min, Scalar? max) -> Tensor"),
     ("tensor", "clamp_tensors(Tensor self, Tensor? min, Tensor? max) -> Tensor"),

@@ -67,14 +67,6 @@ Value bitwise_by_bits(Builder& b, OpType bitwise_op, Value self, Value other, Sc
   return b.cast(b.op<"Add">({high, half(0, false)}), dtype);
 }
 
-// Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
-Value select(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
-  const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
-  // torch takes a uint8 condition too (deprecated), nonzero being true, as ONNX's Cast makes it.
-  const Value taken = b.cast(condition, ScalarType::Bool);
-  return b.cast(b.op<"Where">({taken, b.cast(x, computed), b.cast(y, computed)}), dtype);
-}
-
 }  // namespace
 
 Value compare(Builder& b, OpType op, Value self, Value other) {
@@ -143,6 +135,14 @@ Value shift(Builder& b, Value self, const Scalar& other, bool left) {
   return shift(b, self, b.scalar(other, ScalarType::Long), left);
 }
 
+// Where(condition, x, y) in `dtype`; bool goes through uint8, which onnxruntime's Where takes.
+Value where_in(Builder& b, Value condition, Value x, Value y, ScalarType dtype) {
+  const ScalarType computed = dtype == ScalarType::Bool ? ScalarType::Byte : dtype;
+  // torch takes a uint8 condition too (deprecated), nonzero being true, as ONNX's Cast makes it.
+  const Value taken = b.cast(condition, ScalarType::Bool);
+  return b.cast(b.op<"Where">({taken, b.cast(x, computed), b.cast(y, computed)}), dtype);
+}
+
 // The elementwise maximum (`op` Max) or minimum (Min): Max (Min) propagates NaN as torch does;
 // on bool it is Or (And).
 Value pairwise_extremum(Builder& b, OpType op, Value x, Value y) {
@@ -179,47 +179,4 @@ Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, con
   return b.op<"Clip">({b.cast(self, dtype), bound(lo), bound(hi)});
 }
 
-namespace manual {
-
-// A Python number branch takes part in torch's promotion; the output dtype recorded for the node
-// is its result.
-Value where_self(Builder& b, Value condition, Value self, Value other) {
-  return select(b, condition, self, other, b.compute_dtype(self, other));
-}
-
-Value where_ScalarSelf(Builder& b, Value condition, Scalar self, Value other) {
-  const ScalarType dtype = b.compute_dtype(other);
-  return select(b, condition, b.scalar(self, dtype), other, dtype);
-}
-
-Value where_ScalarOther(Builder& b, Value condition, Value self, Scalar other) {
-  const ScalarType dtype = b.compute_dtype(self);
-  return select(b, condition, self, b.scalar(other, dtype), dtype);
-}
-
-Value where_Scalar(Builder& b, Value condition, Scalar self, Scalar other) {
-  const ScalarType dtype = b.out_meta().dtype;
-  return select(b, condition, b.scalar(self, dtype), b.scalar(other, dtype), dtype);
-}
-
-// masked_fill keeps self's dtype: the value is cast to it (2.7 into int64 is 2).
-Value masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value) {
-  return select(b, mask, b.scalar(value, b.dtype(self)), self, b.dtype(self));
-}
-
-Value masked_fill_Tensor(Builder& b, Value self, Value mask, Value value) {
-  return select(b, mask, value, self, b.dtype(self));
-}
-
-Value clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max) {
-  if (!min && !max) b.fail("clamp needs at least one of min and max");
-  return clamp_numbers(b, self, min, max);
-}
-
-Value clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max) {
-  if (!min && !max) b.fail("clamp needs at least one of min and max");
-  return clamp_tensors(b, self, min, max);
-}
-
-}  // namespace manual
 }  // namespace fastonnx

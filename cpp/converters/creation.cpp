@@ -54,13 +54,4 @@ Value identity(Builder& b, const SymInt& n, const SymInt& m) {
   return b.cast(b.op<"Equal">({rows, iota(b, b.long_scalar(m))}), b.out_meta().dtype);
 }
 
-namespace manual {
-
-Value fill_Tensor(Builder& b, Value self, Value value) {
-  const Value scalar = b.cast(value, b.dtype(self));
-  if (b.rank(self) == 0) return scalar;
-  return b.op<"Expand">({scalar, shape_of(b, self)});
-}
-
-}  // namespace manual
 }  // namespace fastonnx

@@ -279,13 +279,5 @@ Value abs(Builder& b, Value self) {
   return b.op<"Squeeze">({magnitude, b.ints(last)});
 }
 
-// abs * (cos(angle), sin(angle)): the complex number of that magnitude and phase.
-Value polar(Builder& b, Value abs, Value angle) {
-  const std::vector<int64_t> last{-1};
-  const Value re = b.op<"Unsqueeze">({b.op<"Mul">({abs, b.op<"Cos">({angle})}), b.ints(last)});
-  const Value im = b.op<"Unsqueeze">({b.op<"Mul">({abs, b.op<"Sin">({angle})}), b.ints(last)});
-  return b.as_complex(b.op<"Concat">({re, im}, {Attr::i("axis", -1)}));
-}
-
 }  // namespace manual
 }  // namespace fastonnx

@@ -14,8 +14,6 @@ namespace {
 // has int32/int64 kernels and is exact.
 bool gemm_fits(Builder& b, Value x) { return is_floating(b.dtype(x)); }
 
-Value transposed(Builder& b, Value m) { return b.op<"Transpose">({m}, {Attr::ints("perm", {1, 0})}); }
-
 }  // namespace
 
 // The p-norm over the last axis of the differences of every row of `x1` (..., P, M) with every
@@ -63,15 +61,6 @@ Value pairwise_distances(Builder& b, Value self, double p) {
 
 namespace manual {
 
-Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias) {
-  if (bias && b.rank(input) == 2 && b.rank(weight) == 2 && gemm_fits(b, input)) {
-    return b.op<"Gemm">({input, weight, *bias}, {Attr::i("transB", 1)});
-  }
-  // A Transpose of a weight is folded into the initializer by the passes.
-  const Value product = b.op<"MatMul">({input, b.rank(weight) == 1 ? weight : transposed(b, weight)});
-  return bias ? b.op<"Add">({product, *bias}) : product;
-}
-
 Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha) {
   // Gemm takes alpha and beta as attributes: numbers the graph computes take the MatMul path.
   if (gemm_fits(b, mat1) && alpha.is_static() && beta.is_static()) {
@@ -83,14 +72,6 @@ Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar 
   if (beta == 0.0) return product;  // torch ignores `self` then
   const Value scaled_self = beta == int64_t{1} ? self : b.op<"Mul">({self, b.scalar_like(beta, self)});
   return b.op<"Add">({scaled_self, product});
-}
-
-Value outer(Builder& b, Value self, Value vec2) {
-  // Mixed dtypes multiply in torch's promoted one.
-  const ScalarType dtype = b.compute_dtype(self, vec2);
-  const Value column = b.op<"Unsqueeze">({b.cast(self, dtype), b.ints(std::vector<int64_t>{1})});
-  // ONNX's Mul takes no bool; a product of truth values is their conjunction.
-  return b.op(dtype == ScalarType::Bool ? OpType("And") : OpType("Mul"), {column, b.cast(vec2, dtype)});
 }
 
 Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>>) {

@@ -1,4 +1,4 @@
-// Size queries on tensors and `.item()`, as 0-d tensors.
+// Size and layout queries on tensors, as 0-d tensors.
 #include "common.h"
 
 namespace fastonnx::manual {
@@ -23,10 +23,5 @@ Value sym_stride_int(Builder& b, Value self, int64_t dim) {
 Value sym_storage_offset(Builder& b, Value) { return b.scalar(Scalar(int64_t{0}), ScalarType::Long); }
 
 Value sym_is_contiguous(Builder& b, Value) { return b.scalar(Scalar(true), ScalarType::Bool); }
-
-Value _local_scalar_dense(Builder& b, Value self) {
-  const Value element = b.op<"Reshape">({self, b.ints(std::vector<int64_t>{})});
-  return b.cast(element, b.out_meta().dtype);
-}
 
 }  // namespace fastonnx::manual

@@ -137,14 +137,6 @@ Value round_decimals(Builder& b, Value self, int64_t decimals) {
   return b.cast(rounded, dtype);
 }
 
-Value isinf(Builder& b, Value self) {
-  const ScalarType dtype = b.dtype(self);
-  if (!is_floating(dtype)) return all_false_like(b, self);
-  // IsInf takes 16-bit floats from opset 20; they widen to float32 exactly before that.
-  const bool takes_dtype = b.opset() >= 20 || dtype == ScalarType::Float || dtype == ScalarType::Double;
-  return b.op<"IsInf">({takes_dtype ? self : b.cast(self, ScalarType::Float)});
-}
-
 Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf,
                  std::optional<double> neginf) {
   const ScalarType dtype = b.dtype(self);

@@ -162,10 +162,26 @@ Value convert_bitwise_left_shift_Tensor_Scalar(Builder& b, Value self, Scalar ot
 Value convert_bitwise_right_shift_Tensor(Builder& b, Value self, Value other);
 // bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
 Value convert_bitwise_right_shift_Tensor_Scalar(Builder& b, Value self, Scalar other);
+// where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+Value convert_where_self(Builder& b, Value condition, Value self, Value other);
+// where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor
+Value convert_where_ScalarSelf(Builder& b, Value condition, Scalar self, Value other);
+// where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor
+Value convert_where_ScalarOther(Builder& b, Value condition, Value self, Scalar other);
+// where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor
+Value convert_where_Scalar(Builder& b, Value condition, Scalar self, Scalar other);
+// masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor
+Value convert_masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value);
+// masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor
+Value convert_masked_fill_Tensor(Builder& b, Value self, Value mask, Value value);
 // maximum(Tensor self, Tensor other) -> Tensor
 Value convert_maximum(Builder& b, Value self, Value other);
 // minimum(Tensor self, Tensor other) -> Tensor
 Value convert_minimum(Builder& b, Value self, Value other);
+// clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
+Value convert_clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
+// clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+Value convert_clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max);
 // clamp_min(Tensor self, Scalar min) -> Tensor
 Value convert_clamp_min(Builder& b, Value self, Scalar min);
 // clamp_min.Tensor(Tensor self, Tensor min) -> Tensor
@@ -202,6 +218,8 @@ Value convert_ones_like(Builder& b, Value self, std::optional<ScalarType> dtype,
 Value convert_scalar_tensor(Builder& b, Scalar s, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // fill.Scalar(Tensor self, Scalar value) -> Tensor
 Value convert_fill_Scalar(Builder& b, Value self, Scalar value);
+// fill.Tensor(Tensor self, Tensor value) -> Tensor
+Value convert_fill_Tensor(Builder& b, Value self, Value value);
 // eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 Value convert_eye(Builder& b, SymInt n, std::optional<ScalarType> dtype, std::optional<bool> pin_memory);
 // eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
@@ -218,6 +236,8 @@ Value convert_empty_like(Builder& b, Value self, std::optional<ScalarType> dtype
 Value convert_view_as_real(Builder& b, Value self);
 // view_as_complex(Tensor(a) self) -> Tensor(a)
 Value convert_view_as_complex(Builder& b, Value self);
+// polar(Tensor abs, Tensor angle) -> Tensor
+Value convert_polar(Builder& b, Value abs, Value angle);
 // masked_select(Tensor self, Tensor mask) -> Tensor
 Value convert_masked_select(Builder& b, Value self, Value mask);
 // take(Tensor self, Tensor index) -> Tensor
@@ -228,6 +248,8 @@ Value convert_index_select(Builder& b, Value self, int64_t dim, Value index);
 Value convert_index_fill_int_Scalar(Builder& b, Value self, int64_t dim, Value index, Scalar value);
 // index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor
 Value convert_index_fill_int_Tensor(Builder& b, Value self, int64_t dim, Value index, Value value);
+// linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
+Value convert_linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // mm(Tensor self, Tensor mat2) -> Tensor
 Value convert_mm(Builder& b, Value self, Value mat2);
 // bmm(Tensor self, Tensor mat2) -> Tensor
@@ -242,6 +264,8 @@ Value convert_addbmm(Builder& b, Value self, Value batch1, Value batch2, Scalar 
 Value convert_dot(Builder& b, Value self, Value tensor);
 // vdot(Tensor self, Tensor other) -> Tensor
 Value convert_vdot(Builder& b, Value self, Value other);
+// outer(Tensor self, Tensor vec2) -> Tensor
+Value convert_outer(Builder& b, Value self, Value vec2);
 // _cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
 Value convert__cdist_forward(Builder& b, Value x1, Value x2, double p, std::optional<int64_t> compute_mode);
 // cdist(Tensor x1, Tensor x2, float p=2, int? compute_mode=None) -> Tensor
@@ -484,6 +508,8 @@ std::array<Value, 2> convert_topk(Builder& b, Value self, SymInt k, int64_t dim,
 Value convert_bucketize_Tensor(Builder& b, Value self, Value boundaries, bool out_int32, bool right);
 // sym_numel(Tensor self) -> SymInt
 Value convert_sym_numel(Builder& b, Value self);
+// _local_scalar_dense(Tensor self) -> Scalar
+Value convert__local_scalar_dense(Builder& b, Value self);
 // abs(Tensor self) -> Tensor
 Value convert_abs(Builder& b, Value self);
 // neg(Tensor self) -> Tensor
@@ -546,6 +572,8 @@ Value convert_round_decimals(Builder& b, Value self, int64_t decimals);
 Value convert_sign(Builder& b, Value self);
 // isnan(Tensor self) -> Tensor
 Value convert_isnan(Builder& b, Value self);
+// isinf(Tensor self) -> Tensor
+Value convert_isinf(Builder& b, Value self);
 // bitwise_not(Tensor self) -> Tensor
 Value convert_bitwise_not(Builder& b, Value self);
 // logical_not(Tensor self) -> Tensor
@@ -626,24 +654,6 @@ std::array<Value, 3> native_group_norm_backward(Builder& b, Value grad_out, Valu
 Value embedding_dense_backward(Builder& b, Value grad_output, Value indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq);
 // _softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
 Value _softmax_backward_data(Builder& b, Value grad_output, Value output, int64_t dim, ScalarType input_dtype);
-// where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
-Value where_self(Builder& b, Value condition, Value self, Value other);
-// where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor
-Value where_ScalarSelf(Builder& b, Value condition, Scalar self, Value other);
-// where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor
-Value where_ScalarOther(Builder& b, Value condition, Value self, Scalar other);
-// where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor
-Value where_Scalar(Builder& b, Value condition, Scalar self, Scalar other);
-// masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor
-Value masked_fill_Scalar(Builder& b, Value self, Value mask, Scalar value);
-// masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor
-Value masked_fill_Tensor(Builder& b, Value self, Value mask, Value value);
-// clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
-Value clamp(Builder& b, Value self, std::optional<Scalar> min, std::optional<Scalar> max);
-// clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
-Value clamp_Tensor(Builder& b, Value self, std::optional<Value> min, std::optional<Value> max);
-// fill.Tensor(Tensor self, Tensor value) -> Tensor
-Value fill_Tensor(Builder& b, Value self, Value value);
 // _fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
 Value _fft_r2c(Builder& b, Value self, std::vector<int64_t> dim, int64_t normalization, bool onesided);
 // _fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
@@ -656,8 +666,6 @@ Value real(Builder& b, Value self);
 Value imag(Builder& b, Value self);
 // _conj(Tensor(a) self) -> Tensor(a)
 Value _conj(Builder& b, Value self);
-// polar(Tensor abs, Tensor angle) -> Tensor
-Value polar(Builder& b, Value abs, Value angle);
 // index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
 Value index_Tensor(Builder& b, Value self, std::vector<std::optional<Value>> indices);
 // index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
@@ -694,12 +702,8 @@ Value slice_scatter(Builder& b, Value self, Value src, int64_t dim, std::optiona
 Value select_scatter(Builder& b, Value self, Value src, int64_t dim, SymInt index);
 // diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor
 Value diagonal_scatter(Builder& b, Value self, Value src, int64_t offset, int64_t dim1, int64_t dim2);
-// linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
-Value linear(Builder& b, Value input, Value weight, std::optional<Value> bias);
 // addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 Value addmm(Builder& b, Value self, Value mat1, Value mat2, Scalar beta, Scalar alpha);
-// outer(Tensor self, Tensor vec2) -> Tensor
-Value outer(Builder& b, Value self, Value vec2);
 // einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
 Value einsum(Builder& b, std::string equation, std::vector<Value> tensors, std::optional<std::vector<int64_t>> path);
 // convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
@@ -830,8 +834,6 @@ Value sym_stride_int(Builder& b, Value self, int64_t dim);
 Value sym_storage_offset(Builder& b, Value self);
 // sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> SymBool
 Value sym_is_contiguous(Builder& b, Value self);
-// _local_scalar_dense(Tensor self) -> Scalar
-Value _local_scalar_dense(Builder& b, Value self);
 // abs(Tensor self) -> Tensor
 Value abs(Builder& b, Value self);
 // log1p(Tensor self) -> Tensor
@@ -844,8 +846,6 @@ Value erfinv(Builder& b, Value self);
 Value logit(Builder& b, Value self, std::optional<double> eps);
 // round.decimals(Tensor self, *, int decimals) -> Tensor
 Value round_decimals(Builder& b, Value self, int64_t decimals);
-// isinf(Tensor self) -> Tensor
-Value isinf(Builder& b, Value self);
 // nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor
 Value nan_to_num(Builder& b, Value self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf);
 // im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor

@@ -235,7 +235,84 @@ Value convert_bitwise_right_shift_Tensor_Scalar([[maybe_unused]] Builder& b, [[m
   }
 }
 
-// maximum  (codegen/mappings/comparison.yaml:35)
+// where.self  (codegen/mappings/comparison.yaml:31)
+Value convert_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // promote: [self, other], onnx: where_in(condition, self, other, dtype_of(self))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
+    self = b.cast(self, computed_dtype_);
+    other = b.cast(other, computed_dtype_);
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = where_in(b, condition, self, other, v0);
+    return v1;
+  }
+}
+
+// where.ScalarSelf  (codegen/mappings/comparison.yaml:32)
+Value convert_where_ScalarSelf([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Scalar self, [[maybe_unused]] Value other) {
+  // promote: [other], onnx: where_in(condition, scalar(self, dtype_of(other)), other, dtype_of(other))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(other);
+    other = b.cast(other, computed_dtype_);
+    const ScalarType v0 = dtype_of(b, other);
+    const Value v1 = scalar(b, self, v0);
+    const ScalarType v2 = dtype_of(b, other);
+    const Value v3 = where_in(b, condition, v1, other, v2);
+    return v3;
+  }
+}
+
+// where.ScalarOther  (codegen/mappings/comparison.yaml:33)
+Value convert_where_ScalarOther([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Value self, [[maybe_unused]] Scalar other) {
+  // promote: [self], onnx: where_in(condition, self, scalar(other, dtype_of(self)), dtype_of(self))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self);
+    self = b.cast(self, computed_dtype_);
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = scalar(b, other, v0);
+    const ScalarType v2 = dtype_of(b, self);
+    const Value v3 = where_in(b, condition, self, v1, v2);
+    return v3;
+  }
+}
+
+// where.Scalar  (codegen/mappings/comparison.yaml:34)
+Value convert_where_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value condition, [[maybe_unused]] Scalar self, [[maybe_unused]] Scalar other) {
+  // onnx: where_in(condition, scalar(self, output_dtype(0)), scalar(other, output_dtype(0)), output_dtype(0))
+  {
+    const ScalarType v0 = output_dtype(b, int64_t{0});
+    const Value v1 = scalar(b, self, v0);
+    const ScalarType v2 = output_dtype(b, int64_t{0});
+    const Value v3 = scalar(b, other, v2);
+    const ScalarType v4 = output_dtype(b, int64_t{0});
+    const Value v5 = where_in(b, condition, v1, v3, v4);
+    return v5;
+  }
+}
+
+// masked_fill.Scalar  (codegen/mappings/comparison.yaml:36)
+Value convert_masked_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Scalar value) {
+  // onnx: where_in(mask, scalar(value, dtype_of(self)), self, dtype_of(self))
+  {
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = scalar(b, value, v0);
+    const ScalarType v2 = dtype_of(b, self);
+    const Value v3 = where_in(b, mask, v1, self, v2);
+    return v3;
+  }
+}
+
+// masked_fill.Tensor  (codegen/mappings/comparison.yaml:37)
+Value convert_masked_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mask, [[maybe_unused]] Value value) {
+  // onnx: where_in(mask, value, self, dtype_of(self))
+  {
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = where_in(b, mask, value, self, v0);
+    return v1;
+  }
+}
+
+// maximum  (codegen/mappings/comparison.yaml:38)
 Value convert_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: pairwise_extremum("Max", self, other)
   {
@@ -244,7 +321,7 @@ Value convert_maximum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// minimum  (codegen/mappings/comparison.yaml:36)
+// minimum  (codegen/mappings/comparison.yaml:39)
 Value convert_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: pairwise_extremum("Min", self, other)
   {
@@ -253,7 +330,27 @@ Value convert_minimum([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// clamp_min  (codegen/mappings/comparison.yaml:41)
+// clamp  (codegen/mappings/comparison.yaml:43)
+Value convert_clamp([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Scalar> min, [[maybe_unused]] std::optional<Scalar> max) {
+  // when: min is not None or max is not None, onnx: clamp_numbers(self, min, max)
+  if (((min.has_value()) || (max.has_value()))) {
+    const Value v0 = clamp_numbers(b, self, min, max);
+    return v0;
+  }
+  b.fail("no rule of clamp applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/comparison.yaml:43)");
+}
+
+// clamp.Tensor  (codegen/mappings/comparison.yaml:44)
+Value convert_clamp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<Value> min, [[maybe_unused]] std::optional<Value> max) {
+  // when: min is not None or max is not None, onnx: clamp_tensors(self, min, max)
+  if (((min.has_value()) || (max.has_value()))) {
+    const Value v0 = clamp_tensors(b, self, min, max);
+    return v0;
+  }
+  b.fail("no rule of clamp.Tensor applies to these arguments at opset " + std::to_string(b.opset()) + " (codegen/mappings/comparison.yaml:44)");
+}
+
+// clamp_min  (codegen/mappings/comparison.yaml:45)
 Value convert_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar min) {
   // onnx: clamp_numbers(self, min, None)
   {
@@ -262,7 +359,7 @@ Value convert_clamp_min([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// clamp_min.Tensor  (codegen/mappings/comparison.yaml:42)
+// clamp_min.Tensor  (codegen/mappings/comparison.yaml:46)
 Value convert_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value min) {
   // onnx: clamp_tensors(self, min, None)
   {
@@ -271,7 +368,7 @@ Value convert_clamp_min_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Val
   }
 }
 
-// clamp_max  (codegen/mappings/comparison.yaml:43)
+// clamp_max  (codegen/mappings/comparison.yaml:47)
 Value convert_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Scalar max) {
   // onnx: clamp_numbers(self, None, max)
   {
@@ -280,7 +377,7 @@ Value convert_clamp_max([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// clamp_max.Tensor  (codegen/mappings/comparison.yaml:44)
+// clamp_max.Tensor  (codegen/mappings/comparison.yaml:48)
 Value convert_clamp_max_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value max) {
   // onnx: clamp_tensors(self, None, max)
   {

@@ -134,7 +134,25 @@ Value convert_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// eye  (codegen/mappings/creation.yaml:18)
+// fill.Tensor  (codegen/mappings/creation.yaml:16)
+Value convert_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value value) {
+  // when: rank(self) == 0, onnx: cast(value, dtype_of(self))
+  if (((b.rank(self) == int64_t{0}))) {
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = cast(b, value, v0);
+    return v1;
+  }
+  // onnx: Expand(cast(value, dtype_of(self)), Shape(self))
+  {
+    const ScalarType v0 = dtype_of(b, self);
+    const Value v1 = cast(b, value, v0);
+    const Value v2 = b.op<"Shape">({self}, {});
+    const Value v3 = b.op<"Expand">({v1, v2}, {});
+    return v3;
+  }
+}
+
+// eye  (codegen/mappings/creation.yaml:21)
 Value convert_eye([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // onnx: identity(n, n)
   {
@@ -143,7 +161,7 @@ Value convert_eye([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[mayb
   }
 }
 
-// eye.m  (codegen/mappings/creation.yaml:19)
+// eye.m  (codegen/mappings/creation.yaml:22)
 Value convert_eye_m([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[maybe_unused]] SymInt m, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // onnx: identity(n, m)
   {
@@ -152,7 +170,7 @@ Value convert_eye_m([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt n, [[ma
   }
 }
 
-// empty.memory_format  (codegen/mappings/creation.yaml:21)
+// empty.memory_format  (codegen/mappings/creation.yaml:24)
 Value convert_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // onnx: filled(0, size)
   {
@@ -161,7 +179,7 @@ Value convert_empty_memory_format([[maybe_unused]] Builder& b, [[maybe_unused]] 
   }
 }
 
-// empty_strided  (codegen/mappings/creation.yaml:21)
+// empty_strided  (codegen/mappings/creation.yaml:24)
 Value convert_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] SymIntList size, [[maybe_unused]] SymIntList stride, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // onnx: filled(0, size)
   {
@@ -170,7 +188,7 @@ Value convert_empty_strided([[maybe_unused]] Builder& b, [[maybe_unused]] SymInt
   }
 }
 
-// new_empty  (codegen/mappings/creation.yaml:21)
+// new_empty  (codegen/mappings/creation.yaml:24)
 Value convert_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // onnx: filled(0, size)
   {
@@ -179,7 +197,7 @@ Value convert_new_empty([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// empty_like  (codegen/mappings/creation.yaml:22)
+// empty_like  (codegen/mappings/creation.yaml:25)
 Value convert_empty_like([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::optional<ScalarType> dtype, [[maybe_unused]] std::optional<bool> pin_memory) {
   // onnx: filled_like(0, self)
   {

@@ -26,4 +26,20 @@ Value convert_view_as_complex([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
+// polar  (codegen/mappings/fft.yaml:13)
+Value convert_polar([[maybe_unused]] Builder& b, [[maybe_unused]] Value abs, [[maybe_unused]] Value angle) {
+  // onnx: as_complex(Concat(Unsqueeze(Mul(abs, Cos(angle)), [-1]), Unsqueeze(Mul(abs, Sin(angle)), [-1]), axis=-1))
+  {
+    const Value v0 = b.op<"Cos">({angle}, {});
+    const Value v1 = b.op<"Mul">({abs, v0}, {});
+    const Value v2 = b.op<"Unsqueeze">({v1, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v3 = b.op<"Sin">({angle}, {});
+    const Value v4 = b.op<"Mul">({abs, v3}, {});
+    const Value v5 = b.op<"Unsqueeze">({v4, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
+    const Value v6 = b.op<"Concat">({v2, v5}, {Attr::i("axis", int64_t{-1})});
+    const Value v7 = as_complex(b, v6);
+    return v7;
+  }
+}
+
 }  // namespace fastonnx

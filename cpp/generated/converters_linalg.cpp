@@ -8,7 +8,40 @@
 
 namespace fastonnx {
 
-// mm  (codegen/mappings/linalg.yaml:5)
+// linear  (codegen/mappings/linalg.yaml:4)
+Value convert_linear([[maybe_unused]] Builder& b, [[maybe_unused]] Value input, [[maybe_unused]] Value weight, [[maybe_unused]] std::optional<Value> bias) {
+  // when: bias is not None and rank(input) == 2 and (rank(weight) == 2) and is_floating(input), onnx: Gemm(input, weight, bias, transB=1)
+  if (((bias.has_value()) && ((b.rank(input) == int64_t{2})) && ((b.rank(weight) == int64_t{2})) && is_floating(b.dtype(input)))) {
+    const Value v0 = b.op<"Gemm">({input, weight, bias}, {Attr::i("transB", int64_t{1})});
+    return v0;
+  }
+  // when: bias is not None and rank(weight) == 1, onnx: Add(MatMul(input, weight), bias)
+  if (((bias.has_value()) && ((b.rank(weight) == int64_t{1})))) {
+    const Value v0 = b.op<"MatMul">({input, weight}, {});
+    const Value v1 = b.op<"Add">({v0, bias}, {});
+    return v1;
+  }
+  // when: bias is not None, onnx: Add(MatMul(input, Transpose(weight, perm=[1, 0])), bias)
+  if ((bias.has_value())) {
+    const Value v0 = b.op<"Transpose">({weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
+    const Value v1 = b.op<"MatMul">({input, v0}, {});
+    const Value v2 = b.op<"Add">({v1, bias}, {});
+    return v2;
+  }
+  // when: rank(weight) == 1, onnx: MatMul(input, weight)
+  if (((b.rank(weight) == int64_t{1}))) {
+    const Value v0 = b.op<"MatMul">({input, weight}, {});
+    return v0;
+  }
+  // onnx: MatMul(input, Transpose(weight, perm=[1, 0]))
+  {
+    const Value v0 = b.op<"Transpose">({weight}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
+    const Value v1 = b.op<"MatMul">({input, v0}, {});
+    return v1;
+  }
+}
+
+// mm  (codegen/mappings/linalg.yaml:12)
 Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
@@ -17,7 +50,7 @@ Value convert_mm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[may
   }
 }
 
-// bmm  (codegen/mappings/linalg.yaml:6)
+// bmm  (codegen/mappings/linalg.yaml:13)
 Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value mat2) {
   // onnx: MatMul(self, mat2)
   {
@@ -26,7 +59,7 @@ Value convert_bmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// matmul  (codegen/mappings/linalg.yaml:7)
+// matmul  (codegen/mappings/linalg.yaml:14)
 Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
@@ -35,7 +68,7 @@ Value convert_matmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// baddbmm  (codegen/mappings/linalg.yaml:9)
+// baddbmm  (codegen/mappings/linalg.yaml:16)
 Value convert_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   // when: beta == 0 and alpha == 1, onnx: MatMul(batch1, batch2)
   if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
@@ -64,7 +97,7 @@ Value convert_baddbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// addbmm  (codegen/mappings/linalg.yaml:14)
+// addbmm  (codegen/mappings/linalg.yaml:21)
 Value convert_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value batch1, [[maybe_unused]] Value batch2, [[maybe_unused]] Scalar beta, [[maybe_unused]] Scalar alpha) {
   // when: beta == 0 and alpha == 1, onnx: ReduceSum(MatMul(batch1, batch2), [0], keepdims=0)
   if ((((beta == int64_t{0})) && ((alpha == int64_t{1})))) {
@@ -97,7 +130,7 @@ Value convert_addbmm([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [
   }
 }
 
-// dot  (codegen/mappings/linalg.yaml:20)
+// dot  (codegen/mappings/linalg.yaml:27)
 Value convert_dot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor) {
   // onnx: MatMul(self, tensor)
   {
@@ -106,7 +139,7 @@ Value convert_dot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[ma
   }
 }
 
-// vdot  (codegen/mappings/linalg.yaml:21)
+// vdot  (codegen/mappings/linalg.yaml:28)
 Value convert_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // onnx: MatMul(self, other)
   {
@@ -115,7 +148,20 @@ Value convert_vdot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// _cdist_forward  (codegen/mappings/linalg.yaml:25)
+// outer  (codegen/mappings/linalg.yaml:30)
+Value convert_outer([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value vec2) {
+  // promote: [self, vec2], onnx: mul(Unsqueeze(self, [1]), vec2)
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, vec2);
+    self = b.cast(self, computed_dtype_);
+    vec2 = b.cast(vec2, computed_dtype_);
+    const Value v0 = b.op<"Unsqueeze">({self, b.list({Scalar(int64_t{1})}, ScalarType::Long)}, {});
+    const Value v1 = mul(b, v0, vec2);
+    return v1;
+  }
+}
+
+// _cdist_forward  (codegen/mappings/linalg.yaml:33)
 Value convert__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
   // onnx: distances(x1, x2, p)
   {
@@ -124,7 +170,7 @@ Value convert__cdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// cdist  (codegen/mappings/linalg.yaml:25)
+// cdist  (codegen/mappings/linalg.yaml:33)
 Value convert_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[maybe_unused]] Value x2, [[maybe_unused]] double p, [[maybe_unused]] std::optional<int64_t> compute_mode) {
   // onnx: distances(x1, x2, p)
   {
@@ -133,7 +179,7 @@ Value convert_cdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value x1, [[ma
   }
 }
 
-// _pdist_forward  (codegen/mappings/linalg.yaml:26)
+// _pdist_forward  (codegen/mappings/linalg.yaml:34)
 Value convert__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
   // onnx: pairwise_distances(self, p)
   {
@@ -142,7 +188,7 @@ Value convert__pdist_forward([[maybe_unused]] Builder& b, [[maybe_unused]] Value
   }
 }
 
-// pdist  (codegen/mappings/linalg.yaml:26)
+// pdist  (codegen/mappings/linalg.yaml:34)
 Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] double p) {
   // onnx: pairwise_distances(self, p)
   {
@@ -151,7 +197,7 @@ Value convert_pdist([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[
   }
 }
 
-// linalg_det  (codegen/mappings/linalg.yaml:29)
+// linalg_det  (codegen/mappings/linalg.yaml:37)
 Value convert_linalg_det([[maybe_unused]] Builder& b, [[maybe_unused]] Value A) {
   // onnx: Det(A)
   {
@@ -160,7 +206,7 @@ Value convert_linalg_det([[maybe_unused]] Builder& b, [[maybe_unused]] Value A) 
   }
 }
 
-// det  (codegen/mappings/linalg.yaml:30)
+// det  (codegen/mappings/linalg.yaml:38)
 Value convert_det([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Det(self)
   {
@@ -169,7 +215,7 @@ Value convert_det([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// logdet  (codegen/mappings/linalg.yaml:31)
+// logdet  (codegen/mappings/linalg.yaml:39)
 Value convert_logdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Log(Det(self))
   {
@@ -179,7 +225,7 @@ Value convert_logdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// linalg_slogdet  (codegen/mappings/linalg.yaml:32)
+// linalg_slogdet  (codegen/mappings/linalg.yaml:40)
 std::array<Value, 2> convert_linalg_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value A) {
   // onnx: (Sign(Det(A)), Log(Abs(Det(A))))
   {
@@ -192,7 +238,7 @@ std::array<Value, 2> convert_linalg_slogdet([[maybe_unused]] Builder& b, [[maybe
   }
 }
 
-// slogdet  (codegen/mappings/linalg.yaml:33)
+// slogdet  (codegen/mappings/linalg.yaml:41)
 std::array<Value, 2> convert_slogdet([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: (Sign(Det(self)), Log(Abs(Det(self))))
   {

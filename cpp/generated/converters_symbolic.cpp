@@ -17,4 +17,15 @@ Value convert_sym_numel([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
+// _local_scalar_dense  (codegen/mappings/symbolic.yaml:11)
+Value convert__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // onnx: cast(Reshape(self, []), output_dtype(0))
+  {
+    const Value v0 = b.op<"Reshape">({self, b.list({}, ScalarType::Long)}, {});
+    const ScalarType v1 = output_dtype(b, int64_t{0});
+    const Value v2 = cast(b, v0, v1);
+    return v2;
+  }
+}
+
 }  // namespace fastonnx

@@ -379,7 +379,32 @@ Value convert_isnan([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// bitwise_not  (codegen/mappings/unary.yaml:75)
+// isinf  (codegen/mappings/unary.yaml:71)
+Value convert_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
+  // when: not is_floating(self), onnx: all_false_like(self)
+  if (!(is_floating(b.dtype(self)))) {
+    const Value v0 = all_false_like(b, self);
+    return v0;
+  }
+  // since: 20, onnx: IsInf(self)
+  if (b.opset() >= 20) {
+    const Value v0 = b.op<"IsInf">({self}, {});
+    return v0;
+  }
+  // when: dtype(self) == 'float32' or dtype(self) == 'float64', onnx: IsInf(self)
+  if ((((b.dtype(self) == ScalarType::Float)) || ((b.dtype(self) == ScalarType::Double)))) {
+    const Value v0 = b.op<"IsInf">({self}, {});
+    return v0;
+  }
+  // onnx: IsInf(Cast(self, to=1))
+  {
+    const Value v0 = b.op<"Cast">({self}, {Attr::i("to", int64_t{1})});
+    const Value v1 = b.op<"IsInf">({v0}, {});
+    return v1;
+  }
+}
+
+// bitwise_not  (codegen/mappings/unary.yaml:80)
 Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // when: dtype(self) == 'bool', onnx: Not(self)
   if (((b.dtype(self) == ScalarType::Bool))) {
@@ -399,7 +424,7 @@ Value convert_bitwise_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value se
   }
 }
 
-// logical_not  (codegen/mappings/unary.yaml:80)
+// logical_not  (codegen/mappings/unary.yaml:85)
 Value convert_logical_not([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: Equal(self, 0)
   {

@@ -747,7 +747,7 @@ void unpack_where_self([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
   Value other = unpack_tensor(b, arg_at(args, 2), "other");
-  outs.push_back(manual::where_self(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(convert_where_self(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_self[] = {"condition", "self", "other"};
 
@@ -755,7 +755,7 @@ void unpack_where_ScalarSelf([[maybe_unused]] Builder& b, [[maybe_unused]] const
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Scalar self = unpack_scalar(b, arg_at(args, 1), "self");
   Value other = unpack_tensor(b, arg_at(args, 2), "other");
-  outs.push_back(manual::where_ScalarSelf(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(convert_where_ScalarSelf(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_ScalarSelf[] = {"condition", "self", "other"};
 
@@ -763,7 +763,7 @@ void unpack_where_ScalarOther([[maybe_unused]] Builder& b, [[maybe_unused]] cons
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Value self = unpack_tensor(b, arg_at(args, 1), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 2), "other");
-  outs.push_back(manual::where_ScalarOther(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(convert_where_ScalarOther(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_ScalarOther[] = {"condition", "self", "other"};
 
@@ -771,7 +771,7 @@ void unpack_where_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value condition = unpack_tensor(b, arg_at(args, 0), "condition");
   Scalar self = unpack_scalar(b, arg_at(args, 1), "self");
   Scalar other = unpack_scalar(b, arg_at(args, 2), "other");
-  outs.push_back(manual::where_Scalar(b, std::move(condition), std::move(self), std::move(other)));
+  outs.push_back(convert_where_Scalar(b, std::move(condition), std::move(self), std::move(other)));
 }
 constexpr const char* kArgs_where_Scalar[] = {"condition", "self", "other"};
 
@@ -779,7 +779,7 @@ void unpack_masked_fill_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] con
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
-  outs.push_back(manual::masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(convert_masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill_Scalar[] = {"self", "mask", "value"};
 
@@ -787,7 +787,7 @@ void unpack_masked_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] con
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Value value = unpack_tensor(b, arg_at(args, 2), "value");
-  outs.push_back(manual::masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(convert_masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill_Tensor[] = {"self", "mask", "value"};
 
@@ -823,7 +823,7 @@ void unpack_clamp([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(b, args[1], "min") : std::optional<Scalar>(std::nullopt);
   std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(b, args[2], "max") : std::optional<Scalar>(std::nullopt);
-  outs.push_back(manual::clamp(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(convert_clamp(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp[] = {"self", "min", "max"};
 
@@ -831,7 +831,7 @@ void unpack_clamp_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Value> min = given(args, 1) ? unpack_opt_tensor(b, args[1], "min") : std::optional<Value>(std::nullopt);
   std::optional<Value> max = given(args, 2) ? unpack_opt_tensor(b, args[2], "max") : std::optional<Value>(std::nullopt);
-  outs.push_back(manual::clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(convert_clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp_Tensor[] = {"self", "min", "max"};
 
@@ -986,7 +986,7 @@ constexpr const char* kArgs_fill_Scalar[] = {"self", "value"};
 void unpack_fill_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value value = unpack_tensor(b, arg_at(args, 1), "value");
-  outs.push_back(manual::fill_Tensor(b, std::move(self), std::move(value)));
+  outs.push_back(convert_fill_Tensor(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill_Tensor[] = {"self", "value"};
 
@@ -1101,7 +1101,7 @@ constexpr const char* kArgs__conj[] = {"self"};
 void unpack_polar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value abs = unpack_tensor(b, arg_at(args, 0), "abs");
   Value angle = unpack_tensor(b, arg_at(args, 1), "angle");
-  outs.push_back(manual::polar(b, std::move(abs), std::move(angle)));
+  outs.push_back(convert_polar(b, std::move(abs), std::move(angle)));
 }
 constexpr const char* kArgs_polar[] = {"abs", "angle"};
 
@@ -1309,7 +1309,7 @@ void unpack_linear([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value input = unpack_tensor(b, arg_at(args, 0), "input");
   Value weight = unpack_tensor(b, arg_at(args, 1), "weight");
   std::optional<Value> bias = given(args, 2) ? unpack_opt_tensor(b, args[2], "bias") : std::optional<Value>(std::nullopt);
-  outs.push_back(manual::linear(b, std::move(input), std::move(weight), std::move(bias)));
+  outs.push_back(convert_linear(b, std::move(input), std::move(weight), std::move(bias)));
 }
 constexpr const char* kArgs_linear[] = {"input", "weight", "bias"};
 
@@ -1381,7 +1381,7 @@ constexpr const char* kArgs_vdot[] = {"self", "other"};
 void unpack_outer([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value vec2 = unpack_tensor(b, arg_at(args, 1), "vec2");
-  outs.push_back(manual::outer(b, std::move(self), std::move(vec2)));
+  outs.push_back(convert_outer(b, std::move(self), std::move(vec2)));
 }
 constexpr const char* kArgs_outer[] = {"self", "vec2"};
 
@@ -3046,7 +3046,7 @@ constexpr const char* kArgs_sym_is_contiguous[] = {"self", "memory_format"};
 
 void unpack__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::_local_scalar_dense(b, std::move(self)));
+  outs.push_back(convert__local_scalar_dense(b, std::move(self)));
 }
 constexpr const char* kArgs__local_scalar_dense[] = {"self"};
 
@@ -3270,7 +3270,7 @@ constexpr const char* kArgs_isnan[] = {"self"};
 
 void unpack_isinf([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
-  outs.push_back(manual::isinf(b, std::move(self)));
+  outs.push_back(convert_isinf(b, std::move(self)));
 }
 constexpr const char* kArgs_isinf[] = {"self"};
 
@@ -3821,7 +3821,7 @@ void unpack_clamp_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& arg
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Scalar> min = given(args, 1) ? unpack_opt_scalar(b, args[1], "min") : std::optional<Scalar>(std::nullopt);
   std::optional<Scalar> max = given(args, 2) ? unpack_opt_scalar(b, args[2], "max") : std::optional<Scalar>(std::nullopt);
-  outs.push_back(manual::clamp(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(convert_clamp(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp_[] = {"self", "min", "max"};
 
@@ -3829,7 +3829,7 @@ void unpack_clamp__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Ar
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   std::optional<Value> min = given(args, 1) ? unpack_opt_tensor(b, args[1], "min") : std::optional<Value>(std::nullopt);
   std::optional<Value> max = given(args, 2) ? unpack_opt_tensor(b, args[2], "max") : std::optional<Value>(std::nullopt);
-  outs.push_back(manual::clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
+  outs.push_back(convert_clamp_Tensor(b, std::move(self), std::move(min), std::move(max)));
 }
 constexpr const char* kArgs_clamp__Tensor[] = {"self", "min", "max"};
 
@@ -4005,7 +4005,7 @@ constexpr const char* kArgs_fill__Scalar[] = {"self", "value"};
 void unpack_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value value = unpack_tensor(b, arg_at(args, 1), "value");
-  outs.push_back(manual::fill_Tensor(b, std::move(self), std::move(value)));
+  outs.push_back(convert_fill_Tensor(b, std::move(self), std::move(value)));
 }
 constexpr const char* kArgs_fill__Tensor[] = {"self", "value"};
 
@@ -4256,7 +4256,7 @@ void unpack_masked_fill__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] co
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Scalar value = unpack_scalar(b, arg_at(args, 2), "value");
-  outs.push_back(manual::masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(convert_masked_fill_Scalar(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill__Scalar[] = {"self", "mask", "value"};
 
@@ -4264,7 +4264,7 @@ void unpack_masked_fill__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] co
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value mask = unpack_tensor(b, arg_at(args, 1), "mask");
   Value value = unpack_tensor(b, arg_at(args, 2), "value");
-  outs.push_back(manual::masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
+  outs.push_back(convert_masked_fill_Tensor(b, std::move(self), std::move(mask), std::move(value)));
 }
 constexpr const char* kArgs_masked_fill__Tensor[] = {"self", "mask", "value"};
 

@@ -55,6 +55,8 @@ Value bitwise(Builder& b, OpType logical_op, OpType bitwise_op, Value self, cons
 // of range included.
 Value shift(Builder& b, Value self, Value other, bool left);
 Value shift(Builder& b, Value self, const Scalar& other, bool left);
+// Where(condition, x, y) in `dtype` (bool included); a nonzero uint8 condition is true, as in torch.
+Value where_in(Builder& b, Value condition, Value x, Value y, ScalarType dtype);
 // Max or Min of two tensors in their promoted dtype (Or or And on bool).
 Value pairwise_extremum(Builder& b, OpType op, Value x, Value y);
 Value clamp_numbers(Builder& b, Value self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);
