@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import onnx
 import pytest
 import torch
 
 import fastonnx
+from fastonnx.core.version import supported_torch
 from fastonnx.lowering import lower as _lower
 from fastonnx.lowering import op_table as _op_table
 from support import Lambda, TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
@@ -247,6 +252,30 @@ def test_supported_ops():
     finally:
         fastonnx.unregister_converter("mylib::listed")
     assert "mylib::listed" not in fastonnx.supported_ops()
+
+
+def test_the_supported_torch_is_pyprojects_requirement():
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    dependencies = re.search(r"^dependencies = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
+    assert dependencies is not None
+    assert re.findall(r'"(torch[^"]*)"', dependencies.group(1)) == [supported_torch()]
+
+
+def test_an_older_torch_is_one_clear_error_at_the_first_use_of_the_api():
+    """Under a torch older than the supported range (torch.__version__ set in a subprocess), import
+    fastonnx works (the command line's inspect needs no torch), and the first use of the API, or
+    export-hf, is one error naming the installed torch and the range, not a failure deep in an export."""
+    old = "import torch; torch.__version__ = '2.12.1'; "
+    installed = f"the installed torch is 2.12.1 ({Path(torch.__file__).parent})"
+    why = f"fastonnx {fastonnx.__version__} needs {supported_torch()}; {installed}"
+    for use, error in [
+        ("import fastonnx; fastonnx.__version__; from fastonnx import export", f"ImportError: {why}"),
+        ("from fastonnx.__main__ import main; main(['export-hf', 'checkpoint', 'out.onnx'])", f"error: {why}"),
+    ]:
+        out = subprocess.run([sys.executable, "-c", old + use], capture_output=True, text=True)
+        assert out.returncode == 1 and out.stdout == "", out.stderr
+        assert out.stderr.strip().splitlines()[-1] == error
+        assert "During handling" not in out.stderr and "direct cause" not in out.stderr
 
 
 class ReturnsNumbers(torch.nn.Module):

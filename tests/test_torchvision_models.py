@@ -1,6 +1,6 @@
 """torchvision's models, exported and run in onnxruntime. torchvision's PyPI wheels load only
-beside the torch build they were made for: .ci/run runs these with torch 2.14.1 and torchvision
-0.29.1; beside torch 2.13's CPU build torchvision does not load, and each test is an expected
+beside the torch build they were made for: .ci/run runs these with torch 2.15.0 and torchvision
+0.29.2; beside torch 2.13's CPU build torchvision does not load, and each test is an expected
 failure that says so (never a silent skip)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _torchvision_loads() -> bool:
 
 needs_torchvision = pytest.mark.xfail(not _torchvision_loads(), raises=(ImportError, RuntimeError), strict=True,
                                       reason="torchvision does not load beside this torch (.ci/run runs these "
-                                             "with torch 2.14.1 and torchvision 0.29.1)")
+                                             "with torch 2.15.0 and torchvision 0.29.2)")
 
 
 @needs_torchvision

@@ -1,7 +1,8 @@
 """fastonnx: a fast PyTorch -> ONNX exporter (torch.export and TorchScript front ends, native C++ core).
 
 The API is imported when it is first used (PEP 562's module ``__getattr__``): ``import fastonnx``
-alone imports no torch, so that ``python -m fastonnx inspect`` and ``verify`` start at once."""
+alone imports no torch, so that ``python -m fastonnx inspect`` and ``verify`` start at once. That
+first use checks the installed torch (``core.version.check_torch``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from .core.version import __version__
+from .core.version import check_torch as _check_torch
 
 _ERRORS = (
     "ExportError",
@@ -63,6 +65,7 @@ def __getattr__(name: str):
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'fastonnx' has no attribute {name!r}")
+    _check_torch()
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

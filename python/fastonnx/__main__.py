@@ -20,7 +20,7 @@ import sys
 import time
 from collections import Counter
 
-from .core.version import __version__
+from .core.version import __version__, check_torch
 
 
 def _load(path: str, with_data: bool):
@@ -197,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "inspect":
         return inspect_model(args.model)
     if args.command == "export-hf":
+        try:
+            check_torch()
+        except ImportError as e:
+            raise SystemExit(f"error: {e}") from None
         from .integrations.checkpoint import export_hf
 
         started = time.perf_counter()

@@ -172,10 +172,17 @@ def _conv(t: Translator, node, relu: bool):
         # stride (1, s)...
         w = w.squeeze(2)
         stride, padding, dilation, output_padding = (v[1:] for v in (stride, padding, dilation, output_padding))
+    # A quantized transposed convolution takes an output_padding that reaches the stride and
+    # the dilation; aten.convolution does not (its eager kernels refuse it, its fake kernel too
+    # from torch 2.15). The positions that padding adds lie past every input's reach: zeros
+    # padded on after the convolution, the bias added after them.
+    past = [p if p >= max(s, d) else 0 for p, s, d in zip(output_padding, stride, dilation)]
+    output_padding = [p - q for p, q in zip(output_padding, past)]
+    added_bias = bias is not None and any(past)
     args = (
         dequantize(t, x),
         _weight(t, w),
-        None if bias is None else t.constant_node(bias.detach()),
+        None if bias is None or added_bias else t.constant_node(bias.detach()),
         stride,
         padding,
         dilation,
@@ -184,6 +191,11 @@ def _conv(t: Translator, node, relu: bool):
         int(packed.groups()),
     )
     y = t.emit(aten.convolution.default, args)
+    if any(past):
+        y = t.emit(aten.constant_pad_nd.default, (y, [p for q in reversed(past) for p in (0, q)], 0.0))
+    if added_bias:
+        per_channel = t.constant_node(bias.detach().reshape(-1, *[1] * len(past)))
+        y = t.emit(aten.add.Tensor, (y, per_channel))
     return quantize(t, t.emit(aten.relu.default, (y,)) if relu else y, scale, zero_point, x.dtype)
 
 
