@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_rnn.h"
 
 namespace fastonnx {
 namespace {

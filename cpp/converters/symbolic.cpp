@@ -1,5 +1,6 @@
 // Size queries on tensors and `.item()`, as 0-d tensors.
 #include "common.h"
+#include "converters_symbolic.h"
 
 namespace fastonnx::manual {
 
