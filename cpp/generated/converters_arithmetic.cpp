@@ -259,7 +259,44 @@ Value convert_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// addcmul  (codegen/mappings/arithmetic.yaml:41)
+// hypot  (codegen/mappings/arithmetic.yaml:40)
+Value convert_hypot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
+  // promote: [self, other], onnx: Where(IsNaN(Div(Min(Abs(self), Abs(other)), Max(Abs(self), Abs(other)))), Max(Abs(self), Abs(other)), Mul(Max(Abs(self), Abs(other)), Sqrt(Add(1, Pow(Div(Min(Abs(self), Abs(other)), Max(Abs(self), Abs(other))), 2)))))
+  {
+    const ScalarType computed_dtype_ = b.compute_dtype(self, other);
+    self = b.cast(self, computed_dtype_);
+    other = b.cast(other, computed_dtype_);
+    const Value v0 = b.op<"Abs">({self}, {});
+    const Value v1 = b.op<"Abs">({other}, {});
+    const Value v2 = b.op<"Min">({v0, v1}, {});
+    const Value v3 = b.op<"Abs">({self}, {});
+    const Value v4 = b.op<"Abs">({other}, {});
+    const Value v5 = b.op<"Max">({v3, v4}, {});
+    const Value v6 = b.op<"Div">({v2, v5}, {});
+    const Value v7 = b.op<"IsNaN">({v6}, {});
+    const Value v8 = b.op<"Abs">({self}, {});
+    const Value v9 = b.op<"Abs">({other}, {});
+    const Value v10 = b.op<"Max">({v8, v9}, {});
+    const Value v11 = b.op<"Abs">({self}, {});
+    const Value v12 = b.op<"Abs">({other}, {});
+    const Value v13 = b.op<"Max">({v11, v12}, {});
+    const Value v14 = b.op<"Abs">({self}, {});
+    const Value v15 = b.op<"Abs">({other}, {});
+    const Value v16 = b.op<"Min">({v14, v15}, {});
+    const Value v17 = b.op<"Abs">({self}, {});
+    const Value v18 = b.op<"Abs">({other}, {});
+    const Value v19 = b.op<"Max">({v17, v18}, {});
+    const Value v20 = b.op<"Div">({v16, v19}, {});
+    const Value v21 = b.op<"Pow">({v20, b.scalar_like(Scalar(int64_t{2}), v20)}, {});
+    const Value v22 = b.op<"Add">({b.scalar_like(Scalar(int64_t{1}), v21), v21}, {});
+    const Value v23 = b.op<"Sqrt">({v22}, {});
+    const Value v24 = b.op<"Mul">({v13, v23}, {});
+    const Value v25 = b.op<"Where">({v7, v10, v24}, {});
+    return v25;
+  }
+}
+
+// addcmul  (codegen/mappings/arithmetic.yaml:44)
 Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Mul(tensor1, tensor2))
   if (((value == int64_t{1}))) {
@@ -284,7 +321,7 @@ Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// addcdiv  (codegen/mappings/arithmetic.yaml:44)
+// addcdiv  (codegen/mappings/arithmetic.yaml:47)
 Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Div(tensor1, tensor2))
   if (((value == int64_t{1}))) {
@@ -309,7 +346,7 @@ Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:48)
+// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:51)
 Value convert_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Where(And(Equal(self, 0), Not(IsNaN(other))), 0, Mul(self, Log(other)))
   {
@@ -499,6 +536,13 @@ void unpack_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& 
 }
 constexpr const char* kArgs_atan2_out[] = {"self", "other", "out"};
 
+void unpack_hypot([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_hypot(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_hypot[] = {"self", "other"};
+
 void unpack_lerp_Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
@@ -632,6 +676,13 @@ void unpack_fmod__Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] const Arg
 }
 constexpr const char* kArgs_fmod__Tensor[] = {"self", "other"};
 
+void unpack_hypot_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
+  Value self = unpack_tensor(b, arg_at(args, 0), "self");
+  Value other = unpack_tensor(b, arg_at(args, 1), "other");
+  outs.push_back(convert_hypot(b, std::move(self), std::move(other)));
+}
+constexpr const char* kArgs_hypot_[] = {"self", "other"};
+
 void unpack_lerp__Scalar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args, [[maybe_unused]] Outputs& outs) {
   Value self = unpack_tensor(b, arg_at(args, 0), "self");
   Value end = unpack_tensor(b, arg_at(args, 1), "end");
@@ -723,6 +774,7 @@ const OpEntry kOps[] = {
     {"pow.Scalar", &unpack_pow_Scalar, kArgs_pow_Scalar, 0u},
     {"atan2", &unpack_atan2, kArgs_atan2, 0u},
     {"atan2.out", &unpack_atan2_out, kArgs_atan2_out, 0u},
+    {"hypot", &unpack_hypot, kArgs_hypot, 0u},
     {"lerp.Scalar", &unpack_lerp_Scalar, kArgs_lerp_Scalar, 0u},
     {"lerp.Tensor", &unpack_lerp_Tensor, kArgs_lerp_Tensor, 0u},
     {"addcmul", &unpack_addcmul, kArgs_addcmul, 0u},
@@ -740,6 +792,7 @@ const OpEntry kOps[] = {
     {"floor_divide_.Scalar", &unpack_floor_divide__Scalar, kArgs_floor_divide__Scalar, 0u},
     {"fmod_.Scalar", &unpack_fmod__Scalar, kArgs_fmod__Scalar, 0u},
     {"fmod_.Tensor", &unpack_fmod__Tensor, kArgs_fmod__Tensor, 0u},
+    {"hypot_", &unpack_hypot_, kArgs_hypot_, 0u},
     {"lerp_.Scalar", &unpack_lerp__Scalar, kArgs_lerp__Scalar, 0u},
     {"lerp_.Tensor", &unpack_lerp__Tensor, kArgs_lerp__Tensor, 0u},
     {"mul_.Scalar", &unpack_mul__Scalar, kArgs_mul__Scalar, 0u},

@@ -62,6 +62,8 @@ Value convert_pow_Tensor_Tensor(Builder& b, Value self, Value exponent);
 Value convert_atan2(Builder& b, Value self, Value other);
 // atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
 Value convert_atan2_out(Builder& b, Value self, Value other, Value out);
+// hypot(Tensor self, Tensor other) -> Tensor
+Value convert_hypot(Builder& b, Value self, Value other);
 // addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
 Value convert_addcmul(Builder& b, Value self, Value tensor1, Value tensor2, Scalar value);
 // addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
