@@ -201,6 +201,9 @@ def load_specs(mapping_dir: Path) -> list[OpSpec]:
     specs: list[OpSpec] = []
     seen: dict[str, OpSpec] = {}
     for path in sorted(Path(mapping_dir).glob("*.yaml")):
+        if not path.stem.isidentifier():
+            # The family's name is part of its generated file names and C++ function names.
+            fail(f"{_shown(path)}:1", f"a mapping file's name is an identifier (letters, digits, _), not `{path.stem}`")
         for spec in load_spec_file(_shown(path)):
             if spec.overload in seen:
                 raise SpecError(f"{spec.where}: `{spec.overload}` is already mapped at {seen[spec.overload].where}")

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_activation.h"
 
 namespace fastonnx::manual {
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_attention.h"
 
 namespace fastonnx {
 namespace {

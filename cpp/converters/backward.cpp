@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_backward.h"
 #include "fastonnx/helpers.h"
 
 namespace fastonnx {

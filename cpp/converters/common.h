@@ -6,7 +6,6 @@
 #include <string_view>
 #include <vector>
 
-#include "converters.h"
 #include "fastonnx/helpers.h"
 
 namespace fastonnx {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common.h"
+#include "converters_comparison.h"
 
 namespace fastonnx {
 namespace {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_nn.h"
 #include "fastonnx/helpers.h"
 
 namespace fastonnx {

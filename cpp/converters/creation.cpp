@@ -2,6 +2,7 @@
 // recorded for the result, which settles torch's defaults (a float Scalar makes float32, an int
 // one int64) and explicit dtypes alike.
 #include "common.h"
+#include "converters_creation.h"
 
 namespace fastonnx {
 

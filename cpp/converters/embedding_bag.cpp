@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "common.h"
+#include "converters_nn.h"
+#include "converters_vision.h"
 #include "reduction.h"
 
 namespace fastonnx {

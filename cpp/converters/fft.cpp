@@ -9,6 +9,8 @@
 #include <string>
 
 #include "common.h"
+#include "converters_fft.h"
+#include "converters_unary.h"
 
 namespace fastonnx {
 namespace {

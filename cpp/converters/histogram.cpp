@@ -3,6 +3,7 @@
 // compared with every bin index (an [N, bins] mask) and the mask summed over N, which holds
 // bins x N booleans: bins is the number of experts there, small.
 #include "common.h"
+#include "converters_reduction.h"
 
 namespace fastonnx {
 namespace {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "converters_indexing.h"
+
 namespace fastonnx {
 
 Value sizes_of(Builder& b, Value x, const std::vector<int64_t>& dims) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_linalg.h"
 #include "reduction.h"
 
 namespace fastonnx {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common.h"
+#include "converters_norm.h"
 
 namespace fastonnx {
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_padding.h"
 
 namespace fastonnx {
 

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_vision.h"
 #include "windows.h"
 
 namespace fastonnx {

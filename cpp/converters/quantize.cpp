@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_quantize.h"
 
 namespace fastonnx {
 namespace {

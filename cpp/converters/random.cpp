@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_random.h"
 
 namespace fastonnx {
 namespace {

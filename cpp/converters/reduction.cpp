@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "converters_reduction.h"
 #include "reduction.h"
 
 namespace fastonnx {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_rnn.h"
 
 namespace fastonnx {
 namespace {

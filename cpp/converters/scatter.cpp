@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "converters_indexing.h"
 #include "indexing.h"
 
 namespace fastonnx {

@@ -3,6 +3,8 @@
 #include <numeric>
 
 #include "common.h"
+#include "converters_nn.h"
+#include "converters_shape.h"
 
 namespace fastonnx::manual {
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_shape.h"
 
 namespace fastonnx {
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <optional>
 
+#include "converters_sorting.h"
 #include "indexing.h"
 
 namespace fastonnx {

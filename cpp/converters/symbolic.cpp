@@ -1,5 +1,6 @@
 // Size and layout queries on tensors, as 0-d tensors.
 #include "common.h"
+#include "converters_symbolic.h"
 
 namespace fastonnx::manual {
 

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "common.h"
+#include "converters_unary.h"
 
 namespace fastonnx {
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "converters_vision.h"
 #include "fastonnx/helpers.h"
 #include "windows.h"
 

@@ -37,28 +37,7 @@ _API = {
     "ExportResult": ".pipeline.result",
     **dict.fromkeys(_ERRORS, ".errors"),
 }
-__all__ = [
-    "export",
-    "register_converter",
-    "unregister_converter",
-    "register_custom_op_symbolic",
-    "unregister_custom_op_symbolic",
-    "parse_args",
-    "supported_ops",
-    "ExportResult",
-    "ExportError",
-    "ArgumentError",
-    "TraceError",
-    "UnsupportedOpsError",
-    "UnsupportedOp",
-    "ConversionError",
-    "WriteError",
-    "InternalError",
-    "VerificationError",
-    "DynamicAxesWarning",
-    "TracerFallbackWarning",
-    "__version__",
-]
+__all__ = [*_API, "__version__"]
 
 
 def __getattr__(name: str):
@@ -76,21 +55,54 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .converters.registry import register_converter, unregister_converter
-    from .converters.symbolic import parse_args, register_custom_op_symbolic, unregister_custom_op_symbolic
-    from .errors import (
-        ArgumentError,
-        ConversionError,
-        DynamicAxesWarning,
-        ExportError,
-        InternalError,
-        TraceError,
-        TracerFallbackWarning,
-        UnsupportedOp,
-        UnsupportedOpsError,
-        VerificationError,
-        WriteError,
+    from .converters.registry import (
+        register_converter as register_converter,
     )
-    from .lowering.op_table import supported_ops
-    from .pipeline.export import export
-    from .pipeline.result import ExportResult
+    from .converters.registry import (
+        unregister_converter as unregister_converter,
+    )
+    from .converters.symbolic import (
+        parse_args as parse_args,
+    )
+    from .converters.symbolic import (
+        register_custom_op_symbolic as register_custom_op_symbolic,
+    )
+    from .converters.symbolic import (
+        unregister_custom_op_symbolic as unregister_custom_op_symbolic,
+    )
+    from .errors import (
+        ArgumentError as ArgumentError,
+    )
+    from .errors import (
+        ConversionError as ConversionError,
+    )
+    from .errors import (
+        DynamicAxesWarning as DynamicAxesWarning,
+    )
+    from .errors import (
+        ExportError as ExportError,
+    )
+    from .errors import (
+        InternalError as InternalError,
+    )
+    from .errors import (
+        TraceError as TraceError,
+    )
+    from .errors import (
+        TracerFallbackWarning as TracerFallbackWarning,
+    )
+    from .errors import (
+        UnsupportedOp as UnsupportedOp,
+    )
+    from .errors import (
+        UnsupportedOpsError as UnsupportedOpsError,
+    )
+    from .errors import (
+        VerificationError as VerificationError,
+    )
+    from .errors import (
+        WriteError as WriteError,
+    )
+    from .lowering.op_table import supported_ops as supported_ops
+    from .pipeline.export import export as export
+    from .pipeline.result import ExportResult as ExportResult

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -176,6 +177,43 @@ def test_check_reports_stale_files(tmp_path, nf):
     fm = generate(nf, check=True, out_dir=tmp_path)
     assert sorted(p.name for p in fm.stale) == sorted(p.name for p in GENERATED.iterdir())
     assert not list(tmp_path.iterdir()), "--check must not write"
+
+
+def test_a_header_per_family(tmp_path, nf):
+    """Each mapping file has a header and a source of its own; a family's source includes its
+    header (and another family's only for a row that calls one of its converters), the registry
+    includes every header, so adding an op recompiles that family's files only."""
+    specs, out = tmp_path / "mappings", tmp_path / "generated"
+    specs.mkdir()
+    out.mkdir()
+    (specs / "arithmetic.yaml").write_text("mul.Tensor: {onnx: 'Mul(self, other)'}\n")
+    (specs / "unary.yaml").write_text("relu: {onnx: Relu(self)}\nmul_.Tensor: {same_as: mul.Tensor}\n")
+    (specs / "activation.yaml").write_text("sigmoid, tanh: {manual: pointwise}\n")
+    (out / "converters.h").write_text("// the former header of every family\n")
+    fm = generate(nf, check=False, mapping_dir=specs, out_dir=out)
+    # What no template writes any more: `python -m codegen` removes it, `--check` reports it.
+    assert fm.leftovers() == [out / "converters.h"]
+
+    def included(name: str) -> list[str]:
+        return re.findall(r'#include "(converters\w*\.h)"', (out / name).read_text())
+
+    assert included("converters_arithmetic.cpp") == ["converters_arithmetic.h"]
+    assert included("converters_unary.cpp") == ["converters_unary.h", "converters_arithmetic.h"]
+    assert included("converters_activation.cpp") == ["converters_activation.h"]
+    assert included("registry.cpp") == ["converters_activation.h", "converters_arithmetic.h", "converters_unary.h"]
+    declared = {f: (out / f"converters_{f}.h").read_text() for f in ("unary", "arithmetic", "activation")}
+    assert "convert_relu(" in declared["unary"] and "convert_mul_Tensor(" not in declared["unary"]
+    assert "convert_mul_Tensor(" in declared["arithmetic"] and "pointwise(" not in declared["arithmetic"]
+    assert "Value pointwise(Builder& b, Value self);" in declared["activation"]
+    assert "op_rows_activation();" in declared["activation"]
+    rows = (out / "converters_unary.cpp").read_text()
+    assert '{"mul_.Tensor", &unpack_mul__Tensor' in rows and "convert_mul_Tensor(b, " in rows
+
+
+def test_mapping_file_names_are_identifiers(tmp_path, nf):
+    (tmp_path / "my-ops.yaml").write_text("relu: {onnx: Relu(self)}\n")
+    with pytest.raises(SpecError, match="my-ops.yaml:1: .*not `my-ops`"):
+        compile_all(nf, tmp_path)
 
 
 def test_committed_output_is_fresh():

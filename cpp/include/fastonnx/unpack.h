@@ -12,6 +12,11 @@
 
 namespace fastonnx {
 
+// Argument `i` of a node, Missing past the arguments it has; whether it was given (neither past
+// them nor Missing), so that the schema's default applies when it was not.
+const Arg& arg_at(const Args& args, size_t i);
+bool given(const Args& args, size_t i);
+
 // Tensors. torch.export keeps Python numbers in Tensor slots (`x + 1` is add.Tensor(x, 1));
 // they become 0-d constants of torch's default dtype for the kind of number.
 Value unpack_tensor(Builder& b, const Arg& a, const char* what);

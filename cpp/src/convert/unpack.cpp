@@ -24,6 +24,13 @@ const char* Arg::kind_name() const {
   return "?";
 }
 
+const Arg& arg_at(const Args& args, size_t i) {
+  static const Arg kMissing{};
+  return i < args.size() ? args[i] : kMissing;
+}
+
+bool given(const Args& args, size_t i) { return i < args.size() && args[i].kind != Arg::Kind::Missing; }
+
 namespace {
 [[noreturn]] void wrong(const Arg& a, const char* what, const char* expected) {
   throw ConvertError(std::string("argument `") + what + "`: expected " + expected + ", got " + a.kind_name());
