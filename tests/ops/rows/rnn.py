@@ -6,7 +6,7 @@ import torch
 from row import hand_written, tensor
 from torch.testing._internal.opinfo.core import SampleInput
 
-import fastonnx  # noqa: F401  # declares torch.ops.fastonnx.padded_rnn
+import fastonnx.frontends.jit.packed_rnn  # noqa: F401  # declares torch.ops.fastonnx.padded_rnn
 
 # (input_size, hidden_size, module options)
 CONFIGS = [
