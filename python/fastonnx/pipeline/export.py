@@ -189,7 +189,7 @@ def export(
         raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
     check_weights_mode(weights, weights_mode, dtype)
     if options.verify:
-        check_verifiable(model, args, kwargs, weights)
+        check_verifiable(model)
     streamed = Streamed(open_source(weights), weights_mode, dtype) if weights is not None else None
     if streamed is not None:
         model, args, kwargs = prepare(model, args, kwargs, dtype)

@@ -185,13 +185,13 @@ def check_model_inputs(model: object, args: object, kwargs: object) -> tuple[tup
     return args, kwargs
 
 
-def check_verifiable(model: object, args: tuple, kwargs: dict | None, weights: object) -> None:
+def check_verifiable(model: object) -> None:
     """``verify=True`` runs the model in PyTorch: said before any work when it cannot run."""
     if isinstance(model, ExportedProgram):
         raise ArgumentError("verify=True needs the nn.Module to run eagerly; call result.verify() on the module")
     assert isinstance(model, torch.nn.Module)  # (check_model_inputs)
-    meta = any(t.device.type == "meta" for t in (*model.parameters(), *model.buffers()))
-    if meta or weights is not None:
+    # (a model with weights of its own and weights= runs eagerly with its own: verify compares)
+    if any(t.device.type == "meta" for t in (*model.parameters(), *model.buffers())):
         raise ArgumentError(
             "verify=True runs the model in PyTorch, and a model on the meta device has no weights to run with: "
             "export without verify=True and check the file with `python -m fastonnx verify FILE`, or verify a "
