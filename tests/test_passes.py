@@ -78,6 +78,9 @@ _FOLDS = {
     "reciprocal": ("Reciprocal", [np.array([3.0, -0.5, 7.0], _f32)], {}),
     "exp": ("Exp", [np.array([-1.0, 0.0, 10.0], _f32)], {}),
     "log": ("Log", [np.array([0.5, 1.0, 1e4], _f32)], {}),
+    "reduce_prod_all": ("ReduceProd", [np.array([[2, 3], [4, 5]], _i64)], {"keepdims": 0}),
+    "reduce_prod_every_axis": ("ReduceProd", [np.array([3, 4], _i64), np.array([-1], _i64)], {}),
+    "reduce_sum_all": ("ReduceSum", [np.array([[2, 3], [4, 5]], np.int32)], {}),
 }
 
 

@@ -290,7 +290,7 @@ Result reduce(std::string_view op, ConstInputs inputs, std::span<const Attr> att
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   const bool every_axis =
-      static_cast<int64_t>(axes.size()) == rank && (axes.empty() || (axes.front() == 0 && axes.back() == rank - 1));
+      axes.empty() || (static_cast<int64_t>(axes.size()) == rank && axes.front() == 0 && axes.back() == rank - 1);
   if (!every_axis || is_floating(in.dtype)) return std::nullopt;
   int64_t acc = op == "ReduceProd" ? 1 : 0;
   for (int64_t v : ints_of(in)) acc = op == "ReduceProd" ? acc * v : acc + v;
