@@ -203,9 +203,15 @@ class Tuple:
 Expr = Name | Literal | Call | Item | Tuple
 
 
+# Python spells the special floats as calls (float("inf"), math.inf); a rule spells them as names.
+_SPECIAL_FLOATS = {"inf": float("inf"), "nan": float("nan")}
+
+
 def _literal(node: ast.AST) -> Literal | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str, type(None))):
         return Literal(node.value)
+    if isinstance(node, ast.Name) and node.id in _SPECIAL_FLOATS:
+        return Literal(_SPECIAL_FLOATS[node.id])
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _literal(node.operand)
         if inner is not None and isinstance(inner.value, (int, float)) and not isinstance(inner.value, bool):

@@ -259,44 +259,50 @@ Value convert_atan2_out([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// hypot  (codegen/mappings/arithmetic.yaml:40)
+// hypot  (codegen/mappings/arithmetic.yaml:41)
 Value convert_hypot([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
-  // promote: [self, other], onnx: Where(IsNaN(Div(Min(Abs(self), Abs(other)), Max(Abs(self), Abs(other)))), Max(Abs(self), Abs(other)), Mul(Max(Abs(self), Abs(other)), Sqrt(Add(1, Pow(Div(Min(Abs(self), Abs(other)), Max(Abs(self), Abs(other))), 2)))))
+  // promote: [self, other], onnx: Where(Or(Equal(Abs(self), inf), Equal(Abs(other), inf)), inf, Where(IsNaN(Div(Min(Abs(self), Abs(other)), Max(Abs(self), Abs(other)))), Max(Abs(self), Abs(other)), Mul(Max(Abs(self), Abs(other)), Sqrt(Add(1, Pow(Div(Min(Abs(self), Abs(other)), Max(Abs(self), Abs(other))), 2))))))
   {
     const ScalarType computed_dtype_ = b.compute_dtype(self, other);
     self = b.cast(self, computed_dtype_);
     other = b.cast(other, computed_dtype_);
     const Value v0 = b.op<"Abs">({self}, {});
-    const Value v1 = b.op<"Abs">({other}, {});
-    const Value v2 = b.op<"Min">({v0, v1}, {});
-    const Value v3 = b.op<"Abs">({self}, {});
-    const Value v4 = b.op<"Abs">({other}, {});
-    const Value v5 = b.op<"Max">({v3, v4}, {});
-    const Value v6 = b.op<"Div">({v2, v5}, {});
-    const Value v7 = b.op<"IsNaN">({v6}, {});
+    const Value v1 = b.op<"Equal">({v0, b.scalar_like(Scalar(std::numeric_limits<double>::infinity()), v0)}, {});
+    const Value v2 = b.op<"Abs">({other}, {});
+    const Value v3 = b.op<"Equal">({v2, b.scalar_like(Scalar(std::numeric_limits<double>::infinity()), v2)}, {});
+    const Value v4 = b.op<"Or">({v1, v3}, {});
+    const Value v5 = b.op<"Abs">({self}, {});
+    const Value v6 = b.op<"Abs">({other}, {});
+    const Value v7 = b.op<"Min">({v5, v6}, {});
     const Value v8 = b.op<"Abs">({self}, {});
     const Value v9 = b.op<"Abs">({other}, {});
     const Value v10 = b.op<"Max">({v8, v9}, {});
-    const Value v11 = b.op<"Abs">({self}, {});
-    const Value v12 = b.op<"Abs">({other}, {});
-    const Value v13 = b.op<"Max">({v11, v12}, {});
-    const Value v14 = b.op<"Abs">({self}, {});
-    const Value v15 = b.op<"Abs">({other}, {});
-    const Value v16 = b.op<"Min">({v14, v15}, {});
-    const Value v17 = b.op<"Abs">({self}, {});
-    const Value v18 = b.op<"Abs">({other}, {});
-    const Value v19 = b.op<"Max">({v17, v18}, {});
-    const Value v20 = b.op<"Div">({v16, v19}, {});
-    const Value v21 = b.op<"Pow">({v20, b.scalar_like(Scalar(int64_t{2}), v20)}, {});
-    const Value v22 = b.op<"Add">({b.scalar_like(Scalar(int64_t{1}), v21), v21}, {});
-    const Value v23 = b.op<"Sqrt">({v22}, {});
-    const Value v24 = b.op<"Mul">({v13, v23}, {});
-    const Value v25 = b.op<"Where">({v7, v10, v24}, {});
-    return v25;
+    const Value v11 = b.op<"Div">({v7, v10}, {});
+    const Value v12 = b.op<"IsNaN">({v11}, {});
+    const Value v13 = b.op<"Abs">({self}, {});
+    const Value v14 = b.op<"Abs">({other}, {});
+    const Value v15 = b.op<"Max">({v13, v14}, {});
+    const Value v16 = b.op<"Abs">({self}, {});
+    const Value v17 = b.op<"Abs">({other}, {});
+    const Value v18 = b.op<"Max">({v16, v17}, {});
+    const Value v19 = b.op<"Abs">({self}, {});
+    const Value v20 = b.op<"Abs">({other}, {});
+    const Value v21 = b.op<"Min">({v19, v20}, {});
+    const Value v22 = b.op<"Abs">({self}, {});
+    const Value v23 = b.op<"Abs">({other}, {});
+    const Value v24 = b.op<"Max">({v22, v23}, {});
+    const Value v25 = b.op<"Div">({v21, v24}, {});
+    const Value v26 = b.op<"Pow">({v25, b.scalar_like(Scalar(int64_t{2}), v25)}, {});
+    const Value v27 = b.op<"Add">({b.scalar_like(Scalar(int64_t{1}), v26), v26}, {});
+    const Value v28 = b.op<"Sqrt">({v27}, {});
+    const Value v29 = b.op<"Mul">({v18, v28}, {});
+    const Value v30 = b.op<"Where">({v12, v15, v29}, {});
+    const Value v31 = b.op<"Where">({v4, b.scalar_like(Scalar(std::numeric_limits<double>::infinity()), v30), v30}, {});
+    return v31;
   }
 }
 
-// addcmul  (codegen/mappings/arithmetic.yaml:44)
+// addcmul  (codegen/mappings/arithmetic.yaml:45)
 Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Mul(tensor1, tensor2))
   if (((value == int64_t{1}))) {
@@ -321,7 +327,7 @@ Value convert_addcmul([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// addcdiv  (codegen/mappings/arithmetic.yaml:47)
+// addcdiv  (codegen/mappings/arithmetic.yaml:48)
 Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value tensor1, [[maybe_unused]] Value tensor2, [[maybe_unused]] Scalar value) {
   // when: value == 1, promote: [self, tensor1, tensor2], onnx: Add(self, Div(tensor1, tensor2))
   if (((value == int64_t{1}))) {
@@ -346,7 +352,7 @@ Value convert_addcdiv([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, 
   }
 }
 
-// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:51)
+// xlogy.Tensor  (codegen/mappings/arithmetic.yaml:52)
 Value convert_xlogy_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value other) {
   // promote: [self, other], onnx: Where(And(Equal(self, 0), Not(IsNaN(other))), 0, Mul(self, Log(other)))
   {
