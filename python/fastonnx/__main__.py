@@ -7,7 +7,9 @@ python -m fastonnx export-hf DIR OUT.onnx  a transformers checkpoint directory (
                                          safetensors) exported with its weights streamed; the
                                          graph takes input_ids [1, 8] unless --dynamic;
                                          --generation: a causal LM's prefill and decode graphs
-                                         (KV cache) in the directory OUT
+                                         (KV cache) in the directory OUT; --genai: the
+                                         directory onnxruntime-genai loads (one decoder graph,
+                                         genai_config.json, the tokenizer)
 
 Each command ends with a summary of what it read or wrote. inspect and verify import no torch.
 """
@@ -187,6 +189,13 @@ def parser() -> argparse.ArgumentParser:
         help="a causal LM's prefill and decode graphs with their KV cache, every axis dynamic, saved in the "
         "directory OUTPUT as transformers' export_for_generation saves them",
     )
+    h.add_argument(
+        "--genai",
+        action="store_true",
+        help="a causal LM as the directory onnxruntime-genai loads: one decoder graph (model.onnx) for the prompt "
+        "and every later step, named past_key_values.N.key / present.N.key, its genai_config.json, and the "
+        "checkpoint's tokenizer and configs",
+    )
     h.add_argument("--quiet", action="store_true", help="no progress bars or spinners (the summary is still printed)")
     return p
 
@@ -197,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "inspect":
         return inspect_model(args.model)
     if args.command == "export-hf":
+        if args.generation and args.genai:
+            p.error("--generation and --genai write different directories: choose one")
         try:
             check_torch()
         except ImportError as e:
@@ -205,10 +216,17 @@ def main(argv: list[str] | None = None) -> int:
 
         started = time.perf_counter()
         written = export_hf(
-            args.checkpoint, args.output, args.dtype, args.dynamic, args.reference, not args.quiet, args.generation
+            args.checkpoint,
+            args.output,
+            args.dtype,
+            args.dynamic,
+            args.reference,
+            not args.quiet,
+            args.generation,
+            args.genai,
         )
         static = None
-        if not (args.dynamic or args.generation):
+        if not (args.dynamic or args.generation or args.genai):
             static = "static shapes: input_ids is [1, 8]; --dynamic exports any batch and sequence length"
         summarize_export(written, time.perf_counter() - started, static)
         return 0

@@ -29,7 +29,8 @@ def meta_model(directory: str, dtype: torch.dtype, generation: bool = False) -> 
     causal = type(config) in transformers.AutoModelForCausalLM._model_mapping
     if generation and not causal:
         raise ArgumentError(
-            f"--generation exports causal language models; {directory}'s config is a {type(config).__name__}, "
+            f"--generation and --genai export causal language models; {directory}'s config is a "
+            f"{type(config).__name__}, "
             "which transformers' AutoModelForCausalLM does not build"
         )
     config.use_cache = generation
@@ -59,14 +60,26 @@ def export_hf(
     reference: bool,
     verbose: bool,
     generation: bool = False,
+    genai: bool = False,
 ) -> list[str]:
     """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
-    With ``generation``, ``output`` is a directory (see ``export_for_generation``). Returns the
-    paths of the models written."""
+    With ``generation``, ``output`` is a directory (see ``export_for_generation``); with ``genai``,
+    the directory onnxruntime-genai loads (``genai.export_genai``). Returns the paths of the models
+    written."""
     from ..pipeline.export import export
 
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
-    model = meta_model(directory, target, generation)
+    model = meta_model(directory, target, generation or genai)
+    if genai:
+        if reference:
+            raise ArgumentError(
+                "--genai writes a directory onnxruntime-genai loads on its own, with the weights in it: "
+                "--reference does not apply"
+            )
+        from .genai import export_genai
+
+        written = export_genai(model, output, checkpoint=directory, dtype=target, verbose=None if verbose else False)
+        return [path for path in written if path.endswith(".onnx")]
     if generation:
         export_for_generation(model, directory, output, target, reference, verbose)
         return sorted(os.path.join(output, f) for f in os.listdir(output) if f.endswith(".onnx"))

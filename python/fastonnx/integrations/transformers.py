@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import os
 import tempfile
@@ -38,7 +39,7 @@ from transformers.cache_utils import Cache
 from transformers.exporters.configs import OnnxConfig
 from transformers.exporters.exporter_dynamo import DynamoExporter
 from transformers.exporters.exporter_onnx import OnnxExporter
-from transformers.exporters.metadata import record_output_structure
+from transformers.exporters.metadata import ExportMetadata, record_output_structure
 from transformers.exporters.utils import (
     _capture_forward,
     _merge_decode_calls,
@@ -108,6 +109,21 @@ class FastOnnxExporter(OnnxExporter):
 
     # transformers calls it with the OnnxConfig the exporter was made with (ort_fusions is its own).
     def export_program(self, model, sample_inputs, config: OnnxConfig):  # type: ignore[override]
+        traced = self.trace(model, sample_inputs, config)
+        onnx_model = _converted(
+            traced.program, traced.input_names, traced.output_names, config.opset_version, traced.export_kwargs
+        )
+        if config.dynamic or config.dynamic_shapes is not None:
+            _warn_sizes_of_one(onnx_model, sample_inputs)
+        onnx_model = quantize_converted_model(onnx_model, sample_inputs, config)
+        record_output_structure(traced.metadata, traced.outputs)
+        return onnx_model, traced.metadata
+
+    def trace(self, model, sample_inputs, config: OnnxConfig) -> Traced:
+        """The ExportedProgram of ``model`` on ``sample_inputs`` as transformers' DynamoExporter
+        traces it (its patches, cache pytrees, ``Dim.AUTO`` for ``dynamic=True``), with the
+        names transformers gives its graph inputs and outputs, and the keyword arguments that
+        convert it (``weights=`` resolved against the model's own names)."""
         if config.ort_fusions is not None:
             raise ArgumentError(
                 f"OnnxConfig(ort_fusions={config.ort_fusions!r}) runs onnxscript's fusion rewriter, "
@@ -126,12 +142,19 @@ class FastOnnxExporter(OnnxExporter):
             # The program alone has no module to resolve tied weights, transformers' names and
             # computed buffers by: the checkpoint's tensors under the model's own names.
             export_kwargs = {**export_kwargs, "weights": for_module(model, export_kwargs["weights"])}
-        onnx_model = _converted(program, input_names, output_names, config.opset_version, export_kwargs)
-        if config.dynamic or config.dynamic_shapes is not None:
-            _warn_sizes_of_one(onnx_model, sample_inputs)
-        onnx_model = quantize_converted_model(onnx_model, sample_inputs, config)
-        record_output_structure(metadata, traced_outputs[-1])
-        return onnx_model, metadata
+        return Traced(program, input_names, output_names, metadata, traced_outputs[-1], export_kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Traced:
+    """One graph as transformers traced it, before conversion."""
+
+    program: torch.export.ExportedProgram
+    input_names: list[str]
+    output_names: list[str]
+    metadata: ExportMetadata
+    outputs: object  # what the traced forward returned (its structure is recorded in the metadata)
+    export_kwargs: dict
 
 
 def _decompose_for_generation(model, inputs, generation_config=None, multi_token_decode: bool = False):

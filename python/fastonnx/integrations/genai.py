@@ -1,0 +1,288 @@
+"""A causal language model as the directory onnxruntime-genai loads: one decoder graph that runs
+the prompt (an empty past) and every later step, named as onnxruntime-genai, Optimum and
+transformers.js name it, its ``genai_config.json``, and the checkpoint's tokenizer and configs::
+
+    model.onnx, model.onnx.data, genai_config.json, config.json, tokenizer.json, ...
+
+The graph takes ``input_ids [batch_size, sequence_length]``, ``attention_mask [batch_size,
+total_sequence_length]``, ``position_ids [batch_size, sequence_length]`` (where the model's forward
+takes them) and ``past_key_values.N.key`` / ``.value [batch_size, kv_heads,
+past_sequence_length, head_size]``, and returns ``logits`` and ``present.N.key`` / ``.value``
+(the past and the new positions), the cache in the model's dtype. Batch, query length and past
+length are dynamic: a prompt, one token, or several at once (speculative decoding).
+
+The trace is transformers' own (``FastOnnxExporter.trace``: its export patches and cache
+pytrees) on a step with a past, so no size is 0 or 1 when torch.export sees it (it would make
+them static); every axis named above is a named ``torch.export.Dim``, so torch.export fails
+rather than fix one. The past is a plain ``DynamicCache`` whatever cache the model builds for
+itself: a sliding-window layer keeps all its past, and the model's sliding-window mask does
+what the cache's cropping would (the present grows by the query length on every layer, which is
+what genai's cache expects).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+
+import torch
+
+from ..core.stack import warn
+from ..errors import ArgumentError, ExportError
+from .genai_config import DecoderSignature, context_length, genai_config
+
+FILENAME = "model.onnx"
+# The names onnxruntime-genai's builder, Optimum and transformers.js give the graph's values.
+PAST = "past_key_values.%d.{kind}"
+PRESENT = "present.%d.{kind}"
+# The example step traced: no size 0 or 1 (torch.export specializes those), the query length,
+# the past and the batch all different.
+_BATCH, _QUERY, _PAST = 2, 5, 3
+# What transformers' tokenizers and configs are saved as (PreTrainedTokenizer*.save_pretrained,
+# PretrainedConfig and GenerationConfig): copied beside the graph when the checkpoint has them.
+_COPIED = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "spiece.model",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+_CACHE_LEAF = re.compile(r"(?:^|\.)layers\.(\d+)\.(keys|values)$")
+
+
+def export_genai(
+    model: torch.nn.Module,
+    output: str | os.PathLike,
+    *,
+    checkpoint: str | os.PathLike | None = None,
+    dtype: torch.dtype | None = None,
+    opset_version: int | None = None,
+    verbose: bool | None = None,
+) -> list[str]:
+    """Write ``model`` (a transformers causal LM) to the directory ``output`` as onnxruntime-genai
+    loads it (see the module's docstring). A model on the meta device takes its weights from
+    ``checkpoint`` (a transformers checkpoint directory, streamed, converted to ``dtype``), which
+    is also where the tokenizer and configs are copied from. Files are written to a temporary
+    directory beside ``output`` and moved in at the end: an export that fails writes nothing.
+    Returns the paths written."""
+    import transformers
+
+    if not isinstance(model, transformers.PreTrainedModel) or not model.can_generate():
+        raise ArgumentError(
+            f"onnxruntime-genai runs causal language models; {type(model).__name__} is not a transformers "
+            "model that generates"
+        )
+    if model.config.is_encoder_decoder:
+        raise ArgumentError(
+            f"onnxruntime-genai has no encoder-decoder text models ({model.config.model_type}); export it "
+            "with --generation (FastOnnxExporter.export_for_generation) for onnxruntime"
+        )
+    output = os.fspath(output)
+    if os.path.isfile(output):
+        raise ArgumentError(f"{output} is a file: --genai writes a directory")
+    on_meta = _on_meta(model)
+    if on_meta and checkpoint is None:
+        raise ArgumentError("the model's weights are on the meta device: give checkpoint= to stream them from")
+    layers = _cache_layout(model)
+    parent = os.path.dirname(os.path.abspath(output))
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".fastonnx-genai-", dir=parent)
+    try:
+        signature = _export_decoder(
+            model, layers, os.path.join(scratch, FILENAME), checkpoint, dtype, opset_version, verbose
+        )
+        _write_config(model, checkpoint, signature, scratch)
+        if checkpoint is not None:
+            for name in _COPIED:
+                source = os.path.join(checkpoint, name)
+                if os.path.isfile(source) and not os.path.exists(os.path.join(scratch, name)):
+                    shutil.copyfile(source, os.path.join(scratch, name))
+        os.makedirs(output, exist_ok=True)
+        written = []
+        for name in sorted(os.listdir(scratch)):
+            os.replace(os.path.join(scratch, name), os.path.join(output, name))
+            written.append(os.path.join(output, name))
+        return written
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _on_meta(model) -> bool:
+    parameters = list(model.parameters())
+    return bool(parameters) and all(p.is_meta for p in parameters)
+
+
+def _cache_layout(model) -> list[tuple[torch.Size, torch.Size, torch.dtype]]:
+    """Each layer's key and value shapes (batch 1, past 2) and dtype, from one forward on fake
+    tensors (the model's weights on the meta device or not): nothing is computed, and transformers
+    skips the checks that read values (padding in the ids, an all-ones mask) on fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    device = next(model.parameters()).device
+    with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = torch.zeros(1, 2, dtype=torch.long, device=device)
+        cache = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True).past_key_values
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        raise ExportError(
+            f"{type(model).__name__} returns a {type(cache).__name__}, not a cache of keys and values per layer: "
+            "onnxruntime-genai's decoder takes past_key_values.N.key/value only"
+        )
+    found = [(layer.keys.shape, layer.values.shape, layer.keys.dtype) for layer in layers]
+    for i, (key, value, _) in enumerate(found):
+        if len(key) != 4 or len(value) != 4 or key[:3] != value[:3] or key[2] != 2:
+            raise ExportError(
+                f"layer {i}'s cache is keys {list(key)} and values {list(value)} after 2 tokens; onnxruntime-genai "
+                "takes [batch, kv_heads, past, head_size] for each"
+            )
+    return found
+
+
+def _example_step(model, layers, device):
+    """The traced step's inputs (a past of _PAST positions, a query of _QUERY) and their dynamic
+    shapes, by transformers' flattening of the cache."""
+    from transformers import DynamicCache
+    from transformers.exporters.exporter_dynamo import get_auto_dynamic_shapes, register_cache_pytrees_for_model
+
+    batch = torch.export.Dim("batch_size")
+    query = torch.export.Dim("sequence_length")
+    past = torch.export.Dim("past_sequence_length")
+    total = _PAST + _QUERY
+    inputs = {
+        "input_ids": torch.zeros(_BATCH, _QUERY, dtype=torch.long, device=device),
+        # The mask covers the past and the query: torch.export relates its length to theirs.
+        "attention_mask": torch.ones(_BATCH, total, dtype=torch.long, device=device),
+    }
+    shapes = {"input_ids": {0: batch, 1: query}, "attention_mask": {0: batch, 1: torch.export.Dim.DYNAMIC}}
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        inputs["position_ids"] = torch.arange(_PAST, total, device=device).expand(_BATCH, _QUERY)
+        shapes["position_ids"] = {0: batch, 1: query}
+    cache = DynamicCache()
+    for i, (key, value, dtype) in enumerate(layers):
+        cache.update(
+            torch.zeros(_BATCH, key[1], _PAST, key[3], dtype=dtype, device=device),
+            torch.zeros(_BATCH, value[1], _PAST, value[3], dtype=dtype, device=device),
+            i,
+        )
+    # transformers 5.24 renamed the forward's past_key_values to cache (the old name still works).
+    argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    inputs[argument] = cache
+    register_cache_pytrees_for_model(model)
+    shapes[argument] = torch.utils._pytree.tree_map(
+        lambda spec: {0: batch, 2: past}, get_auto_dynamic_shapes(cache), is_leaf=lambda x: isinstance(x, dict)
+    )
+    return inputs, shapes
+
+
+def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbose) -> DecoderSignature:
+    from transformers.exporters import OnnxConfig
+
+    from ..pipeline.export import export
+    from .transformers import FastOnnxExporter
+
+    device = next(model.parameters()).device
+    inputs, shapes = _example_step(model, layers, device)
+    kwargs = {"verbose": verbose}
+    if checkpoint is not None:
+        kwargs |= {"weights": os.fspath(checkpoint), "dtype": dtype}
+    with warnings.catch_warnings():
+        # transformers' note that it checks no versions beyond the ones it tested
+        warnings.filterwarnings("ignore", module="transformers")
+        traced = FastOnnxExporter(**kwargs).trace(model, inputs, OnnxConfig(dynamic_shapes=shapes))
+    input_names = [_genai_name(name, PAST, "input") for name in traced.input_names]
+    output_names = [_genai_name(name, PRESENT, "output") for name in traced.output_names]
+    if "logits" not in output_names:
+        raise ExportError(f"{type(model).__name__} returned {traced.output_names}: no logits")
+    export(
+        traced.program,
+        (),
+        path,
+        input_names=input_names,
+        output_names=output_names,
+        opset_version=opset_version,
+        external_data=True,
+        **traced.export_kwargs,
+    )
+    _check_dynamic(path, len(layers))
+    key = layers[0][0]
+    roles = {"input_ids": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids"}
+    return DecoderSignature(
+        filename=FILENAME,
+        inputs={role: name for role, name in roles.items() if name in input_names}
+        | {"past_key_names": PAST.format(kind="key"), "past_value_names": PAST.format(kind="value")},
+        outputs={
+            "logits": "logits",
+            "present_key_names": PRESENT.format(kind="key"),
+            "present_value_names": PRESENT.format(kind="value"),
+        },
+        num_hidden_layers=len(layers),
+        num_key_value_heads=key[1],
+        head_size=key[3],
+    )
+
+
+def _genai_name(name: str, template: str, side: str) -> str:
+    """transformers' name for a graph value (``past_key_values.layers.0.keys``,
+    ``input.cache.layers.0.keys``) as genai's (``past_key_values.0.key``)."""
+    name = name.removeprefix(f"{side}.")
+    found = _CACHE_LEAF.search(name)
+    if found is not None:
+        return template.format(kind=found.group(2)[:-1]) % int(found.group(1))
+    if name in ("input_ids", "attention_mask", "position_ids", "logits"):
+        return name
+    raise ExportError(f"the decoder's {side} `{name}` is not one onnxruntime-genai feeds or reads")
+
+
+def _check_dynamic(path: str, num_layers: int) -> None:
+    """Every axis the runtime varies is a named dimension in the file (torch.export's named Dims
+    fail rather than specialize; this checks what was written)."""
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    axes = {"input_ids": (0, 1), "attention_mask": (0, 1), "position_ids": (0, 1), "logits": (0, 1)}
+    for i in range(num_layers):
+        for kind in ("key", "value"):
+            axes[PAST.format(kind=kind) % i] = axes[PRESENT.format(kind=kind) % i] = (0, 2)
+    for value in list(graph.input) + list(graph.output):
+        dims = value.type.tensor_type.shape.dim
+        fixed = [axis for axis in axes.get(value.name, ()) if not dims[axis].dim_param]
+        if fixed:
+            raise ExportError(f"`{value.name}` axes {fixed} were exported static ({dims}); they must be dynamic")
+
+
+def _write_config(model, checkpoint, signature: DecoderSignature, directory: str) -> None:
+    import transformers
+
+    generation = model.generation_config
+    if checkpoint is not None and os.path.isfile(os.path.join(checkpoint, "generation_config.json")):
+        generation = transformers.GenerationConfig.from_pretrained(checkpoint, local_files_only=True)
+    context = context_length(model.config)
+    if context is None:
+        context = 4096
+        warn(
+            f"{model.config.model_type}'s config gives no maximum sequence length; genai_config.json's "
+            f"context_length and max_length are {context}: edit them for longer sequences",
+            UserWarning,
+        )
+    document = genai_config(model.config, generation, signature, context)
+    with open(os.path.join(directory, "genai_config.json"), "w") as f:
+        json.dump(document, f, indent=4)
+        f.write("\n")
+    if checkpoint is None:
+        # A model exported from memory: its configs are what a checkpoint directory would hold.
+        model.config.save_pretrained(directory)
+        generation.save_pretrained(directory)
