@@ -395,3 +395,24 @@ def test_export_hf_for_generation_refuses_what_does_not_apply(tmp_path):
     transformers.DistilBertModel(encoder).save_pretrained(tmp_path / "encoder")
     with pytest.raises(fastonnx.ArgumentError, match="--generation exports causal language models"):
         main(["export-hf", str(tmp_path / "encoder"), str(tmp_path / "out"), "--generation", "--quiet"])
+
+
+def test_a_tensor_the_forward_makes_from_python_values_is_named_on_meta(tmp_path):
+    """A list used as an index becomes a constant torch.export lifts; made on the meta device it
+    has no value, and the error says so and what to do (not a bare "not in the checkpoint")."""
+
+    class PicksColumns(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.proj(x)[:, [3, 0]]
+
+    real = PicksColumns()
+    save_file(dict(real.state_dict()), str(tmp_path / "model.safetensors"))
+    with torch.device("meta"):
+        meta = PicksColumns()
+    with pytest.raises(fastonnx.ArgumentError, match="creates from Python values.*with its weights loaded"):
+        fastonnx.export(meta, (torch.randn(2, 4),), tmp_path / "m.onnx", weights=tmp_path, verbose=False)
+    assert not (tmp_path / "m.onnx").exists()

@@ -8,7 +8,9 @@ from __future__ import annotations
 import copy
 import warnings
 
+import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 import torch
 from models.generation import ARCHITECTURES, ENCODER_DECODER, build, prompt
@@ -90,6 +92,28 @@ def test_multi_token_decode_takes_several_tokens():
     with torch.no_grad():
         want = submodel(**copy.deepcopy(inputs))
     _assert_close(exported.runners["decode"](**copy.deepcopy(inputs)), want, "multi-token decode")
+
+
+def test_multi_token_decode_graph_alone_runs_the_prompt_on_an_empty_cache():
+    """The one graph a caller asks for with ``multi_token_decode=True``: the decode graph also
+    runs the prompt, on a cache of no positions (a size torch.export never saw)."""
+    model = build("qwen3")
+    exported = _export(model, multi_token_decode=True)
+    decode = exported.components["decode"].program
+    session = ort.InferenceSession(decode.meta["path"], providers=["CPUExecutionProvider"])
+    ids = RUN["input_ids"]
+    feeds = {}
+    for value in session.get_inputs():
+        if value.name.endswith(("keys", "values")):
+            feeds[value.name] = np.zeros((ids.shape[0], value.shape[1], 0, value.shape[3]), dtype=np.float32)
+        elif value.name == "position_ids":
+            feeds[value.name] = np.arange(ids.shape[1])[None].repeat(ids.shape[0], 0)
+        else:
+            feeds[value.name] = RUN[value.name].numpy()
+    logits = session.run(["logits"], feeds)[0]
+    with torch.no_grad():
+        want = model(**RUN).logits
+    torch.testing.assert_close(torch.from_numpy(logits), want, rtol=1e-3, atol=1e-5)
 
 
 def test_saved_export_loads_and_generates(tmp_path):

@@ -15,6 +15,7 @@ import functools
 import inspect
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -210,6 +211,15 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
             bound[target] = torch.empty(traced.shape, dtype=traced.dtype)
             continue
         found = names.find(target)
+        if found is None and spec.kind == InputKind.CONSTANT_TENSOR:
+            # torch.export lifts a tensor the forward makes from Python data (a list used as an
+            # index, torch.tensor(...)); made on the meta device, its value is lost.
+            problems.append(
+                f"`{target}`: a tensor the model's forward creates from Python values (a list used as an index, "
+                "torch.tensor(...)), which has no value when the model is on the meta device; export the model "
+                "with its weights loaded (from_pretrained) instead of streaming them"
+            )
+            continue
         if found is None:
             missing.append(target)
             continue
@@ -270,6 +280,7 @@ class _Names:
         if isinstance(base, str):
             prefixes.add(base)
         self.prefixes = sorted(p for p in prefixes if p)
+        self.renamed = _renamed_by_transformers(module, self.stored)
         self.aliases: dict[str, list[str]] = {}
         if module is not None:
             by_tensor: dict[int, list[str]] = {}
@@ -285,6 +296,8 @@ class _Names:
             for spelling in self._spellings(alias):
                 if spelling in self.stored:
                     return spelling
+                if spelling in self.renamed:
+                    return self.renamed[spelling]
         return None
 
     def _spellings(self, name: str) -> Iterable[str]:
@@ -294,6 +307,30 @@ class _Names:
                 yield name[len(p) + 1 :]
             else:
                 yield f"{p}.{name}"
+
+
+def _renamed_by_transformers(module: torch.nn.Module | None, stored: Iterable[str]) -> dict[str, str]:
+    """The checkpoint's names as transformers renames them when it loads the model (its
+    ``WeightRenaming``s: gpt_neox's ``embed_out`` is the model's ``lm_head``), by the model's name.
+    transformers' own tables, since they change with its versions; its ``WeightConverter``s
+    (weights merged or split while loading) are no renames and stay unmatched."""
+    transformers = sys.modules.get("transformers")  # a model of transformers' has imported it
+    if module is None or transformers is None or not isinstance(module, transformers.PreTrainedModel):
+        return {}
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, apply_renamings
+    except ImportError:  # transformers before 5 renamed nothing
+        return {}
+    renamings = [t for t in get_model_conversion_mapping(module) if isinstance(t, WeightRenaming)]
+    if not renamings:
+        return {}
+    renamed = {}
+    for key in stored:
+        name = apply_renamings(key, renamings)
+        if name != key:
+            renamed[name] = key
+    return renamed
 
 
 def _traced(ep: ExportedProgram, name: str) -> torch.Tensor:

@@ -1,0 +1,166 @@
+"""Causal language models exported as the directory onnxruntime-genai loads (``export-hf
+--genai``, ``integrations.genai.export_genai``): one decoder graph for the prompt and every later
+step. Every architecture of the generation set runs in onnxruntime at another batch, prompt and
+query length than traced (a left-padded prompt on an empty past, then several tokens, then one)
+against eager PyTorch; a few run in onnxruntime-genai itself and must give eager's greedy
+tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import onnxruntime_genai as og
+import pytest
+import torch
+from models.checkpoints import EOS, with_special_tokens, write_checkpoint
+from models.generation import ARCHITECTURES, ENCODER_DECODER, VOCAB, build
+from support import assert_declared_shapes_hold, check
+
+import fastonnx
+from fastonnx.__main__ import main
+from fastonnx.integrations.genai import export_genai
+
+DECODERS = [arch for arch in ARCHITECTURES if arch not in ENCODER_DECODER]
+# Traced on a batch of 2, a query of 5 and a past of 3 (genai.py); run at others.
+BATCH, PROMPT, STEPS = 3, 9, (2, 1)
+
+
+def _session(directory) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(os.path.join(directory, "model.onnx"), options, providers=["CPUExecutionProvider"])
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of a left-padded batch, as onnxruntime-genai and transformers' generate give them."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _run_steps(directory, model, dtype=torch.float32):
+    """Runs the graph on a left-padded prompt (an empty past), then STEPS more tokens, feeding
+    the present back as the past; yields (query slice, logits, the whole sequence's ids, mask)
+    for each run."""
+    session = _session(directory)
+    proto = onnx.load(os.path.join(directory, "model.onnx"))
+    names = {i.name for i in session.get_inputs()}
+    g = torch.Generator().manual_seed(1)
+    total = PROMPT + sum(STEPS)
+    ids = torch.randint(3, VOCAB, (BATCH, total), generator=g)
+    mask = torch.ones(BATCH, total, dtype=torch.long)
+    mask[1, :3] = 0  # a shorter prompt, padded on the left
+    past = {}
+    for i, value in enumerate(session.get_inputs()):
+        if value.name.startswith("past_key_values."):
+            _, heads, _, size = value.shape
+            past[value.name] = np.zeros((BATCH, heads, 0, size), dtype=torch.empty(0, dtype=dtype).numpy().dtype)
+    start = 0
+    for length in (PROMPT, *STEPS):
+        end = start + length
+        feeds = {"input_ids": ids[:, start:end].numpy(), "attention_mask": mask[:, :end].numpy(), **past}
+        if "position_ids" in names:
+            feeds["position_ids"] = _positions(mask[:, :end])[:, start:end].numpy()
+        assert_declared_shapes_hold(proto, feeds)
+        outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        past = {name.replace("present.", "past_key_values."): v for name, v in outputs.items() if name != "logits"}
+        yield slice(start, end), outputs["logits"], ids, mask
+        start = end
+
+
+@pytest.mark.parametrize("arch", DECODERS)
+def test_one_graph_runs_the_prompt_and_every_step(arch, tmp_path):
+    model = with_special_tokens(build(arch))
+    written = export_genai(model, tmp_path)
+    assert {os.path.basename(p) for p in written} >= {"model.onnx", "model.onnx.data", "genai_config.json"}
+    proto = onnx.load(tmp_path / "model.onnx")
+    check(proto)
+    layers = (len(proto.graph.output) - 1) // 2
+    assert json.loads((tmp_path / "genai_config.json").read_text())["model"]["decoder"]["num_hidden_layers"] == layers
+    inputs = [v.name for v in proto.graph.input]
+    assert inputs[:2] == ["input_ids", "attention_mask"]
+    assert [v.name for v in proto.graph.output] == ["logits"] + [
+        f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")
+    ]
+    assert inputs[-2 * layers :] == [f"past_key_values.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    for query, logits, ids, mask in _run_steps(tmp_path, model):
+        with torch.no_grad():
+            want = model(
+                input_ids=ids[:, : query.stop], attention_mask=mask[:, : query.stop],
+                position_ids=_positions(mask[:, : query.stop]),
+            ).logits[:, query]
+        valid = mask[:, query].bool()  # a padded position's logits mean nothing
+        torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=1e-3, atol=1e-4)
+
+
+def _greedy(directory, prompt: torch.Tensor, new_tokens: int) -> list[list[int]]:
+    model = og.Model(str(directory))
+    params = og.GeneratorParams(model)
+    length = prompt.shape[1] + new_tokens
+    params.set_search_options(max_length=length, min_length=length, do_sample=False, batch_size=prompt.shape[0])
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt.numpy())  # the prompt at once, then token by token
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [list(generator.get_sequence(i))[prompt.shape[1] :] for i in range(prompt.shape[0])]
+
+
+# llama and phi3 as onnxruntime-genai's own types, gemma2 with its sliding window, gpt2 and
+# gpt_neox as its generic "decoder" (gpt2's own type takes another cache layout). (falcon's
+# forward makes a tensor from a list, which a model on the meta device cannot give a value:
+# test_streamed_weights.py checks the error.)
+@pytest.mark.parametrize("arch", ["llama", "phi3", "gemma2", "gpt2", "gpt_neox"])
+def test_onnxruntime_genai_gives_eager_greedy_tokens(arch, tmp_path):
+    model = build(arch)
+    checkpoint = write_checkpoint(model, tmp_path / "checkpoint")
+    out = tmp_path / "genai"
+    assert main(["export-hf", checkpoint, str(out), "--genai", "--quiet"]) == 0
+    assert {"tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"} <= set(os.listdir(out))
+    config = json.loads((out / "genai_config.json").read_text())
+    decoder = config["model"]["decoder"]
+    assert config["model"]["type"] == {"llama": "llama", "phi3": "phi3", "gemma2": "gemma2"}.get(arch, "decoder")
+    assert config["model"]["eos_token_id"] == EOS and config["search"]["past_present_share_buffer"] is False
+    assert decoder["inputs"]["past_key_names"] == "past_key_values.%d.key"
+    assert decoder["outputs"]["present_value_names"] == "present.%d.value"
+    assert decoder["num_hidden_layers"] == model.config.num_hidden_layers
+    # A prompt of 7 tokens (traced at 5), a batch of 2; greedy, 10 new tokens (eos or not).
+    prompt = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=10, min_new_tokens=10, do_sample=False
+        )
+    assert _greedy(out, prompt, 10) == want[:, 7:].tolist()
+
+
+def test_the_cache_keeps_the_model_dtype(tmp_path):
+    """A half-precision model takes and returns its cache in half precision, and its logits
+    match eager's."""
+    model = with_special_tokens(build("qwen2", torch.float16))
+    export_genai(model, tmp_path)
+    graph = onnx.load(tmp_path / "model.onnx", load_external_data=False).graph
+    for value in list(graph.input)[3:] + list(graph.output):
+        assert value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16, value.name
+    for query, logits, ids, mask in _run_steps(tmp_path, model, torch.float16):
+        with torch.no_grad():
+            want = model(input_ids=ids[:, : query.stop], attention_mask=mask[:, : query.stop],
+                         position_ids=_positions(mask[:, : query.stop])).logits[:, query]
+        valid = mask[:, query].bool()
+        torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=2e-2, atol=2e-2)
+
+
+def test_what_genai_cannot_load_is_an_error_and_nothing_is_written(tmp_path):
+    model = build("llama")
+    model.generation_config.eos_token_id = VOCAB + 5  # outside the vocabulary: genai refuses the model
+    with pytest.raises(fastonnx.ArgumentError, match="eos_token_id is 101, outside its vocabulary of 96"):
+        export_genai(model, tmp_path / "out")
+    assert os.listdir(tmp_path) == []  # no directory, no scratch left behind
+    checkpoint = write_checkpoint(build("gpt2"), tmp_path / "checkpoint")
+    with pytest.raises(fastonnx.ArgumentError, match="--reference does not apply"):
+        main(["export-hf", checkpoint, str(tmp_path / "out"), "--genai", "--reference"])
+    with pytest.raises(SystemExit):
+        main(["export-hf", checkpoint, str(tmp_path / "out"), "--genai", "--generation"])
+    (tmp_path / "file").write_text("")
+    with pytest.raises(fastonnx.ArgumentError, match="is a file"):
+        export_genai(build("gpt2"), tmp_path / "file")
