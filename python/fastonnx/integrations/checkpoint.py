@@ -17,7 +17,9 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 _EXAMPLE_TOKENS = 8
 
 
-def meta_model(directory: str, dtype: torch.dtype, generation: bool = False) -> torch.nn.Module:
+def meta_model(
+    directory: str, dtype: torch.dtype, generation: bool = False, option: str = "--generation"
+) -> torch.nn.Module:
     """The checkpoint's model, on the meta device, built in ``dtype`` as ``from_pretrained``
     builds it (buffers computed in float32 stay so): without its cache (a plain forward), or,
     for ``generation``, a causal LM with it."""
@@ -29,8 +31,7 @@ def meta_model(directory: str, dtype: torch.dtype, generation: bool = False) -> 
     causal = type(config) in transformers.AutoModelForCausalLM._model_mapping
     if generation and not causal:
         raise ArgumentError(
-            f"--generation and --genai export causal language models; {directory}'s config is a "
-            f"{type(config).__name__}, "
+            f"{option} exports causal language models; {directory}'s config is a {type(config).__name__}, "
             "which transformers' AutoModelForCausalLM does not build"
         )
     config.use_cache = generation
@@ -69,7 +70,7 @@ def export_hf(
     from ..pipeline.export import export
 
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
-    model = meta_model(directory, target, generation or genai)
+    model = meta_model(directory, target, generation or genai, "--genai" if genai else "--generation")
     if genai:
         if reference:
             raise ArgumentError(

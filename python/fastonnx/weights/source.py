@@ -314,13 +314,15 @@ def _renamed_by_transformers(module: torch.nn.Module | None, stored: Iterable[st
     ``WeightRenaming``s: gpt_neox's ``embed_out`` is the model's ``lm_head``), by the model's name.
     transformers' own tables, since they change with its versions; its ``WeightConverter``s
     (weights merged or split while loading) are no renames and stay unmatched."""
-    transformers = sys.modules.get("transformers")  # a model of transformers' has imported it
-    if module is None or transformers is None or not isinstance(module, transformers.PreTrainedModel):
+    if module is None or "transformers" not in sys.modules:  # a model of transformers' has imported it
         return {}
     try:
+        from transformers import PreTrainedModel
         from transformers.conversion_mapping import get_model_conversion_mapping
         from transformers.core_model_loading import WeightRenaming, apply_renamings
     except ImportError:  # transformers before 5 renamed nothing
+        return {}
+    if not isinstance(module, PreTrainedModel):
         return {}
     renamings = [t for t in get_model_conversion_mapping(module) if isinstance(t, WeightRenaming)]
     if not renamings:
