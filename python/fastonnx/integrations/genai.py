@@ -135,7 +135,9 @@ def _cache_layout(model) -> list[tuple[torch.Size, torch.Size, torch.dtype]]:
     with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ids = torch.zeros(1, 2, dtype=torch.long, device=device)
-        cache = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True).past_key_values
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+    # transformers 5.24 calls the output's cache `cache` (`past_key_values` still works, with a warning).
+    cache = out.get("cache", out.get("past_key_values"))
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
         raise ExportError(
