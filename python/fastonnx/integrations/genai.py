@@ -32,6 +32,7 @@ import warnings
 
 import torch
 
+from ..core.progress import Progress
 from ..core.stack import warn
 from ..errors import ArgumentError, ExportError
 from .genai_config import DecoderSignature, context_length, genai_config
@@ -201,7 +202,8 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     kwargs = {"verbose": verbose}
     if checkpoint is not None:
         kwargs |= {"weights": os.fspath(checkpoint), "dtype": dtype}
-    with warnings.catch_warnings():
+    # transformers' trace runs before fastonnx's export: its own spinner, as the export's has.
+    with Progress(verbose).phase("tracing"), warnings.catch_warnings():
         # transformers' note that it checks no versions beyond the ones it tested
         warnings.filterwarnings("ignore", module="transformers")
         traced = FastOnnxExporter(**kwargs).trace(model, inputs, OnnxConfig(dynamic_shapes=shapes))
