@@ -150,6 +150,18 @@ def test_the_cache_keeps_the_model_dtype(tmp_path):
         torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=2e-2, atol=2e-2)
 
 
+def test_a_bfloat16_export_says_it_runs_on_cuda_only(tmp_path):
+    with pytest.warns(UserWarning, match="runs this directory on CUDA only"):
+        export_genai(with_special_tokens(build("llama", torch.bfloat16)), tmp_path)
+    graph = onnx.load(tmp_path / "model.onnx", load_external_data=False).graph
+    assert graph.output[1].type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16
+    check(onnx.load(tmp_path / "model.onnx"))
+    # What the warning says: onnxruntime's CPU provider refuses it (when it stops refusing, the
+    # warning goes and this test runs the file against eager).
+    with pytest.raises(Exception, match="Could not find an implementation"):
+        _session(tmp_path)
+
+
 def test_what_genai_cannot_load_is_an_error_and_nothing_is_written(tmp_path):
     model = build("llama")
     model.generation_config.eos_token_id = VOCAB + 5  # outside the vocabulary: genai refuses the model

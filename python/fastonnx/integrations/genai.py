@@ -98,6 +98,12 @@ def export_genai(
     if on_meta and checkpoint is None:
         raise ArgumentError("the model's weights are on the meta device: give checkpoint= to stream them from")
     layers = _cache_layout(model)
+    if layers[0][2] == torch.bfloat16:
+        warn(
+            "a bfloat16 model: onnxruntime's CPU provider has no bfloat16 kernels for most ops (Mul, MatMul...), so "
+            "onnxruntime-genai runs this directory on CUDA only; export with dtype float16 or float32 for the CPU",
+            UserWarning,
+        )
     parent = os.path.dirname(os.path.abspath(output))
     os.makedirs(parent, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=".fastonnx-genai-", dir=parent)
