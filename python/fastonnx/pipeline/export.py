@@ -286,21 +286,25 @@ class _Exporter:
             raise
         except Exception as e:  # a failure no phase turned into an ExportError is a bug
             raise InternalError(f"exporting {type(model).__name__} failed unexpectedly: {type(e).__name__}: {e}") from e
-        # A graph that does not convert, traced from inputs eager PyTorch itself refuses: eager's
-        # error names the cause (an int64 tensor into a Linear), the converter's a symptom. Not
-        # for trace errors (an input can fail eagerly for the data-dependent reason the trace
-        # reports), nor for a kernel eager lacks (an op with a fake implementation and a
-        # converter needs none). Asked outside the handler, so that eager's error is its own.
+        # A graph that does not trace or convert from inputs eager PyTorch itself refuses: eager's
+        # error names the cause (an int64 tensor into a Linear, an input of the wrong shape), the
+        # tracer's or converter's a symptom. Not for a kernel eager lacks (an op with a fake
+        # implementation and a converter needs none). Asked outside the handler, so that eager's
+        # error is its own.
         eager = (
-            _eager_failure(model, args, kwargs, self.options.training) if isinstance(failure, ConversionError) else None
+            _eager_failure(model, args, kwargs, self.options.training)
+            if isinstance(failure, (ConversionError, TraceError))
+            else None
         )
         if eager is not None and not isinstance(eager, NotImplementedError):
-            raise ArgumentError(
+            refused = ArgumentError(
                 "the example inputs do not run in the model itself: eager PyTorch fails on them too, so no "
                 "exporter can trace it; give inputs the model takes (their dtypes and shapes) or fix the "
                 # (its first paragraph: torch's dispatch errors go on with every backend's kernel)
                 "model:\n" + describe_failure(eager).split("\n\n")[0]
-            ) from eager
+            )
+            refused.torch_log = getattr(failure, "torch_log", [])  # type: ignore[attr-defined]
+            raise refused from eager
         if self.options.report_path is not None and not isinstance(failure, TraceError):
             self.write_report(model, error=failure)
         raise failure
