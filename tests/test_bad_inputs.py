@@ -298,3 +298,20 @@ def test_unsupported_library_ops_are_pointed_at_register_converter():
 
     message = _fails(fastonnx.UnsupportedOpsError, "fastonnx_test_bad::untraceable", Calls(), (torch.ones(3),))
     assert "codegen/mappings" not in message and message.endswith("(README, 'Custom converters').")
+
+
+def test_a_library_op_with_no_kernel_at_all_is_said_in_a_few_lines():
+    """Neither tracer can run an op with no kernel and no fake implementation: each says so once,
+    at the user's line, without torch's list of every dispatch key the op has."""
+    torch.library.define("fastonnx_test_bad::no_kernel", "(Tensor x) -> Tensor")
+
+    class Calls(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fastonnx_test_bad.no_kernel(x) + 1
+
+    with pytest.raises(TraceError) as info:
+        fastonnx.export(Calls(), (torch.randn(2, 3),))
+    message = str(info.value)
+    assert "no fake impl or Meta kernel registered" in message and "Could not run 'fastonnx_test_bad::no_kernel'" in message
+    assert "registered at" not in message and "is only available for these backends" not in message
+    assert len(message.splitlines()) <= 8, message

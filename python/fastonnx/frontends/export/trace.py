@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sys
 import traceback
 
@@ -201,7 +202,7 @@ def describe_failure(e: BaseException) -> str:
         nxt = x.__cause__ if x.__cause__ is not None else x.__context__
         assert nxt is not None  # the chain innermost() followed down to `cause`
         x = nxt
-    first, *rest = str(cause).strip().splitlines() or [""]
+    first, *rest = _without_dispatch_table(str(cause)).strip().splitlines() or [""]
     text = f"{type(cause).__name__}: {first}"
     frame = next((f for f in (user_frame(traceback.extract_tb(c.__traceback__)) for c in chain) if f is not None), None)
     if frame is not None:
@@ -211,6 +212,17 @@ def describe_failure(e: BaseException) -> str:
         outer = str(e).strip().splitlines()
         text += f"\n(torch.export raised {type(e).__name__}" + (f": {outer[0]}" if outer else "") + ")"
     return "\n".join([text, *rest])
+
+
+# torch's dispatcher ends "Could not run 'op' with arguments from the 'CPU' backend" with every
+# dispatch key the op has (one sentence with about 40 keys, then a line per key): noise to a user.
+_BACKEND_LIST = re.compile(r" '[^']+' is only available for these backends: \[[^\]]*\]\.")
+_DISPATCH_LINE = re.compile(r"^\w+: (fallthrough )?registered at \S+ \[[^\]]+\]$")
+
+
+def _without_dispatch_table(message: str) -> str:
+    lines = [line for line in _BACKEND_LIST.sub("", message).splitlines() if not _DISPATCH_LINE.match(line.strip())]
+    return "\n".join(lines)
 
 
 def _mutated_arg(node: torch.fx.Node, schema: torch.FunctionSchema) -> torch.fx.Node | None:
