@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class HeldLogs:
@@ -22,10 +22,11 @@ class HeldLogs:
     def lines(self) -> list[str]:
         return [record.getMessage() for _, record in self.held]
 
-    def show_warnings(self) -> None:
-        """Writes the held records below ERROR through the handlers that held them."""
+    def show_warnings(self, unless: Callable[[str], bool] = lambda message: False) -> None:
+        """Writes the held records below ERROR through the handlers that held them, except those
+        whose message ``unless`` says another warning already gives."""
         for handler, record in self.held:
-            if record.levelno < logging.ERROR:
+            if record.levelno < logging.ERROR and not unless(record.getMessage()):
                 handler.handle(record)
         self.held.clear()
 

@@ -4,6 +4,8 @@ Nothing is downloaded: the directory must hold the config and the weights."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 from collections import Counter
@@ -121,5 +123,21 @@ def export_for_generation(
     ids = torch.zeros(2, _EXAMPLE_TOKENS, dtype=torch.long)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     exporter = FastOnnxExporter(weights=directory, dtype=dtype, verbose=None if verbose else False)
-    exported = exporter.export_for_generation(model, inputs, OnnxConfig(dynamic=True))
+    with _without_dynamic_shapes_advice():
+        exported = exporter.export_for_generation(model, inputs, OnnxConfig(dynamic=True))
     exported.save_pretrained(output)
+
+
+@contextlib.contextmanager
+def _without_dynamic_shapes_advice():
+    """transformers advises explicit ``dynamic_shapes`` over ``dynamic=True`` (faster traces): a
+    Python caller's choice, which a user of the command line cannot act on."""
+    import transformers.exporters.exporter_dynamo as exporter_dynamo
+
+    logger = logging.getLogger(exporter_dynamo.__file__)  # transformers names that module's logger so
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -51,6 +51,7 @@ from transformers.exporters.utils import (
 )
 
 from ..core.stack import warn
+from ..core.torch_logs import held_torch_logs
 from ..errors import ArgumentError, DynamicAxesWarning
 from ..pipeline.export import export
 from ..weights.source import for_module
@@ -133,9 +134,12 @@ class FastOnnxExporter(OnnxExporter):
             # The captured steps' token ids, masks and positions are CPU tensors; a meta model's
             # trace needs them on its device (their values do not matter, their shapes do).
             sample_inputs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in sample_inputs.items()}
-        with patch_model_outputs(model) as (input_names, output_names, traced_outputs):
+        with held_torch_logs() as torch_logs, patch_model_outputs(model) as (input_names, output_names, traced_outputs):
             # DynamoExporter's trace (its patches, cache pytrees, Dim.AUTO for dynamic=True).
             program, metadata = DynamoExporter.export_program(self, model, sample_inputs, config=config)
+        # torch's "dimension ... 0/1 specialized" lines: export_program's DynamicAxesWarning lists
+        # the axes that stayed static that way, leaving out the decode step's one query token.
+        torch_logs.show_warnings(unless=lambda message: "0/1 specialized" in message)
         input_names, output_names = disambiguate_io_names(input_names, output_names)
         export_kwargs = self.export_kwargs
         if export_kwargs.get("weights") is not None:

@@ -3,7 +3,8 @@
 step. Every architecture of the generation set runs in onnxruntime at another batch, prompt and
 query length than traced (a left-padded prompt on an empty past, then several tokens, then one)
 against eager PyTorch; a few run in onnxruntime-genai itself and must give eager's greedy
-tokens."""
+tokens. (Named to run last but one: transformers' exporter registers its cache types with torch's
+pytrees for good, which changes what later tests' exports trace.)"""
 
 from __future__ import annotations
 
