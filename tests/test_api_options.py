@@ -262,6 +262,9 @@ def test_verbose_prints_the_graph(capsys):
     printed = capsys.readouterr().out
     assert "LayerNormalization" in printed or "ReduceMean" in printed
     assert "x" in printed and "output_1" in printed
+    # The intermediate values' shapes one per line (onnx.printer writes them all on one line).
+    assert max(len(line) for line in printed.splitlines()) < 200
+    assert any(line.strip().startswith("float[2,5,") for line in printed.splitlines())
 
 
 def test_a_dynamic_axes_key_of_nothing_is_ignored_with_a_warning():

@@ -133,4 +133,25 @@ def graph_text(proto) -> str:
         for init in proto.graph.initializer
     ]
     header = ["initializers:", *weights] if weights else []
-    return "\n".join([*header, onnx.printer.to_text(graph)])
+    return "\n".join([*header, *map(_one_per_line, onnx.printer.to_text(graph).splitlines())])
+
+
+def _one_per_line(line: str) -> str:
+    """onnx.printer writes the shapes of all intermediate values as one ``<...>`` line (thousands
+    of characters for a small LLM): one value per line instead."""
+    stripped = line.strip()
+    if not (stripped.startswith("<") and stripped.endswith(">")):
+        return line
+    indent = line[: len(line) - len(line.lstrip())]
+    items, depth, start = [], 0, 1
+    for i, c in enumerate(stripped):
+        if c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(stripped[start:i].strip())
+            start = i + 1
+    items.append(stripped[start:-1].strip())
+    lines = [f"{indent}  {item}," for item in items[:-1]] + [f"{indent}  {items[-1]}"]
+    return "\n".join([indent + "<", *lines, indent + ">"])
