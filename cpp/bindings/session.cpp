@@ -299,9 +299,7 @@ void init_model(py::module_& m) {
       .def("to_bytes",
            [](const Model& md) { return py::bytes(model_bytes(md.session->serialize(md.producer_version))); })
       .def("write", &write, py::arg("path"), py::arg("data_path") = "", py::arg("location") = "",
-           py::arg("progress") = py::none(),
-           py::arg("references") = References{},
-           py::arg("total") = py::none(),
+           py::arg("progress") = py::none(), py::arg("references") = References{}, py::arg("total") = py::none(),
            "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
            "the model names `location`, except those whose bytes lie in one of `references` (address, size, "
            "location: a file mapped whole), which the model points at there. `total(n)` is called once, before "

@@ -377,8 +377,9 @@ size_t placement_key(const Initializer& init) {
 
 bool same_bytes(const Initializer& a, const Initializer& b) {
   if (a.computed || b.computed) return a.computed && b.computed && a.computed->same_bytes(*b.computed);
-  return a.nbytes == b.nbytes && (a.data == b.data || ((by_content(a) || by_content(b)) &&
-                                                       std::memcmp(a.data, b.data, a.nbytes) == 0));
+  if (a.nbytes != b.nbytes) return false;
+  if (a.data == b.data) return true;
+  return by_content(a) && by_content(b) && std::memcmp(a.data, b.data, a.nbytes) == 0;
 }
 
 }  // namespace

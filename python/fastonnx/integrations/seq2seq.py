@@ -24,20 +24,24 @@ Why two decoder graphs rather than Optimum's ``decoder_model_merged.onnx``: that
 *value* of a tensor. A graph must then branch on it (Optimum merges the two graphs above under an
 ``If``) or slice by it (shapes that depend on data, which torch.export traces as unbacked
 sizes); a graph deciding by its inputs' shapes (an empty past) computes garbage from Optimum's
-zeros. The two decoder graphs are what Optimum itself writes before merging, which every version
-of ``ORTModelForSeq2SeqLM`` loads (``use_merged=False``), and they cost no weight twice: the
-three graphs point into one data file where each weight's bytes are written once
-(``pipeline.result.save_together``). transformers.js loads only the merged file.
+zeros. The two decoder graphs are what Optimum itself writes before merging, which
+``ORTModelForSeq2SeqLM`` loads where there is no merged file (``use_merged=False``), feeding
+``decoder_model.onnx`` no past at all; and they cost no weight twice: the three graphs point
+into one data file where each weight's bytes are written once (``pipeline.result.save_together``).
+transformers.js loads only the merged file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import warnings
 
 import torch
 
-from ..errors import ArgumentError
+from ..core.progress import Progress
+from ..errors import ArgumentError, ExportError
 from .output_directory import check_checkpoint, check_dynamic, write_directory
 
 ENCODER = "encoder_model.onnx"
@@ -49,58 +53,6 @@ PAST = "past_key_values.{layer}.{attention}.{kind}"
 PRESENT = "present.{layer}.{attention}.{kind}"
 # The example traced: no size 0 or 1 (torch.export specializes those), every length different.
 _BATCH, _ENCODER_LENGTH, _QUERY, _PAST = 2, 7, 5, 3
-
-
-class _Encoder(torch.nn.Module):
-    """The model's encoder: token ids and their mask to its last hidden state."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model  # named so: the checkpoint's names are the model's, under `model.`
-
-    def forward(self, input_ids, attention_mask):
-        return self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-
-class _DecoderStep(torch.nn.Module):
-    """One decoder step of the model's own forward: the query's ids, the encoder's mask and
-    either the encoder's states (the first step: the cross-attention caches are computed and
-    returned) or the caches of both attentions, flat, layer by layer in Optimum's order."""
-
-    def __init__(self, model: torch.nn.Module, num_layers: int, with_past: bool):
-        super().__init__()
-        self.model = model
-        self.num_layers = num_layers
-        self.with_past = with_past
-
-    def forward(self, input_ids, encoder_attention_mask, states):
-        from transformers import DynamicCache, EncoderDecoderCache
-        from transformers.modeling_outputs import BaseModelOutput
-
-        own, cross = DynamicCache(), DynamicCache()
-        if self.with_past:
-            for i in range(self.num_layers):
-                own.update(states[4 * i], states[4 * i + 1], i)
-                cross.update(states[4 * i + 2], states[4 * i + 3], i)
-            # The cross-attention reads its cache, never these states: only their shape is given.
-            key = states[2]
-            hidden = key.new_zeros(key.shape[0], key.shape[2], self.model.config.hidden_size)
-        else:
-            (hidden,) = states
-        out = self.model(
-            attention_mask=encoder_attention_mask,
-            decoder_input_ids=input_ids,
-            encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
-            past_key_values=EncoderDecoderCache(own, cross),
-            use_cache=True,
-        )
-        cache = out.past_key_values
-        presents = []
-        for i in range(self.num_layers):
-            presents += [cache.self_attention_cache.layers[i].keys, cache.self_attention_cache.layers[i].values]
-            if not self.with_past:
-                presents += [cache.cross_attention_cache.layers[i].keys, cache.cross_attention_cache.layers[i].values]
-        return (out.logits, *presents)
 
 
 def export_seq2seq(
@@ -123,12 +75,15 @@ def export_seq2seq(
         raise ArgumentError(f"{type(model).__name__} is not a transformers encoder-decoder model")
     output = os.fspath(output)
     check_checkpoint(model, output, checkpoint)
-    num_layers, heads, head_size = _decoder_cache(model)
+    caches = _caches(model)
 
     def write(scratch: str) -> None:
-        _export_graphs(model, scratch, num_layers, checkpoint, dtype, opset_version, verbose)
-        _check_graphs(scratch, num_layers)
-        _save_configs(model, checkpoint, scratch)
+        _export_graphs(model, scratch, caches, checkpoint, dtype, opset_version, verbose)
+        _check_graphs(scratch, caches.num_layers)
+        if checkpoint is None:
+            # A model exported from memory: its configs are what a checkpoint directory would hold.
+            model.config.save_pretrained(scratch)
+            model.generation_config.save_pretrained(scratch)
 
     written = write_directory(output, checkpoint, write, prefix=".fastonnx-seq2seq-")
     if verbose is not False:
@@ -140,42 +95,116 @@ def export_seq2seq(
     return written
 
 
-def _decoder_cache(model) -> tuple[int, int, int]:
-    """The decoder's layers, and its caches' heads and head size (the same for both attentions)."""
-    config = model.config
-    num_layers = getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
-    num_layers = num_layers or config.num_hidden_layers
-    heads = getattr(config, "decoder_attention_heads", None) or config.num_attention_heads
-    head_size = getattr(config, "d_kv", None) or config.hidden_size // heads
-    return num_layers, heads, head_size
+class _Encoder(torch.nn.Module):
+    """The model's encoder: token ids and their mask to its last hidden state."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model  # named so: the checkpoint's names are the model's, under `model.`
+
+    def forward(self, input_ids, attention_mask):
+        return self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
-def _example(model, num_layers: int, with_past: bool | None):
-    """The traced inputs and their dynamic shapes: the encoder's (``with_past`` None) or a
-    decoder step's."""
+class _DecoderStep(torch.nn.Module):
+    """One decoder step of the model's own forward: the query's ids, the encoder's mask and
+    either the encoder's states (``past_layers`` 0, the first step: the cross-attention caches
+    are computed and returned) or the caches of both attentions of ``past_layers`` layers, flat,
+    layer by layer in Optimum's order."""
+
+    def __init__(self, model: torch.nn.Module, past_layers: int):
+        super().__init__()
+        self.model = model
+        self.past_layers = past_layers
+
+    def forward(self, input_ids, encoder_attention_mask, states):
+        from transformers import DynamicCache, EncoderDecoderCache
+        from transformers.modeling_outputs import BaseModelOutput
+
+        own, cross = DynamicCache(), DynamicCache()
+        for i in range(self.past_layers):
+            own.update(states[4 * i], states[4 * i + 1], i)
+            cross.update(states[4 * i + 2], states[4 * i + 3], i)
+        if self.past_layers:
+            # The cross-attention reads its cache, never these states: only their shape is given.
+            key = states[2]
+            hidden = key.new_zeros(key.shape[0], key.shape[2], self.model.config.hidden_size)
+        else:
+            (hidden,) = states
+        # transformers 5.24 renamed the forward's past_key_values to cache (the old name still works).
+        argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        out = self.model(
+            attention_mask=encoder_attention_mask,
+            decoder_input_ids=input_ids,
+            encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
+            use_cache=True,
+            **{argument: EncoderDecoderCache(own, cross)},
+        )
+        cache = getattr(out, argument)
+        presents = []
+        for i, layer in enumerate(cache.self_attention_cache.layers):
+            presents += [layer.keys, layer.values]
+            if not self.past_layers:
+                crossed = cache.cross_attention_cache.layers[i]
+                presents += [crossed.keys, crossed.values]
+        return (out.logits, *presents)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Caches:
+    """The decoder's caches: its layers, and the heads and head size of every key and value of
+    both attentions, in ``dtype``."""
+
+    num_layers: int
+    heads: int
+    head_size: int
+    dtype: torch.dtype
+
+
+def _caches(model) -> _Caches:
+    """The decoder's caches as its first step returns them, from one run on fake tensors (nothing
+    is computed; the model's weights on the meta device or not)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args, _ = _example(model, None, first_step=True)
+        presents = _DecoderStep(model, past_layers=0)(*args)[1:]
+    sizes = {(t.shape[1], t.shape[3]) for t in presents if t.dim() == 4}
+    if not presents or len(presents) % 4 or len(sizes) != 1 or any(t.dim() != 4 for t in presents):
+        raise ExportError(
+            f"{type(model).__name__}'s decoder returns caches of shapes {[list(t.shape) for t in presents]}; "
+            "Optimum's layout takes a key and a value of [batch, heads, length, head_size] for each attention of "
+            "each layer, with the same heads and head size for all"
+        )
+    ((heads, head_size),) = sizes
+    return _Caches(len(presents) // 4, heads, head_size, presents[0].dtype)
+
+
+def _example(model, caches: _Caches | None, *, first_step: bool = False):
+    """The traced inputs and their dynamic shapes: the encoder's (no ``caches``, not
+    ``first_step``), the first decoder step's, or a later one's (``caches``)."""
     device = next(model.parameters()).device
     batch = torch.export.Dim("batch_size")
     encoder_length = torch.export.Dim("encoder_sequence_length", min=2)
-    ids = torch.zeros(_BATCH, _ENCODER_LENGTH, dtype=torch.long, device=device)
-    mask = torch.ones_like(ids)
-    if with_past is None:
-        return (ids, mask), ({0: batch, 1: encoder_length}, {0: batch, 1: encoder_length})
-    query = torch.export.Dim("decoder_sequence_length")
+    mask = torch.ones(_BATCH, _ENCODER_LENGTH, dtype=torch.long, device=device)
+    if caches is None and not first_step:
+        return (torch.zeros_like(mask), mask), ({0: batch, 1: encoder_length}, {0: batch, 1: encoder_length})
     states, state_shapes = [], []
-    _, heads, head_size = _decoder_cache(model)
-    dtype = next(model.parameters()).dtype
-    if with_past:
+    if caches is None:
+        hidden = (_BATCH, _ENCODER_LENGTH, model.config.hidden_size)
+        states.append(torch.zeros(hidden, dtype=next(model.parameters()).dtype, device=device))
+        state_shapes.append({0: batch, 1: encoder_length})
+    else:
         past = torch.export.Dim("past_decoder_sequence_length", min=1)
-        for _ in range(num_layers):
+        for _ in range(caches.num_layers):
             # The self-attention's key and value, then the cross-attention's.
             for length, dim in [(_PAST, past)] * 2 + [(_ENCODER_LENGTH, encoder_length)] * 2:
-                states.append(torch.zeros(_BATCH, heads, length, head_size, dtype=dtype, device=device))
+                shape = (_BATCH, caches.heads, length, caches.head_size)
+                states.append(torch.zeros(shape, dtype=caches.dtype, device=device))
                 state_shapes.append({0: batch, 2: dim})
-    else:
-        states.append(torch.zeros(_BATCH, _ENCODER_LENGTH, model.config.hidden_size, dtype=dtype, device=device))
-        state_shapes.append({0: batch, 1: encoder_length})
-    query_ids = torch.zeros(_BATCH, _QUERY, dtype=torch.long, device=device)
-    args = (query_ids, mask, tuple(states))
+    query = torch.export.Dim("decoder_sequence_length")
+    args = (torch.zeros(_BATCH, _QUERY, dtype=torch.long, device=device), mask, tuple(states))
     return args, ({0: batch, 1: query}, {0: batch, 1: encoder_length}, tuple(state_shapes))
 
 
@@ -188,25 +217,28 @@ def _cache_names(template: str, num_layers: int, attentions: tuple[str, ...]) ->
     ]
 
 
-def _export_graphs(model, directory: str, num_layers: int, checkpoint, dtype, opset_version, verbose) -> None:
+def _export_graphs(model, directory: str, caches: _Caches, checkpoint, dtype, opset_version, verbose) -> None:
     from ..pipeline.export import export
     from ..pipeline.result import save_together
     from ..weights.source import open_source
 
-    both = ("decoder", "encoder")
+    layers, both = caches.num_layers, ("decoder", "encoder")
+    # file: (module, the example's caches, first step, input names, output names)
     graphs = {
-        ENCODER: (_Encoder(model), None, ["input_ids", "attention_mask"], ["last_hidden_state"]),
+        ENCODER: (_Encoder(model), None, False, ["input_ids", "attention_mask"], ["last_hidden_state"]),
         DECODER: (
-            _DecoderStep(model, num_layers, with_past=False),
-            False,
+            _DecoderStep(model, past_layers=0),
+            None,
+            True,
             ["input_ids", "encoder_attention_mask", "encoder_hidden_states"],
-            ["logits", *_cache_names(PRESENT, num_layers, both)],
+            ["logits", *_cache_names(PRESENT, layers, both)],
         ),
         DECODER_WITH_PAST: (
-            _DecoderStep(model, num_layers, with_past=True),
-            True,
-            ["input_ids", "encoder_attention_mask", *_cache_names(PAST, num_layers, both)],
-            ["logits", *_cache_names(PRESENT, num_layers, ("decoder",))],
+            _DecoderStep(model, past_layers=layers),
+            caches,
+            False,
+            ["input_ids", "encoder_attention_mask", *_cache_names(PAST, layers, both)],
+            ["logits", *_cache_names(PRESENT, layers, ("decoder",))],
         ),
     }
     kwargs: dict = {"verbose": verbose}
@@ -215,8 +247,8 @@ def _export_graphs(model, directory: str, num_layers: int, checkpoint, dtype, op
         # them, which is how save_together finds the bytes they share.
         kwargs |= {"weights": open_source(os.fspath(checkpoint)), "dtype": dtype}
     results = {}
-    for filename, (module, with_past, input_names, output_names) in graphs.items():
-        args, shapes = _example(model, num_layers, with_past)
+    for filename, (module, example_caches, first_step, input_names, output_names) in graphs.items():
+        args, shapes = _example(model, example_caches, first_step=first_step)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module="transformers")
             results[os.path.join(directory, filename)] = export(
@@ -228,7 +260,8 @@ def _export_graphs(model, directory: str, num_layers: int, checkpoint, dtype, op
                 opset_version=opset_version,
                 **kwargs,
             )
-    save_together(results, os.path.join(directory, DATA))
+    with Progress(verbose).stage("writing", total=None, unit="B", scale=True) as bar:
+        save_together(results, os.path.join(directory, DATA), progress=bar.advance, progress_total=bar.set_total)
 
 
 def _check_graphs(directory: str, num_layers: int) -> None:
@@ -239,13 +272,6 @@ def _check_graphs(directory: str, num_layers: int) -> None:
     check_dynamic(os.path.join(directory, ENCODER), encoder)
     check_dynamic(os.path.join(directory, DECODER), step | caches)
     check_dynamic(os.path.join(directory, DECODER_WITH_PAST), step | caches)
-
-
-def _save_configs(model, checkpoint, directory: str) -> None:
-    if checkpoint is None:
-        # A model exported from memory: its configs are what a checkpoint directory would hold.
-        model.config.save_pretrained(directory)
-        model.generation_config.save_pretrained(directory)
 
 
 __all__ = ["export_seq2seq"]
