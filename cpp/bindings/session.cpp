@@ -173,32 +173,61 @@ struct Mapping {
 // Ctrl-C during a write; turned into the KeyboardInterrupt once the GIL is held again.
 struct Interrupted {};
 
-// Writes the model (model_file.h) without the GIL; between pieces it takes the GIL to check for
-// Ctrl-C (a KeyboardInterrupt) and call `progress(bytes)`.
-void write(const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
-           const py::object& progress, const std::vector<std::tuple<uintptr_t, size_t, std::string>>& references,
-           const py::object& total) {
+using References = std::vector<std::tuple<uintptr_t, size_t, std::string>>;
+
+// Runs `write_files(references, between_pieces, will_write)` (model_file.h) without the GIL;
+// between pieces it takes the GIL to check for Ctrl-C (a KeyboardInterrupt) and call
+// `progress(bytes)`.
+template <typename WriteFiles>
+void write_without_gil(const WriteFiles& write_files, const py::object& progress, const References& references,
+                       const py::object& total) {
   std::vector<ExternalData::Reference> refs;
   for (const auto& [address, size, file] : references) {
     // A mapped checkpoint's address, as a Python int.
     refs.push_back({reinterpret_cast<const uint8_t*>(address), size, file});  // NOLINT(performance-no-int-to-ptr)
   }
-  const auto between_pieces = [&](size_t bytes) {
+  const BetweenPieces between_pieces = [&](size_t bytes) {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw Interrupted{};  // NOLINT(bugprone-std-exception-baseclass): control flow
     if (!progress.is_none()) progress(bytes);
   };
-  const auto will_write = [&](size_t bytes) {
+  const std::function<void(size_t)> will_write = [&](size_t bytes) {
     py::gil_scoped_acquire gil;
     if (!total.is_none()) total(bytes);
   };
   try {
     py::gil_scoped_release no_gil;
-    write_model([&](ExternalData* external) { return md.session->serialize(md.producer_version, external); }, path,
-                data_path, location, between_pieces, std::move(refs), will_write);
+    write_files(std::move(refs), between_pieces, will_write);
   } catch (const Interrupted&) {
     throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
   }
+}
+
+std::function<ProtoMessage(ExternalData*)> serializer(const Model& md) {
+  return [&md](ExternalData* external) { return md.session->serialize(md.producer_version, external); };
+}
+
+void write(const Model& md, const std::string& path, const std::string& data_path, const std::string& location,
+           const py::object& progress, const References& references, const py::object& total) {
+  write_without_gil(
+      [&](std::vector<ExternalData::Reference> refs, const BetweenPieces& between_pieces,
+          const std::function<void(size_t)>& will_write) {
+        write_model(serializer(md), path, data_path, location, between_pieces, std::move(refs), will_write);
+      },
+      progress, references, total);
+}
+
+void write_together(const std::vector<std::pair<const Model*, std::string>>& models, const std::string& data_path,
+                    const std::string& location, const py::object& progress, const References& references,
+                    const py::object& total) {
+  std::vector<ModelToWrite> files;
+  for (const auto& [md, path] : models) files.push_back({serializer(*md), path});
+  write_without_gil(
+      [&](std::vector<ExternalData::Reference> refs, const BetweenPieces& between_pieces,
+          const std::function<void(size_t)>& will_write) {
+        write_models(files, data_path, location, between_pieces, std::move(refs), will_write);
+      },
+      progress, references, total);
 }
 
 py::dict pass_stats(const PassStats& stats) {
@@ -270,9 +299,7 @@ void init_model(py::module_& m) {
       .def("to_bytes",
            [](const Model& md) { return py::bytes(model_bytes(md.session->serialize(md.producer_version))); })
       .def("write", &write, py::arg("path"), py::arg("data_path") = "", py::arg("location") = "",
-           py::arg("progress") = py::none(),
-           py::arg("references") = std::vector<std::tuple<uintptr_t, size_t, std::string>>{},
-           py::arg("total") = py::none(),
+           py::arg("progress") = py::none(), py::arg("references") = References{}, py::arg("total") = py::none(),
            "Write the model to `path`; with `location`, initializers of 1 KiB or more go to `data_path`, which "
            "the model names `location`, except those whose bytes lie in one of `references` (address, size, "
            "location: a file mapped whole), which the model points at there. `total(n)` is called once, before "
@@ -363,6 +390,11 @@ void init_session(py::module_& m) {
   m.attr("FUNCTION_DOMAIN") = kFunctionDomain;
   py::class_<ValueRef>(m, "ValueRef").def(py::init<uint32_t>()).def_readonly("id", &ValueRef::id);
   init_model(m);
+  m.def("write_models", &write_together, py::arg("models"), py::arg("data_path"), py::arg("location"),
+        py::arg("progress") = py::none(), py::arg("references") = References{}, py::arg("total") = py::none(),
+        "Write each (model, path) of `models`, with the initializers of 1 KiB or more of all of them in one "
+        "file, `data_path`, which they name `location`: bytes several of them hold are written once. "
+        "`references`, `progress` and `total` as for Model.write.");
   py::class_<Mapping>(m, "ReadOnlyMapping",
                       "Registers a read-only mapping of a whole file (address, size, the mmap, the file's path) "
                       "whose pages the writer returns as it reads them, and evicts from the page cache once "

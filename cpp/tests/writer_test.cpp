@@ -39,11 +39,15 @@ struct SmallModel {
   TestGraph t;
   std::vector<float> weight = std::vector<float>(4 * 3), bias = {0.5f, -1.0f, 2.0f};
 
-  SmallModel() {
+  // With `shared`, the weight is that model's memory (two graphs of one module); with
+  // `model_tensor`, a model's weight rather than bytes the export made.
+  explicit SmallModel(const SmallModel* shared = nullptr, bool model_tensor = false) {
     std::iota(weight.begin(), weight.end(), 0.0f);
     const Value x = t.input("x", {2, 4});
     const Dim w_dims[] = {Dim{4, kNoName}, Dim{3, kNoName}}, b_dims[] = {Dim{3, kNoName}};
-    const Value w = t.g.add_initializer("weight", ScalarType::Float, w_dims, weight.data(), weight.size() * 4, nullptr);
+    const float* w_data = shared != nullptr ? shared->weight.data() : weight.data();
+    const Value w = t.g.add_initializer("weight", ScalarType::Float, w_dims, w_data, weight.size() * 4, nullptr);
+    if (model_tensor) t.g.set_model_tensor(w);
     const Value b = t.g.add_initializer("bias", ScalarType::Float, b_dims, bias.data(), bias.size() * 4, nullptr);
     const Value y = t.b.op<"Add">({t.b.op<"MatMul">({x, w}), b});
     const Value z = t.b.op<"LeakyRelu">({y}, {Attr::f("alpha", 0.25)});
@@ -95,6 +99,27 @@ TEST(Writer, PutsLargeWeightsInTheExternalDataFile) {
   EXPECT_EQ(reported,
             std::filesystem::file_size(dir / "external.data") + std::filesystem::file_size(dir / "external.onnx"));
   EXPECT_EQ(announced, reported);  // a progress bar's total: it ends at 100%
+}
+
+TEST(Writer, WritesTheBytesModelsShareOnceInTheirDataFile) {
+  // a and b read one model tensor; c has equal values in its own: a model's tensors are the same
+  // bytes when they are the same memory (their contents are not read to compare them). d and e
+  // hold equal bytes the export made: those are compared.
+  SmallModel a(nullptr, true), b(&a, true), c(nullptr, true), d, e;
+  const auto dir = models_dir();
+  std::vector<ModelToWrite> models;
+  for (const auto& [m, name] : {std::pair{&a, "shared_a"}, std::pair{&b, "shared_b"}, std::pair{&c, "shared_c"},
+                                std::pair{&d, "shared_d"}, std::pair{&e, "shared_e"}}) {
+    models.push_back({[m](ExternalData* external) {
+                        external->threshold = 16;  // the weight goes out, the bias stays
+                        return serialize_model(m->t.g, info(), external);
+                      },
+                      (dir / (std::string(name) + ".onnx")).string()});
+    write_text(dir / (std::string(name) + ".txt"), m->text());
+  }
+  write_models(models, (dir / "shared.data").string(), "shared.data", [](size_t) {});
+  // Three weights of 48 bytes (a's and b's, c's, d's and e's), each at a multiple of 64.
+  EXPECT_EQ(std::filesystem::file_size(dir / "shared.data"), 2 * 64u + a.weight.size() * 4);
 }
 
 TEST(Writer, WritesSubgraphsInTheAttributesOfTheirOwners) {

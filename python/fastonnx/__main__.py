@@ -9,7 +9,10 @@ python -m fastonnx export-hf DIR OUT.onnx  a transformers checkpoint directory (
                                          --generation: a causal LM's prefill and decode graphs
                                          (KV cache) in the directory OUT; --genai: the
                                          directory onnxruntime-genai loads (one decoder graph,
-                                         genai_config.json, the tokenizer)
+                                         genai_config.json, the tokenizer); for t5, bart and
+                                         other encoder-decoders, which genai does not run,
+                                         Optimum's encoder_model.onnx, decoder_model.onnx and
+                                         decoder_with_past_model.onnx for onnxruntime
 
 Each command ends with a summary of what it read or wrote. inspect and verify import no torch.
 """
@@ -194,7 +197,9 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a causal LM as the directory onnxruntime-genai loads: one decoder graph (model.onnx) for the prompt "
         "and every later step, named past_key_values.N.key / present.N.key, its genai_config.json, and the "
-        "checkpoint's tokenizer and configs",
+        "checkpoint's tokenizer and configs; an encoder-decoder LM (t5, bart), which onnxruntime-genai does "
+        "not run, as Optimum's ORTModelForSeq2SeqLM loads it: encoder_model.onnx, decoder_model.onnx and "
+        "decoder_with_past_model.onnx, their weights once in model.onnx.data",
     )
     h.add_argument("--quiet", action="store_true", help="no progress bars or spinners (the summary is still printed)")
     return p

@@ -32,6 +32,21 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
                  std::vector<ExternalData::Reference> references = {},
                  const std::function<void(size_t)>& will_write = nullptr);
 
+// One of several models written together: `serialize` makes it given where its external data go.
+struct ModelToWrite {
+  std::function<ProtoMessage(ExternalData*)> serialize;
+  std::string path;
+};
+
+// Writes `models`, each to its path, with the initializers of all of them in one data file at
+// `data_path`, which they name `location` (as write_model does for one): bytes that several
+// hold (a weight two graphs share) are written once and each model points at them. The data
+// file is written first, then the models in order; `references` and `will_write` as for
+// write_model.
+void write_models(const std::vector<ModelToWrite>& models, const std::string& data_path, const std::string& location,
+                  const BetweenPieces& between_pieces, std::vector<ExternalData::Reference> references = {},
+                  const std::function<void(size_t)>& will_write = nullptr);
+
 // The model as one message's bytes; a std::length_error beyond protobuf's 2 GB limit.
 std::string model_bytes(const ProtoMessage& proto);
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fastonnx/ir.h"
@@ -50,10 +51,21 @@ struct ExternalData {
 
   // The computed initializers among the placements, in file order.
   std::vector<const TensorBytes*> computed() const;
+
+  // The offset of `init`'s bytes in the file: where an initializer holding the same bytes was
+  // placed (several graphs sharing this file, or one weight under two names), else at the end,
+  // aligned. The same bytes: the same model tensor, computed from one the same way (transposed,
+  // cast), or equal bytes the export made.
+  size_t place(const Initializer& init);
+
+ private:
+  // Indices of placements by a hash of what makes bytes the same (see place).
+  std::unordered_multimap<size_t, size_t> placed_;
 };
 
 // Names every value and node of `g` that has no name yet. With `external`, large initializers
-// are referenced there instead of being written into the message.
+// are referenced there instead of being written into the message; serializing several graphs
+// against one ExternalData lays out one data file for all of them.
 ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* external = nullptr);
 
 // Produces the bytes of the external data file that `external` lays out; computed initializers

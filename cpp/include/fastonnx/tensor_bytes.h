@@ -42,6 +42,10 @@ class TensorBytes {
 
   // The borrowed bytes `fill` reads: released once the tensor is written (read_pages.h).
   virtual std::span<const uint8_t> source() const = 0;
+
+  // Whether `other` computes the same bytes: from the same borrowed memory, the same way. Graphs
+  // written into one data file (write_models) that fold a weight alike then share its bytes.
+  virtual bool same_bytes(const TensorBytes& other) const = 0;
 };
 
 // Chunks computed at a time: large enough that writing is not call-bound, small enough to stay

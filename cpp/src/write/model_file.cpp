@@ -131,11 +131,22 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
         between_pieces);
     return;
   }
+  write_models({{serialize, path}}, data_path, location, between_pieces, std::move(references), will_write);
+}
+
+void write_models(const std::vector<ModelToWrite>& models, const std::string& data_path, const std::string& location,
+                  const BetweenPieces& between_pieces, std::vector<ExternalData::Reference> references,
+                  const std::function<void(size_t)>& will_write) {
   ExternalData external;
   external.location = location;
   external.references = std::move(references);
-  const ProtoMessage proto = serialize(&external);
-  if (will_write) will_write(external.size + proto.size());
+  std::vector<ProtoMessage> protos;
+  size_t total = 0;
+  for (const ModelToWrite& model : models) {
+    protos.push_back(model.serialize(&external));
+    total += protos.back().size();
+  }
+  if (will_write) will_write(external.size + total);
   write_file(
       data_path,
       [&](const ByteSink& sink) {
@@ -143,7 +154,9 @@ void write_model(const std::function<ProtoMessage(ExternalData*)>& serialize, co
         write_external_data(external, sink, &ahead);
       },
       between_pieces);
-  write_file(path, [&](const ByteSink& sink) { proto.produce(sink); }, between_pieces);
+  for (size_t i = 0; i < models.size(); ++i) {
+    write_file(models[i].path, [&](const ByteSink& sink) { protos[i].produce(sink); }, between_pieces);
+  }
 }
 
 std::string model_bytes(const ProtoMessage& proto) {

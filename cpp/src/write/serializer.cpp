@@ -1,8 +1,10 @@
 #include "fastonnx/serializer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fastonnx/prefetch.h"
@@ -169,10 +171,7 @@ ProtoMessage tensor(const Graph& g, const Initializer& init, ExternalData* exter
     }
   }
   if (external != nullptr && init.nbytes >= external->threshold) {
-    const size_t align = init.nbytes >= kPageAlignedBytes ? kPage : kSmallAlignment;
-    const size_t offset = (external->size + align - 1) / align * align;
-    external->placements.push_back({offset, &init});
-    external->size = offset + init.nbytes;
+    const size_t offset = external->place(init);
     external_entry(m, "location", external->location);
     external_entry(m, "offset", std::to_string(offset));
     external_entry(m, "length", std::to_string(init.nbytes));
@@ -363,6 +362,41 @@ ProtoMessage serialize_model(Graph& g, const ModelInfo& info, ExternalData* exte
   }
   for (const std::string& f : info.function_protos) model.bytes_field(model_f::functions, f);
   return model;
+}
+
+namespace {
+
+// Bytes the export made itself (a small weight transposed while folding, a constant) are found
+// again by their content; a model's tensors by their memory, computed ones by what computes them.
+bool by_content(const Initializer& init) { return !init.computed && !init.model_tensor; }
+
+size_t placement_key(const Initializer& init) {
+  if (by_content(init)) return std::hash<std::string_view>{}({static_cast<const char*>(init.data), init.nbytes});
+  return std::hash<const void*>{}(init.computed ? init.computed->source().data() : init.data);
+}
+
+bool same_bytes(const Initializer& a, const Initializer& b) {
+  if (a.computed || b.computed) return a.computed && b.computed && a.computed->same_bytes(*b.computed);
+  if (a.nbytes != b.nbytes) return false;
+  if (a.data == b.data) return true;
+  return by_content(a) && by_content(b) && std::memcmp(a.data, b.data, a.nbytes) == 0;
+}
+
+}  // namespace
+
+size_t ExternalData::place(const Initializer& init) {
+  const size_t key = placement_key(init);
+  const auto [first, last] = placed_.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    const Placement& p = placements[it->second];
+    if (same_bytes(*p.initializer, init)) return p.offset;
+  }
+  const size_t align = init.nbytes >= kPageAlignedBytes ? kPage : kSmallAlignment;
+  const size_t offset = (size + align - 1) / align * align;
+  placed_.emplace(key, placements.size());
+  placements.push_back({offset, &init});
+  size = offset + init.nbytes;
+  return offset;
 }
 
 std::vector<const TensorBytes*> ExternalData::computed() const {

@@ -52,6 +52,11 @@ class Transposed final : public TensorBytes {
   size_t size() const override { return count_ * es_; }
   std::span<const uint8_t> source() const override { return {data_, size()}; }
 
+  bool same_bytes(const TensorBytes& other) const override {
+    const auto* o = dynamic_cast<const Transposed*>(&other);
+    return o != nullptr && o->data_ == data_ && o->es_ == es_ && o->shape_ == shape_ && o->perm_ == perm_;
+  }
+
   size_t chunk_bytes(size_t target, size_t most) const override {
     target = std::max(target, std::min(size() / kTransposePasses, most));
     if (shape_.size() == 2) {
@@ -240,6 +245,11 @@ class Cast final : public TensorBytes {
     return {data_, count_ * static_cast<size_t>(element_size(from_))};
   }
 
+  bool same_bytes(const TensorBytes& other) const override {
+    const auto* o = dynamic_cast<const Cast*>(&other);
+    return o != nullptr && o->data_ == data_ && o->count_ == count_ && o->from_ == from_ && o->to_ == to_;
+  }
+
  private:
   size_t out_size() const { return static_cast<size_t>(element_size(to_)); }
 
@@ -261,6 +271,11 @@ class CastComputed final : public TensorBytes {
 
   size_t size() const override { return source_->size() / is_ * os_; }
   std::span<const uint8_t> source() const override { return source_->source(); }
+
+  bool same_bytes(const TensorBytes& other) const override {
+    const auto* o = dynamic_cast<const CastComputed*>(&other);
+    return o != nullptr && o->from_ == from_ && o->to_ == to_ && o->source_->same_bytes(*source_);
+  }
 
   size_t chunk_bytes(size_t target, size_t most) const override {
     return std::max(os_, source_->chunk_bytes(std::max(is_, target / os_ * is_), most / os_ * is_) / is_ * os_);

@@ -20,24 +20,38 @@ _EXAMPLE_TOKENS = 8
 
 
 def meta_model(
-    directory: str, dtype: torch.dtype, generation: bool = False, option: str = "--generation"
+    directory: str, dtype: torch.dtype, generation: bool = False, encoder_decoder: bool = False
 ) -> torch.nn.Module:
     """The checkpoint's model, on the meta device, built in ``dtype`` as ``from_pretrained``
     builds it (buffers computed in float32 stay so): without its cache (a plain forward), or,
-    for ``generation``, a causal LM with it."""
+    for ``generation``, a causal LM with it, or (``encoder_decoder`` too) a seq2seq LM."""
     import transformers
 
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise ArgumentError(f"{directory} holds no config.json: give a transformers checkpoint directory")
     config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
     causal = type(config) in transformers.AutoModelForCausalLM._model_mapping
-    if generation and not causal:
+    # bart is both: a seq2seq checkpoint, and a causal LM of its decoder alone.
+    seq2seq = (
+        encoder_decoder
+        and config.is_encoder_decoder
+        and type(config) in transformers.AutoModelForSeq2SeqLM._model_mapping
+    )
+    if generation and not (causal or seq2seq):
+        accepted = "causal and encoder-decoder" if encoder_decoder else "causal"
         raise ArgumentError(
-            f"{option} exports causal language models; {directory}'s config is a {type(config).__name__}, "
-            "which transformers' AutoModelForCausalLM does not build"
+            f"{'--genai' if encoder_decoder else '--generation'} exports {accepted} language models; "
+            f"{directory}'s config is a {type(config).__name__}, which transformers' AutoModelForCausalLM "
+            f"{'and AutoModelForSeq2SeqLM do' if encoder_decoder else 'does'} not build"
         )
     config.use_cache = generation
-    auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
+    auto = (
+        transformers.AutoModelForSeq2SeqLM
+        if seq2seq
+        else transformers.AutoModelForCausalLM
+        if causal
+        else transformers.AutoModel
+    )
     with torch.device("meta"):
         return auto.from_config(config, dtype=dtype).eval()
 
@@ -67,12 +81,13 @@ def export_hf(
 ) -> list[str]:
     """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
     With ``generation``, ``output`` is a directory (see ``export_for_generation``); with ``genai``,
-    the directory onnxruntime-genai loads (``genai.export_genai``). Returns the paths of the models
-    written."""
+    the directory onnxruntime-genai loads (``genai.export_genai``), or for an encoder-decoder
+    model Optimum's layout for onnxruntime (``seq2seq.export_seq2seq``). Returns the paths of the
+    models written."""
     from ..pipeline.export import export
 
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
-    model = meta_model(directory, target, generation or genai, "--genai" if genai else "--generation")
+    model = meta_model(directory, target, generation or genai, encoder_decoder=genai)
     if genai:
         if reference:
             raise ArgumentError(

@@ -26,8 +26,6 @@ import inspect
 import json
 import os
 import re
-import shutil
-import tempfile
 import warnings
 
 import torch
@@ -36,6 +34,7 @@ from ..core.progress import Progress
 from ..core.stack import warn
 from ..errors import ArgumentError, ExportError
 from .genai_config import DecoderSignature, context_length, genai_config
+from .output_directory import check_checkpoint, check_dynamic, write_directory
 
 FILENAME = "model.onnx"
 # The names onnxruntime-genai's builder, Optimum and transformers.js give the graph's values.
@@ -44,23 +43,6 @@ PRESENT = "present.%d.{kind}"
 # The example step traced: no size 0 or 1 (torch.export specializes those), the query length,
 # the past and the batch all different.
 _BATCH, _QUERY, _PAST = 2, 5, 3
-# What transformers' tokenizers and configs are saved as (PreTrainedTokenizer*.save_pretrained,
-# PretrainedConfig and GenerationConfig): copied beside the graph when the checkpoint has them.
-_COPIED = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "tokenizer.model",
-    "spiece.model",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "chat_template.jinja",
-    "chat_template.json",
-)
 _CACHE_LEAF = re.compile(r"(?:^|\.)layers\.(\d+)\.(keys|values)$")
 
 
@@ -78,7 +60,9 @@ def export_genai(
     ``checkpoint`` (a transformers checkpoint directory, streamed, converted to ``dtype``), which
     is also where the tokenizer and configs are copied from. Files are written to a temporary
     directory beside ``output`` and moved in at the end: an export that fails writes nothing.
-    Returns the paths written."""
+    An encoder-decoder model (t5, bart), which onnxruntime-genai does not run, is written as
+    Optimum lays it out for onnxruntime instead (``seq2seq.export_seq2seq``). Returns the paths
+    written."""
     import transformers
 
     if not isinstance(model, transformers.PreTrainedModel) or not model.can_generate():
@@ -86,17 +70,15 @@ def export_genai(
             f"onnxruntime-genai runs causal language models; {type(model).__name__} is not a transformers "
             "model that generates"
         )
-    if model.config.is_encoder_decoder:
-        raise ArgumentError(
-            f"onnxruntime-genai has no encoder-decoder text models ({model.config.model_type}); export it "
-            "with --generation (FastOnnxExporter.export_for_generation) for onnxruntime"
-        )
     output = os.fspath(output)
-    if os.path.isfile(output):
-        raise ArgumentError(f"{output} is a file: --genai writes a directory")
-    on_meta = _on_meta(model)
-    if on_meta and checkpoint is None:
-        raise ArgumentError("the model's weights are on the meta device: give checkpoint= to stream them from")
+    # onnxruntime-genai runs no encoder-decoder text model: those get Optimum's layout, for onnxruntime.
+    if model.config.is_encoder_decoder:
+        from .seq2seq import export_seq2seq
+
+        return export_seq2seq(
+            model, output, checkpoint=checkpoint, dtype=dtype, opset_version=opset_version, verbose=verbose
+        )
+    check_checkpoint(model, output, checkpoint)
     layers = _cache_layout(model)
     if layers[0][2] == torch.bfloat16:
         warn(
@@ -104,32 +86,14 @@ def export_genai(
             "onnxruntime-genai runs this directory on CUDA only; export with dtype float16 or float32 for the CPU",
             UserWarning,
         )
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".fastonnx-genai-", dir=parent)
-    try:
+
+    def write(scratch: str) -> None:
         signature = _export_decoder(
             model, layers, os.path.join(scratch, FILENAME), checkpoint, dtype, opset_version, verbose
         )
         _write_config(model, checkpoint, signature, scratch)
-        if checkpoint is not None:
-            for name in _COPIED:
-                source = os.path.join(checkpoint, name)
-                if os.path.isfile(source) and not os.path.exists(os.path.join(scratch, name)):
-                    shutil.copyfile(source, os.path.join(scratch, name))
-        os.makedirs(output, exist_ok=True)
-        written = []
-        for name in sorted(os.listdir(scratch)):
-            os.replace(os.path.join(scratch, name), os.path.join(output, name))
-            written.append(os.path.join(output, name))
-        return written
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
-
-def _on_meta(model) -> bool:
-    parameters = list(model.parameters())
-    return bool(parameters) and all(p.is_meta for p in parameters)
+    return write_directory(output, checkpoint, write, prefix=".fastonnx-genai-")
 
 
 def _cache_layout(model) -> list[tuple[torch.Size, torch.Size, torch.dtype]]:
@@ -258,20 +222,11 @@ def _genai_name(name: str, template: str, side: str) -> str:
 
 
 def _check_dynamic(path: str, num_layers: int) -> None:
-    """Every axis the runtime varies is a named dimension in the file (torch.export's named Dims
-    fail rather than specialize; this checks what was written)."""
-    import onnx
-
-    graph = onnx.load(path, load_external_data=False).graph
     axes = {"input_ids": (0, 1), "attention_mask": (0, 1), "position_ids": (0, 1), "logits": (0, 1)}
     for i in range(num_layers):
         for kind in ("key", "value"):
             axes[PAST.format(kind=kind) % i] = axes[PRESENT.format(kind=kind) % i] = (0, 2)
-    for value in list(graph.input) + list(graph.output):
-        dims = value.type.tensor_type.shape.dim
-        fixed = [axis for axis in axes.get(value.name, ()) if not dims[axis].dim_param]
-        if fixed:
-            raise ExportError(f"`{value.name}` axes {fixed} were exported static ({dims}); they must be dynamic")
+    check_dynamic(path, axes)
 
 
 def _write_config(model, checkpoint, signature: DecoderSignature, directory: str) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .. import _C
 from ..core.files import write_atomically
-from ..errors import ExportError
+from ..errors import ArgumentError, ExportError
 from ..weights.source import Streamed
 
 # protobuf cannot hold a message of 2 GB; the graph itself needs some room beside the weights.
@@ -154,3 +155,55 @@ class ExportResult:
         # to an empty one (an initializer stored externally holds bytes): it goes.
         if os.path.getsize(data_path) == 0:
             os.remove(data_path)
+
+
+def save_together(
+    results: Mapping[str, ExportResult],
+    data_path: str | os.PathLike,
+    *,
+    progress: Callable[[int], None] | None = None,
+    progress_total: Callable[[int], None] | None = None,
+) -> None:
+    """Write each model of ``results`` (a path -> its ExportResult) to that path, with the weights
+    of all of them in one external data file, ``data_path``, in the same directory: bytes that
+    several models hold (a weight an encoder and a decoder share, a decoder exported twice from
+    the same module) are written once, at one offset every model points at. Bytes are the same
+    when they are the same memory (the module's tensor, a checkpoint's mapping), computed from it
+    the same way (transposed, cast), or equal bytes the export made (a small weight folded).
+    Everything is written atomically, as ``ExportResult.save`` does; weights exported with
+    ``weights_mode="reference"`` point into the checkpoint's files."""
+    data = os.fspath(data_path)
+    directory = os.path.dirname(os.path.realpath(data))
+    others = [p for p in results if os.path.dirname(os.path.realpath(p)) != directory]
+    if others:
+        raise ArgumentError(
+            f"save_together: the models share {data}, which ONNX finds beside each model; "
+            f"{others} are in another directory"
+        )
+    references: list[tuple[int, int, str]] = []
+    for path, result in results.items():
+        if result.streamed is not None and result.streamed.mode == "reference":
+            references += [r for r in result.streamed.references(path) if r not in references]
+    *firsts, last = results
+    temps: dict[str, str] = {}
+
+    def write_all(tmp: str) -> None:
+        _C.write_models(
+            [(results[p].native, temps[p]) for p in firsts] + [(results[last].native, tmp)],
+            data_path=temps[data],
+            location=os.path.basename(data),
+            progress=progress,
+            references=references,
+            total=progress_total,
+        )
+
+    # One native call writes every file (it lays the data out while serializing the models): the
+    # other files' writers only learn their temporary names, the last model's writes them all.
+    files: dict[str | os.PathLike, Callable[[str], object]] = {
+        p: functools.partial(temps.__setitem__, p) for p in [data, *firsts]
+    }
+    files[last] = write_all
+    write_atomically(files)
+    # Every weight pointing into a checkpoint leaves the data file empty: it goes (see save).
+    if os.path.getsize(data) == 0:
+        os.remove(data)
