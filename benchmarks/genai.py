@@ -211,7 +211,10 @@ def _child_greedy(spec: str) -> None:
 
 
 def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
+    """An error's first line; of onnxruntime's "Non-zero status code returned while running ...
+    Status Message: ...", the message."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line.rpartition("Status Message: ")[2][:200]
 
 
 def _env() -> dict[str, str]:
@@ -351,8 +354,9 @@ def _mb(n: int) -> str:
 def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
     out = ["# Export for onnxruntime-genai: fastonnx against the model builder\n",
            f"Run {datetime.date.today().isoformat()} on {machine()}; a machine shared with other developers "
-           f"(load average {results['load_before'][0]:.1f} at the start, {results['load_after'][0]:.1f} at the end), "
-           "so read the ratios, measured in the same run. Reproduce:\n", f"    {command}\n",
+           f"(load average {results['load_before'][0]:.1f} at the start, {results['load_after'][0]:.1f} at the end; "
+           f"the run took {results['minutes']:.0f} minutes), so read the ratios, measured in the same run. "
+           "Reproduce:\n", f"    {command}\n",
            "The issue's checkpoint: LLaMA, 4 layers, hidden 512, 8 heads, 2 KV heads, intermediate 1376, vocabulary "
            "32000, float32, random weights, `save_pretrained` and the byte-level BPE tokenizer of "
            "`tests/models/checkpoints.py`.\n"]
@@ -363,23 +367,23 @@ def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
             "imports, reading the checkpoint, writing the output. *trace* is fastonnx's own process stopped when "
             "`FastOnnxExporter.trace` (torch.export of the model on the meta device, as `genai.py` calls it) "
             "returns; *in-process trace* is that call's time inside the fastonnx export.\n",
-            "| exporter | wall s | CPU s | in-process trace s | wall / builder | wall / trace process |",
-            "|---|---:|---:|---:|---:|---:|"]
+            "| exporter | wall s | CPU s | in-process trace s | wall / builder | CPU / builder | wall / trace process "
+            "| CPU / trace process |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     wall = {k: _median([r["wall"] for r in v]) for k, v in export.items()}
     cpu = {k: _median([r["cpu"] for r in v]) for k, v in export.items()}
     for kind in EXPORTS:
         traces = [r["child"]["trace"] for r in export[kind] if "trace" in r.get("child", {})]
-        out.append(f"| {EXPORT_NAMES[kind]} | {wall[kind]:.2f} | {cpu[kind]:.2f} | "
-                   f"{_median(traces):.2f} | {wall[kind] / wall['builder']:.2f} | {wall[kind] / wall['trace']:.2f} |"
-                   if traces else
-                   f"| {EXPORT_NAMES[kind]} | {wall[kind]:.2f} | {cpu[kind]:.2f} | | "
-                   f"{wall[kind] / wall['builder']:.2f} | {wall[kind] / wall['trace']:.2f} |")
+        trace = f"{_median(traces):.2f}" if traces else ""
+        out.append(f"| {EXPORT_NAMES[kind]} | {wall[kind]:.2f} | {cpu[kind]:.2f} | {trace} | "
+                   f"{wall[kind] / wall['builder']:.2f} | {cpu[kind] / cpu['builder']:.2f} | "
+                   f"{wall[kind] / wall['trace']:.2f} | {cpu[kind] / cpu['trace']:.2f} |")
     int4 = results["builder_int4"]
     if "wall" in int4:
         out.append(f"\nFor reference, the builder with `-p int4 -e cpu` (one run): {int4['wall']:.2f} s wall, "
                    f"{int4['cpu']:.2f} s CPU.")
-    out.append("\nEvery round, wall s: " + "; ".join(
-        f"{kind} " + ", ".join(f"{r['wall']:.2f}" for r in export[kind]) for kind in EXPORTS) + ".\n")
+    out.append("\nEvery round, wall / CPU s: " + "; ".join(
+        f"{kind} " + ", ".join(f"{r['wall']:.1f} / {r['cpu']:.1f}" for r in export[kind]) for kind in EXPORTS) + ".\n")
     size = results["size"]
     out += ["## Size on disk\n",
             f"The checkpoint's safetensors: {_mb(size['checkpoint'])}.\n",
@@ -401,12 +405,13 @@ def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
     for name, r in decode.items():
         step = _median(r["steps"])
         out.append(f"| {name} | {_median(r['prefill']) * 1e3:.1f} | {step * 1e3:.2f} | {_median(r['cpu']) * 1e3:.0f} "
-                   f"| {step / base:.2f} | {'yes' if r['equal_eager'] else '**no**'} |")
+                   f"| {step / base:.2f} | {'yes' if r['equal_eager'] else 'no'} |")
+    out.append("\nint4 weights change the logits: the int4 model's greedy tokens are not expected to be eager's.")
     out += ["\n## Architectures (tiny random-weight configs of `tests/models/generation.py`)\n",
-            f"Each export once, in a fresh process (wall s; for fastonnx, its trace's time in brackets); *loads*: "
-            f"`og.Model` on the output; *= eager*: greedy tokens (a prompt of {ARCH_PROMPT}, {ARCH_NEW} new) "
+            "Each export once, in a fresh process (wall / CPU s; for fastonnx, its trace's time in brackets); "
+            f"*loads*: `og.Model` on the output; *= eager*: greedy tokens (a prompt of {ARCH_PROMPT}, {ARCH_NEW} new) "
             "equal to eager `model.generate(do_sample=False)`.\n",
-            "| architecture | fastonnx s (trace) | loads | = eager | builder s | loads | = eager |",
+            "| architecture | fastonnx s (trace s) | loads | = eager | builder s | loads | = eager |",
             "|---|---:|:---:|:---:|---:|:---:|:---:|"]
     for arch, r in results["archs"].items():
         cells = []
@@ -417,12 +422,13 @@ def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
                 cells += [refused + e["error"].replace("|", "\\|"), "", ""]
                 continue
             trace = e.get("child", {}).get("trace")
-            cells.append(f"{e['wall']:.2f}" + (f" ({trace:.2f})" if trace else ""))
+            cells.append(f"{e['wall']:.1f} / {e['cpu']:.1f}" + (f" ({trace:.1f})" if trace else ""))
             g = e.get("genai", {})
             cells.append("yes" if g.get("loads") else f"**no**: {g.get('error', r.get('greedy_error', '?'))}")
             if g.get("loads"):
                 cells.append("yes" if g.get("equal_eager") else
-                             (f"**no**: {g['error']}" if "error" in g else f"**no** ({g['tokens']} vs {g['eager']})"))
+                             (f"fails to run: {g['error']}" if "error" in g else
+                              f"**no** ({g['tokens']} vs {g['eager']})"))
             else:
                 cells.append("")
         out.append(f"| {arch} | " + " | ".join(cells) + " |")
@@ -447,7 +453,7 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.genai", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3, help="export rounds after the warm-up round")
-    p.add_argument("--decode-rounds", type=int, default=5, help="decode rounds after the warm-up round")
+    p.add_argument("--decode-rounds", type=int, default=10, help="decode rounds after the warm-up round")
     p.add_argument("--archs", default=",".join(decoders), help="comma-separated; none: ''")
     p.add_argument("--out", type=Path, default=HERE / "GENAI.md", help="the report (its JSON goes beside it)")
     opts = p.parse_args()
@@ -456,8 +462,10 @@ def main() -> None:
     if unknown:
         p.error(f"unknown or not decoder-only: {unknown}; choose from {decoders}")
     command = "python -m benchmarks.genai " + " ".join(sys.argv[1:])
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fastonnx-bench-genai-") as tmp:
         results = measure(tmp, opts.rounds, opts.decode_rounds, archs)
+    results["minutes"] = (time.perf_counter() - start) / 60
     text = report(results, opts.rounds, opts.decode_rounds, command.strip())
     opts.out.write_text(text)
     opts.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
