@@ -1,13 +1,14 @@
 """Checkpoint directories written by the tests, as a user's would be: a model's
-``save_pretrained`` (config.json, generation_config.json, model.safetensors) and a word-level
-tokenizer made with ``tokenizers`` (tokenizer.json, tokenizer_config.json). Nothing is
-downloaded."""
+``save_pretrained`` (config.json, generation_config.json, model.safetensors) and a GPT-2-style
+byte-level BPE tokenizer of the model's vocabulary (tokenizer.json, tokenizer_config.json), which
+transformers, onnxruntime-genai's ``og.Tokenizer`` (onnxruntime-extensions) and its model builder
+all read. Nothing is downloaded or trained."""
 
 from __future__ import annotations
 
+import itertools
 import os
 
-import tokenizers
 import transformers
 
 # Special tokens first, as in most vocabularies: ids 0, 1 and 2.
@@ -15,15 +16,25 @@ SPECIAL = ("<pad>", "<s>", "</s>")
 PAD, BOS, EOS = range(3)
 
 
-def word_tokenizer(vocab_size: int) -> transformers.PreTrainedTokenizerFast:
-    """A whitespace word-level tokenizer of ``vocab_size`` tokens (w3, w4, ...), unknown words
-    mapped to <pad>."""
-    words = list(SPECIAL) + [f"w{i}" for i in range(len(SPECIAL), vocab_size)]
-    model = tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token=SPECIAL[PAD])
-    tokenizer = tokenizers.Tokenizer(model)
-    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
+def bpe_tokenizer(vocab_size: int) -> transformers.GPT2Tokenizer:
+    """A byte-level BPE tokenizer of exactly ``vocab_size`` tokens: the special tokens, the
+    lowercase letters and the space (``Ġ``, byte-level's spelling), then merges enumerated
+    rather than trained: each existing token followed by each letter, shortest first, so every id
+    decodes to text and the same input always gives the same ids. Saved, its tokenizer_config.json
+    names GPT2Tokenizer: onnxruntime-extensions reads that class and no word-level model (a
+    ``tokenizers`` WordLevel tokenizer saves as TokenizersBackend, which it cannot parse)."""
+    letters = ["\u0120", *"abcdefghijklmnopqrstuvwxyz"]
+    tokens = letters[: vocab_size - len(SPECIAL)]
+    merges = []
+    for prefix in itertools.count():
+        if len(SPECIAL) + len(tokens) >= vocab_size:
+            break
+        for letter in letters[: vocab_size - len(SPECIAL) - len(tokens)]:
+            merges.append((tokens[prefix], letter))
+            tokens.append(tokens[prefix] + letter)
+    return transformers.GPT2Tokenizer(
+        vocab={token: i for i, token in enumerate([*SPECIAL, *tokens])},
+        merges=merges,
         pad_token=SPECIAL[PAD],
         bos_token=SPECIAL[BOS],
         eos_token=SPECIAL[EOS],
@@ -42,5 +53,5 @@ def with_special_tokens(model: transformers.PreTrainedModel) -> transformers.Pre
 def write_checkpoint(model: transformers.PreTrainedModel, directory: str | os.PathLike) -> str:
     """``model`` saved with a tokenizer of its vocabulary, as ``from_pretrained`` reads it."""
     with_special_tokens(model).save_pretrained(directory)
-    word_tokenizer(model.config.vocab_size).save_pretrained(directory)
+    bpe_tokenizer(model.config.vocab_size).save_pretrained(directory)
     return os.fspath(directory)
