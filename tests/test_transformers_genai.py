@@ -17,6 +17,7 @@ import onnxruntime as ort
 import onnxruntime_genai as og
 import pytest
 import torch
+import transformers
 from models.checkpoints import EOS, with_special_tokens, write_checkpoint
 from models.generation import ARCHITECTURES, ENCODER_DECODER, VOCAB, build
 from support import assert_declared_shapes_hold, check
@@ -133,6 +134,10 @@ def test_onnxruntime_genai_gives_eager_greedy_tokens(arch, tmp_path):
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=10, min_new_tokens=10, do_sample=False
         )
     assert _greedy(out, prompt, 10) == want[:, 7:].tolist()
+    # The tokenizer copied beside the graph: onnxruntime-genai's reads it as transformers does.
+    text = "a short prompt written twice a short prompt"
+    expected = transformers.AutoTokenizer.from_pretrained(checkpoint)(text)["input_ids"]
+    assert list(og.Tokenizer(og.Model(str(out))).encode(text)) == expected
 
 
 def test_the_cache_keeps_the_model_dtype(tmp_path):
