@@ -11,6 +11,7 @@ import torch
 
 from ...core.dtypes import scalar_type_code
 from ...errors import ConversionError
+from .aten_nodes import Rows
 from .nodes import inputs
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
@@ -88,6 +89,8 @@ def _len(t: Translator, node):
     seq = t.env[node.input()]
     if isinstance(seq, list | tuple):
         return len(seq)
+    if isinstance(seq, Rows):
+        return t.size_of(seq.tensor, seq.dim)
     return t.op(node)
 
 

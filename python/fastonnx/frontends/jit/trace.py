@@ -212,8 +212,10 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
         leaves = pytree.tree_leaves(tuple(args))
         if len(leaves) != len(args) or not all(isinstance(x, torch.Tensor) for x in leaves):
             raise TraceError("a ScriptModule's inputs must be tensors")
+        # (on copies: a forward that writes into its inputs, x.set_(y), would change the example)
+        copies = pytree.tree_map_only(torch.Tensor, torch.clone, tuple(args))
         with torch.no_grad():
-            out_leaves, out_spec = pytree.tree_flatten(model(*args))
+            out_leaves, out_spec = pytree.tree_flatten(model(*copies))
         graph, weights = _frozen_graph(model, leaves)
         # A scripted graph returns its numbers too: no output is a constant.
         return JitGraph(graph, len(leaves), weights, out_spec, {}, out_leaves)

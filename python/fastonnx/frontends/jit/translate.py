@@ -165,14 +165,17 @@ def _program(
     t.block(jit.graph)
     outputs = list(jit.graph.outputs())
     returned = len(outputs) - len(jit.size_reads)
-    results = [t.env[v] for v in outputs[:returned]]
+    # (a scripted graph returns a list or tuple as one value; eager's result is flattened)
+    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]])
     size_reads = [(*_size_read(t, v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
+    if len(results) + len(jit.constant_outputs) != len(jit.example_outputs):
+        raise ConversionError(
+            f"the TorchScript graph returns {len(results)} value(s) where forward's result holds "
+            f"{len(jit.example_outputs) - len(jit.constant_outputs)}"
+        )
     leaves, it = [], iter(results)
     for i in range(len(jit.example_outputs)):
         leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
-    extra = list(it)
-    if extra:
-        raise ConversionError(f"the TorchScript graph returns {len(extra)} more value(s) than forward's result holds")
     out_spec = jit.out_spec
     if any(isinstance(x, QTensor) for x in leaves):
         leaves, out_spec = pytree.tree_flatten(
