@@ -6,6 +6,7 @@ against eager."""
 from __future__ import annotations
 
 import warnings
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -134,3 +135,83 @@ def test_a_script_module_with_a_dynamic_axis_at_size_one(dynamic):
     result, fixed = _export(model, (torch.randn(1, 5),), dynamic_axes=axes)
     assert not fixed
     _assert_runs_as_eager(result, model, *([(torch.randn(1, 5),), (torch.randn(6, 5),)] if dynamic else []))
+
+
+# -- inputs of every type TorchScript gives a graph ----------------------------------------------
+
+
+class TakesEveryKind(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(
+        self,
+        x,
+        xs: List[torch.Tensor],
+        given: Optional[torch.Tensor],
+        absent: Optional[torch.Tensor],
+        pair: Tuple[torch.Tensor, torch.Tensor],
+        n: int,
+        scale: float,
+        flag: bool,
+    ):
+        y = self.fc(x) + xs[0] + len(xs)
+        if given is not None:
+            y = y + given
+        if absent is not None:
+            y = y * absent
+        if flag:
+            y = y * scale
+        return y + n + pair[1], None, xs[1] * 2
+
+
+def _every_kind(rows: int, other: int) -> tuple:
+    return (
+        torch.randn(rows, 3),
+        [torch.randn(rows, 3), torch.randn(other, 3)],
+        torch.randn(rows, 3),
+        None,
+        (torch.randn(2, 3), torch.randn(rows, 3)),
+        2,
+        1.5,
+        True,
+    )
+
+
+def test_lists_tuples_optionals_and_numbers_as_inputs():
+    """A list or tuple of tensors is one input per tensor, named as a traced module's; None and
+    numbers are constants of the file; a None output is no output. Each dynamic axis keyed by
+    the flattened input's name (torch's suite: test_arithmetic_prim_bool, test_list_pass...)."""
+    model = torch.jit.script(TakesEveryKind().eval())
+    axes = {"x": {0: "n"}, "xs_0": {0: "n"}, "xs_1": {0: "m"}, "given": {0: "n"}, "pair_1": {0: "n"}}
+    result, fixed = _export(model, _every_kind(4, 2), dynamic_axes=axes)
+    assert not fixed
+    assert result.input_names == ["x", "xs_0", "xs_1", "given", "pair_0", "pair_1"]
+    assert _declared(result) == [["n", 3], ["n", 3], ["m", 3], ["n", 3], [2, 3], ["n", 3]]
+    assert len(result.model_proto.graph.output) == 2
+    _assert_runs_as_eager(result, model, _every_kind(4, 2), _every_kind(7, 1), _every_kind(1, 5))
+    assert all(d.ok for d in result.verify(*_every_kind(5, 3)))
+
+
+def test_an_argument_a_script_module_cannot_take_is_a_trace_error():
+    model = torch.jit.script(TakesEveryKind())
+    args = list(_every_kind(2, 2))
+    args[1] = {"a": torch.randn(2, 3)}
+    with pytest.raises(fastonnx.TraceError, match=r"argument `xs` \(List\[Tensor\]\) is a dict"):
+        fastonnx.export(model, tuple(args))
+
+
+class Broadcasts(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.broadcast_tensors(x, y)
+
+
+def test_a_returned_list_is_flattened_as_eager_returns_it():
+    """The scripted graph returns one list value where eager's result flattens to two tensors
+    (a StopIteration escaped as an InternalError: torch's suite, test_broad_cast_tensors)."""
+    model = torch.jit.script(Broadcasts())
+    x, y = torch.randint(5, (1,)), torch.randint(5, (5,))
+    result, _ = _export(model, (x, y), dynamic_axes={"y": {0: "n"}})
+    assert len(result.model_proto.graph.output) == 2
+    _assert_runs_as_eager(result, model, (x, y), (x, torch.randint(5, (8,))))

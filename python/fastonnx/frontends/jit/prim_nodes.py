@@ -182,7 +182,21 @@ def _numel(t: Translator, node):
     return numel if isinstance(numel, int) else t.emit(aten.sym_numel.default, (tensor,))
 
 
+def _is(t: Translator, node):
+    """``a is b``, of which TorchScript keeps only tests against None (an Optional argument)."""
+    a, b = (t.env[v] for v in inputs(node))
+    same = (a is None) == (b is None) if a is None or b is None else a is b
+    return same if node.kind() == "aten::__is__" else not same
+
+
+def _unchecked_cast(t: Translator, node):
+    return t.env[node.input()]
+
+
 HANDLERS: dict[str, Handler] = {
+    "aten::__is__": _is,
+    "aten::__isnot__": _is,
+    "prim::unchecked_cast": _unchecked_cast,
     "prim::Constant": _constant,
     "prim::ListConstruct": _list_construct,
     "prim::TupleConstruct": _list_construct,

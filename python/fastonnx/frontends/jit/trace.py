@@ -39,6 +39,9 @@ class JitGraph:
     # The graph's last outputs: the numbers the model's Python code took from sizes (a size
     # compared with 1, converted to an int), each with its line (see _recording_size_reads).
     size_reads: list[str] = field(default_factory=list)
+    # A ScriptModule's arguments, one per user input of its graph (a tensor, a list or tuple of
+    # them, None, a number), when they are not the ``n_user`` tensors themselves.
+    arguments: list | None = None
 
 
 class _Flat(torch.nn.Module):
@@ -209,16 +212,16 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     if isinstance(model, torch.jit.ScriptModule):
         if kwargs:
             raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
-        leaves = pytree.tree_leaves(tuple(args))
-        if len(leaves) != len(args) or not all(isinstance(x, torch.Tensor) for x in leaves):
-            raise TraceError("a ScriptModule's inputs must be tensors")
+        arguments = _script_arguments(model, tuple(args))
         # (on copies: a forward that writes into its inputs, x.set_(y), would change the example)
         copies = pytree.tree_map_only(torch.Tensor, torch.clone, tuple(args))
         with torch.no_grad():
             out_leaves, out_spec = pytree.tree_flatten(model(*copies))
-        graph, weights = _frozen_graph(model, leaves)
+        graph, weights = _frozen_graph(model, arguments)
+        # (torch's pass lowering tuples made a tuple argument's items inputs of their own)
+        arguments = _without_tuples(arguments)
         # A scripted graph returns its numbers too: no output is a constant.
-        return JitGraph(graph, len(leaves), weights, out_spec, {}, out_leaves)
+        return JitGraph(graph, len(arguments), weights, out_spec, {}, out_leaves, arguments=arguments)
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     reads: list[tuple[torch.Tensor, str]] | None = [] if read_sizes else None
@@ -258,7 +261,30 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found, lines)
 
 
-def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) -> tuple[torch._C.Graph, list]:
+def _script_arguments(model: torch.jit.ScriptModule, args: tuple) -> list:
+    """A ScriptModule's arguments, one per parameter of its compiled forward (defaults filled in).
+    Its tensors are the file's inputs, those of a list or tuple each one (the list's length is
+    the example's); a number or None is a constant of the file, as torch.export takes a number."""
+    parameters = model._c._get_method("forward").schema.arguments[1:]
+    if len(args) > len(parameters):
+        raise TraceError(f"{type(model).__name__}.forward takes {len(parameters)} arguments, got {len(args)}")
+    arguments = list(args)
+    for p in parameters[len(args) :]:
+        if not p.has_default_value():
+            raise TraceError(f"{type(model).__name__}.forward's argument `{p.name}` is not given")
+        arguments.append(p.default_value)
+    for p, value in zip(parameters, arguments):
+        leaves = pytree.tree_leaves(value)
+        taken = all(x is None or isinstance(x, torch.Tensor | int | float | bool) for x in leaves)
+        if not taken or isinstance(value, dict):
+            raise TraceError(
+                f"{type(model).__name__}.forward's argument `{p.name}` ({p.type}) is a {type(value).__name__}: "
+                "a ScriptModule's inputs are tensors, lists and tuples of them, None, numbers and bools"
+            )
+    return arguments
+
+
+def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._C.Graph, list]:
     """A scripted or traced module's forward, frozen (attributes folded, weights kept as graph
     inputs after ``inputs``), its inputs typed with the example's shapes, as torch's TorchScript
     exporter prepares a ScriptModule. Weights that are TorchScript objects (packed quantized
@@ -267,12 +293,13 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) ->
         frozen = torch._C._freeze_module(module._c, preserveParameters=True)
         lifted, params = torch._C._jit_onnx_list_model_parameters(frozen)
         method_graph = lifted._get_method("forward").graph
-        # Packed weights are passed as the tensors of their state, counted per input.
+        # Packed weights are passed as the tensors of their state, an argument as its tensors (a
+        # number is none), counted per input.
         counts = [
-            len(torch.jit._flatten(p)[0]) if "PackedParams" in str(v.type()) else 1
+            len(torch.jit._flatten(p)[0]) if "PackedParams" in str(v.type()) else len(_tensors(p))
             for v, p in zip(method_graph.inputs(), [*inputs, *params])
         ]
-        flat, _ = torch.jit._flatten(tuple(inputs) + tuple(params))
+        flat = [x for p in [*inputs, *params] for x in _tensors(p)]
         graph = torch._C._propagate_and_assign_input_shapes(method_graph, tuple(flat), counts, False, False)
     except Exception as e:  # torch's freezing of the module
         raise TraceError(f"preparing the module's TorchScript graph failed: {type(e).__name__}: {e}") from e
@@ -287,3 +314,14 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) ->
         else:  # the object itself, not its state
             weights.append((name, functools.reduce(getattr, name.split("."), module)))
     return graph, weights
+
+
+def _tensors(value) -> list:
+    """The tensors of an argument of a scripted forward (packed weights: their state's)."""
+    if isinstance(value, torch.Tensor | list | tuple) or value is None:
+        return [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]
+    return torch.jit._flatten(value)[0]
+
+
+def _without_tuples(arguments: list) -> list:
+    return [x for a in arguments for x in (_without_tuples(list(a)) if isinstance(a, tuple) else [a])]

@@ -42,7 +42,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ...dynamic.small_sizes import dynamic_small_sizes, retracing
 from ...errors import ConversionError
 from ..export.trace import needs_functionalization
-from . import aten_nodes, control_flow, packed_sequences, prim_nodes, quantized
+from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
 from .fake_values import SizesFromData
 from .quantized import PackedWeights, QTensor, quantized_input, quantized_output
@@ -57,6 +57,7 @@ _HANDLERS = Handlers(
         **control_flow.HANDLERS,
         **packed_sequences.HANDLERS,
         **aten_nodes.HANDLERS,
+        **lists.HANDLERS,
         **quantized.HANDLERS,
     },
     quantized=quantized.quantized_like_float,
@@ -137,29 +138,35 @@ def _program(
     """The translation of ``jit``'s graph, its inputs the example's ``user_tensors`` and the weights."""
     inputs = list(jit.graph.inputs())
     input_specs: list[InputSpec] = []
-    real = iter([*user_tensors, *(w for _, w in jit.weights)])
-    for i, v in enumerate(inputs):
-        tensor = next(real)
-        if i < jit.n_user and tensor.is_quantized:
-            t.env[v] = quantized_input(t, tensor, input_names[i], dynamic[i] if i < len(dynamic) else {}, input_specs)
-            continue
-        if i < jit.n_user:
-            name = input_names[i]
-            node = t.graph.placeholder(name)
-            node.meta["val"] = t.fake(tensor, f"L['{name}']", dynamic[i] if i < len(dynamic) else {})
-            for axis, size in enumerate(node.meta["val"].shape):
-                if isinstance(size, torch.SymInt):
-                    t.symbols[size.node.expr] = (i, axis)
-            input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
-        elif not isinstance(tensor, torch.Tensor):  # packed quantized weights
+    flat = iter(range(len(user_tensors)))
+
+    def user_input(tensor: torch.Tensor):
+        """The FX value of the next of the flattened tensor inputs."""
+        i = next(flat)
+        axes = dynamic[i] if i < len(dynamic) else {}
+        if tensor.is_quantized:
+            return quantized_input(t, tensor, input_names[i], axes, input_specs)
+        node = t.graph.placeholder(input_names[i])
+        node.meta["val"] = t.fake(tensor, f"L['{input_names[i]}']", axes)
+        for axis, size in enumerate(node.meta["val"].shape):
+            if isinstance(size, torch.SymInt):
+                t.symbols[size.node.expr] = (i, axis)
+        input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+        t.examples[node] = tensor
+        return node
+
+    arguments = jit.arguments if jit.arguments is not None else list(user_tensors)
+    for v, argument in zip(inputs, arguments):
+        # (a ScriptModule's list or tuple of tensors: a list of inputs; a number, None: itself)
+        t.env[v] = pytree.tree_map_only(torch.Tensor, user_input, argument)
+    for v, (wname, tensor) in zip(inputs[jit.n_user :], jit.weights):
+        if not isinstance(tensor, torch.Tensor):  # packed quantized weights
             t.env[v] = PackedWeights(tensor)
             continue
-        else:
-            wname = jit.weights[i - jit.n_user][0]
-            node = t.graph.placeholder("p_" + re.sub(r"\W", "_", wname))
-            node.meta["val"] = t.fake(tensor)
-            kind = InputKind.PARAMETER if isinstance(tensor, torch.nn.Parameter) else InputKind.BUFFER
-            input_specs.append(InputSpec(kind, TensorArgument(node.name), wname, True))
+        node = t.graph.placeholder("p_" + re.sub(r"\W", "_", wname))
+        node.meta["val"] = t.fake(tensor)
+        kind = InputKind.PARAMETER if isinstance(tensor, torch.nn.Parameter) else InputKind.BUFFER
+        input_specs.append(InputSpec(kind, TensorArgument(node.name), wname, True))
         t.env[v] = node
         t.examples[node] = tensor
     t.block(jit.graph)
