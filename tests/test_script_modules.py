@@ -5,6 +5,7 @@ against eager."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import List, Optional, Tuple
 
@@ -215,3 +216,184 @@ def test_a_returned_list_is_flattened_as_eager_returns_it():
     result, _ = _export(model, (x, y), dynamic_axes={"y": {0: "n"}})
     assert len(result.model_proto.graph.output) == 2
     _assert_runs_as_eager(result, model, (x, y), (x, torch.randint(5, (8,))))
+
+
+# -- scripted lists ------------------------------------------------------------------------------
+
+
+class AppendsRows(torch.nn.Module):
+    def forward(self, x, y):
+        res = []
+        for i in range(x.size(0)):
+            res.append(torch.matmul(x[i], y))
+        return res
+
+
+class ExtendsRows(torch.nn.Module):
+    def forward(self, x, y):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res += [torch.matmul(x[i], y)]
+        res.extend([y])
+        return res + [x]
+
+
+class SlicesAndWrites(torch.nn.Module):
+    def forward(self, x):
+        a = [x, x + 1, x * 2, x - 3]
+        b = a[1:3]
+        b[0] = b[0] * 5
+        c = list(b)
+        return c[0] + c[1]
+
+
+class TensorOfSizes(torch.nn.Module):
+    def forward(self, x):
+        return torch.tensor([x.size(0), x.size(1)]) + 1, torch.tensor([[1.5], [float(x.size(1))]])
+
+
+class ArangeOut(torch.nn.Module):
+    def forward(self, end):
+        out_t = torch.tensor([1], dtype=torch.float)
+        return torch.arange(end, out=out_t)
+
+
+@pytest.mark.parametrize(
+    "cls, args",
+    [
+        (AppendsRows, (torch.randn(3, 4, 5), torch.randn(5, 2))),
+        (ExtendsRows, (torch.randn(3, 4, 5), torch.randn(5, 2))),
+        (SlicesAndWrites, (torch.randn(2, 3),)),
+        (ArangeOut, (torch.tensor(8.5),)),
+    ],
+)
+def test_list_builtins_on_scripted_lists(cls, args):
+    """torch's list ops take TorchScript's typed lists, not the Python list the translation holds
+    ("Expected a value of type 'List[t]'": torch's suite, test_list_append_in_block,
+    test_arange_out)."""
+    model = torch.jit.script(cls())
+    result, _ = _export(model, args)
+    _assert_runs_as_eager(result, model, args)
+
+
+def test_a_tensor_of_sizes_stays_dynamic():
+    model = torch.jit.script(TensorOfSizes())
+    result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(5, 7),))
+
+
+def test_appending_in_a_loop_of_a_dynamic_count_is_an_error_naming_the_line():
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::append, at .*test_script_modules.py:\d+: res.append"):
+        fastonnx.export(
+            torch.jit.script(AppendsRows()), (torch.randn(3, 4, 5), torch.randn(5, 2)), dynamic_axes={"x": {0: "n"}}
+        )
+
+
+# -- numbers, layouts and devices ----------------------------------------------------------------
+
+
+class ExpandsToACount(torch.nn.Module):
+    def forward(self, x, n):
+        return x.expand(n, x.size(1))
+
+
+def test_an_implicit_int_of_data_stays_a_value_of_the_graph():
+    """``aten::IntImplicit`` of a tensor input read as a number of the graph, not guarded on
+    ("could not extract specialized integer": torch's suite, test_expand)."""
+    model = torch.jit.script(ExpandsToACount())
+    result, _ = _export(model, (torch.randn(1, 3), torch.tensor(4)), dynamic_axes={"x": {1: "m"}})
+    _assert_runs_as_eager(
+        result, model, (torch.randn(1, 3), torch.tensor(4)), (torch.randn(1, 5), torch.tensor(2))
+    )
+
+
+class ZerosLike(torch.nn.Module):
+    def forward(self, x):
+        zeros = torch.zeros(x.shape, layout=x.layout, device=x.device, dtype=x.dtype)
+        return zeros + x, torch.norm(x, p="fro", dim=(0, 1), keepdim=True)
+
+
+def test_layout_device_and_device_type_are_constants():
+    """``prim::layout``, ``prim::device`` and ``prim::type`` (a device's type) as the constants they
+    are in the translation (torch's suite, test_frobenius_norm)."""
+    model = torch.jit.script(ZerosLike())
+    result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(6, 3),))
+
+
+class FailsOnTheExample(torch.nn.Module):
+    def forward(self, x, size):
+        return x.expand(size)
+
+
+def test_a_script_module_failing_on_the_example_is_a_trace_error():
+    with pytest.raises(fastonnx.TraceError, match="failed on the example inputs: RuntimeError"):
+        fastonnx.export(torch.jit.script(FailsOnTheExample()), (torch.randn(1, 3), torch.tensor([4, 3])))
+
+
+class Accumulates(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.ones(3))
+
+    def forward(self, x):
+        self.acc.add_(x.sum(0))
+        return self.acc * 2
+
+
+def test_the_weights_written_are_the_modules_before_the_export():
+    """The export runs the ScriptModule eagerly (for its outputs' structure); a forward that
+    writes into its module's state must not change the weights the file holds."""
+    model = torch.jit.script(Accumulates())
+    x = torch.randn(4, 3)
+    result, _ = _export(model, (x,))
+    assert torch.equal(model.acc, torch.ones(3))
+    (got,) = run_ort(result.model_proto, [x])
+    np.testing.assert_allclose(got, ((torch.ones(3) + x.sum(0)) * 2).numpy(), rtol=1e-5)
+
+
+# -- module attributes the forward sets ----------------------------------------------------------
+
+
+class SumsRowsIntoAnAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.total = torch.ones(3)
+        self.fc = torch.nn.Linear(3, 3)
+        self.offset = 2
+
+    def forward(self, x):
+        for i in range(x.size(0)):
+            self.total = self.total + x[i]
+        return self.fc(self.total) + self.offset
+
+
+class AddsRowsIntoABuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.ones(3))
+
+    def forward(self, x):
+        for i in range(x.size(0)):
+            self.acc += x[i]
+        if x.size(0) > 2:
+            self.acc = self.acc * 2
+        return self.acc - 1
+
+
+@pytest.mark.parametrize("cls", [SumsRowsIntoAnAttribute, AddsRowsIntoABuffer])
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_attributes_set_in_loops_and_branches_are_values_of_the_graph(cls, dynamic):
+    """``prim::CreateObject``, ``GetAttr``/``SetAttr`` on the module: an attribute set in a loop
+    is a loop-carried value, its value before the export the loop's start (torch's suite,
+    test_inplace_attr_with_loop)."""
+    model = torch.jit.script(cls().eval())
+    before = copy.deepcopy(model)
+    result, fixed = _export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}} if dynamic else None)
+    assert not fixed
+    calls = [(torch.randn(4, 3),)] + ([(torch.randn(2, 3),), (torch.randn(7, 3),)] if dynamic else [])
+    for args in calls:
+        _assert_runs_as_eager(result, copy.deepcopy(before), args)
+

@@ -503,6 +503,12 @@ def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None
         for node in block.nodes():
             for inner in node.blocks():
                 check(inner)
+            if node.kind() == "prim::SetAttr":
+                raise ConversionError(
+                    f"a scripted `{what}` sets module attribute `{node.s('name')}`"
+                    + (f" ({where(node)})" if source_line(node) else "")
+                    + "; fastonnx follows module attributes set outside the control flow that depends on the inputs"
+                )
             text = node.schema()
             if text == "(no schema)":
                 continue

@@ -12,7 +12,7 @@ import torch
 from ...core.dtypes import dtype_of_scalar_type
 from ...errors import ConversionError
 from .nodes import inputs
-from .translator import Handler, Translator, holds_node
+from .translator import Handler, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
 
@@ -46,7 +46,7 @@ def _extend(t: Translator, node):
     if items is None:
         return t.op(node)
     items.extend(t.env[node.inputsAt(1)])
-    return items
+    return items if node.outputsSize() else Outputs()
 
 
 def _concatenated(t: Translator, node):

@@ -15,7 +15,7 @@ from .aten_nodes import Rows
 from .nodes import inputs
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
-from .translator import Handler, Outputs, Translator, holds_node
+from .translator import Handler, Opaque, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
 
@@ -116,7 +116,8 @@ def _number(t: Translator, node, cast=None):
         value = t.env[v]
         if not isinstance(value, torch.fx.Node):
             return value if cast is None else cast(value)
-        number = t.read_number(value)
+        # (a number the graph computes, float(x.size(1)), is one already)
+        number = t.read_number(value) if isinstance(t.fake_of(value), torch.Tensor) else value
     if cast is None or isinstance(t.fake_of(number), _PYTHON_TYPES[cast]):
         return number
     if cast is bool:
@@ -172,6 +173,14 @@ def _dtype(t: Translator, node):
     return scalar_type_code(t.fake_of(t.env[node.input()]).dtype)
 
 
+def _device_type(t: Translator, node):
+    return _device(t, node).type  # (`x.device.type`, of a Device value)
+
+
+def _layout(t: Translator, node):
+    return 0  # torch.strided: the layout of every tensor the translation makes (see nodes.bind)
+
+
 def _device(t: Translator, node):
     return torch.device("cpu")
 
@@ -180,6 +189,46 @@ def _numel(t: Translator, node):
     tensor = t.env[node.input()]
     numel = t.fake_of(tensor).numel()
     return numel if isinstance(numel, int) else t.emit(aten.sym_numel.default, (tensor,))
+
+
+class ScriptObject(Opaque):
+    """A TorchScript object whose attributes the graph reads and sets: the frozen module
+    (``prim::CreateObject``), whose attributes the forward sets, or one of its submodules. An
+    attribute is what the graph set it to last, else the module's value as exported."""
+
+    def __init__(self, module: torch._C.ScriptModule):
+        self.module = module
+        self.values: dict = {}
+
+
+def _create_object(t: Translator, node):
+    if t.script_module is None:
+        raise ConversionError("prim::CreateObject of an object other than the module itself is not supported")
+    return ScriptObject(t.script_module)
+
+
+def _get_attr(t: Translator, node):
+    owner, name = t.env[node.input()], node.s("name")
+    if not isinstance(owner, ScriptObject):
+        raise ConversionError(f"reading attribute `{name}` of a {node.input().type()} is not supported")
+    if name not in owner.values:
+        value = owner.module.getattr(name)  # type: ignore[attr-defined]  # (not in torch's stubs)
+        if isinstance(value, torch.Tensor):
+            value = t.constant_node(value)
+        elif isinstance(value, torch._C.ScriptModule):
+            value = ScriptObject(value)
+        elif isinstance(value, torch._C.ScriptObject):
+            raise ConversionError(f"attribute `{name}` is a TorchScript object ({node.output().type()})")
+        owner.values[name] = value
+    return owner.values[name]
+
+
+def _set_attr(t: Translator, node):
+    owner, value = (t.env[v] for v in inputs(node))
+    if not isinstance(owner, ScriptObject):
+        raise ConversionError(f"setting attribute `{node.s('name')}` of a {node.inputsAt(0).type()} is not supported")
+    owner.values[node.s("name")] = value
+    return Outputs()
 
 
 def _is(t: Translator, node):
@@ -194,6 +243,9 @@ def _unchecked_cast(t: Translator, node):
 
 
 HANDLERS: dict[str, Handler] = {
+    "prim::CreateObject": _create_object,
+    "prim::GetAttr": _get_attr,
+    "prim::SetAttr": _set_attr,
     "aten::__is__": _is,
     "aten::__isnot__": _is,
     "prim::unchecked_cast": _unchecked_cast,
@@ -212,11 +264,15 @@ HANDLERS: dict[str, Handler] = {
     "aten::Float": _float,
     "aten::Bool": _bool,
     "aten::ScalarImplicit": _number,
+    "aten::IntImplicit": _int,
+    "aten::FloatImplicit": _float,
     "prim::ImplicitTensorToNum": _number,
     "aten::size": _size,
     "aten::_shape_as_tensor": _shape_as_tensor,
     "aten::dim": _dim,
     "prim::dtype": _dtype,
     "prim::device": _device,
+    "prim::layout": _layout,
+    "prim::type": _device_type,
     "aten::numel": _numel,
 }

@@ -10,6 +10,7 @@ graph's inputs and outputs are plain tensors whatever the call's structure.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import sys
 import traceback
@@ -42,6 +43,8 @@ class JitGraph:
     # A ScriptModule's arguments, one per user input of its graph (a tensor, a list or tuple of
     # them, None, a number), when they are not the ``n_user`` tensors themselves.
     arguments: list | None = None
+    # The frozen module whose attributes the forward sets (``prim::CreateObject`` makes it).
+    module: torch._C.ScriptModule | None = None
 
 
 class _Flat(torch.nn.Module):
@@ -213,15 +216,22 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
         if kwargs:
             raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
         arguments = _script_arguments(model, tuple(args))
-        # (on copies: a forward that writes into its inputs, x.set_(y), would change the example)
+        # (on copies: a forward that writes into its inputs, x.set_(y), would change the example,
+        # and one that writes into its module's state, the weights written)
         copies = pytree.tree_map_only(torch.Tensor, torch.clone, tuple(args))
-        with torch.no_grad():
-            out_leaves, out_spec = pytree.tree_flatten(model(*copies))
-        graph, weights = _frozen_graph(model, arguments)
+        eager = copy.deepcopy(model) if _writes_state(model) else model
+        try:
+            with torch.no_grad():
+                out_leaves, out_spec = pytree.tree_flatten(eager(*copies))
+        except Exception as e:  # the model's own failure, whatever it raises
+            from ..export.trace import describe_failure
+
+            raise TraceError(f"{type(model).__name__} failed on the example inputs: {describe_failure(e)}") from e
+        graph, weights, module = _frozen_graph(model, arguments)
         # (torch's pass lowering tuples made a tuple argument's items inputs of their own)
         arguments = _without_tuples(arguments)
         # A scripted graph returns its numbers too: no output is a constant.
-        return JitGraph(graph, len(arguments), weights, out_spec, {}, out_leaves, arguments=arguments)
+        return JitGraph(graph, len(arguments), weights, out_spec, {}, out_leaves, arguments=arguments, module=module)
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     reads: list[tuple[torch.Tensor, str]] | None = [] if read_sizes else None
@@ -249,8 +259,9 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
 
         raise TraceError(f"torch.jit.trace failed to trace {type(model).__name__}: {describe_failure(e)}") from e
     assert flat.out_spec is not None  # the trace ran forward
+    frozen: torch._C.ScriptModule | None = None
     if whole:
-        graph, weights = _frozen_graph(traced, list(tensors))
+        graph, weights, frozen = _frozen_graph(traced, list(tensors))
         weights = [(name.removeprefix("model."), w) for name, w in weights]
     else:
         state = torch.jit._unique_state_dict(flat, keep_vars=True)
@@ -258,7 +269,18 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
         _passes(graph)
     constants = {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)}
     lines = [line for _, line in reads or ()]
-    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found, lines)
+    out_leaves = flat.out_leaves
+    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, out_leaves, found, lines, module=frozen)
+
+
+def _writes_state(model: torch.jit.ScriptModule) -> bool:
+    """Whether the scripted forward sets an attribute or writes into one in place (an in-place op,
+    named with a trailing ``_``, of a ``prim::GetAttr``)."""
+    graph = model.inlined_graph
+    if graph.findAllNodes("prim::SetAttr", True):  # type: ignore[attr-defined]  # (not in torch's stubs)
+        return True
+    reads = graph.findAllNodes("prim::GetAttr", True)  # type: ignore[attr-defined]
+    return any(use.user.kind().endswith("_") for node in reads for use in node.output().uses())
 
 
 def _script_arguments(model: torch.jit.ScriptModule, args: tuple) -> list:
@@ -284,11 +306,12 @@ def _script_arguments(model: torch.jit.ScriptModule, args: tuple) -> list:
     return arguments
 
 
-def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._C.Graph, list]:
+def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._C.Graph, list, torch._C.ScriptModule]:
     """A scripted or traced module's forward, frozen (attributes folded, weights kept as graph
     inputs after ``inputs``), its inputs typed with the example's shapes, as torch's TorchScript
     exporter prepares a ScriptModule. Weights that are TorchScript objects (packed quantized
-    weights) are the module's own objects."""
+    weights) are the module's own objects. Also the frozen module, whose attributes the forward
+    still sets are not folded."""
     try:
         frozen = torch._C._freeze_module(module._c, preserveParameters=True)
         lifted, params = torch._C._jit_onnx_list_model_parameters(frozen)
@@ -305,6 +328,12 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._
         raise TraceError(f"preparing the module's TorchScript graph failed: {type(e).__name__}: {e}") from e
     graph_inputs = list(graph.inputs())
     names = [v.debugName() for v in graph_inputs[len(inputs) :]]
+    if graph.findAllNodes("prim::SetAttr", True):  # type: ignore[attr-defined]
+        # Attributes the forward sets, in loops and branches too, made values of the graph (an
+        # attribute set in a loop a loop-carried value) by torch's TorchScript exporter's pass;
+        # what is left of the object is read and set by the translation (prim_nodes.ScriptObject).
+        torch._C._jit_pass_inline(graph)
+        torch._C._jit_pass_onnx_remove_inplace_ops_for_onnx(graph, lifted)
     _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
     _passes(graph)
     weights: list[tuple[str, object]] = []
@@ -313,7 +342,7 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._
             weights.append((name, param.detach()))
         else:  # the object itself, not its state
             weights.append((name, functools.reduce(getattr, name.split("."), module)))
-    return graph, weights
+    return graph, weights, lifted
 
 
 def _tensors(value) -> list:

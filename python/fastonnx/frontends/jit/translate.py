@@ -138,6 +138,7 @@ def _program(
     """The translation of ``jit``'s graph, its inputs the example's ``user_tensors`` and the weights."""
     inputs = list(jit.graph.inputs())
     input_specs: list[InputSpec] = []
+    t.script_module = jit.module
     flat = iter(range(len(user_tensors)))
 
     def user_input(tensor: torch.Tensor):
