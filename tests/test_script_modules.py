@@ -397,3 +397,33 @@ def test_attributes_set_in_loops_and_branches_are_values_of_the_graph(cls, dynam
     for args in calls:
         _assert_runs_as_eager(result, copy.deepcopy(before), args)
 
+
+# -- quantization parameters the graph computes --------------------------------------------------
+
+
+class QuantizedConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.conv = torch.nn.Conv2d(4, 2, 3, stride=2)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        return self.dequant(self.conv(self.quant(x)))
+
+
+def test_a_quantize_stubs_scale_and_zero_point_read_from_its_buffers():
+    """A converted QAT model scripted: ``quantize_per_tensor(x, float(self.scale),
+    int(self.zero_point))`` reads its parameters from buffers, QuantizeLinear's tensor inputs
+    (torch's suite, test_qat_conv2d)."""
+    torch.manual_seed(0)
+    model = QuantizedConv()
+    model.qconfig = torch.ao.quantization.get_default_qat_qconfig("fbgemm")
+    model = torch.ao.quantization.prepare_qat(model.train())
+    x = torch.randn(4, 4, 8, 8)
+    model(x)
+    model = torch.jit.script(torch.ao.quantization.convert(model.eval()))
+    result, fixed = _export(model, (x,), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    assert "QuantizeLinear" in {n.op_type for n in result.model_proto.graph.node}
+    _assert_runs_as_eager(result, model, (x,), (torch.randn(2, 4, 8, 8),))
