@@ -218,6 +218,35 @@ def test_a_returned_list_is_flattened_as_eager_returns_it():
     _assert_runs_as_eager(result, model, (x, y), (x, torch.randint(5, (8,))))
 
 
+
+
+class ReshapesTo(torch.nn.Module):
+    def forward(self, x, size: Tuple[int, int], view: List[int]):
+        return x.reshape(size[0], size[1]) * 2, x.view(view)
+
+
+def test_lists_and_tuples_of_numbers_are_constants():
+    model = torch.jit.script(ReshapesTo())
+    args = (torch.randn(2, 3), (3, 2), [6])
+    result, _ = _export(model, args)
+    assert result.input_names == ["x"]
+    _assert_runs_as_eager(result, model, args)
+
+
+class OptionalByDefault(torch.nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = None):
+        if y is None:
+            return x + 1
+        return x + y
+
+
+def test_an_optional_left_to_its_default_none():
+    model = torch.jit.script(OptionalByDefault())
+    result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed and result.input_names == ["x"]
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(5, 3),))
+
+
 # -- scripted lists ------------------------------------------------------------------------------
 
 
@@ -281,6 +310,19 @@ def test_a_tensor_of_sizes_stays_dynamic():
     result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n", 1: "m"}})
     assert not fixed
     _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(5, 7),))
+
+
+
+class ToListAndBack(torch.nn.Module):
+    def forward(self, x):
+        res: List[int] = x.tolist()
+        return torch.tensor(res) + 1
+
+
+def test_tolist_reads_the_numbers_of_the_data():
+    model = torch.jit.script(ToListAndBack())
+    result, _ = _export(model, (torch.tensor([1, 2, 3]),))
+    _assert_runs_as_eager(result, model, (torch.tensor([1, 2, 3]),), (torch.tensor([7, -4, 0]),))
 
 
 def test_appending_in_a_loop_of_a_dynamic_count_is_an_error_naming_the_line():
@@ -396,6 +438,45 @@ def test_attributes_set_in_loops_and_branches_are_values_of_the_graph(cls, dynam
     calls = [(torch.randn(4, 3),)] + ([(torch.randn(2, 3),), (torch.randn(7, 3),)] if dynamic else [])
     for args in calls:
         _assert_runs_as_eager(result, copy.deepcopy(before), args)
+
+
+
+class LstmWithZeroState(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, 1)
+
+    def forward(self, x):
+        batch = x.size()[1]
+        h0 = x.new_zeros(1, batch, 5)
+        c0 = x.new_zeros(1, batch, 5)
+        return self.lstm(x, (h0, c0))
+
+
+def test_a_check_of_sizes_lists_keeps_the_axes_dynamic():
+    """The LSTM's scripted check ``hx.size() != expected`` compares lists of sizes: decided from
+    the symbols, not by comparing the lists' FX nodes, which took the raising branch (torch's
+    suite, test_lstm_post_fix_init_state)."""
+    model = torch.jit.script(LstmWithZeroState().eval())
+    result, fixed = _export(model, (torch.randn(3, 2, 4),), input_names=["x"], dynamic_axes={"x": {0: "seq", 1: "b"}})
+    assert not fixed and _declared(result) == [["seq", "b", 4]]
+    _assert_runs_as_eager(result, model, (torch.randn(3, 2, 4),), (torch.randn(6, 5, 4),))
+
+
+class ChecksItsInput(torch.nn.Module):
+    def forward(self, x):
+        if x.size(0) > 8:
+            raise ValueError("at most 8 rows")
+        return x * 2
+
+
+def test_a_branch_that_raises_is_the_other_branch():
+    """ONNX raises nothing: an ``if`` one of whose branches raises is the other one, which every
+    input eager takes takes."""
+    model = torch.jit.script(ChecksItsInput())
+    result, fixed = _export(model, (torch.randn(3, 2),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed and "If" not in {n.op_type for n in result.model_proto.graph.node}
+    _assert_runs_as_eager(result, model, (torch.randn(3, 2),), (torch.randn(8, 2),))
 
 
 # -- quantization parameters the graph computes --------------------------------------------------

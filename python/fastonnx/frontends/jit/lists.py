@@ -7,6 +7,7 @@ values read from data) is a stack of 0-d tensors."""
 
 from __future__ import annotations
 
+import sympy
 import torch
 
 from ...core.dtypes import dtype_of_scalar_type
@@ -82,6 +83,50 @@ def _copied(t: Translator, node):
     return t.op(node) if items is None else list(items)
 
 
+def _compared(t: Translator, node):
+    """``a == b`` and ``a != b`` of lists of numbers (a tensor's sizes against those expected):
+    decided from what the ShapeEnv knows of each pair, never by comparing FX nodes."""
+    a, b = (t.env[v] for v in inputs(node))
+    if node.inputsAt(0).type().kind() != "ListType" or not isinstance(a, list) or not isinstance(b, list):
+        return t.op(node)
+    equal: bool | None = len(a) == len(b)
+    for x, y in zip(t.fake_of(a), t.fake_of(b)) if equal else ():
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            equal = None
+            break
+        same = t.shape_env._maybe_evaluate_static(sympy.Eq(_expr(x), _expr(y)))
+        if same is None:
+            equal = None
+        elif not bool(same):
+            equal = False
+            break
+    if equal is None:
+        raise ConversionError(f"{node.kind()} of lists whose items the graph computes is not supported")
+    return equal if node.kind() == "aten::eq" else not equal
+
+
+def _expr(x):
+    return x.node.expr if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool) else sympy.sympify(x)
+
+
+def _tolist(t: Translator, node):
+    """``x.tolist()``: a list (nested per dimension) of the numbers of ``x``, whose sizes must be
+    static; each number the example's when ``x`` is known, else read from the data."""
+    x = t.env[node.inputsAt(0)]
+    if node.inputsAt(0) in t.known:
+        return t.known[node.inputsAt(0)].tolist()
+    shape = t.fake_of(x).shape
+    if not all(isinstance(s, int) for s in shape):
+        raise ConversionError("tolist() of a tensor of a dynamic size is not supported")
+
+    def items(tensor, sizes):
+        if not sizes:
+            return t.read_number(tensor)
+        return [items(t.emit(aten.select.int, (tensor, 0, i)), sizes[1:]) for i in range(sizes[0])]
+
+    return items(x, list(shape))
+
+
 def _tensor(t: Translator, node):
     """``torch.tensor(data, dtype)`` of a number or a (nested) list of them: a constant when they
     are known, else the 0-d tensors of its numbers stacked."""
@@ -125,4 +170,7 @@ HANDLERS: dict[str, Handler] = {
     "aten::_set_item": _set_item,
     "aten::list": _copied,
     "aten::tensor": _tensor,
+    "prim::tolist": _tolist,
+    "aten::eq": _compared,
+    "aten::ne": _compared,
 }

@@ -228,8 +228,9 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
 
             raise TraceError(f"{type(model).__name__} failed on the example inputs: {describe_failure(e)}") from e
         graph, weights, module = _frozen_graph(model, arguments)
-        # (torch's pass lowering tuples made a tuple argument's items inputs of their own)
-        arguments = _without_tuples(arguments)
+        # (None and numbers are constants of the graph; torch's pass lowering tuples made a tuple
+        # argument's items inputs of their own)
+        arguments = _without_tuples([a for a in arguments if _holds_tensors(a)])
         # A scripted graph returns its numbers too: no output is a constant.
         return JitGraph(graph, len(arguments), weights, out_spec, {}, out_leaves, arguments=arguments, module=module)
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
@@ -309,13 +310,14 @@ def _script_arguments(model: torch.jit.ScriptModule, args: tuple) -> list:
 def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._C.Graph, list, torch._C.ScriptModule]:
     """A scripted or traced module's forward, frozen (attributes folded, weights kept as graph
     inputs after ``inputs``), its inputs typed with the example's shapes, as torch's TorchScript
-    exporter prepares a ScriptModule. Weights that are TorchScript objects (packed quantized
-    weights) are the module's own objects. Also the frozen module, whose attributes the forward
-    still sets are not folded."""
+    exporter prepares a ScriptModule; an argument without tensors (None, a number) a constant of
+    the graph. Weights that are TorchScript objects (packed quantized weights) are the module's
+    own objects. Also the frozen module, whose attributes the forward still sets are not folded."""
     try:
         frozen = torch._C._freeze_module(module._c, preserveParameters=True)
         lifted, params = torch._C._jit_onnx_list_model_parameters(frozen)
         method_graph = lifted._get_method("forward").graph
+        inputs = _constant_arguments(method_graph, inputs)
         # Packed weights are passed as the tensors of their state, an argument as its tensors (a
         # number is none), counted per input.
         counts = [
@@ -343,6 +345,23 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._
         else:  # the object itself, not its state
             weights.append((name, functools.reduce(getattr, name.split("."), module)))
     return graph, weights, lifted
+
+
+def _constant_arguments(graph: torch._C.Graph, inputs: list) -> list:
+    """The arguments that hold tensors; the inputs of ``graph`` of the others (None, numbers, lists
+    and tuples of them) become constants of their values (torch's propagation of the inputs'
+    types takes none of them)."""
+    for i in reversed(range(len(inputs))):
+        if not _holds_tensors(inputs[i]):
+            constant = graph.insertConstant(inputs[i])  # type: ignore[attr-defined]  # (not in torch's stubs)
+            constant.node().moveAfter(graph.param_node())
+            list(graph.inputs())[i].replaceAllUsesWith(constant)
+            graph.eraseInput(i)
+    return [x for x in inputs if _holds_tensors(x)]
+
+
+def _holds_tensors(value) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(value))
 
 
 def _tensors(value) -> list:

@@ -40,7 +40,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ...dynamic.small_sizes import dynamic_small_sizes, retracing
-from ...errors import ConversionError
+from ...errors import ConversionError, ExportError
 from ..export.trace import needs_functionalization
 from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
@@ -106,9 +106,15 @@ def translate(
     (see _small_sizes; the guards made are in ``guard_lines``)."""
     typed = typed_by_trace(jit, dynamic)
     try:
-        program = _translated(jit, user_tensors, dynamic, input_names, typed, small_sizes)
-    except SizesFromData:  # an op data_reads does not know (a composite returning a list)
-        program = _translated(jit, user_tensors, dynamic, input_names, False, small_sizes)
+        try:
+            program = _translated(jit, user_tensors, dynamic, input_names, typed, small_sizes)
+        except SizesFromData:  # an op data_reads does not know (a composite returning a list)
+            program = _translated(jit, user_tensors, dynamic, input_names, False, small_sizes)
+    except ExportError:
+        raise
+    except Exception as e:  # outside a node's translation (which names the node), an ExportError too
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ConversionError(f"translating the TorchScript graph failed: {type(e).__name__}: {first}") from e
     # The example's values served the translation only. What retraces the program under its fake
     # mode afterwards (functionalization, decompositions) runs on its symbols alone, as on
     # torch.export's: with real values beside, torch checks each view's offset against the real
