@@ -325,6 +325,20 @@ def test_tolist_reads_the_numbers_of_the_data():
     _assert_runs_as_eager(result, model, (torch.tensor([1, 2, 3]),), (torch.tensor([7, -4, 0]),))
 
 
+
+class ReadsAtAComputedPosition(torch.nn.Module):
+    def forward(self, x):
+        columns = x.unbind(1)
+        return columns[x.size(0) - 1]
+
+
+def test_a_list_of_tensors_read_at_a_computed_position():
+    model = torch.jit.script(ReadsAtAComputedPosition())
+    result, fixed = _export(model, (torch.randn(2, 4),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 4),), (torch.randn(4, 4),), (torch.randn(1, 4),))
+
+
 def test_appending_in_a_loop_of_a_dynamic_count_is_an_error_naming_the_line():
     with pytest.raises(fastonnx.ConversionError, match=r"aten::append, at .*test_script_modules.py:\d+: res.append"):
         fastonnx.export(

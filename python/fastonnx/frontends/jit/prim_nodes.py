@@ -12,6 +12,7 @@ import torch
 from ...core.dtypes import scalar_type_code
 from ...errors import ConversionError
 from .aten_nodes import Rows
+from .fake_values import known_equal
 from .nodes import inputs
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
@@ -66,6 +67,19 @@ def _getitem(t: Translator, node):
     seq, index = (t.env[v] for v in inputs(node))
     if isinstance(seq, list | tuple) and isinstance(index, int):
         return seq[index]
+    if isinstance(seq, list | tuple) and seq and isinstance(index, torch.fx.Node):
+        # At a position the graph computes: a list of tensors of one type, stacked and selected.
+        vals = [t.fake_of(x) if isinstance(x, torch.fx.Node) else None for x in seq]
+        first = vals[0]
+        if not isinstance(first, torch.Tensor) or not all(
+            isinstance(v, torch.Tensor)
+            and v.dtype == first.dtype
+            and v.dim() == first.dim()
+            and all(known_equal(a, b) for a, b in zip(v.shape, first.shape))
+            for v in vals
+        ):
+            raise ConversionError("a scripted list of other than tensors of one shape, read at a computed position")
+        return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
     return t.op(node)
 
 
