@@ -150,10 +150,29 @@ class _Leaf:
     value: object
 
 
+def forward_signature(model: torch.nn.Module) -> inspect.Signature:
+    """The signature of ``model.forward`` without ``self``. A ScriptModule's is its compiled
+    schema's: Python's of a ``torch.jit.script_method`` keeps ``self`` as a parameter, which the
+    first argument would bind to."""
+    if not isinstance(model, torch.jit.ScriptModule):
+        return inspect.signature(model.forward)
+    schema = model._c._get_method("forward").schema
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                a.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=a.default_value if a.has_default_value() else inspect.Parameter.empty,
+            )
+            for a in schema.arguments[1:]
+        ]
+    )
+
+
 def _combined(model: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
     """The call as torch.export binds it: positional arguments by parameter name, then the
     keyword arguments in the order given (torch.export flattens them in that order)."""
-    return {**inspect.signature(model.forward).bind_partial(*args).arguments, **kwargs}
+    return {**forward_signature(model).bind_partial(*args).arguments, **kwargs}
 
 
 def tensor_input_names(model: torch.nn.Module, args: tuple, kwargs: dict) -> list[str]:
@@ -274,7 +293,7 @@ def resolve(
     except TypeError as e:
         raise ArgumentError(f"args/kwargs do not fit {type(model).__name__}.forward: {e}") from None
     if dynamic_axes is not None:
-        parameters = set(inspect.signature(model.forward).parameters)
+        parameters = set(forward_signature(model).parameters)
         return _from_dynamic_axes(dynamic_axes, combined, input_names, parameters)
     return _from_dynamic_shapes(dynamic_shapes, model, args, kwargs, combined)
 
@@ -316,7 +335,7 @@ def _from_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, combi
 
 def _param_names(model: torch.nn.Module, args: tuple) -> list[str]:
     """The forward parameters the positional arguments bind to."""
-    params = list(inspect.signature(model.forward).parameters.values())
+    params = list(forward_signature(model).parameters.values())
     positional = []
     for i in range(len(args)):
         if i >= len(params) or params[i].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):

@@ -17,7 +17,6 @@ back.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,13 +53,7 @@ def check_tracer(tracer: object, model: object) -> str:
 
 def input_names(model, args: tuple, kwargs: dict | None) -> list[str]:
     """The default names of the flattened tensor inputs, as torch.export names its placeholders
-    (``x``, ``pair_0``, ``d_a``); a ScriptModule's from its graph's argument names."""
-    if isinstance(model, torch.jit.ScriptModule):
-        params = [p for p in inspect.signature(model.forward).parameters if p != "self"]
-        tensors = flat_tensors(args, kwargs)
-        return [
-            params[i] if i < len(params) and len(tensors) == len(args) else f"input_{i}" for i in range(len(tensors))
-        ]
+    (``x``, ``pair_0``, ``d_a``), a ScriptModule's too (from its compiled schema's argument names)."""
     return tensor_input_names(model, args, kwargs or {})
 
 

@@ -6,6 +6,7 @@ followed as a size, for an ``aten::Int`` of it to read."""
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ from .fake_values import known_equal, unbacked
 from .nodes import bind, functional_overload, inputs, resolve
 from .packed_sequences import BatchSizes, Packed
 from .quantized import QTensor, on_quantized
-from .translator import Handler, Outputs, Translator
+from .translator import Handler, Opaque, Outputs, Translator
 
 aten = torch.ops.aten
 
@@ -142,8 +143,39 @@ def _select(t: Translator, node):
     return t.emit(aten.scalar_tensor.default, (batch,), {"dtype": torch.int64})
 
 
+def _set_(t: Translator, node):
+    """``x.set_(y)``: from here on ``x`` is ``y`` (its storage, so its shape). Run on the fake
+    values, it would change the shape of ``x``'s fake value in place, the declared shape of an
+    input that is ``x``."""
+    ins = inputs(node)
+    if len(ins) != 2 or ins[1].type().kind() != "TensorType":  # (a storage, an offset: as the op)
+        return t.op(node)
+    dst, src = ins
+    t.env[dst] = t.env[src]
+    return t.env[src]
+
+
+@dataclass(frozen=True)
+class Rows(Opaque):
+    """The list ``tensor.unbind(dim)`` whose only reader is ``len()``: its length is a size of the
+    graph, where the list itself would need the example's count of tensors."""
+
+    tensor: torch.fx.Node
+    dim: int
+
+
+def _unbind(t: Translator, node):
+    uses = node.output().uses()
+    tensor, dim = (t.env[v] for v in inputs(node))
+    if uses and all(u.user.kind() == "aten::len" for u in uses) and isinstance(tensor, torch.fx.Node):
+        return Rows(tensor, dim % t.fake_of(tensor).dim())
+    return t.op(node)
+
+
 HANDLERS: dict[str, Handler] = {
+    "aten::unbind": _unbind,
     "aten::_convolution": _convolution,
+    "aten::set_": _set_,
     "aten::copy_": _copy_,
     "aten::select": _select,
 }

@@ -31,6 +31,11 @@ def _if(t: Translator, node):
     then_block, else_block = node.blocks()
     if not isinstance(pred, torch.fx.Node):  # decided when exporting: the branch taken, inline
         return Outputs(t.inline(then_block if pred else else_block))
+    raises = [any(n.kind() == "prim::RaiseException" for n in b.nodes()) for b in (then_block, else_block)]
+    if raises[0] != raises[1]:
+        # A check of the inputs (an RNN's of its state's batch): ONNX raises nothing, and every
+        # input eager takes takes the other branch.
+        return Outputs(t.inline(else_block if raises[0] else then_block))
     # A test of sizes (``x.size(0) == 1``): a branch the example does not take is translated
     # with its operands' sizes as sizes that pass the test, not the example's (see _sub_translator).
     condition = _condition_of(t.fake_of(pred))
@@ -503,6 +508,12 @@ def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None
         for node in block.nodes():
             for inner in node.blocks():
                 check(inner)
+            if node.kind() == "prim::SetAttr":
+                raise ConversionError(
+                    f"a scripted `{what}` sets module attribute `{node.s('name')}`"
+                    + (f" ({where(node)})" if source_line(node) else "")
+                    + "; fastonnx follows module attributes set outside the control flow that depends on the inputs"
+                )
             text = node.schema()
             if text == "(no schema)":
                 continue

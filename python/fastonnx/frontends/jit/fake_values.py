@@ -62,6 +62,7 @@ class FakeValues:
         self.root = torch.nn.Module()
         self.shape_env = _ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
+        self.mode._maybe_infer_fake = _without_guards(self.mode._maybe_infer_fake, self.shape_env)  # type: ignore[method-assign]
         self.constants: dict[str, torch.Tensor] = {}
         # Without dynamic axes or values read from data, the trace's own types are the graph's:
         # ATen nodes take them instead of running under the fake mode (most of the cost), and the
@@ -361,6 +362,19 @@ class FakeValues:
         if isinstance(size, int):
             return size
         return self.emit(aten.sym_size.int, (tensor, dim))
+
+
+def _without_guards(check, shape_env: ShapeEnv):
+    """torch's check of an op's fake result against its real one (real values propagated), made
+    without guards: it compares a view's storage offset with ``!=``, a guard that settles a
+    dynamic size the offset is made of to the example's (``x[:, x.size(0):]`` fixed ``x``'s rows)."""
+
+    @functools.wraps(check)
+    def checked(*args, **kwargs):
+        with shape_env.suppress_guards():
+            return check(*args, **kwargs)
+
+    return checked
 
 
 def _slice_step(self, dim=0, start=None, end=None, step=1) -> list:

@@ -11,10 +11,12 @@ import torch
 
 from ...core.dtypes import scalar_type_code
 from ...errors import ConversionError
+from .aten_nodes import Rows
+from .fake_values import known_equal
 from .nodes import inputs
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
-from .translator import Handler, Outputs, Translator, holds_node
+from .translator import Handler, Opaque, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
 
@@ -65,6 +67,19 @@ def _getitem(t: Translator, node):
     seq, index = (t.env[v] for v in inputs(node))
     if isinstance(seq, list | tuple) and isinstance(index, int):
         return seq[index]
+    if isinstance(seq, list | tuple) and seq and isinstance(index, torch.fx.Node):
+        # At a position the graph computes: a list of tensors of one type, stacked and selected.
+        vals = [t.fake_of(x) if isinstance(x, torch.fx.Node) else None for x in seq]
+        first = vals[0]
+        if not isinstance(first, torch.Tensor) or not all(
+            isinstance(v, torch.Tensor)
+            and v.dtype == first.dtype
+            and v.dim() == first.dim()
+            and all(known_equal(a, b) for a, b in zip(v.shape, first.shape))
+            for v in vals
+        ):
+            raise ConversionError("a scripted list of other than tensors of one shape, read at a computed position")
+        return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
     return t.op(node)
 
 
@@ -88,6 +103,8 @@ def _len(t: Translator, node):
     seq = t.env[node.input()]
     if isinstance(seq, list | tuple):
         return len(seq)
+    if isinstance(seq, Rows):
+        return t.size_of(seq.tensor, seq.dim)
     return t.op(node)
 
 
@@ -113,7 +130,8 @@ def _number(t: Translator, node, cast=None):
         value = t.env[v]
         if not isinstance(value, torch.fx.Node):
             return value if cast is None else cast(value)
-        number = t.read_number(value)
+        # (a number the graph computes, float(x.size(1)), is one already)
+        number = t.read_number(value) if isinstance(t.fake_of(value), torch.Tensor) else value
     if cast is None or isinstance(t.fake_of(number), _PYTHON_TYPES[cast]):
         return number
     if cast is bool:
@@ -169,6 +187,14 @@ def _dtype(t: Translator, node):
     return scalar_type_code(t.fake_of(t.env[node.input()]).dtype)
 
 
+def _device_type(t: Translator, node):
+    return _device(t, node).type  # (`x.device.type`, of a Device value)
+
+
+def _layout(t: Translator, node):
+    return 0  # torch.strided: the layout of every tensor the translation makes (see nodes.bind)
+
+
 def _device(t: Translator, node):
     return torch.device("cpu")
 
@@ -179,7 +205,64 @@ def _numel(t: Translator, node):
     return numel if isinstance(numel, int) else t.emit(aten.sym_numel.default, (tensor,))
 
 
+class ScriptObject(Opaque):
+    """A TorchScript object whose attributes the graph reads and sets: the frozen module
+    (``prim::CreateObject``), whose attributes the forward sets, or one of its submodules. An
+    attribute is what the graph set it to last, else the module's value as exported."""
+
+    def __init__(self, module: torch._C.ScriptModule):
+        self.module = module
+        self.values: dict = {}
+
+
+def _create_object(t: Translator, node):
+    if t.script_module is None:
+        raise ConversionError("prim::CreateObject of an object other than the module itself is not supported")
+    return ScriptObject(t.script_module)
+
+
+def _get_attr(t: Translator, node):
+    owner, name = t.env[node.input()], node.s("name")
+    if not isinstance(owner, ScriptObject):
+        raise ConversionError(f"reading attribute `{name}` of a {node.input().type()} is not supported")
+    if name not in owner.values:
+        value = owner.module.getattr(name)  # type: ignore[attr-defined]  # (not in torch's stubs)
+        if isinstance(value, torch.Tensor):
+            value = t.constant_node(value)
+        elif isinstance(value, torch._C.ScriptModule):
+            value = ScriptObject(value)
+        elif isinstance(value, torch._C.ScriptObject):
+            raise ConversionError(f"attribute `{name}` is a TorchScript object ({node.output().type()})")
+        owner.values[name] = value
+    return owner.values[name]
+
+
+def _set_attr(t: Translator, node):
+    owner, value = (t.env[v] for v in inputs(node))
+    if not isinstance(owner, ScriptObject):
+        raise ConversionError(f"setting attribute `{node.s('name')}` of a {node.inputsAt(0).type()} is not supported")
+    owner.values[node.s("name")] = value
+    return Outputs()
+
+
+def _is(t: Translator, node):
+    """``a is b``, of which TorchScript keeps only tests against None (an Optional argument)."""
+    a, b = (t.env[v] for v in inputs(node))
+    same = (a is None) == (b is None) if a is None or b is None else a is b
+    return same if node.kind() == "aten::__is__" else not same
+
+
+def _unchecked_cast(t: Translator, node):
+    return t.env[node.input()]
+
+
 HANDLERS: dict[str, Handler] = {
+    "prim::CreateObject": _create_object,
+    "prim::GetAttr": _get_attr,
+    "prim::SetAttr": _set_attr,
+    "aten::__is__": _is,
+    "aten::__isnot__": _is,
+    "prim::unchecked_cast": _unchecked_cast,
     "prim::Constant": _constant,
     "prim::ListConstruct": _list_construct,
     "prim::TupleConstruct": _list_construct,
@@ -195,11 +278,15 @@ HANDLERS: dict[str, Handler] = {
     "aten::Float": _float,
     "aten::Bool": _bool,
     "aten::ScalarImplicit": _number,
+    "aten::IntImplicit": _int,
+    "aten::FloatImplicit": _float,
     "prim::ImplicitTensorToNum": _number,
     "aten::size": _size,
     "aten::_shape_as_tensor": _shape_as_tensor,
     "aten::dim": _dim,
     "prim::dtype": _dtype,
     "prim::device": _device,
+    "prim::layout": _layout,
+    "prim::type": _device_type,
     "aten::numel": _numel,
 }

@@ -104,9 +104,21 @@ def float_of(t: Translator, value):
 
 def _quantize_per_tensor(t: Translator, node):
     x, scale, zero_point, dtype = (t.env[v] for v in node.inputs())
-    if not all(isinstance(v, int | float) for v in (scale, zero_point)):
-        raise ConversionError("quantize_per_tensor with a scale or zero point computed in the graph is not supported")
-    return quantize(t, x, scale, zero_point, _qdtype(dtype))
+    if all(isinstance(v, int | float) for v in (scale, zero_point)):
+        return quantize(t, x, scale, zero_point, _qdtype(dtype))
+    # A scale or zero point the graph computes (a QuantStub's buffers, which QAT's observers set,
+    # read with float() and int()): 0-d tensors, QuantizeLinear's inputs.
+    parts = []
+    for value, part_dtype in ((scale, torch.float32), (zero_point, torch.int64)):
+        if not isinstance(value, torch.fx.Node):
+            parts.append(t.constant_node(torch.tensor(value, dtype=part_dtype)))
+            continue
+        if not isinstance(t.fake_of(value), torch.Tensor):  # a number: the tensor it was read from
+            number = value.target is aten._local_scalar_dense.default
+            value = value.args[0] if number else t.emit(aten.scalar_tensor.default, (value,), {"dtype": part_dtype})
+        value = t.emit(aten._to_copy.default, (value,), {"dtype": part_dtype})
+        parts.append(t.emit(aten.reshape.default, (value, [])))
+    return quantize(t, x, parts[0], parts[1], _qdtype(dtype))
 
 
 def _dequantize(t: Translator, node):

@@ -10,6 +10,7 @@ graph's inputs and outputs are plain tensors whatever the call's structure.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import sys
 import traceback
@@ -39,6 +40,11 @@ class JitGraph:
     # The graph's last outputs: the numbers the model's Python code took from sizes (a size
     # compared with 1, converted to an int), each with its line (see _recording_size_reads).
     size_reads: list[str] = field(default_factory=list)
+    # A ScriptModule's arguments, one per user input of its graph (a tensor, a list or tuple of
+    # them, None, a number), when they are not the ``n_user`` tensors themselves.
+    arguments: list | None = None
+    # The frozen module whose attributes the forward sets (``prim::CreateObject`` makes it).
+    module: torch._C.ScriptModule | None = None
 
 
 class _Flat(torch.nn.Module):
@@ -209,14 +215,24 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     if isinstance(model, torch.jit.ScriptModule):
         if kwargs:
             raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
-        leaves = pytree.tree_leaves(tuple(args))
-        if len(leaves) != len(args) or not all(isinstance(x, torch.Tensor) for x in leaves):
-            raise TraceError("a ScriptModule's inputs must be tensors")
-        with torch.no_grad():
-            out_leaves, out_spec = pytree.tree_flatten(model(*args))
-        graph, weights = _frozen_graph(model, leaves)
+        arguments = _script_arguments(model, tuple(args))
+        # (on copies: a forward that writes into its inputs, x.set_(y), would change the example,
+        # and one that writes into its module's state, the weights written)
+        copies = pytree.tree_map_only(torch.Tensor, torch.clone, tuple(args))
+        eager = copy.deepcopy(model) if _writes_state(model) else model
+        try:
+            with torch.no_grad():
+                out_leaves, out_spec = pytree.tree_flatten(eager(*copies))
+        except Exception as e:  # the model's own failure, whatever it raises
+            from ..export.trace import describe_failure
+
+            raise TraceError(f"{type(model).__name__} failed on the example inputs: {describe_failure(e)}") from e
+        graph, weights, module = _frozen_graph(model, arguments)
+        # (None and numbers are constants of the graph; torch's pass lowering tuples made a tuple
+        # argument's items inputs of their own)
+        arguments = _without_tuples([a for a in arguments if _holds_tensors(a)])
         # A scripted graph returns its numbers too: no output is a constant.
-        return JitGraph(graph, len(leaves), weights, out_spec, {}, out_leaves)
+        return JitGraph(graph, len(arguments), weights, out_spec, {}, out_leaves, arguments=arguments, module=module)
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     reads: list[tuple[torch.Tensor, str]] | None = [] if read_sizes else None
@@ -244,8 +260,9 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
 
         raise TraceError(f"torch.jit.trace failed to trace {type(model).__name__}: {describe_failure(e)}") from e
     assert flat.out_spec is not None  # the trace ran forward
+    frozen: torch._C.ScriptModule | None = None
     if whole:
-        graph, weights = _frozen_graph(traced, list(tensors))
+        graph, weights, frozen = _frozen_graph(traced, list(tensors))
         weights = [(name.removeprefix("model."), w) for name, w in weights]
     else:
         state = torch.jit._unique_state_dict(flat, keep_vars=True)
@@ -253,29 +270,72 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
         _passes(graph)
     constants = {i: x for i, x in enumerate(flat.out_leaves) if not isinstance(x, torch.Tensor)}
     lines = [line for _, line in reads or ()]
-    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, flat.out_leaves, found, lines)
+    out_leaves = flat.out_leaves
+    return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, out_leaves, found, lines, module=frozen)
 
 
-def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) -> tuple[torch._C.Graph, list]:
+def _writes_state(model: torch.jit.ScriptModule) -> bool:
+    """Whether the scripted forward sets an attribute or writes into one in place (an in-place op,
+    named with a trailing ``_``, of a ``prim::GetAttr``)."""
+    graph = model.inlined_graph
+    if graph.findAllNodes("prim::SetAttr", True):  # type: ignore[attr-defined]  # (not in torch's stubs)
+        return True
+    reads = graph.findAllNodes("prim::GetAttr", True)  # type: ignore[attr-defined]
+    return any(use.user.kind().endswith("_") for node in reads for use in node.output().uses())
+
+
+def _script_arguments(model: torch.jit.ScriptModule, args: tuple) -> list:
+    """A ScriptModule's arguments, one per parameter of its compiled forward (defaults filled in).
+    Its tensors are the file's inputs, those of a list or tuple each one (the list's length is
+    the example's); a number or None is a constant of the file, as torch.export takes a number."""
+    parameters = model._c._get_method("forward").schema.arguments[1:]
+    if len(args) > len(parameters):
+        raise TraceError(f"{type(model).__name__}.forward takes {len(parameters)} arguments, got {len(args)}")
+    arguments = list(args)
+    for p in parameters[len(args) :]:
+        if not p.has_default_value():
+            raise TraceError(f"{type(model).__name__}.forward's argument `{p.name}` is not given")
+        arguments.append(p.default_value)
+    for p, value in zip(parameters, arguments):
+        leaves = pytree.tree_leaves(value)
+        taken = all(x is None or isinstance(x, torch.Tensor | int | float | bool) for x in leaves)
+        if not taken or isinstance(value, dict):
+            raise TraceError(
+                f"{type(model).__name__}.forward's argument `{p.name}` ({p.type}) is a {type(value).__name__}: "
+                "a ScriptModule's inputs are tensors, lists and tuples of them, None, numbers and bools"
+            )
+    return arguments
+
+
+def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._C.Graph, list, torch._C.ScriptModule]:
     """A scripted or traced module's forward, frozen (attributes folded, weights kept as graph
     inputs after ``inputs``), its inputs typed with the example's shapes, as torch's TorchScript
-    exporter prepares a ScriptModule. Weights that are TorchScript objects (packed quantized
-    weights) are the module's own objects."""
+    exporter prepares a ScriptModule; an argument without tensors (None, a number) a constant of
+    the graph. Weights that are TorchScript objects (packed quantized weights) are the module's
+    own objects. Also the frozen module, whose attributes the forward still sets are not folded."""
     try:
         frozen = torch._C._freeze_module(module._c, preserveParameters=True)
         lifted, params = torch._C._jit_onnx_list_model_parameters(frozen)
         method_graph = lifted._get_method("forward").graph
-        # Packed weights are passed as the tensors of their state, counted per input.
+        inputs = _constant_arguments(method_graph, inputs)
+        # Packed weights are passed as the tensors of their state, an argument as its tensors (a
+        # number is none), counted per input.
         counts = [
-            len(torch.jit._flatten(p)[0]) if "PackedParams" in str(v.type()) else 1
+            len(torch.jit._flatten(p)[0]) if "PackedParams" in str(v.type()) else len(_tensors(p))
             for v, p in zip(method_graph.inputs(), [*inputs, *params])
         ]
-        flat, _ = torch.jit._flatten(tuple(inputs) + tuple(params))
+        flat = [x for p in [*inputs, *params] for x in _tensors(p)]
         graph = torch._C._propagate_and_assign_input_shapes(method_graph, tuple(flat), counts, False, False)
     except Exception as e:  # torch's freezing of the module
         raise TraceError(f"preparing the module's TorchScript graph failed: {type(e).__name__}: {e}") from e
     graph_inputs = list(graph.inputs())
     names = [v.debugName() for v in graph_inputs[len(inputs) :]]
+    if graph.findAllNodes("prim::SetAttr", True):  # type: ignore[attr-defined]
+        # Attributes the forward sets, in loops and branches too, made values of the graph (an
+        # attribute set in a loop a loop-carried value) by torch's TorchScript exporter's pass;
+        # what is left of the object is read and set by the translation (prim_nodes.ScriptObject).
+        torch._C._jit_pass_inline(graph)
+        torch._C._jit_pass_onnx_remove_inplace_ops_for_onnx(graph, lifted)
     _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
     _passes(graph)
     weights: list[tuple[str, object]] = []
@@ -284,4 +344,32 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]) ->
             weights.append((name, param.detach()))
         else:  # the object itself, not its state
             weights.append((name, functools.reduce(getattr, name.split("."), module)))
-    return graph, weights
+    return graph, weights, lifted
+
+
+def _constant_arguments(graph: torch._C.Graph, inputs: list) -> list:
+    """The arguments that hold tensors; the inputs of ``graph`` of the others (None, numbers, lists
+    and tuples of them) become constants of their values (torch's propagation of the inputs'
+    types takes none of them)."""
+    for i in reversed(range(len(inputs))):
+        if not _holds_tensors(inputs[i]):
+            constant = graph.insertConstant(inputs[i])  # type: ignore[attr-defined]  # (not in torch's stubs)
+            constant.node().moveAfter(graph.param_node())
+            list(graph.inputs())[i].replaceAllUsesWith(constant)
+            graph.eraseInput(i)
+    return [x for x in inputs if _holds_tensors(x)]
+
+
+def _holds_tensors(value) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(value))
+
+
+def _tensors(value) -> list:
+    """The tensors of an argument of a scripted forward (packed weights: their state's)."""
+    if isinstance(value, torch.Tensor | list | tuple) or value is None:
+        return [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]
+    return torch.jit._flatten(value)[0]
+
+
+def _without_tuples(arguments: list) -> list:
+    return [x for a in arguments for x in (_without_tuples(list(a)) if isinstance(a, tuple) else [a])]

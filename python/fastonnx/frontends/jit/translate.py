@@ -40,9 +40,9 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ...dynamic.small_sizes import dynamic_small_sizes, retracing
-from ...errors import ConversionError
+from ...errors import ConversionError, ExportError
 from ..export.trace import needs_functionalization
-from . import aten_nodes, control_flow, packed_sequences, prim_nodes, quantized
+from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
 from .fake_values import SizesFromData
 from .quantized import PackedWeights, QTensor, quantized_input, quantized_output
@@ -57,6 +57,7 @@ _HANDLERS = Handlers(
         **control_flow.HANDLERS,
         **packed_sequences.HANDLERS,
         **aten_nodes.HANDLERS,
+        **lists.HANDLERS,
         **quantized.HANDLERS,
     },
     quantized=quantized.quantized_like_float,
@@ -105,9 +106,15 @@ def translate(
     (see _small_sizes; the guards made are in ``guard_lines``)."""
     typed = typed_by_trace(jit, dynamic)
     try:
-        program = _translated(jit, user_tensors, dynamic, input_names, typed, small_sizes)
-    except SizesFromData:  # an op data_reads does not know (a composite returning a list)
-        program = _translated(jit, user_tensors, dynamic, input_names, False, small_sizes)
+        try:
+            program = _translated(jit, user_tensors, dynamic, input_names, typed, small_sizes)
+        except SizesFromData:  # an op data_reads does not know (a composite returning a list)
+            program = _translated(jit, user_tensors, dynamic, input_names, False, small_sizes)
+    except ExportError:
+        raise
+    except Exception as e:  # outside a node's translation (which names the node), an ExportError too
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ConversionError(f"translating the TorchScript graph failed: {type(e).__name__}: {first}") from e
     # The example's values served the translation only. What retraces the program under its fake
     # mode afterwards (functionalization, decompositions) runs on its symbols alone, as on
     # torch.export's: with real values beside, torch checks each view's offset against the real
@@ -137,42 +144,52 @@ def _program(
     """The translation of ``jit``'s graph, its inputs the example's ``user_tensors`` and the weights."""
     inputs = list(jit.graph.inputs())
     input_specs: list[InputSpec] = []
-    real = iter([*user_tensors, *(w for _, w in jit.weights)])
-    for i, v in enumerate(inputs):
-        tensor = next(real)
-        if i < jit.n_user and tensor.is_quantized:
-            t.env[v] = quantized_input(t, tensor, input_names[i], dynamic[i] if i < len(dynamic) else {}, input_specs)
-            continue
-        if i < jit.n_user:
-            name = input_names[i]
-            node = t.graph.placeholder(name)
-            node.meta["val"] = t.fake(tensor, f"L['{name}']", dynamic[i] if i < len(dynamic) else {})
-            for axis, size in enumerate(node.meta["val"].shape):
-                if isinstance(size, torch.SymInt):
-                    t.symbols[size.node.expr] = (i, axis)
-            input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
-        elif not isinstance(tensor, torch.Tensor):  # packed quantized weights
+    t.script_module = jit.module
+    flat = iter(range(len(user_tensors)))
+
+    def user_input(tensor: torch.Tensor):
+        """The FX value of the next of the flattened tensor inputs."""
+        i = next(flat)
+        axes = dynamic[i] if i < len(dynamic) else {}
+        if tensor.is_quantized:
+            return quantized_input(t, tensor, input_names[i], axes, input_specs)
+        node = t.graph.placeholder(input_names[i])
+        node.meta["val"] = t.fake(tensor, f"L['{input_names[i]}']", axes)
+        for axis, size in enumerate(node.meta["val"].shape):
+            if isinstance(size, torch.SymInt):
+                t.symbols[size.node.expr] = (i, axis)
+        input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+        t.examples[node] = tensor
+        return node
+
+    arguments = jit.arguments if jit.arguments is not None else list(user_tensors)
+    for v, argument in zip(inputs, arguments):
+        # (a ScriptModule's list or tuple of tensors: a list of inputs; a number, None: itself)
+        t.env[v] = pytree.tree_map_only(torch.Tensor, user_input, argument)
+    for v, (wname, tensor) in zip(inputs[jit.n_user :], jit.weights):
+        if not isinstance(tensor, torch.Tensor):  # packed quantized weights
             t.env[v] = PackedWeights(tensor)
             continue
-        else:
-            wname = jit.weights[i - jit.n_user][0]
-            node = t.graph.placeholder("p_" + re.sub(r"\W", "_", wname))
-            node.meta["val"] = t.fake(tensor)
-            kind = InputKind.PARAMETER if isinstance(tensor, torch.nn.Parameter) else InputKind.BUFFER
-            input_specs.append(InputSpec(kind, TensorArgument(node.name), wname, True))
+        node = t.graph.placeholder("p_" + re.sub(r"\W", "_", wname))
+        node.meta["val"] = t.fake(tensor)
+        kind = InputKind.PARAMETER if isinstance(tensor, torch.nn.Parameter) else InputKind.BUFFER
+        input_specs.append(InputSpec(kind, TensorArgument(node.name), wname, True))
         t.env[v] = node
         t.examples[node] = tensor
     t.block(jit.graph)
     outputs = list(jit.graph.outputs())
     returned = len(outputs) - len(jit.size_reads)
-    results = [t.env[v] for v in outputs[:returned]]
+    # (a scripted graph returns a list or tuple as one value; eager's result is flattened)
+    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]])
     size_reads = [(*_size_read(t, v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
+    if len(results) + len(jit.constant_outputs) != len(jit.example_outputs):
+        raise ConversionError(
+            f"the TorchScript graph returns {len(results)} value(s) where forward's result holds "
+            f"{len(jit.example_outputs) - len(jit.constant_outputs)}"
+        )
     leaves, it = [], iter(results)
     for i in range(len(jit.example_outputs)):
         leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
-    extra = list(it)
-    if extra:
-        raise ConversionError(f"the TorchScript graph returns {len(extra)} more value(s) than forward's result holds")
     out_spec = jit.out_spec
     if any(isinstance(x, QTensor) for x in leaves):
         leaves, out_spec = pytree.tree_flatten(

@@ -58,6 +58,7 @@ class Translator(FakeValues):
         self.guard_lines: dict = {}  # guard on sizes -> where: the TorchScript node that made it
         # A branch's own symbols of its operands' sizes -> the enclosing translator's (see control_flow.sub).
         self.renamed: dict = {}
+        self.script_module: torch._C.ScriptModule | None = None  # what prim::CreateObject makes
 
     def block(self, block) -> None:
         for node in block.nodes():

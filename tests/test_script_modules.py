@@ -1,0 +1,524 @@
+"""ScriptModules as torch.onnx's TorchScript exporter takes them: dynamic axes honoured as for
+traced modules (a ``torch.jit.ScriptModule`` subclass with ``script_method`` too), inputs of every
+type TorchScript gives a graph, each file run in onnxruntime at other sizes on every dynamic axis
+against eager."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import List, Optional, Tuple
+
+import numpy as np
+import pytest
+import torch
+from support import flat_tensors, run_ort
+
+import fastonnx
+from fastonnx import DynamicAxesWarning
+
+
+def _export(model, args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fastonnx.export(model, args, **kwargs)
+    fixed = [str(w.message) for w in caught if issubclass(w.category, DynamicAxesWarning)]
+    return result, fixed
+
+
+def _declared(result) -> list[list]:
+    return [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in result.model_proto.graph.input]
+
+
+def _assert_runs_as_eager(result, model, *calls):
+    for args in calls:
+        copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        want = model(*copies)
+        got = run_ort(result.model_proto, flat_tensors(args))
+        want = flat_tensors(want)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == tuple(w.shape)
+            np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+class LenOfRows(torch.jit.ScriptModule):
+    """A ScriptModule subclass: Python's signature of a ``script_method`` keeps ``self``, which
+    bound the first input and so ignored its dynamic_axes (torch's suite, test_len)."""
+
+    @torch.jit.script_method
+    def forward(self, input):
+        return len(input.unbind()) + input
+
+
+class TransposedConv(torch.jit.ScriptModule):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 1, 3, stride=2)
+
+    @torch.jit.script_method
+    def forward(self, x):
+        return self.conv(x).transpose(0, 1)
+
+
+def test_a_script_method_modules_dynamic_axes_are_honoured():
+    model = LenOfRows()
+    result, fixed = _export(model, (torch.randn(4, 5),), input_names=["input"], dynamic_axes={"input": {0: "seq"}})
+    assert not fixed and _declared(result) == [["seq", 5]]
+    _assert_runs_as_eager(result, model, (torch.randn(4, 5),), (torch.randn(7, 5),), (torch.randn(1, 5),))
+
+    model = TransposedConv()
+    result, fixed = _export(model, (torch.randn(4, 3, 16, 16),), dynamic_axes={"x": [0, 2]})
+    assert not fixed and _declared(result) == [["x_dynamic_axes_1", 3, "x_dynamic_axes_2", 16]]
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3, 9, 16),))
+
+
+def test_dynamic_shapes_of_a_script_method_module():
+    model = LenOfRows()
+    batch = torch.export.Dim("batch")
+    result, fixed = _export(model, (torch.randn(4, 5),), dynamic_shapes={"input": {0: batch}})
+    assert not fixed and _declared(result) == [["batch", 5]]
+    _assert_runs_as_eager(result, model, (torch.randn(9, 5),))
+
+
+class WritesFromASize(torch.nn.Module):
+    def forward(self, x):
+        x[:, x.size(0) :] = 0
+        return x
+
+
+def test_a_view_at_an_offset_made_of_a_size_keeps_the_size_dynamic():
+    """A slice starting at ``x.size(0)`` has a storage offset made of that size: checked against
+    the example's offset it fixed the axis (torch's suite, test_dynamic_expand_as)."""
+    model = torch.jit.script(WritesFromASize())
+    result, fixed = _export(model, (torch.ones(2, 5),), dynamic_axes={"x": [0, 1]})
+    assert not fixed and _declared(result) == [["x_dynamic_axes_1", "x_dynamic_axes_2"]]
+    _assert_runs_as_eager(result, model, (torch.randn(3, 4),), (torch.randn(2, 7),))
+
+
+class SetsToAnother(torch.nn.Module):
+    def forward(self, x, y):
+        x.set_(y)
+        return x
+
+
+def test_set_gives_the_shape_eager_gives():
+    """``x.set_(y)`` makes ``x`` ``y``: neither the export's eager run nor the translation may
+    change the declared shape of ``x`` to ``y``'s (torch's suite, test_set_)."""
+    model = torch.jit.script(SetsToAnother())
+    x, y = torch.ones(2, 3), torch.randn(4, 6)
+    result, fixed = _export(model, (x, y), input_names=["x", "y"], dynamic_axes={"x": [0, 1], "y": [0, 1]})
+    assert not fixed
+    assert _declared(result) == [["x_dynamic_axes_1", "x_dynamic_axes_2"], ["y_dynamic_axes_1", "y_dynamic_axes_2"]]
+    assert x.shape == (2, 3)  # the example is left as given
+    _assert_runs_as_eager(result, model, (x, y), (torch.ones(3, 1), torch.randn(5, 2)))
+
+
+class Unbinds(torch.nn.Module):
+    def forward(self, x):
+        rows = x.unbind()
+        return rows[0] + len(rows)
+
+
+def test_an_axis_the_scripted_graph_fixes_is_in_the_warning_with_its_line():
+    model = torch.jit.script(Unbinds())
+    result, fixed = _export(model, (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+    assert len(fixed) == 1
+    assert "input `x` axis 0 ('n'): fixed to 3 aten::unbind" in fixed[0] and "test_script_modules.py" in fixed[0]
+    assert _declared(result) == [[3, 4]]
+    _assert_runs_as_eager(result, model, (torch.randn(3, 4),))
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_a_script_module_with_a_dynamic_axis_at_size_one(dynamic):
+    model = LenOfRows()
+    axes = {"input": {0: "seq"}} if dynamic else None
+    result, fixed = _export(model, (torch.randn(1, 5),), dynamic_axes=axes)
+    assert not fixed
+    _assert_runs_as_eager(result, model, *([(torch.randn(1, 5),), (torch.randn(6, 5),)] if dynamic else []))
+
+
+# -- inputs of every type TorchScript gives a graph ----------------------------------------------
+
+
+class TakesEveryKind(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(
+        self,
+        x,
+        xs: List[torch.Tensor],
+        given: Optional[torch.Tensor],
+        absent: Optional[torch.Tensor],
+        pair: Tuple[torch.Tensor, torch.Tensor],
+        n: int,
+        scale: float,
+        flag: bool,
+    ):
+        y = self.fc(x) + xs[0] + len(xs)
+        if given is not None:
+            y = y + given
+        if absent is not None:
+            y = y * absent
+        if flag:
+            y = y * scale
+        return y + n + pair[1], None, xs[1] * 2
+
+
+def _every_kind(rows: int, other: int) -> tuple:
+    return (
+        torch.randn(rows, 3),
+        [torch.randn(rows, 3), torch.randn(other, 3)],
+        torch.randn(rows, 3),
+        None,
+        (torch.randn(2, 3), torch.randn(rows, 3)),
+        2,
+        1.5,
+        True,
+    )
+
+
+def test_lists_tuples_optionals_and_numbers_as_inputs():
+    """A list or tuple of tensors is one input per tensor, named as a traced module's; None and
+    numbers are constants of the file; a None output is no output. Each dynamic axis keyed by
+    the flattened input's name (torch's suite: test_arithmetic_prim_bool, test_list_pass...)."""
+    model = torch.jit.script(TakesEveryKind().eval())
+    axes = {"x": {0: "n"}, "xs_0": {0: "n"}, "xs_1": {0: "m"}, "given": {0: "n"}, "pair_1": {0: "n"}}
+    result, fixed = _export(model, _every_kind(4, 2), dynamic_axes=axes)
+    assert not fixed
+    assert result.input_names == ["x", "xs_0", "xs_1", "given", "pair_0", "pair_1"]
+    assert _declared(result) == [["n", 3], ["n", 3], ["m", 3], ["n", 3], [2, 3], ["n", 3]]
+    assert len(result.model_proto.graph.output) == 2
+    _assert_runs_as_eager(result, model, _every_kind(4, 2), _every_kind(7, 1), _every_kind(1, 5))
+    assert all(d.ok for d in result.verify(*_every_kind(5, 3)))
+
+
+def test_an_argument_a_script_module_cannot_take_is_a_trace_error():
+    model = torch.jit.script(TakesEveryKind())
+    args = list(_every_kind(2, 2))
+    args[1] = {"a": torch.randn(2, 3)}
+    with pytest.raises(fastonnx.TraceError, match=r"argument `xs` \(List\[Tensor\]\) is a dict"):
+        fastonnx.export(model, tuple(args))
+
+
+class Broadcasts(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.broadcast_tensors(x, y)
+
+
+def test_a_returned_list_is_flattened_as_eager_returns_it():
+    """The scripted graph returns one list value where eager's result flattens to two tensors
+    (a StopIteration escaped as an InternalError: torch's suite, test_broad_cast_tensors)."""
+    model = torch.jit.script(Broadcasts())
+    x, y = torch.randint(5, (1,)), torch.randint(5, (5,))
+    result, _ = _export(model, (x, y), dynamic_axes={"y": {0: "n"}})
+    assert len(result.model_proto.graph.output) == 2
+    _assert_runs_as_eager(result, model, (x, y), (x, torch.randint(5, (8,))))
+
+
+
+
+class ReshapesTo(torch.nn.Module):
+    def forward(self, x, size: Tuple[int, int], view: List[int]):
+        return x.reshape(size[0], size[1]) * 2, x.view(view)
+
+
+def test_lists_and_tuples_of_numbers_are_constants():
+    model = torch.jit.script(ReshapesTo())
+    args = (torch.randn(2, 3), (3, 2), [6])
+    result, _ = _export(model, args)
+    assert result.input_names == ["x"]
+    _assert_runs_as_eager(result, model, args)
+
+
+class OptionalByDefault(torch.nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = None):
+        if y is None:
+            return x + 1
+        return x + y
+
+
+def test_an_optional_left_to_its_default_none():
+    model = torch.jit.script(OptionalByDefault())
+    result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed and result.input_names == ["x"]
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(5, 3),))
+
+
+# -- scripted lists ------------------------------------------------------------------------------
+
+
+class AppendsRows(torch.nn.Module):
+    def forward(self, x, y):
+        res = []
+        for i in range(x.size(0)):
+            res.append(torch.matmul(x[i], y))
+        return res
+
+
+class ExtendsRows(torch.nn.Module):
+    def forward(self, x, y):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res += [torch.matmul(x[i], y)]
+        res.extend([y])
+        return res + [x]
+
+
+class SlicesAndWrites(torch.nn.Module):
+    def forward(self, x):
+        a = [x, x + 1, x * 2, x - 3]
+        b = a[1:3]
+        b[0] = b[0] * 5
+        c = list(b)
+        return c[0] + c[1]
+
+
+class TensorOfSizes(torch.nn.Module):
+    def forward(self, x):
+        return torch.tensor([x.size(0), x.size(1)]) + 1, torch.tensor([[1.5], [float(x.size(1))]])
+
+
+class ArangeOut(torch.nn.Module):
+    def forward(self, end):
+        out_t = torch.tensor([1], dtype=torch.float)
+        return torch.arange(end, out=out_t)
+
+
+@pytest.mark.parametrize(
+    "cls, args",
+    [
+        (AppendsRows, (torch.randn(3, 4, 5), torch.randn(5, 2))),
+        (ExtendsRows, (torch.randn(3, 4, 5), torch.randn(5, 2))),
+        (SlicesAndWrites, (torch.randn(2, 3),)),
+        (ArangeOut, (torch.tensor(8.5),)),
+    ],
+)
+def test_list_builtins_on_scripted_lists(cls, args):
+    """torch's list ops take TorchScript's typed lists, not the Python list the translation holds
+    ("Expected a value of type 'List[t]'": torch's suite, test_list_append_in_block,
+    test_arange_out)."""
+    model = torch.jit.script(cls())
+    result, _ = _export(model, args)
+    _assert_runs_as_eager(result, model, args)
+
+
+def test_a_tensor_of_sizes_stays_dynamic():
+    model = torch.jit.script(TensorOfSizes())
+    result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(5, 7),))
+
+
+
+class ToListAndBack(torch.nn.Module):
+    def forward(self, x):
+        res: List[int] = x.tolist()
+        return torch.tensor(res) + 1
+
+
+def test_tolist_reads_the_numbers_of_the_data():
+    model = torch.jit.script(ToListAndBack())
+    result, _ = _export(model, (torch.tensor([1, 2, 3]),))
+    _assert_runs_as_eager(result, model, (torch.tensor([1, 2, 3]),), (torch.tensor([7, -4, 0]),))
+
+
+
+class ReadsAtAComputedPosition(torch.nn.Module):
+    def forward(self, x):
+        columns = x.unbind(1)
+        return columns[x.size(0) - 1]
+
+
+def test_a_list_of_tensors_read_at_a_computed_position():
+    model = torch.jit.script(ReadsAtAComputedPosition())
+    result, fixed = _export(model, (torch.randn(2, 4),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 4),), (torch.randn(4, 4),), (torch.randn(1, 4),))
+
+
+def test_appending_in_a_loop_of_a_dynamic_count_is_an_error_naming_the_line():
+    with pytest.raises(fastonnx.ConversionError, match=r"aten::append, at .*test_script_modules.py:\d+: res.append"):
+        fastonnx.export(
+            torch.jit.script(AppendsRows()), (torch.randn(3, 4, 5), torch.randn(5, 2)), dynamic_axes={"x": {0: "n"}}
+        )
+
+
+# -- numbers, layouts and devices ----------------------------------------------------------------
+
+
+class ExpandsToACount(torch.nn.Module):
+    def forward(self, x, n):
+        return x.expand(n, x.size(1))
+
+
+def test_an_implicit_int_of_data_stays_a_value_of_the_graph():
+    """``aten::IntImplicit`` of a tensor input read as a number of the graph, not guarded on
+    ("could not extract specialized integer": torch's suite, test_expand)."""
+    model = torch.jit.script(ExpandsToACount())
+    result, _ = _export(model, (torch.randn(1, 3), torch.tensor(4)), dynamic_axes={"x": {1: "m"}})
+    _assert_runs_as_eager(
+        result, model, (torch.randn(1, 3), torch.tensor(4)), (torch.randn(1, 5), torch.tensor(2))
+    )
+
+
+class ZerosLike(torch.nn.Module):
+    def forward(self, x):
+        zeros = torch.zeros(x.shape, layout=x.layout, device=x.device, dtype=x.dtype)
+        return zeros + x, torch.norm(x, p="fro", dim=(0, 1), keepdim=True)
+
+
+def test_layout_device_and_device_type_are_constants():
+    """``prim::layout``, ``prim::device`` and ``prim::type`` (a device's type) as the constants they
+    are in the translation (torch's suite, test_frobenius_norm)."""
+    model = torch.jit.script(ZerosLike())
+    result, fixed = _export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3),), (torch.randn(6, 3),))
+
+
+class FailsOnTheExample(torch.nn.Module):
+    def forward(self, x, size):
+        return x.expand(size)
+
+
+def test_a_script_module_failing_on_the_example_is_a_trace_error():
+    with pytest.raises(fastonnx.TraceError, match="failed on the example inputs: RuntimeError"):
+        fastonnx.export(torch.jit.script(FailsOnTheExample()), (torch.randn(1, 3), torch.tensor([4, 3])))
+
+
+class Accumulates(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.ones(3))
+
+    def forward(self, x):
+        self.acc.add_(x.sum(0))
+        return self.acc * 2
+
+
+def test_the_weights_written_are_the_modules_before_the_export():
+    """The export runs the ScriptModule eagerly (for its outputs' structure); a forward that
+    writes into its module's state must not change the weights the file holds."""
+    model = torch.jit.script(Accumulates())
+    x = torch.randn(4, 3)
+    result, _ = _export(model, (x,))
+    assert torch.equal(model.acc, torch.ones(3))
+    (got,) = run_ort(result.model_proto, [x])
+    np.testing.assert_allclose(got, ((torch.ones(3) + x.sum(0)) * 2).numpy(), rtol=1e-5)
+
+
+# -- module attributes the forward sets ----------------------------------------------------------
+
+
+class SumsRowsIntoAnAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.total = torch.ones(3)
+        self.fc = torch.nn.Linear(3, 3)
+        self.offset = 2
+
+    def forward(self, x):
+        for i in range(x.size(0)):
+            self.total = self.total + x[i]
+        return self.fc(self.total) + self.offset
+
+
+class AddsRowsIntoABuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.ones(3))
+
+    def forward(self, x):
+        for i in range(x.size(0)):
+            self.acc += x[i]
+        if x.size(0) > 2:
+            self.acc = self.acc * 2
+        return self.acc - 1
+
+
+@pytest.mark.parametrize("cls", [SumsRowsIntoAnAttribute, AddsRowsIntoABuffer])
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_attributes_set_in_loops_and_branches_are_values_of_the_graph(cls, dynamic):
+    """``prim::CreateObject``, ``GetAttr``/``SetAttr`` on the module: an attribute set in a loop
+    is a loop-carried value, its value before the export the loop's start (torch's suite,
+    test_inplace_attr_with_loop)."""
+    model = torch.jit.script(cls().eval())
+    before = copy.deepcopy(model)
+    result, fixed = _export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}} if dynamic else None)
+    assert not fixed
+    calls = [(torch.randn(4, 3),)] + ([(torch.randn(2, 3),), (torch.randn(7, 3),)] if dynamic else [])
+    for args in calls:
+        _assert_runs_as_eager(result, copy.deepcopy(before), args)
+
+
+
+class LstmWithZeroState(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, 1)
+
+    def forward(self, x):
+        batch = x.size()[1]
+        h0 = x.new_zeros(1, batch, 5)
+        c0 = x.new_zeros(1, batch, 5)
+        return self.lstm(x, (h0, c0))
+
+
+def test_a_check_of_sizes_lists_keeps_the_axes_dynamic():
+    """The LSTM's scripted check ``hx.size() != expected`` compares lists of sizes: decided from
+    the symbols, not by comparing the lists' FX nodes, which took the raising branch (torch's
+    suite, test_lstm_post_fix_init_state)."""
+    model = torch.jit.script(LstmWithZeroState().eval())
+    result, fixed = _export(model, (torch.randn(3, 2, 4),), input_names=["x"], dynamic_axes={"x": {0: "seq", 1: "b"}})
+    assert not fixed and _declared(result) == [["seq", "b", 4]]
+    _assert_runs_as_eager(result, model, (torch.randn(3, 2, 4),), (torch.randn(6, 5, 4),))
+
+
+class ChecksItsInput(torch.nn.Module):
+    def forward(self, x):
+        if x.size(0) > 8:
+            raise ValueError("at most 8 rows")
+        return x * 2
+
+
+def test_a_branch_that_raises_is_the_other_branch():
+    """ONNX raises nothing: an ``if`` one of whose branches raises is the other one, which every
+    input eager takes takes."""
+    model = torch.jit.script(ChecksItsInput())
+    result, fixed = _export(model, (torch.randn(3, 2),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed and "If" not in {n.op_type for n in result.model_proto.graph.node}
+    _assert_runs_as_eager(result, model, (torch.randn(3, 2),), (torch.randn(8, 2),))
+
+
+# -- quantization parameters the graph computes --------------------------------------------------
+
+
+class QuantizedConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.conv = torch.nn.Conv2d(4, 2, 3, stride=2)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        return self.dequant(self.conv(self.quant(x)))
+
+
+def test_a_quantize_stubs_scale_and_zero_point_read_from_its_buffers():
+    """A converted QAT model scripted: ``quantize_per_tensor(x, float(self.scale),
+    int(self.zero_point))`` reads its parameters from buffers, QuantizeLinear's tensor inputs
+    (torch's suite, test_qat_conv2d)."""
+    torch.manual_seed(0)
+    model = QuantizedConv()
+    model.qconfig = torch.ao.quantization.get_default_qat_qconfig("fbgemm")
+    model = torch.ao.quantization.prepare_qat(model.train())
+    x = torch.randn(4, 4, 8, 8)
+    model(x)
+    model = torch.jit.script(torch.ao.quantization.convert(model.eval()))
+    result, fixed = _export(model, (x,), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    assert "QuantizeLinear" in {n.op_type for n in result.model_proto.graph.node}
+    _assert_runs_as_eager(result, model, (x,), (torch.randn(2, 4, 8, 8),))
