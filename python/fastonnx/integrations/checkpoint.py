@@ -12,6 +12,7 @@ from collections import Counter
 
 import torch
 
+from ..core.stack import warn
 from ..errors import ArgumentError
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -20,11 +21,12 @@ _EXAMPLE_TOKENS = 8
 
 
 def meta_model(
-    directory: str, dtype: torch.dtype, generation: bool = False, encoder_decoder: bool = False
+    directory: str, dtype: torch.dtype, generation: bool = False, encoder_decoder: bool = False, loaded: bool = False
 ) -> torch.nn.Module:
     """The checkpoint's model, on the meta device, built in ``dtype`` as ``from_pretrained``
     builds it (buffers computed in float32 stay so): without its cache (a plain forward), or,
-    for ``generation``, a causal LM with it, or (``encoder_decoder`` too) a seq2seq LM."""
+    for ``generation``, a causal LM with it, or (``encoder_decoder`` too) a seq2seq LM. With
+    ``loaded``, the same model loaded with its weights (``from_pretrained``)."""
     import transformers
 
     if not os.path.isfile(os.path.join(directory, "config.json")):
@@ -52,6 +54,8 @@ def meta_model(
         if causal
         else transformers.AutoModel
     )
+    if loaded:
+        return auto.from_pretrained(directory, config=config, dtype=dtype, local_files_only=True).eval()
     with torch.device("meta"):
         return auto.from_config(config, dtype=dtype).eval()
 
@@ -83,11 +87,32 @@ def export_hf(
     With ``generation``, ``output`` is a directory (see ``export_for_generation``); with ``genai``,
     the directory onnxruntime-genai loads (``genai.export_genai``), or for an encoder-decoder
     model Optimum's layout for onnxruntime (``seq2seq.export_seq2seq``). Returns the paths of the
-    models written."""
-    from ..pipeline.export import export
-
+    models written. A model whose forward makes tensors on the meta device (their values lost) is
+    loaded with its weights and exported again, with a warning."""
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
     model = meta_model(directory, target, generation or genai, encoder_decoder=genai)
+    try:
+        return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai)
+    except ArgumentError as e:
+        lost = getattr(e, "constants_without_values", None)
+        if not lost:
+            raise
+        size = sum(
+            os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".safetensors")
+        )
+        warn(
+            f"the model's forward makes tensors from Python values ({', '.join(f'`{n}`' for n in lost)}: a list "
+            "used as an index, torch.tensor(...)), which have no value on the meta device: it is loaded with its "
+            f"weights (about {size / 2**30:.1f} GiB in memory) and exported from memory",
+            UserWarning,
+        )
+    model = meta_model(directory, target, generation or genai, encoder_decoder=genai, loaded=True)
+    return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai)
+
+
+def _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai) -> list[str]:
+    from ..pipeline.export import export
+
     if genai:
         if reference:
             raise ArgumentError(

@@ -199,6 +199,7 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
     names = _Names(module, checkpoint)
     problems: list[str] = []
     missing: list[str] = []
+    lost: list[str] = []  # constants the forward made on the meta device
     bound: dict[str, torch.Tensor] = {}
     for spec in ep.graph_signature.input_specs:
         if spec.kind not in _WEIGHT_KINDS or spec.target is None:
@@ -214,6 +215,7 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
         if found is None and spec.kind == InputKind.CONSTANT_TENSOR:
             # torch.export lifts a tensor the forward makes from Python data (a list used as an
             # index, torch.tensor(...)); made on the meta device, its value is lost.
+            lost.append(target)
             problems.append(
                 f"`{target}`: a tensor the model's forward creates from Python values (a list used as an index, "
                 "torch.tensor(...)), which has no value when the model is on the meta device; export the model "
@@ -236,10 +238,13 @@ def bind(ep: ExportedProgram, model: object, checkpoint: Checkpoint, dtype: torc
         bound.update(computed)
         problems[:0] = still_missing
     if problems:
-        raise ArgumentError(
+        error = ArgumentError(
             f"weights: {len(problems)} weight(s) of the model cannot be taken from the checkpoint:\n  "
             + "\n  ".join(problems)
         )
+        # (export-hf loads such a model with its weights and exports it again)
+        error.constants_without_values = lost  # type: ignore[attr-defined]
+        raise error
     for target, tensor in bound.items():
         if target in ep.state_dict:
             ep.state_dict[target] = tensor
