@@ -34,7 +34,7 @@ from ..core.progress import Progress
 from ..core.stack import warn
 from ..errors import ArgumentError, ExportError
 from .genai_config import DecoderSignature, context_length, genai_config
-from .output_directory import check_checkpoint, check_dynamic, write_directory
+from .output_directory import cache_argument, check_checkpoint, check_dynamic, write_directory
 
 FILENAME = "model.onnx"
 # The names onnxruntime-genai's builder, Optimum and transformers.js give the graph's values.
@@ -151,8 +151,7 @@ def _example_step(model, layers, device):
             torch.zeros(_BATCH, value[1], _PAST, value[3], dtype=dtype, device=device),
             i,
         )
-    # transformers 5.24 renamed the forward's past_key_values to cache (the old name still works).
-    argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    argument = cache_argument(model)
     inputs[argument] = cache
     register_cache_pytrees_for_model(model)
     shapes[argument] = torch.utils._pytree.tree_map(

@@ -5,6 +5,7 @@ dynamic in what was written."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -36,6 +37,12 @@ COPIED = (
 def on_meta(model: torch.nn.Module) -> bool:
     parameters = list(model.parameters())
     return bool(parameters) and all(p.is_meta for p in parameters)
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The forward's keyword for the KV cache: transformers 5.24 renamed ``past_key_values`` to
+    ``cache`` (the old name still works, with a deprecation line)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def check_checkpoint(model: torch.nn.Module, output: str, checkpoint) -> None:

@@ -34,7 +34,6 @@ transformers.js loads only the merged file.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import warnings
 
@@ -42,7 +41,7 @@ import torch
 
 from ..core.progress import Progress
 from ..errors import ArgumentError, ExportError
-from .output_directory import check_checkpoint, check_dynamic, write_directory
+from .output_directory import cache_argument, check_checkpoint, check_dynamic, write_directory
 
 ENCODER = "encoder_model.onnx"
 DECODER = "decoder_model.onnx"
@@ -131,8 +130,7 @@ class _DecoderStep(torch.nn.Module):
             hidden = key.new_zeros(key.shape[0], key.shape[2], self.model.config.hidden_size)
         else:
             (hidden,) = states
-        # transformers 5.24 renamed the forward's past_key_values to cache (the old name still works).
-        argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        argument = cache_argument(self.model)
         out = self.model(
             attention_mask=encoder_attention_mask,
             decoder_input_ids=input_ids,

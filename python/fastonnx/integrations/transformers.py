@@ -55,6 +55,7 @@ from ..core.torch_logs import held_torch_logs
 from ..errors import ArgumentError, DynamicAxesWarning
 from ..pipeline.export import export
 from ..weights.source import for_module
+from .output_directory import on_meta
 
 
 class FastOnnxExporter(OnnxExporter):
@@ -130,7 +131,7 @@ class FastOnnxExporter(OnnxExporter):
                 f"OnnxConfig(ort_fusions={config.ort_fusions!r}) runs onnxscript's fusion rewriter, "
                 "which fastonnx does not; leave ort_fusions=None"
             )
-        if _on_meta(model):
+        if on_meta(model):
             # The captured steps' token ids, masks and positions are CPU tensors; a meta model's
             # trace needs them on its device (their values do not matter, their shapes do).
             sample_inputs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in sample_inputs.items()}
@@ -168,9 +169,9 @@ def _decompose_for_generation(model, inputs, generation_config=None, multi_token
     graph traced on a one-position cache would run only that first step. A model on the meta
     device generates on meta tensors (``_generating_on_meta``), for the capture only: the graphs
     are traced from its own forward afterwards."""
-    if not _on_meta(model):
+    if not on_meta(model):
         return _captured_steps(model, inputs, generation_config, multi_token_decode)
-    with _generating_on_meta(model) as restore:
+    with _generatingon_meta(model) as restore:
         components = _captured_steps(model, inputs, generation_config, multi_token_decode)
         # transformers returns shallow copies of the model, made while its forward was patched.
         for submodel, _ in components.values():
@@ -198,13 +199,8 @@ def _captured_steps(model, inputs, generation_config, multi_token_decode: bool):
     return components
 
 
-def _on_meta(model) -> bool:
-    parameters = list(model.parameters())
-    return bool(parameters) and all(p.is_meta for p in parameters)
-
-
 @contextlib.contextmanager
-def _generating_on_meta(model):
+def _generatingon_meta(model):
     """``model.generate`` on a model whose weights are on the meta device: each forward runs on
     meta tensors and returns logits of zeros on the CPU, so that generate's loop goes on and
     transformers' capture records each step's inputs and cache. Tracing needs their shapes and
