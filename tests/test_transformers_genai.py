@@ -186,3 +186,16 @@ def test_what_genai_cannot_load_is_an_error_and_nothing_is_written(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(fastonnx.ArgumentError, match="is a file"):
         export_genai(build("gpt2"), tmp_path / "file")
+
+
+def test_special_token_ids_of_zero_are_ids():
+    """generation_config.json's ids win over config.json's, and an id of 0 is one (pad falls back
+    to eos, which genai pads a batch with)."""
+    from fastonnx.integrations.genai_config import DecoderSignature, genai_config
+
+    config = build("llama").config
+    config.bos_token_id, config.eos_token_id, config.pad_token_id = None, 5, None
+    generation = transformers.GenerationConfig(bos_token_id=0, eos_token_id=[0, 7])
+    signature = DecoderSignature("model.onnx", {}, {}, 2, 2, 8)
+    model = genai_config(config, generation, signature, 128)["model"]
+    assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (0, [0, 7], 0)

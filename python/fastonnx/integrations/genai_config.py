@@ -78,6 +78,12 @@ def context_length(config) -> int | None:
     return None
 
 
+def _special_token(generation_config, config, field: str):
+    """generation_config.json's id, else config.json's (an id of 0 is an id: no truthiness)."""
+    value = _token_id(getattr(generation_config, field, None))
+    return _token_id(getattr(config, field, None)) if value is None else value
+
+
 def _token_id(value):
     # genai takes one bos and pad id and one eos id or a list of them.
     if isinstance(value, (list, tuple)):
@@ -88,13 +94,7 @@ def _token_id(value):
 def genai_config(config, generation_config, signature: DecoderSignature, context: int) -> dict:
     """The JSON document, as onnxruntime-genai's ``Config`` parses it."""
     gen = generation_config
-    eos = _token_id(getattr(gen, "eos_token_id", None))
-    if eos is None:
-        eos = _token_id(getattr(config, "eos_token_id", None))
-    bos = _token_id(getattr(gen, "bos_token_id", None) or getattr(config, "bos_token_id", None))
-    pad = _token_id(getattr(gen, "pad_token_id", None))
-    if pad is None:
-        pad = _token_id(getattr(config, "pad_token_id", None))
+    bos, eos, pad = (_special_token(gen, config, f"{name}_token_id") for name in ("bos", "eos", "pad"))
     if pad is None:  # genai pads a batch of prompts on the left with it; eos is what transformers uses
         pad = eos[0] if isinstance(eos, list) else eos
     for field, value in (("bos_token_id", bos), ("eos_token_id", eos), ("pad_token_id", pad)):
