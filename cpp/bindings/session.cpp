@@ -305,7 +305,14 @@ void init_model(py::module_& m) {
            "location: a file mapped whole), which the model points at there. `total(n)` is called once, before "
            "writing, with the bytes the files will hold; `progress(n)` as n more of them are written.")
       .def_property_readonly("num_nodes", [](const Model& md) { return md.session->num_nodes(); })
-      .def_property_readonly("pass_stats", [](const Model& md) { return pass_stats(md.stats); });
+      .def_property_readonly("pass_stats", [](const Model& md) { return pass_stats(md.stats); })
+      .def_property_readonly("rewrites", [](const Model& md) {
+        const RewriteReport& r = md.session->rewrites();
+        py::dict d;
+        d["counts"] = r.counts;
+        d["lines"] = r.lines;
+        return d;
+      });
 }
 
 // The values of the graph: inputs, weights, converted FX nodes, outputs and their metadata.
@@ -438,11 +445,20 @@ void init_session(py::module_& m) {
       .def_readonly("convert_seconds", &Session::convert_seconds)
       .def(
           "finish",
-          [](const std::shared_ptr<Session>& s, const std::string& producer_version) {
-            const PassStats stats = s->finish();
+          [](const std::shared_ptr<Session>& s, const std::string& producer_version, bool fuse_for_onnxruntime,
+             int quantize_bits, int64_t block_size, int64_t accuracy_level, const std::string& quantize_format,
+             int head_bits) {
+            FinishOptions options;
+            options.fuse_for_onnxruntime = fuse_for_onnxruntime;
+            options.quantize = {quantize_bits, block_size, accuracy_level, quantize_format, head_bits};
+            const PassStats stats = s->finish(options);
             return Model{s, producer_version, stats};
           },
-          py::arg("producer_version"));
+          py::arg("producer_version"), py::kw_only(), py::arg("fuse_for_onnxruntime") = false,
+          py::arg("quantize_bits") = 0, py::arg("block_size") = 32, py::arg("accuracy_level") = 0,
+          py::arg("quantize_format") = "MatMulNBits", py::arg("head_bits") = -1,
+          "Runs the passes (and onnxruntime's fusions and weight quantization when asked) and returns the "
+          "finished Model.");
 }
 
 }  // namespace fastonnx::bindings

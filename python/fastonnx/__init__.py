@@ -35,6 +35,7 @@ _API = {
     "parse_args": ".converters.symbolic",
     "supported_ops": ".lowering.op_table",
     "ExportResult": ".pipeline.result",
+    "Quantization": ".pipeline.rewrites",
     **dict.fromkeys(_ERRORS, ".errors"),
 }
 __all__ = [*_API, "__version__"]
@@ -106,3 +107,4 @@ if TYPE_CHECKING:
     from .lowering.op_table import supported_ops as supported_ops
     from .pipeline.export import export as export
     from .pipeline.result import ExportResult as ExportResult
+    from .pipeline.rewrites import Quantization as Quantization

@@ -122,6 +122,16 @@ class Graph {
   // them.
   NodeId add_call(std::string_view op_type, std::string_view domain, std::span<const Value> inputs,
                   std::span<const Value> outputs);
+  // A node of the main graph that takes over producing `outputs` (existing values: their readers
+  // are unchanged) from `inputs`, an invalid Value marking an omitted one of either: what a fusion
+  // pass puts in place of the nodes it matched. It is appended to the arena, so the nodes are in
+  // topological order again only after sort_nodes() (passes.h). Spans must not view this graph's
+  // edges.
+  NodeId add_fused(std::string_view op_type, std::string_view domain, std::span<const Value> inputs,
+                   std::span<const Value> outputs, const Attrs& attrs);
+  // Reorders the arena's nodes: `order` lists every node id once (dead ones too). Node ids change;
+  // values keep theirs.
+  void permute_nodes(std::span<const NodeId> order);
   const Node& node(NodeId n) const { return nodes_[n.index]; }
   size_t num_nodes() const { return nodes_.size(); }
   IdRange<NodeId> node_ids() const { return {0, nodes_.size()}; }  // dead ones included

@@ -11,6 +11,12 @@ namespace fastonnx {
 // Marks dead every node none of whose outputs reaches a graph output.
 void remove_dead_nodes(Graph& g);
 
+// Puts the arena's nodes back in topological order after a rewrite appended nodes that earlier
+// ones read (Graph::add_fused), moving as few as it can: each node stays where it was unless a
+// node it reads comes later. A subgraph's nodes stay before the node that owns it; dead nodes go
+// last.
+void sort_nodes(Graph& g);
+
 struct PassStats {
   size_t folded = 0;            // nodes replaced by constants (shape arithmetic, weight transposes)
   size_t forwarded = 0;         // nodes that computed nothing (Identity, no-op Cast/Reshape/Transpose)

@@ -11,6 +11,7 @@
 #include "fastonnx/args.h"
 #include "fastonnx/builder.h"
 #include "fastonnx/ir.h"
+#include "fastonnx/onnxruntime_passes.h"
 #include "fastonnx/outline.h"
 #include "fastonnx/passes.h"
 #include "fastonnx/proto_writer.h"
@@ -18,6 +19,12 @@
 #include "fastonnx/serializer.h"
 
 namespace fastonnx {
+
+// What finish() does beyond the clean-up passes: onnxruntime's fused ops, quantized weights.
+struct FinishOptions {
+  bool fuse_for_onnxruntime = false;
+  QuantizeOptions quantize;
+};
 
 class Session {
  public:
@@ -55,8 +62,11 @@ class Session {
   // The scope of the nodes converted from now on (0: the model itself); a subgraph's nodes go
   // with the node that owns it, whatever their scope.
   void set_scope(uint32_t scope);
-  // Runs the passes, then outlines the scopes into local functions; the graph is final afterwards.
-  PassStats finish();
+  // Runs the passes (and the rewrites `options` asks for), then outlines the scopes into local
+  // functions; the graph is final afterwards.
+  PassStats finish(const FinishOptions& options = {});
+  // What the rewrites of finish() did and did not do.
+  const RewriteReport& rewrites() const { return rewrites_; }
   // Nodes of a custom domain (Python converters), and the value of one of their outputs'
   // metadata, which only the caller knows; a dtype that contradicts the one ONNX gives the value
   // is an error.
@@ -105,6 +115,7 @@ class Session {
   std::vector<bool> owned_;              // by subgraph id: a node owns it already
   std::vector<Scope> scopes_{Scope{}};   // scopes_[0]: the model itself
   Outlined outlined_;
+  RewriteReport rewrites_;
 };
 
 }  // namespace fastonnx

@@ -251,10 +251,23 @@ void Session::set_scope(uint32_t scope) {
   graph_.set_scope(scope);
 }
 
-PassStats Session::finish() {
+PassStats Session::finish(const FinishOptions& options) {
   if (!open_subgraphs_.empty()) throw ConvertError("a subgraph was begun and not ended");
   graph_.set_scope(0);
   const PassStats stats = optimize(graph_);
+  if (options.fuse_for_onnxruntime || options.quantize.bits != 0) {
+    if (scopes_.size() > 1) {
+      throw ConvertError("onnxruntime's fused ops and quantized weights do not go into local functions "
+                         "(export_modules_as_functions)");
+    }
+    if (options.fuse_for_onnxruntime) {
+      fuse_norms(graph_, rewrites_);
+      fuse_attention(graph_, rewrites_);
+    }
+    if (options.quantize.bits != 0) quantize_weights(graph_, opset_, options.quantize, rewrites_);
+    sort_nodes(graph_);
+    remove_dead_nodes(graph_);
+  }
   check_types(graph_, opset_);
   if (scopes_.size() > 1) outlined_ = outline_functions(graph_, scopes_);
   return stats;

@@ -1,6 +1,8 @@
 #include "fastonnx/ir.h"
 
+#include <cstddef>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace fastonnx {
@@ -94,6 +96,39 @@ NodeId Graph::add_call(std::string_view op_type, std::string_view domain, std::s
   edges_.insert(edges_.end(), outputs.begin(), outputs.end());
   for (const Value v : outputs) values_[v.id].producer = id;
   return id;
+}
+
+NodeId Graph::add_fused(std::string_view op_type, std::string_view domain, std::span<const Value> inputs,
+                        std::span<const Value> outputs, const Attrs& attrs) {
+  const NodeId id = add_node(op_type, domain, {}, 0, attrs);
+  Node& n = nodes_[id.index];
+  size_t count = inputs.size();
+  while (count > 0 && !inputs[count - 1].valid()) --count;  // as add_node: trailing omitted inputs dropped
+  n.inputs_begin = static_cast<uint32_t>(edges_.size());
+  n.n_inputs = static_cast<uint32_t>(count);
+  edges_.insert(edges_.end(), inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(count));
+  n.outputs_begin = static_cast<uint32_t>(edges_.size());
+  n.n_outputs = static_cast<uint32_t>(outputs.size());
+  edges_.insert(edges_.end(), outputs.begin(), outputs.end());
+  for (const Value v : outputs) {
+    if (v.valid()) values_[v.id].producer = id;
+  }
+  return id;
+}
+
+void Graph::permute_nodes(std::span<const NodeId> order) {
+  std::vector<Node> nodes;
+  nodes.reserve(nodes_.size());
+  std::vector<uint32_t> new_index(nodes_.size());
+  for (const NodeId n : order) {
+    new_index[n.index] = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(nodes_[n.index]);
+  }
+  if (nodes.size() != nodes_.size()) throw std::logic_error("permute_nodes: the order does not list every node once");
+  nodes_ = std::move(nodes);
+  for (ValueInfo& v : values_) {
+    if (v.producer != kNoNode) v.producer = NodeId{new_index[v.producer.index]};
+  }
 }
 
 std::span<const Value> Graph::inputs(NodeId n) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fastonnx/fold.h"
+#include "fastonnx/rewrite.h"
 #include "fold_internal.h"
 
 namespace fastonnx {
@@ -85,8 +86,6 @@ constexpr size_t kMergeableConstantBytes = 1024;
 // the LM head's MatMul reads it transposed) keeps its Transpose or Cast node: folded, the file
 // would hold the weight twice. Smaller ones are folded; the copy costs little.
 constexpr size_t kSharedWeightBytes = size_t{1} << 20;
-
-std::string_view op_of(const Graph& g, NodeId n) { return g.strings.str(g.node(n).op_type); }
 
 // Ops whose outputs differ between two evaluations on the same inputs.
 bool is_random(std::string_view op) {

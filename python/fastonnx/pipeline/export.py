@@ -66,6 +66,7 @@ from .options import (
     checked_call,
 )
 from .result import ExportResult
+from .rewrites import Quantization, finish_arguments
 
 # torch.export, functionalization and decomposition use PyTorch's process-wide tracing state
 # (two traces at once fail or corrupt each other), and the conversion holds the GIL anyway.
@@ -111,6 +112,8 @@ def export(
     weights: object = None,
     weights_mode: str = "copy",
     dtype: torch.dtype | None = None,
+    optimize_for: str | None = None,
+    quantize: str | Quantization | None = None,
 ) -> ExportResult:
     """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
@@ -165,6 +168,10 @@ def export(
     the memory-mapped checkpoint to the file with bounded memory; ``weights_mode="reference"``
     makes the model point into the checkpoint's files instead of copying the weights it can;
     ``dtype`` (float16, bfloat16 or float32) converts the floating weights while streaming.
+    ``optimize_for="onnxruntime"`` writes onnxruntime's fused ops (com.microsoft) where the graph
+    matches them exactly, plain ONNX elsewhere (README, "Files for onnxruntime"); ``quantize``
+    (``"int4"``, ``"int8"`` or a ``fastonnx.Quantization``) writes the MatMul weights
+    quantized, computed from the weights as they are written. The default is plain, standard ONNX.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
@@ -184,6 +191,8 @@ def export(
         report=report,
         verbose=verbose,
         export_modules_as_functions=export_modules_as_functions,
+        optimize_for=optimize_for,
+        quantize=quantize,
     )
     if tracer == "jit" and options.functions:
         raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
@@ -457,7 +466,9 @@ class _Exporter:
         timings["lower"] = time.perf_counter() - t0 - session.convert_seconds
 
         t0 = time.perf_counter()
-        native = session.finish(__version__)
+        native = session.finish(
+            __version__, **finish_arguments(options.optimize_for, options.quantization, options.opset)
+        )
         timings["passes"] = time.perf_counter() - t0
         return ExportResult(
             native,

@@ -21,6 +21,7 @@ from .. import _C
 from ..core.files import check_writable
 from ..errors import ArgumentError
 from ..lowering.functions import MIN_FUNCTIONS_OPSET, type_name
+from .rewrites import Quantization, check_optimize_for, finish_arguments
 
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -104,6 +105,8 @@ class ExportOptions:
     verify: bool
     report_path: Path | None
     verbose: bool | None
+    optimize_for: str | None = None  # "onnxruntime": its fused ops (rewrites.py)
+    quantization: Quantization | None = None
 
     @classmethod
     def from_arguments(
@@ -122,6 +125,8 @@ class ExportOptions:
         report: bool | str | os.PathLike | None,
         verbose: bool | None,
         export_modules_as_functions: bool | Collection[type[torch.nn.Module]],
+        optimize_for: str | None = None,
+        quantize: object = None,
     ) -> ExportOptions:
         inputs = _names("input_names", input_names)
         outputs = _names("output_names", output_names)
@@ -132,6 +137,14 @@ class ExportOptions:
             )
         opset = _opset(opset_version)
         functions = _function_selection(export_modules_as_functions, opset)
+        target, quantization = check_optimize_for(optimize_for), Quantization.parse(quantize)
+        if functions and (target or quantization):
+            raise ArgumentError(
+                "export_modules_as_functions keeps each module's nodes in a local function, where onnxruntime's "
+                "fused ops and quantized weights are not made: drop one of them"
+            )
+        if quantization is not None:
+            finish_arguments(target, quantization, opset)  # checks the format against the opset
         mode = _training(training)
         if custom_opsets is not None and not (
             isinstance(custom_opsets, dict)
@@ -159,6 +172,8 @@ class ExportOptions:
             verify=verify,
             report_path=report_path,
             verbose=verbose,
+            optimize_for=target,
+            quantization=quantization,
         )
 
 

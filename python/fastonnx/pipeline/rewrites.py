@@ -1,0 +1,86 @@
+"""export()'s ``optimize_for`` and ``quantize``: onnxruntime's fused ops and weight-only
+quantization, done by the native passes after the clean-up (``_C.Session.finish``). Plain,
+standard ONNX stays the default; each is asked for by name."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import ArgumentError
+
+OPTIMIZE_TARGETS = ("onnxruntime",)
+FORMATS = ("MatMulNBits", "DequantizeLinear")
+# Opset 21 brought blocked quantization (DequantizeLinear's block_size) and int4.
+MIN_BLOCKED_DEQUANTIZE_OPSET = 21
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """Weight-only, symmetric, round-to-nearest quantization of MatMul weights, along K in blocks
+    of ``block_size``: ``q = clamp(round(w / s), -2**(bits-1), 2**(bits-1) - 1)`` with
+    ``s = max|w| / (2**(bits-1) - 1)`` per block (an int4 block's largest weight maps to ±7, a
+    lone -8 is never used).
+
+    ``format``: ``"MatMulNBits"`` (onnxruntime's com.microsoft op, what onnxruntime-genai runs) or
+    ``"DequantizeLinear"`` (opset 21's blocked DequantizeLinear then MatMul: standard ONNX).
+    ``accuracy_level``: MatMulNBits' (0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations).
+    ``head_bits``: the LM head's (a MatMul writing a graph output): None as ``bits``, 0 to keep it
+    unquantized, or 8."""
+
+    bits: int = 4
+    block_size: int = 32
+    accuracy_level: int = 0
+    format: str = "MatMulNBits"
+    head_bits: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.bits not in (4, 8):
+            raise ArgumentError(f"quantize: bits is 4 or 8, got {self.bits!r}")
+        if not isinstance(self.block_size, int) or self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise ArgumentError(f"quantize: block_size is a power of two of at least 16, got {self.block_size!r}")
+        if self.accuracy_level not in (0, 1, 2, 3, 4):
+            raise ArgumentError(f"quantize: accuracy_level is 0 to 4, got {self.accuracy_level!r}")
+        if self.format not in FORMATS:
+            raise ArgumentError(f"quantize: format is one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.head_bits not in (None, 0, 4, 8):
+            raise ArgumentError(
+                f"quantize: head_bits is None (as bits), 0 (unquantized), 4 or 8, got {self.head_bits!r}"
+            )
+
+    @classmethod
+    def parse(cls, value: object) -> Quantization | None:
+        """``quantize=``: None, ``"int4"``/``"int8"``, or a ``Quantization``."""
+        if value is None or isinstance(value, Quantization):
+            return value
+        if value in ("int4", "int8"):
+            return cls(bits=int(str(value)[3:]))
+        raise ArgumentError(f"quantize is None, 'int4', 'int8' or a fastonnx.Quantization, got {value!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_optimize_for(value: object) -> str | None:
+    if value is None or value in OPTIMIZE_TARGETS:
+        return value  # type: ignore[return-value]
+    raise ArgumentError(f"optimize_for is None (standard ONNX) or one of {', '.join(OPTIMIZE_TARGETS)}, got {value!r}")
+
+
+def finish_arguments(optimize_for: str | None, quantization: Quantization | None, opset: int) -> dict:
+    """The keyword arguments of ``_C.Session.finish`` for these options."""
+    if quantization is None:
+        return {"fuse_for_onnxruntime": optimize_for == "onnxruntime"}
+    if quantization.format == "DequantizeLinear" and opset < MIN_BLOCKED_DEQUANTIZE_OPSET:
+        raise ArgumentError(
+            f"quantize: format='DequantizeLinear' needs opset_version >= {MIN_BLOCKED_DEQUANTIZE_OPSET} "
+            f"(blocked quantization), got {opset}"
+        )
+    head = quantization.bits if quantization.head_bits is None else quantization.head_bits
+    return {
+        "fuse_for_onnxruntime": optimize_for == "onnxruntime",
+        "quantize_bits": quantization.bits,
+        "block_size": quantization.block_size,
+        "accuracy_level": quantization.accuracy_level,
+        "quantize_format": quantization.format,
+        "head_bits": head,
+    }
