@@ -201,8 +201,33 @@ def parser() -> argparse.ArgumentParser:
         "not run, as Optimum's ORTModelForSeq2SeqLM loads it: encoder_model.onnx, decoder_model.onnx and "
         "decoder_with_past_model.onnx, their weights once in model.onnx.data",
     )
+    h.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="with --genai: fp32 or fp16 weights and activations, or int4/int8 weights (MatMulNBits, symmetric, "
+        "blocks of 32, quantized while streaming) with float32 activations (--dtype float16 for float16 ones); "
+        "default: the checkpoint's dtype, unquantized",
+    )
     h.add_argument("--quiet", action="store_true", help="no progress bars or spinners (the summary is still printed)")
     return p
+
+
+PRECISIONS = ("fp32", "fp16", "int8", "int4")
+
+
+def _precision(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """export-hf's (dtype, quantize) from --dtype and --precision."""
+    if args.precision is None:
+        return args.dtype, None
+    if not args.genai:
+        p.error("--precision applies to --genai; other exports take --dtype")
+    if args.precision in ("fp32", "fp16"):
+        dtype = "float32" if args.precision == "fp32" else "float16"
+        if args.dtype not in (None, dtype):
+            p.error(f"--precision {args.precision} and --dtype {args.dtype} disagree: give one")
+        return dtype, None
+    # Quantized weights with float32 activations, as onnxruntime-genai's builder writes int4 for the CPU.
+    return args.dtype or "float32", args.precision
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export-hf":
         if args.generation and args.genai:
             p.error("--generation and --genai write different directories: choose one")
+        dtype, quantize = _precision(p, args)
         try:
             check_torch()
         except ImportError as e:
@@ -223,12 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         written = export_hf(
             args.checkpoint,
             args.output,
-            args.dtype,
+            dtype,
             args.dynamic,
             args.reference,
             not args.quiet,
             args.generation,
             args.genai,
+            quantize,
         )
         static = None
         if not (args.dynamic or args.generation or args.genai):

@@ -40,6 +40,17 @@ class TensorBytes {
   };
   virtual std::optional<CastOf> cast_of() const { return std::nullopt; }
 
+  // The borrowed memory these bytes are computed from, when they are its elements converted (a
+  // cast) and/or, for a matrix, its transpose (`dtype`: this tensor's element type): a weight
+  // quantizer (quantized_bytes.h) then reads the weight as the model holds it.
+  struct Borrowed {
+    const void* data;
+    std::shared_ptr<const void> owner;
+    ScalarType dtype;  // of the borrowed elements
+    bool transposed;   // these bytes are the transpose of a row-major matrix at `data`
+  };
+  virtual std::optional<Borrowed> borrowed(ScalarType /*dtype*/) const { return std::nullopt; }
+
   // The borrowed bytes `fill` reads: released once the tensor is written (read_pages.h).
   virtual std::span<const uint8_t> source() const = 0;
 

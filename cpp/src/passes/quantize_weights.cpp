@@ -1,7 +1,180 @@
+// MatMul and Gemm nodes whose weight is a constant matrix become MatMulNBits, their weight
+// quantized while it is written (quantized_bytes.h). The weight is read where the model holds it:
+// through the transpose and cast the clean-up folded into it, or the Transpose node a tied
+// embedding keeps (passes.cpp), so a streamed checkpoint is quantized from its own bytes.
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "fastonnx/onnxruntime_passes.h"
+#include "fastonnx/quantized_bytes.h"
 
 namespace fastonnx {
 
-void quantize_weights(Graph& /*g*/, int /*opset*/, const QuantizeOptions& /*options*/, RewriteReport& /*report*/) {}
+namespace {
+
+bool is_weight_dtype(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::Half || t == ScalarType::BFloat16;
+}
+
+// W [n, k] read from `init`, whose bytes are W transposed ([k, n], `transposed` false) or W
+// itself ([n, k], `transposed` true, e.g. a Gemm with transB or a Transpose node's input).
+std::optional<WeightMatrix> borrowed_weight(const Graph& g, Value v, int64_t n, int64_t k, bool is_w) {
+  const Initializer* init = g.initializer(v);
+  if (init == nullptr || init->overridable || init->pinned) return std::nullopt;
+  WeightMatrix w;
+  w.n = n;
+  w.k = k;
+  bool holds_w = is_w;
+  if (init->computed) {
+    const auto b = init->computed->borrowed(g.info(v).dtype);
+    if (!b) return std::nullopt;
+    w.data = static_cast<const uint8_t*>(b->data);
+    w.owner = b->owner;
+    w.dtype = b->dtype;
+    holds_w = b->transposed != is_w;
+  } else {
+    w.data = static_cast<const uint8_t*>(init->data);
+    w.owner = init->owner;
+    w.dtype = g.info(v).dtype;
+  }
+  w.model_dtype = g.info(v).dtype;
+  if (w.data == nullptr || !is_weight_dtype(w.dtype) || !is_weight_dtype(w.model_dtype)) return std::nullopt;
+  w.stride_n = holds_w ? k : 1;
+  w.stride_k = holds_w ? 1 : n;
+  return w;
+}
+
+// The weight `b` a MatMul multiplies by (or a Gemm, `trans_b` its attribute), as W [n, k].
+std::optional<WeightMatrix> weight_of(const Graph& g, Value b, bool trans_b) {
+  const auto shape = g.static_shape(b);
+  if (!shape || shape->size() != 2) return std::nullopt;
+  const int64_t k = trans_b ? (*shape)[1] : (*shape)[0], n = trans_b ? (*shape)[0] : (*shape)[1];
+  if (g.is_initializer(b)) return borrowed_weight(g, b, n, k, trans_b);
+  const NodeId t = producer_of(g, b, "Transpose");
+  if (t == kNoNode || trans_b) return std::nullopt;
+  const Attr* perm = g.attr(t, "perm", Attr::Kind::Ints);
+  if (perm == nullptr || perm->as_ints() != std::vector<int64_t>{1, 0}) return std::nullopt;
+  return borrowed_weight(g, g.inputs(t)[0], n, k, true);
+}
+
+// "model.layers.0.mlp.up_proj.weight" for the initializer the clean-up named after it.
+std::string weight_name(const Graph& g, Value b) {
+  std::string name(g.name(b));
+  constexpr std::string_view kSuffix = "_transpose";
+  if (name.size() > kSuffix.size() && name.ends_with(kSuffix)) name.resize(name.size() - kSuffix.size());
+  if (name.empty()) name = "weight";
+  if (const NodeId t = producer_of(g, b, "Transpose"); t != kNoNode) name = std::string(g.name(g.inputs(t)[0]));
+  return name;
+}
+
+class Quantizer {
+ public:
+  Quantizer(Graph& g, const QuantizeOptions& options, RewriteReport& report)
+      : g_(g), options_(options), report_(report), readers_(g) {}
+
+  void run() {
+    const size_t count = g_.num_nodes();  // the nodes made here are not visited
+    for (uint32_t i = 0; i < count; ++i) {
+      const NodeId n{i};
+      const Node& node = g_.node(n);
+      if (node.dead || node.graph != kMainGraph || node.domain != kNoName) continue;
+      const std::string_view op = op_of(g_, n);
+      if (op == "MatMul") {
+        matmul(n, false, Value{});
+      } else if (op == "Gemm") {
+        gemm(n);
+      }
+    }
+  }
+
+ private:
+  void gemm(NodeId n) {
+    const auto in = g_.inputs(n);
+    const auto int_attr = [&](const char* name, int64_t fallback) {
+      const Attr* a = g_.attr(n, name, Attr::Kind::Int);
+      return a ? a->as_int() : fallback;
+    };
+    const auto float_attr = [&](const char* name) {
+      const Attr* a = g_.attr(n, name, Attr::Kind::Float);
+      return a ? a->as_float() : 1.0;
+    };
+    if (int_attr("transA", 0) != 0 || float_attr("alpha") != 1.0) return;
+    Value bias;
+    if (in.size() > 2 && in[2].valid()) {
+      if (float_attr("beta") != 1.0 || g_.shape(in[2]).size() != 1) return;  // only a bias of [N]
+      bias = in[2];
+    }
+    matmul(n, int_attr("transB", 0) != 0, bias);
+  }
+
+  void matmul(NodeId n, bool trans_b, Value bias) {
+    const Value a = g_.inputs(n)[0], b = g_.inputs(n)[1], out = g_.outputs(n)[0];
+    const auto w = weight_of(g_, b, trans_b);
+    if (!w) return;  // not a constant weight: activations times activations stay as they are
+    const std::string name = weight_name(g_, b);
+    const ScalarType dtype = g_.info(a).dtype;
+    if (dtype != ScalarType::Float && dtype != ScalarType::Half) {
+      report_.line(name + ": left unquantized: onnxruntime's MatMulNBits runs float32 and float16 activations on "
+                          "the CPU, these are " + dtype_name(dtype));
+      return;
+    }
+    if (g_.shape(a).empty()) return;
+    const bool head = std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(),
+                                  [&](Value o) { return o == out; });
+    const int bits = head && options_.head_bits >= 0 ? options_.head_bits : options_.bits;
+    if (bits == 0) {
+      report_.line(name + ": left unquantized (the LM head, head_bits=0)");
+      return;
+    }
+    // A bias the next node adds ([N], a constant): MatMulNBits adds it.
+    NodeId add = kNoNode;
+    if (!bias.valid() && readers_.count(out) == 1 && readers_.of(out).size() == 1) {
+      const NodeId r = readers_.of(out)[0];
+      if (op_of(g_, r) == "Add" && g_.node(r).domain == kNoName) {
+        const auto ins = g_.inputs(r);
+        const Value other = ins[0] == out ? ins[1] : ins[0];
+        const auto s = g_.static_shape(other);
+        if (g_.is_initializer(other) && !g_.initializer(other)->overridable && s && s->size() == 1 &&
+            (*s)[0] == w->n && g_.info(other).dtype == dtype) {
+          bias = other;
+          add = r;
+        }
+      }
+    }
+    const BlockQuantization q{bits, options_.block_size};
+    const Dim n_dim{w->n, kNoName}, blocks{q.blocks(w->k), kNoName}, blob{q.blob_bytes(), kNoName};
+    // The scales first: written before the values, they leave the weight's pages for them.
+    const Dim scale_dims[] = {n_dim, blocks};
+    const Value scales = g_.add_computed_initializer(dtype, scale_dims, block_scales(*w, q, dtype));
+    const Dim value_dims[] = {n_dim, blocks, blob};
+    const Value values = g_.add_computed_initializer(ScalarType::Byte, value_dims, quantized_blocks(*w, q, dtype));
+    g_.set_name(scales, name + "_scales");
+    g_.set_name(values, name + "_Q" + std::to_string(bits));
+    Attrs attrs{Attr::i("K", w->k), Attr::i("N", w->n), Attr::i("bits", bits), Attr::i("block_size", q.block)};
+    if (options_.accuracy_level != 0) attrs.push_back(Attr::i("accuracy_level", options_.accuracy_level));
+    const Value result = add != kNoNode ? g_.outputs(add)[0] : out;
+    const Value inputs[] = {a, values, scales, Value{}, Value{}, bias};
+    const Value outputs[] = {result};
+    g_.kill(n);
+    if (add != kNoNode) g_.kill(add);
+    g_.add_fused("MatMulNBits", kMicrosoftDomain, inputs, outputs, attrs);
+    report_.count(bits == 4 ? "MatMulNBits (int4)" : "MatMulNBits (int8)");
+  }
+
+  Graph& g_;
+  const QuantizeOptions& options_;
+  RewriteReport& report_;
+  Readers readers_;
+};
+
+}  // namespace
+
+void quantize_weights(Graph& g, int /*opset*/, const QuantizeOptions& options, RewriteReport& report) {
+  if (options.format != "MatMulNBits") {
+    throw std::invalid_argument("quantize: only the MatMulNBits format is written yet, not " + options.format);
+  }
+  Quantizer(g, options, report).run();
+}
 
 }  // namespace fastonnx

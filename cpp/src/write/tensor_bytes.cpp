@@ -51,6 +51,10 @@ class Transposed final : public TensorBytes {
 
   size_t size() const override { return count_ * es_; }
   std::span<const uint8_t> source() const override { return {data_, size()}; }
+  std::optional<Borrowed> borrowed(ScalarType dtype) const override {
+    if (shape_.size() != 2 || perm_ != std::vector<int64_t>{1, 0}) return std::nullopt;
+    return Borrowed{data_, owner_, dtype, true};
+  }
 
   bool same_bytes(const TensorBytes& other) const override {
     const auto* o = dynamic_cast<const Transposed*>(&other);
@@ -241,6 +245,9 @@ class Cast final : public TensorBytes {
   }
 
   std::optional<CastOf> cast_of() const override { return CastOf{data_, owner_, from_}; }
+  std::optional<Borrowed> borrowed(ScalarType /*dtype*/) const override {
+    return Borrowed{data_, owner_, from_, false};
+  }
   std::span<const uint8_t> source() const override {
     return {data_, count_ * static_cast<size_t>(element_size(from_))};
   }
@@ -271,6 +278,7 @@ class CastComputed final : public TensorBytes {
 
   size_t size() const override { return source_->size() / is_ * os_; }
   std::span<const uint8_t> source() const override { return source_->source(); }
+  std::optional<Borrowed> borrowed(ScalarType /*dtype*/) const override { return source_->borrowed(from_); }
 
   bool same_bytes(const TensorBytes& other) const override {
     const auto* o = dynamic_cast<const CastComputed*>(&other);

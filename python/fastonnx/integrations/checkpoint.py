@@ -82,17 +82,19 @@ def export_hf(
     verbose: bool,
     generation: bool = False,
     genai: bool = False,
+    quantize: str | None = None,
 ) -> list[str]:
     """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
     With ``generation``, ``output`` is a directory (see ``export_for_generation``); with ``genai``,
     the directory onnxruntime-genai loads (``genai.export_genai``), or for an encoder-decoder
     model Optimum's layout for onnxruntime (``seq2seq.export_seq2seq``). Returns the paths of the
-    models written. A model whose forward makes tensors on the meta device (their values lost) is
-    loaded with its weights and exported again, with a warning."""
+    models written. ``quantize`` ("int4", "int8"; ``genai`` only) writes the decoder's Linear
+    weights as MatMulNBits. A model whose forward makes tensors on the meta device (their values
+    lost) is loaded with its weights and exported again, with a warning."""
     target = DTYPES[dtype] if dtype else stored_dtype(directory)
     model = meta_model(directory, target, generation or genai, encoder_decoder=genai)
     try:
-        return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai)
+        return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai, quantize)
     except ArgumentError as e:
         lost = getattr(e, "constants_without_values", None)
         if not lost:
@@ -107,10 +109,12 @@ def export_hf(
             UserWarning,
         )
     model = meta_model(directory, target, generation or genai, encoder_decoder=genai, loaded=True)
-    return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai)
+    return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai, quantize)
 
 
-def _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai) -> list[str]:
+def _export_model(
+    model, directory, output, target, dynamic, reference, verbose, generation, genai, quantize
+) -> list[str]:
     from ..pipeline.export import export
 
     if genai:
@@ -121,7 +125,14 @@ def _export_model(model, directory, output, target, dynamic, reference, verbose,
             )
         from .genai import export_genai
 
-        written = export_genai(model, output, checkpoint=directory, dtype=target, verbose=None if verbose else False)
+        written = export_genai(
+            model,
+            output,
+            checkpoint=directory,
+            dtype=target,
+            verbose=None if verbose else False,
+            quantize=quantize,
+        )
         return [path for path in written if path.endswith(".onnx")]
     if generation:
         export_for_generation(model, directory, output, target, reference, verbose)

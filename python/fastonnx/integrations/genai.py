@@ -33,6 +33,7 @@ import torch
 from ..core.progress import Progress
 from ..core.stack import warn
 from ..errors import ArgumentError, ExportError
+from ..pipeline.rewrites import Quantization
 from .genai_config import DecoderSignature, context_length, genai_config
 from .output_directory import cache_argument, check_checkpoint, check_dynamic, write_directory
 
@@ -54,6 +55,8 @@ def export_genai(
     dtype: torch.dtype | None = None,
     opset_version: int | None = None,
     verbose: bool | None = None,
+    optimize_for: str | None = "onnxruntime",
+    quantize: str | Quantization | None = None,
 ) -> list[str]:
     """Write ``model`` (a transformers causal LM) to the directory ``output`` as onnxruntime-genai
     loads it (see the module's docstring). A model on the meta device takes its weights from
@@ -61,8 +64,10 @@ def export_genai(
     is also where the tokenizer and configs are copied from. Files are written to a temporary
     directory beside ``output`` and moved in at the end: an export that fails writes nothing.
     An encoder-decoder model (t5, bart), which onnxruntime-genai does not run, is written as
-    Optimum lays it out for onnxruntime instead (``seq2seq.export_seq2seq``). Returns the paths
-    written."""
+    Optimum lays it out for onnxruntime instead (``seq2seq.export_seq2seq``). ``optimize_for`` and
+    ``quantize`` are export()'s: by default the decoder gets onnxruntime's fused ops where its graph
+    matches them exactly, and ``quantize="int4"`` writes its Linear weights as MatMulNBits, quantized
+    as they stream. Returns the paths written."""
     import transformers
 
     if not isinstance(model, transformers.PreTrainedModel) or not model.can_generate():
@@ -75,6 +80,8 @@ def export_genai(
     if model.config.is_encoder_decoder:
         from .seq2seq import export_seq2seq
 
+        if quantize is not None:
+            raise ArgumentError("quantize applies to the decoder graph onnxruntime-genai runs, not to t5 or bart")
         return export_seq2seq(
             model, output, checkpoint=checkpoint, dtype=dtype, opset_version=opset_version, verbose=verbose
         )
@@ -89,7 +96,14 @@ def export_genai(
 
     def write(scratch: str) -> None:
         signature = _export_decoder(
-            model, layers, os.path.join(scratch, FILENAME), checkpoint, dtype, opset_version, verbose
+            model,
+            layers,
+            os.path.join(scratch, FILENAME),
+            checkpoint,
+            dtype,
+            opset_version,
+            verbose,
+            {"optimize_for": optimize_for, "quantize": quantize},
         )
         _write_config(model, checkpoint, signature, scratch)
 
@@ -160,7 +174,7 @@ def _example_step(model, layers, device):
     return inputs, shapes
 
 
-def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbose) -> DecoderSignature:
+def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbose, rewrites) -> DecoderSignature:
     from transformers.exporters import OnnxConfig
 
     from ..pipeline.export import export
@@ -188,6 +202,7 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
         output_names=output_names,
         opset_version=opset_version,
         external_data=True,
+        **rewrites,
         **traced.export_kwargs,
     )
     _check_dynamic(path, len(layers))

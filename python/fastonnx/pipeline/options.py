@@ -21,7 +21,7 @@ from .. import _C
 from ..core.files import check_writable
 from ..errors import ArgumentError
 from ..lowering.functions import MIN_FUNCTIONS_OPSET, type_name
-from .rewrites import Quantization, check_optimize_for, finish_arguments
+from .rewrites import Quantization, check_optimize_for
 
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -143,8 +143,6 @@ class ExportOptions:
                 "export_modules_as_functions keeps each module's nodes in a local function, where onnxruntime's "
                 "fused ops and quantized weights are not made: drop one of them"
             )
-        if quantization is not None:
-            finish_arguments(target, quantization, opset)  # checks the format against the opset
         mode = _training(training)
         if custom_opsets is not None and not (
             isinstance(custom_opsets, dict)

@@ -1,0 +1,256 @@
+"""export(quantize=...): MatMul weights as onnxruntime's MatMulNBits, quantized while written.
+
+Each quantized file is checked against a reference computed here from the file's own quantized
+values and scales (dequantized in numpy), so "close" means exactly what round-to-nearest allows;
+the codes themselves are recomputed from the float weights with the documented rule and must be
+equal, bit for bit. Every model runs in onnxruntime at sizes other than the traced ones."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import numpy_helper
+from safetensors.torch import save_file
+
+import fastonnx
+
+# accuracy_level 0: onnxruntime computes with the dequantized weights in the activations' type,
+# so its result is the dequantized reference's up to float rounding.
+EXACT = 0
+
+
+def _initializers(path) -> dict[str, np.ndarray]:
+    model = onnx.load(str(path))
+    return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+
+
+def _codes(blob: np.ndarray, bits: int) -> np.ndarray:
+    """MatMulNBits' B [N, blocks, bytes] unpacked to its codes [N, blocks, block]."""
+    if bits == 8:
+        return blob.astype(np.int32)
+    return np.stack([blob & 15, blob >> 4], axis=-1).reshape(blob.shape[0], blob.shape[1], -1).astype(np.int32)
+
+
+def _expected_codes(w: np.ndarray, bits: int, block: int, scale_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The documented rule (Quantization's docstring), in numpy: the scales and codes of W [N, K]."""
+    n, k = w.shape
+    blocks = -(-k // block)
+    padded = np.zeros((n, blocks * block), np.float32)
+    padded[:, :k] = w
+    padded = padded.reshape(n, blocks, block)
+    largest = np.take_along_axis(padded, np.abs(padded).argmax(-1)[..., None], -1)[..., 0]
+    zero = 1 << (bits - 1)
+    scales = (largest / np.float32(-zero)).astype(scale_dtype).astype(np.float32)
+    inverse = np.where(scales == 0, np.float32(0), np.float32(1) / np.where(scales == 0, 1, scales))
+    codes = np.clip(np.rint(padded * inverse[..., None]), -zero, zero - 1).astype(np.int32) + zero
+    return scales, codes
+
+
+def _dequantized(inits: dict, name: str, bits: int, k: int) -> np.ndarray:
+    """W [N, K] as the file holds it: (code - 2^(bits-1)) * scale."""
+    codes = _codes(inits[f"{name}_Q{bits}"], bits)
+    scales = inits[f"{name}_scales"].astype(np.float32)
+    w = (codes - (1 << (bits - 1))).astype(np.float32) * scales[..., None]
+    return w.reshape(w.shape[0], -1)[:, :k]
+
+
+def _session(path) -> ort.InferenceSession:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def _ops(path) -> list[str]:
+    return [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
+
+
+class Mlp(torch.nn.Module):
+    """K not a multiple of the block (40), a Linear with a bias and one without."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(40, 96)
+        self.down = torch.nn.Linear(96, 24, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_matmulnbits_is_the_dequantized_weights_product(bits, dtype, tmp_path):
+    torch.manual_seed(0)
+    model = Mlp().eval().to(dtype)
+    path = tmp_path / "m.onnx"
+    result = fastonnx.export(
+        model,
+        (torch.randn(2, 3, 40, dtype=dtype),),
+        path,
+        input_names=["x"],
+        dynamic_axes={"x": {0: "batch", 1: "seq"}},
+        quantize=fastonnx.Quantization(bits=bits, accuracy_level=EXACT),
+    )
+    assert _ops(path) == ["MatMulNBits", "Relu", "MatMulNBits"]
+    assert result.native.rewrites["counts"] == [(f"MatMulNBits (int{bits})", 2)]
+    inits = _initializers(path)
+    assert "up.weight" not in inits and "down.weight" not in inits  # the float weights are not written
+    np_dtype = np.float16 if dtype == torch.float16 else np.float32
+    for name, layer in (("up.weight", model.up), ("down.weight", model.down)):
+        w = layer.weight.detach().float().numpy()
+        scales, codes = _expected_codes(w, bits, 32, np_dtype)
+        np.testing.assert_array_equal(inits[f"{name}_scales"].astype(np.float32), scales)
+        np.testing.assert_array_equal(_codes(inits[f"{name}_Q{bits}"], bits), codes)
+        # round to nearest: no weight is further than half a step from its value, except the one a
+        # positive block maximum clamps to 2^(bits-1) - 1 (a whole step)
+        error = np.abs(_dequantized(inits, name, bits, w.shape[1]) - w)
+        assert (error <= np.abs(scales).repeat(32, 1)[:, : w.shape[1]] * 1.0001).all()
+
+    x = torch.randn(5, 7, 40, dtype=dtype)  # other sizes than the traced [2, 3]
+    (y,) = _session(path).run(None, {"x": x.numpy()})
+    h = x.float().numpy() @ _dequantized(inits, "up.weight", bits, 40).T + model.up.bias.detach().float().numpy()
+    h = np.maximum(h, 0).astype(np_dtype).astype(np.float32)
+    reference = h @ _dequantized(inits, "down.weight", bits, 96).T
+    tolerance = 2e-3 if dtype == torch.float16 else 1e-5
+    np.testing.assert_allclose(y.astype(np.float32), reference, rtol=tolerance, atol=tolerance)
+
+
+def test_default_accuracy_level_runs_int8_activations_close_to_the_reference(tmp_path):
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    path = tmp_path / "m.onnx"
+    fastonnx.export(
+        model, (torch.randn(2, 40),), path, input_names=["x"], dynamic_axes={"x": {0: "b"}}, quantize="int4"
+    )
+    node = onnx.load(str(path)).graph.node[0]
+    assert {a.name: a.i for a in node.attribute}["accuracy_level"] == 4
+    inits = _initializers(path)
+    x = torch.randn(6, 40)
+    (y,) = _session(path).run(None, {"x": x.numpy()})
+    h = np.maximum(x.numpy() @ _dequantized(inits, "up.weight", 4, 40).T + model.up.bias.detach().numpy(), 0)
+    reference = h @ _dequantized(inits, "down.weight", 4, 96).T
+    # int8 activations per block of 32: a relative error of about 1/127 per block
+    np.testing.assert_allclose(y, reference, rtol=0, atol=0.02 * np.abs(reference).max())
+
+
+class TiedLm(torch.nn.Module):
+    """An embedding tied to the LM head (the head reads it through a Transpose the clean-up keeps),
+    a Gemm (2-D input, transB) inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 32)
+        self.mix = torch.nn.Linear(32, 32)
+        self.head = torch.nn.Linear(32, 64, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        x = self.embed(ids).flatten(0, 1)
+        return self.head(torch.tanh(self.mix(x)))
+
+
+@pytest.mark.parametrize("head_bits", [None, 8, 0])
+def test_lm_head_bits_and_a_tied_embedding(head_bits, tmp_path):
+    torch.manual_seed(0)
+    model = TiedLm().eval()
+    path = tmp_path / "m.onnx"
+    result = fastonnx.export(
+        model,
+        (torch.tensor([[1, 2, 3]]),),
+        path,
+        input_names=["ids"],
+        dynamic_axes={"ids": {0: "b", 1: "s"}},
+        quantize=fastonnx.Quantization(bits=4, accuracy_level=EXACT, head_bits=head_bits),
+    )
+    ops = _ops(path)
+    inits = _initializers(path)
+    assert "embed.weight" in inits  # the Gather still reads the float table
+    ids = torch.tensor([[5, 9, 63, 0, 2], [7, 7, 1, 4, 3]])
+    (y,) = _session(path).run(None, {"ids": ids.numpy()})
+    x = model.embed.weight.detach().numpy()[ids.numpy()].reshape(-1, 32)
+    h = np.tanh(x @ _dequantized(inits, "mix.weight", 4, 32).T + model.mix.bias.detach().numpy())
+    if head_bits == 0:
+        assert ops.count("MatMulNBits") == 1
+        assert any("LM head" in line for line in result.native.rewrites["lines"])
+        reference = h @ model.embed.weight.detach().numpy().T
+    else:
+        assert ops.count("MatMulNBits") == 2
+        reference = h @ _dequantized(inits, "embed.weight", head_bits or 4, 32).T
+    np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
+
+
+class Wide(torch.nn.Module):
+    """Weights above the size the clean-up casts eagerly (4096 elements): streamed, each is cast
+    while written."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(128, 96)
+        self.down = torch.nn.Linear(96, 64, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def test_streamed_checkpoint_quantizes_as_the_model_in_memory(tmp_path):
+    """A meta model whose float32 weights stream from safetensors, cast to float16 on the way,
+    is quantized from the checkpoint's bytes exactly as the same model cast in memory is."""
+    torch.manual_seed(0)
+    real = Wide().eval()
+    with torch.device("meta"):
+        meta = Wide().eval()
+    weights = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in real.state_dict().items()}, str(weights))
+    q = fastonnx.Quantization(bits=4, accuracy_level=EXACT)
+    x = torch.randn(2, 128).half()
+    fastonnx.export(copy.deepcopy(real).half(), (x,), tmp_path / "mem.onnx", quantize=q)
+    fastonnx.export(meta, (x,), tmp_path / "streamed.onnx", weights=weights, dtype=torch.float16, quantize=q)
+    mem, streamed = _initializers(tmp_path / "mem.onnx"), _initializers(tmp_path / "streamed.onnx")
+    assert sorted(mem) == sorted(streamed)
+    for name, value in mem.items():
+        np.testing.assert_array_equal(streamed[name], value, err_msg=name)
+    w16 = real.down.weight.detach().half().float().numpy()
+    scales, codes = _expected_codes(w16, 4, 32, np.float16)
+    np.testing.assert_array_equal(_codes(streamed["down.weight_Q4"], 4), codes)
+
+
+def test_what_is_not_quantized_stays_and_says_why(tmp_path):
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(32, 32)
+
+        def forward(self, x, y):
+            return self.w(x).to(torch.bfloat16) @ y  # activations times activations; bfloat16
+
+    model = Mixed().eval()
+    path = tmp_path / "m.onnx"
+    x, y = torch.randn(2, 32), torch.randn(32, 3, dtype=torch.bfloat16)
+    fastonnx.export(model, (x, y), path, quantize=fastonnx.Quantization(accuracy_level=EXACT))
+    assert _ops(path).count("MatMulNBits") == 1 and _ops(path).count("MatMul") == 1
+
+    class Bf16(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(32, 8)
+
+        def forward(self, x):
+            return self.w(x)
+
+    result = fastonnx.export(Bf16().to(torch.bfloat16), (torch.randn(2, 32, dtype=torch.bfloat16),), quantize="int4")
+    assert "MatMulNBits" not in [n.op_type for n in result.model_proto.graph.node]
+    assert any("w.weight: left unquantized" in line and "bfloat16" in line for line in result.native.rewrites["lines"])
+
+
+def test_bad_quantize_arguments():
+    model, x = Mlp().eval(), torch.randn(2, 40)
+    with pytest.raises(fastonnx.ArgumentError, match="quantize is None, 'int4', 'int8'"):
+        fastonnx.export(model, (x,), quantize="int3")
+    with pytest.raises(fastonnx.ArgumentError, match="block_size is a power of two"):
+        fastonnx.Quantization(block_size=48)
+    with pytest.raises(fastonnx.ArgumentError, match="optimize_for is None"):
+        fastonnx.export(model, (x,), optimize_for="tensorrt")
+    with pytest.raises(fastonnx.ArgumentError, match="export_modules_as_functions"):
+        fastonnx.export(model, (x,), quantize="int4", export_modules_as_functions=True)
