@@ -4,7 +4,7 @@ standard ONNX stays the default; each is asked for by name."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..errors import ArgumentError
 
@@ -58,13 +58,13 @@ class Quantization:
             return cls(bits=int(str(value)[3:]))
         raise ArgumentError(f"quantize is None, 'int4', 'int8' or a fastonnx.Quantization, got {value!r}")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def check_optimize_for(value: object) -> str | None:
-    if value is None or value in OPTIMIZE_TARGETS:
-        return value  # type: ignore[return-value]
+    if value is None:
+        return None
+    if isinstance(value, str) and value in OPTIMIZE_TARGETS:
+        return value
     raise ArgumentError(f"optimize_for is None (standard ONNX) or one of {', '.join(OPTIMIZE_TARGETS)}, got {value!r}")
 
 
