@@ -59,7 +59,6 @@ class Quantization:
         raise ArgumentError(f"quantize is None, 'int4', 'int8' or a fastonnx.Quantization, got {value!r}")
 
 
-
 def check_optimize_for(value: object) -> str | None:
     if value is None:
         return None
