@@ -8,6 +8,7 @@ pytrees for good, which changes what later tests' exports trace.)"""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -199,3 +200,61 @@ def test_special_token_ids_of_zero_are_ids():
     signature = DecoderSignature("model.onnx", {}, {}, 2, 2, 8)
     model = genai_config(config, generation, signature, 128)["model"]
     assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (0, [0, 7], 0)
+
+
+def _dequantized(proto: onnx.ModelProto, name: str, k: int) -> torch.Tensor:
+    """The weight W [N, K] of MatMulNBits' initializers `name`_Q4 and `name`_scales."""
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    blob, scales = inits[f"{name}_Q4"], inits[f"{name}_scales"].astype(np.float32)
+    codes = np.stack([blob & 15, blob >> 4], axis=-1).reshape(blob.shape[0], blob.shape[1], -1).astype(np.float32)
+    w = (codes - 8) * scales[..., None]
+    return torch.from_numpy(w.reshape(w.shape[0], -1)[:, :k].copy())
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
+def test_int4_decoder_computes_the_dequantized_model(arch, tmp_path):
+    """Every Linear (and the LM head) as MatMulNBits: the graph at other sizes, over a prompt and
+    later steps, gives the logits of the eager model whose weights are the file's dequantized ones
+    (accuracy_level 0: onnxruntime multiplies by exactly those)."""
+    model = with_special_tokens(build(arch))
+    export_genai(model, tmp_path, quantize=fastonnx.Quantization(bits=4, accuracy_level=0))
+    proto = onnx.load(tmp_path / "model.onnx")
+    check(proto)
+    quantized = {n.input[1][: -len("_Q4")] for n in proto.graph.node if n.op_type == "MatMulNBits"}
+    # gpt2's projections are Conv1D ([K, N] weights): quantized as well, read through no transpose.
+    projections = {
+        name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
+    }
+    named = {id(p): name for name, p in model.named_parameters()}  # a tied weight by its first name
+    assert quantized == {named[id(m.weight)] for m in projections.values()}
+    reference = copy.deepcopy(model)
+    for name, m in projections.items():
+        module, weight = reference.get_submodule(name), named[id(m.weight)]
+        if isinstance(m, torch.nn.Linear):
+            module.weight = torch.nn.Parameter(_dequantized(proto, weight, m.in_features))  # unties a tied head
+        else:
+            module.weight = torch.nn.Parameter(_dequantized(proto, weight, m.weight.shape[0]).T.contiguous())
+    for query, logits, ids, mask in _run_steps(tmp_path, model):
+        with torch.no_grad():
+            want = reference(
+                input_ids=ids[:, : query.stop], attention_mask=mask[:, : query.stop],
+                position_ids=_positions(mask[:, : query.stop]),
+            ).logits[:, query]
+        valid = mask[:, query].bool()
+        torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=1e-3, atol=1e-4)
+
+
+def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(tmp_path):
+    model = build("llama")
+    checkpoint = write_checkpoint(model, tmp_path / "checkpoint")
+    out = tmp_path / "genai"
+    assert main(["export-hf", checkpoint, str(out), "--genai", "--precision", "int4", "--quiet"]) == 0
+    nodes = onnx.load(out / "model.onnx", load_external_data=False).graph.node
+    matmuls = [n for n in nodes if n.op_type == "MatMulNBits"]
+    assert len(matmuls) == 7 * model.config.num_hidden_layers + 1  # the projections and the LM head
+    weights = {i.name for i in onnx.load(out / "model.onnx", load_external_data=False).graph.initializer}
+    assert not [n for n in nodes if n.op_type in ("MatMul", "Gemm") and n.input[1] in weights]
+    assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 4 for n in matmuls)
+    prompt = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
+    tokens = _greedy(out, prompt, 10)
+    assert [len(t) for t in tokens] == [10, 10] and all(0 <= t < VOCAB for row in tokens for t in row)
