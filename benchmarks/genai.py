@@ -9,7 +9,8 @@ onnxruntime-genai's own exporter, its model builder (``python -m onnxruntime_gen
    returns: the floor of any exporter that traces), each command in a fresh process, in turn for
    --rounds rounds after a warm-up round; wall and CPU time (user + system) of each process.
    Within fastonnx's own process, the time its trace took.
-2. Size on disk of each output (model.onnx and its data), and of the builder's int4 output.
+2. Size on disk of each output (model.onnx and its data), and of both int4 outputs (fastonnx's
+   ``--precision int4`` and the builder's ``-p int4``, one export each).
 3. Decode latency in onnxruntime-genai, 1 intra-op thread (genai_config's session_options): a
    prompt of 64 tokens then 64 generated greedily, the models in turn in one process for
    --decode-rounds rounds after a warm-up round; the greedy tokens against eager transformers'.
@@ -66,7 +67,8 @@ class _Traced(Exception):
 
 def _child_export(kind: str, checkpoint: str, output: str) -> None:
     """``python -m fastonnx export-hf CHECKPOINT OUTPUT --genai`` in this process, timing the
-    ``FastOnnxExporter.trace`` call genai.py makes; with kind "trace", stops after it."""
+    ``FastOnnxExporter.trace`` call genai.py makes; with kind "trace", stops after it; kind
+    "int4" adds ``--precision int4``."""
     import io
     import warnings
 
@@ -89,7 +91,8 @@ def _child_export(kind: str, checkpoint: str, output: str) -> None:
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with contextlib.suppress(_Traced):
-            cli(["export-hf", checkpoint, output, "--genai", "--quiet"])
+            precision = ["--precision", "int4"] if kind == "int4" else []
+            cli(["export-hf", checkpoint, output, "--genai", "--quiet", *precision])
     times["call"] = time.perf_counter() - start
     print(json.dumps(times))
 
@@ -287,12 +290,17 @@ def measure(tmp: str, rounds: int, decode_rounds: int, archs: list[str]) -> dict
     results["export"] = runs
     int4 = os.path.join(tmp, "out-builder-int4")
     results["builder_int4"] = _run(_export_command("builder", checkpoint, int4, cache, "int4"))
+    ours4 = os.path.join(tmp, "out-fastonnx-int4")
+    results["fastonnx_int4"] = _run(_export_command("int4", checkpoint, ours4, cache))
+    if "error" in results["fastonnx_int4"]:
+        sys.exit(f"fastonnx --precision int4 failed: {results['fastonnx_int4']['error']}")
     weights = sum(os.path.getsize(os.path.join(checkpoint, f)) for f in os.listdir(checkpoint)
                   if f.endswith(".safetensors"))
     results["size"] = {"checkpoint": weights, "fastonnx": _size(outputs["fastonnx"]),
-                       "builder": _size(outputs["builder"]), "builder int4": _size(int4)}
+                       "builder": _size(outputs["builder"]), "builder int4": _size(int4),
+                       "fastonnx int4": _size(ours4)}
     decode = _run(_child("decode", checkpoint, str(decode_rounds), f"fastonnx={outputs['fastonnx']}",
-                         f"builder={outputs['builder']}", f"builder int4={int4}"))
+                         f"builder={outputs['builder']}", f"fastonnx int4={ours4}", f"builder int4={int4}"))
     if "error" in decode:
         sys.exit(f"decoding failed: {decode['error']}")
     results["decode"] = decode["child"]
@@ -378,17 +386,20 @@ def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
         out.append(f"| {EXPORT_NAMES[kind]} | {wall[kind]:.2f} | {cpu[kind]:.2f} | {trace} | "
                    f"{wall[kind] / wall['builder']:.2f} | {cpu[kind] / cpu['builder']:.2f} | "
                    f"{wall[kind] / wall['trace']:.2f} | {cpu[kind] / cpu['trace']:.2f} |")
-    int4 = results["builder_int4"]
-    if "wall" in int4:
-        out.append(f"\nFor reference, the builder with `-p int4 -e cpu` (one run): {int4['wall']:.2f} s wall, "
-                   f"{int4['cpu']:.2f} s CPU.")
+    int4, ours4 = results["builder_int4"], results.get("fastonnx_int4", {})
+    if "wall" in int4 and "wall" in ours4:
+        out.append(f"\nint4, one run each: the builder with `-p int4 -e cpu` {int4['wall']:.2f} s wall, "
+                   f"{int4['cpu']:.2f} s CPU; fastonnx `--genai --precision int4` {ours4['wall']:.2f} s wall, "
+                   f"{ours4['cpu']:.2f} s CPU ({ours4['cpu'] / int4['cpu']:.2f} of the builder's CPU).")
     out.append("\nEvery round, wall / CPU s: " + "; ".join(
         f"{kind} " + ", ".join(f"{r['wall']:.1f} / {r['cpu']:.1f}" for r in export[kind]) for kind in EXPORTS) + ".\n")
     size = results["size"]
     out += ["## Size on disk\n",
             f"The checkpoint's safetensors: {_mb(size['checkpoint'])}.\n",
             "| output | model.onnx + data | whole directory | / builder fp32 |", "|---|---:|---:|---:|"]
-    for name in ("fastonnx", "builder", "builder int4"):
+    for name in ("fastonnx", "builder", "fastonnx int4", "builder int4"):
+        if name not in size:
+            continue
         s = size[name]
         ratio = s["model"] / size["builder"]["model"]
         out.append(f"| {name} | {_mb(s['model'])} | {_mb(s['directory'])} | {ratio:.3f} |")
@@ -398,12 +409,12 @@ def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
             f"process, one generation each in turn, {decode_rounds} rounds after a warm-up round. *prefill*: "
             "`append_tokens` on the prompt; *per token*: the median of every later `generate_next_token` (one "
             f"decode step each, {NEW - 1} per generation); *CPU*: the process's CPU time for one whole generation.\n",
-            "| model | prefill ms | per token ms | CPU per generation ms | per token / builder fp32 | "
-            "greedy tokens = eager transformers |",
+            "| model | prefill ms | per token ms | CPU per generation ms | per token / the builder's at its "
+            "precision | greedy tokens = eager transformers |",
             "|---|---:|---:|---:|---:|:---:|"]
-    base = _median(decode["builder"]["steps"])
     for name, r in decode.items():
         step = _median(r["steps"])
+        base = _median(decode["builder int4" if "int4" in name else "builder"]["steps"])
         out.append(f"| {name} | {_median(r['prefill']) * 1e3:.1f} | {step * 1e3:.2f} | {_median(r['cpu']) * 1e3:.0f} "
                    f"| {step / base:.2f} | {'yes' if r['equal_eager'] else 'no'} |")
     out.append("\nint4 weights change the logits: the int4 model's greedy tokens are not expected to be eager's.")
