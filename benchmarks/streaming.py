@@ -161,6 +161,7 @@ def timed_export(directory: str, output: str, mode: str, out_dtype: str | None) 
     peak (a forked child inherits its parent's high-water mark), which made the checkpoint."""
     cmd = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "fastonnx", "export-hf", directory, output, "--quiet"]
     cmd += ["--reference"] if mode == "reference" else []
+    cmd += ["--genai", "--precision", mode.removeprefix("genai-")] if mode.startswith("genai-") else []
     cmd += ["--dtype", out_dtype] if out_dtype else []
     t0 = time.perf_counter()
     done = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
@@ -197,7 +198,8 @@ def main() -> None:
         action="append",
         metavar="MODE[:DTYPE]",
         help="an export to time, in turn (its output deleted before the next): copy or reference, and the dtype "
-        "export-hf converts the weights to; repeatable (default: copy)",
+        "export-hf converts the weights to, or genai-int4 / genai-int8 (export-hf --genai --precision int4: the "
+        "onnxruntime-genai directory, weights quantized while streamed); repeatable (default: copy)",
     )
     p.add_argument("--no-cp", action="store_true")
     p.add_argument("--cp-by-file", action="store_true", help="time cp one file at a time (see timed_cp)")
@@ -248,12 +250,14 @@ def one_round(args, directory: str, size: int, stored: int, before) -> dict:
     before()
     cp = None if args.no_cp else timed_cp(directory, args.cp_by_file)
     out: dict = {"cp_seconds": round(cp, 1) if cp else None}
-    # In the checkpoint's directory: reference mode's model must sit beside the shards.
-    model = os.path.join(directory, "model.onnx")
     for run in args.run or ["copy"]:
         mode, _, out_dtype = run.partition(":")
+        # In the checkpoint's directory: reference mode's model must sit beside the shards. A genai
+        # export writes a directory of its own, beside the checkpoint's.
+        genai = mode.startswith("genai-")
+        model = directory.rstrip("/") + "-" + mode if genai else os.path.join(directory, "model.onnx")
         itemsize = getattr(torch, out_dtype).itemsize if out_dtype else stored
-        output_bytes = size * itemsize // stored if mode == "copy" else 0
+        output_bytes = size * itemsize // stored if mode == "copy" else size // stored // 2 if "int" in mode else 0
         entry: dict = {"mode": mode, "out_dtype": out_dtype or args.dtype}
         free = shutil.disk_usage(directory).free
         if free - output_bytes < args.spare_gb * 2**30:
@@ -261,16 +265,23 @@ def one_round(args, directory: str, size: int, stored: int, before) -> dict:
         else:
             before()
             seconds, rss = timed_export(directory, model, mode, out_dtype or None)
+            files = (
+                [os.path.join(model, f) for f in ("model.onnx", "model.onnx.data")]
+                if genai
+                else [model, model + ".data"]
+            )
             entry.update(
                 export_seconds=round(seconds, 1),
                 peak_rss_bytes=rss,
-                output_bytes=sum(os.path.getsize(f) for f in (model, model + ".data") if os.path.exists(f)),
+                output_bytes=sum(os.path.getsize(f) for f in files if os.path.exists(f)),
             )
             if cp:
                 entry["export_over_cp"] = round(seconds / cp, 2)
-            if args.compare:
+            if args.compare and not genai:
                 entry["max_logit_difference"] = compare(directory, model)
-            for f in (model, model + ".data"):
+            if genai:
+                shutil.rmtree(model, ignore_errors=True)
+            for f in files:
                 if os.path.exists(f):
                     os.remove(f)
         out[run] = entry
