@@ -254,3 +254,58 @@ def test_bad_quantize_arguments():
         fastonnx.export(model, (x,), optimize_for="tensorrt")
     with pytest.raises(fastonnx.ArgumentError, match="export_modules_as_functions"):
         fastonnx.export(model, (x,), quantize="int4", export_modules_as_functions=True)
+
+
+class Qkv(torch.nn.Module):
+    """Three projections of one input (packed into one MatMulNBits and a Split), with biases or
+    not; a fourth of another input stays alone."""
+
+    def __init__(self, bias: bool):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(64, n, bias=bias) for n in (64, 32, 32))
+        self.o = torch.nn.Linear(64, 16)
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        return self.o(q * torch.cat([k, v], -1))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_projections_of_one_input_are_packed(bias, tmp_path):
+    torch.manual_seed(0)
+    model = Qkv(bias).eval()
+    path = tmp_path / "m.onnx"
+    result = fastonnx.export(
+        model,
+        (torch.randn(2, 3, 64),),
+        path,
+        input_names=["x"],
+        dynamic_axes={"x": {0: "b", 1: "s"}},
+        quantize=fastonnx.Quantization(accuracy_level=EXACT),
+    )
+    ops = _ops(path)
+    assert ops.count("MatMulNBits") == 2 and ops.count("Split") == 1
+    assert ("MatMulNBits packed", 3) in result.native.rewrites["counts"]
+    inits = _initializers(path)
+    packed = next(n for n in onnx.load(str(path)).graph.node if n.op_type == "MatMulNBits" and "packed" in n.input[1])
+    assert {a.name: a.i for a in packed.attribute}["N"] == 128
+    # the stacked values are the three quantized weights one after the other
+    w = torch.cat([model.q.weight, model.k.weight, model.v.weight]).detach().numpy()
+    scales, codes = _expected_codes(w, 4, 32, np.float32)
+    np.testing.assert_array_equal(_codes(inits[packed.input[1]], 4), codes)
+    np.testing.assert_array_equal(inits[packed.input[2]], scales)
+    x = torch.randn(4, 5, 64)
+    (y,) = _session(path).run(None, {"x": x.numpy()})
+    dq = {
+        name: torch.from_numpy(
+            ((codes_ := _expected_codes(m.weight.detach().numpy(), 4, 32, np.float32))[1] - 8).astype(np.float32)
+            * codes_[0][..., None]
+        ).reshape(m.weight.shape[0], -1)[:, : m.weight.shape[1]]
+        for name, m in (("q", model.q), ("k", model.k), ("v", model.v), ("o", model.o))
+    }
+    reference = copy.deepcopy(model)
+    for name, weight in dq.items():
+        getattr(reference, name).weight = torch.nn.Parameter(weight)
+    with torch.no_grad():
+        want = reference(x).numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)

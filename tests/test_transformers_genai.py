@@ -202,38 +202,48 @@ def test_special_token_ids_of_zero_are_ids():
     assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (0, [0, 7], 0)
 
 
-def _dequantized(proto: onnx.ModelProto, name: str, k: int) -> torch.Tensor:
-    """The weight W [N, K] of MatMulNBits' initializers `name`_Q4 and `name`_scales."""
-    inits = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
-    blob, scales = inits[f"{name}_Q4"], inits[f"{name}_scales"].astype(np.float32)
-    codes = np.stack([blob & 15, blob >> 4], axis=-1).reshape(blob.shape[0], blob.shape[1], -1).astype(np.float32)
-    w = (codes - 8) * scales[..., None]
-    return torch.from_numpy(w.reshape(w.shape[0], -1)[:, :k].copy())
+def _dequantized(w: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """W [N, K] int4-quantized and dequantized by fastonnx.Quantization's rule (float32 scales)."""
+    n, k = w.shape
+    blocks = -(-k // block)
+    padded = torch.zeros(n, blocks * block)
+    padded[:, :k] = w.float()
+    padded = padded.reshape(n, blocks, block)
+    largest = padded.gather(-1, padded.abs().argmax(-1, keepdim=True))
+    scales = largest / -8.0
+    codes = torch.where(scales == 0, 0.0, padded * (1.0 / torch.where(scales == 0, 1.0, scales))).round().clamp(-8, 7)
+    return (codes * scales).reshape(n, -1)[:, :k]
+
+
+def _weight_columns(proto: onnx.ModelProto) -> int:
+    """The output features every MatMulNBits of the graph computes, together."""
+    return sum(next(a.i for a in n.attribute if a.name == "N") for n in proto.graph.node if n.op_type == "MatMulNBits")
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
 def test_int4_decoder_computes_the_dequantized_model(arch, tmp_path):
-    """Every Linear (and the LM head) as MatMulNBits: the graph at other sizes, over a prompt and
-    later steps, gives the logits of the eager model whose weights are the file's dequantized ones
+    """Every Linear (and the LM head) as MatMulNBits (the projections that read the same input
+    packed into one): the graph at other sizes, over a prompt and later steps, gives the logits of
+    the eager model whose weights are quantized and dequantized by the documented rule
     (accuracy_level 0: onnxruntime multiplies by exactly those)."""
     model = with_special_tokens(build(arch))
-    export_genai(model, tmp_path, quantize=fastonnx.Quantization(bits=4, accuracy_level=0))
+    result = export_genai(model, tmp_path, quantize=fastonnx.Quantization(bits=4, accuracy_level=0))
+    assert result
     proto = onnx.load(tmp_path / "model.onnx")
     check(proto)
-    quantized = {n.input[1][: -len("_Q4")] for n in proto.graph.node if n.op_type == "MatMulNBits"}
     # gpt2's projections are Conv1D ([K, N] weights): quantized as well, read through no transpose.
     projections = {
         name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
     }
-    named = {id(p): name for name, p in model.named_parameters()}  # a tied weight by its first name
-    assert quantized == {named[id(m.weight)] for m in projections.values()}
+    linear = {name: isinstance(m, torch.nn.Linear) for name, m in projections.items()}
+    assert _weight_columns(proto) == sum(m.weight.shape[0 if linear[n] else 1] for n, m in projections.items())
+    assert not [n for n in proto.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1].endswith("weight")]
     reference = copy.deepcopy(model)
     for name, m in projections.items():
-        module, weight = reference.get_submodule(name), named[id(m.weight)]
-        if isinstance(m, torch.nn.Linear):
-            module.weight = torch.nn.Parameter(_dequantized(proto, weight, m.in_features))  # unties a tied head
-        else:
-            module.weight = torch.nn.Parameter(_dequantized(proto, weight, m.weight.shape[0]).T.contiguous())
+        w = m.weight.detach() if linear[name] else m.weight.detach().T
+        dq = _dequantized(w)
+        # a new Parameter also unties a tied LM head from the embedding, which stays float
+        reference.get_submodule(name).weight = torch.nn.Parameter(dq if linear[name] else dq.T.contiguous())
     for query, logits, ids, mask in _run_steps(tmp_path, model):
         with torch.no_grad():
             want = reference(
@@ -251,7 +261,8 @@ def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(tmp_path):
     assert main(["export-hf", checkpoint, str(out), "--genai", "--precision", "int4", "--quiet"]) == 0
     nodes = onnx.load(out / "model.onnx", load_external_data=False).graph.node
     matmuls = [n for n in nodes if n.op_type == "MatMulNBits"]
-    assert len(matmuls) == 7 * model.config.num_hidden_layers + 1  # the projections and the LM head
+    # per layer Q, K and V packed into one, gate and up into one, o and down; and the LM head
+    assert len(matmuls) == 4 * model.config.num_hidden_layers + 1
     weights = {i.name for i in onnx.load(out / "model.onnx", load_external_data=False).graph.initializer}
     assert not [n for n in nodes if n.op_type in ("MatMul", "Gemm") and n.input[1] in weights]
     assert all({a.name: a.i for a in n.attribute}["accuracy_level"] == 4 for n in matmuls)

@@ -35,4 +35,8 @@ struct QuantizeOptions {
 };
 void quantize_weights(Graph& g, int opset, const QuantizeOptions& options, RewriteReport& report);
 
+// MatMulNBits nodes reading the same activations (Q, K and V; gate and up) as one over their
+// weights stacked along N, then a Split (pack_matmuls.cpp).
+void pack_quantized_matmuls(Graph& g, RewriteReport& report);
+
 }  // namespace fastonnx

@@ -53,6 +53,8 @@ class TensorBytes {
 
   // The borrowed bytes `fill` reads: released once the tensor is written (read_pages.h).
   virtual std::span<const uint8_t> source() const = 0;
+  // All of them, for a tensor computed from several (stacked_bytes).
+  virtual std::vector<std::span<const uint8_t>> sources() const { return {source()}; }
 
   // Whether `other` computes the same bytes: from the same borrowed memory, the same way. Graphs
   // written into one data file (write_models) that fold a weight alike then share its bytes.
@@ -70,6 +72,11 @@ constexpr size_t kLargestChunkBytes = size_t{64} << 20;
 std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::shared_ptr<const void> owner,
                                                     int element_size, std::vector<int64_t> shape,
                                                     std::vector<int64_t> perm);
+
+// `parts` one after the other: a tensor concatenated along its first axis from tensors of one
+// element size `element_size` (the packed weights of several MatMulNBits).
+std::shared_ptr<const TensorBytes> stacked_bytes(std::vector<std::shared_ptr<const TensorBytes>> parts,
+                                                 int element_size);
 
 // `count` elements of type `from` at `data`, converted to `to` as ONNX's Cast does.
 std::shared_ptr<const TensorBytes> cast_bytes(const void* data, std::shared_ptr<const void> owner, size_t count,

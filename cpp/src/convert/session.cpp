@@ -264,7 +264,10 @@ PassStats Session::finish(const FinishOptions& options) {
       fuse_norms(graph_, rewrites_);
       fuse_attention(graph_, rewrites_);
     }
-    if (options.quantize.bits != 0) quantize_weights(graph_, opset_, options.quantize, rewrites_);
+    if (options.quantize.bits != 0) {
+      quantize_weights(graph_, opset_, options.quantize, rewrites_);
+      pack_quantized_matmuls(graph_, rewrites_);
+    }
     sort_nodes(graph_);
     remove_dead_nodes(graph_);
   }

@@ -411,14 +411,15 @@ void write_external_data(const ExternalData& external, const ByteSink& sink, Pre
   static const char zeros[kPage] = {};
   // A checkpoint more than half the memory available could not stay in the page cache anyway: each
   // weight's pages are evicted once written (read_pages.h). A smaller one stays, for the next export.
-  const auto source = [](const Initializer& init) {
-    return init.computed ? init.computed->source()
-                         : std::span<const uint8_t>(static_cast<const uint8_t*>(init.data), init.nbytes);
+  const auto sources = [](const Initializer& init) {
+    return init.computed ? init.computed->sources()
+                         : std::vector{std::span<const uint8_t>(static_cast<const uint8_t*>(init.data), init.nbytes)};
   };
   size_t mapped = 0;
   for (const auto& [offset, init] : external.placements) {
-    const auto bytes = source(*init);
-    if (in_read_only_mapping(bytes.data(), bytes.size())) mapped += bytes.size();
+    for (const auto bytes : sources(*init)) {
+      if (in_read_only_mapping(bytes.data(), bytes.size())) mapped += bytes.size();
+    }
   }
   const bool release = mapped > available_memory() / 2;
   size_t at = 0;
@@ -429,7 +430,9 @@ void write_external_data(const ExternalData& external, const ByteSink& sink, Pre
     } else if (init->nbytes) {
       sink(init->data, init->nbytes);
     }
-    if (release) release_read_pages(source(*init).data(), source(*init).size());
+    if (release) {
+      for (const auto bytes : sources(*init)) release_read_pages(bytes.data(), bytes.size());
+    }
     at = offset + init->nbytes;
   }
 }

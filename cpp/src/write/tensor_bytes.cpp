@@ -310,7 +310,68 @@ class CastComputed final : public TensorBytes {
   ScalarType from_, to_;
 };
 
+// Parts one after the other; each range is filled from the parts it spans.
+class Stacked final : public TensorBytes {
+ public:
+  Stacked(std::vector<std::shared_ptr<const TensorBytes>> parts, size_t element_size)
+      : parts_(std::move(parts)), es_(element_size) {
+    size_t at = 0;
+    for (const auto& p : parts_) {
+      begins_.push_back(at);
+      at += p->size();
+    }
+    size_ = at;
+  }
+
+  size_t size() const override { return size_; }
+  // The first part's (which keys where the bytes are placed, serializer.cpp); all of them in sources().
+  std::span<const uint8_t> source() const override { return parts_.front()->source(); }
+  std::vector<std::span<const uint8_t>> sources() const override {
+    std::vector<std::span<const uint8_t>> out;
+    for (const auto& p : parts_) {
+      for (const auto s : p->sources()) out.push_back(s);
+    }
+    return out;
+  }
+
+  bool same_bytes(const TensorBytes& other) const override {
+    const auto* o = dynamic_cast<const Stacked*>(&other);
+    if (o == nullptr || o->parts_.size() != parts_.size()) return false;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      if (!parts_[i]->same_bytes(*o->parts_[i])) return false;
+    }
+    return true;
+  }
+
+  size_t chunk_bytes(size_t target, size_t most) const override {
+    size_t chunk = es_;
+    for (const auto& p : parts_) chunk = std::max(chunk, p->chunk_bytes(target, most));
+    return chunk / es_ * es_;
+  }
+
+  void fill(size_t begin, size_t end, uint8_t* out) const override {
+    for (size_t i = 0; i < parts_.size() && begin < end; ++i) {
+      const size_t p0 = begins_[i], p1 = p0 + parts_[i]->size();
+      if (p1 <= begin) continue;
+      const size_t to = std::min(end, p1);
+      parts_[i]->fill(begin - p0, to - p0, out);
+      out += to - begin;
+      begin = to;
+    }
+  }
+
+ private:
+  std::vector<std::shared_ptr<const TensorBytes>> parts_;
+  std::vector<size_t> begins_;
+  size_t es_, size_ = 0;
+};
+
 }  // namespace
+
+std::shared_ptr<const TensorBytes> stacked_bytes(std::vector<std::shared_ptr<const TensorBytes>> parts,
+                                                 int element_size) {
+  return std::make_shared<Stacked>(std::move(parts), static_cast<size_t>(element_size));
+}
 
 std::shared_ptr<const TensorBytes> cast_computed_bytes(std::shared_ptr<const TensorBytes> source, ScalarType from,
                                                        ScalarType to) {
