@@ -54,6 +54,7 @@ def export_genai(
     dtype: torch.dtype | None = None,
     opset_version: int | None = None,
     verbose: bool | None = None,
+    optimize_for: str | None = None,
 ) -> list[str]:
     """Write ``model`` (a transformers causal LM) to the directory ``output`` as onnxruntime-genai
     loads it (see the module's docstring). A model on the meta device takes its weights from
@@ -61,7 +62,8 @@ def export_genai(
     is also where the tokenizer and configs are copied from. Files are written to a temporary
     directory beside ``output`` and moved in at the end: an export that fails writes nothing.
     An encoder-decoder model (t5, bart), which onnxruntime-genai does not run, is written as
-    Optimum lays it out for onnxruntime instead (``seq2seq.export_seq2seq``). Returns the paths
+    Optimum lays it out for onnxruntime instead (``seq2seq.export_seq2seq``). ``optimize_for``
+    is ``export()``'s (``"onnxruntime"``: its fused ops where they match). Returns the paths
     written."""
     import transformers
 
@@ -89,7 +91,7 @@ def export_genai(
 
     def write(scratch: str) -> None:
         signature = _export_decoder(
-            model, layers, os.path.join(scratch, FILENAME), checkpoint, dtype, opset_version, verbose
+            model, layers, os.path.join(scratch, FILENAME), checkpoint, dtype, opset_version, verbose, optimize_for
         )
         _write_config(model, checkpoint, signature, scratch)
 
@@ -160,7 +162,9 @@ def _example_step(model, layers, device):
     return inputs, shapes
 
 
-def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbose) -> DecoderSignature:
+def _export_decoder(
+    model, layers, path, checkpoint, dtype, opset_version, verbose, optimize_for
+) -> DecoderSignature:
     from transformers.exporters import OnnxConfig
 
     from ..pipeline.export import export
@@ -188,6 +192,7 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
         output_names=output_names,
         opset_version=opset_version,
         external_data=True,
+        optimize_for=optimize_for,
         **traced.export_kwargs,
     )
     _check_dynamic(path, len(layers))
