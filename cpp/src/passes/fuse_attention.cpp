@@ -436,8 +436,9 @@ class AttentionFusion {
     Attrs attrs{Attr::i("num_heads", m.num_heads), Attr::i("kv_num_heads", m.kv_num_heads),
                 Attr::f("scale", m.scale)};
     if (m.softcap != 0) attrs.push_back(Attr::f("softcap", m.softcap));
-    // GroupQueryAttention's window counts the keys before the query's own.
-    if (check.window > 0) attrs.push_back(Attr::i("local_window_size", check.window - 1));
+    // local_window_size counts the keys a query sees, its own included (measured against the
+    // plain graph: window - 1 hides one key the mask lets through).
+    if (check.window > 0) attrs.push_back(Attr::i("local_window_size", check.window));
     const std::vector<Value> inputs{q3,       k3,     v3,      m.past_k, m.past_v, l.seqlens_k, l.total, {}, {},
                                     {},       l.bias, {},      {},       {},       {},          {},      l.query_seqlens};
     const std::vector<Value> outputs{out3, m.present_k, m.present_v};
