@@ -160,8 +160,12 @@ def _export_cached(causal: bool, path, optimize_for=None):
     auto = torch.export.Dim.AUTO  # the mask's length is the past's plus the query's
     dynamic = ({0: auto, 1: auto}, {0: auto, 1: auto}, {0: auto, 2: auto}, {0: auto, 2: auto})
     return fastonnx.export(
-        CachedAttention(causal), args, path, input_names=["x", "attention_mask", "past_key", "past_value"],
-        dynamic_shapes=dynamic, optimize_for=optimize_for,
+        CachedAttention(causal),
+        args,
+        path,
+        input_names=["x", "attention_mask", "past_key", "past_value"],
+        dynamic_shapes=dynamic,
+        optimize_for=optimize_for,
     )
 
 

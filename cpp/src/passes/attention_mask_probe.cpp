@@ -29,8 +29,8 @@ struct Probe {
 // single-token and multi-token steps; the longest is 13 keys, for windows.
 const std::vector<Probe>& probes() {
   static const std::vector<Probe> kProbes = {
-      {2, 0, 5, {0, 2}},       {2, 3, 1, {1, 0}},       {2, 4, 4, {0, 3}}, {1, 0, 1, {0}},
-      {2, 9, 4, {2, 0}},       {2, 2, 3, {0, 1}, true}, {1, 7, 6, {0}},
+      {2, 0, 5, {0, 2}}, {2, 3, 1, {1, 0}},       {2, 4, 4, {0, 3}}, {1, 0, 1, {0}},
+      {2, 9, 4, {2, 0}}, {2, 2, 3, {0, 1}, true}, {1, 7, 6, {0}},
   };
   return kProbes;
 }
@@ -183,7 +183,8 @@ class ConeEvaluator {
     t.bytes.resize(static_cast<size_t>(probe_.batch * total) * es);
     for (int64_t b = 0; b < probe_.batch; ++b) {
       for (int64_t k = 0; k < total; ++k) {
-        store_double(t.dtype, t.bytes.data() + static_cast<size_t>(b * total + k) * es, is_token(probe_, b, k) ? 1.0 : 0.0);
+        store_double(t.dtype, t.bytes.data() + static_cast<size_t>(b * total + k) * es,
+                     is_token(probe_, b, k) ? 1.0 : 0.0);
       }
     }
     return t;

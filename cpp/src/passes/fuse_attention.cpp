@@ -91,7 +91,8 @@ class AttentionFusion {
     }
     for (auto& [i, m] : matches) {
       if (!same_dim(g_.shape(m.q)[0], sizes.batch) || !same_dim(g_.shape(m.q)[2], sizes.query)) {
-        report_.line("attention " + std::to_string(i) + ": left plain: its batch or query length differs from the first");
+        report_.line("attention " + std::to_string(i) +
+                     ": left plain: its batch or query length differs from the first");
         continue;
       }
       auto [it, fresh] = checks_.try_emplace(m.mask.id);
@@ -160,8 +161,7 @@ class AttentionFusion {
 
   // The KV cache behind a key or value operand: optional grouped-head repetition of
   // Concat(past, new, axis=2) with a graph input as past.
-  bool match_cache(Value operand, Value& past, Value& fresh, Value& present, int64_t& heads,
-                   std::string& why) const {
+  bool match_cache(Value operand, Value& past, Value& fresh, Value& present, int64_t& heads, std::string& why) const {
     Value v = operand;
     if (const NodeId reshape = producer_of(g_, v, "Reshape"); reshape != kNoNode) {
       const NodeId expand = producer_of(g_, g_.inputs(reshape)[0], "Expand");
@@ -340,8 +340,8 @@ class AttentionFusion {
       }
       return node("Reshape", {bsnh, flat_shape()}, g_.info(x).dtype, {s[0], s[1], hidden});
     }
-    const Value bsnh = node("Transpose", {x}, g_.info(x).dtype, {d[0], d[2], d[1], d[3]},
-                            {Attr::ints("perm", {0, 2, 1, 3})});
+    const Value bsnh =
+        node("Transpose", {x}, g_.info(x).dtype, {d[0], d[2], d[1], d[3]}, {Attr::ints("perm", {0, 2, 1, 3})});
     return node("Reshape", {bsnh, flat_shape()}, g_.info(x).dtype, {d[0], d[2], hidden});
   }
 
@@ -367,16 +367,18 @@ class AttentionFusion {
                     {Dim{1, kNoName}}, {Attr::i("axis", 0)});
       const Value seq = node("Gather", {shape, constant<int64_t>(ScalarType::Long, {1}, false)}, ScalarType::Long,
                              {Dim{1, kNoName}}, {Attr::i("axis", 0)});
-      const Value seq32 = node("Cast", {seq}, ScalarType::Int, {Dim{1, kNoName}}, {Attr::i("to", onnx_dtype(ScalarType::Int))});
+      const Value seq32 =
+          node("Cast", {seq}, ScalarType::Int, {Dim{1, kNoName}}, {Attr::i("to", onnx_dtype(ScalarType::Int))});
       query_seqlens_ = node("Expand", {seq32, batch_}, ScalarType::Int, {qd[0]});
     }
     l.query_seqlens = query_seqlens_;
     const Value mask_shape = node("Shape", {m.mask}, ScalarType::Long, {Dim{4, kNoName}});
     const Value total64 = node("Gather", {mask_shape, constant<int64_t>(ScalarType::Long, {3}, true)}, ScalarType::Long,
                                std::vector<Dim>{}, {Attr::i("axis", 0)});
-    l.total = node("Cast", {total64}, ScalarType::Int, std::vector<Dim>{}, {Attr::i("to", onnx_dtype(ScalarType::Int))});
-    const Value last = node("Sub", {l.total, constant<int32_t>(ScalarType::Int, {1}, true)}, ScalarType::Int,
-                            std::vector<Dim>{});
+    l.total =
+        node("Cast", {total64}, ScalarType::Int, std::vector<Dim>{}, {Attr::i("to", onnx_dtype(ScalarType::Int))});
+    const Value last =
+        node("Sub", {l.total, constant<int32_t>(ScalarType::Int, {1}, true)}, ScalarType::Int, std::vector<Dim>{});
     l.seqlens_k = node("Expand", {last, batch_}, ScalarType::Int, {qd[0]});
     const ScalarType t = g_.info(m.q).dtype;
     if (m.mask_kind == MaskKind::Additive) {
@@ -433,23 +435,22 @@ class AttentionFusion {
     const bool direct = out3.valid();
     if (!direct) out3 = new_value(g_.info(m.out).dtype, {od[0], od[2], hidden});
 
-    Attrs attrs{Attr::i("num_heads", m.num_heads), Attr::i("kv_num_heads", m.kv_num_heads),
-                Attr::f("scale", m.scale)};
+    Attrs attrs{Attr::i("num_heads", m.num_heads), Attr::i("kv_num_heads", m.kv_num_heads), Attr::f("scale", m.scale)};
     if (m.softcap != 0) attrs.push_back(Attr::f("softcap", m.softcap));
     // local_window_size counts the keys a query sees, its own included (measured against the
     // plain graph: window - 1 hides one key the mask lets through).
     if (check.window > 0) attrs.push_back(Attr::i("local_window_size", check.window));
-    const std::vector<Value> inputs{q3,       k3,     v3,      m.past_k, m.past_v, l.seqlens_k, l.total, {}, {},
-                                    {},       l.bias, {},      {},       {},       {},          {},      l.query_seqlens};
+    const std::vector<Value> inputs{q3,     k3, v3, m.past_k, m.past_v, l.seqlens_k, l.total,        {}, {}, {},
+                                    l.bias, {}, {}, {},       {},       {},          l.query_seqlens};
     const std::vector<Value> outputs{out3, m.present_k, m.present_v};
     g_.kill(g_.info(m.present_k).producer);
     g_.kill(g_.info(m.present_v).producer);
     g_.kill(replaced);
     g_.add_fused("GroupQueryAttention", kMicrosoftDomain, inputs, outputs, attrs);
     if (!direct) {
-      const Value bsnh = node("Reshape",
-                              {out3, constant<int64_t>(ScalarType::Long, {0, 0, m.num_heads, m.head_size}, false)},
-                              g_.info(m.out).dtype, {od[0], od[2], od[1], od[3]});
+      const Value bsnh =
+          node("Reshape", {out3, constant<int64_t>(ScalarType::Long, {0, 0, m.num_heads, m.head_size}, false)},
+               g_.info(m.out).dtype, {od[0], od[2], od[1], od[3]});
       const Value perm_out[] = {m.out};
       const Value perm_in[] = {bsnh};
       g_.add_fused("Transpose", "", perm_in, perm_out, {Attr::ints("perm", {0, 2, 1, 3})});

@@ -162,9 +162,7 @@ def _example_step(model, layers, device):
     return inputs, shapes
 
 
-def _export_decoder(
-    model, layers, path, checkpoint, dtype, opset_version, verbose, optimize_for
-) -> DecoderSignature:
+def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbose, optimize_for) -> DecoderSignature:
     from transformers.exporters import OnnxConfig
 
     from ..pipeline.export import export
