@@ -41,6 +41,12 @@ class ExportResult:
     _proto: object = field(default=None, repr=False)
 
     @property
+    def rewrites(self) -> dict:
+        """What ``optimize_for`` and ``quantize`` did: ``counts`` (fused op -> how many) and
+        ``lines`` (per attention or layer: what was fused, or left plain and why)."""
+        return self.native.rewrites
+
+    @property
     def model_proto(self):
         """The model as an ``onnx.ModelProto`` (parsed on first use; weights included, so only
         for models under 2 GB)."""
