@@ -83,8 +83,14 @@ def _compare(model, fused, plain, inputs, rtol=1e-3, atol=1e-4) -> None:
 def _tiny(config_class, model_class, dtype=torch.float32, **extra):
     torch.manual_seed(0)
     config = config_class(
-        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=64, use_cache=False, **extra,
+        vocab_size=96,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        use_cache=False,
+        **extra,
     )
     return model_class(config).eval().to(dtype)
 
@@ -142,8 +148,15 @@ class RMSNorm(nn.Module):
     """LlamaRMSNorm's computation on a model of `dtype` (in `compute`, float32 as transformers
     does), between float32 inputs and outputs."""
 
-    def __init__(self, hidden: int, dtype=torch.float32, eps: float = 1e-5, square=lambda x: x.pow(2), dim=-1,
-                 compute=torch.float32):
+    def __init__(
+        self,
+        hidden: int,
+        dtype=torch.float32,
+        eps: float = 1e-5,
+        square=lambda x: x.pow(2),
+        dim=-1,
+        compute=torch.float32,
+    ):
         super().__init__()
         shape = (hidden,) if dim == -1 else (hidden, 1)
         self.weight = nn.Parameter(torch.rand(shape, dtype=dtype) + 0.5)
@@ -223,12 +236,17 @@ class Residual(nn.Module):
         return self.n2(x2)
 
 
-@pytest.mark.parametrize(("norm", "op"), [(RMSNorm, "SkipSimplifiedLayerNormalization"), (nn.LayerNorm, "SkipLayerNormalization")])
-def test_residual_sums_go_into_the_skip_ops(norm, op):
+@pytest.mark.parametrize("opset", [17, None])  # 17: ReduceMean's axes an attribute
+@pytest.mark.parametrize(
+    ("norm", "op"), [(RMSNorm, "SkipSimplifiedLayerNormalization"), (nn.LayerNorm, "SkipLayerNormalization")]
+)
+def test_residual_sums_go_into_the_skip_ops(norm, op, opset):
     torch.manual_seed(0)
     model = Residual(norm)
     args = (torch.randn(2, 5, 16),)
-    fused, plain = (_export(model, args, fuse, dynamic_shapes=({0: "b", 1: "s"},)) for fuse in (True, False))
+    fused, plain = (
+        _export(model, args, fuse, dynamic_shapes=({0: "b", 1: "s"},), opset_version=opset) for fuse in (True, False)
+    )
     nodes = [n for n in fused.model_proto.graph.node if n.op_type == op]
     assert len(nodes) == 2 and {n.domain for n in nodes} == {"com.microsoft"}
     # The first sum is read by the second residual: the op returns it (output 3); the last is not.
@@ -257,12 +275,48 @@ def test_bias_before_the_residual_is_the_kernels_bias_input():
     _compare(model, fused, plain, (torch.randn(3, 4, 16), torch.randn(3, 4, 16)))
 
 
-@pytest.mark.parametrize(("name", "build"), [
-    ("gpt2", lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=96, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False))),
-    ("bert", lambda: transformers.BertModel(transformers.BertConfig(
-        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64))),
-])
+class BroadcastResidual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x, per_batch):
+        return self.norm(x + per_batch)
+
+
+def test_a_residual_the_kernel_cannot_broadcast_stays_an_add():
+    model = BroadcastResidual()
+    args = (torch.randn(2, 5, 16), torch.randn(2, 1, 16))
+    dims = ({0: "b", 1: "s"}, {0: "b"})
+    fused, plain = (_export(model, args, fuse, dynamic_shapes=dims) for fuse in (True, False))
+    assert _ops(fused.model_proto) == _ops(plain.model_proto) == {"Add": 1, "LayerNormalization": 1}
+    assert fused.native.rewrites["lines"] == [
+        "ONNX LayerNormalization node of FX node `layer_norm` (output `output`): not fused with the Add before it "
+        "into SkipLayerNormalization: its addends are [b, s, 16] and [b, 1, 16], the kernel takes two of the sum's "
+        "shape [b, s, 16] (or a second of [1, seq, hidden] or [seq, hidden])"
+    ]
+    _compare(model, fused, plain, (torch.randn(3, 4, 16), torch.randn(3, 1, 16)))
+
+
+@pytest.mark.parametrize(
+    ("name", "build"),
+    [
+        (
+            "gpt2",
+            lambda: transformers.GPT2LMHeadModel(
+                transformers.GPT2Config(vocab_size=96, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False)
+            ),
+        ),
+        (
+            "bert",
+            lambda: transformers.BertModel(
+                transformers.BertConfig(
+                    vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+                )
+            ),
+        ),
+    ],
+)
 def test_layer_norms_after_residuals_fuse(name, build):
     # Every LayerNormalization of both reads a sum: GPT-2's first adds the position embeddings,
     # [1, seq, hidden] (the kernel repeats it over the batch), BERT's the embeddings.
@@ -299,15 +353,24 @@ class Standalone(nn.Module):
 @pytest.mark.parametrize(
     ("model", "args", "line"),
     [
-        (RMSNorm(5, dim=1), (torch.randn(2, 5, 16),),
-         "ONNX ReduceMean node of FX node `mean` (output `mean`): RMSNorm left plain: it reduces over axes [1] of a "
-         "value [s0, 5, 16], not the last axis alone"),
-        (WeightInput(), (torch.randn(2, 5, 16), torch.rand(16)),
-         "ONNX ReduceMean node of FX node `mean` (output `mean`): RMSNorm left plain: its weight `weight` is not a "
-         "constant"),
-        (RMSNorm(16, torch.float64, compute=torch.float64), (torch.randn(2, 5, 16),),
-         "ONNX ReduceMean node of FX node `mean` (output `mean`): RMSNorm left plain: it computes in float64, which "
-         "onnxruntime's CPU kernels do not take (float32, float16, bfloat16)"),
+        (
+            RMSNorm(5, dim=1),
+            (torch.randn(2, 5, 16),),
+            "ONNX ReduceMean node of FX node `mean` (output `mean`): RMSNorm left plain: it reduces over axes [1] of a "
+            "value [s0, 5, 16], not the last axis alone",
+        ),
+        (
+            WeightInput(),
+            (torch.randn(2, 5, 16), torch.rand(16)),
+            "ONNX ReduceMean node of FX node `mean` (output `mean`): RMSNorm left plain: its weight `weight` is not a "
+            "constant",
+        ),
+        (
+            RMSNorm(16, torch.float64, compute=torch.float64),
+            (torch.randn(2, 5, 16),),
+            "ONNX ReduceMean node of FX node `mean` (output `mean`): RMSNorm left plain: it computes in float64, which "
+            "onnxruntime's CPU kernels do not take (float32, float16, bfloat16)",
+        ),
         (Standalone(), (torch.randn(2, 5, 16),), None),  # no Add before it: plain LayerNormalization, nothing to say
     ],
     ids=["not-the-last-axis", "weight-is-an-input", "float64", "layer-norm-alone"],

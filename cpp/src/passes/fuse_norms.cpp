@@ -37,7 +37,7 @@ std::string unsupported(ScalarType t) {
 }
 
 std::string shape_text(const Graph& g, Value v) {
-  if (!g.info(v).has_shape) return "of unknown rank";
+  if (!g.info(v).has_shape) return "(shape unknown)";
   std::string s = "[";
   for (const Dim& d : g.shape(v)) {
     if (s.size() > 1) s += ", ";
@@ -129,7 +129,7 @@ void NormFuser::fuse_rms(NodeId mean) {
   const auto left = [&](const std::string& why) {
     report_.line(node_label(g_, mean) + ": RMSNorm left plain: " + why);
   };
-  const ValueInfo& xi = g_.info(x);
+  const ValueInfo xi = g_.info(x);
   std::optional<std::vector<int64_t>> axes;
   if (g_.inputs(mean).size() > 1) {
     axes = int_constant(g_, g_.inputs(mean)[1]);
@@ -214,7 +214,8 @@ void NormFuser::fuse_skip(NodeId norm) {
   const bool simplified = op_of(g_, norm) == kSimplified;
   const Value sum = g_.inputs(norm)[0];
   const NodeId add = producer_of(g_, sum, "Add");
-  if (add == kNoNode) return;
+  // A constant addend is a bias (a Linear's), not a residual.
+  if (add == kNoNode || g_.is_initializer(g_.inputs(add)[0]) || g_.is_initializer(g_.inputs(add)[1])) return;
   const std::string fused = simplified ? "SkipSimplifiedLayerNormalization" : "SkipLayerNormalization";
   const auto left = [&](const std::string& why) {
     report_.line(node_label(g_, norm) + ": not fused with the Add before it into " + fused + ": " + why);
@@ -269,8 +270,9 @@ void NormFuser::fuse_skip(NodeId norm) {
   Value input = g_.inputs(add)[0], skip = g_.inputs(add)[1];
   if (!full(input)) std::swap(input, skip);
   if (!full(input) || !(full(skip) || repeated(skip))) {
-    return left("the Add broadcasts " + shape_text(g_, g_.inputs(add)[0]) + " and " +
-                shape_text(g_, g_.inputs(add)[1]) + " in a way the kernel does not");
+    return left("its addends are " + shape_text(g_, g_.inputs(add)[0]) + " and " + shape_text(g_, g_.inputs(add)[1]) +
+                ", the kernel takes two of the sum's shape " + shape_text(g_, sum) +
+                " (or a second of [1, seq, hidden] or [seq, hidden])");
   }
   // A Linear's bias added to an addend of the sum's shape just before: the kernel's `bias` input.
   Value bias;
