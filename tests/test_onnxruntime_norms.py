@@ -200,6 +200,20 @@ def test_rms_norm_without_weight_gets_ones():
     _compare(model, fused, plain, (torch.randn(3, 4, 16),))
 
 
+class DividedNorm(nn.Module):
+    def forward(self, x):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def test_rms_norm_written_as_a_division():
+    model = DividedNorm()
+    args = (torch.randn(2, 5, 16),)
+    fused, plain = (_export(model, args, fuse, dynamic_shapes=({0: "b", 1: "s"},)) for fuse in (True, False))
+    assert "Div" in _ops(plain.model_proto)
+    assert _ops(fused.model_proto) == {"SimplifiedLayerNormalization": 1}
+    _compare(model, fused, plain, (torch.randn(3, 4, 16),))
+
+
 class GemmaNorm(nn.Module):
     """gemma's RMSNorm: (1 + w), here over more elements than the clean-up folds (4096)."""
 

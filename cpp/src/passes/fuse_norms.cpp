@@ -108,17 +108,12 @@ class NormFuser {
 
 void NormFuser::fuse_rms(NodeId mean) {
   const Value squares = g_.inputs(mean)[0];
+  const NodeId pow = producer_of(g_, squares, "Pow"), mul = producer_of(g_, squares, "Mul");
+  const NodeId square = pow != kNoNode ? pow : mul;
   Value x;
-  NodeId square = producer_of(g_, squares, "Pow");
-  if (square != kNoNode) {
-    if (scalar_constant(g_, g_.inputs(square)[1]) != 2.0) return;
-    x = g_.inputs(square)[0];
-  } else if ((square = producer_of(g_, squares, "Mul")) != kNoNode) {
-    if (g_.inputs(square)[0] != g_.inputs(square)[1]) return;
-    x = g_.inputs(square)[0];
-  } else {
-    return;
-  }
+  if (pow != kNoNode && scalar_constant(g_, g_.inputs(pow)[1]) == 2.0) x = g_.inputs(pow)[0];
+  if (mul != kNoNode && g_.inputs(mul)[0] == g_.inputs(mul)[1]) x = g_.inputs(mul)[0];
+  if (!x.valid()) return;
   const NodeId add = sole_reader(output(mean), "Add");
   if (add == kNoNode) return;
   const std::optional<double> eps = scalar_constant(g_, other_input(add, output(mean)));
@@ -150,12 +145,14 @@ void NormFuser::fuse_rms(NodeId mean) {
   if (!readers_->only(squares, mean)) return left("x^2 is read outside the norm");
 
   // x * Reciprocal(Sqrt(...)), or x / Sqrt(...).
-  NodeId recip = sole_reader(output(sqrt), "Reciprocal"), scale = kNoNode;
+  const NodeId recip = sole_reader(output(sqrt), "Reciprocal");
+  NodeId scale = kNoNode;
   if (recip != kNoNode) {
-    scale = sole_reader(output(recip), "Mul");
-    if (scale != kNoNode && other_input(scale, output(recip)) != x) scale = kNoNode;
-  } else if ((scale = sole_reader(output(sqrt), "Div")) != kNoNode) {
-    if (g_.inputs(scale)[0] != x || g_.inputs(scale)[1] != output(sqrt)) scale = kNoNode;
+    const NodeId times = sole_reader(output(recip), "Mul");
+    if (times != kNoNode && other_input(times, output(recip)) == x) scale = times;
+  } else {
+    const NodeId div = sole_reader(output(sqrt), "Div");
+    if (div != kNoNode && g_.inputs(div)[0] == x && g_.inputs(div)[1] == output(sqrt)) scale = div;
   }
   if (scale == kNoNode) return left("1 / Sqrt(mean(x^2) + eps) is not multiplied into x alone");
 
