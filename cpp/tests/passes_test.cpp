@@ -1,15 +1,18 @@
 // Each pass on a small graph: constant folding, forwarding, CSE, transpose composition,
-// dead-node removal, and outlining of module scopes into local functions.
+// dead-node removal, outlining of module scopes into local functions, and onnxruntime's norm
+// fusions.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "fastonnx/fold.h"
 #include "fastonnx/numeric.h"
+#include "fastonnx/onnxruntime_passes.h"
 #include "fastonnx/outline.h"
 #include "fastonnx/passes.h"
 #include "test_util.h"
@@ -232,6 +235,52 @@ TEST(OutlineFunctions, DifferentBodiesGetNumberedNames) {
   ASSERT_EQ(outlined.functions.size(), 2u);
   EXPECT_EQ(outlined.functions[0].name, "Block");
   EXPECT_EQ(outlined.functions[1].name, "Block_1");
+}
+
+// LlamaRMSNorm as the converters write it: x * Reciprocal(Sqrt(ReduceMean(x^2) + eps)), times the
+// weight `weight` (a constant when null).
+Value rms_norm(TestGraph& t, Value x, Value weight = {}) {
+  const Value mean = t.b.op<"ReduceMean">({t.b.op<"Pow">({x, t.b.scalar(2.0, ScalarType::Float)}), t.b.ints({-1})});
+  const Value eps = t.b.scalar(1e-6, ScalarType::Float);
+  const Value inverse = t.b.op<"Reciprocal">({t.b.op<"Sqrt">({t.b.op<"Add">({mean, eps})})});
+  if (!weight.valid()) weight = t.b.tensor({1.0, 2.0, 3.0, 4.0}, {4}, ScalarType::Float);
+  return t.b.op<"Mul">({weight, t.b.op<"Mul">({x, inverse})});
+}
+
+// A residual sum that the next residual reads too: one op adds, normalizes and returns the sum.
+TEST(FuseNorms, AResidualAndAnRmsNormBecomeOneSkipOp) {
+  TestGraph t;
+  const Value sum = t.b.op<"Add">({t.input("a", {2, 3, 4}), t.input("r", {2, 3, 4})});
+  const std::vector<Dim> dims{{2, kNoName}, {3, kNoName}, {4, kNoName}};
+  t.g.set_shape(sum, dims);  // as the lowering sets it from torch's
+  const Value y = rms_norm(t, sum);
+  t.g.add_output(t.b.op<"Add">({sum, y}));
+  RewriteReport report;
+  fuse_norms(t.g, report);
+  sort_nodes(t.g);
+  EXPECT_EQ(t.live_ops(), (std::vector<std::string>{"SkipSimplifiedLayerNormalization", "Add"}));
+  const NodeId fused = t.g.info(y).producer;
+  EXPECT_EQ(t.g.strings.str(t.g.node(fused).domain), kMicrosoftDomain);
+  ASSERT_EQ(t.g.outputs(fused).size(), 4u);
+  EXPECT_EQ(t.g.outputs(fused)[3], sum);
+  EXPECT_EQ(t.g.attr(fused, "epsilon")->as_float(), static_cast<double>(1e-6f));  // the float32 constant's
+  EXPECT_EQ(report.counts, (std::vector<std::pair<std::string, size_t>>{{"SkipSimplifiedLayerNormalization", 1}}));
+  EXPECT_TRUE(report.lines.empty());
+}
+
+TEST(FuseNorms, AWeightThatIsNoConstantStaysPlainAndSaysWhy) {
+  TestGraph t;
+  const Value y = rms_norm(t, t.input("x", {2, 3, 4}), t.input("w", {4}));
+  t.g.add_output(y);
+  const std::vector<std::string> before = t.live_ops();
+  RewriteReport report;
+  fuse_norms(t.g, report);
+  EXPECT_EQ(t.live_ops(), before);
+  EXPECT_TRUE(report.counts.empty());
+  ASSERT_EQ(report.lines.size(), 1u);
+  EXPECT_NE(report.lines[0].find("ReduceMean node"), std::string::npos) << report.lines[0];
+  EXPECT_NE(report.lines[0].find("RMSNorm left plain: its weight `w` is not a constant"), std::string::npos)
+      << report.lines[0];
 }
 
 }  // namespace

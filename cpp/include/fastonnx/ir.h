@@ -41,6 +41,9 @@ struct Dim {
   bool is_static() const { return symbol == kNoName && value >= 0; }
 };
 
+// Whether two dimensions are known to be equal: the same static size, or the same symbol.
+bool same_size(const Dim& a, const Dim& b);
+
 // The sizes of `dims` when every one is static.
 std::optional<std::vector<int64_t>> static_shape(std::span<const Dim> dims);
 
@@ -211,5 +214,8 @@ class Graph {
   std::vector<bool> used_names_;  // indexed by StrId
   std::unordered_map<StrId, Value> value_named_;
 };
+
+// Node `n` as messages name it: its op type, the FX node it was converted from, its first output.
+std::string node_label(const Graph& g, NodeId n);
 
 }  // namespace fastonnx

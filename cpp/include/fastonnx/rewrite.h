@@ -26,6 +26,9 @@ class Readers {
   size_t count(Value v) const { return of(v).size() + (external_[v.id] ? 1 : 0); }
   // Read only by `n`: the value can disappear into a fusion that replaces `n`.
   bool only(Value v, NodeId n) const;
+  // The one node that reads `v` (in one or more of its slots) when nothing else does; kNoNode
+  // otherwise.
+  NodeId sole(Value v) const;
   bool external(Value v) const { return external_[v.id]; }
 
  private:

@@ -39,6 +39,11 @@ std::span<const Dim> Graph::shape(Value v) const {
   return {dims_.data() + info.dims_begin, info.rank};
 }
 
+bool same_size(const Dim& a, const Dim& b) {
+  if (a.symbol != kNoName || b.symbol != kNoName) return a.symbol == b.symbol;
+  return a.value >= 0 && a.value == b.value;
+}
+
 std::optional<std::vector<int64_t>> static_shape(std::span<const Dim> dims) {
   std::vector<int64_t> out;
   out.reserve(dims.size());
@@ -255,6 +260,15 @@ bool Graph::is_initializer(Value v) const { return initializer_of_[v.id] >= 0; }
 const Initializer* Graph::initializer(Value v) const {
   const int32_t i = initializer_of_[v.id];
   return i >= 0 ? &initializers_[i] : nullptr;
+}
+
+std::string node_label(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  std::string s = "ONNX " + std::string(g.strings.str(node.op_type)) + " node";
+  if (node.origin != kNoName) s += " of FX node `" + std::string(g.strings.str(node.origin)) + "`";
+  const auto outs = g.outputs(n);
+  if (!outs.empty() && !g.name(outs[0]).empty()) s += " (output `" + std::string(g.name(outs[0])) + "`)";
+  return s;
 }
 
 }  // namespace fastonnx

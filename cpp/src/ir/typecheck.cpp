@@ -72,17 +72,8 @@ ScalarType written(const Graph& g, Value v) {
   return is_complex(t) ? real_part_type(t) : t;
 }
 
-std::string label(const Graph& g, NodeId n) {
-  const Node& node = g.node(n);
-  std::string s = "ONNX " + std::string(g.strings.str(node.op_type)) + " node";
-  if (node.origin != kNoName) s += " of FX node `" + std::string(g.strings.str(node.origin)) + "`";
-  const auto outs = g.outputs(n);
-  if (!outs.empty() && !g.name(outs[0]).empty()) s += " (output `" + std::string(g.name(outs[0])) + "`)";
-  return s;
-}
-
 [[noreturn]] void mismatch(const Graph& g, NodeId n, const std::string& what, ScalarType declared, ScalarType actual) {
-  throw ConvertError(label(g, n) + ": " + what + " is " + dtype_name(actual) + " where the graph declares " +
+  throw ConvertError(node_label(g, n) + ": " + what + " is " + dtype_name(actual) + " where the graph declares " +
                      dtype_name(declared) + " (a fastonnx bug: the file would not load in onnxruntime)");
 }
 
@@ -117,7 +108,7 @@ void check_types(const Graph& g, int opset) {
     inputs.clear();
     for (const Value v : g.inputs(n)) inputs.push_back(written(g, v));
     if (const std::string error = input_types_error(type, opset, *spec, inputs); !error.empty()) {
-      throw ConvertError(label(g, n) + ": " + error + " (a fastonnx bug: the file would not load in onnxruntime)");
+      throw ConvertError(node_label(g, n) + ": " + error + " (a fastonnx bug: the file would not load in onnxruntime)");
     }
     const auto outs = g.outputs(n);
     for (size_t i = 0; i < outs.size(); ++i) {

@@ -45,6 +45,11 @@ bool Readers::only(Value v, NodeId n) const {
   return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](NodeId r) { return r == n; });
 }
 
+NodeId Readers::sole(Value v) const {
+  const auto readers = of(v);
+  return only(v, readers.empty() ? kNoNode : readers.front()) ? readers.front() : kNoNode;
+}
+
 std::string_view op_of(const Graph& g, NodeId n) { return g.strings.str(g.node(n).op_type); }
 
 NodeId producer_of(const Graph& g, Value v, std::string_view op) {
