@@ -256,7 +256,7 @@ TEST(FuseNorms, AResidualAndAnRmsNormBecomeOneSkipOp) {
   const Value y = rms_norm(t, sum);
   t.g.add_output(t.b.op<"Add">({sum, y}));
   RewriteReport report;
-  fuse_norms(t.g, report);
+  fuse_norms(t.g, 18, report);
   sort_nodes(t.g);
   EXPECT_EQ(t.live_ops(), (std::vector<std::string>{"SkipSimplifiedLayerNormalization", "Add"}));
   const NodeId fused = t.g.info(y).producer;
@@ -274,7 +274,7 @@ TEST(FuseNorms, AWeightThatIsNoConstantStaysPlainAndSaysWhy) {
   t.g.add_output(y);
   const std::vector<std::string> before = t.live_ops();
   RewriteReport report;
-  fuse_norms(t.g, report);
+  fuse_norms(t.g, 18, report);
   EXPECT_EQ(t.live_ops(), before);
   EXPECT_TRUE(report.counts.empty());
   ASSERT_EQ(report.lines.size(), 1u);

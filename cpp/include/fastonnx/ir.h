@@ -145,6 +145,8 @@ class Graph {
     return find_attr(attrs(n), name, kind);
   }
   void kill(NodeId n) { nodes_[n.index].dead = true; }
+  // Undoes kill(): the node lives again and produces its outputs (a fusion that gave way).
+  void revive(NodeId n);
   // Gives node `n` a unique name from `base` (name_all() names only live nodes, after their op
   // type: the nodes of a local function, dead in the graph, are named with this).
   void name_node(NodeId n, std::string_view base);

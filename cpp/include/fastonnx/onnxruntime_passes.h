@@ -18,7 +18,7 @@ inline constexpr std::string_view kMicrosoftDomain = "com.microsoft";
 // RMSNorm -> SimplifiedLayerNormalization, a residual Add then RMSNorm ->
 // SkipSimplifiedLayerNormalization; LayerNormalization after a residual Add ->
 // SkipLayerNormalization (fuse_norms.cpp).
-void fuse_norms(Graph& g, RewriteReport& report);
+void fuse_norms(Graph& g, int opset, RewriteReport& report);
 
 // Attention (sdpa and eager, with grouped KV heads, causal and sliding-window masks, rotary
 // before it) -> GroupQueryAttention (fuse_attention.cpp).

@@ -261,7 +261,7 @@ PassStats Session::finish(const FinishOptions& options) {
                          "(export_modules_as_functions)");
     }
     if (options.fuse_for_onnxruntime) {
-      fuse_norms(graph_, rewrites_);
+      fuse_norms(graph_, opset_, rewrites_);
       fuse_attention(graph_, rewrites_);
     }
     if (options.quantize.bits != 0) {

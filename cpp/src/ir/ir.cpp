@@ -121,6 +121,12 @@ NodeId Graph::add_fused(std::string_view op_type, std::string_view domain, std::
   return id;
 }
 
+void Graph::revive(NodeId n) {
+  Node& node = nodes_[n.index];
+  node.dead = false;
+  for (uint32_t i = 0; i < node.n_outputs; ++i) values_[edges_[node.outputs_begin + i].id].producer = n;
+}
+
 void Graph::permute_nodes(std::span<const NodeId> order) {
   std::vector<Node> nodes;
   nodes.reserve(nodes_.size());

@@ -27,6 +27,7 @@ namespace fastonnx {
 namespace {
 
 constexpr std::string_view kSimplified = "SimplifiedLayerNormalization";  // onnxruntime has it in ONNX's domain
+constexpr int kRmsNormalizationOpset = 23;
 
 // Why onnxruntime's CPU kernels of the three ops cannot compute in `t`, or "" when they can (1.32:
 // SkipSimplifiedLayerNormalization has no double kernel).
@@ -59,7 +60,7 @@ using Vector = std::variant<Value, std::string>;
 
 class NormFuser {
  public:
-  NormFuser(Graph& g, RewriteReport& report) : g_(g), report_(report) {}
+  NormFuser(Graph& g, int opset, RewriteReport& report) : g_(g), opset_(opset), report_(report) {}
 
   void run() {
     readers_.emplace(g_);
@@ -70,7 +71,9 @@ class NormFuser {
     for (const NodeId n : g_.node_ids()) {
       if (is(n, kSimplified) || is(n, "LayerNormalization")) fuse_skip(n);
     }
+    settle_standalone();
     if (simplified_ > 0) report_.count(kSimplified, simplified_);
+    if (rms_ > 0) report_.count("RMSNormalization", rms_);
     if (skip_simplified_ > 0) report_.count("SkipSimplifiedLayerNormalization", skip_simplified_);
     if (skip_ > 0) report_.count("SkipLayerNormalization", skip_);
   }
@@ -95,15 +98,19 @@ class NormFuser {
 
   void fuse_rms(NodeId mean);
   void fuse_skip(NodeId norm);
+  void settle_standalone();
   std::string misfit(Value v, ScalarType dtype, int64_t hidden) const;
   Vector vector(Value v, ScalarType dtype, int64_t hidden);
   Value plus_scalar(Value v, double addend, int64_t hidden);
   Value ones(ScalarType dtype, int64_t hidden);
 
   Graph& g_;
+  int opset_;
   RewriteReport& report_;
   std::optional<Readers> readers_;
-  size_t simplified_ = 0, skip_simplified_ = 0, skip_ = 0;
+  size_t simplified_ = 0, skip_simplified_ = 0, skip_ = 0, rms_ = 0;
+  // Each SimplifiedLayerNormalization made, and the nodes it replaced.
+  std::vector<std::pair<NodeId, std::vector<NodeId>>> made_;
 };
 
 void NormFuser::fuse_rms(NodeId mean) {
@@ -198,9 +205,10 @@ void NormFuser::fuse_rms(NodeId mean) {
   const auto origin = g_.with_origin(g_.node(mean).origin);
   const std::array<Value, 2> inputs{input, weight};
   const std::array<Value, 1> outputs{out};
-  g_.add_fused(kSimplified, "", inputs, outputs,
-               {Attr::i("axis", -1), Attr::f("epsilon", *eps), Attr::i("stash_type", 1)});
+  const NodeId fused = g_.add_fused(kSimplified, "", inputs, outputs,
+                                    {Attr::i("axis", -1), Attr::f("epsilon", *eps), Attr::i("stash_type", 1)});
   for (const NodeId n : matched) g_.kill(n);
+  made_.emplace_back(fused, std::move(matched));
   ++simplified_;
 }
 
@@ -373,6 +381,31 @@ Value NormFuser::ones(ScalarType dtype, int64_t hidden) {
 
 }  // namespace
 
-void fuse_norms(Graph& g, RewriteReport& report) { NormFuser(g, report).run(); }
+// A SimplifiedLayerNormalization no Skip op took in: onnxruntime registers it in ONNX's own
+// domain, where ONNX defines no such op, so onnx's checker rejects a file holding it. From
+// opset 23 ONNX's RMSNormalization computes the same (axis, epsilon, stash_type); before, the
+// norm goes back to the plain nodes it replaced.
+void NormFuser::settle_standalone() {
+  for (const auto& [norm, replaced] : made_) {
+    if (g_.node(norm).dead) continue;
+    const std::vector<Value> inputs(g_.inputs(norm).begin(), g_.inputs(norm).end());
+    const std::vector<Value> outputs(g_.outputs(norm).begin(), g_.outputs(norm).end());
+    const Attrs attrs(g_.attrs(norm).begin(), g_.attrs(norm).end());
+    g_.kill(norm);
+    --simplified_;
+    if (opset_ >= kRmsNormalizationOpset) {
+      g_.add_fused("RMSNormalization", "", inputs, outputs, attrs);
+      ++rms_;
+      continue;
+    }
+    for (const NodeId n : replaced) g_.revive(n);
+    report_.line(node_label(g_, replaced.front()) +
+                 ": RMSNorm left plain: with no residual Add before it, onnxruntime's fused op is "
+                 "SimplifiedLayerNormalization, which it registers in ONNX's own domain where ONNX defines no such op "
+                 "(onnx's checker rejects the file); opset_version 23 or later writes ONNX's RMSNormalization");
+  }
+}
+
+void fuse_norms(Graph& g, int opset, RewriteReport& report) { NormFuser(g, opset, report).run(); }
 
 }  // namespace fastonnx
