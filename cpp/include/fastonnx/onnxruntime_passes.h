@@ -26,12 +26,12 @@ void fuse_attention(Graph& g, RewriteReport& report);
 
 // Weight-only quantization of MatMul weights (quantize_weights.cpp).
 struct QuantizeOptions {
-  int bits = 0;               // 4 or 8; 0: none
-  int64_t block_size = 32;    // elements along K per scale
-  int64_t accuracy_level = 0; // MatMulNBits' accuracy_level (0: unset, 4: int8 activations)
+  int bits = 0;                // 4 or 8; 0: none
+  int64_t block_size = 32;     // elements along K per scale
+  int64_t accuracy_level = 0;  // MatMulNBits' accuracy_level (0: unset, 4: int8 activations)
   // "MatMulNBits" (com.microsoft) or "DequantizeLinear" (opset 21's blocked form, standard ONNX).
   std::string format = "MatMulNBits";
-  int head_bits = -1;         // the LM head's (the MatMul that writes a graph output); -1: as `bits`, 0: unquantized
+  int head_bits = -1;  // the LM head's (the MatMul that writes a graph output); -1: as `bits`, 0: unquantized
 };
 void quantize_weights(Graph& g, int opset, const QuantizeOptions& options, RewriteReport& report);
 

@@ -91,8 +91,8 @@ void pack(Graph& g, const std::vector<Member>& members, RewriteReport& report) {
   auto split_bytes = std::make_shared<std::vector<int64_t>>(sizes);
   const Dim split_dims[] = {{static_cast<int64_t>(sizes.size()), kNoName}};
   const void* data = split_bytes->data();
-  const Value split = g.add_initializer("", ScalarType::Long, split_dims, data, sizes.size() * sizeof(int64_t),
-                                        std::move(split_bytes));
+  const Value split =
+      g.add_initializer("", ScalarType::Long, split_dims, data, sizes.size() * sizeof(int64_t), std::move(split_bytes));
   const Value split_inputs[] = {packed, split};
   g.add_fused("Split", "", split_inputs, outputs, {Attr::i("axis", -1)});
   report.count("MatMulNBits packed", members.size());
@@ -114,8 +114,12 @@ void pack_quantized_matmuls(Graph& g, RewriteReport& report) {
     if (in.size() != 3 && !(has_bias && !in[3].valid() && !in[4].valid())) continue;
     if (computed(g, in[1]) == nullptr || computed(g, in[2]) == nullptr) continue;
     if (has_bias && (!g.is_initializer(in[5]) || g.initializer(in[5])->data == nullptr)) continue;
-    const GroupKey key{in[0].id, int_attr(g, n, "K", 0), int_attr(g, n, "bits", 4), int_attr(g, n, "block_size", 0),
-                       int_attr(g, n, "accuracy_level", 0), has_bias};
+    const GroupKey key{in[0].id,
+                       int_attr(g, n, "K", 0),
+                       int_attr(g, n, "bits", 4),
+                       int_attr(g, n, "block_size", 0),
+                       int_attr(g, n, "accuracy_level", 0),
+                       has_bias};
     const Member member{n, int_attr(g, n, "N", 0)};
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& grp) { return grp.first == key; });
     if (it == groups.end()) {

@@ -115,13 +115,15 @@ class Quantizer {
     const std::string name = weight_name(g_, b);
     const ScalarType dtype = g_.info(a).dtype;
     if (dtype != ScalarType::Float && dtype != ScalarType::Half) {
-      report_.line(name + ": left unquantized: onnxruntime's MatMulNBits runs float32 and float16 activations on "
-                          "the CPU, these are " + dtype_name(dtype));
+      report_.line(name +
+                   ": left unquantized: onnxruntime's MatMulNBits runs float32 and float16 activations on "
+                   "the CPU, these are " +
+                   dtype_name(dtype));
       return;
     }
     if (g_.shape(a).empty()) return;
-    const bool head = std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(),
-                                  [&](Value o) { return o == out; });
+    const bool head =
+        std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) { return o == out; });
     const int bits = head && options_.head_bits >= 0 ? options_.head_bits : options_.bits;
     if (bits == 0) {
       report_.line(name + ": left unquantized (the LM head, head_bits=0)");
@@ -135,8 +137,8 @@ class Quantizer {
         const auto ins = g_.inputs(r);
         const Value other = ins[0] == out ? ins[1] : ins[0];
         const auto s = g_.static_shape(other);
-        if (g_.is_initializer(other) && !g_.initializer(other)->overridable && s && s->size() == 1 &&
-            (*s)[0] == w->n && g_.info(other).dtype == dtype) {
+        if (g_.is_initializer(other) && !g_.initializer(other)->overridable && s && s->size() == 1 && (*s)[0] == w->n &&
+            g_.info(other).dtype == dtype) {
           bias = other;
           add = r;
         }

@@ -6,77 +6,95 @@
 #include <span>
 #include <vector>
 
+#include "fastonnx/convert_kernels.h"
 #include "fastonnx/numeric.h"
 
 namespace fastonnx {
 
 namespace {
 
-float load_weight(ScalarType t, const uint8_t* p) {
-  switch (t) {
-    case ScalarType::Float:
-      return load_unaligned<float>(p);
-    case ScalarType::Half:
-      return half_to_float(load_unaligned<uint16_t>(p));
-    default:  // BFloat16, as quantize_weights.cpp admits only these three
-      return bfloat16_to_float(load_unaligned<uint16_t>(p));
-  }
-}
-
-// `v` rounded to `t`, as a Cast to it would.
-float round_to(ScalarType t, float v) {
-  switch (t) {
-    case ScalarType::Half:
-      return half_to_float(float_to_half(v));
-    case ScalarType::BFloat16:
-      return bfloat16_to_float(float_to_bfloat16(v));
-    default:
-      return v;
-  }
-}
+// The largest block quantize_weights admits (Quantization: a power of two from 16).
+constexpr int64_t kMaxBlock = 256;
 
 // The blocks of a weight: their weights, scales (as stored in the scales' dtype, so that the
-// quantized values round against the scale the runtime multiplies by) and packed codes.
+// quantized values round against the scale the runtime multiplies by) and packed codes. A row is
+// converted to float32 in one call (convert_kernels.h: vector code) and quantized in plain loops
+// the compiler vectorizes: an 8B model has 8 billion weights, and a conversion call or a libm
+// rounding call per weight made the quantization, not the disk, the export's bound.
 class Blocks {
  public:
   Blocks(const WeightMatrix& w, BlockQuantization q, ScalarType scale_dtype)
       : w_(w), q_(q), scale_dtype_(scale_dtype), es_(static_cast<size_t>(element_size(w.dtype))) {}
 
-  // Row `i`'s weights of block `b` into `out` (q.block floats, zero-padded past K).
-  void load(int64_t i, int64_t b, float* out) const {
-    const int64_t j0 = b * q_.block, j1 = std::min(w_.k, j0 + q_.block);
+  // The floats a row is computed in: blocks(K) * block, zero-padded past K.
+  size_t row_floats() const { return static_cast<size_t>(q_.blocks(w_.k) * q_.block); }
+
+  // Row `i` of W into `out` (row_floats() floats), as the model holds it (model_dtype).
+  void load_row(int64_t i, float* out, std::vector<uint8_t>& scratch) const {
+    const size_t k = static_cast<size_t>(w_.k);
     const uint8_t* row = w_.data + static_cast<size_t>(i * w_.stride_n) * es_;
-    for (int64_t j = j0; j < j1; ++j) {
-      out[j - j0] = round_to(w_.model_dtype, load_weight(w_.dtype, row + static_cast<size_t>(j * w_.stride_k) * es_));
+    const uint8_t* contiguous = row;
+    if (w_.stride_k != 1) {  // gathered into consecutive elements first
+      scratch.resize(k * es_);
+      for (size_t j = 0; j < k; ++j)
+        std::memcpy(scratch.data() + j * es_, row + j * static_cast<size_t>(w_.stride_k) * es_, es_);
+      contiguous = scratch.data();
     }
-    std::fill(out + (j1 - j0), out + q_.block, 0.0f);
+    auto* floats = reinterpret_cast<uint8_t*>(out);
+    if (w_.model_dtype != w_.dtype && w_.model_dtype != ScalarType::Float) {
+      // Rounded to the model's dtype first, as a Cast to it does; then widened.
+      std::vector<uint8_t> narrow(k * static_cast<size_t>(element_size(w_.model_dtype)));
+      convert_floats(w_.dtype, contiguous, w_.model_dtype, narrow.data(), k);
+      convert_floats(w_.model_dtype, narrow.data(), ScalarType::Float, floats, k);
+    } else {
+      convert_floats(w_.dtype, contiguous, ScalarType::Float, floats, k);
+    }
+    std::fill(out + k, out + row_floats(), 0.0f);
   }
 
   float scale(const float* block) const {
+    // The largest magnitude first (a loop that vectorizes), then the first weight that has it.
+    float largest = 0.0f;
+    for (int64_t j = 0; j < q_.block; ++j) largest = std::max(largest, std::fabs(block[j]));
     float m = 0.0f;
     for (int64_t j = 0; j < q_.block; ++j) {
-      if (std::fabs(block[j]) > std::fabs(m)) m = block[j];
+      if (std::fabs(block[j]) == largest) {
+        m = block[j];
+        break;
+      }
     }
-    return round_to(scale_dtype_, m / -static_cast<float>(1 << (q_.bits - 1)));
+    const float s = m / -static_cast<float>(1 << (q_.bits - 1));
+    switch (scale_dtype_) {
+      case ScalarType::Half:
+        return half_to_float(float_to_half(s));
+      case ScalarType::BFloat16:
+        return bfloat16_to_float(float_to_bfloat16(s));
+      default:
+        return s;
+    }
   }
 
   void store_scale(float s, uint8_t* out) const { store_double(scale_dtype_, out, s); }
 
   // The stored codes (q + 2^(bits-1)) of one block, packed into q.blob_bytes() bytes.
   void pack(const float* block, float s, uint8_t* out) const {
-    const int zero = 1 << (q_.bits - 1);
+    const float zero = static_cast<float>(1 << (q_.bits - 1));
     const float inverse = s == 0.0f ? 0.0f : 1.0f / s;
-    const auto code = [&](float v) {
-      const float r = std::nearbyint(v * inverse);  // ties to even, the default rounding mode
-      return static_cast<uint8_t>(std::clamp(static_cast<int>(r), -zero, zero - 1) + zero);
-    };
+    // Adding and taking away 1.5 * 2^23 rounds a float of magnitude below 2^22 to an integer,
+    // ties to even (the default rounding mode), as nearbyint does; |w / s| is at most 2^(bits-1)
+    // here, plus rounding.
+    constexpr float kRound = 12582912.0f;
+    uint8_t codes[kMaxBlock];
+    for (int64_t j = 0; j < q_.block; ++j) {
+      const float r = (block[j] * inverse + kRound) - kRound;
+      // fmax/fmin, not clamp: a NaN weight becomes the lowest code, not undefined behaviour.
+      codes[j] = static_cast<uint8_t>(std::fmin(std::fmax(r, -zero), zero - 1) + zero);
+    }
     if (q_.bits == 8) {
-      for (int64_t j = 0; j < q_.block; ++j) out[j] = code(block[j]);
+      std::memcpy(out, codes, static_cast<size_t>(q_.block));
       return;
     }
-    for (int64_t j = 0; j < q_.block; j += 2) {
-      out[j / 2] = static_cast<uint8_t>(code(block[j]) | (code(block[j + 1]) << 4));
-    }
+    for (int64_t j = 0; j < q_.block; j += 2) out[j / 2] = static_cast<uint8_t>(codes[j] | (codes[j + 1] << 4));
   }
 
   const WeightMatrix& weight() const { return w_; }
@@ -90,8 +108,8 @@ class Blocks {
   }
 
   bool same(const Blocks& o) const {
-    return o.w_.data == w_.data && o.w_.dtype == w_.dtype && o.w_.model_dtype == w_.model_dtype && o.w_.n == w_.n && o.w_.k == w_.k &&
-           o.w_.stride_n == w_.stride_n && o.w_.stride_k == w_.stride_k && o.q_.bits == q_.bits &&
+    return o.w_.data == w_.data && o.w_.dtype == w_.dtype && o.w_.model_dtype == w_.model_dtype && o.w_.n == w_.n &&
+           o.w_.k == w_.k && o.w_.stride_n == w_.stride_n && o.w_.stride_k == w_.stride_k && o.q_.bits == q_.bits &&
            o.q_.block == q_.block && o.scale_dtype_ == scale_dtype_;
   }
 
@@ -113,23 +131,25 @@ class RowsOf : public TensorBytes {
     return std::max(row_bytes_, target / row_bytes_ * row_bytes_);
   }
   void fill(size_t begin, size_t end, uint8_t* out) const override {
-    std::vector<uint8_t> partial;
-    std::vector<float> block(static_cast<size_t>(blocks_.quantization().block));
+    std::vector<uint8_t> partial, scratch;
+    std::vector<float> weights(blocks_.row_floats());
     for (size_t row = begin / row_bytes_; row * row_bytes_ < end; ++row) {
       const size_t r0 = row * row_bytes_, from = std::max(begin, r0), to = std::min(end, r0 + row_bytes_);
       uint8_t* dst = out + (from - begin);
+      blocks_.load_row(static_cast<int64_t>(row), weights.data(), scratch);
       if (from != r0 || to != r0 + row_bytes_) {
         partial.resize(row_bytes_);
-        compute_row(static_cast<int64_t>(row), partial.data(), block.data());
+        compute_row(weights.data(), partial.data());
         std::memcpy(dst, partial.data() + (from - r0), to - from);
       } else {
-        compute_row(static_cast<int64_t>(row), dst, block.data());
+        compute_row(weights.data(), dst);
       }
     }
   }
 
  protected:
-  virtual void compute_row(int64_t i, uint8_t* out, float* block) const = 0;
+  // One row's bytes from its weights (Blocks::row_floats() floats).
+  virtual void compute_row(const float* weights, uint8_t* out) const = 0;
   const Blocks& blocks() const { return blocks_; }
 
  private:
@@ -150,10 +170,10 @@ class QuantizedBlocks final : public RowsOf {
   }
 
  private:
-  void compute_row(int64_t i, uint8_t* out, float* block) const override {
+  void compute_row(const float* weights, uint8_t* out) const override {
     const BlockQuantization q = blocks().quantization();
     for (int64_t b = 0; b < q.blocks(blocks().weight().k); ++b) {
-      blocks().load(i, b, block);
+      const float* block = weights + b * q.block;
       blocks().pack(block, blocks().scale(block), out + b * q.blob_bytes());
     }
   }
@@ -173,18 +193,19 @@ class BlockScales final : public RowsOf {
   }
 
  private:
-  void compute_row(int64_t i, uint8_t* out, float* block) const override {
+  void compute_row(const float* weights, uint8_t* out) const override {
     const size_t es = static_cast<size_t>(element_size(blocks().scale_dtype()));
-    for (int64_t b = 0; b < blocks().quantization().blocks(blocks().weight().k); ++b) {
-      blocks().load(i, b, block);
-      blocks().store_scale(blocks().scale(block), out + static_cast<size_t>(b) * es);
+    const BlockQuantization q = blocks().quantization();
+    for (int64_t b = 0; b < q.blocks(blocks().weight().k); ++b) {
+      blocks().store_scale(blocks().scale(weights + b * q.block), out + static_cast<size_t>(b) * es);
     }
   }
 };
 
 }  // namespace
 
-std::shared_ptr<const TensorBytes> quantized_blocks(const WeightMatrix& w, BlockQuantization q, ScalarType scale_dtype) {
+std::shared_ptr<const TensorBytes> quantized_blocks(const WeightMatrix& w, BlockQuantization q,
+                                                    ScalarType scale_dtype) {
   return std::make_shared<QuantizedBlocks>(Blocks(w, q, scale_dtype));
 }
 
