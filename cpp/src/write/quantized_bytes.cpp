@@ -87,8 +87,10 @@ class Blocks {
     uint8_t codes[kMaxBlock];
     for (int64_t j = 0; j < q_.block; ++j) {
       const float r = (block[j] * inverse + kRound) - kRound;
-      // fmax/fmin, not clamp: a NaN weight becomes the lowest code, not undefined behaviour.
-      codes[j] = static_cast<uint8_t>(std::fmin(std::fmax(r, -zero), zero - 1) + zero);
+      // max(-zero, r) is -zero for a NaN r (std::max returns its first operand unless the second
+      // compares greater): a NaN weight becomes the lowest code, not undefined behaviour; both
+      // compile to vector min/max, where fmin/fmax calls halved the speed.
+      codes[j] = static_cast<uint8_t>(std::min(zero - 1, std::max(-zero, r)) + zero);
     }
     if (q_.bits == 8) {
       std::memcpy(out, codes, static_cast<size_t>(q_.block));
