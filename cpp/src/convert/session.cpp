@@ -257,8 +257,9 @@ PassStats Session::finish(const FinishOptions& options) {
   const PassStats stats = optimize(graph_);
   if (options.fuse_for_onnxruntime || options.quantize.bits != 0) {
     if (scopes_.size() > 1) {
-      throw ConvertError("onnxruntime's fused ops and quantized weights do not go into local functions "
-                         "(export_modules_as_functions)");
+      throw ConvertError(
+          "onnxruntime's fused ops and quantized weights do not go into local functions "
+          "(export_modules_as_functions)");
     }
     if (options.fuse_for_onnxruntime) {
       fuse_norms(graph_, opset_, rewrites_);

@@ -84,7 +84,7 @@ class AttentionFusion {
         }
         sizes.past.push_back(g_.shape(m->past_k)[2]);
         sizes.past.push_back(g_.shape(m->past_v)[2]);
-        matches.emplace_back(i, std::move(*m));
+        matches.emplace_back(i, *m);
       } else {
         report_.line("attention " + std::to_string(i) + ": left plain: " + why);
       }
