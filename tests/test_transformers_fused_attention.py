@@ -100,9 +100,10 @@ def test_attention_becomes_group_query_attention_and_computes_the_same(arch, exp
     ops = collections.Counter(node.op_type for node in proto.graph.node)
     assert ops["GroupQueryAttention"] == layers
     assert ops["Softmax"] == 0
-    assert report["counts"] == [("GroupQueryAttention", layers)]
+    # (the norms fuse as well: fuse_norms' counts and lines are tested in test_onnxruntime_norms.py)
+    assert dict(report["counts"])["GroupQueryAttention"] == layers
     window = f", window {model.config.sliding_window}" if arch == "mistral" else ""
-    assert report["lines"] == [
+    assert [line for line in report["lines"] if line.startswith("attention ")] == [
         f"attention {i}: GroupQueryAttention (num_heads 4, kv_num_heads 2{window})" for i in range(layers)
     ]
     plain, fused = _session(plain_dir / "model.onnx"), _session(fused_dir / "model.onnx")
