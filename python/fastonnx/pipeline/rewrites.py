@@ -17,9 +17,11 @@ FORMATS = ("MatMulNBits",)
 @dataclass(frozen=True)
 class Quantization:
     """Weight-only, symmetric, round-to-nearest quantization of MatMul weights, along K in blocks
-    of ``block_size``: ``q = clamp(round(w / s), -2**(bits-1), 2**(bits-1) - 1)`` with
-    ``s = max|w| / (2**(bits-1) - 1)`` per block (an int4 block's largest weight maps to ±7, a
-    lone -8 is never used).
+    of ``block_size``: in each block ``m`` is the weight of largest magnitude (its sign kept),
+    ``s = m / -2**(bits-1)`` rounded to the activations' dtype, and
+    ``q = clamp(round_half_even(w / s), -2**(bits-1), 2**(bits-1) - 1)``, stored as
+    ``q + 2**(bits-1)``: ``m`` maps exactly to the lowest level, so all ``2**bits`` are used
+    (README, "Files for onnxruntime"). A weight streamed with ``dtype=`` is rounded to it first.
 
     ``format``: ``"MatMulNBits"`` (onnxruntime's com.microsoft op, what onnxruntime-genai runs).
     ``accuracy_level``: MatMulNBits' (0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations). The
