@@ -129,7 +129,7 @@ def _eager_tokens(checkpoint: str, prompt, new: int) -> list[int]:
     return out[0].tolist()
 
 
-def _genai_model(directory: str, threads: int | None = None):
+def genai_model(directory: str, threads: int | None = None):
     import onnxruntime_genai as og
 
     config = og.Config(directory)
@@ -138,7 +138,7 @@ def _genai_model(directory: str, threads: int | None = None):
     return og.Model(config)
 
 
-def _generate(model, prompt, new: int) -> tuple[list[int], float, list[float], float]:
+def generate(model, prompt, new: int) -> tuple[list[int], float, list[float], float]:
     """Greedy generation of exactly ``new`` tokens: the tokens, the prompt's time (append_tokens
     runs the model on it), each later step's time and the process CPU time of the whole. The
     first generate_next_token only picks from the prompt's logits: it is no decode step."""
@@ -168,12 +168,12 @@ def _child_decode(checkpoint: str, rounds: int, named_dirs: list[str]) -> None:
     dirs = dict(item.split("=", 1) for item in named_dirs)
     vocab = json.loads(Path(checkpoint, "config.json").read_text())["vocab_size"]
     prompt = np.random.default_rng(0).integers(3, vocab, PROMPT).tolist()
-    models = {name: _genai_model(d, threads=1) for name, d in dirs.items()}
+    models = {name: genai_model(d, threads=1) for name, d in dirs.items()}
     results = {name: {"prefill": [], "steps": [], "cpu": [], "tokens": None} for name in models}
     names = list(models)
     for r in range(rounds + 1):
         for name in names[r % len(names):] + names[: r % len(names)]:
-            tokens, prefill, steps, cpu = _generate(models[name], prompt, NEW)
+            tokens, prefill, steps, cpu = generate(models[name], prompt, NEW)
             results[name]["tokens"] = tokens
             if r:
                 results[name]["prefill"].append(prefill)
@@ -198,12 +198,12 @@ def _child_greedy(spec: str) -> None:
         results[arch] = {}
         for name, directory in dirs.items():
             try:
-                model = _genai_model(directory)
+                model = genai_model(directory)
             except Exception as e:  # noqa: BLE001 - reported in the table
                 results[arch][name] = {"loads": False, "error": _first_line(str(e))}
                 continue
             try:
-                tokens = _generate(model, ids, ARCH_NEW)[0]
+                tokens = generate(model, ids, ARCH_NEW)[0]
             except Exception as e:  # noqa: BLE001
                 results[arch][name] = {"loads": True, "error": _first_line(str(e))}
                 continue

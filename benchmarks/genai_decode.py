@@ -20,38 +20,23 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 
 def measure(dirs: dict[str, str], past: int, steps: int, rounds: int, threads: int, vocab: int) -> dict:
     import numpy as np
-    import onnxruntime_genai as og
 
-    models = {}
-    for name, directory in dirs.items():
-        config = og.Config(directory)
-        config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
-        models[name] = og.Model(config)
-    prompt = np.random.default_rng(0).integers(3, vocab, (1, past)).astype(np.int32)
+    from .genai import genai_model, generate
+
+    models = {name: genai_model(directory, threads) for name, directory in dirs.items()}
+    prompt = np.random.default_rng(0).integers(3, vocab, past).tolist()
     out = {name: {"prefill": [], "steps": []} for name in models}
     names = list(models)
     for r in range(rounds + 1):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            params = og.GeneratorParams(models[name])
-            length = past + steps + 1
-            params.set_search_options(max_length=length, min_length=length, do_sample=False)
-            generator = og.Generator(models[name], params)
-            start = time.perf_counter()
-            generator.append_tokens(prompt)
-            prefill = time.perf_counter() - start
-            times = []
-            while not generator.is_done():
-                start = time.perf_counter()
-                generator.generate_next_token()
-                times.append(time.perf_counter() - start)
+            _, prefill, times, _ = generate(models[name], prompt, steps + 1)
             if r:
                 out[name]["prefill"].append(prefill)
-                out[name]["steps"].extend(times[1:])
+                out[name]["steps"].extend(times)
     return {
         name: {"prefill_ms": 1e3 * statistics.median(v["prefill"]), "per_token_ms": 1e3 * statistics.median(v["steps"])}
         for name, v in out.items()
