@@ -248,8 +248,9 @@ def test_bad_quantize_arguments():
     model, x = Mlp().eval(), torch.randn(2, 40)
     with pytest.raises(fastonnx.ArgumentError, match="quantize is None, 'int4', 'int8'"):
         fastonnx.export(model, (x,), quantize="int3")
-    with pytest.raises(fastonnx.ArgumentError, match="block_size is a power of two"):
-        fastonnx.Quantization(block_size=48)
+    for block_size in (48, 8, 512):  # not a power of two; below and above onnxruntime's kernels' range
+        with pytest.raises(fastonnx.ArgumentError, match="block_size is one of 16, 32, 64, 128, 256"):
+            fastonnx.Quantization(block_size=block_size)
     with pytest.raises(fastonnx.ArgumentError, match="optimize_for is None"):
         fastonnx.export(model, (x,), optimize_for="tensorrt")
     with pytest.raises(fastonnx.ArgumentError, match="export_modules_as_functions"):
@@ -309,3 +310,28 @@ def test_projections_of_one_input_are_packed(bias, tmp_path):
     with torch.no_grad():
         want = reference(x).numpy()
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_head_with_a_bias_is_the_head(tmp_path):
+    """head_bits applies to the LM head also when its bias is fused into MatMulNBits (the graph
+    output is then the Add's)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 48)).eval()
+    path = tmp_path / "m.onnx"
+    x = torch.randn(2, 3, 32)
+    result = fastonnx.export(
+        model,
+        (x,),
+        path,
+        input_names=["x"],
+        dynamic_axes={"x": {0: "b", 1: "s"}},
+        quantize=fastonnx.Quantization(accuracy_level=EXACT, head_bits=0),
+    )
+    assert _ops(path) == ["MatMulNBits", "Tanh", "MatMul", "Add"]
+    assert any("2.weight: left unquantized (the LM head" in line for line in result.native.rewrites["lines"])
+    inits = _initializers(path)
+    x2 = torch.randn(4, 5, 32)
+    (y,) = _session(path).run(None, {"x": x2.numpy()})
+    h = np.tanh(x2.numpy() @ _dequantized(inits, "0.weight", 4, 32).T + model[0].bias.detach().numpy())
+    want = h @ model[2].weight.detach().numpy().T + model[2].bias.detach().numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)

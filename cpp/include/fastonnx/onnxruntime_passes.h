@@ -24,16 +24,14 @@ void fuse_norms(Graph& g, int opset, RewriteReport& report);
 // before it) -> GroupQueryAttention (fuse_attention.cpp).
 void fuse_attention(Graph& g, RewriteReport& report);
 
-// Weight-only quantization of MatMul weights (quantize_weights.cpp).
+// Weight-only quantization of MatMul weights as MatMulNBits (quantize_weights.cpp).
 struct QuantizeOptions {
   int bits = 0;                // 4 or 8; 0: none
   int64_t block_size = 32;     // elements along K per scale
   int64_t accuracy_level = 0;  // MatMulNBits' accuracy_level (0: unset, 4: int8 activations)
-  // "MatMulNBits" (com.microsoft) or "DequantizeLinear" (opset 21's blocked form, standard ONNX).
-  std::string format = "MatMulNBits";
-  int head_bits = -1;  // the LM head's (the MatMul that writes a graph output); -1: as `bits`, 0: unquantized
+  int head_bits = -1;          // the LM head's (the MatMul that writes a graph output); -1: as `bits`, 0: unquantized
 };
-void quantize_weights(Graph& g, int opset, const QuantizeOptions& options, RewriteReport& report);
+void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& report);
 
 // MatMulNBits nodes reading the same activations (Q, K and V; gate and up) as one over their
 // weights stacked along N, then a Split (pack_matmuls.cpp).

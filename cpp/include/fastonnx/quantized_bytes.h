@@ -33,6 +33,8 @@ struct WeightMatrix {
 };
 
 struct BlockQuantization {
+  // onnxruntime's MatMulNBits kernels take blocks of 16 to 256; a block is computed on the stack.
+  static constexpr int64_t kMaxBlock = 256;
   int bits = 4;  // 4 or 8
   int64_t block = 32;
   int64_t blocks(int64_t k) const { return (k + block - 1) / block; }

@@ -3,6 +3,7 @@
 // range computed from the borrowed torch memory (the bounded-memory promise for large models).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,8 +47,9 @@ class TensorBytes {
   struct Borrowed {
     const void* data;
     std::shared_ptr<const void> owner;
-    ScalarType dtype;  // of the borrowed elements
-    bool transposed;   // these bytes are the transpose of a row-major matrix at `data`
+    ScalarType dtype;                       // of the borrowed elements
+    bool transposed;                        // these bytes are the transpose of a row-major matrix at `data`
+    std::array<int64_t, 2> source_shape{};  // that matrix's, when `transposed`
   };
   virtual std::optional<Borrowed> borrowed(ScalarType /*dtype*/) const { return std::nullopt; }
 

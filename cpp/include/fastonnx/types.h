@@ -169,5 +169,8 @@ using Attrs = std::vector<Attr>;
 
 // The attribute `name` among `attrs` (of a given kind when `kind` is set), or nullptr.
 const Attr* find_attr(std::span<const Attr> attrs, AttrName name, std::optional<Attr::Kind> kind = std::nullopt);
+// The value of Int (Float) attribute `name` among `attrs`, or `fallback` (ONNX's default) when absent.
+int64_t attr_int(std::span<const Attr> attrs, AttrName name, int64_t fallback);
+double attr_float(std::span<const Attr> attrs, AttrName name, double fallback);
 
 }  // namespace fastonnx

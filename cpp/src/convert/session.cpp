@@ -266,7 +266,7 @@ PassStats Session::finish(const FinishOptions& options) {
       fuse_attention(graph_, rewrites_);
     }
     if (options.quantize.bits != 0) {
-      quantize_weights(graph_, opset_, options.quantize, rewrites_);
+      quantize_weights(graph_, options.quantize, rewrites_);
       pack_quantized_matmuls(graph_, rewrites_);
     }
     sort_nodes(graph_);

@@ -228,4 +228,14 @@ const Attr* find_attr(std::span<const Attr> attrs, AttrName name, std::optional<
   return nullptr;
 }
 
+int64_t attr_int(std::span<const Attr> attrs, AttrName name, int64_t fallback) {
+  const Attr* a = find_attr(attrs, name, Attr::Kind::Int);
+  return a ? a->as_int() : fallback;
+}
+
+double attr_float(std::span<const Attr> attrs, AttrName name, double fallback) {
+  const Attr* a = find_attr(attrs, name, Attr::Kind::Float);
+  return a ? a->as_float() : fallback;
+}
+
 }  // namespace fastonnx

@@ -21,11 +21,6 @@ namespace {
 
 using namespace fold_detail;
 
-int64_t attr_int(std::span<const Attr> attrs, AttrName name, int64_t fallback) {
-  const Attr* a = find_attr(attrs, name, Attr::Kind::Int);
-  return a ? a->as_int() : fallback;
-}
-
 size_t read_limit(const ConstView& v) { return v.model_tensor ? kSmall : kLarge; }
 
 int64_t wrap(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }

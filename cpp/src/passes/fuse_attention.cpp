@@ -36,8 +36,6 @@ namespace fastonnx {
 
 namespace {
 
-bool same_dim(const Dim& a, const Dim& b) { return a.value == b.value && a.symbol == b.symbol; }
-
 // Static size of dim `i` of `v`, or -1.
 int64_t static_dim(const Graph& g, Value v, size_t i) {
   const auto dims = g.shape(v);
@@ -90,7 +88,7 @@ class AttentionFusion {
       }
     }
     for (auto& [i, m] : matches) {
-      if (!same_dim(g_.shape(m.q)[0], sizes.batch) || !same_dim(g_.shape(m.q)[2], sizes.query)) {
+      if (!same_size(g_.shape(m.q)[0], sizes.batch) || !same_size(g_.shape(m.q)[2], sizes.query)) {
         report_.line("attention " + std::to_string(i) +
                      ": left plain: its batch or query length differs from the first");
         continue;
@@ -174,13 +172,13 @@ class AttentionFusion {
       const auto in = g_.shape(g_.inputs(expand)[0]), ex = g_.shape(g_.outputs(expand)[0]),
                  out = g_.shape(g_.outputs(reshape)[0]);
       if (in.size() != 5 || ex.size() != 5 || out.size() != 4 || !ex[2].is_static() || !in[1].is_static() ||
-          !out[1].is_static() || out[1].value != in[1].value * ex[2].value || !same_dim(out[2], in[3]) ||
-          !same_dim(out[3], in[4])) {
+          !out[1].is_static() || out[1].value != in[1].value * ex[2].value || !same_size(out[2], in[3]) ||
+          !same_size(out[3], in[4])) {
         why = "the heads are repeated in a layout other than repeat_kv's";
         return false;
       }
       for (const size_t d : {0, 1, 3, 4}) {
-        if (!same_dim(in[d], ex[d])) {
+        if (!same_size(in[d], ex[d])) {
           why = "the heads are repeated in a layout other than repeat_kv's";
           return false;
         }
@@ -336,7 +334,7 @@ class AttentionFusion {
       if (const NodeId rs = producer_of(g_, bsnh, "Reshape"); rs != kNoNode) {
         const Value flat = g_.inputs(rs)[0];
         const auto f = g_.shape(flat);
-        if (f.size() == 3 && same_dim(f[0], s[0]) && same_dim(f[1], s[1]) && same_dim(f[2], hidden)) return flat;
+        if (f.size() == 3 && same_size(f[0], s[0]) && same_size(f[1], s[1]) && same_size(f[2], hidden)) return flat;
       }
       return node("Reshape", {bsnh, flat_shape()}, g_.info(x).dtype, {s[0], s[1], hidden});
     }
@@ -421,15 +419,16 @@ class AttentionFusion {
       } else if (op != "Reshape" || g_.inputs(r[0])[0] != v) {
         break;
       }
-      if (op == "Reshape" && transposed && nd.size() == 3 && same_dim(nd[0], od[0]) && same_dim(nd[1], od[2]) &&
-          same_dim(nd[2], hidden)) {
+      if (op == "Reshape" && transposed && nd.size() == 3 && same_size(nd[0], od[0]) && same_size(nd[1], od[2]) &&
+          same_size(nd[2], hidden)) {
         out3 = next;
         replaced = r[0];
         break;
       }
       // A Reshape to the same shape changes nothing on the way.
       const auto vd = g_.shape(v);
-      if (op == "Reshape" && !(nd.size() == vd.size() && std::equal(nd.begin(), nd.end(), vd.begin(), same_dim))) break;
+      if (op == "Reshape" && !(nd.size() == vd.size() && std::equal(nd.begin(), nd.end(), vd.begin(), same_size)))
+        break;
       v = next;
     }
     const bool direct = out3.valid();

@@ -235,11 +235,9 @@ void NormFuser::fuse_skip(NodeId norm) {
   if (std::string why = unsupported(dtype); !why.empty()) return left(why);
 
   Value gamma = g_.inputs(norm)[1], beta;
-  double epsilon = 1e-5;  // LayerNormalization's default
-  if (const Attr* e = g_.attr(norm, "epsilon", Attr::Kind::Float)) epsilon = e->as_float();
+  const double epsilon = attr_float(g_.attrs(norm), "epsilon", 1e-5);  // LayerNormalization's default
   if (!simplified) {
-    const Attr* a = g_.attr(norm, "axis", Attr::Kind::Int);
-    const int64_t axis = a != nullptr ? a->as_int() : -1;
+    const int64_t axis = attr_int(g_.attrs(norm), "axis", -1);
     if (axis != -1 && axis != static_cast<int64_t>(rank) - 1) {
       return left("it normalizes from axis " + std::to_string(axis) + ", not over the last axis alone");
     }

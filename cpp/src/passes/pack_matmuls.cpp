@@ -23,11 +23,6 @@ struct Member {
 // What must agree for nodes to share one MatMulNBits: the activations, K, and the quantization.
 using GroupKey = std::tuple<uint32_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
-int64_t int_attr(const Graph& g, NodeId n, const char* name, int64_t fallback) {
-  const Attr* a = g.attr(n, name, Attr::Kind::Int);
-  return a ? a->as_int() : fallback;
-}
-
 const TensorBytes* computed(const Graph& g, Value v) {
   const Initializer* init = v.valid() ? g.initializer(v) : nullptr;
   return init != nullptr ? init->computed.get() : nullptr;
@@ -115,12 +110,12 @@ void pack_quantized_matmuls(Graph& g, RewriteReport& report) {
     if (computed(g, in[1]) == nullptr || computed(g, in[2]) == nullptr) continue;
     if (has_bias && (!g.is_initializer(in[5]) || g.initializer(in[5])->data == nullptr)) continue;
     const GroupKey key{in[0].id,
-                       int_attr(g, n, "K", 0),
-                       int_attr(g, n, "bits", 4),
-                       int_attr(g, n, "block_size", 0),
-                       int_attr(g, n, "accuracy_level", 0),
+                       attr_int(g.attrs(n), "K", 0),
+                       attr_int(g.attrs(n), "bits", 4),
+                       attr_int(g.attrs(n), "block_size", 0),
+                       attr_int(g.attrs(n), "accuracy_level", 0),
                        has_bias};
-    const Member member{n, int_attr(g, n, "N", 0)};
+    const Member member{n, attr_int(g.attrs(n), "N", 0)};
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& grp) { return grp.first == key; });
     if (it == groups.end()) {
       groups.push_back({key, {member}});

@@ -2,7 +2,10 @@
 // quantized while it is written (quantized_bytes.h). The weight is read where the model holds it:
 // through the transpose and cast the clean-up folded into it, or the Transpose node a tied
 // embedding keeps (passes.cpp), so a streamed checkpoint is quantized from its own bytes.
+#include <algorithm>
+#include <array>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,11 @@ std::optional<WeightMatrix> borrowed_weight(const Graph& g, Value v, int64_t n, 
   if (init->computed) {
     const auto b = init->computed->borrowed(g.info(v).dtype);
     if (!b) return std::nullopt;
+    // A transpose of a matrix that is not this value's shape reversed (a Reshape folded onto the
+    // transposed weight) is not a weight to read as rows.
+    if (b->transposed && b->source_shape != (is_w ? std::array<int64_t, 2>{k, n} : std::array<int64_t, 2>{n, k})) {
+      return std::nullopt;
+    }
     w.data = static_cast<const uint8_t*>(b->data);
     w.owner = b->owner;
     w.dtype = b->dtype;
@@ -91,21 +99,14 @@ class Quantizer {
  private:
   void gemm(NodeId n) {
     const auto in = g_.inputs(n);
-    const auto int_attr = [&](const char* name, int64_t fallback) {
-      const Attr* a = g_.attr(n, name, Attr::Kind::Int);
-      return a ? a->as_int() : fallback;
-    };
-    const auto float_attr = [&](const char* name) {
-      const Attr* a = g_.attr(n, name, Attr::Kind::Float);
-      return a ? a->as_float() : 1.0;
-    };
-    if (int_attr("transA", 0) != 0 || float_attr("alpha") != 1.0) return;
+    const auto attrs = g_.attrs(n);
+    if (attr_int(attrs, "transA", 0) != 0 || attr_float(attrs, "alpha", 1.0) != 1.0) return;
     Value bias;
     if (in.size() > 2 && in[2].valid()) {
-      if (float_attr("beta") != 1.0 || g_.shape(in[2]).size() != 1) return;  // only a bias of [N]
+      if (attr_float(attrs, "beta", 1.0) != 1.0 || g_.shape(in[2]).size() != 1) return;  // only a bias of [N]
       bias = in[2];
     }
-    matmul(n, int_attr("transB", 0) != 0, bias);
+    matmul(n, attr_int(attrs, "transB", 0) != 0, bias);
   }
 
   void matmul(NodeId n, bool trans_b, Value bias) {
@@ -121,18 +122,10 @@ class Quantizer {
                    dtype_name(dtype));
       return;
     }
-    if (g_.shape(a).empty()) return;
-    const bool head =
-        std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) { return o == out; });
-    const int bits = head && options_.head_bits >= 0 ? options_.head_bits : options_.bits;
-    if (bits == 0) {
-      report_.line(name + ": left unquantized (the LM head, head_bits=0)");
-      return;
-    }
+    if (g_.shape(a).size() < 2) return;  // a vector times the weight: left to MatMul
     // A bias the next node adds ([N], a constant): MatMulNBits adds it.
     NodeId add = kNoNode;
-    if (!bias.valid() && readers_.count(out) == 1 && readers_.of(out).size() == 1) {
-      const NodeId r = readers_.of(out)[0];
+    if (const NodeId r = readers_.sole(out); !bias.valid() && r != kNoNode) {
       if (op_of(g_, r) == "Add" && g_.node(r).domain == kNoName) {
         const auto ins = g_.inputs(r);
         const Value other = ins[0] == out ? ins[1] : ins[0];
@@ -143,6 +136,14 @@ class Quantizer {
           add = r;
         }
       }
+    }
+    const Value result = add != kNoNode ? g_.outputs(add)[0] : out;
+    const bool head =
+        std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) { return o == result; });
+    const int bits = head && options_.head_bits >= 0 ? options_.head_bits : options_.bits;
+    if (bits == 0) {
+      report_.line(name + ": left unquantized (the LM head, head_bits=0)");
+      return;
     }
     const BlockQuantization q{bits, options_.block_size};
     const Dim n_dim{w->n, kNoName}, blocks{q.blocks(w->k), kNoName}, blob{q.blob_bytes(), kNoName};
@@ -155,7 +156,6 @@ class Quantizer {
     g_.set_name(values, name + "_Q" + std::to_string(bits));
     Attrs attrs{Attr::i("K", w->k), Attr::i("N", w->n), Attr::i("bits", bits), Attr::i("block_size", q.block)};
     if (options_.accuracy_level != 0) attrs.push_back(Attr::i("accuracy_level", options_.accuracy_level));
-    const Value result = add != kNoNode ? g_.outputs(add)[0] : out;
     const Value inputs[] = {a, values, scales, Value{}, Value{}, bias};
     const Value outputs[] = {result};
     g_.kill(n);
@@ -172,9 +172,11 @@ class Quantizer {
 
 }  // namespace
 
-void quantize_weights(Graph& g, int /*opset*/, const QuantizeOptions& options, RewriteReport& report) {
-  if (options.format != "MatMulNBits") {
-    throw std::invalid_argument("quantize: only the MatMulNBits format is written yet, not " + options.format);
+void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& report) {
+  if (options.block_size < 16 || options.block_size > BlockQuantization::kMaxBlock ||
+      (options.block_size & (options.block_size - 1)) != 0) {
+    throw std::invalid_argument("quantize: block_size must be a power of two from 16 to " +
+                                std::to_string(BlockQuantization::kMaxBlock));
   }
   Quantizer(g, options, report).run();
 }

@@ -13,9 +13,6 @@ namespace fastonnx {
 
 namespace {
 
-// The largest block quantize_weights admits (Quantization: a power of two from 16).
-constexpr int64_t kMaxBlock = 256;
-
 // The blocks of a weight: their weights, scales (as stored in the scales' dtype, so that the
 // quantized values round against the scale the runtime multiplies by) and packed codes. A row is
 // converted to float32 in one call (convert_kernels.h: vector code) and quantized in plain loops
@@ -29,23 +26,28 @@ class Blocks {
   // The floats a row is computed in: blocks(K) * block, zero-padded past K.
   size_t row_floats() const { return static_cast<size_t>(q_.blocks(w_.k) * q_.block); }
 
+  // Buffers a row goes through, kept from row to row.
+  struct Scratch {
+    std::vector<uint8_t> gathered, narrow;
+  };
+
   // Row `i` of W into `out` (row_floats() floats), as the model holds it (model_dtype).
-  void load_row(int64_t i, float* out, std::vector<uint8_t>& scratch) const {
+  void load_row(int64_t i, float* out, Scratch& scratch) const {
     const size_t k = static_cast<size_t>(w_.k);
     const uint8_t* row = w_.data + static_cast<size_t>(i * w_.stride_n) * es_;
     const uint8_t* contiguous = row;
     if (w_.stride_k != 1) {  // gathered into consecutive elements first
-      scratch.resize(k * es_);
+      scratch.gathered.resize(k * es_);
       for (size_t j = 0; j < k; ++j)
-        std::memcpy(scratch.data() + j * es_, row + j * static_cast<size_t>(w_.stride_k) * es_, es_);
-      contiguous = scratch.data();
+        std::memcpy(scratch.gathered.data() + j * es_, row + j * static_cast<size_t>(w_.stride_k) * es_, es_);
+      contiguous = scratch.gathered.data();
     }
     auto* floats = reinterpret_cast<uint8_t*>(out);
     if (w_.model_dtype != w_.dtype && w_.model_dtype != ScalarType::Float) {
       // Rounded to the model's dtype first, as a Cast to it does; then widened.
-      std::vector<uint8_t> narrow(k * static_cast<size_t>(element_size(w_.model_dtype)));
-      convert_floats(w_.dtype, contiguous, w_.model_dtype, narrow.data(), k);
-      convert_floats(w_.model_dtype, narrow.data(), ScalarType::Float, floats, k);
+      scratch.narrow.resize(k * static_cast<size_t>(element_size(w_.model_dtype)));
+      convert_floats(w_.dtype, contiguous, w_.model_dtype, scratch.narrow.data(), k);
+      convert_floats(w_.model_dtype, scratch.narrow.data(), ScalarType::Float, floats, k);
     } else {
       convert_floats(w_.dtype, contiguous, ScalarType::Float, floats, k);
     }
@@ -84,7 +86,7 @@ class Blocks {
     // ties to even (the default rounding mode), as nearbyint does; |w / s| is at most 2^(bits-1)
     // here, plus rounding.
     constexpr float kRound = 12582912.0f;
-    uint8_t codes[kMaxBlock];
+    uint8_t codes[BlockQuantization::kMaxBlock];
     for (int64_t j = 0; j < q_.block; ++j) {
       const float r = (block[j] * inverse + kRound) - kRound;
       // max(-zero, r) is -zero for a NaN r (std::max returns its first operand unless the second
@@ -133,7 +135,8 @@ class RowsOf : public TensorBytes {
     return std::max(row_bytes_, target / row_bytes_ * row_bytes_);
   }
   void fill(size_t begin, size_t end, uint8_t* out) const override {
-    std::vector<uint8_t> partial, scratch;
+    std::vector<uint8_t> partial;
+    Blocks::Scratch scratch;
     std::vector<float> weights(blocks_.row_floats());
     for (size_t row = begin / row_bytes_; row * row_bytes_ < end; ++row) {
       const size_t r0 = row * row_bytes_, from = std::max(begin, r0), to = std::min(end, r0 + row_bytes_);

@@ -53,7 +53,7 @@ class Transposed final : public TensorBytes {
   std::span<const uint8_t> source() const override { return {data_, size()}; }
   std::optional<Borrowed> borrowed(ScalarType dtype) const override {
     if (shape_.size() != 2 || perm_ != std::vector<int64_t>{1, 0}) return std::nullopt;
-    return Borrowed{data_, owner_, dtype, true};
+    return Borrowed{data_, owner_, dtype, true, {shape_[0], shape_[1]}};
   }
 
   bool same_bytes(const TensorBytes& other) const override {
@@ -246,7 +246,7 @@ class Cast final : public TensorBytes {
 
   std::optional<CastOf> cast_of() const override { return CastOf{data_, owner_, from_}; }
   std::optional<Borrowed> borrowed(ScalarType /*dtype*/) const override {
-    return Borrowed{data_, owner_, from_, false};
+    return Borrowed{data_, owner_, from_, false, {}};
   }
   std::span<const uint8_t> source() const override {
     return {data_, count_ * static_cast<size_t>(element_size(from_))};

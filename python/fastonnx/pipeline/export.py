@@ -466,9 +466,7 @@ class _Exporter:
         timings["lower"] = time.perf_counter() - t0 - session.convert_seconds
 
         t0 = time.perf_counter()
-        native = session.finish(
-            __version__, **finish_arguments(options.optimize_for, options.quantization, options.opset)
-        )
+        native = session.finish(__version__, **finish_arguments(options.optimize_for, options.quantization))
         timings["passes"] = time.perf_counter() - t0
         return ExportResult(
             native,

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from ..errors import ArgumentError
 
 OPTIMIZE_TARGETS = ("onnxruntime",)
-# Opset 21's blocked DequantizeLinear (standard ONNX) is not written yet: its int4 needs a packed
-# 4-bit element type the core does not have.
-FORMATS = ("MatMulNBits",)
+# The block sizes onnxruntime's MatMulNBits kernels take (powers of two).
+BLOCK_SIZES = (16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,8 @@ class Quantization:
     ``q + 2**(bits-1)``: ``m`` maps exactly to the lowest level, so all ``2**bits`` are used
     (README, "Files for onnxruntime"). A weight streamed with ``dtype=`` is rounded to it first.
 
-    ``format``: ``"MatMulNBits"`` (onnxruntime's com.microsoft op, what onnxruntime-genai runs).
+    The weights are written as onnxruntime's com.microsoft MatMulNBits (what onnxruntime-genai
+    runs); ``block_size`` is one its kernels take (16 to 256).
     ``accuracy_level``: MatMulNBits' (0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations). The
     default, 4, is what onnxruntime-genai's builder writes for the CPU: onnxruntime quantizes each
     block of activations to int8 inside the op, which decodes about 3× faster than 0 there; 0
@@ -34,18 +34,17 @@ class Quantization:
     bits: int = 4
     block_size: int = 32
     accuracy_level: int = 4
-    format: str = "MatMulNBits"
     head_bits: int | None = None
 
     def __post_init__(self) -> None:
         if self.bits not in (4, 8):
             raise ArgumentError(f"quantize: bits is 4 or 8, got {self.bits!r}")
-        if not isinstance(self.block_size, int) or self.block_size < 16 or self.block_size & (self.block_size - 1):
-            raise ArgumentError(f"quantize: block_size is a power of two of at least 16, got {self.block_size!r}")
+        if self.block_size not in BLOCK_SIZES:
+            raise ArgumentError(
+                f"quantize: block_size is one of {', '.join(map(str, BLOCK_SIZES))}, got {self.block_size!r}"
+            )
         if self.accuracy_level not in (0, 1, 2, 3, 4):
             raise ArgumentError(f"quantize: accuracy_level is 0 to 4, got {self.accuracy_level!r}")
-        if self.format not in FORMATS:
-            raise ArgumentError(f"quantize: format is one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.head_bits not in (None, 0, 4, 8):
             raise ArgumentError(
                 f"quantize: head_bits is None (as bits), 0 (unquantized), 4 or 8, got {self.head_bits!r}"
@@ -69,7 +68,7 @@ def check_optimize_for(value: object) -> str | None:
     raise ArgumentError(f"optimize_for is None (standard ONNX) or one of {', '.join(OPTIMIZE_TARGETS)}, got {value!r}")
 
 
-def finish_arguments(optimize_for: str | None, quantization: Quantization | None, opset: int) -> dict:
+def finish_arguments(optimize_for: str | None, quantization: Quantization | None) -> dict:
     """The keyword arguments of ``_C.Session.finish`` for these options."""
     if quantization is None:
         return {"fuse_for_onnxruntime": optimize_for == "onnxruntime"}
@@ -79,6 +78,5 @@ def finish_arguments(optimize_for: str | None, quantization: Quantization | None
         "quantize_bits": quantization.bits,
         "block_size": quantization.block_size,
         "accuracy_level": quantization.accuracy_level,
-        "quantize_format": quantization.format,
         "head_bits": head,
     }
