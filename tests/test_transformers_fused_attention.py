@@ -86,7 +86,7 @@ def exported(tmp_path_factory):
             model.config.sliding_window = window
         root = tmp_path_factory.mktemp(arch)
         _export(model, root / "plain", optimize_for=None)
-        report = _export(model, root / "fused", optimize_for="onnxruntime")
+        report = _export(model, root / "fused", optimize_for="onnxruntime-genai")
         out[arch] = (model, root / "plain", root / "fused", report)
     return out
 
@@ -102,10 +102,15 @@ def test_attention_becomes_group_query_attention_and_computes_the_same(arch, exp
     assert ops["Softmax"] == 0
     # (the norms fuse as well: fuse_norms' counts and lines are tested in test_onnxruntime_norms.py)
     assert dict(report["counts"])["GroupQueryAttention"] == layers
+    assert dict(report["counts"])["shared KV cache"] == layers
     window = f", window {model.config.sliding_window}" if arch == "mistral" else ""
+    # Rotary inside RotaryEmbedding, over tables as long as the context genai serves.
+    positions = model.config.max_position_embeddings
     assert [line for line in report["lines"] if line.startswith("attention ")] == [
-        f"attention {i}: GroupQueryAttention (num_heads 4, kv_num_heads 2{window})" for i in range(layers)
+        f"attention {i}: GroupQueryAttention (num_heads 4, kv_num_heads 2{window}), rotary {positions} positions"
+        for i in range(layers)
     ]
+    assert ops["RotaryEmbedding"] == 2 * layers
     plain, fused = _session(plain_dir / "model.onnx"), _session(fused_dir / "model.onnx")
     rng = np.random.default_rng(0)
     for step in STEPS:
@@ -114,6 +119,67 @@ def test_attention_becomes_group_query_attention_and_computes_the_same(arch, exp
         for name, w, g in zip([o.name for o in plain.get_outputs()], want, got):
             # Padded positions too: both graphs give them the same values.
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=f"{name} at {step}")
+
+
+@pytest.mark.parametrize("arch", [arch for arch, _ in ARCHS])
+def test_the_kv_cache_runs_as_one_buffer_shared_by_past_and_present(arch, exported):
+    """As onnxruntime-genai runs it with past_present_share_buffer: every past input and its
+    present bound to one buffer longer than the sequence, appended to in place, through a
+    left-padded batch's prompt, single and multi-token steps (past the sliding window's 4 keys);
+    its logits are the plain graph's, whose cache grows by concatenation."""
+    _, plain_dir, fused_dir, _ = exported[arch]
+    plain, fused = _session(plain_dir / "model.onnx"), _session(fused_dir / "model.onnx")
+    pasts = [value for value in plain.get_inputs() if value.name.startswith("past_key_values.")]
+    batch, pads, longest = 3, [0, 3, 1], 24
+    cache = {p.name: np.zeros((batch, p.shape[1], 0, p.shape[3]), np.float32) for p in pasts}
+    buffers = {
+        p.name: ort.OrtValue.ortvalue_from_numpy(np.zeros((batch, p.shape[1], longest, p.shape[3]), np.float32))
+        for p in pasts
+    }
+    rng = np.random.default_rng(3)
+    total = 0
+    for query in [7, 1, 3, 1, 2, 1]:
+        mask = np.ones((batch, total + query), np.int64)
+        for row, pad in enumerate(pads):
+            mask[row, :pad] = 0
+        feeds = {
+            "input_ids": rng.integers(3, VOCAB, (batch, query)),
+            "attention_mask": mask,
+            "position_ids": np.clip(mask.cumsum(-1) - 1, 0, None)[:, total:],
+        }
+        names = [o.name for o in plain.get_outputs()]
+        want = dict(zip(names, plain.run(None, feeds | cache)))
+        cache = {name.replace("present.", "past_key_values."): want[name] for name in names if name != "logits"}
+        binding = fused.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, value)
+        for name, buffer in buffers.items():
+            binding.bind_ortvalue_input(name, buffer)
+            binding.bind_ortvalue_output(name.replace("past_key_values.", "present."), buffer)
+        binding.bind_output("logits")
+        fused.run_with_iobinding(binding)
+        logits = binding.copy_outputs_to_cpu()[-1]
+        np.testing.assert_allclose(logits, want["logits"], rtol=1e-4, atol=1e-4, err_msg=f"{arch}, past {total}")
+        for name, value in cache.items():  # the buffer holds the cache so far, in place
+            np.testing.assert_allclose(buffers[name].numpy()[:, :, : total + query], value, rtol=1e-5, atol=1e-6)
+        total += query
+
+
+def test_a_position_past_the_rotary_tables_is_an_error_not_a_wrong_answer(exported):
+    model, _, fused_dir, _ = exported["llama"]
+    fused = _session(fused_dir / "model.onnx")
+    feeds = _feeds(fused, 1, 0, 3, [0], np.random.default_rng(0))
+    fused.run(None, feeds)
+    feeds["position_ids"] = feeds["position_ids"] + model.config.max_position_embeddings - 2  # the last is past
+    with pytest.raises(Exception, match="out of range"):
+        fused.run(None, feeds)
+
+
+def test_max_positions_goes_with_optimize_for(tmp_path):
+    with pytest.raises(fastonnx.ArgumentError, match="pass optimize_for='onnxruntime' too"):
+        _export_cached(True, tmp_path / "m.onnx", max_positions=64)
+    with pytest.raises(fastonnx.ArgumentError, match="max_positions is None or a positive int"):
+        _export_cached(True, tmp_path / "m.onnx", "onnxruntime", max_positions=0)
 
 
 def test_onnxruntime_genai_runs_the_fused_graph_to_eager_greedy_tokens(exported):
@@ -156,7 +222,7 @@ class CachedAttention(torch.nn.Module):
         return out.transpose(1, 2).reshape(batch, query, 32), key, value
 
 
-def _export_cached(causal: bool, path, optimize_for=None):
+def _export_cached(causal: bool, path, optimize_for=None, **kwargs):
     args = (torch.randn(2, 5, 32), torch.ones(2, 8, dtype=torch.long), torch.randn(2, 4, 3, 8), torch.randn(2, 4, 3, 8))
     auto = torch.export.Dim.AUTO  # the mask's length is the past's plus the query's
     dynamic = ({0: auto, 1: auto}, {0: auto, 1: auto}, {0: auto, 2: auto}, {0: auto, 2: auto})
@@ -167,6 +233,7 @@ def _export_cached(causal: bool, path, optimize_for=None):
         input_names=["x", "attention_mask", "past_key", "past_value"],
         dynamic_shapes=dynamic,
         optimize_for=optimize_for,
+        **kwargs,
     )
 
 

@@ -128,7 +128,12 @@ def test_onnxruntime_genai_gives_eager_greedy_tokens(arch, tmp_path):
     config = json.loads((out / "genai_config.json").read_text())
     decoder = config["model"]["decoder"]
     assert config["model"]["type"] == {"llama": "llama", "phi3": "phi3", "gemma2": "gemma2"}.get(arch, "decoder")
-    assert config["model"]["eos_token_id"] == EOS and config["search"]["past_present_share_buffer"] is False
+    assert config["model"]["eos_token_id"] == EOS
+    # Every layer's attention fused: genai gives each one buffer as past and present (appended in place).
+    nodes = onnx.load(out / "model.onnx", load_external_data=False).graph.node
+    fused = sum(node.op_type == "GroupQueryAttention" for node in nodes)
+    assert config["search"]["past_present_share_buffer"] is (fused == model.config.num_hidden_layers)
+    assert arch not in ("llama", "phi3", "gpt2") or fused == model.config.num_hidden_layers
     assert decoder["inputs"]["past_key_names"] == "past_key_values.%d.key"
     assert decoder["outputs"]["present_value_names"] == "present.%d.value"
     assert decoder["num_hidden_layers"] == model.config.num_hidden_layers
@@ -271,22 +276,45 @@ def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(tmp_path):
     assert [len(t) for t in tokens] == [10, 10] and all(0 <= t < VOCAB for row in tokens for t in row)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="onnxruntime-genai 0.18, with past_present_share_buffer false (a graph that concatenates its cache), "
-    "allocates the present for past + 5 positions but runs the graph on 4 (the appended tokens, not the pending "
-    "generated one): 'present.0.key has shape {1,2,11,8} but the computed output shape is {1,2,10,8}', fused or "
-    "plain; the builder's shared-buffer models run it. Multi-token steps with a past are checked in onnxruntime "
-    "directly (test_one_graph_runs_the_prompt_and_every_step)",
+@pytest.mark.parametrize(
+    "optimize_for",
+    [
+        pytest.param(
+            "onnxruntime-genai",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="onnxruntime-genai 0.18, with past_present_share_buffer true, never feeds the pending "
+                "generated token: it runs the 4 appended tokens at positions 7-10 over a mask of 11, so the cache "
+                "has a hole at position 6 and the logits are not eager's on the sequence it reports. Its own "
+                "builder's shared-buffer model gives the same wrong logits (0.42 off eager on a 4-layer LLaMA). "
+                "The shared buffer itself is checked against the plain graph in onnxruntime "
+                "(test_transformers_fused_attention.py)",
+            ),
+        ),
+        pytest.param(
+            "onnxruntime",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="onnxruntime-genai 0.18, with past_present_share_buffer false (a graph that concatenates its "
+                "cache), allocates the present for past + 5 positions but runs the graph on 4 (the appended tokens, "
+                "not the pending generated one): 'present.0.key has shape {1,2,11,8} but the computed output shape "
+                "is {1,2,10,8}', fused or plain. Multi-token steps with a past are checked in onnxruntime directly "
+                "(test_one_graph_runs_the_prompt_and_every_step)",
+            ),
+        ),
+    ],
 )
-def test_onnxruntime_genai_appends_several_tokens_after_a_past(tmp_path):
+def test_onnxruntime_genai_appends_several_tokens_after_a_past(optimize_for, tmp_path):
     """Speculative decoding's step: after a prompt and a generated token, several tokens appended
     at once run the graph with a past and a query longer than one; the logits of the last equal
-    eager's on the whole sequence."""
-    model = build("llama")
-    checkpoint = write_checkpoint(model, tmp_path / "checkpoint")
+    eager's on the whole sequence. With the cache in genai's shared buffer (the default), and
+    without."""
+    model = with_special_tokens(build("llama"))
     out = tmp_path / "genai"
-    assert main(["export-hf", checkpoint, str(out), "--genai", "--quiet"]) == 0
+    export_genai(model, out, optimize_for=optimize_for)
+    assert json.loads((out / "genai_config.json").read_text())["search"]["past_present_share_buffer"] is (
+        optimize_for == "onnxruntime-genai"
+    )
     g = torch.Generator().manual_seed(3)
     prompt, more = torch.randint(3, VOCAB, (1, 6), generator=g), torch.randint(3, VOCAB, (1, 4), generator=g)
     og_model = og.Model(str(out))

@@ -22,7 +22,20 @@ void fuse_norms(Graph& g, int opset, RewriteReport& report);
 
 // Attention (sdpa and eager, with grouped KV heads, causal and sliding-window masks, rotary
 // before it) -> GroupQueryAttention (fuse_attention.cpp).
-void fuse_attention(Graph& g, RewriteReport& report);
+struct AttentionOptions {
+  // Each fused attention's past and present may also be one buffer, longer than the past
+  // (onnxruntime-genai's past_present_share_buffer, which GroupQueryAttention detects by the two
+  // being the same memory). Wherever the graph reads a past input's length, it then reads the
+  // padding mask's width minus the query length instead, which is the same for every valid input
+  // (the mask covers the past and the query). An attention whose cache cannot be shared (its past
+  // or present is read by other nodes) is said in the report; "shared KV cache" counts the others.
+  bool share_cache = false;
+  // > 0: rotary embedding of q and k (x * cos + rotate_half(x) * sin, cos and sin computed from a
+  // position input alone) becomes com.microsoft RotaryEmbedding over tables of this many
+  // positions, evaluated from the graph's own cos and sin; 0 leaves it as it is.
+  int64_t rotary_positions = 0;
+};
+void fuse_attention(Graph& g, const AttentionOptions& options, RewriteReport& report);
 
 // Weight-only quantization of MatMul weights as MatMulNBits (quantize_weights.cpp).
 struct QuantizeOptions {

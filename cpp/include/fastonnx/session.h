@@ -23,6 +23,7 @@ namespace fastonnx {
 // What finish() does beyond the clean-up passes: onnxruntime's fused ops, quantized weights.
 struct FinishOptions {
   bool fuse_for_onnxruntime = false;
+  AttentionOptions attention;
   QuantizeOptions quantize;
 };
 

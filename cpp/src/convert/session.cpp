@@ -263,7 +263,7 @@ PassStats Session::finish(const FinishOptions& options) {
     }
     if (options.fuse_for_onnxruntime) {
       fuse_norms(graph_, opset_, rewrites_);
-      fuse_attention(graph_, rewrites_);
+      fuse_attention(graph_, options.attention, rewrites_);
     }
     if (options.quantize.bits != 0) {
       quantize_weights(graph_, options.quantize, rewrites_);

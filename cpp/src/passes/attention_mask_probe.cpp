@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fastonnx/fold.h"
+#include "cone_evaluator.h"
 #include "fastonnx/numeric.h"
 #include "fastonnx/rewrite.h"
 
@@ -53,181 +53,31 @@ bool is_token(const Probe& p, int64_t b, int64_t k) {
   return p.right ? k < total - p.pads[b] : k >= p.pads[b];
 }
 
-// A value of the cone on one probe: its bytes, or only its shape (an input whose sizes alone the
-// mask may read).
-struct Tensor {
-  ScalarType dtype = ScalarType::Undefined;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  bool sized_only = false;
-};
-
-class ConeEvaluator {
- public:
-  ConeEvaluator(const Graph& g, const Probe& probe, const AttentionSizes& sizes, Value padding)
-      : g_(g), probe_(probe), padding_(padding) {
-    bind(sizes.batch, probe.batch);
-    bind(sizes.query, probe.query);
-    for (const Dim& d : sizes.past) bind(d, probe.past);
-  }
-
-  // The value of `v`, or nullopt with failure() saying why.
-  const Tensor* eval(Value v) {
-    if (const auto it = done_.find(v.id); it != done_.end()) return &it->second;
-    std::optional<Tensor> t = compute(v);
-    if (!t) return nullptr;
-    return &done_.emplace(v.id, std::move(*t)).first->second;
-  }
-  const std::string& failure() const { return failure_; }
-
- private:
-  void bind(const Dim& d, int64_t size) {
-    if (d.symbol != kNoName) symbols_[d.symbol] = size;
-  }
-
-  std::optional<std::vector<int64_t>> sizes_of(Value v) const {
-    if (!g_.info(v).has_shape || g_.info(v).rank_varies) return std::nullopt;
-    std::vector<int64_t> out;
-    for (const Dim& d : g_.shape(v)) {
-      if (d.is_static()) {
-        out.push_back(d.value);
-      } else if (const auto it = symbols_.find(d.symbol); it != symbols_.end()) {
-        out.push_back(it->second);
-      } else {
-        return std::nullopt;
-      }
+// The padding mask of `probe`: [batch, past + query], 1 where a key is a token.
+ConeTensor padding_tensor(const Probe& probe, ScalarType dtype) {
+  const int64_t total = probe.past + probe.query;
+  ConeTensor t{dtype, {probe.batch, total}, {}, false};
+  const auto es = static_cast<size_t>(element_size(t.dtype));
+  t.bytes.resize(static_cast<size_t>(probe.batch * total) * es);
+  for (int64_t b = 0; b < probe.batch; ++b) {
+    for (int64_t k = 0; k < total; ++k) {
+      store_double(t.dtype, t.bytes.data() + static_cast<size_t>(b * total + k) * es,
+                   is_token(probe, b, k) ? 1.0 : 0.0);
     }
-    return out;
   }
+  return t;
+}
 
-  std::optional<Tensor> fail(std::string why) {
-    if (failure_.empty()) failure_ = std::move(why);
-    return std::nullopt;
-  }
-
-  std::optional<Tensor> compute(Value v) {
-    if (const Initializer* init = g_.initializer(v)) {
-      if (init->overridable || init->data == nullptr) return fail("it reads a weight");
-      Tensor t{g_.info(v).dtype, *g_.static_shape(v), {}, false};
-      const auto* p = static_cast<const uint8_t*>(init->data);
-      t.bytes.assign(p, p + init->nbytes);
-      return t;
-    }
-    const NodeId n = g_.info(v).producer;
-    if (n == kNoNode) return graph_input(v);
-    const Node& node = g_.node(n);
-    if (node.graph != kMainGraph || node.domain != kNoName) return fail("it is computed by a subgraph or a fused op");
-    const std::string_view op = op_of(g_, n);
-    const auto ins = g_.inputs(n);
-    if (op == "Shape") {
-      // The sizes of a value the probe determines, without computing the value itself.
-      std::vector<int64_t> shape;
-      if (const auto declared = sizes_of(ins[0])) {
-        shape = *declared;
-      } else {
-        const Tensor* in = eval(ins[0]);
-        if (in == nullptr) return std::nullopt;
-        shape = in->shape;
-      }
-      const auto rank = static_cast<int64_t>(shape.size());
-      const auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank); };
-      const Attr* start = g_.attr(n, "start", Attr::Kind::Int);
-      const Attr* end = g_.attr(n, "end", Attr::Kind::Int);
-      const int64_t b = start ? clamp(start->as_int()) : 0, e = end ? clamp(end->as_int()) : rank;
-      Tensor t{ScalarType::Long, {std::max<int64_t>(e - b, 0)}, {}, false};
-      for (int64_t i = b; i < e; ++i) append(t.bytes, shape[i]);
-      return t;
-    }
-    std::vector<std::optional<ConstView>> views;
-    std::vector<ConstSource> sources;
-    for (const Value in : ins) {
-      if (!in.valid()) {
-        views.emplace_back();
-        sources.emplace_back();
-        continue;
-      }
-      const Tensor* t = eval(in);
-      if (t == nullptr) return std::nullopt;
-      if (t->sized_only) return fail("it reads the values of input '" + std::string(g_.name(in)) + "'");
-      views.push_back(ConstView{t->dtype, t->shape, t->bytes.data(), false});
-      sources.push_back(ConstSource{t->bytes.data(), nullptr, nullptr});
-    }
-    const auto folded = fold(op, g_.attrs(n), views, sources);
-    if (!folded) return fail("the constant folder does not evaluate its " + std::string(op));
-    const auto outs = g_.outputs(n);
-    std::optional<Tensor> result;
-    for (size_t i = 0; i < folded->size() && i < outs.size(); ++i) {
-      const Folded& f = (*folded)[i];
-      if (f.computed) return fail("the constant folder defers its " + std::string(op));
-      Tensor t{f.dtype, f.shape, f.alias_of >= 0 ? done_.at(ins[f.alias_of].id).bytes : f.bytes, false};
-      if (outs[i] == v) {
-        result = std::move(t);
-      } else {
-        done_.emplace(outs[i].id, std::move(t));
-      }
-    }
-    if (!result) return fail("the constant folder does not evaluate its " + std::string(op));
-    return result;
-  }
-
-  std::optional<Tensor> graph_input(Value v) {
-    if (v != padding_) {
-      const auto shape = sizes_of(v);
-      if (!shape) return fail("it depends on the sizes of input '" + std::string(g_.name(v)) + "'");
-      return Tensor{g_.info(v).dtype, *shape, {}, true};
-    }
-    // The padding mask: [batch, past + query], 1 where a key is a token.
-    const int64_t total = probe_.past + probe_.query;
-    Tensor t{g_.info(v).dtype, {probe_.batch, total}, {}, false};
-    const auto es = static_cast<size_t>(element_size(t.dtype));
-    t.bytes.resize(static_cast<size_t>(probe_.batch * total) * es);
-    for (int64_t b = 0; b < probe_.batch; ++b) {
-      for (int64_t k = 0; k < total; ++k) {
-        store_double(t.dtype, t.bytes.data() + static_cast<size_t>(b * total + k) * es,
-                     is_token(probe_, b, k) ? 1.0 : 0.0);
-      }
-    }
-    return t;
-  }
-
-  static void append(std::vector<uint8_t>& bytes, int64_t v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(v));
-  }
-
-  const Graph& g_;
-  const Probe& probe_;
-  Value padding_;
-  std::unordered_map<StrId, int64_t> symbols_;
-  std::unordered_map<uint32_t, Tensor> done_;
-  std::string failure_;
-};
-
-// The graph inputs the cone of `mask` reads: by value, or only through a Shape.
-struct ConeInputs {
-  std::vector<Value> by_value, by_size;
-};
-
-ConeInputs cone_inputs(const Graph& g, Value mask) {
-  ConeInputs out;
-  // Values reached as values, and reached only for their sizes.
-  std::vector<bool> seen_value(g.num_values(), false), seen_size(g.num_values(), false);
-  std::vector<std::pair<Value, bool>> stack{{mask, true}};
-  while (!stack.empty()) {
-    const auto [v, by_value] = stack.back();
-    stack.pop_back();
-    if (!v.valid() || g.is_initializer(v) || seen_value[v.id] || (!by_value && seen_size[v.id])) continue;
-    (by_value ? seen_value : seen_size)[v.id] = true;
-    const NodeId n = g.info(v).producer;
-    if (n == kNoNode) {
-      auto& list = by_value ? out.by_value : out.by_size;
-      if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
-      continue;
-    }
-    const bool shape = op_of(g, n) == "Shape";
-    for (const Value in : g.inputs(n)) stack.emplace_back(in, !shape);
-  }
-  return out;
+// The sizes of `sizes`' dimensions on `probe`.
+std::unordered_map<StrId, int64_t> probe_symbols(const AttentionSizes& sizes, const Probe& probe) {
+  std::unordered_map<StrId, int64_t> symbols;
+  const auto bind = [&](const Dim& d, int64_t size) {
+    if (d.symbol != kNoName) symbols[d.symbol] = size;
+  };
+  bind(sizes.batch, probe.batch);
+  bind(sizes.query, probe.query);
+  for (const Dim& d : sizes.past) bind(d, probe.past);
+  return symbols;
 }
 
 }  // namespace
@@ -241,6 +91,7 @@ MaskCheck check_causal_mask(const Graph& g, Value mask, MaskKind kind, const Att
     return check;
   }
   const Value padding = inputs.by_value[0];
+  check.padding = padding;
   if (g.info(padding).rank != 2) {
     check.failure = "the mask reads input '" + std::string(g.name(padding)) + "', which is not [batch, keys]";
     return check;
@@ -251,8 +102,8 @@ MaskCheck check_causal_mask(const Graph& g, Value mask, MaskKind kind, const Att
   int64_t window = std::numeric_limits<int64_t>::max();
   const std::vector<Probe> sized = probes_for(sizes);
   for (const Probe& probe : sized) {
-    ConeEvaluator eval(g, probe, sizes, padding);
-    const Tensor* t = eval.eval(mask);
+    ConeEvaluator eval(g, probe_symbols(sizes, probe), {{padding.id, padding_tensor(probe, g.info(padding).dtype)}});
+    const ConeTensor* t = eval.eval(mask);
     if (t == nullptr) {
       check.failure = "the mask cannot be evaluated: " + eval.failure();
       return check;

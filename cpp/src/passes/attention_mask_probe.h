@@ -26,6 +26,7 @@ struct AttentionSizes {
 struct MaskCheck {
   std::string failure;  // empty: the mask is causal attention over the padding the input says
   int64_t window = 0;   // > 0: a query sees only keys fewer than `window` positions before it
+  Value padding;        // the [batch, past + query] input the mask reads by value
   bool ok() const { return failure.empty(); }
 };
 

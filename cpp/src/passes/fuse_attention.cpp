@@ -20,7 +20,18 @@
 // and local_window_size, must then hide nothing the mask lets through: check_causal_mask
 // (attention_mask_probe.h) establishes that the mask is causal with padding (and which window),
 // by evaluating it on probe inputs. Attention whose mask fails that stays plain.
+//
+// With `share_cache`, the past may be a buffer longer than the past (onnxruntime-genai's
+// past_present_share_buffer: the past and present are one allocation of max_length, which
+// GroupQueryAttention recognises as the same memory and appends to in place). The graph's other
+// readers of a past input then see a length that is not the past's: those are Shape nodes (the
+// mask's key count, a cache position), and each becomes the logical shape, whose past length is
+// the padding mask's width minus the query length. For every input genai or any caller feeds
+// (the mask covers the past and the query: the graph's own mask already needs that) the two are
+// the same number.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -29,8 +40,10 @@
 #include <vector>
 
 #include "attention_mask_probe.h"
+#include "cone_evaluator.h"
 #include "fastonnx/numeric.h"
 #include "fastonnx/onnxruntime_passes.h"
+#include "fastonnx/passes.h"
 
 namespace fastonnx {
 
@@ -59,9 +72,16 @@ struct Match {
   Value out;        // [B, N, S, H]
 };
 
+// A fused attention's cache, for share_cache.
+struct Fused {
+  size_t index;
+  Value past_k, past_v, present_k, present_v, padding;
+};
+
 class AttentionFusion {
  public:
-  AttentionFusion(Graph& g, RewriteReport& report) : g_(g), readers_(g), report_(report) {}
+  AttentionFusion(Graph& g, const AttentionOptions& options, RewriteReport& report)
+      : g_(g), readers_(g), report_(report), options_(options) {}
 
   void run() {
     std::vector<NodeId> softmaxes;
@@ -72,7 +92,8 @@ class AttentionFusion {
       }
     }
     std::vector<std::pair<size_t, Match>> matches;
-    AttentionSizes sizes;
+    std::vector<Fused> fused;
+    AttentionSizes& sizes = sizes_;
     for (size_t i = 0; i < softmaxes.size(); ++i) {
       std::string why;
       if (auto m = match(softmaxes[i], why)) {
@@ -100,14 +121,17 @@ class AttentionFusion {
         report_.line("attention " + std::to_string(i) + ": left plain: " + check.failure);
         continue;
       }
-      fuse(m, check);
+      std::string rotary;
+      fuse(m, check, rotary);
+      fused.push_back({i, m.past_k, m.past_v, m.present_k, m.present_v, check.padding});
       report_.count("GroupQueryAttention");
       std::string line = "attention " + std::to_string(i) + ": GroupQueryAttention (num_heads " +
                          std::to_string(m.num_heads) + ", kv_num_heads " + std::to_string(m.kv_num_heads);
       if (check.window > 0) line += ", window " + std::to_string(check.window);
       if (m.softcap != 0) line += ", softcap";
-      report_.line(line + ")");
+      report_.line(line + ")" + rotary);
     }
+    if (options_.share_cache && !fused.empty()) share(fused);
   }
 
  private:
@@ -315,8 +339,9 @@ class AttentionFusion {
   }
 
   // A new node's output, of dtype `t` and shape `dims`.
-  Value node(std::string_view op, const Inputs& inputs, ScalarType t, std::vector<Dim> dims, const Attrs& attrs = {}) {
-    const NodeId n = g_.add_node(op, "", inputs, 1, attrs);
+  Value node(std::string_view op, const Inputs& inputs, ScalarType t, std::vector<Dim> dims, const Attrs& attrs = {},
+             std::string_view domain = "") {
+    const NodeId n = g_.add_node(op, domain, inputs, 1, attrs);
     const Value out = g_.outputs(n)[0];
     g_.set_dtype(out, t);
     g_.set_shape(out, dims);
@@ -341,6 +366,160 @@ class AttentionFusion {
     const Value bsnh =
         node("Transpose", {x}, g_.info(x).dtype, {d[0], d[2], d[1], d[3]}, {Attr::ints("perm", {0, 2, 1, 3})});
     return node("Reshape", {bsnh, flat_shape()}, g_.info(x).dtype, {d[0], d[2], hidden});
+  }
+
+  // `x` [B, N, S, H] as GroupQueryAttention reads it ([B, S, N * H]), through
+  // com.microsoft RotaryEmbedding when `x` is rotary embedding that it computes exactly.
+  // `line` gets ", rotary N positions" when q and k are fused, or why one was left in the graph.
+  Value rotary_or_bsd(Value x, int64_t heads, int64_t head_size, std::string& line) {
+    if (options_.rotary_positions <= 0) return to_bsd(x, heads, head_size);
+    const auto r = match_rotary(x, head_size);
+    if (!r) return to_bsd(x, heads, head_size);
+    const RotaryTables& t = tables(r->cos, r->sin, head_size, g_.info(x).dtype);
+    if (!t.failure.empty()) {
+      line = "; rotary left in the graph: " + t.failure;
+      return to_bsd(x, heads, head_size);
+    }
+    if (line.empty()) line = ", rotary " + std::to_string(options_.rotary_positions) + " positions";
+    const Value flat = to_bsd(r->x, heads, head_size);
+    const auto d = g_.shape(flat);
+    return node("RotaryEmbedding", {flat, t.positions, t.cos, t.sin}, g_.info(x).dtype, {d.begin(), d.end()},
+                {Attr::i("num_heads", heads)}, kMicrosoftDomain);
+  }
+
+  // A half of the last axis of `x` [B, N, S, H]: x[..., :H/2] or x[..., H/2:].
+  bool is_half(NodeId slice, Value x, int64_t head, bool upper) const {
+    const auto ins = g_.inputs(slice);
+    if (ins.size() < 4 || ins[0] != x) return false;
+    const auto starts = int_constant(g_, ins[1]), ends = int_constant(g_, ins[2]), axes = int_constant(g_, ins[3]);
+    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return false;
+    if ((*axes)[0] != -1 && (*axes)[0] != 3) return false;
+    if (ins.size() > 4 && ins[4].valid() && int_constant(g_, ins[4]) != std::vector<int64_t>{1}) return false;
+    return upper ? (*starts)[0] == head / 2 && (*ends)[0] >= head : (*starts)[0] == 0 && (*ends)[0] == head / 2;
+  }
+
+  // x * cos + rotate_half(x) * sin, rotate_half(x) = Concat(-x[..., H/2:], x[..., :H/2]) on the
+  // last axis (transformers' rotate_half), with cos and sin [B or 1, 1, S, H].
+  struct Rotary {
+    Value x, cos, sin;
+  };
+  std::optional<Rotary> match_rotary(Value v, int64_t head) const {
+    const NodeId add = producer_of(g_, v, "Add");
+    if (add == kNoNode || head % 2 != 0) return std::nullopt;
+    const auto sum = g_.inputs(add);
+    for (int side = 0; side < 2; ++side) {
+      const NodeId direct = producer_of(g_, sum[side], "Mul"), rotated = producer_of(g_, sum[1 - side], "Mul");
+      if (direct == kNoNode || rotated == kNoNode) continue;
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          const Value x = g_.inputs(direct)[i], cos = g_.inputs(direct)[1 - i];
+          const Value half = g_.inputs(rotated)[j], sin = g_.inputs(rotated)[1 - j];
+          const NodeId cat = producer_of(g_, half, "Concat");
+          const Attr* axis = cat == kNoNode ? nullptr : g_.attr(cat, "axis", Attr::Kind::Int);
+          if (axis == nullptr || (axis->as_int() != -1 && axis->as_int() != 3) || g_.inputs(cat).size() != 2) continue;
+          const NodeId neg = producer_of(g_, g_.inputs(cat)[0], "Neg");
+          const NodeId lower = producer_of(g_, g_.inputs(cat)[1], "Slice");
+          const NodeId upper = neg == kNoNode ? kNoNode : producer_of(g_, g_.inputs(neg)[0], "Slice");
+          if (upper == kNoNode || lower == kNoNode || !is_half(upper, x, head, true) || !is_half(lower, x, head, false))
+            continue;
+          const auto xd = g_.shape(x), cd = g_.shape(cos), sd = g_.shape(sin);
+          const auto table_shape = [&](std::span<const Dim> t) {
+            return t.size() == 4 && t[1].is_static() && t[1].value == 1 && same_size(t[2], xd[2]) && t[3].is_static() &&
+                   t[3].value == head;
+          };
+          if (xd.size() != 4 || !table_shape(cd) || !table_shape(sd)) continue;
+          return Rotary{x, cos, sin};
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  // RotaryEmbedding's inputs for the graph's `cos` and `sin`: the position input they are
+  // computed from, and [positions, H/2] tables of their values at positions 0, 1, ..., evaluated
+  // from the graph (so any frequencies, scaling and attention factor the model computes are
+  // what the tables hold). Established, not assumed: the two must read one int64 input by value
+  // and nothing else, hold each value twice (rotate_half's layout, not interleaved pairs), and
+  // depend on each position alone (a second probe, positions out of order, reads the tables).
+  struct RotaryTables {
+    Value positions, cos, sin;
+    std::string failure;
+  };
+  const RotaryTables& tables(Value cos, Value sin, int64_t head, ScalarType t) {
+    auto [it, fresh] = tables_.try_emplace(cos.id);
+    RotaryTables& out = it->second;
+    if (!fresh) return out;
+    const ConeInputs from_cos = cone_inputs(g_, cos), from_sin = cone_inputs(g_, sin);
+    if (from_cos.by_value.size() != 1 || from_sin.by_value != from_cos.by_value) {
+      out.failure = "cos and sin are not computed from one position input";
+      return out;
+    }
+    const Value positions = from_cos.by_value[0];
+    const auto pd = g_.shape(positions);
+    if (g_.info(positions).dtype != ScalarType::Long || pd.size() != 2 || pd[0].is_static() || pd[1].is_static()) {
+      out.failure = "the position input is not int64 [batch, sequence] of dynamic sizes";
+      return out;
+    }
+    const int64_t length = options_.rotary_positions, half = head / 2;
+    const auto es = static_cast<size_t>(element_size(t));
+    const auto probe = [&](int64_t rows, int64_t columns, const std::vector<int64_t>& at, const ConeTensor*& c,
+                           const ConeTensor*& s, std::unique_ptr<ConeEvaluator>& eval) {
+      ConeTensor input{ScalarType::Long, {rows, columns}, {}, false};
+      input.bytes.resize(at.size() * sizeof(int64_t));
+      std::memcpy(input.bytes.data(), at.data(), input.bytes.size());
+      eval = std::make_unique<ConeEvaluator>(
+          g_, std::unordered_map<StrId, int64_t>{{pd[0].symbol, rows}, {pd[1].symbol, columns}},
+          std::unordered_map<uint32_t, ConeTensor>{{positions.id, std::move(input)}});
+      c = eval->eval(cos);
+      s = c == nullptr ? nullptr : eval->eval(sin);
+      if (s == nullptr) {
+        out.failure = "cos and sin cannot be evaluated: " + eval->failure();
+        return false;
+      }
+      const auto count = static_cast<size_t>(rows * columns * head);
+      if (c->dtype != t || s->dtype != t || c->bytes.size() != count * es || s->bytes.size() != count * es) {
+        out.failure = "cos and sin are not one [H] row per position in the attention's dtype";
+        return false;
+      }
+      return true;
+    };
+    // Positions 0..length-1: each row must be its first half twice.
+    std::vector<int64_t> all(static_cast<size_t>(length));
+    for (int64_t p = 0; p < length; ++p) all[static_cast<size_t>(p)] = p;
+    const ConeTensor *c = nullptr, *s = nullptr;
+    std::unique_ptr<ConeEvaluator> eval;
+    if (!probe(1, length, all, c, s, eval)) return out;
+    const size_t row = static_cast<size_t>(head) * es, part = static_cast<size_t>(half) * es;
+    auto cos_table = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(length) * part);
+    auto sin_table = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(length) * part);
+    for (size_t p = 0; p < static_cast<size_t>(length); ++p) {
+      for (const auto& [from, to] : {std::pair{c, cos_table.get()}, std::pair{s, sin_table.get()}}) {
+        const uint8_t* r = from->bytes.data() + p * row;
+        if (std::memcmp(r, r + part, part) != 0) {
+          out.failure = "cos and sin do not repeat their halves (an interleaved or partial rotary)";
+          return out;
+        }
+        std::memcpy(to->data() + p * part, r, part);
+      }
+    }
+    // Positions out of order, in a batch: each row must be the table's row of its position.
+    const std::vector<int64_t> mixed{3, 0, length - 1, length / 2, 1, 1};
+    const ConeTensor *c2 = nullptr, *s2 = nullptr;
+    std::unique_ptr<ConeEvaluator> eval2;
+    if (!probe(2, 3, mixed, c2, s2, eval2)) return out;
+    for (size_t r = 0; r < mixed.size(); ++r) {
+      const size_t at = static_cast<size_t>(mixed[r]) * row;
+      if (std::memcmp(c2->bytes.data() + r * row, c->bytes.data() + at, row) != 0 ||
+          std::memcmp(s2->bytes.data() + r * row, s->bytes.data() + at, row) != 0) {
+        out.failure = "cos and sin at a position depend on more than that position";
+        return out;
+      }
+    }
+    const std::vector<Dim> dims{Dim{length, kNoName}, Dim{half, kNoName}};
+    out.positions = positions;
+    out.cos = g_.add_initializer("", t, dims, cos_table->data(), cos_table->size(), cos_table);
+    out.sin = g_.add_initializer("", t, dims, sin_table->data(), sin_table->size(), sin_table);
+    return out;
   }
 
   Value flat_shape() {
@@ -393,9 +572,9 @@ class AttentionFusion {
     return l;
   }
 
-  void fuse(const Match& m, const MaskCheck& check) {
-    const Value q3 = to_bsd(m.q, m.num_heads, m.head_size);
-    const Value k3 = to_bsd(m.k, m.kv_num_heads, m.head_size);
+  void fuse(const Match& m, const MaskCheck& check, std::string& rotary_line) {
+    const Value q3 = rotary_or_bsd(m.q, m.num_heads, m.head_size, rotary_line);
+    const Value k3 = rotary_or_bsd(m.k, m.kv_num_heads, m.head_size, rotary_line);
     const Value v3 = to_bsd(m.v, m.kv_num_heads, m.head_size);
     const Lengths l = lengths(m, q3);
 
@@ -456,16 +635,118 @@ class AttentionFusion {
     }
   }
 
+  // share_cache: each fused attention whose past inputs only it and Shape nodes read, and whose
+  // presents only the graph's outputs, is counted as sharing; those Shape nodes then give the
+  // logical shape.
+  void share(const std::vector<Fused>& fused) {
+    // The nodes the fusion replaced still read the caches until they are found dead.
+    sort_nodes(g_);
+    remove_dead_nodes(g_);
+    const Readers readers(g_);
+    const Value query = query_length();
+    for (const Fused& f : fused) {
+      std::string why;
+      if (!query.valid()) why = "no graph input has the query length as a dimension";
+      for (const Value past : {f.past_k, f.past_v}) {
+        if (readers.external(past)) why = "its past input is also an output or read by a subgraph";
+        for (const NodeId r : readers.of(past)) {
+          const Node& node = g_.node(r);
+          const bool gqa =
+              g_.strings.str(node.domain) == kMicrosoftDomain && g_.strings.str(node.op_type) == "GroupQueryAttention";
+          if (!gqa && op_of(g_, r) != "Shape") why = "its past input is also read by a " + std::string(op_of(g_, r));
+        }
+      }
+      for (const Value present : {f.present_k, f.present_v}) {
+        if (!readers.of(present).empty())
+          why = "its present is also read by a " + std::string(op_of(g_, readers.of(present)[0]));
+      }
+      if (!why.empty()) {
+        report_.line("attention " + std::to_string(f.index) + ": KV cache not shareable: " + why);
+        continue;
+      }
+      for (const Value past : {f.past_k, f.past_v}) {
+        for (const NodeId r : readers.of(past)) {
+          if (op_of(g_, r) == "Shape") logical_shape(r, past, f.padding, query);
+        }
+      }
+      // The present is the whole buffer when shared: its length is not the past's plus the query's.
+      for (const Value present : {f.present_k, f.present_v}) {
+        std::vector<Dim> dims(g_.shape(present).begin(), g_.shape(present).end());
+        dims[2] = Dim{-1, g_.strings.intern("total_sequence_length")};
+        g_.set_shape(present, dims);
+      }
+      report_.count("shared KV cache");
+    }
+  }
+
+  // The query length as [1], read from a graph input that has it as a dimension (input_ids),
+  // or a constant when the graph fixes it. Not from q: the graph may compute q's shape from a
+  // past input's (torch.export reads a dim shared by several inputs from any one of them), and
+  // that Shape is what logical_shape replaces.
+  Value query_length() {
+    const Dim& s = sizes_.query;
+    if (s.is_static()) return constant<int64_t>(ScalarType::Long, {s.value}, false);
+    for (const Value in : g_.graph_inputs()) {
+      const auto dims = g_.shape(in);
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d].symbol != s.symbol || g_.info(in).rank_varies) continue;
+        return node("Shape", {in}, ScalarType::Long, {Dim{1, kNoName}},
+                    {Attr::i("start", static_cast<int64_t>(d)), Attr::i("end", static_cast<int64_t>(d) + 1)});
+      }
+    }
+    return {};
+  }
+
+  // The Shape node `n` of the past input `past` as the shape of the past it stands for: dim 2 is
+  // the padding mask's width minus the query length (both read from graph inputs only, so no
+  // cycle can pass through `n`).
+  void logical_shape(NodeId n, Value past, Value padding, Value query) {
+    auto [it, fresh] = past_length_.try_emplace(padding.id);
+    if (fresh) {
+      const Value width =
+          node("Shape", {padding}, ScalarType::Long, {Dim{1, kNoName}}, {Attr::i("start", 1), Attr::i("end", 2)});
+      it->second = node("Sub", {width, query}, ScalarType::Long, {Dim{1, kNoName}});
+    }
+    const int64_t rank = static_cast<int64_t>(g_.info(past).rank);
+    const auto at = [&](const char* name, int64_t fallback) {
+      const Attr* a = g_.attr(n, name, Attr::Kind::Int);
+      const int64_t i = a == nullptr ? fallback : a->as_int();
+      return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank);
+    };
+    const int64_t begin = at("start", 0), end = at("end", rank);
+    if (begin > 2 || end <= 2) return;  // the past's length is not among the dims it reads
+    // The runs of dims before and after dim 2, read from the buffer, and the length between them.
+    std::vector<Value> parts;
+    const auto run = [&](int64_t b, int64_t e) {
+      if (b < e) {
+        parts.push_back(
+            node("Shape", {past}, ScalarType::Long, {Dim{e - b, kNoName}}, {Attr::i("start", b), Attr::i("end", e)}));
+      }
+    };
+    run(begin, 2);
+    parts.push_back(it->second);
+    run(3, end);
+    const Value out[] = {g_.outputs(n)[0]};
+    g_.kill(n);
+    g_.add_fused("Concat", "", parts, out, {Attr::i("axis", 0)});
+  }
+
   Graph& g_;
   Readers readers_;
   RewriteReport& report_;
+  const AttentionOptions& options_;
+  std::unordered_map<uint32_t, RotaryTables> tables_;  // by cos value
   std::unordered_map<uint32_t, MaskCheck> checks_;
   std::unordered_map<uint32_t, Lengths> lengths_;
+  std::unordered_map<uint32_t, Value> past_length_;  // by padding input
+  AttentionSizes sizes_;
   Value flat_shape_, batch_, query_seqlens_;
 };
 
 }  // namespace
 
-void fuse_attention(Graph& g, RewriteReport& report) { AttentionFusion(g, report).run(); }
+void fuse_attention(Graph& g, const AttentionOptions& options, RewriteReport& report) {
+  AttentionFusion(g, options, report).run();
+}
 
 }  // namespace fastonnx

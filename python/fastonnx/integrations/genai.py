@@ -55,7 +55,7 @@ def export_genai(
     dtype: torch.dtype | None = None,
     opset_version: int | None = None,
     verbose: bool | None = None,
-    optimize_for: str | None = "onnxruntime",
+    optimize_for: str | None = "onnxruntime-genai",
     quantize: str | Quantization | None = None,
 ) -> list[str]:
     """Write ``model`` (a transformers causal LM) to the directory ``output`` as onnxruntime-genai
@@ -65,9 +65,11 @@ def export_genai(
     directory beside ``output`` and moved in at the end: an export that fails writes nothing.
     An encoder-decoder model (t5, bart), which onnxruntime-genai does not run, is written as
     Optimum lays it out for onnxruntime instead (``seq2seq.export_seq2seq``). ``optimize_for`` and
-    ``quantize`` are export()'s: by default the decoder gets onnxruntime's fused ops where its graph
-    matches them exactly, and ``quantize="int4"`` writes its Linear weights as MatMulNBits, quantized
-    as they stream. Returns the paths written."""
+    ``quantize`` are export()'s: by default ("onnxruntime-genai") the decoder gets onnxruntime's fused
+    ops where its graph matches them exactly, and when every layer's attention is fused its KV cache
+    is the one buffer genai shares between past and present (``past_present_share_buffer``), appended
+    to in place; ``quantize="int4"`` writes its Linear weights as MatMulNBits, quantized as they
+    stream. Returns the paths written."""
     import transformers
 
     if not isinstance(model, transformers.PreTrainedModel) or not model.can_generate():
@@ -94,6 +96,8 @@ def export_genai(
             UserWarning,
         )
 
+    context = _context_length(model)
+
     def write(scratch: str) -> None:
         signature = _export_decoder(
             model,
@@ -103,9 +107,10 @@ def export_genai(
             dtype,
             opset_version,
             verbose,
-            {"optimize_for": optimize_for, "quantize": quantize},
+            # genai's max_length is the context: the rotary tables cover every position it feeds.
+            {"optimize_for": optimize_for, "quantize": quantize} | ({"max_positions": context} if optimize_for else {}),
         )
-        _write_config(model, checkpoint, signature, scratch)
+        _write_config(model, checkpoint, signature, scratch, context)
 
     return write_directory(output, checkpoint, write, prefix=".fastonnx-genai-")
 
@@ -194,7 +199,7 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     output_names = [_genai_name(name, PRESENT, "output") for name in traced.output_names]
     if "logits" not in output_names:
         raise ExportError(f"{type(model).__name__} returned {traced.output_names}: no logits")
-    export(
+    result = export(
         traced.program,
         (),
         path,
@@ -220,6 +225,8 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
         num_hidden_layers=len(layers),
         num_key_value_heads=key[1],
         head_size=key[3],
+        # genai's flag is for every layer: one attention left plain concatenates its cache.
+        shares_kv_buffer=dict(result.rewrites["counts"]).get("shared KV cache", 0) == len(layers),
     )
 
 
@@ -243,12 +250,7 @@ def _check_dynamic(path: str, num_layers: int) -> None:
     check_dynamic(path, axes)
 
 
-def _write_config(model, checkpoint, signature: DecoderSignature, directory: str) -> None:
-    import transformers
-
-    generation = model.generation_config
-    if checkpoint is not None and os.path.isfile(os.path.join(checkpoint, "generation_config.json")):
-        generation = transformers.GenerationConfig.from_pretrained(checkpoint, local_files_only=True)
+def _context_length(model) -> int:
     context = context_length(model.config)
     if context is None:
         context = 4096
@@ -257,6 +259,15 @@ def _write_config(model, checkpoint, signature: DecoderSignature, directory: str
             f"context_length and max_length are {context}: edit them for longer sequences",
             UserWarning,
         )
+    return context
+
+
+def _write_config(model, checkpoint, signature: DecoderSignature, directory: str, context: int) -> None:
+    import transformers
+
+    generation = model.generation_config
+    if checkpoint is not None and os.path.isfile(os.path.join(checkpoint, "generation_config.json")):
+        generation = transformers.GenerationConfig.from_pretrained(checkpoint, local_files_only=True)
     document = genai_config(model.config, generation, signature, context)
     with open(os.path.join(directory, "genai_config.json"), "w") as f:
         json.dump(document, f, indent=4)

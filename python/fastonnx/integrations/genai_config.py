@@ -62,6 +62,9 @@ class DecoderSignature:
     num_hidden_layers: int
     num_key_value_heads: int
     head_size: int
+    # Every layer's past and present can be one buffer of max_length (GroupQueryAttention appends
+    # in place), rather than a past of the current length that the graph copies into a new present.
+    shares_kv_buffer: bool = False
 
 
 def genai_type(model_type: str) -> str:
@@ -129,9 +132,10 @@ def genai_config(config, generation_config, signature: DecoderSignature, context
         "max_length": context,
         "min_length": 0,
         "early_stopping": True,
-        # The graph concatenates the past and the new keys (no in-place cache): genai must give it
-        # a past of the current length, not a buffer of max_length.
-        "past_present_share_buffer": False,
+        # Shared: genai gives every layer one buffer of max_length as past and present, and the
+        # graph's GroupQueryAttention appends to it in place. Not shared: the graph concatenates the
+        # past and the new keys, so the past must be of the current length.
+        "past_present_share_buffer": signature.shares_kv_buffer,
     }
     return {"model": model, "search": dict(sorted(search.items()))}
 

@@ -114,6 +114,7 @@ def export(
     dtype: torch.dtype | None = None,
     optimize_for: str | None = None,
     quantize: str | Quantization | None = None,
+    max_positions: int | None = None,
 ) -> ExportResult:
     """Export ``model`` (a ``torch.nn.Module`` or a ``torch.export.ExportedProgram``) to ONNX.
 
@@ -172,6 +173,10 @@ def export(
     matches them exactly, plain ONNX elsewhere (README, "Files for onnxruntime"); ``quantize``
     (``"int4"``, ``"int8"`` or a ``fastonnx.Quantization``) writes the MatMul weights
     quantized, computed from the weights as they are written. The default is plain, standard ONNX.
+    ``max_positions`` (with ``optimize_for``): the rotary position embeddings of fused attention
+    become onnxruntime's RotaryEmbedding, reading cos/sin tables of that many positions computed
+    from the model's own (a position at or past it is an error in onnxruntime); None leaves
+    rotary as the graph computes it.
     Safe to call from several threads: exports run one at a time. Errors are
     ``fastonnx.ExportError`` subclasses (README, "Errors").
     """
@@ -193,6 +198,7 @@ def export(
         export_modules_as_functions=export_modules_as_functions,
         optimize_for=optimize_for,
         quantize=quantize,
+        max_positions=max_positions,
     )
     if tracer == "jit" and options.functions:
         raise ArgumentError("export_modules_as_functions needs torch.export's module scopes: pass tracer='export'")
@@ -466,7 +472,9 @@ class _Exporter:
         timings["lower"] = time.perf_counter() - t0 - session.convert_seconds
 
         t0 = time.perf_counter()
-        native = session.finish(__version__, **finish_arguments(options.optimize_for, options.quantization))
+        native = session.finish(
+            __version__, **finish_arguments(options.optimize_for, options.quantization, options.max_positions)
+        )
         timings["passes"] = time.perf_counter() - t0
         return ExportResult(
             native,

@@ -21,7 +21,7 @@ from .. import _C
 from ..core.files import check_writable
 from ..errors import ArgumentError
 from ..lowering.functions import MIN_FUNCTIONS_OPSET, type_name
-from .rewrites import Quantization, check_optimize_for
+from .rewrites import Quantization, check_max_positions, check_optimize_for
 
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -107,6 +107,7 @@ class ExportOptions:
     verbose: bool | None
     optimize_for: str | None = None  # "onnxruntime": its fused ops (rewrites.py)
     quantization: Quantization | None = None
+    max_positions: int | None = None  # rotary tables' length, for optimize_for (rewrites.py)
 
     @classmethod
     def from_arguments(
@@ -127,6 +128,7 @@ class ExportOptions:
         export_modules_as_functions: bool | Collection[type[torch.nn.Module]],
         optimize_for: str | None = None,
         quantize: object = None,
+        max_positions: object = None,
     ) -> ExportOptions:
         inputs = _names("input_names", input_names)
         outputs = _names("output_names", output_names)
@@ -138,6 +140,7 @@ class ExportOptions:
         opset = _opset(opset_version)
         functions = _function_selection(export_modules_as_functions, opset)
         target, quantization = check_optimize_for(optimize_for), Quantization.parse(quantize)
+        positions = check_max_positions(max_positions, target)
         if functions and (target or quantization):
             raise ArgumentError(
                 "export_modules_as_functions keeps each module's nodes in a local function, where onnxruntime's "
@@ -172,6 +175,7 @@ class ExportOptions:
             verbose=verbose,
             optimize_for=target,
             quantization=quantization,
+            max_positions=positions,
         )
 
 

@@ -8,7 +8,11 @@ from dataclasses import dataclass
 
 from ..errors import ArgumentError
 
-OPTIMIZE_TARGETS = ("onnxruntime",)
+# "onnxruntime": its fused ops. "onnxruntime-genai": the same, and each fused attention's KV cache
+# may be the one buffer onnxruntime-genai shares between past and present
+# (past_present_share_buffer): the graph then reads the past's length from the attention mask's
+# width, which is the same for every valid input, and not from the past, which is max_length long.
+OPTIMIZE_TARGETS = ("onnxruntime", "onnxruntime-genai")
 # The block sizes onnxruntime's MatMulNBits kernels take (powers of two).
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 
@@ -68,13 +72,30 @@ def check_optimize_for(value: object) -> str | None:
     raise ArgumentError(f"optimize_for is None (standard ONNX) or one of {', '.join(OPTIMIZE_TARGETS)}, got {value!r}")
 
 
-def finish_arguments(optimize_for: str | None, quantization: Quantization | None) -> dict:
+def check_max_positions(value: object, optimize_for: str | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ArgumentError(f"max_positions is None or a positive int (the longest position served), got {value!r}")
+    if optimize_for is None:
+        raise ArgumentError(
+            "max_positions sizes the tables of onnxruntime's RotaryEmbedding, which optimize_for writes: "
+            "pass optimize_for='onnxruntime' too, or drop max_positions"
+        )
+    return value
+
+
+def finish_arguments(optimize_for: str | None, quantization: Quantization | None, max_positions: int | None) -> dict:
     """The keyword arguments of ``_C.Session.finish`` for these options."""
+    fusions = {
+        "fuse_for_onnxruntime": optimize_for is not None,
+        "share_kv_cache": optimize_for == "onnxruntime-genai",
+        "rotary_positions": max_positions or 0,
+    }
     if quantization is None:
-        return {"fuse_for_onnxruntime": optimize_for == "onnxruntime"}
+        return fusions
     head = quantization.bits if quantization.head_bits is None else quantization.head_bits
-    return {
-        "fuse_for_onnxruntime": optimize_for == "onnxruntime",
+    return fusions | {
         "quantize_bits": quantization.bits,
         "block_size": quantization.block_size,
         "accuracy_level": quantization.accuracy_level,
