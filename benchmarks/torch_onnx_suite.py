@@ -2,12 +2,14 @@
 TorchScript exporter side by side, test by test, in one run.
 
     python -m benchmarks.torch_onnx_suite --tests DIR [--exporter fastonnx|torchscript|both] [--opset 18]
-        [--keep-initializers-as-inputs] [-k PATTERN ...] [--timeout 120] [--json OUT]
+        [--script] [--keep-initializers-as-inputs] [-k PATTERN ...] [--timeout 120] [--json OUT]
 
 The suite is ``TestONNXRuntime`` of PyTorch 2.6's ``test/onnx/test_pytorch_onnx_onnxruntime.py`` (the
 last release whose tests target the TorchScript exporter), in its tracing variant at one opset:
 ``TestONNXRuntime_opset_version_18_is_script_False_keep_initializers_as_inputs_False`` by default
-(``..._True`` with --keep-initializers-as-inputs). ``-k`` selects tests whose name holds PATTERN (a
+(``..._True`` with --keep-initializers-as-inputs). --script runs the scripting variant,
+``..._is_script_True_...``, where the suite's ``run_test`` hands each exporter the model after
+``torch.jit.script`` (and compares without flattening the outputs or dropping None ones). ``-k`` selects tests whose name holds PATTERN (a
 glob when it holds ``*?[``); several ``-k`` select the union.
 
 DIR is that release's ``test/onnx`` folder. On a fresh Debian machine, add Debian's source archive
@@ -60,7 +62,8 @@ mismatch`` (output count, shape or dtype), ``export error`` (raised by the expor
 error`` (loading or running the model), ``test error`` (anything else: the test's own assertions,
 the eager model, this harness), ``timeout`` (--timeout seconds) or ``crash`` (the interpreter died).
 The summary also counts the passes that ran no export: run_test exports nothing for a scripted model
-in this tracing class, so those tests pass without testing an exporter.
+in the tracing class, nor in the scripting class for a test that turns scripting off
+(``is_script_test_enabled``), so those tests pass without testing an exporter.
 
 Tests run one at a time in a worker process, torchscript then fastonnx for each; a worker that dies
 or hangs past the timeout is replaced and goes on with the next test. Progress goes to stderr, the
@@ -108,9 +111,9 @@ KILL_GRACE_SECONDS = 60
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _class_name(opset: int, keep_initializers_as_inputs: bool) -> str:
+def _class_name(opset: int, script: bool, keep_initializers_as_inputs: bool) -> str:
     keep = keep_initializers_as_inputs
-    return f"TestONNXRuntime_opset_version_{opset}_is_script_False_keep_initializers_as_inputs_{keep}"
+    return f"TestONNXRuntime_opset_version_{opset}_is_script_{script}_keep_initializers_as_inputs_{keep}"
 
 
 # --- worker: the suite, imported under torch 2.13 with the export step replaced ------------------
@@ -546,7 +549,7 @@ def _worker(args) -> None:
 
     signal.signal(signal.SIGALRM, on_alarm)
     suite_module = _load_suite(args.tests)
-    test_class = getattr(suite_module, _class_name(args.opset, args.keep_initializers_as_inputs))
+    test_class = getattr(suite_module, _class_name(args.opset, args.script, args.keep_initializers_as_inputs))
     pairs = json.loads(Path(args.worker[0]).read_text())
     with open(args.worker[1], "a", buffering=1) as events:
         for name, exporter in pairs:
@@ -588,6 +591,8 @@ def _run_worker(args, pairs: list, tmp: Path, first: int, total: int) -> tuple[l
     events_path.touch()
     command = [sys.executable, "-m", "benchmarks.torch_onnx_suite", "--tests", str(args.tests)]
     command += ["--opset", str(args.opset), "--timeout", str(args.timeout), "--worker", str(todo), str(events_path)]
+    if args.script:
+        command.append("--script")
     if args.keep_initializers_as_inputs:
         command.append("--keep-initializers-as-inputs")
     records: list[dict] = []
@@ -655,7 +660,8 @@ def _counts(records: list[dict]) -> dict:
         "skipped": statuses["skipped"],
         "applicable": len(records) - statuses["skipped"],
         "passed": statuses["passed"],
-        # run_test exports nothing for a scripted model in this tracing class: such a pass is empty.
+        # run_test exports nothing for a scripted model in the tracing class, nor in the scripting
+        # class when the test turns scripting off: such a pass is empty.
         "passed_without_export": sum(1 for r in records if r["status"] == "passed" and r["exports"] == 0),
         # The test asserts the TorchScript exporter's failure; fastonnx exported and matched eager.
         "exceeds": statuses["exceeds"],
@@ -718,6 +724,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tests", type=Path, required=True, help="PyTorch 2.6's test/onnx folder")
     parser.add_argument("--exporter", choices=(*EXPORTERS, "both"), default="both")
     parser.add_argument("--opset", type=int, default=18)
+    parser.add_argument("--script", action="store_true", help="run the scripting variant (is_script_True)")
     parser.add_argument("--keep-initializers-as-inputs", action="store_true", help="run the ..._True variant")
     parser.add_argument("-k", action="append", dest="patterns", metavar="PATTERN", help="select tests by name")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test and exporter")
@@ -738,9 +745,10 @@ def main(argv: list[str] | None = None) -> None:
     import fastonnx
 
     suite_module = _load_suite(args.tests)
-    class_name = _class_name(args.opset, args.keep_initializers_as_inputs)
+    class_name = _class_name(args.opset, args.script, args.keep_initializers_as_inputs)
     collected = {
-        _class_name(args.opset, k): len(_test_names(suite_module, _class_name(args.opset, k))) for k in (False, True)
+        _class_name(args.opset, args.script, k): len(_test_names(suite_module, _class_name(args.opset, args.script, k)))
+        for k in (False, True)
     }
     names = _selected(_test_names(suite_module, class_name), args.patterns)
     exporters = EXPORTERS if args.exporter == "both" else (args.exporter,)
