@@ -47,8 +47,12 @@ onnxruntime themselves):
   Python number an input and drops the inputs its graph does not read (the test's
   ``remained_onnx_input_idx`` lists the ones it keeps); fastonnx bakes numbers in and keeps every
   tensor input, so it is fed all inputs, or all tensors, or the test's list, whichever matches the
-  graph's input count. fastonnx writes a complex output as a real tensor whose last dimension holds
-  the real and imaginary parts (its README): it is compared with ``torch.view_as_real`` of eager's.
+  graph's input count. In the scripting class verify feeds the TorchScript exporter's graph the
+  arguments unflattened (a list as an ONNX sequence); fastonnx takes the tensors of a list or tuple
+  as inputs of their own (its README), so it is fed flattened there too, the test's list of kept
+  arguments mapped onto their flattened inputs. fastonnx writes a complex output as a real tensor
+  whose last dimension holds the real and imaginary parts (its README): it is compared with
+  ``torch.view_as_real`` of eager's.
 
 Some tests assert that the TorchScript exporter fails (``assertRaises`` around ``run_test``). Under
 fastonnx, such a block that raised nothing because every export inside it ran and its outputs
@@ -317,14 +321,20 @@ def _graph_input_leaves(value, in_key: bool = False) -> list[bool]:
     return [not in_key] if isinstance(value, torch.Tensor) else []
 
 
-def _fed_inputs(model_proto, input_args, input_kwargs, remained_onnx_input_idx) -> list[int]:
+def _fed_inputs(model_proto, input_args, input_kwargs, remained_onnx_input_idx, flatten: bool) -> list[int]:
     """The indices, into the inputs verify flattens, of those to feed fastonnx's graph (see the
     module docstring). When none of the candidates matches the graph's input count, the tensors are
-    fed and onnxruntime reports the mismatch."""
+    fed and onnxruntime reports the mismatch. Without ``flatten`` (the scripting class), the test's
+    ``remained_onnx_input_idx`` counts arguments, each mapped onto its flattened inputs."""
     import torch
 
     export_inputs = _legacy()._prepare_input_for_export(input_args, input_kwargs)
     flat, _ = torch.jit._flatten(export_inputs)
+    if not flatten and remained_onnx_input_idx is not None:
+        starts = [0]
+        for argument in export_inputs:
+            starts.append(starts[-1] + len(torch.jit._flatten(argument)[0]))
+        remained_onnx_input_idx = [j for i in remained_onnx_input_idx for j in range(starts[i], starts[i + 1])]
     initializers = {t.name for t in model_proto.graph.initializer}
     graph_inputs = sum(1 for i in model_proto.graph.input if i.name not in initializers)
     tensors = [i for i, is_input in enumerate(_graph_input_leaves(export_inputs)) if is_input]
@@ -351,14 +361,17 @@ def _fastonnx_verify(model, input_args, input_kwargs, additional_test_inputs, *,
         # Taken before the export, which may change the model's state, as verify does.
         model_copy = legacy._try_clone_model(model)
         result = _fastonnx_export(model, args, kwargs=kwargs or None, training=training, **export_options)
-        fed = _fed_inputs(result.model_proto, input_args, input_kwargs, options.remained_onnx_input_idx)
+        fed = _fed_inputs(
+            result.model_proto, input_args, input_kwargs, options.remained_onnx_input_idx, options.flatten
+        )
         legacy._compare_onnx_pytorch_model(
             pt_model=model_copy,
             onnx_model_f=io.BytesIO(result.to_bytes()),
             input_args=input_args,
             input_kwargs=input_kwargs,
             additional_test_inputs=additional_test_inputs,
-            options=dataclasses.replace(options, remained_onnx_input_idx=fed),
+            # (fed flattened: fastonnx takes a list's tensors as inputs of their own)
+            options=dataclasses.replace(options, remained_onnx_input_idx=fed, flatten=True),
         )
     _State.compared += 1
 
