@@ -31,7 +31,15 @@ def _list_of(t: Translator, node) -> list | None:
     return value
 
 
-_MUTATING = {"aten::append", "aten::add_", "aten::extend", "aten::_set_item", "aten::insert", "aten::pop", "aten::Delete"}
+_MUTATING = {
+    "aten::append",
+    "aten::add_",
+    "aten::extend",
+    "aten::_set_item",
+    "aten::insert",
+    "aten::pop",
+    "aten::Delete",
+}
 
 
 def _append(t: Translator, node):

@@ -382,7 +382,7 @@ def _as_aten_ops(graph: torch._C.Graph) -> None:
             for inner in writes:
                 clone = _write(graph, inner, [env.get(v, v) for v in inner.inputs()])
                 if clone is None:
-                    clone = graph.createClone(inner, lambda v: env.get(v, v))  # type: ignore[attr-defined]
+                    clone = graph.createClone(inner, lambda v, env=env: env.get(v, v))  # type: ignore[attr-defined]
                 graph.insertNode(clone)
                 clone.copyMetadata(inner)
                 for old, new in zip(inner.outputs(), clone.outputs()):
