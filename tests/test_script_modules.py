@@ -394,6 +394,23 @@ def test_an_implicit_int_of_data_stays_a_value_of_the_graph():
     )
 
 
+class EnumeratesAndBounds(torch.nn.Module):
+    def forward(self, x):
+        out = x[:, 0]
+        for i, row in enumerate([x, x * 2, x + 1]):
+            out = out + row[:, 1] * i
+        return out * min(x.size(0), x.size(1)) + max([x.size(1), 3])
+
+
+def test_min_and_max_of_numbers_and_of_a_list_follow_the_sizes():
+    """``prim::min`` (which ``enumerate`` makes) and ``prim::max`` on sizes (torch's suite,
+    test_prim_min)."""
+    model = torch.jit.script(EnumeratesAndBounds())
+    result, fixed = _export(model, (torch.randn(4, 2),), dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(4, 2),), (torch.randn(2, 5),), (torch.randn(6, 6),))
+
+
 class ZerosLike(torch.nn.Module):
     def forward(self, x):
         zeros = torch.zeros(x.shape, layout=x.layout, device=x.device, dtype=x.dtype)
