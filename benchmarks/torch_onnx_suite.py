@@ -2,12 +2,14 @@
 TorchScript exporter side by side, test by test, in one run.
 
     python -m benchmarks.torch_onnx_suite --tests DIR [--exporter fastonnx|torchscript|both] [--opset 18]
-        [--keep-initializers-as-inputs] [-k PATTERN ...] [--timeout 120] [--json OUT]
+        [--script] [--keep-initializers-as-inputs] [-k PATTERN ...] [--timeout 120] [--json OUT]
 
 The suite is ``TestONNXRuntime`` of PyTorch 2.6's ``test/onnx/test_pytorch_onnx_onnxruntime.py`` (the
 last release whose tests target the TorchScript exporter), in its tracing variant at one opset:
 ``TestONNXRuntime_opset_version_18_is_script_False_keep_initializers_as_inputs_False`` by default
-(``..._True`` with --keep-initializers-as-inputs). ``-k`` selects tests whose name holds PATTERN (a
+(``..._True`` with --keep-initializers-as-inputs). --script runs the scripting variant,
+``..._is_script_True_...``, where the suite's ``run_test`` hands each exporter the model after
+``torch.jit.script`` (and compares without flattening the outputs or dropping None ones). ``-k`` selects tests whose name holds PATTERN (a
 glob when it holds ``*?[``); several ``-k`` select the union.
 
 DIR is that release's ``test/onnx`` folder. On a fresh Debian machine, add Debian's source archive
@@ -45,8 +47,12 @@ onnxruntime themselves):
   Python number an input and drops the inputs its graph does not read (the test's
   ``remained_onnx_input_idx`` lists the ones it keeps); fastonnx bakes numbers in and keeps every
   tensor input, so it is fed all inputs, or all tensors, or the test's list, whichever matches the
-  graph's input count. fastonnx writes a complex output as a real tensor whose last dimension holds
-  the real and imaginary parts (its README): it is compared with ``torch.view_as_real`` of eager's.
+  graph's input count. In the scripting class verify feeds the TorchScript exporter's graph the
+  arguments unflattened (a list as an ONNX sequence); fastonnx takes the tensors of a list or tuple
+  as inputs of their own (its README), so it is fed flattened there too, the test's list of kept
+  arguments mapped onto their flattened inputs. fastonnx writes a complex output as a real tensor
+  whose last dimension holds the real and imaginary parts (its README): it is compared with
+  ``torch.view_as_real`` of eager's.
 
 Some tests assert that the TorchScript exporter fails (``assertRaises`` around ``run_test``). Under
 fastonnx, such a block that raised nothing because every export inside it ran and its outputs
@@ -60,7 +66,8 @@ mismatch`` (output count, shape or dtype), ``export error`` (raised by the expor
 error`` (loading or running the model), ``test error`` (anything else: the test's own assertions,
 the eager model, this harness), ``timeout`` (--timeout seconds) or ``crash`` (the interpreter died).
 The summary also counts the passes that ran no export: run_test exports nothing for a scripted model
-in this tracing class, so those tests pass without testing an exporter.
+in the tracing class, nor in the scripting class for a test that turns scripting off
+(``is_script_test_enabled``), so those tests pass without testing an exporter.
 
 Tests run one at a time in a worker process, torchscript then fastonnx for each; a worker that dies
 or hangs past the timeout is replaced and goes on with the next test. Progress goes to stderr, the
@@ -108,9 +115,9 @@ KILL_GRACE_SECONDS = 60
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _class_name(opset: int, keep_initializers_as_inputs: bool) -> str:
+def _class_name(opset: int, script: bool, keep_initializers_as_inputs: bool) -> str:
     keep = keep_initializers_as_inputs
-    return f"TestONNXRuntime_opset_version_{opset}_is_script_False_keep_initializers_as_inputs_{keep}"
+    return f"TestONNXRuntime_opset_version_{opset}_is_script_{script}_keep_initializers_as_inputs_{keep}"
 
 
 # --- worker: the suite, imported under torch 2.13 with the export step replaced ------------------
@@ -314,14 +321,20 @@ def _graph_input_leaves(value, in_key: bool = False) -> list[bool]:
     return [not in_key] if isinstance(value, torch.Tensor) else []
 
 
-def _fed_inputs(model_proto, input_args, input_kwargs, remained_onnx_input_idx) -> list[int]:
+def _fed_inputs(model_proto, input_args, input_kwargs, remained_onnx_input_idx, flatten: bool) -> list[int]:
     """The indices, into the inputs verify flattens, of those to feed fastonnx's graph (see the
     module docstring). When none of the candidates matches the graph's input count, the tensors are
-    fed and onnxruntime reports the mismatch."""
+    fed and onnxruntime reports the mismatch. Without ``flatten`` (the scripting class), the test's
+    ``remained_onnx_input_idx`` counts arguments, each mapped onto its flattened inputs."""
     import torch
 
     export_inputs = _legacy()._prepare_input_for_export(input_args, input_kwargs)
     flat, _ = torch.jit._flatten(export_inputs)
+    if not flatten and remained_onnx_input_idx is not None:
+        starts = [0]
+        for argument in export_inputs:
+            starts.append(starts[-1] + len(torch.jit._flatten(argument)[0]))
+        remained_onnx_input_idx = [j for i in remained_onnx_input_idx for j in range(starts[i], starts[i + 1])]
     initializers = {t.name for t in model_proto.graph.initializer}
     graph_inputs = sum(1 for i in model_proto.graph.input if i.name not in initializers)
     tensors = [i for i, is_input in enumerate(_graph_input_leaves(export_inputs)) if is_input]
@@ -348,14 +361,17 @@ def _fastonnx_verify(model, input_args, input_kwargs, additional_test_inputs, *,
         # Taken before the export, which may change the model's state, as verify does.
         model_copy = legacy._try_clone_model(model)
         result = _fastonnx_export(model, args, kwargs=kwargs or None, training=training, **export_options)
-        fed = _fed_inputs(result.model_proto, input_args, input_kwargs, options.remained_onnx_input_idx)
+        fed = _fed_inputs(
+            result.model_proto, input_args, input_kwargs, options.remained_onnx_input_idx, options.flatten
+        )
         legacy._compare_onnx_pytorch_model(
             pt_model=model_copy,
             onnx_model_f=io.BytesIO(result.to_bytes()),
             input_args=input_args,
             input_kwargs=input_kwargs,
             additional_test_inputs=additional_test_inputs,
-            options=dataclasses.replace(options, remained_onnx_input_idx=fed),
+            # (fed flattened: fastonnx takes a list's tensors as inputs of their own)
+            options=dataclasses.replace(options, remained_onnx_input_idx=fed, flatten=True),
         )
     _State.compared += 1
 
@@ -546,7 +562,7 @@ def _worker(args) -> None:
 
     signal.signal(signal.SIGALRM, on_alarm)
     suite_module = _load_suite(args.tests)
-    test_class = getattr(suite_module, _class_name(args.opset, args.keep_initializers_as_inputs))
+    test_class = getattr(suite_module, _class_name(args.opset, args.script, args.keep_initializers_as_inputs))
     pairs = json.loads(Path(args.worker[0]).read_text())
     with open(args.worker[1], "a", buffering=1) as events:
         for name, exporter in pairs:
@@ -588,6 +604,8 @@ def _run_worker(args, pairs: list, tmp: Path, first: int, total: int) -> tuple[l
     events_path.touch()
     command = [sys.executable, "-m", "benchmarks.torch_onnx_suite", "--tests", str(args.tests)]
     command += ["--opset", str(args.opset), "--timeout", str(args.timeout), "--worker", str(todo), str(events_path)]
+    if args.script:
+        command.append("--script")
     if args.keep_initializers_as_inputs:
         command.append("--keep-initializers-as-inputs")
     records: list[dict] = []
@@ -655,7 +673,8 @@ def _counts(records: list[dict]) -> dict:
         "skipped": statuses["skipped"],
         "applicable": len(records) - statuses["skipped"],
         "passed": statuses["passed"],
-        # run_test exports nothing for a scripted model in this tracing class: such a pass is empty.
+        # run_test exports nothing for a scripted model in the tracing class, nor in the scripting
+        # class when the test turns scripting off: such a pass is empty.
         "passed_without_export": sum(1 for r in records if r["status"] == "passed" and r["exports"] == 0),
         # The test asserts the TorchScript exporter's failure; fastonnx exported and matched eager.
         "exceeds": statuses["exceeds"],
@@ -718,6 +737,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tests", type=Path, required=True, help="PyTorch 2.6's test/onnx folder")
     parser.add_argument("--exporter", choices=(*EXPORTERS, "both"), default="both")
     parser.add_argument("--opset", type=int, default=18)
+    parser.add_argument("--script", action="store_true", help="run the scripting variant (is_script_True)")
     parser.add_argument("--keep-initializers-as-inputs", action="store_true", help="run the ..._True variant")
     parser.add_argument("-k", action="append", dest="patterns", metavar="PATTERN", help="select tests by name")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test and exporter")
@@ -738,9 +758,10 @@ def main(argv: list[str] | None = None) -> None:
     import fastonnx
 
     suite_module = _load_suite(args.tests)
-    class_name = _class_name(args.opset, args.keep_initializers_as_inputs)
+    class_name = _class_name(args.opset, args.script, args.keep_initializers_as_inputs)
     collected = {
-        _class_name(args.opset, k): len(_test_names(suite_module, _class_name(args.opset, k))) for k in (False, True)
+        _class_name(args.opset, args.script, k): len(_test_names(suite_module, _class_name(args.opset, args.script, k)))
+        for k in (False, True)
     }
     names = _selected(_test_names(suite_module, class_name), args.patterns)
     exporters = EXPORTERS if args.exporter == "both" else (args.exporter,)

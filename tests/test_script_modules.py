@@ -39,6 +39,7 @@ def _assert_runs_as_eager(result, model, *calls):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert g.shape == tuple(w.shape)
+            assert g.dtype == w.detach().numpy().dtype
             np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
@@ -283,6 +284,22 @@ class TensorOfSizes(torch.nn.Module):
         return torch.tensor([x.size(0), x.size(1)]) + 1, torch.tensor([[1.5], [float(x.size(1))]])
 
 
+class PopsDeletesInserts(torch.nn.Module):
+    def forward(self, x, y):
+        res = [torch.matmul(x[i], y) for i in range(x.size(0))]
+        elem = res.pop()
+        del res[0]
+        res.insert(1, elem * 2)
+        return res, res.pop(0)
+
+
+class WritesAtAComputedPosition(torch.nn.Module):
+    def forward(self, x, y):
+        res = list(x.unbind(0))
+        res[y] = x[y] * 3
+        return res
+
+
 class ArangeOut(torch.nn.Module):
     def forward(self, end):
         out_t = torch.tensor([1], dtype=torch.float)
@@ -295,6 +312,7 @@ class ArangeOut(torch.nn.Module):
         (AppendsRows, (torch.randn(3, 4, 5), torch.randn(5, 2))),
         (ExtendsRows, (torch.randn(3, 4, 5), torch.randn(5, 2))),
         (SlicesAndWrites, (torch.randn(2, 3),)),
+        (PopsDeletesInserts, (torch.randn(4, 3, 4), torch.randn(4, 5))),
         (ArangeOut, (torch.tensor(8.5),)),
     ],
 )
@@ -305,6 +323,16 @@ def test_list_builtins_on_scripted_lists(cls, args):
     model = torch.jit.script(cls())
     result, _ = _export(model, args)
     _assert_runs_as_eager(result, model, args)
+
+
+def test_a_write_into_a_list_at_a_position_the_graph_computes():
+    """``res[y] = v`` with ``y`` a tensor input: each item is ``v`` where ``y`` (from the end when
+    negative) is its position (torch's suite, test_list_set)."""
+    model = torch.jit.script(WritesAtAComputedPosition())
+    x = torch.randn(4, 3)
+    result, fixed = _export(model, (x, torch.tensor(2)), dynamic_axes={"x": {1: "m"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (x, torch.tensor(2)), (torch.randn(4, 6), torch.tensor(-1)))
 
 
 def test_a_tensor_of_sizes_stays_dynamic():
@@ -364,6 +392,23 @@ def test_an_implicit_int_of_data_stays_a_value_of_the_graph():
     _assert_runs_as_eager(
         result, model, (torch.randn(1, 3), torch.tensor(4)), (torch.randn(1, 5), torch.tensor(2))
     )
+
+
+class EnumeratesAndBounds(torch.nn.Module):
+    def forward(self, x):
+        out = x[:, 0]
+        for i, row in enumerate([x, x * 2, x + 1]):
+            out = out + row[:, 1] * i
+        return out * min(x.size(0), x.size(1)) + max([x.size(1), 3])
+
+
+def test_min_and_max_of_numbers_and_of_a_list_follow_the_sizes():
+    """``prim::min`` (which ``enumerate`` makes) and ``prim::max`` on sizes (torch's suite,
+    test_prim_min)."""
+    model = torch.jit.script(EnumeratesAndBounds())
+    result, fixed = _export(model, (torch.randn(4, 2),), dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(4, 2),), (torch.randn(2, 5),), (torch.randn(6, 6),))
 
 
 class ZerosLike(torch.nn.Module):
@@ -442,7 +487,22 @@ class AddsRowsIntoABuffer(torch.nn.Module):
         return self.acc - 1
 
 
-@pytest.mark.parametrize("cls", [SumsRowsIntoAnAttribute, AddsRowsIntoABuffer])
+class CopiesIntoAnAttributeInALoop(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.arange(3.0)
+        self.count = 0
+
+    def forward(self, x):
+        self.count = x.size(1)
+        self.bias = torch.arange(3.0)
+        for i in range(x.size(0)):
+            self.bias.copy_(self.bias + x[i])
+            self.bias[1:] = self.bias[1:] * 2
+        return self.bias * self.count
+
+
+@pytest.mark.parametrize("cls", [SumsRowsIntoAnAttribute, AddsRowsIntoABuffer, CopiesIntoAnAttributeInALoop])
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_attributes_set_in_loops_and_branches_are_values_of_the_graph(cls, dynamic):
     """``prim::CreateObject``, ``GetAttr``/``SetAttr`` on the module: an attribute set in a loop
@@ -456,6 +516,22 @@ def test_attributes_set_in_loops_and_branches_are_values_of_the_graph(cls, dynam
     for args in calls:
         _assert_runs_as_eager(result, copy.deepcopy(before), args)
 
+
+
+class WritesIntoACopyOfAConstant(torch.nn.Module):
+    def forward(self, x):
+        boxes = torch.ones(2, 3).clone()
+        boxes[:, 1:] = x.sum(0, keepdim=True)
+        return boxes + x[:1, :1]
+
+
+def test_a_write_through_a_view_into_a_copy_of_a_constant():
+    """``b = c.clone(); b[:, 1:] = v`` with ``c`` a constant of the graph: the write was traced
+    in place on the constant's copy and lost (torch's suite, test_set_attr_3)."""
+    model = torch.jit.script(WritesIntoACopyOfAConstant())
+    result, fixed = _export(model, (torch.randn(4, 2),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(4, 2),), (torch.randn(7, 2),))
 
 
 class LstmWithZeroState(torch.nn.Module):

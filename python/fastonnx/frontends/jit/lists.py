@@ -12,6 +12,7 @@ import torch
 
 from ...core.dtypes import dtype_of_scalar_type
 from ...errors import ConversionError
+from .fake_values import known_equal
 from .nodes import inputs
 from .translator import Handler, Outputs, Translator, holds_node
 
@@ -30,7 +31,15 @@ def _list_of(t: Translator, node) -> list | None:
     return value
 
 
-_MUTATING = {"aten::append", "aten::add_", "aten::extend", "aten::_set_item"}
+_MUTATING = {
+    "aten::append",
+    "aten::add_",
+    "aten::extend",
+    "aten::_set_item",
+    "aten::insert",
+    "aten::pop",
+    "aten::Delete",
+}
 
 
 def _append(t: Translator, node):
@@ -72,10 +81,71 @@ def _set_item(t: Translator, node):
     if items is None:
         return t.op(node)
     index, value = (t.env[v] for v in inputs(node)[1:])
-    if not isinstance(index, int):
-        raise ConversionError("writing into a scripted list at a position the graph computes is not supported")
-    items[index] = value
+    if isinstance(index, int):
+        items[index] = value
+        return items
+    # At a position the graph computes: each item is the value where the position is its own.
+    like = t.fake_of(value)
+    if not isinstance(like, torch.Tensor) or not all(_alike(t.fake_of(x), like) for x in items):
+        raise ConversionError(
+            "writing into a scripted list at a position the graph computes needs a list of tensors "
+            "of the value's type and shape"
+        )
+    for i, hit in enumerate(_positions(t, index, len(items))):
+        items[i] = t.emit(aten.where.self, (hit, value, items[i]))
     return items
+
+
+def _alike(a, b: torch.Tensor) -> bool:
+    return (
+        isinstance(a, torch.Tensor)
+        and a.dtype == b.dtype
+        and a.dim() == b.dim()
+        and all(known_equal(x, y) for x, y in zip(a.shape, b.shape))
+    )
+
+
+def _positions(t: Translator, index, length: int) -> list:
+    """For each position of a list of ``length`` items, a 0-d bool tensor: whether ``index`` (a
+    number the graph computes, negative from the end as Python's) is that position."""
+    if isinstance(t.fake_of(index), torch.Tensor):
+        position = t.emit(aten._to_copy.default, (index,), {"dtype": torch.int64})
+    else:
+        position = t.emit(aten.scalar_tensor.default, (index,), {"dtype": torch.int64})
+    position = t.emit(aten.remainder.Scalar, (position, length))
+    return [t.emit(aten.eq.Scalar, (position, i)) for i in range(length)]
+
+
+def _known_index(node, index) -> int:
+    if not isinstance(index, int):
+        raise ConversionError(f"{node.kind()} of a scripted list at a position the graph computes is not supported")
+    return index
+
+
+def _pop(t: Translator, node):
+    """``l.pop(i)``: the item, taken out of the list."""
+    items = _list_of(t, node)
+    if items is None:
+        return t.op(node)
+    index = t.env[node.inputsAt(1)] if len(inputs(node)) > 1 else -1
+    return items.pop(_known_index(node, index))
+
+
+def _delete(t: Translator, node):
+    items = _list_of(t, node)
+    if items is None:
+        return t.op(node)
+    del items[_known_index(node, t.env[node.inputsAt(1)])]
+    return Outputs()
+
+
+def _insert(t: Translator, node):
+    items = _list_of(t, node)
+    if items is None:
+        return t.op(node)
+    index, value = (t.env[v] for v in inputs(node)[1:])
+    items.insert(_known_index(node, index), value)
+    return Outputs()
 
 
 def _copied(t: Translator, node):
@@ -134,7 +204,7 @@ def _tensor(t: Translator, node):
     if not holds_node(data):
         return t.constant_node(torch.tensor(data, dtype=None if dtype is None else dtype_of_scalar_type(dtype)))
     if dtype is None:  # as torch.tensor infers it: bool, else int64, else the default float
-        kinds = set(map(type, _leaves(t, data)))
+        kinds = set(_leaves(t, data))
         dtype_ = torch.bool if kinds <= {bool} else torch.int64 if kinds <= {bool, int} else torch.get_default_dtype()
     else:
         dtype_ = dtype_of_scalar_type(dtype)
@@ -168,6 +238,9 @@ HANDLERS: dict[str, Handler] = {
     "aten::add": _concatenated,
     "aten::slice": _sliced,
     "aten::_set_item": _set_item,
+    "aten::pop": _pop,
+    "aten::Delete": _delete,
+    "aten::insert": _insert,
     "aten::list": _copied,
     "aten::tensor": _tensor,
     "prim::tolist": _tolist,

@@ -5,6 +5,7 @@ and a tensor's sizes, rank, dtype and element count are read from its fake value
 
 from __future__ import annotations
 
+import functools
 import operator
 
 import torch
@@ -151,6 +152,21 @@ def _bool(t: Translator, node):
     return _number(t, node, bool)
 
 
+def _extreme(fn) -> Handler:
+    """``prim::min`` and ``prim::max`` of numbers, or of a list of them (``enumerate`` makes one of
+    its lists' lengths): computed on the numbers, as sizes where they are sizes."""
+
+    def extreme(t: Translator, node):
+        values = [t.env[v] for v in inputs(node)]
+        if len(values) == 1 and isinstance(values[0], list | tuple):
+            values = list(values[0])
+        if not values or any(isinstance(t.fake_of(v), torch.Tensor) for v in values):
+            return t.op(node)
+        return functools.reduce(lambda a, b: t.arithmetic(fn, [a, b]), values)
+
+    return extreme
+
+
 def _size(t: Translator, node):
     ins = [t.env[v] for v in inputs(node)]
     if isinstance(ins[0], QTensor):
@@ -289,4 +305,6 @@ HANDLERS: dict[str, Handler] = {
     "prim::layout": _layout,
     "prim::type": _device_type,
     "aten::numel": _numel,
+    "prim::min": _extreme(torch.sym_min),
+    "prim::max": _extreme(torch.sym_max),
 }

@@ -50,6 +50,15 @@ class Retrace(torch.fx.Interpreter):
         sizes = [x for x in leaves if isinstance(x, torch.SymInt)]
         return torch.ops.fastonnx.kept_control_flow(key, tensors, sizes)
 
+    def get_attr(self, target, args, kwargs):
+        value = super().get_attr(target, args, kwargs)
+        if not isinstance(value, torch.Tensor):
+            return value
+        # A constant of the graph as a tensor of the functionalization (which wraps only the
+        # inputs): a tensor made from it and written into through a view (``b = c.clone();
+        # b[:] = x``) would otherwise be traced with its in-place ops as they are, and the write lost.
+        return torch._C._functorch._wrap_functional_tensor(value, torch._C._functorch.current_level())
+
     def call_function(self, target, args, kwargs):
         assume_preconditions(target, args, kwargs)
         return super().call_function(target, args, kwargs)

@@ -22,6 +22,7 @@ import torch.utils._pytree as pytree
 
 from ...dynamic.request import user_frame
 from ...errors import TraceError
+from .nodes import where
 
 
 @dataclass
@@ -336,8 +337,12 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._
         # what is left of the object is read and set by the translation (prim_nodes.ScriptObject).
         torch._C._jit_pass_inline(graph)
         torch._C._jit_pass_onnx_remove_inplace_ops_for_onnx(graph, lifted)
+        _as_aten_ops(graph)
     _weights_for_attributes(graph, dict(zip(names, graph_inputs[len(inputs) :])))
-    _passes(graph)
+    try:
+        _passes(graph)
+    except Exception as e:  # torch's passes, which assert on a node without an operator
+        raise TraceError(f"torch's passes over the module's TorchScript graph failed: {_blamed(graph, e)}") from e
     weights: list[tuple[str, object]] = []
     for name, param in zip(names, params):
         if isinstance(param, torch.Tensor):
@@ -345,6 +350,79 @@ def _frozen_graph(module: torch.jit.ScriptModule, inputs: list) -> tuple[torch._
         else:  # the object itself, not its state
             weights.append((name, functools.reduce(getattr, name.split("."), module)))
     return graph, weights, lifted
+
+
+def _as_aten_ops(graph: torch._C.Graph) -> None:
+    """What torch's pass for set attributes leaves that is no ATen op, as ATen ops (torch's other
+    passes assert on a node without an operator): the copy it makes of each value set, an
+    ``aten::clone`` of numbers and lists too, is the number itself or ``aten::list``; an
+    ``onnx::Placeholder`` of a write through views (its block: the views, then ``index_put_``
+    into the last, on the placeholder's input) a clone of the input written through the same views,
+    the clone its result, as torch's TorchScript exporter converts it."""
+    for node in graph.findAllNodes("aten::clone", True):  # type: ignore[attr-defined]  # (not in torch's stubs)
+        value = node.inputsAt(0)
+        if value.type().kind() == "TensorType":
+            continue
+        if value.type().kind() == "ListType":
+            with graph.insert_point_guard(node):
+                value = graph.insertNode(graph.create("aten::list", [value], 1)).output()
+            value.setType(node.output().type())
+        node.output().replaceAllUsesWith(value)
+        node.destroy()
+    for node in graph.findAllNodes("onnx::Placeholder", True):  # type: ignore[attr-defined]
+        (block,) = node.blocks()
+        writes = list(block.nodes())
+        if node.s("name") not in ("index_put", "index_put_") or not writes:
+            raise TraceError(f"torch's pass for set attributes left {node.kind()} {node.s('name')} ({where(node)})")
+        with graph.insert_point_guard(node):
+            none = graph.insertConstant(None)  # type: ignore[attr-defined]
+            copy_ = graph.insertNode(graph.create("aten::clone", [node.input(), none], 1)).output()
+            copy_.setType(node.output().type())
+            env = {writes[0].inputsAt(0): copy_}
+            for inner in writes:
+                clone = _write(graph, inner, [env.get(v, v) for v in inner.inputs()])
+                if clone is None:
+                    clone = graph.createClone(inner, lambda v, env=env: env.get(v, v))  # type: ignore[attr-defined]
+                graph.insertNode(clone)
+                clone.copyMetadata(inner)
+                for old, new in zip(inner.outputs(), clone.outputs()):
+                    new.setType(old.type())
+                    env[old] = new
+        node.output().replaceAllUsesWith(copy_)
+        node.destroy()
+
+
+def _write(graph: torch._C.Graph, node: torch._C.Node, args: list) -> torch._C.Node | None:
+    """The in-place write ``index_put`` of a placeholder's block makes into its copy; without
+    indices (a whole tensor's ``copy_``), ``copy_`` or ``add_``, ops that broadcast the values as it
+    does. None for the block's other nodes (its views)."""
+    if node.kind() not in ("aten::index_put", "aten::index_put_"):
+        return None
+    target, indices, values, accumulate = args
+    if indices.node().kind() != "prim::ListConstruct" or indices.node().inputsSize() or accumulate.toIValue() is None:
+        return graph.create("aten::index_put_", args, 1)
+    # (the constants at the insertion point, before the placeholder)
+    if accumulate.toIValue():
+        return graph.create("aten::add_", [target, values, graph.insertConstant(1)], 1)  # type: ignore[attr-defined]
+    return graph.create("aten::copy_", [target, values, graph.insertConstant(False)], 1)  # type: ignore[attr-defined]
+
+
+def _blamed(graph: torch._C.Graph, error: Exception) -> str:
+    """A pass's failure, with the first node of the graph that no operator takes, where it is one."""
+    message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+    def unmatched(block):
+        for node in block.nodes():
+            for inner in node.blocks():
+                found = unmatched(inner)
+                if found is not None:
+                    return found
+            if not node.kind().startswith("prim::") and node.schema() == "(no schema)":
+                return node
+        return None
+
+    node = unmatched(graph)
+    return message if node is None else f"{message}\n  node {node.kind()} has no operator ({where(node)})"
 
 
 def _constant_arguments(graph: torch._C.Graph, inputs: list) -> list:
