@@ -319,7 +319,10 @@ class Guard:
 # Rules and op specs
 
 
-RULE_KEYS = ("since", "when", "onnx", "manual", "promote", "static")
+RULE_KEYS = ("since", "when", "onnx", "manual", "promote", "static", "complex")
+# What `complex:` accepts: `parts`, an op that moves elements without computing on them, so a
+# complex tensor converts as its real and imaginary parts apart (cpp/src/convert/session.cpp).
+COMPLEX_MODES = ("parts",)
 LINE_KEYS = ("__line__", "__key_lines__")  # what the loader adds to every mapping
 
 
@@ -351,6 +354,10 @@ class Rule:
     # Scalar::to_double or Builder::static_int). A node whose such argument the graph computes is
     # decomposed instead of converted. An `onnx:` rule's are derived: those it uses as attributes.
     static: tuple[str, ...] = ()
+    # `parts`: the op moves elements without computing on them (a view, a copy, a gather), so a
+    # node with complex tensors converts twice, on the real parts and on the imaginary parts,
+    # whatever the body does with axes and shapes. Every rule of an overload says the same.
+    complex: str | None = None
     line: int = field(default=0, compare=False)  # where the rule is written, for errors
 
     def __post_init__(self) -> None:
@@ -362,6 +369,8 @@ class Rule:
             raise SpecError("`promote:` is for `onnx:` rules; a manual body casts what it needs")
         if self.static and not self.manual:
             raise SpecError("`static:` is for manual rules; an `onnx:` rule's are derived from where it uses them")
+        if self.complex is not None and self.complex not in COMPLEX_MODES:
+            raise SpecError(f"`complex:` is one of {list(COMPLEX_MODES)}, got {self.complex!r}")
 
     def to_yaml(self) -> dict:
         out: dict = {}
@@ -377,6 +386,8 @@ class Rule:
                 out["static"] = list(self.static)
         else:
             out["onnx"] = str(self.onnx)
+        if self.complex is not None:
+            out["complex"] = self.complex
         return out
 
     @staticmethod
@@ -403,6 +414,9 @@ class Rule:
             fail(where, f"`manual:` is true or the name of a shared body, got {manual!r}")
         promote = _names(d, "promote", where, "[self, other]")
         static = _names(d, "static", where, "[p]")
+        complex_mode = d.get("complex")
+        if complex_mode is not None and not isinstance(complex_mode, str):
+            fail(where, f"`complex:` is one of {list(COMPLEX_MODES)}, got {complex_mode!r}")
         try:
             return Rule(
                 since=since,
@@ -412,6 +426,7 @@ class Rule:
                 body=manual if isinstance(manual, str) else None,
                 promote=promote,
                 static=static,
+                complex=complex_mode,
                 line=d.get("__line__", 0),
             )
         except SpecError as e:

@@ -86,6 +86,9 @@ class Converter:
     # Arguments that must be numbers known when exporting (Rule.static): the lowering decomposes
     # a node whose such argument the graph computes.
     static_args: tuple[str, ...] = ()
+    # Rule.complex == "parts": a node with complex tensors is converted on their real and
+    # imaginary parts apart.
+    complex_parts: bool = False
 
     @property
     def params(self) -> list[cpp.CppArg]:

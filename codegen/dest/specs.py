@@ -31,6 +31,8 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, Conver
             fail_spec(spec, "only one rule of an overload can be manual; put the cases in its body", rule)
         rules.append(code)
         static |= comp.static
+    if len({r.complex for r in spec.rules}) > 1:
+        fail_spec(spec, "every rule of an overload says the same `complex:` (it decides how a node is converted)")
     only_manual = len(rules) == 1 and rules[0].manual and not rules[0].condition
     callee = F.manual_name(rules[0].manual) if only_manual else F.converter_name(fn)
     return Converter(
@@ -45,6 +47,7 @@ def compile_spec(spec: OpSpec, nf: NativeFunctions, converters: dict[str, Conver
         callee=callee,
         where=spec.where,
         static_args=tuple(a.schema_name for a in args if a.schema_name in static),
+        complex_parts=spec.rules[0].complex == "parts",
     )
 
 
@@ -103,6 +106,7 @@ def _alias(
         callee=target.callee,
         where=spec.where,
         static_args=target.static_args,
+        complex_parts=target.complex_parts,
     )
 
 
@@ -198,6 +202,7 @@ def derive_inplace(overload: str, functional: Converter, nf: NativeFunctions) ->
         callee=functional.callee,
         where=where,
         static_args=functional.static_args,
+        complex_parts=functional.complex_parts,
     )
 
 

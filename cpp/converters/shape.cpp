@@ -170,10 +170,6 @@ Value squeeze_size_one(Builder& b, Value self, const std::vector<int64_t>& dims)
   }
   if (!candidates.empty()) return squeeze_at_run_time(b, self, axes, candidates);
   if (axes.empty()) return self;
-  if (is_complex(b.dtype(self))) {  // (the axes count from the front: the pairs stay last)
-    b.accept_complex_pairs();
-    return b.as_complex(b.op<"Squeeze">({b.as_real(self), b.ints(axes)}));
-  }
   return b.op<"Squeeze">({self, b.ints(axes)});
 }
 

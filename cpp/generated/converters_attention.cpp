@@ -27,7 +27,7 @@ void unpack_scaled_dot_product_attention([[maybe_unused]] Builder& b, [[maybe_un
 constexpr const char* kArgs_scaled_dot_product_attention[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"};
 
 const OpEntry kOps[] = {
-    {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention, 0u},
+    {"scaled_dot_product_attention", &unpack_scaled_dot_product_attention, kArgs_scaled_dot_product_attention, 0u, false},
 };
 
 }  // namespace

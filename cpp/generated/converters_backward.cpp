@@ -77,11 +77,11 @@ void unpack__softmax_backward_data([[maybe_unused]] Builder& b, [[maybe_unused]]
 constexpr const char* kArgs__softmax_backward_data[] = {"grad_output", "output", "dim", "input_dtype"};
 
 const OpEntry kOps[] = {
-    {"convolution_backward", &unpack_convolution_backward, kArgs_convolution_backward, 0u},
-    {"native_layer_norm_backward", &unpack_native_layer_norm_backward, kArgs_native_layer_norm_backward, 0u},
-    {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward, 0u},
-    {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward, 0u},
-    {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data, 0u},
+    {"convolution_backward", &unpack_convolution_backward, kArgs_convolution_backward, 0u, false},
+    {"native_layer_norm_backward", &unpack_native_layer_norm_backward, kArgs_native_layer_norm_backward, 0u, false},
+    {"native_group_norm_backward", &unpack_native_group_norm_backward, kArgs_native_group_norm_backward, 0u, false},
+    {"embedding_dense_backward", &unpack_embedding_dense_backward, kArgs_embedding_dense_backward, 0u, false},
+    {"_softmax_backward_data", &unpack__softmax_backward_data, kArgs__softmax_backward_data, 0u, false},
 };
 
 }  // namespace

@@ -112,15 +112,15 @@ void unpack_polar([[maybe_unused]] Builder& b, [[maybe_unused]] const Args& args
 constexpr const char* kArgs_polar[] = {"abs", "angle"};
 
 const OpEntry kOps[] = {
-    {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c, 0u},
-    {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r, 0u},
-    {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c, 0u},
-    {"view_as_real", &unpack_view_as_real, kArgs_view_as_real, 0u},
-    {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex, 0u},
-    {"real", &unpack_real, kArgs_real, 0u},
-    {"imag", &unpack_imag, kArgs_imag, 0u},
-    {"_conj", &unpack__conj, kArgs__conj, 0u},
-    {"polar", &unpack_polar, kArgs_polar, 0u},
+    {"_fft_r2c", &unpack__fft_r2c, kArgs__fft_r2c, 0u, false},
+    {"_fft_c2r", &unpack__fft_c2r, kArgs__fft_c2r, 0u, false},
+    {"_fft_c2c", &unpack__fft_c2c, kArgs__fft_c2c, 0u, false},
+    {"view_as_real", &unpack_view_as_real, kArgs_view_as_real, 0u, false},
+    {"view_as_complex", &unpack_view_as_complex, kArgs_view_as_complex, 0u, false},
+    {"real", &unpack_real, kArgs_real, 0u, false},
+    {"imag", &unpack_imag, kArgs_imag, 0u, false},
+    {"_conj", &unpack__conj, kArgs__conj, 0u, false},
+    {"polar", &unpack_polar, kArgs_polar, 0u, false},
 };
 
 }  // namespace

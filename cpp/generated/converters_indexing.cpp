@@ -28,7 +28,7 @@ Value convert_masked_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value 
 
 // take  (codegen/mappings/indexing.yaml:16)
 Value convert_take([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value index) {
-  // onnx: Gather(Reshape(self, [-1]), index)
+  // onnx: Gather(Reshape(self, [-1]), index), complex: parts
   {
     const Value v0 = b.op<"Reshape">({self, b.list({Scalar(int64_t{-1})}, ScalarType::Long)}, {});
     const Value v1 = b.op<"Gather">({v0, index}, {});
@@ -38,17 +38,17 @@ Value convert_take([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
 
 // index_select  (codegen/mappings/indexing.yaml:17)
 Value convert_index_select([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim, [[maybe_unused]] Value index) {
-  // when: rank(self) == 0, onnx: self
+  // when: rank(self) == 0, onnx: self, complex: parts
   if (((b.rank(self) == int64_t{0}))) {
     return self;
   }
-  // when: rank(index) == 0, onnx: Gather(self, Reshape(index, [1]), axis=dim)
+  // when: rank(index) == 0, onnx: Gather(self, Reshape(index, [1]), axis=dim), complex: parts
   if (((b.rank(index) == int64_t{0}))) {
     const Value v0 = b.op<"Reshape">({index, b.list({Scalar(int64_t{1})}, ScalarType::Long)}, {});
     const Value v1 = b.op<"Gather">({self, v0}, {Attr::i("axis", dim)});
     return v1;
   }
-  // onnx: Gather(self, index, axis=dim)
+  // onnx: Gather(self, index, axis=dim), complex: parts
   {
     const Value v0 = b.op<"Gather">({self, index}, {Attr::i("axis", dim)});
     return v0;
@@ -392,41 +392,41 @@ void unpack_scatter_reduce__two([[maybe_unused]] Builder& b, [[maybe_unused]] co
 constexpr const char* kArgs_scatter_reduce__two[] = {"self", "dim", "index", "src", "reduce", "include_self"};
 
 const OpEntry kOps[] = {
-    {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor, 0u},
-    {"index_put", &unpack_index_put, kArgs_index_put, 0u},
-    {"nonzero", &unpack_nonzero, kArgs_nonzero, 0u},
-    {"nonzero_numpy", &unpack_nonzero_numpy, kArgs_nonzero_numpy, 0u},
-    {"take_along_dim", &unpack_take_along_dim, kArgs_take_along_dim, 0u},
-    {"masked_scatter", &unpack_masked_scatter, kArgs_masked_scatter, 0u},
-    {"masked_select", &unpack_masked_select, kArgs_masked_select, 0u},
-    {"take", &unpack_take, kArgs_take, 0u},
-    {"index_select", &unpack_index_select, kArgs_index_select, 0u},
-    {"gather", &unpack_gather, kArgs_gather, 0u},
-    {"scatter.src", &unpack_scatter_src, kArgs_scatter_src, 0u},
-    {"scatter.value", &unpack_scatter_value, kArgs_scatter_value, 0u},
-    {"scatter.reduce", &unpack_scatter_reduce, kArgs_scatter_reduce, 0u},
-    {"scatter.value_reduce", &unpack_scatter_value_reduce, kArgs_scatter_value_reduce, 0u},
-    {"scatter_add", &unpack_scatter_add, kArgs_scatter_add, 0u},
-    {"scatter_reduce.two", &unpack_scatter_reduce_two, kArgs_scatter_reduce_two, 0u},
-    {"index_add", &unpack_index_add, kArgs_index_add, 0u},
-    {"index_copy", &unpack_index_copy, kArgs_index_copy, 0u},
-    {"index_fill.int_Scalar", &unpack_index_fill_int_Scalar, kArgs_index_fill_int_Scalar, 0u},
-    {"index_fill.int_Tensor", &unpack_index_fill_int_Tensor, kArgs_index_fill_int_Tensor, 0u},
-    {"slice_scatter", &unpack_slice_scatter, kArgs_slice_scatter, 0u},
-    {"select_scatter", &unpack_select_scatter, kArgs_select_scatter, 0u},
-    {"diagonal_scatter", &unpack_diagonal_scatter, kArgs_diagonal_scatter, 0u},
-    {"index_add_", &unpack_index_add_, kArgs_index_add_, 0u},
-    {"index_copy_", &unpack_index_copy_, kArgs_index_copy_, 0u},
-    {"index_fill_.int_Scalar", &unpack_index_fill__int_Scalar, kArgs_index_fill__int_Scalar, 0u},
-    {"index_fill_.int_Tensor", &unpack_index_fill__int_Tensor, kArgs_index_fill__int_Tensor, 0u},
-    {"index_put_", &unpack_index_put_, kArgs_index_put_, 0u},
-    {"masked_scatter_", &unpack_masked_scatter_, kArgs_masked_scatter_, 0u},
-    {"scatter_.reduce", &unpack_scatter__reduce, kArgs_scatter__reduce, 0u},
-    {"scatter_.src", &unpack_scatter__src, kArgs_scatter__src, 0u},
-    {"scatter_.value", &unpack_scatter__value, kArgs_scatter__value, 0u},
-    {"scatter_.value_reduce", &unpack_scatter__value_reduce, kArgs_scatter__value_reduce, 0u},
-    {"scatter_add_", &unpack_scatter_add_, kArgs_scatter_add_, 0u},
-    {"scatter_reduce_.two", &unpack_scatter_reduce__two, kArgs_scatter_reduce__two, 0u},
+    {"index.Tensor", &unpack_index_Tensor, kArgs_index_Tensor, 0u, true},
+    {"index_put", &unpack_index_put, kArgs_index_put, 0u, false},
+    {"nonzero", &unpack_nonzero, kArgs_nonzero, 0u, false},
+    {"nonzero_numpy", &unpack_nonzero_numpy, kArgs_nonzero_numpy, 0u, false},
+    {"take_along_dim", &unpack_take_along_dim, kArgs_take_along_dim, 0u, true},
+    {"masked_scatter", &unpack_masked_scatter, kArgs_masked_scatter, 0u, false},
+    {"masked_select", &unpack_masked_select, kArgs_masked_select, 0u, false},
+    {"take", &unpack_take, kArgs_take, 0u, true},
+    {"index_select", &unpack_index_select, kArgs_index_select, 0u, true},
+    {"gather", &unpack_gather, kArgs_gather, 0u, true},
+    {"scatter.src", &unpack_scatter_src, kArgs_scatter_src, 0u, false},
+    {"scatter.value", &unpack_scatter_value, kArgs_scatter_value, 0u, false},
+    {"scatter.reduce", &unpack_scatter_reduce, kArgs_scatter_reduce, 0u, false},
+    {"scatter.value_reduce", &unpack_scatter_value_reduce, kArgs_scatter_value_reduce, 0u, false},
+    {"scatter_add", &unpack_scatter_add, kArgs_scatter_add, 0u, false},
+    {"scatter_reduce.two", &unpack_scatter_reduce_two, kArgs_scatter_reduce_two, 0u, false},
+    {"index_add", &unpack_index_add, kArgs_index_add, 0u, false},
+    {"index_copy", &unpack_index_copy, kArgs_index_copy, 0u, false},
+    {"index_fill.int_Scalar", &unpack_index_fill_int_Scalar, kArgs_index_fill_int_Scalar, 0u, false},
+    {"index_fill.int_Tensor", &unpack_index_fill_int_Tensor, kArgs_index_fill_int_Tensor, 0u, false},
+    {"slice_scatter", &unpack_slice_scatter, kArgs_slice_scatter, 0u, false},
+    {"select_scatter", &unpack_select_scatter, kArgs_select_scatter, 0u, false},
+    {"diagonal_scatter", &unpack_diagonal_scatter, kArgs_diagonal_scatter, 0u, false},
+    {"index_add_", &unpack_index_add_, kArgs_index_add_, 0u, false},
+    {"index_copy_", &unpack_index_copy_, kArgs_index_copy_, 0u, false},
+    {"index_fill_.int_Scalar", &unpack_index_fill__int_Scalar, kArgs_index_fill__int_Scalar, 0u, false},
+    {"index_fill_.int_Tensor", &unpack_index_fill__int_Tensor, kArgs_index_fill__int_Tensor, 0u, false},
+    {"index_put_", &unpack_index_put_, kArgs_index_put_, 0u, false},
+    {"masked_scatter_", &unpack_masked_scatter_, kArgs_masked_scatter_, 0u, false},
+    {"scatter_.reduce", &unpack_scatter__reduce, kArgs_scatter__reduce, 0u, false},
+    {"scatter_.src", &unpack_scatter__src, kArgs_scatter__src, 0u, false},
+    {"scatter_.value", &unpack_scatter__value, kArgs_scatter__value, 0u, false},
+    {"scatter_.value_reduce", &unpack_scatter__value_reduce, kArgs_scatter__value_reduce, 0u, false},
+    {"scatter_add_", &unpack_scatter_add_, kArgs_scatter_add_, 0u, false},
+    {"scatter_reduce_.two", &unpack_scatter_reduce__two, kArgs_scatter_reduce__two, 0u, false},
 };
 
 }  // namespace

@@ -187,17 +187,17 @@ void unpack_native_dropout([[maybe_unused]] Builder& b, [[maybe_unused]] const A
 constexpr const char* kArgs_native_dropout[] = {"input", "p", "train"};
 
 const OpEntry kOps[] = {
-    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm, 0u},
-    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training, 0u},
-    {"_native_batch_norm_legit", &unpack__native_batch_norm_legit, kArgs__native_batch_norm_legit, 0u},
-    {"_native_batch_norm_legit.no_stats", &unpack__native_batch_norm_legit_no_stats, kArgs__native_batch_norm_legit_no_stats, 0u},
-    {"native_layer_norm", &unpack_native_layer_norm, kArgs_native_layer_norm, 0u},
-    {"layer_norm", &unpack_layer_norm, kArgs_layer_norm, 0u},
-    {"native_group_norm", &unpack_native_group_norm, kArgs_native_group_norm, 0u},
-    {"group_norm", &unpack_group_norm, kArgs_group_norm, 0u},
-    {"instance_norm", &unpack_instance_norm, kArgs_instance_norm, 0u},
-    {"rms_norm", &unpack_rms_norm, kArgs_rms_norm, 0u},
-    {"native_dropout", &unpack_native_dropout, kArgs_native_dropout, 0u},
+    {"batch_norm", &unpack_batch_norm, kArgs_batch_norm, 0u, false},
+    {"_native_batch_norm_legit_no_training", &unpack__native_batch_norm_legit_no_training, kArgs__native_batch_norm_legit_no_training, 0u, false},
+    {"_native_batch_norm_legit", &unpack__native_batch_norm_legit, kArgs__native_batch_norm_legit, 0u, false},
+    {"_native_batch_norm_legit.no_stats", &unpack__native_batch_norm_legit_no_stats, kArgs__native_batch_norm_legit_no_stats, 0u, false},
+    {"native_layer_norm", &unpack_native_layer_norm, kArgs_native_layer_norm, 0u, false},
+    {"layer_norm", &unpack_layer_norm, kArgs_layer_norm, 0u, false},
+    {"native_group_norm", &unpack_native_group_norm, kArgs_native_group_norm, 0u, false},
+    {"group_norm", &unpack_group_norm, kArgs_group_norm, 0u, false},
+    {"instance_norm", &unpack_instance_norm, kArgs_instance_norm, 0u, false},
+    {"rms_norm", &unpack_rms_norm, kArgs_rms_norm, 0u, false},
+    {"native_dropout", &unpack_native_dropout, kArgs_native_dropout, 0u, false},
 };
 
 }  // namespace

@@ -136,14 +136,14 @@ void unpack_replication_pad3d([[maybe_unused]] Builder& b, [[maybe_unused]] cons
 constexpr const char* kArgs_replication_pad3d[] = {"self", "padding"};
 
 const OpEntry kOps[] = {
-    {"constant_pad_nd", &unpack_constant_pad_nd, kArgs_constant_pad_nd, 0u},
-    {"pad", &unpack_pad, kArgs_pad, 0u},
-    {"reflection_pad1d", &unpack_reflection_pad1d, kArgs_reflection_pad1d, 0u},
-    {"reflection_pad2d", &unpack_reflection_pad2d, kArgs_reflection_pad2d, 0u},
-    {"reflection_pad3d", &unpack_reflection_pad3d, kArgs_reflection_pad3d, 0u},
-    {"replication_pad1d", &unpack_replication_pad1d, kArgs_replication_pad1d, 0u},
-    {"replication_pad2d", &unpack_replication_pad2d, kArgs_replication_pad2d, 0u},
-    {"replication_pad3d", &unpack_replication_pad3d, kArgs_replication_pad3d, 0u},
+    {"constant_pad_nd", &unpack_constant_pad_nd, kArgs_constant_pad_nd, 0u, false},
+    {"pad", &unpack_pad, kArgs_pad, 0u, false},
+    {"reflection_pad1d", &unpack_reflection_pad1d, kArgs_reflection_pad1d, 0u, false},
+    {"reflection_pad2d", &unpack_reflection_pad2d, kArgs_reflection_pad2d, 0u, false},
+    {"reflection_pad3d", &unpack_reflection_pad3d, kArgs_reflection_pad3d, 0u, false},
+    {"replication_pad1d", &unpack_replication_pad1d, kArgs_replication_pad1d, 0u, false},
+    {"replication_pad2d", &unpack_replication_pad2d, kArgs_replication_pad2d, 0u, false},
+    {"replication_pad3d", &unpack_replication_pad3d, kArgs_replication_pad3d, 0u, false},
 };
 
 }  // namespace

@@ -45,9 +45,9 @@ void unpack_fake_quantize_per_channel_affine([[maybe_unused]] Builder& b, [[mayb
 constexpr const char* kArgs_fake_quantize_per_channel_affine[] = {"self", "scale", "zero_point", "axis", "quant_min", "quant_max"};
 
 const OpEntry kOps[] = {
-    {"fake_quantize_per_tensor_affine", &unpack_fake_quantize_per_tensor_affine, kArgs_fake_quantize_per_tensor_affine, 0u},
-    {"fake_quantize_per_tensor_affine.tensor_qparams", &unpack_fake_quantize_per_tensor_affine_tensor_qparams, kArgs_fake_quantize_per_tensor_affine_tensor_qparams, 0u},
-    {"fake_quantize_per_channel_affine", &unpack_fake_quantize_per_channel_affine, kArgs_fake_quantize_per_channel_affine, 0u},
+    {"fake_quantize_per_tensor_affine", &unpack_fake_quantize_per_tensor_affine, kArgs_fake_quantize_per_tensor_affine, 0u, false},
+    {"fake_quantize_per_tensor_affine.tensor_qparams", &unpack_fake_quantize_per_tensor_affine_tensor_qparams, kArgs_fake_quantize_per_tensor_affine_tensor_qparams, 0u, false},
+    {"fake_quantize_per_channel_affine", &unpack_fake_quantize_per_channel_affine, kArgs_fake_quantize_per_channel_affine, 0u, false},
 };
 
 }  // namespace

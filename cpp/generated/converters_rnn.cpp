@@ -83,11 +83,11 @@ void unpack_fastonnx_padded_rnn([[maybe_unused]] Builder& b, [[maybe_unused]] co
 constexpr const char* kArgs_fastonnx_padded_rnn[] = {"mode", "input", "lengths", "hx", "params", "has_biases", "num_layers", "bidirectional"};
 
 const OpEntry kOps[] = {
-    {"lstm.input", &unpack_lstm_input, kArgs_lstm_input, 0u},
-    {"gru.input", &unpack_gru_input, kArgs_gru_input, 0u},
-    {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input, 0u},
-    {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input, 0u},
-    {"fastonnx::padded_rnn", &unpack_fastonnx_padded_rnn, kArgs_fastonnx_padded_rnn, 0u},
+    {"lstm.input", &unpack_lstm_input, kArgs_lstm_input, 0u, false},
+    {"gru.input", &unpack_gru_input, kArgs_gru_input, 0u, false},
+    {"rnn_tanh.input", &unpack_rnn_tanh_input, kArgs_rnn_tanh_input, 0u, false},
+    {"rnn_relu.input", &unpack_rnn_relu_input, kArgs_rnn_relu_input, 0u, false},
+    {"fastonnx::padded_rnn", &unpack_fastonnx_padded_rnn, kArgs_fastonnx_padded_rnn, 0u, false},
 };
 
 }  // namespace

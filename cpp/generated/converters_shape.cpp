@@ -71,47 +71,47 @@ Value convert_to_device([[maybe_unused]] Builder& b, [[maybe_unused]] Value self
   }
 }
 
-// t  (codegen/mappings/shape.yaml:10)
+// t  (codegen/mappings/shape.yaml:13)
 Value convert_t([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
-  // when: rank(self) == 2, onnx: Transpose(self, perm=[1, 0])
+  // when: rank(self) == 2, onnx: Transpose(self, perm=[1, 0]), complex: parts
   if (((b.rank(self) == int64_t{2}))) {
     const Value v0 = b.op<"Transpose">({self}, {Attr::ints("perm", std::vector<int64_t>{int64_t{1}, int64_t{0}})});
     return v0;
   }
-  // onnx: self
+  // onnx: self, complex: parts
   {
     return self;
   }
 }
 
-// view  (codegen/mappings/shape.yaml:15)
+// view  (codegen/mappings/shape.yaml:18)
 Value convert_view([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
-  // onnx: reshape_to_output(self, size)
+  // onnx: reshape_to_output(self, size), complex: parts
   {
     const Value v0 = reshape_to_output(b, self, size);
     return v0;
   }
 }
 
-// _unsafe_view  (codegen/mappings/shape.yaml:15)
+// _unsafe_view  (codegen/mappings/shape.yaml:18)
 Value convert__unsafe_view([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList size) {
-  // onnx: reshape_to_output(self, size)
+  // onnx: reshape_to_output(self, size), complex: parts
   {
     const Value v0 = reshape_to_output(b, self, size);
     return v0;
   }
 }
 
-// reshape  (codegen/mappings/shape.yaml:16)
+// reshape  (codegen/mappings/shape.yaml:19)
 Value convert_reshape([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymIntList shape) {
-  // onnx: reshape_to_output(self, shape)
+  // onnx: reshape_to_output(self, shape), complex: parts
   {
     const Value v0 = reshape_to_output(b, self, shape);
     return v0;
   }
 }
 
-// _assert_tensor_metadata  (codegen/mappings/shape.yaml:20)
+// _assert_tensor_metadata  (codegen/mappings/shape.yaml:23)
 void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused]] Value a, [[maybe_unused]] std::optional<SymIntList> size, [[maybe_unused]] std::optional<SymIntList> stride, [[maybe_unused]] std::optional<ScalarType> dtype) {
   // onnx: ()
   {
@@ -119,7 +119,7 @@ void convert__assert_tensor_metadata([[maybe_unused]] Builder& b, [[maybe_unused
   }
 }
 
-// alias  (codegen/mappings/shape.yaml:22)
+// alias  (codegen/mappings/shape.yaml:25)
 Value convert_alias([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
@@ -127,7 +127,7 @@ Value convert_alias([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// detach  (codegen/mappings/shape.yaml:23)
+// detach  (codegen/mappings/shape.yaml:26)
 Value convert_detach([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
@@ -135,7 +135,7 @@ Value convert_detach([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   }
 }
 
-// lift_fresh_copy  (codegen/mappings/shape.yaml:24)
+// lift_fresh_copy  (codegen/mappings/shape.yaml:27)
 Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Value self) {
   // onnx: self
   {
@@ -143,7 +143,7 @@ Value convert_lift_fresh_copy([[maybe_unused]] Builder& b, [[maybe_unused]] Valu
   }
 }
 
-// set_.source_Tensor  (codegen/mappings/shape.yaml:25)
+// set_.source_Tensor  (codegen/mappings/shape.yaml:28)
 Value convert_set__source_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] Value source) {
   // onnx: source
   {
@@ -151,25 +151,25 @@ Value convert_set__source_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] V
   }
 }
 
-// squeeze.dim  (codegen/mappings/shape.yaml:33)
+// squeeze.dim  (codegen/mappings/shape.yaml:36)
 Value convert_squeeze_dim([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] int64_t dim) {
-  // onnx: squeeze_size_one(self, dim)
+  // onnx: squeeze_size_one(self, dim), complex: parts
   {
     const Value v0 = squeeze_size_one(b, self, dim);
     return v0;
   }
 }
 
-// squeeze.dims  (codegen/mappings/shape.yaml:33)
+// squeeze.dims  (codegen/mappings/shape.yaml:36)
 Value convert_squeeze_dims([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] std::vector<int64_t> dim) {
-  // onnx: squeeze_size_one(self, dim)
+  // onnx: squeeze_size_one(self, dim), complex: parts
   {
     const Value v0 = squeeze_size_one(b, self, dim);
     return v0;
   }
 }
 
-// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:41)
+// repeat_interleave.Tensor  (codegen/mappings/shape.yaml:44)
 Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unused]] Value repeats, [[maybe_unused]] std::optional<SymInt> output_size) {
   // onnx: cast(repeated_indices(repeats, output_size), output_dtype(0))
   {
@@ -180,7 +180,7 @@ Value convert_repeat_interleave_Tensor([[maybe_unused]] Builder& b, [[maybe_unus
   }
 }
 
-// triu  (codegen/mappings/shape.yaml:55)
+// triu  (codegen/mappings/shape.yaml:58)
 Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // onnx: trilu(self, diagonal, True)
   {
@@ -189,7 +189,7 @@ Value convert_triu([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[m
   }
 }
 
-// tril  (codegen/mappings/shape.yaml:56)
+// tril  (codegen/mappings/shape.yaml:59)
 Value convert_tril([[maybe_unused]] Builder& b, [[maybe_unused]] Value self, [[maybe_unused]] SymInt diagonal) {
   // onnx: trilu(self, diagonal, False)
   {
@@ -645,65 +645,65 @@ void unpack_unsqueeze_([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_unsqueeze_[] = {"self", "dim"};
 
 const OpEntry kOps[] = {
-    {"clone", &unpack_clone, kArgs_clone, 0u},
-    {"contiguous", &unpack_contiguous, kArgs_contiguous, 0u},
-    {"_to_copy", &unpack__to_copy, kArgs__to_copy, 0u},
-    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u},
-    {"to.dtype", &unpack_to_dtype, kArgs_to_dtype, 0u},
-    {"to.device", &unpack_to_device, kArgs_to_device, 0u},
-    {"t", &unpack_t, kArgs_t, 0u},
-    {"cat", &unpack_cat, kArgs_cat, 0u},
-    {"view", &unpack_view, kArgs_view, 0u},
-    {"_unsafe_view", &unpack__unsafe_view, kArgs__unsafe_view, 0u},
-    {"reshape", &unpack_reshape, kArgs_reshape, 0u},
-    {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints, 0u},
-    {"permute", &unpack_permute, kArgs_permute, 0u},
-    {"transpose.int", &unpack_transpose_int, kArgs_transpose_int, 0u},
-    {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata, 0u},
-    {"alias", &unpack_alias, kArgs_alias, 0u},
-    {"detach", &unpack_detach, kArgs_detach, 0u},
-    {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy, 0u},
-    {"set_.source_Tensor", &unpack_set__source_Tensor, kArgs_set__source_Tensor, 0u},
-    {"copy", &unpack_copy, kArgs_copy, 0u},
-    {"resize_", &unpack_resize_, kArgs_resize_, 0u},
-    {"expand", &unpack_expand, kArgs_expand, 0u},
-    {"repeat", &unpack_repeat, kArgs_repeat, 0u},
-    {"tile", &unpack_tile, kArgs_tile, 0u},
-    {"squeeze", &unpack_squeeze, kArgs_squeeze, 0u},
-    {"squeeze.dim", &unpack_squeeze_dim, kArgs_squeeze_dim, 0u},
-    {"squeeze.dims", &unpack_squeeze_dims, kArgs_squeeze_dims, 0u},
-    {"unsqueeze", &unpack_unsqueeze, kArgs_unsqueeze, 0u},
-    {"unflatten.int", &unpack_unflatten_int, kArgs_unflatten_int, 0u},
-    {"stack", &unpack_stack, kArgs_stack, 0u},
-    {"movedim.int", &unpack_movedim_int, kArgs_movedim_int, 0u},
-    {"movedim.intlist", &unpack_movedim_intlist, kArgs_movedim_intlist, 0u},
-    {"repeat_interleave.self_int", &unpack_repeat_interleave_self_int, kArgs_repeat_interleave_self_int, 0u},
-    {"repeat_interleave.self_Tensor", &unpack_repeat_interleave_self_Tensor, kArgs_repeat_interleave_self_Tensor, 0u},
-    {"repeat_interleave.Tensor", &unpack_repeat_interleave_Tensor, kArgs_repeat_interleave_Tensor, 0u},
-    {"narrow", &unpack_narrow, kArgs_narrow, 0u},
-    {"select.int", &unpack_select_int, kArgs_select_int, 0u},
-    {"slice.Tensor", &unpack_slice_Tensor, kArgs_slice_Tensor, 0u},
-    {"split.Tensor", &unpack_split_Tensor, kArgs_split_Tensor, 0u},
-    {"split_with_sizes", &unpack_split_with_sizes, kArgs_split_with_sizes, 0u},
-    {"chunk", &unpack_chunk, kArgs_chunk, 0u},
-    {"unbind.int", &unpack_unbind_int, kArgs_unbind_int, 0u},
-    {"flip", &unpack_flip, kArgs_flip, 0u},
-    {"roll", &unpack_roll, kArgs_roll, 0u},
-    {"diagonal", &unpack_diagonal, kArgs_diagonal, 0u},
-    {"as_strided", &unpack_as_strided, kArgs_as_strided, 0u},
-    {"unfold", &unpack_unfold, kArgs_unfold, 0u},
-    {"triu", &unpack_triu, kArgs_triu, 0u},
-    {"tril", &unpack_tril, kArgs_tril, 0u},
-    {"as_strided_", &unpack_as_strided_, kArgs_as_strided_, 0u},
-    {"copy_", &unpack_copy_, kArgs_copy_, 0u},
-    {"detach_", &unpack_detach_, kArgs_detach_, 0u},
-    {"squeeze_", &unpack_squeeze_, kArgs_squeeze_, 0u},
-    {"squeeze_.dim", &unpack_squeeze__dim, kArgs_squeeze__dim, 0u},
-    {"squeeze_.dims", &unpack_squeeze__dims, kArgs_squeeze__dims, 0u},
-    {"t_", &unpack_t_, kArgs_t_, 0u},
-    {"tril_", &unpack_tril_, kArgs_tril_, 0u},
-    {"triu_", &unpack_triu_, kArgs_triu_, 0u},
-    {"unsqueeze_", &unpack_unsqueeze_, kArgs_unsqueeze_, 0u},
+    {"clone", &unpack_clone, kArgs_clone, 0u, false},
+    {"contiguous", &unpack_contiguous, kArgs_contiguous, 0u, false},
+    {"_to_copy", &unpack__to_copy, kArgs__to_copy, 0u, false},
+    {"to.dtype_layout", &unpack_to_dtype_layout, kArgs_to_dtype_layout, 0u, false},
+    {"to.dtype", &unpack_to_dtype, kArgs_to_dtype, 0u, false},
+    {"to.device", &unpack_to_device, kArgs_to_device, 0u, false},
+    {"t", &unpack_t, kArgs_t, 0u, true},
+    {"cat", &unpack_cat, kArgs_cat, 0u, true},
+    {"view", &unpack_view, kArgs_view, 0u, true},
+    {"_unsafe_view", &unpack__unsafe_view, kArgs__unsafe_view, 0u, true},
+    {"reshape", &unpack_reshape, kArgs_reshape, 0u, true},
+    {"flatten.using_ints", &unpack_flatten_using_ints, kArgs_flatten_using_ints, 0u, true},
+    {"permute", &unpack_permute, kArgs_permute, 0u, false},
+    {"transpose.int", &unpack_transpose_int, kArgs_transpose_int, 0u, false},
+    {"_assert_tensor_metadata", &unpack__assert_tensor_metadata, kArgs__assert_tensor_metadata, 0u, false},
+    {"alias", &unpack_alias, kArgs_alias, 0u, false},
+    {"detach", &unpack_detach, kArgs_detach, 0u, false},
+    {"lift_fresh_copy", &unpack_lift_fresh_copy, kArgs_lift_fresh_copy, 0u, false},
+    {"set_.source_Tensor", &unpack_set__source_Tensor, kArgs_set__source_Tensor, 0u, false},
+    {"copy", &unpack_copy, kArgs_copy, 0u, true},
+    {"resize_", &unpack_resize_, kArgs_resize_, 0u, true},
+    {"expand", &unpack_expand, kArgs_expand, 0u, true},
+    {"repeat", &unpack_repeat, kArgs_repeat, 0u, true},
+    {"tile", &unpack_tile, kArgs_tile, 0u, true},
+    {"squeeze", &unpack_squeeze, kArgs_squeeze, 0u, true},
+    {"squeeze.dim", &unpack_squeeze_dim, kArgs_squeeze_dim, 0u, true},
+    {"squeeze.dims", &unpack_squeeze_dims, kArgs_squeeze_dims, 0u, true},
+    {"unsqueeze", &unpack_unsqueeze, kArgs_unsqueeze, 0u, true},
+    {"unflatten.int", &unpack_unflatten_int, kArgs_unflatten_int, 0u, true},
+    {"stack", &unpack_stack, kArgs_stack, 0u, true},
+    {"movedim.int", &unpack_movedim_int, kArgs_movedim_int, 0u, false},
+    {"movedim.intlist", &unpack_movedim_intlist, kArgs_movedim_intlist, 0u, false},
+    {"repeat_interleave.self_int", &unpack_repeat_interleave_self_int, kArgs_repeat_interleave_self_int, 0u, true},
+    {"repeat_interleave.self_Tensor", &unpack_repeat_interleave_self_Tensor, kArgs_repeat_interleave_self_Tensor, 0u, true},
+    {"repeat_interleave.Tensor", &unpack_repeat_interleave_Tensor, kArgs_repeat_interleave_Tensor, 0u, false},
+    {"narrow", &unpack_narrow, kArgs_narrow, 0u, true},
+    {"select.int", &unpack_select_int, kArgs_select_int, 0u, true},
+    {"slice.Tensor", &unpack_slice_Tensor, kArgs_slice_Tensor, 0u, true},
+    {"split.Tensor", &unpack_split_Tensor, kArgs_split_Tensor, 0u, true},
+    {"split_with_sizes", &unpack_split_with_sizes, kArgs_split_with_sizes, 0u, true},
+    {"chunk", &unpack_chunk, kArgs_chunk, 0u, true},
+    {"unbind.int", &unpack_unbind_int, kArgs_unbind_int, 0u, true},
+    {"flip", &unpack_flip, kArgs_flip, 0u, true},
+    {"roll", &unpack_roll, kArgs_roll, 0u, true},
+    {"diagonal", &unpack_diagonal, kArgs_diagonal, 0u, true},
+    {"as_strided", &unpack_as_strided, kArgs_as_strided, 0u, true},
+    {"unfold", &unpack_unfold, kArgs_unfold, 0u, true},
+    {"triu", &unpack_triu, kArgs_triu, 0u, false},
+    {"tril", &unpack_tril, kArgs_tril, 0u, false},
+    {"as_strided_", &unpack_as_strided_, kArgs_as_strided_, 0u, true},
+    {"copy_", &unpack_copy_, kArgs_copy_, 0u, true},
+    {"detach_", &unpack_detach_, kArgs_detach_, 0u, false},
+    {"squeeze_", &unpack_squeeze_, kArgs_squeeze_, 0u, true},
+    {"squeeze_.dim", &unpack_squeeze__dim, kArgs_squeeze__dim, 0u, true},
+    {"squeeze_.dims", &unpack_squeeze__dims, kArgs_squeeze__dims, 0u, true},
+    {"t_", &unpack_t_, kArgs_t_, 0u, true},
+    {"tril_", &unpack_tril_, kArgs_tril_, 0u, false},
+    {"triu_", &unpack_triu_, kArgs_triu_, 0u, false},
+    {"unsqueeze_", &unpack_unsqueeze_, kArgs_unsqueeze_, 0u, true},
 };
 
 }  // namespace

@@ -155,14 +155,14 @@ void unpack_unique_dim([[maybe_unused]] Builder& b, [[maybe_unused]] const Args&
 constexpr const char* kArgs_unique_dim[] = {"self", "dim", "sorted", "return_inverse", "return_counts"};
 
 const OpEntry kOps[] = {
-    {"sort", &unpack_sort, kArgs_sort, 0u},
-    {"sort.stable", &unpack_sort_stable, kArgs_sort_stable, 0u},
-    {"argsort", &unpack_argsort, kArgs_argsort, 0u},
-    {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable, 0u},
-    {"topk", &unpack_topk, kArgs_topk, 0u},
-    {"bucketize.Tensor", &unpack_bucketize_Tensor, kArgs_bucketize_Tensor, 0u},
-    {"_unique2", &unpack__unique2, kArgs__unique2, 0u},
-    {"unique_dim", &unpack_unique_dim, kArgs_unique_dim, 0u},
+    {"sort", &unpack_sort, kArgs_sort, 0u, false},
+    {"sort.stable", &unpack_sort_stable, kArgs_sort_stable, 0u, false},
+    {"argsort", &unpack_argsort, kArgs_argsort, 0u, false},
+    {"argsort.stable", &unpack_argsort_stable, kArgs_argsort_stable, 0u, false},
+    {"topk", &unpack_topk, kArgs_topk, 0u, false},
+    {"bucketize.Tensor", &unpack_bucketize_Tensor, kArgs_bucketize_Tensor, 0u, false},
+    {"_unique2", &unpack__unique2, kArgs__unique2, 0u, false},
+    {"unique_dim", &unpack_unique_dim, kArgs_unique_dim, 0u, false},
 };
 
 }  // namespace

@@ -72,12 +72,12 @@ void unpack__local_scalar_dense([[maybe_unused]] Builder& b, [[maybe_unused]] co
 constexpr const char* kArgs__local_scalar_dense[] = {"self"};
 
 const OpEntry kOps[] = {
-    {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int, 0u},
-    {"sym_numel", &unpack_sym_numel, kArgs_sym_numel, 0u},
-    {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int, 0u},
-    {"sym_storage_offset", &unpack_sym_storage_offset, kArgs_sym_storage_offset, 0u},
-    {"sym_is_contiguous", &unpack_sym_is_contiguous, kArgs_sym_is_contiguous, 0u},
-    {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense, 0u},
+    {"sym_size.int", &unpack_sym_size_int, kArgs_sym_size_int, 0u, false},
+    {"sym_numel", &unpack_sym_numel, kArgs_sym_numel, 0u, false},
+    {"sym_stride.int", &unpack_sym_stride_int, kArgs_sym_stride_int, 0u, false},
+    {"sym_storage_offset", &unpack_sym_storage_offset, kArgs_sym_storage_offset, 0u, false},
+    {"sym_is_contiguous", &unpack_sym_is_contiguous, kArgs_sym_is_contiguous, 0u, false},
+    {"_local_scalar_dense", &unpack__local_scalar_dense, kArgs__local_scalar_dense, 0u, false},
 };
 
 }  // namespace

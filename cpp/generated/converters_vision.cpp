@@ -163,17 +163,17 @@ void unpack_max_pool2d_with_indices_backward([[maybe_unused]] Builder& b, [[mayb
 constexpr const char* kArgs_max_pool2d_with_indices_backward[] = {"grad_output", "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "indices"};
 
 const OpEntry kOps[] = {
-    {"grid_sampler_2d", &unpack_grid_sampler_2d, kArgs_grid_sampler_2d, 0u},
-    {"grid_sampler", &unpack_grid_sampler, kArgs_grid_sampler, 0u},
-    {"im2col", &unpack_im2col, kArgs_im2col, 0u},
-    {"col2im", &unpack_col2im, kArgs_col2im, 0u},
-    {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle, 0u},
-    {"embedding_bag", &unpack_embedding_bag, kArgs_embedding_bag, 0u},
-    {"embedding_bag.padding_idx", &unpack_embedding_bag_padding_idx, kArgs_embedding_bag_padding_idx, 0u},
-    {"_embedding_bag", &unpack__embedding_bag, kArgs__embedding_bag, 0u},
-    {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward, 0u},
-    {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward, 0u},
-    {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward, 0u},
+    {"grid_sampler_2d", &unpack_grid_sampler_2d, kArgs_grid_sampler_2d, 0u, false},
+    {"grid_sampler", &unpack_grid_sampler, kArgs_grid_sampler, 0u, false},
+    {"im2col", &unpack_im2col, kArgs_im2col, 0u, false},
+    {"col2im", &unpack_col2im, kArgs_col2im, 0u, false},
+    {"pixel_unshuffle", &unpack_pixel_unshuffle, kArgs_pixel_unshuffle, 0u, false},
+    {"embedding_bag", &unpack_embedding_bag, kArgs_embedding_bag, 0u, false},
+    {"embedding_bag.padding_idx", &unpack_embedding_bag_padding_idx, kArgs_embedding_bag_padding_idx, 0u, false},
+    {"_embedding_bag", &unpack__embedding_bag, kArgs__embedding_bag, 0u, false},
+    {"_adaptive_avg_pool2d_backward", &unpack__adaptive_avg_pool2d_backward, kArgs__adaptive_avg_pool2d_backward, 0u, false},
+    {"avg_pool2d_backward", &unpack_avg_pool2d_backward, kArgs_avg_pool2d_backward, 0u, false},
+    {"max_pool2d_with_indices_backward", &unpack_max_pool2d_with_indices_backward, kArgs_max_pool2d_with_indices_backward, 0u, false},
 };
 
 }  // namespace

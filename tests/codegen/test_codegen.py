@@ -100,6 +100,9 @@ def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
         ("relu: {manual: 'not a name'}\n", ["ops.yaml:1", "names a C++ function"]),
         ("relu,, tanh: {onnx: Relu(self)}\n", ["ops.yaml:1", "separated by single commas"]),
         ("index.Tensor: {when: indices is None, manual: true}\n", ["ops.yaml:1", "`indices` is not optional"]),
+        ("unsqueeze: {manual: true, complex: pairs}\n", ["ops.yaml:1", "`complex:` is one of ['parts']"]),
+        ("t:\n  - {when: rank(self) == 2, onnx: 'Transpose(self)', complex: parts}\n  - {onnx: self}\n",
+         ["ops.yaml:1", "every rule of an overload says the same `complex:`"]),
     ],
     ids=[
         "unknown-key",
@@ -130,6 +133,8 @@ def _compile(tmp_path: Path, nf: NativeFunctions, yaml_text: str):
         "manual-body-not-an-identifier",
         "empty-overload-in-key",
         "optional-items-list-is-not-optional",
+        "complex-mode-unknown",
+        "complex-rules-disagree",
     ],
 )
 def test_bad_spec_errors(tmp_path, nf, yaml_text, expected):
@@ -155,6 +160,14 @@ def test_rules_compile_guards_and_since(tmp_path, nf):
     assert conditions[0] == "b.opset() >= 18"
     assert "dim.has_value()" in conditions[1] and "keepdim" in conditions[1]
     assert conditions[2] == ""
+
+
+def test_complex_parts_reaches_the_registry_row(tmp_path, nf):
+    converters = _compile(tmp_path, nf, "unsqueeze: {manual: true, complex: parts}\nrelu: {onnx: Relu(self)}\n")
+    # (the in-place twins convert as their functional ops do)
+    assert {c.overload: c.complex_parts for c in converters} == {
+        "unsqueeze": True, "unsqueeze_": True, "relu": False, "relu_": False
+    }
 
 
 def test_guards_test_dtypes(tmp_path, nf):

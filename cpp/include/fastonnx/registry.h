@@ -22,6 +22,9 @@ struct OpEntry {
   // Bit i: argument i must be a number known when exporting (the spec's `static:`), so a node
   // whose argument i the graph computes is decomposed rather than converted.
   uint64_t static_args;
+  // The op moves elements without computing on them (the spec's `complex: parts`): a node with
+  // complex tensors is converted twice, on their real and on their imaginary parts (Session::convert).
+  bool complex_parts;
 };
 
 std::span<const OpEntry> op_table();

@@ -1,6 +1,7 @@
 #include "fastonnx/session.h"
 
 #include <algorithm>
+#include <array>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -91,6 +92,105 @@ void Session::check_refs(const Arg& a) const {
   for (const Arg& item : a.items) check_refs(item);
 }
 
+// A node of an op that moves elements without computing on them (OpEntry::complex_parts) whose
+// tensors are complex: ONNX holds a complex tensor as (real, imaginary) pairs in a trailing
+// dimension, which a converter written for real tensors would take as one more dimension of the
+// data (its axes, shapes and sizes would be off by it). The node is converted twice instead, once
+// on the real parts and once on the imaginary parts, each a real tensor of the complex one's
+// shape, and the outputs are paired again: right for every such op, whatever its body does.
+namespace {
+
+// Part 0 (real) or 1 (imaginary) of the complex value `v`, with its shape.
+Value part_of(Graph& g, Builder& b, Value v, int64_t part) {
+  const Value out = b.op<"Gather">({b.as_real(v), b.scalar(Scalar(part), ScalarType::Long)}, {Attr::i("axis", -1)});
+  const ValueInfo& info = g.info(v);
+  if (info.has_shape) {
+    const std::vector<Dim> dims(g.shape(v).begin(), g.shape(v).end());
+    g.set_shape(out, dims);
+  }
+  if (info.rank_varies) g.set_rank_varies(out);
+  return out;
+}
+
+bool is_complex_value(const Graph& g, const Arg& a) {
+  return a.kind == Arg::Kind::Value && is_complex(g.info(Value{static_cast<uint32_t>(a.i)}).dtype);
+}
+
+// Whether the node makes complex tensors from complex ones (a copy into a real tensor only reads
+// the real parts, which its converter does).
+bool complex_in_and_out(const Graph& g, const Args& args, const std::vector<TensorMeta>& metas) {
+  return std::any_of(metas.begin(), metas.end(), [](const TensorMeta& m) { return is_complex(m.dtype); }) &&
+         std::any_of(args.begin(), args.end(), [&](const Arg& a) {
+           return is_complex_value(g, a) || std::any_of(a.items.begin(), a.items.end(),
+                                                        [&](const Arg& item) { return is_complex_value(g, item); });
+         });
+}
+
+// The arguments with each complex tensor replaced by its real (part 0) or imaginary (part 1)
+// parts. A real tensor is data made complex first (torch's promotion: a zero imaginary part) when
+// it is floating, or one of a list holding complex tensors (the tensors cat joins); an integer or
+// bool tensor otherwise is an index, a mask or a size, and stays.
+Args parts_of(Graph& g, Builder& b, const Args& args, ScalarType complex_type, int64_t part) {
+  const auto take = [&](Arg& a, bool beside_complex) {
+    if (a.kind != Arg::Kind::Value) return;
+    Value v{static_cast<uint32_t>(a.i)};
+    const ScalarType t = g.info(v).dtype;
+    if (!is_complex(t)) {
+      if (!beside_complex && !is_floating(t)) return;
+      v = b.cast(v, complex_type);
+    }
+    a = Arg::value(part_of(g, b, v, part).id);
+  };
+  Args out = args;
+  for (Arg& a : out) {
+    take(a, false);
+    const bool complex_list =
+        std::any_of(a.items.begin(), a.items.end(), [&](const Arg& item) { return is_complex_value(g, item); });
+    for (Arg& item : a.items) take(item, complex_list);
+  }
+  return out;
+}
+
+// `metas` with each complex dtype replaced by the type of its parts.
+std::vector<TensorMeta> real_metas(std::vector<TensorMeta> metas) {
+  for (TensorMeta& m : metas) {
+    if (is_complex(m.dtype)) m.dtype = real_part_type(m.dtype);
+  }
+  return metas;
+}
+
+// Converts the node on its tensors' real and imaginary parts apart and pairs the outputs.
+Outputs convert_by_parts(Graph& g, Builder& b, const OpEntry& entry, const Args& args,
+                         const std::vector<TensorMeta>& metas, std::string_view fx_name, bool& rank_dynamic) {
+  const auto complex_out =
+      std::find_if(metas.begin(), metas.end(), [](const TensorMeta& m) { return is_complex(m.dtype); });
+  const std::vector<TensorMeta> part_metas = real_metas(metas);
+  std::array<Outputs, 2> parts;
+  for (int64_t part : {0, 1}) {
+    Args part_args;
+    {
+      const Builder::CurrentNode current(b, fx_name, metas);
+      part_args = parts_of(g, b, args, complex_out->dtype, part);
+    }
+    const Builder::CurrentNode current(b, fx_name, part_metas);
+    entry.convert(b, part_args, parts[part]);
+    rank_dynamic = rank_dynamic || b.rank_dynamic();
+  }
+  const Builder::CurrentNode current(b, fx_name, metas);
+  b.accept_complex_pairs();
+  Outputs outs;
+  for (size_t i = 0; i < parts[0].size(); ++i) {
+    if (i >= metas.size() || !is_complex(metas[i].dtype))
+      b.fail("an output of this op is not complex where its inputs are: it cannot be converted on their parts");
+    const Value axes = b.ints(std::vector<int64_t>{-1});
+    outs.push_back(b.as_complex(b.op<"Concat">(
+        {b.op<"Unsqueeze">({parts[0][i], axes}), b.op<"Unsqueeze">({parts[1][i], axes})}, {Attr::i("axis", -1)})));
+  }
+  return outs;
+}
+
+}  // namespace
+
 std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<TensorMeta> metas,
                                     std::string_view fx_name) {
   const auto table = op_table();
@@ -102,10 +202,14 @@ std::vector<Value> Session::convert(int op_id, const Args& args, std::vector<Ten
   Outputs outs;
   bool rank_dynamic = false;
   try {
-    const Builder::CurrentNode current(builder_, fx_name, metas);
     for (const Arg& a : args) check_refs(a);
-    entry.convert(builder_, args, outs);
-    rank_dynamic = builder_.rank_dynamic();
+    if (entry.complex_parts && complex_in_and_out(graph_, args, metas)) {
+      outs = convert_by_parts(graph_, builder_, entry, args, metas, fx_name, rank_dynamic);
+    } else {
+      const Builder::CurrentNode current(builder_, fx_name, metas);
+      entry.convert(builder_, args, outs);
+      rank_dynamic = builder_.rank_dynamic();
+    }
   } catch (const ConvertError& e) {
     throw ConvertError(node_label(op_id, fx_name) + ": " + e.what());
   } catch (const std::bad_alloc&) {

@@ -1,6 +1,7 @@
 """Converters for the ``torch.library`` ops transformers' models call, registered as Python
 converters by name (transformers need not be imported, or even installed), and the hint for
-a model that returns its cache.
+a model that returns its cache, and the experts implementation a mixture-of-experts model is
+traced with.
 
 ``transformers::grouped_mm_fallback(input [S, K], weight [E, K, N], offs [E])`` is the grouped
 matrix product of mixture-of-experts layers: the rows of ``input`` are sorted by expert, rows
@@ -74,6 +75,38 @@ def cache_hint() -> Iterator[None]:
             "kwargs={'use_cache': False}, or export for generation with "
             "fastonnx.integrations.transformers.FastOnnxExporter().export_for_generation"
         ) from e
+
+
+@contextlib.contextmanager
+def traceable_experts(model: object) -> Iterator[None]:
+    """transformers' mixture-of-experts layers traced with their grouped matrix product.
+
+    The "eager" experts implementation (the default of models tuned for an accumulation order,
+    such as openai_privacy_filter) loops in Python over the experts the data routes tokens to, a
+    count no tracer follows: torch.export stops at a data-dependent guard, and torch.jit.trace
+    would keep the example's experts only. "grouped_mm", transformers' implementation of the same
+    function on the same weights, traces (its op converts: ``grouped_mm`` above). Each model set
+    to "eager" is traced with it, and set back afterwards."""
+    changed = []
+    for module in model.modules() if hasattr(model, "modules") else ():
+        config = getattr(module, "config", None)
+        if getattr(config, "_experts_implementation", None) != "eager" or not hasattr(
+            module, "set_experts_implementation"
+        ):
+            continue
+        if not module._can_set_experts_implementation():  # its experts do not dispatch on the setting
+            continue
+        before = module.get_experts_implementation()
+        try:
+            module.set_experts_implementation("grouped_mm")
+        except (ValueError, ImportError):  # a torch without the grouped product: the model as it is
+            continue
+        changed.append((module, before))
+    try:
+        yield
+    finally:
+        for module, before in reversed(changed):
+            module.set_experts_implementation(before)
 
 
 def returns_cache(error: TraceError) -> bool:

@@ -20,7 +20,7 @@ from torch.onnx import TrainingMode
 
 from .. import _C
 from ..converters.onnxscript import translation_table
-from ..converters.transformers import cache_hint
+from ..converters.transformers import cache_hint, traceable_experts
 from ..core.files import write_atomically
 from ..core.progress import Progress
 from ..core.stack import warn
@@ -362,7 +362,7 @@ class _Exporter:
         check_module_weights_on_inputs_device(model, args, kwargs)
         call = Call(model, args, kwargs, self.options.training, self.options.input_names, dynamic_small)
         t0 = time.perf_counter()
-        with cache_hint(), self.progress.phase("tracing"), held_torch_logs() as torch_logs:
+        with cache_hint(), traceable_experts(model), self.progress.phase("tracing"), held_torch_logs() as torch_logs:
             captures = self._capture(call, start)
         seconds = time.perf_counter() - t0
         taken = next((c for c in reversed(captures) if c.program is not None), None)

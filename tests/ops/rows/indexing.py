@@ -98,6 +98,14 @@ ROWS = (
         max_samples=10,
     ),
     hand_written(
+        "index.Tensor",
+        id="index.Tensor.complex",
+        fn=lambda x, indices: aten.index.Tensor(x, indices),
+        samples=_index,
+        dtypes=(torch.complex64,),
+        max_samples=10,
+    ),
+    hand_written(
         "index_put",
         id="index_put.hand",
         fn=lambda x, indices, values, accumulate: aten.index_put.default(x, indices, values, accumulate),
@@ -112,6 +120,11 @@ ROWS = (
     from_opinfo("gather", "gather"),
     from_opinfo("take", "take"),
     from_opinfo("take_along_dim", "take_along_dim"),
+    # Complex tensors, gathered on their real and imaginary parts apart (the specs' `complex: parts`).
+    *(
+        from_opinfo(name, name, id=f"{name}.complex", dtypes=(torch.complex64,))
+        for name in ("index_select", "gather", "take", "take_along_dim")
+    ),
     from_opinfo("masked_select", "masked_select"),
     from_opinfo("masked_scatter", "masked_scatter"),
     from_opinfo(

@@ -111,6 +111,70 @@ def _windows(dtype):
         yield SampleInput(tensor(shape, dtype), args=args)
 
 
+def _copy_complex(dtype):
+    """Into a complex tensor: a complex src, a real one (a zero imaginary part); into a real one: the
+    real part of a complex src."""
+    for shape, src_shape, src_dtype in [
+        ((3, 4), (3, 4), dtype), ((2, 3, 4), (4,), dtype), ((2, 3), (1, 3), torch.float32)
+    ]:
+        yield SampleInput(tensor(shape, dtype), args=(tensor(src_shape, src_dtype),))
+    yield SampleInput(tensor((2, 3), torch.float32), args=(tensor((2, 3), dtype),))
+
+
+def _cat_complex(dtype):
+    """A complex tensor joined with real ones (torch promotes them: a zero imaginary part)."""
+    yield SampleInput([tensor((2, 3), dtype), tensor((1, 3), torch.float32), tensor((2, 3), torch.int64)])
+    yield SampleInput([tensor((2, 3), torch.float32), tensor((2, 2), dtype)], kwargs={"dim": 1})
+
+
+# Complex tensors, (real, imaginary) pairs in the ONNX graph. These ops move elements without
+# computing on them: a complex node converts on the real and imaginary parts apart (the specs'
+# `complex: parts`), permute and transpose move the pairs in one Transpose.
+COMPLEX = (torch.complex64,)
+_COMPLEX_ROWS = tuple(
+    from_opinfo(
+        name, *overloads, variant=variant, id=f"{name}.{variant + '.' if variant else ''}complex", dtypes=COMPLEX
+    )
+    for name, overloads, variant in [
+        ("t", ("t",), ""),
+        ("permute", ("permute",), ""),
+        ("transpose", ("transpose.int",), ""),
+        ("view", ("view",), ""),
+        ("reshape", ("reshape",), ""),
+        ("flatten", ("flatten.using_ints",), ""),
+        ("cat", ("cat",), ""),
+        ("expand", ("expand",), ""),
+        ("repeat", ("repeat",), ""),
+        ("tile", ("tile",), ""),
+        ("squeeze", ("squeeze", "squeeze.dim"), ""),
+        ("squeeze", ("squeeze.dims",), "multiple"),
+        ("unsqueeze", ("unsqueeze",), ""),
+        ("unflatten", ("unflatten.int",), ""),
+        ("stack", ("stack",), ""),
+        ("movedim", ("movedim.intlist",), ""),
+        ("repeat_interleave", ("repeat_interleave.self_int", "repeat_interleave.self_Tensor"), ""),
+        ("narrow", ("narrow",), ""),
+        ("select", ("select.int",), ""),
+        ("slice", ("slice.Tensor",), ""),
+        ("split", ("split.Tensor",), ""),
+        ("split_with_sizes", ("split_with_sizes",), ""),
+        ("chunk", ("chunk",), ""),
+        ("unbind", ("unbind.int",), ""),
+        ("flip", ("flip",), ""),
+        ("roll", ("roll",), ""),
+        ("diagonal", ("diagonal",), ""),
+        ("as_strided", ("as_strided",), ""),
+        ("unfold", ("unfold",), ""),
+    ]
+) + (
+    hand_written("copy", id="copy.complex", fn=lambda x, src: aten.copy.default(x, src), samples=_copy_complex,
+                 dtypes=COMPLEX),
+    hand_written("cat", id="cat.complex_and_real", fn=lambda xs, **kw: torch.cat(xs, **kw), samples=_cat_complex,
+                 dtypes=COMPLEX),
+    hand_written("unfold", id="unfold.dynamic.complex", fn=torch.Tensor.unfold, samples=_windows, dynamic=True,
+                 dtypes=COMPLEX),
+)
+
 ROWS = (
     from_opinfo("t", "t"),
     from_opinfo("permute", "permute"),
@@ -197,4 +261,5 @@ ROWS = (
     from_opinfo("as_strided", "as_strided", variant="partial_views"),
     from_opinfo("triu", "triu"),
     from_opinfo("tril", "tril"),
+    *_COMPLEX_ROWS,
 )
