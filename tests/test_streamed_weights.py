@@ -157,6 +157,31 @@ def test_transformers_names_and_rotary_buffers(tmp_path, capsys):
     )
 
 
+def test_a_buffer_computed_beside_large_parameters(tmp_path, monkeypatch):
+    """gemma's scaled embedding computes its scale as a buffer (not saved) beside its weight,
+    which on a real model is too large to build again on the CPU: the scale is made with the
+    weight left on the meta device (here every module counts as large) and gives eager's logits
+    at other sizes than traced."""
+    transformers = pytest.importorskip("transformers")
+    from fastonnx.weights import source
+
+    config = transformers.GemmaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, vocab_size=128, use_cache=False,
+    )
+    torch.manual_seed(0)
+    real = transformers.GemmaForCausalLM(config).eval()
+    real.save_pretrained(tmp_path)
+    with torch.device("meta"):
+        meta = transformers.GemmaForCausalLM(config).eval()
+    monkeypatch.setattr(source, "_MAX_REBUILT_BYTES", 0)
+    ids = torch.tensor([[1, 5, 9, 2, 7], [4, 4, 8, 1, 3]])
+    path = tmp_path / "gemma.onnx"
+    fastonnx.export(meta, (ids,), path, weights=tmp_path, dynamic_axes={"input_ids": [0, 1]}, verbose=False)
+    longer = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6, 5]])
+    np.testing.assert_allclose(_run(path, longer), real(longer).logits.detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_every_missing_or_mismatched_weight_in_one_error_and_nothing_written(tmp_path):
     real, meta = _real_and_meta()
     state = _checkpoint(real)

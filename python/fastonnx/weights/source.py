@@ -381,14 +381,21 @@ def _rebuild(root: torch.nn.Module, path: str) -> torch.nn.Module | str:
     the model's own ``_init_weights`` as ``from_pretrained`` does for buffers a checkpoint lacks.
     A string says why neither worked."""
     meta = root.get_submodule(path) if path else root
-    if sum(p.numel() * p.element_size() for p in meta.parameters()) > _MAX_REBUILT_BYTES:
-        return f"its module `{path or type(root).__name__}` holds large parameters"
-    why = _by_constructor(meta)
+    # A module with large parameters (gemma's scaled embedding: its weight, and the scale it
+    # computes as a buffer) keeps them on the meta device: only its own buffers are made.
+    large = sum(p.numel() * p.element_size() for p in meta.parameters()) > _MAX_REBUILT_BYTES
+    why = f"its module `{path or type(root).__name__}` holds large parameters" if large else _by_constructor(meta)
     if isinstance(why, torch.nn.Module):
         return why
     init_weights = getattr(root, "_init_weights", None)
     if callable(init_weights):
-        cpu = copy.deepcopy(meta).to_empty(device="cpu")
+        cpu = copy.deepcopy(meta)
+        if large:
+            for name, b in list(cpu._buffers.items()):
+                if b is not None:
+                    cpu._buffers[name] = torch.empty(b.shape, dtype=b.dtype)
+        else:
+            cpu = cpu.to_empty(device="cpu")
         for b in cpu.buffers(recurse=False):
             if b.is_floating_point():
                 b.fill_(float("nan"))  # a buffer _init_weights leaves alone stays detectably unset
