@@ -5,9 +5,9 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-# pyproject.toml's requirement on torch, torch>=2.11,<2.16, as (major, minor) of the oldest release
+# pyproject.toml's requirement on torch, torch>=2.12,<2.16, as (major, minor) of the oldest release
 # and of the first one past the range (a test checks that the two agree).
-TORCH_RANGE = ((2, 11), (2, 16))
+TORCH_RANGE = ((2, 12), (2, 16))
 
 
 def _source_tree_version() -> str:
