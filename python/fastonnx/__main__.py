@@ -21,22 +21,99 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections import Counter
 
+from .core.progress import Progress
 from .core.version import __version__, check_torch
 
 
-def _load(path: str, with_data: bool):
+def _load(path: str):
+    """The model without its tensors' data: a model of a few hundred MB whose weights are inside
+    the file parses in a blink this way, where ``onnx.load`` copies every weight into Python."""
+    import mmap
+
     import onnx
 
     if not os.path.exists(path):
         raise SystemExit(f"error: {path} does not exist")
     try:
-        return onnx.load(path, load_external_data=with_data)
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return onnx.ModelProto.FromString(_without_tensor_data(memoryview(data)))
     except Exception as e:  # noqa: BLE001 - any parse failure is the user's answer
         raise SystemExit(f"error: {path} is not a readable ONNX model: {e}") from None
+
+
+# Field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, and the TensorProto
+# fields that hold values (float_data ... uint64_data, raw_data); external_data stays.
+_MODEL_GRAPH, _GRAPH_INITIALIZER = 7, 5
+_TENSOR_VALUES = {4, 5, 6, 7, 9, 10, 11}
+
+
+def _without_tensor_data(data: memoryview) -> bytes:
+    """The serialized ModelProto ``data`` with its graph's initializers kept but emptied of
+    their values (name, dtype, dims and external data locations stay): a scan of the protobuf
+    wire format that skips each weight's bytes without reading them."""
+    model = bytearray()
+    for number, field, payload in _fields(data):
+        if number != _MODEL_GRAPH:
+            model += field
+            continue
+        graph = bytearray()
+        for inner, inner_field, tensor in _fields(payload):
+            if inner != _GRAPH_INITIALIZER:
+                graph += inner_field
+                continue
+            kept = b"".join(f for n, f, _ in _fields(tensor) if n not in _TENSOR_VALUES)
+            graph += _varint_bytes(_GRAPH_INITIALIZER << 3 | 2) + _varint_bytes(len(kept)) + kept
+        model += _varint_bytes(_MODEL_GRAPH << 3 | 2) + _varint_bytes(len(graph)) + graph
+    return bytes(model)
+
+
+def _fields(data: memoryview):
+    """Each field of a serialized message: its number, its bytes (key included) and, for a
+    length-delimited field, its payload."""
+    pos = 0
+    while pos < len(data):
+        start = pos
+        key, pos = _varint(data, pos)
+        wire, payload = key & 7, pos
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            size, payload = _varint(data, pos)
+            pos = payload + size
+        else:
+            raise ValueError(f"protobuf wire type {wire} at byte {start}")
+        if pos > len(data):
+            raise ValueError(f"a field at byte {start} runs past the end")
+        yield key >> 3, data[start:pos], data[payload:pos]
+
+
+def _varint(data: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _type(value_info) -> str:
@@ -67,19 +144,39 @@ def _size(path: str, model) -> str:
 
 
 def _signature(model) -> list[str]:
-    """The model's inputs and outputs, one line each, with their types and shapes (a dynamic
-    axis by its name)."""
+    """The model's inputs and outputs with their types and shapes (a dynamic axis by its name),
+    one line each, or one line for values of one type whose names differ in one number (a KV
+    cache's layers: ``present.{0..31}.key``)."""
     g = model.graph
     initializers = {t.name for t in g.initializer}
-    lines = ["inputs:"] + [f"  {v.name}: {_type(v)}" for v in g.input if v.name not in initializers]
-    return lines + ["outputs:"] + [f"  {v.name}: {_type(v)}" for v in g.output]
+    inputs = [(v.name, _type(v)) for v in g.input if v.name not in initializers]
+    return ["inputs:", *_grouped(inputs), "outputs:", *_grouped([(v.name, _type(v)) for v in g.output])]
+
+
+def _grouped(values: list[tuple[str, str]]) -> list[str]:
+    groups: dict[tuple[str, str], list[list[str]]] = {}
+    for name, type_ in values:
+        groups.setdefault((re.sub(r"\d+", "#", name), type_), []).append(re.split(r"(\d+)", name))
+    lines = []
+    for (_, type_), names in groups.items():
+        numbers = range(1, len(names[0]), 2)
+        varying = [i for i in numbers if len({parts[i] for parts in names}) > 1]
+        if len(varying) != 1:
+            lines += [f"  {''.join(parts)}: {type_}" for parts in names]
+            continue
+        (position,) = varying
+        found = [int(parts[position]) for parts in names]
+        contiguous = found == list(range(found[0], found[0] + len(found)))
+        listed = f"{found[0]}..{found[-1]}" if contiguous else ",".join(map(str, found))
+        lines.append(f"  {''.join(names[0][:position])}{{{listed}}}{''.join(names[0][position + 1 :])}: {type_}")
+    return lines
 
 
 def summarize_export(paths: list[str], seconds: float, static_note: str | None) -> None:
     """What ``export-hf`` wrote: each model's path, inputs and outputs, size, and the time taken."""
     print(f"exported in {seconds:.1f} s:")
     for path in paths:
-        model = _load(path, with_data=False)
+        model = _load(path)
         print(f"{path}: {len(model.graph.node)} nodes; {_size(path, model)}")
         print("\n".join(_signature(model)))
     if static_note:
@@ -87,7 +184,7 @@ def summarize_export(paths: list[str], seconds: float, static_note: str | None) 
 
 
 def inspect_model(path: str) -> int:
-    model = _load(path, with_data=False)
+    model = _load(path)
     g = model.graph
     print(f"{path}: IR version {model.ir_version}, produced by {model.producer_name} {model.producer_version}".rstrip())
     print("opsets: " + ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import))
@@ -239,13 +336,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.generation and args.genai:
             p.error("--generation and --genai write different directories: choose one")
         dtype, quantize = _precision(p, args)
-        try:
-            check_torch()
-        except ImportError as e:
-            raise SystemExit(f"error: {e}") from None
-        from .integrations.checkpoint import export_hf
-
         started = time.perf_counter()
+        # Importing torch and transformers takes seconds on a busy machine: a spinner says so.
+        with Progress(False if args.quiet else None).phase("importing torch"):
+            try:
+                check_torch()
+            except ImportError as e:
+                raise SystemExit(f"error: {e}") from None
+            from .integrations.checkpoint import export_hf
+
         written = export_hf(
             args.checkpoint,
             args.output,
@@ -268,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         if not value.isdigit():
             p.error(f"--dim takes NAME=N, got {item!r}")
         dims[name] = int(value)
-    _load(args.model, with_data=False)
+    _load(args.model)
     return verify_model(args.model, dims, args.seed)
 
 

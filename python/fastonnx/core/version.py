@@ -5,9 +5,9 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-# pyproject.toml's requirement on torch, torch>=2.13,<2.16, as (major, minor) of the oldest release
+# pyproject.toml's requirement on torch, torch>=2.12,<2.16, as (major, minor) of the oldest release
 # and of the first one past the range (a test checks that the two agree).
-TORCH_RANGE = ((2, 13), (2, 16))
+TORCH_RANGE = ((2, 12), (2, 16))
 
 
 def _source_tree_version() -> str:
@@ -31,14 +31,21 @@ def supported_torch() -> str:
     return f"torch>={oldest_major}.{oldest_minor},<{past_major}.{past_minor}"
 
 
+def torch_release() -> tuple[int, int]:
+    """The installed torch's (major, minor)."""
+    import torch
+
+    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    return (int(found[1]), int(found[2])) if found else TORCH_RANGE[0]
+
+
 def check_torch() -> None:
     """An ImportError naming the installed torch and the supported range when that torch is older
     than the range: the API relies on torch's tracing internals, and on an older release it would
     fail later, deep in an export. (A newer one is left to the package's requirement.)"""
     import torch
 
-    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
-    if found and (int(found[1]), int(found[2])) < TORCH_RANGE[0]:
+    if torch_release() < TORCH_RANGE[0]:
         raise ImportError(
             f"fastonnx {__version__} needs {supported_torch()}; the installed torch is {torch.__version__} "
             f"({Path(torch.__file__).parent})"

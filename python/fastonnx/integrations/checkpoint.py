@@ -12,6 +12,7 @@ from collections import Counter
 
 import torch
 
+from ..core.progress import Progress
 from ..core.stack import warn
 from ..errors import ArgumentError
 
@@ -91,8 +92,10 @@ def export_hf(
     models written. ``quantize`` ("int4", "int8"; ``genai`` only) writes the decoder's Linear
     weights as MatMulNBits. A model whose forward makes tensors on the meta device (their values
     lost) is loaded with its weights and exported again, with a warning."""
-    target = DTYPES[dtype] if dtype else stored_dtype(directory)
-    model = meta_model(directory, target, generation or genai, encoder_decoder=genai)
+    progress = Progress(None if verbose else False)
+    with progress.phase("building the model from config.json"):
+        target = DTYPES[dtype] if dtype else stored_dtype(directory)
+        model = meta_model(directory, target, generation or genai, encoder_decoder=genai)
     try:
         return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai, quantize)
     except ArgumentError as e:
@@ -108,7 +111,8 @@ def export_hf(
             f"weights (about {size / 2**30:.1f} GiB in memory) and exported from memory",
             UserWarning,
         )
-    model = meta_model(directory, target, generation or genai, encoder_decoder=genai, loaded=True)
+    with progress.phase("loading the model with its weights"):
+        model = meta_model(directory, target, generation or genai, encoder_decoder=genai, loaded=True)
     return _export_model(model, directory, output, target, dynamic, reference, verbose, generation, genai, quantize)
 
 
@@ -176,7 +180,9 @@ def export_for_generation(
     exporter = FastOnnxExporter(weights=directory, dtype=dtype, verbose=None if verbose else False)
     with _without_dynamic_shapes_advice():
         exported = exporter.export_for_generation(model, inputs, OnnxConfig(dynamic=True))
-    exported.save_pretrained(output)
+    # transformers copies each graph's weights from where the export wrote them.
+    with Progress(None if verbose else False).phase(f"saving into {output}"):
+        exported.save_pretrained(output)
 
 
 @contextlib.contextmanager

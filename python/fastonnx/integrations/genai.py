@@ -88,7 +88,8 @@ def export_genai(
             model, output, checkpoint=checkpoint, dtype=dtype, opset_version=opset_version, verbose=verbose
         )
     check_checkpoint(model, output, checkpoint)
-    layers = _cache_layout(model)
+    with Progress(verbose).phase("running the model once for its cache's layout"):
+        layers = _cache_layout(model)
     if layers[0][2] == torch.bfloat16:
         warn(
             "a bfloat16 model: onnxruntime's CPU provider has no bfloat16 kernels for most ops (Mul, MatMul...), so "
@@ -127,7 +128,8 @@ def _cache_layout(model) -> list[tuple[torch.Size, torch.Size, torch.dtype]]:
         ids = torch.zeros(1, 2, dtype=torch.long, device=device)
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
     # transformers 5.24 calls the output's cache `cache` (`past_key_values` still works, with a warning).
-    cache = out.get("cache", out.get("past_key_values"))
+    # (The old name is read only when the new one is absent: reading it warns.)
+    cache = out["cache"] if "cache" in out else out.get("past_key_values")
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
         raise ExportError(
@@ -190,8 +192,7 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     kwargs = {"verbose": verbose}
     if checkpoint is not None:
         kwargs |= {"weights": os.fspath(checkpoint), "dtype": dtype}
-    # transformers' trace runs before fastonnx's export: its own spinner, as the export's has.
-    with Progress(verbose).phase("tracing"), warnings.catch_warnings():
+    with warnings.catch_warnings():
         # transformers' note that it checks no versions beyond the ones it tested
         warnings.filterwarnings("ignore", module="transformers")
         traced = FastOnnxExporter(**kwargs).trace(model, inputs, OnnxConfig(dynamic_shapes=shapes))

@@ -50,6 +50,7 @@ from transformers.exporters.utils import (
     quantize_converted_model,
 )
 
+from ..core.progress import Progress
 from ..core.stack import warn
 from ..core.torch_logs import held_torch_logs
 from ..errors import ArgumentError, DynamicAxesWarning
@@ -104,7 +105,8 @@ class FastOnnxExporter(OnnxExporter):
         cache holds at least two positions (see ``_decompose_for_generation``). A model whose
         weights are on the meta device (``FastOnnxExporter(weights=...)``) generates on meta
         tensors while transformers captures each step's inputs (``_generating_on_meta``)."""
-        with mock.patch.object(transformers_exporters_base, "decompose_for_generation", _decompose_for_generation):
+        decompose = functools.partial(_decompose_for_generation, verbose=self.export_kwargs.get("verbose"))
+        with mock.patch.object(transformers_exporters_base, "decompose_for_generation", decompose):
             return super().export_for_generation(
                 model, sample_inputs, config, generation_config=generation_config, multi_token_decode=multi_token_decode
             )
@@ -135,7 +137,12 @@ class FastOnnxExporter(OnnxExporter):
             # The captured steps' token ids, masks and positions are CPU tensors; a meta model's
             # trace needs them on its device (their values do not matter, their shapes do).
             sample_inputs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in sample_inputs.items()}
-        with held_torch_logs() as torch_logs, patch_model_outputs(model) as (input_names, output_names, traced_outputs):
+        # torch.export runs here, before fastonnx's export (which converts): a spinner of its own.
+        with (
+            Progress(self.export_kwargs.get("verbose")).phase("tracing"),
+            held_torch_logs() as torch_logs,
+            patch_model_outputs(model) as (input_names, output_names, traced_outputs),
+        ):
             # DynamoExporter's trace (its patches, cache pytrees, Dim.AUTO for dynamic=True).
             program, metadata = DynamoExporter.export_program(self, model, sample_inputs, config=config)
         # torch's "dimension ... 0/1 specialized" lines: export_program's DynamicAxesWarning lists
@@ -162,17 +169,21 @@ class Traced:
     export_kwargs: dict
 
 
-def _decompose_for_generation(model, inputs, generation_config=None, multi_token_decode: bool = False):
+def _decompose_for_generation(
+    model, inputs, generation_config=None, multi_token_decode: bool = False, *, verbose: bool | None = None
+):
     """transformers' ``decompose_for_generation``, except that a decode step whose cache holds
     one position (an encoder-decoder's first step: the decoder has seen one token) is replaced
     by the next step. torch.export makes a dynamic size whose example is 1 static, so a decode
     graph traced on a one-position cache would run only that first step. A model on the meta
     device generates on meta tensors (``_generating_on_meta``), for the capture only: the graphs
-    are traced from its own forward afterwards."""
-    if not on_meta(model):
-        return _captured_steps(model, inputs, generation_config, multi_token_decode)
-    with _generatingon_meta(model) as restore:
-        components = _captured_steps(model, inputs, generation_config, multi_token_decode)
+    are traced from its own forward afterwards. ``verbose`` is the export's (a spinner while
+    generate runs)."""
+    with Progress(verbose).phase("running generate to capture its steps"):
+        if not on_meta(model):
+            return _captured_steps(model, inputs, generation_config, multi_token_decode)
+        with _generatingon_meta(model) as restore:
+            components = _captured_steps(model, inputs, generation_config, multi_token_decode)
         # transformers returns shallow copies of the model, made while its forward was patched.
         for submodel, _ in components.values():
             restore(submodel)

@@ -18,6 +18,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from ...core.version import torch_release
+
 
 def _layer(inp, states: list, ih_weight, ih_bias, step, reverse: bool):
     """One layer over ``inp`` (seq, batch, features) as a while_loop, as torch's
@@ -48,12 +50,25 @@ def _layer(inp, states: list, ih_weight, ih_bias, step, reverse: bool):
 def _weights(params, has_biases: bool):
     """A layer's (ih_weight, ih_bias, hh_weight, hh_bias, hr_weight), the recurrent ones cloned
     where they alias (while_loop refuses aliased inputs)."""
-    from torch.export._patches import _clone_tensors_that_alias
-
     ih_bias, hh_bias = (params[2], params[3]) if has_biases else (None, None)
     hr_weight = params[4] if len(params) == 5 else params[2] if len(params) == 3 else None
-    hh_weight, hh_bias, hr_weight = _clone_tensors_that_alias((params[1], hh_bias, hr_weight))
+    hh_weight, hh_bias, hr_weight = _unaliased((params[1], hh_bias, hr_weight))
     return params[0], ih_bias, hh_weight, hh_bias, hr_weight
+
+
+def _unaliased(tensors: tuple) -> tuple:
+    """``tensors`` with each one that overlaps an earlier one's memory cloned (a flattened RNN's
+    weights share one storage), as torch 2.13's ``torch.export._patches`` does (2.11 and 2.12's
+    have no such helper)."""
+    kept: list[torch.Tensor] = []
+    out = []
+    for tensor in tensors:
+        if tensor is not None and any(torch._C._overlaps(tensor, seen) for seen in kept):
+            tensor = tensor.clone()
+        out.append(tensor)
+        if tensor is not None:
+            kept.append(tensor)
+    return tuple(out)
 
 
 def _lstm_layer(inp, hidden, params, has_biases, reverse=False):
@@ -124,6 +139,32 @@ def _single_state(layer):
         return out, torch.stack(finals, 0)
 
     return impl
+
+
+@contextlib.contextmanager
+def lstm_final_states_fixed():
+    """torch 2.11 and 2.12's decomposition of one LSTM layer (which gives ``aten.lstm`` its
+    traced output types) squeezes axis 1 of the final states instead of axis 0, so that a batch
+    other than 1 gives states of (layers, 1, batch, hidden) and the ONNX graph declares a rank
+    its LSTM does not compute. On those releases the layer's states are squeezed as torch 2.13
+    does while tracing."""
+    if torch_release() >= (2, 13):
+        yield
+        return
+    from torch._decomp import decompositions
+
+    original = decompositions.one_layer_lstm
+
+    @functools.wraps(original)
+    def one_layer_lstm(inp, hidden, params, has_biases, reverse=False):
+        out, states = original(inp, hidden, params, has_biases, reverse)
+        return out, tuple(state.squeeze(0) if state.dim() == 3 else state for state in states)
+
+    decompositions.one_layer_lstm = one_layer_lstm
+    try:
+        yield
+    finally:
+        decompositions.one_layer_lstm = original
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from torch.onnx import TrainingMode
 from ...dynamic.request import Attempt, user_frame
 from ...dynamic.small_sizes import Tests, domains_of, dynamic_small_sizes, judge, retracing, settle
 from ...errors import TraceError
-from .rnn import rnns_as_loops
+from .rnn import lstm_final_states_fixed, rnns_as_loops
 
 
 @contextlib.contextmanager
@@ -125,7 +125,7 @@ def trace(
     rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
     small = dynamic_small_sizes(small_sizes) if small_sizes is not None else contextlib.nullcontext()
     try:
-        with traced_in_mode(model, training), torch.no_grad(), recording, rnns, small:
+        with traced_in_mode(model, training), torch.no_grad(), recording, lstm_final_states_fixed(), rnns, small:
             ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # any tracing failure is reported as one
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e

@@ -94,7 +94,12 @@ class FakeValues:
         gives a weight's or an input's gradient flags."""
         grad = like is not None and like.requires_grad
         meta = torch.empty_strided(sizes, strides, dtype=dtype, device="meta", requires_grad=grad)
-        return FakeTensor(self.mode, meta, device, _is_param=isinstance(like, torch.nn.Parameter))
+        fake = FakeTensor(self.mode, meta, device)
+        if isinstance(like, torch.nn.Parameter):
+            # As torch's meta_utils marks a parameter's fake (torch 2.13's constructor takes
+            # _is_param= to the same effect; 2.11 and 2.12's take no such argument).
+            fake._is_param = True
+        return fake
 
     def add_node(self, target, args: tuple, kwargs: dict, val) -> torch.fx.Node:
         n = self.graph.call_function(target, args, kwargs)
