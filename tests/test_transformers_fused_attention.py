@@ -175,6 +175,76 @@ def test_a_position_past_the_rotary_tables_is_an_error_not_a_wrong_answer(export
         fused.run(None, feeds)
 
 
+class RotaryAttention(torch.nn.Module):
+    """Attention over a KV cache with rotary q and k, whose frequencies are fixed, or chosen by
+    all the positions fed (as longrope and dynamic NTK scaling choose them by the longest): a
+    table of positions alone cannot hold the second."""
+
+    def __init__(self, by_longest: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.by_longest = by_longest
+        self.qkv = torch.nn.Linear(32, 96)
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, 8, 2) / 8), persistent=False)
+
+    def forward(self, x, attention_mask, position_ids, past_key, past_value):
+        batch, query, _ = x.shape
+        q, k, v = (t.view(batch, query, 4, 8).transpose(1, 2) for t in self.qkv(x).split(32, -1))
+        inv_freq = self.inv_freq
+        if self.by_longest:
+            # (a sum, which the probes evaluate, for longrope's max)
+            inv_freq = inv_freq * torch.where(position_ids.sum() >= 8, 0.25, 1.0)
+        freqs = position_ids[..., None].float() * inv_freq
+        emb = torch.cat([freqs, freqs], -1)
+        cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+
+        def rotate(t):
+            return torch.cat([-t[..., 4:], t[..., :4]], -1)
+
+        q, k = q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
+        key, value = torch.cat([past_key, k], 2), torch.cat([past_value, v], 2)
+        total = key.shape[2]
+        positions = torch.arange(query) + (total - query)
+        mask = attention_mask.bool()[:, None, None, :] & (torch.arange(total)[None, :] <= positions[:, None])
+        out = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=mask)
+        return out.transpose(1, 2).reshape(batch, query, 32), key, value
+
+
+@pytest.mark.parametrize("by_longest", [False, True])
+def test_rotary_tables_only_for_frequencies_of_each_position_alone(by_longest, tmp_path):
+    args = (torch.randn(2, 5, 32), torch.ones(2, 8, dtype=torch.long), torch.arange(3, 8).expand(2, 5),
+            torch.randn(2, 4, 3, 8), torch.randn(2, 4, 3, 8))
+    auto = torch.export.Dim.AUTO
+    dynamic = ({0: auto, 1: auto}, {0: auto, 1: auto}, {0: auto, 1: auto}, {0: auto, 2: auto}, {0: auto, 2: auto})
+    names = ["x", "attention_mask", "position_ids", "past_key", "past_value"]
+    model = RotaryAttention(by_longest)
+    kwargs = dict(input_names=names, dynamic_shapes=dynamic)
+    result = fastonnx.export(model, args, tmp_path / "fused.onnx", optimize_for="onnxruntime", max_positions=32,
+                             **kwargs)
+    fastonnx.export(model, args, tmp_path / "plain.onnx", **kwargs)
+    if by_longest:
+        assert result.rewrites["lines"] == [
+            "attention 0: GroupQueryAttention (num_heads 4, kv_num_heads 4); rotary left in the graph: cos and sin "
+            "at a position depend on more than that position"
+        ]
+    else:
+        assert result.rewrites["lines"] == [
+            "attention 0: GroupQueryAttention (num_heads 4, kv_num_heads 4), rotary 32 positions"
+        ]
+    plain, fused = _session(tmp_path / "plain.onnx"), _session(tmp_path / "fused.onnx")
+    rng = np.random.default_rng(2)
+    for batch, past, query in [(1, 0, 3), (1, 0, 6), (3, 5, 1), (1, 9, 3), (2, 20, 4)]:  # few and many positions
+        feeds = {
+            "x": rng.standard_normal((batch, query, 32)).astype(np.float32),
+            "attention_mask": np.ones((batch, past + query), np.int64),
+            "position_ids": np.broadcast_to(np.arange(past, past + query), (batch, query)).copy(),
+            "past_key": rng.standard_normal((batch, 4, past, 8)).astype(np.float32),
+            "past_value": rng.standard_normal((batch, 4, past, 8)).astype(np.float32),
+        }
+        for w, g in zip(plain.run(None, feeds), fused.run(None, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{batch, past, query}")
+
+
 def test_max_positions_goes_with_optimize_for(tmp_path):
     with pytest.raises(fastonnx.ArgumentError, match="pass optimize_for='onnxruntime' too"):
         _export_cached(True, tmp_path / "m.onnx", max_positions=64)

@@ -502,17 +502,25 @@ class AttentionFusion {
         std::memcpy(to->data() + p * part, r, part);
       }
     }
-    // Positions out of order, in a batch: each row must be the table's row of its position.
-    const std::vector<int64_t> mixed{3, 0, length - 1, length / 2, 1, 1};
-    const ConeTensor *c2 = nullptr, *s2 = nullptr;
-    std::unique_ptr<ConeEvaluator> eval2;
-    if (!probe(2, 3, mixed, c2, s2, eval2)) return out;
-    for (size_t r = 0; r < mixed.size(); ++r) {
-      const size_t at = static_cast<size_t>(mixed[r]) * row;
-      if (std::memcmp(c2->bytes.data() + r * row, c->bytes.data() + at, row) != 0 ||
-          std::memcmp(s2->bytes.data() + r * row, s->bytes.data() + at, row) != 0) {
-        out.failure = "cos and sin at a position depend on more than that position";
-        return out;
+    // Positions out of order in a batch, and a short prefix alone (a model that picks its
+    // frequencies by the longest position, as longrope and dynamic NTK scaling do, computes
+    // other values there): each row must be the table's row of its position.
+    struct Check {
+      int64_t rows, columns;
+      std::vector<int64_t> at;
+    };
+    const Check checks[] = {{2, 3, {3, 0, length - 1, length / 2, 1, 1}}, {1, 3, {0, 1, 2}}};
+    for (const Check& check : checks) {
+      const ConeTensor *c2 = nullptr, *s2 = nullptr;
+      std::unique_ptr<ConeEvaluator> eval2;
+      if (!probe(check.rows, check.columns, check.at, c2, s2, eval2)) return out;
+      for (size_t r = 0; r < check.at.size(); ++r) {
+        const size_t at = static_cast<size_t>(std::min(check.at[r], length - 1)) * row;
+        if (std::memcmp(c2->bytes.data() + r * row, c->bytes.data() + at, row) != 0 ||
+            std::memcmp(s2->bytes.data() + r * row, s->bytes.data() + at, row) != 0) {
+          out.failure = "cos and sin at a position depend on more than that position";
+          return out;
+        }
       }
     }
     const std::vector<Dim> dims{Dim{length, kNoName}, Dim{half, kNoName}};
