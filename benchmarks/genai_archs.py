@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .genai import _child, _export_command, _fresh, _run, _size, generate, genai_model, machine
+from .genai import _child, _export_command, _fresh, _run, _size, genai_model, generate, machine
 
 HERE = Path(__file__).resolve().parent
 # The architectures both exporters support (the list).
@@ -113,8 +113,9 @@ def measure(tmp: str, archs: list[str], layers: int, past: int, new: int, rounds
     for arch in archs:
         root = os.path.join(tmp, arch)
         checkpoint = os.path.join(root, "checkpoint")
-        made = _run([sys.executable, "-m", "benchmarks.genai_archs", "--child", "checkpoint", arch, str(layers),
-                     checkpoint])
+        made = _run(
+            [sys.executable, "-m", "benchmarks.genai_archs", "--child", "checkpoint", arch, str(layers), checkpoint]
+        )
         if "error" in made:
             results[arch] = {"error": made["error"]}
             print(f"{arch}: checkpoint failed: {made['error']}", file=sys.stderr, flush=True)
@@ -135,8 +136,20 @@ def measure(tmp: str, archs: list[str], layers: int, past: int, new: int, rounds
                 dirs[kind] = output
                 entry["size"][kind] = _size(output)["model"]
             print(f"{arch} {kind}: {json.dumps(result)[:200]}", file=sys.stderr, flush=True)
-        decode = _run([sys.executable, "-m", "benchmarks.genai_archs", "--child", "decode", checkpoint, str(past),
-                       str(new), str(rounds), *(f"{k}={d}" for k, d in dirs.items())])
+        decode = _run(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.genai_archs",
+                "--child",
+                "decode",
+                checkpoint,
+                str(past),
+                str(new),
+                str(rounds),
+                *(f"{k}={d}" for k, d in dirs.items()),
+            ]
+        )
         entry["decode"] = decode.get("child", {"error": decode.get("error")})
         print(f"{arch} decode: {json.dumps(entry['decode'])[:400]}", file=sys.stderr, flush=True)
         results[arch] = entry
