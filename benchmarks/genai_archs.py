@@ -11,7 +11,11 @@ greedy tokens equal eager transformers' (the fp32 models should give all; int4's
 beside the builder int4's).
 
     python -m benchmarks.genai_archs [--archs llama,mistral,...] [--past 128] [--new 64] [--rounds 3]
-                                     [--layers 10] [--out benchmarks/GENAI_ARCHS.md]
+                                     [--layers 10] [--against builder|plain] [--out benchmarks/GENAI_ARCHS.md]
+
+``--against plain`` compares fastonnx's fused export with its own plain one instead
+(``export_genai(optimize_for=None)``, the same quantization): for the architectures the builder
+does not take (gpt2, gpt_neox, opt, falcon, starcoder2; GENAI_PLAIN.md).
 
 Writes the report (Markdown) to --out and the measurements beside it as JSON.
 """
@@ -32,7 +36,11 @@ from .genai import _child, _export_command, _fresh, _run, _size, genai_model, ge
 HERE = Path(__file__).resolve().parent
 # The architectures both exporters support (the issue's list).
 ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "granite", "olmo", "smollm3")
-KINDS = ("fastonnx fp32", "builder fp32", "fastonnx int4", "builder int4")
+PLAIN_ARCHS = ("gpt2", "gpt_neox", "opt", "falcon", "starcoder2")
+
+
+def kinds(against: str) -> tuple[str, ...]:
+    return tuple(f"{who} {p}" for p in ("fp32", "int4") for who in ("fastonnx", against))
 
 
 def config(arch: str, layers: int):
@@ -40,8 +48,7 @@ def config(arch: str, layers: int):
     vocabulary 32000 (embedding and head untied)."""
     import transformers
 
-    return transformers.AutoConfig.for_model(
-        arch,
+    sizes = dict(
         vocab_size=32000,
         hidden_size=768,
         intermediate_size=2048,
@@ -55,6 +62,10 @@ def config(arch: str, layers: int):
         eos_token_id=2,
         pad_token_id=0,
     )
+    try:
+        return transformers.AutoConfig.for_model(arch, **sizes)
+    except AttributeError:  # falcon computes head_dim (hidden / heads: 64 here too)
+        return transformers.AutoConfig.for_model(arch, **{k: v for k, v in sizes.items() if k != "head_dim"})
 
 
 def _child_checkpoint(arch: str, layers: str, directory: str) -> None:
@@ -68,6 +79,18 @@ def _child_checkpoint(arch: str, layers: str, directory: str) -> None:
     model = transformers.AutoModelForCausalLM.from_config(config(arch, int(layers))).eval()
     write_checkpoint(model, directory)
     print(json.dumps({"parameters": sum(p.numel() for p in model.parameters())}))
+
+
+def _child_plain(precision: str, checkpoint: str, output: str) -> None:
+    """fastonnx's genai directory with no fused op (optimize_for=None), quantized as the fused one."""
+    import torch
+    import transformers
+
+    from fastonnx.integrations.genai import export_genai
+
+    transformers.logging.set_verbosity_error()
+    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    export_genai(model, output, optimize_for=None, quantize="int4" if precision == "int4" else None)
 
 
 def _child_decode(checkpoint: str, past: str, new: str, rounds: str, *named_dirs: str) -> None:
@@ -107,7 +130,7 @@ def _child_decode(checkpoint: str, past: str, new: str, rounds: str, *named_dirs
     print(json.dumps(out))
 
 
-def measure(tmp: str, archs: list[str], layers: int, past: int, new: int, rounds: int) -> dict:
+def measure(tmp: str, archs: list[str], layers: int, past: int, new: int, rounds: int, against: str) -> dict:
     results: dict = {"load_before": os.getloadavg()}
     cache = os.path.join(tmp, "cache")
     for arch in archs:
@@ -122,12 +145,23 @@ def measure(tmp: str, archs: list[str], layers: int, past: int, new: int, rounds
             continue
         entry: dict = {"parameters": made["child"]["parameters"], "export": {}, "size": {}}
         dirs = {}
-        for kind in KINDS:
+        for kind in kinds(against):
             exporter, precision = kind.split()
             output = os.path.join(root, kind.replace(" ", "-"))
             _fresh(output)
             if exporter == "builder":
                 command = _export_command("builder", checkpoint, output, cache, precision)
+            elif exporter == "plain":
+                command = [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.genai_archs",
+                    "--child",
+                    "plain",
+                    precision,
+                    checkpoint,
+                    output,
+                ]
             else:
                 command = _child("export", "int4" if precision == "int4" else "fastonnx", checkpoint, output)
             result = _run(command)
@@ -153,7 +187,7 @@ def measure(tmp: str, archs: list[str], layers: int, past: int, new: int, rounds
         entry["decode"] = decode.get("child", {"error": decode.get("error")})
         print(f"{arch} decode: {json.dumps(entry['decode'])[:400]}", file=sys.stderr, flush=True)
         results[arch] = entry
-        for kind in KINDS:  # the next architecture's checkpoints need the disk
+        for kind in kinds(against):  # the next architecture's checkpoints need the disk
             _fresh(os.path.join(root, kind.replace(" ", "-")))
         _fresh(checkpoint)
     results["load_after"] = os.getloadavg()
@@ -164,20 +198,21 @@ def _ratio(a, b) -> str:
     return f"{a / b:.2f}" if a and b else "–"
 
 
-def report(results: dict, archs: list[str], past: int, new: int, rounds: int, command: str) -> str:
+def report(results: dict, archs: list[str], past: int, new: int, rounds: int, command: str, against: str) -> str:
+    other = "the model builder" if against == "builder" else "its own plain export (no fused op)"
     lines = [
-        "# onnxruntime-genai per architecture: fastonnx against the model builder, at about 100M parameters",
+        f"# onnxruntime-genai per architecture: fastonnx against {other}, at about 100M parameters",
         "",
         f"`{command}` on {datetime.date.today().isoformat()}; {machine()}",
         f"Load average before {results['load_before'][0]:.1f}, after {results['load_after'][0]:.1f}.",
         "",
         f"Decode: a prompt of {past} tokens, then {new} greedy tokens, 1 intra-op thread, the four models in turn "
-        f"for {rounds} rounds after a warm-up one; medians. Ratios are fastonnx over the builder at the same "
+        f"for {rounds} rounds after a warm-up one; medians. Ratios are fastonnx over {against} at the same "
         "precision (below 1: fastonnx is faster or smaller). Tokens: how many of the greedy tokens equal eager "
         "transformers' before the first that differs.",
         "",
-        "| arch | params | precision | per token (fastonnx / builder) | ratio | prefill ratio | tokens = eager "
-        "(fastonnx / builder) | size ratio | export s (fastonnx / builder) |",
+        f"| arch | params | precision | per token (fastonnx / {against}) | ratio | prefill ratio | tokens = eager "
+        f"(fastonnx / {against}) | size ratio | export s (fastonnx / {against}) |",
         "|---|---:|---|---|---:|---:|---|---:|---|",
     ]
     for arch in archs:
@@ -186,7 +221,7 @@ def report(results: dict, archs: list[str], past: int, new: int, rounds: int, co
             lines.append(f"| {arch} | | | checkpoint failed: {entry['error']} | | | | | |")
             continue
         for precision in ("fp32", "int4"):
-            ours, theirs = f"fastonnx {precision}", f"builder {precision}"
+            ours, theirs = f"fastonnx {precision}", f"{against} {precision}"
             d = entry["decode"]
             exports = entry["export"]
             cells = []
@@ -218,21 +253,22 @@ def report(results: dict, archs: list[str], past: int, new: int, rounds: int, co
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        {"checkpoint": _child_checkpoint, "decode": _child_decode}[sys.argv[2]](*sys.argv[3:])
+        {"checkpoint": _child_checkpoint, "decode": _child_decode, "plain": _child_plain}[sys.argv[2]](*sys.argv[3:])
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--archs", default=",".join(ARCHS), help="comma-separated")
+    p.add_argument("--archs", help="comma-separated; default: the builder's nine, or with --against plain five others")
+    p.add_argument("--against", choices=("builder", "plain"), default="builder")
     p.add_argument("--layers", type=int, default=10)
     p.add_argument("--past", type=int, default=128, help="the prompt's length")
     p.add_argument("--new", type=int, default=64, help="tokens generated")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=HERE / "GENAI_ARCHS.md")
     args = p.parse_args()
-    archs = [a for a in args.archs.split(",") if a]
+    archs = [a for a in (args.archs or ",".join(ARCHS if args.against == "builder" else PLAIN_ARCHS)).split(",") if a]
     with tempfile.TemporaryDirectory(prefix="genai-archs-") as tmp:
-        results = measure(tmp, archs, args.layers, args.past, args.new, args.rounds)
+        results = measure(tmp, archs, args.layers, args.past, args.new, args.rounds, args.against)
     command = "python -m benchmarks.genai_archs " + " ".join(sys.argv[1:])
-    args.out.write_text(report(results, archs, args.past, args.new, args.rounds, command))
+    args.out.write_text(report(results, archs, args.past, args.new, args.rounds, command, args.against))
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
     print(args.out.read_text())
 
