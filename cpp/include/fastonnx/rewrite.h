@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fastonnx/ir.h"
@@ -41,6 +42,11 @@ class Readers {
 // kNoNode otherwise.
 NodeId producer_of(const Graph& g, Value v, std::string_view op);
 std::string_view op_of(const Graph& g, NodeId n);
+
+// The dims [first, second) a Shape node reads of a value of rank `rank`: its start and end
+// attributes, negative from the back, clamped to [0, rank] as ONNX's Shape says (empty when
+// first >= second).
+std::pair<int64_t, int64_t> shape_range(const Graph& g, NodeId shape, int64_t rank);
 
 // The value of a constant with one element (an initializer of any shape that holds one element,
 // of a numeric dtype, whose bytes are in memory), or nullopt.

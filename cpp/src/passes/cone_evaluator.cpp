@@ -75,11 +75,7 @@ std::optional<ConeTensor> ConeEvaluator::compute(Value v) {
       if (in == nullptr) return std::nullopt;
       shape = in->shape;
     }
-    const auto rank = static_cast<int64_t>(shape.size());
-    const auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank); };
-    const Attr* start = g_.attr(n, "start", Attr::Kind::Int);
-    const Attr* end = g_.attr(n, "end", Attr::Kind::Int);
-    const int64_t b = start ? clamp(start->as_int()) : 0, e = end ? clamp(end->as_int()) : rank;
+    const auto [b, e] = shape_range(g_, n, static_cast<int64_t>(shape.size()));
     ConeTensor t{ScalarType::Long, {std::max<int64_t>(e - b, 0)}, {}, false};
     for (int64_t i = b; i < e; ++i) append_int64(t.bytes, shape[i]);
     return t;

@@ -715,13 +715,7 @@ class AttentionFusion {
           node("Shape", {padding}, ScalarType::Long, {Dim{1, kNoName}}, {Attr::i("start", 1), Attr::i("end", 2)});
       it->second = node("Sub", {width, query}, ScalarType::Long, {Dim{1, kNoName}});
     }
-    const int64_t rank = static_cast<int64_t>(g_.info(past).rank);
-    const auto at = [&](const char* name, int64_t fallback) {
-      const Attr* a = g_.attr(n, name, Attr::Kind::Int);
-      const int64_t i = a == nullptr ? fallback : a->as_int();
-      return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank);
-    };
-    const int64_t begin = at("start", 0), end = at("end", rank);
+    const auto [begin, end] = shape_range(g_, n, static_cast<int64_t>(g_.info(past).rank));
     if (begin > 2 || end <= 2) return;  // the past's length is not among the dims it reads
     // The runs of dims before and after dim 2, read from the buffer, and the length between them.
     std::vector<Value> parts;

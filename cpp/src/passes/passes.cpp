@@ -182,12 +182,7 @@ class Optimizer {
         fold_to(n, {int64_constant({count}, true)});
         return true;
       }
-      const auto rank = static_cast<int64_t>(shape->size());
-      const Attr* start_attr = g_.attr(n, "start", Attr::Kind::Int);
-      const Attr* end_attr = g_.attr(n, "end", Attr::Kind::Int);
-      int64_t start = start_attr ? start_attr->as_int() : 0, end = end_attr ? end_attr->as_int() : rank;
-      start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
-      end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
+      const auto [start, end] = shape_range(g_, n, static_cast<int64_t>(shape->size()));
       fold_to(n, {int64_constant(std::vector<int64_t>(shape->begin() + start, shape->begin() + std::max(start, end)),
                                  false)});
       return true;

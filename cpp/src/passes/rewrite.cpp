@@ -52,6 +52,15 @@ NodeId Readers::sole(Value v) const {
 
 std::string_view op_of(const Graph& g, NodeId n) { return g.strings.str(g.node(n).op_type); }
 
+std::pair<int64_t, int64_t> shape_range(const Graph& g, NodeId shape, int64_t rank) {
+  const auto at = [&](const char* name, int64_t fallback) {
+    const Attr* a = g.attr(shape, name, Attr::Kind::Int);
+    const int64_t i = a == nullptr ? fallback : a->as_int();
+    return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank);
+  };
+  return {at("start", 0), at("end", rank)};
+}
+
 NodeId producer_of(const Graph& g, Value v, std::string_view op) {
   if (!v.valid()) return kNoNode;
   const NodeId p = g.info(v).producer;
