@@ -16,7 +16,7 @@ from torch.export import Dim
 
 import fastonnx
 from fastonnx import ArgumentError, DynamicAxesWarning, TraceError
-from support import Lambda
+from support import Lambda, assert_declared_shapes_hold
 
 
 def _dims(value_info) -> list:
@@ -136,6 +136,55 @@ def test_axes_torch_finds_equal_share_the_first_name():
     # An output dimension that is an expression keeps it; one that is a symbol takes the name asked.
     assert [_dims(o) for o in graph.output] == [["2*a", 2], ["s", 2]]
     _run_and_compare(result, model, (torch.randn(5, 2), torch.randn(5, 2)))
+
+
+class CatScaled(torch.nn.Module):
+    def forward(self, past, new):
+        total = torch.cat([past, new], 1)
+        return total * 2, total.sum(1)
+
+
+def test_an_exported_program_s_dynamic_axes_are_named():
+    """A program traced already: dynamic_axes names the axes it has dynamic, keyed by input_names
+    or its placeholders' names and by output names. An output's axis names its size wherever the
+    graph has it (the concatenation's `past + new` too); the file runs at other sizes, each name
+    one size throughout the graph."""
+    batch = Dim("b")
+    program = torch.export.export(
+        CatScaled(), (torch.randn(2, 3), torch.randn(2, 4)),
+        dynamic_shapes=({0: batch, 1: Dim("p")}, {0: batch, 1: Dim("q")}),
+    )
+    result, warned = _export(
+        program, (), input_names=["past"], output_names=["doubled"],
+        dynamic_axes={"past": {0: "batch", 1: "past_length"}, "new": {1: "query"}, "doubled": {1: "total"}},
+    )
+    assert not warned
+    graph = result.model_proto.graph
+    assert [_dims(v) for v in [*graph.input, *graph.output]] == [
+        ["batch", "past_length"], ["batch", "query"], ["batch", "total"], ["batch"]
+    ]
+    assert [_dims(v) for v in graph.value_info] == [["batch", "total"]]  # the concatenation
+    args = (torch.randn(3, 5), torch.randn(3, 2))
+    assert_declared_shapes_hold(result.model_proto, {"past": args[0].numpy(), "new": args[1].numpy()})
+    _run_and_compare(result, CatScaled(), args)
+
+
+def test_an_exported_program_refuses_to_name_a_static_axis():
+    """Naming cannot make an axis dynamic that the program traced static: the error lists them
+    and says how to trace them dynamic; dynamic_shapes, which would trace, is refused."""
+    program = torch.export.export(CatScaled(), (torch.randn(2, 3), torch.randn(2, 4)))
+    with pytest.raises(ArgumentError) as error:
+        fastonnx.export(program, (), dynamic_axes={"past": {0: "batch"}, "output_0": {1: "total"}})
+    assert str(error.value) == (
+        "dynamic_axes names axes that the ExportedProgram has static (torch.export fixed them when it traced the "
+        "program, so the graph takes only that size):\n"
+        "  - input `past` axis 0 ('batch'): traced as 2\n"
+        "  - output `output_0` axis 1 ('total'): traced as 7\n"
+        "trace the program again with a torch.export.Dim for each (torch.export.export(..., dynamic_shapes=...)), "
+        "or leave them out of dynamic_axes"
+    )
+    with pytest.raises(ArgumentError, match=r"an ExportedProgram already fixed which dimensions are dynamic \(give"):
+        fastonnx.export(program, (), dynamic_shapes=({0: Dim("b")}, None))
 
 
 class LSTMLike(torch.nn.Module):

@@ -88,6 +88,7 @@ def test_one_graph_runs_the_prompt_and_every_step(arch, tmp_path):
         f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")
     ]
     assert inputs[-2 * layers :] == [f"past_key_values.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    _assert_builder_dim_names(proto)
     for query, logits, ids, mask in _run_steps(tmp_path, model):
         with torch.no_grad():
             want = model(
@@ -96,6 +97,22 @@ def test_one_graph_runs_the_prompt_and_every_step(arch, tmp_path):
             ).logits[:, query]
         valid = mask[:, query].bool()  # a padded position's logits mean nothing
         torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=1e-3, atol=1e-4)
+
+
+def _assert_builder_dim_names(proto: onnx.ModelProto) -> None:
+    """The dimension names of onnxruntime-genai's model builder (Optimum's and transformers.js's
+    but the present's length, which they spell past_sequence_length + sequence_length). The
+    runs of _run_steps check that each name is one size throughout the graph."""
+    dims = {
+        v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*proto.graph.input, *proto.graph.output]
+    }
+    tokens = ["batch_size", "sequence_length"]
+    assert dims.pop("input_ids") == dims.pop("position_ids", tokens) == dims.pop("logits")[:2] == tokens
+    assert dims.pop("attention_mask") == ["batch_size", "total_sequence_length"]
+    for name, shape in dims.items():
+        length = "past_sequence_length" if name.startswith("past_key_values.") else "total_sequence_length"
+        assert [shape[0], shape[2]] == ["batch_size", length], (name, shape)
 
 
 def _greedy(directory, prompt: torch.Tensor, new_tokens: int) -> list[list[int]]:

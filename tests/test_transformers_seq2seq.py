@@ -67,6 +67,37 @@ def _greedy_in_onnxruntime(directory: str, inputs: dict[str, torch.Tensor], star
     return np.stack(tokens, 1), np.stack(logits, 1)
 
 
+def _dims(path: str) -> dict[str, list]:
+    """Each graph input's and output's dimensions: a name, or a size."""
+    graph = onnx.load(path, load_external_data=False).graph
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in [*graph.input, *graph.output]}
+
+
+def _assert_optimum_dim_names(directory) -> None:
+    """The dimension names of Optimum's seq2seq OnnxConfig (its decoder's present length is the
+    same sum, spelled ``past_decoder_sequence_length + decoder_sequence_length`` there)."""
+    encoder, first, later = (_dims(str(directory / f)) for f in (ENCODER, DECODER, DECODER_WITH_PAST))
+    encoded = ["batch_size", "encoder_sequence_length"]
+    assert encoder["input_ids"] == encoder["attention_mask"] == encoder["last_hidden_state"][:2] == encoded
+    for graph in (first, later):
+        assert graph["input_ids"] == graph["logits"][:2] == ["batch_size", "decoder_sequence_length"]
+        assert graph["encoder_attention_mask"] == encoded
+    assert first["encoder_hidden_states"][:2] == encoded
+    # Each self-attention cache's length by graph, input or output (a cross-attention's is the encoder's).
+    lengths = {
+        (DECODER, "present"): "decoder_sequence_length",
+        (DECODER_WITH_PAST, "past_key_values"): "past_decoder_sequence_length",
+        (DECODER_WITH_PAST, "present"): "decoder_sequence_length + past_decoder_sequence_length",
+    }
+    for f, graph in ((DECODER, first), (DECODER_WITH_PAST, later)):
+        caches = [name for name in graph if name.startswith(("past_key_values.", "present."))]
+        assert caches
+        for name in caches:
+            side, _, attention, _ = name.split(".")
+            length = "encoder_sequence_length" if attention == "encoder" else lengths[(f, side)]
+            assert [graph[name][0], graph[name][2]] == ["batch_size", length], (f, name, graph[name])
+
+
 def _greedy_eager(model, inputs: dict[str, torch.Tensor]):
     # Every step runs, as in the loop above: no end of sequence (generate takes what a config it is
     # given leaves unset from the model's own, so it is unset there).
@@ -94,6 +125,7 @@ def test_encoder_decoder_generates_in_onnxruntime(arch, source, tmp_path):
     assert sorted(os.listdir(out)) == sorted(files)  # no genai_config.json: onnxruntime-genai cannot run it
     for f in (ENCODER, DECODER, DECODER_WITH_PAST):
         check(onnx.load(out / f))
+    _assert_optimum_dim_names(out)
     left = sorted(os.listdir(tmp_path))
     assert left == (["out"] if source == "memory" else ["checkpoint", "out"]), f"a temporary directory was left: {left}"
 

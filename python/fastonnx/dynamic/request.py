@@ -12,6 +12,10 @@ example size is 0 or 1 is traced dynamic too (_small_sizes; ``Attempt.make_stati
 be). Keys name the flattened tensor
 inputs (``input_names``, else torch.export's names: the argument's, nested parts joined with
 ``_``), a top-level argument that is one tensor, or an output.
+
+An ExportedProgram is traced already: ``dynamic_axes`` then names the axes that its trace made
+dynamic (``names_program``), nothing is traced again, and an axis named that the program has
+static is an error.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from typing import Any, cast
 
 import torch
 import torch.utils._pytree as pytree
-from torch.export import Dim
+from torch.export import Dim, ExportedProgram
+from torch.export.graph_signature import InputKind, TensorArgument
 
 from ..core.stack import in_package, warn
 from ..errors import ArgumentError, DynamicAxesWarning, TraceError
@@ -57,6 +62,10 @@ class Request:
     # and its shape.
     axes: list[dict[int, Any]] = field(default_factory=list)
     shapes_of_inputs: list[tuple[int, ...]] = field(default_factory=list)
+    # dynamic_axes of an ExportedProgram: names for the sizes its trace made dynamic. An output's
+    # axis names its size wherever the graph has it (an expression over the inputs' sizes too,
+    # such as a cache's past plus query length), and an axis named that is static is an error.
+    names_program: bool = False
 
     def ignored_keys(self, input_names: Sequence[str], output_names: Sequence[str]) -> dict[str, str]:
         """The dynamic_axes keys ignored, with why: those that name no tensor of the call, and the
@@ -283,11 +292,15 @@ def resolve(
         raise ArgumentError("give dynamic_shapes (torch.export's form) or dynamic_axes (torch.onnx's form), not both")
     if dynamic_shapes is None and dynamic_axes is None:
         return Request()
+    if isinstance(model, ExportedProgram):
+        if dynamic_shapes is not None:
+            raise ArgumentError(
+                "dynamic_shapes applies when tracing a module; an ExportedProgram already fixed which "
+                "dimensions are dynamic (give them names with dynamic_axes)"
+            )
+        return _from_program_axes(model, dynamic_axes, input_names)
     if not isinstance(model, torch.nn.Module):
-        raise ArgumentError(
-            "dynamic_shapes/dynamic_axes apply when tracing a module; an ExportedProgram already "
-            "fixed its dynamic dimensions"
-        )
+        raise ArgumentError("dynamic_shapes/dynamic_axes apply when tracing a module")
     try:
         combined = _combined(model, args, kwargs)
     except TypeError as e:
@@ -394,23 +407,55 @@ def _from_dynamic_axes(
         own = [s for leaf, s in zip(leaves, specs) if leaf.argument == arg]
         whole = any(own) or isinstance(value, (dict, list, tuple))
         shapes[arg] = pytree.tree_unflatten(own, pytree.tree_structure(value)) if whole else None
-    generated = {
-        n
-        for key, axes in dynamic_axes.items()
-        if not isinstance(axes, Mapping)
-        for n in _axis_names(key, axes).values()
-    }
     return Request(
         shapes,
         names,
         output_axes,
         [leaves[i].source for i in tensors],
         True,
-        generated,
+        _generated_names(dynamic_axes),
         ignored,
         per_tensor,
         [tuple(cast(torch.Tensor, leaves[i].value).shape) for i in tensors],
     )
+
+
+def _from_program_axes(program: ExportedProgram, dynamic_axes, input_names: Sequence[str] | None) -> Request:
+    """``dynamic_axes`` naming the dynamic axes of a traced program: keys are the names of its
+    tensor inputs (``input_names``, else its placeholders') or of its outputs."""
+    if not isinstance(dynamic_axes, Mapping):
+        raise ArgumentError(
+            f"dynamic_axes must be a dict such as {{'x': {{0: 'batch'}}}}, got {type(dynamic_axes).__name__}"
+        )
+    values = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"}
+    tensors = [
+        (spec.arg.name, values[spec.arg.name])
+        for spec in program.graph_signature.input_specs
+        if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)
+    ]
+    given = list(input_names or [])[: len(tensors)]
+    names = given + [name for name, _ in tensors[len(given) :]]
+    dim_names: DimNames = [{} for _ in tensors]
+    output_axes: dict[str, dict[int, str]] = {}
+    for key, axes in dynamic_axes.items():
+        if key not in names:
+            output_axes[key] = _axis_names(key, axes)
+            continue
+        i = names.index(key)
+        dim_names[i] = _axes(_axis_names(key, axes), tensors[i][1], f"dynamic_axes[{key!r}]")
+    return Request(
+        dim_names=dim_names, output_axes=output_axes, generated=_generated_names(dynamic_axes), names_program=True
+    )
+
+
+def _generated_names(dynamic_axes: Mapping) -> set[str]:
+    """The names made for axes given without one (``{"x": [0]}``)."""
+    return {
+        n
+        for key, axes in dynamic_axes.items()
+        if not isinstance(axes, Mapping)
+        for n in _axis_names(key, axes).values()
+    }
 
 
 def _tensor_input(
@@ -485,6 +530,18 @@ def warn_static(
         lines.append("dynamic_axes: axes torch found to be equal share one dimension name:")
         lines += [f"  - '{dropped}' ({where}) is '{kept}'" for kept, dropped, where in shared]
     warn(DynamicAxesWarning("\n".join(lines)))
+
+
+def refuse_static_in_program(static: list[StaticAxis]) -> None:
+    """The error for the axes an ExportedProgram's dynamic_axes names that its trace made static:
+    naming cannot make them dynamic, only tracing again can."""
+    lines = [f"  - {s.what} axis {s.axis} ('{s.name}'): traced as {s.size}" for s in static]
+    raise ArgumentError(
+        "dynamic_axes names axes that the ExportedProgram has static (torch.export fixed them when it traced "
+        "the program, so the graph takes only that size):\n" + "\n".join(lines) + "\ntrace the program again "
+        "with a torch.export.Dim for each (torch.export.export(..., dynamic_shapes=...)), or leave them out of "
+        "dynamic_axes"
+    )
 
 
 def why_static(shape_env, source: str, axis: int, size: int, fixed: dict) -> str:

@@ -7,17 +7,26 @@ transformers.js name it, its ``genai_config.json``, and the checkpoint's tokeniz
 The graph takes ``input_ids [batch_size, sequence_length]``, ``attention_mask [batch_size,
 total_sequence_length]``, ``position_ids [batch_size, sequence_length]`` (where the model's forward
 takes them) and ``past_key_values.N.key`` / ``.value [batch_size, kv_heads,
-past_sequence_length, head_size]``, and returns ``logits`` and ``present.N.key`` / ``.value``
-(the past and the new positions), the cache in the model's dtype. Batch, query length and past
-length are dynamic: a prompt, one token, or several at once (speculative decoding).
+past_sequence_length, head_size]``, and returns ``logits [batch_size, sequence_length,
+vocab_size]`` and ``present.N.key`` / ``.value [batch_size, kv_heads, total_sequence_length,
+head_size]`` (the past and the new positions), the cache in the model's dtype: the dimension
+names of onnxruntime-genai's builder. Batch, query length and past length are dynamic: a prompt,
+one token, or several at once (speculative decoding).
 
 The trace is transformers' own (``FastOnnxExporter.trace``: its export patches and cache
 pytrees) on a step with a past, so no size is 0 or 1 when torch.export sees it (it would make
-them static); every axis named above is a named ``torch.export.Dim``, so torch.export fails
-rather than fix one. The past is a plain ``DynamicCache`` whatever cache the model builds for
-itself: a sliding-window layer keeps all its past, and the model's sliding-window mask does
-what the cache's cropping would (the present grows by the query length on every layer, which is
-what genai's cache expects).
+them static); batch, query and past are named ``torch.export.Dim`` objects, so torch.export fails
+rather than fix one, and ``export``'s ``dynamic_axes`` names the program's axes in the file
+(an axis the program has static would be an error). Every layer's past has one Dim, but
+torch.export makes a symbol per input and unifies equal Dims only at the end, skipping a pair
+that a guard of the trace already implies (in a LLaMA, layer 0's value and layer 1's key, through
+the attention's shapes): those keep symbols of their own, which the file gives the one name
+``past_sequence_length``, as the runtime feeds one length. The mask's width is a size of its own
+in the trace (a Dim cannot be a sum of two); it and the presents' ``past + query`` are
+``total_sequence_length``, equal for every input the runtime feeds. The past is a plain
+``DynamicCache`` whatever cache the model builds for itself: a sliding-window layer keeps all its
+past, and the model's sliding-window mask does what the cache's cropping would (the present
+grows by the query length on every layer, which is what genai's cache expects).
 """
 
 from __future__ import annotations
@@ -35,12 +44,16 @@ from ..core.stack import warn
 from ..errors import ArgumentError, ExportError
 from ..pipeline.rewrites import Quantization
 from .genai_config import DecoderSignature, context_length, genai_config
-from .output_directory import cache_argument, check_checkpoint, check_dynamic, write_directory
+from .output_directory import cache_argument, check_checkpoint, write_directory
 
 FILENAME = "model.onnx"
 # The names onnxruntime-genai's builder, Optimum and transformers.js give the graph's values.
 PAST = "past_key_values.%d.{kind}"
 PRESENT = "present.%d.{kind}"
+# ... and the builder's names of their dynamic axes (total_sequence_length: the past and the query).
+BATCH, QUERY, PAST_LENGTH, TOTAL = "batch_size", "sequence_length", "past_sequence_length", "total_sequence_length"
+_TOKENS = {0: BATCH, 1: QUERY}
+_AXES = {"input_ids": _TOKENS, "attention_mask": {0: BATCH, 1: TOTAL}, "position_ids": _TOKENS, "logits": _TOKENS}
 # The example step traced: no size 0 or 1 (torch.export specializes those), the query length,
 # the past and the batch all different.
 _BATCH, _QUERY, _PAST = 2, 5, 3
@@ -152,9 +165,7 @@ def _example_step(model, layers, device):
     from transformers import DynamicCache
     from transformers.exporters.exporter_dynamo import get_auto_dynamic_shapes, register_cache_pytrees_for_model
 
-    batch = torch.export.Dim("batch_size")
-    query = torch.export.Dim("sequence_length")
-    past = torch.export.Dim("past_sequence_length")
+    batch, query, past = torch.export.Dim(BATCH), torch.export.Dim(QUERY), torch.export.Dim(PAST_LENGTH)
     total = _PAST + _QUERY
     inputs = {
         "input_ids": torch.zeros(_BATCH, _QUERY, dtype=torch.long, device=device),
@@ -200,6 +211,7 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     output_names = [_genai_name(name, PRESENT, "output") for name in traced.output_names]
     if "logits" not in output_names:
         raise ExportError(f"{type(model).__name__} returned {traced.output_names}: no logits")
+    axes = _dynamic_axes(len(layers))
     result = export(
         traced.program,
         (),
@@ -207,11 +219,13 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
         input_names=input_names,
         output_names=output_names,
         opset_version=opset_version,
+        # The program's dynamic axes (the Dims of _example_step) named as the runtime names them;
+        # one the trace made static would be an error.
+        dynamic_axes={name: axes[name] for name in input_names + output_names},
         external_data=True,
         **rewrites,
         **traced.export_kwargs,
     )
-    _check_dynamic(path, len(layers))
     key = layers[0][0]
     roles = {"input_ids": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids"}
     return DecoderSignature(
@@ -243,12 +257,14 @@ def _genai_name(name: str, template: str, side: str) -> str:
     raise ExportError(f"the decoder's {side} `{name}` is not one onnxruntime-genai feeds or reads")
 
 
-def _check_dynamic(path: str, num_layers: int) -> None:
-    axes = {"input_ids": (0, 1), "attention_mask": (0, 1), "position_ids": (0, 1), "logits": (0, 1)}
+def _dynamic_axes(num_layers: int) -> dict[str, dict[int, str]]:
+    """Every graph input's and output's dynamic axes, by name, and their names."""
+    axes = dict(_AXES)
     for i in range(num_layers):
         for kind in ("key", "value"):
-            axes[PAST.format(kind=kind) % i] = axes[PRESENT.format(kind=kind) % i] = (0, 2)
-    check_dynamic(path, axes)
+            axes[PAST.format(kind=kind) % i] = {0: BATCH, 2: PAST_LENGTH}
+            axes[PRESENT.format(kind=kind) % i] = {0: BATCH, 2: TOTAL}
+    return axes
 
 
 def _context_length(model) -> int:

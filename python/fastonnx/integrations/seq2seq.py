@@ -16,7 +16,12 @@ in one data file, and the checkpoint's tokenizer and configs::
   ``present.N.decoder.*`` (the cross-attention cache does not change: it is not returned).
 
 Every cache is ``[batch_size, heads, length, head_size]`` in the model's dtype; batch, the
-encoder's length, the decoder's query length and its past are dynamic.
+encoder's length, the decoder's query length and its past are dynamic, named as Optimum names
+them (the torch.export Dims of ``_example``): a cross-attention cache's length is
+``encoder_sequence_length``, a past self-attention one's ``past_decoder_sequence_length``, a
+present one's ``decoder_sequence_length`` on the first step and
+``decoder_sequence_length + past_decoder_sequence_length`` after (Optimum spells the sum the other
+way round); ``logits`` is ``[batch_size, decoder_sequence_length, vocab_size]``.
 
 Why two decoder graphs rather than Optimum's ``decoder_model_merged.onnx``: that one file takes
 ``use_cache_branch`` and, on the first step, past tensors of length 1 filled with zeros

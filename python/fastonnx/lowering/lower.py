@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sympy
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, TensorArgument
@@ -27,14 +26,14 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from .. import _C
 from ..converters.registry import GraphContext, Value, converter_for
 from ..core.dtypes import dtype_code
-from ..dynamic.request import StaticAxis
 from ..errors import ConversionError
 from ..weights.source import STREAM_DTYPE
 from .control_flow import LOWERINGS
 from .functions import ModuleScopes
 from .graph import PreparedGraph, source_line
 from .op_table import REQUIRED, Plan, Route, aten, live_nodes, plan_for, qualified_name, route
-from .outputs import set_outputs
+from .outputs import returned_values, set_outputs
+from .sizes import SizeNames
 from .values import RESHAPES, asked_shape_of, graph_meta, static_number, tensor_meta
 
 _IGNORED_TYPES = (torch.device, torch.layout, torch.memory_format)
@@ -76,11 +75,7 @@ class Lowering:
         self.unused_input_names: list[str] = []  # input_names past the inputs and the weights
         self.weight_count = 0
         self.shared: dict[tuple, object] = {}  # storage, layout -> initializer
-        self.symbol_names: dict[sympy.Symbol, sympy.Symbol] = {}  # torch's size symbols -> ONNX names
-        # Requested dynamic axes the trace fixed, and requested names of one size: for the warning.
-        self.static_axes: list[StaticAxis] = []
-        self.shared_names: list[tuple[str, str, str]] = []
-        self.ignored_axes: list[str] = []  # requested output axes that do not exist, for the warning
+        self.sizes = SizeNames()  # the names of the dynamic sizes, and the requests not done
         self.named_sizes: set[str] = set()  # the dynamic sizes dim_name has named
         self.may_be_one: set[str] = set()  # those of them whose range holds 1
         self.bodies: dict[torch.fx.GraphModule, PreparedGraph] = dict(bodies or {})
@@ -166,7 +161,7 @@ class Lowering:
         expr = size.node.expr
         if expr.is_number:
             return int(expr)
-        name = str(expr.xreplace(self.symbol_names))
+        name = self.sizes.name(expr)
         if name not in self.named_sizes:
             self.named_sizes.add(name)
             # torch traces ops that treat a size of 1 apart (squeeze) as if it were not 1, even
@@ -183,13 +178,18 @@ class Lowering:
         dim_names: Sequence[dict[int, str]] = (),
         export_params: bool = True,
         why_static=None,
+        output_names: Sequence[str] | None = None,
+        output_axes: dict[str, dict[int, str]] | None = None,
     ) -> None:
         """Graph inputs and initializers. A dynamic input dimension takes the name asked for in
         ``dim_names`` (per tensor input, by dimension), else ``<input>_dim_<i>``; a requested one
-        the trace fixed is listed in ``static_axes`` (``why_static(input index, axis, size)``
-        says why). Without ``export_params`` the weights are graph inputs named as in the state
-        dict, after the model's own inputs. Names of ``input_names`` past the tensor inputs name
-        the parameters, then the buffers; those left over are ``unused_input_names``."""
+        the trace fixed is listed in ``sizes.static_axes`` (``why_static(input index, axis,
+        size)`` says why). ``output_axes`` (an ExportedProgram's dynamic_axes of outputs, by the names
+        ``output_names`` gives them, see set_outputs) name the sizes of those outputs' axes,
+        before any value has a shape: wherever the graph has that size, an expression over the
+        inputs' sizes too. Without ``export_params`` the weights are graph inputs named as in the
+        state dict, after the model's own inputs. Names of ``input_names`` past the tensor inputs
+        name the parameters, then the buffers; those left over are ``unused_input_names``."""
         sig = self.ep.graph_signature
         env = self.model_frame.env
         placeholders = self.model_frame.prepared.placeholders
@@ -201,7 +201,13 @@ class Lowering:
         ]
         names = [user_names.pop(0) if user_names else node.name for _, node in inputs]
         requests = [dim_names[i] if i < len(dim_names) else {} for i in range(len(inputs))]
-        self._name_symbols([node.meta["val"].shape for _, node in inputs], names, requests, why_static)
+        output_axes = output_axes or {}
+        outputs = [
+            (name, value.meta.get("val") if isinstance(value, torch.fx.Node) else value, output_axes[name])
+            for value, _, name in returned_values(self, output_names, names)
+            if output_axes.get(name)
+        ]
+        self.sizes.name_requested([node.meta["val"].shape for _, node in inputs], names, requests, why_static, outputs)
         tensor_inputs = dict(zip((node for _, node in inputs), names))
         # Names past the inputs name the weights, parameters then buffers (TorchScript's order).
         weight_names = dict(zip([*sig.parameters, *sig.buffers], user_names))
@@ -228,27 +234,6 @@ class Lowering:
         for name, node in weights_as_inputs:
             meta = self.tensor_meta(node.meta["val"])
             env[node] = self.session.add_input(weight_names.get(name, name), meta[0], meta[1])
-
-    def _name_symbols(self, shapes: list, names: list[str], requests: list[dict[int, str]], why_static) -> None:
-        """Names the size symbols of the tensor inputs: the first name requested for a symbol
-        wins (a later, different one goes to ``shared_names``), then ``<input>_dim_<axis>`` of its
-        first dimension. A requested axis that is static goes to ``static_axes``."""
-        for i, (shape, name, requested) in enumerate(zip(shapes, names, requests)):
-            for axis, dim_name in requested.items():
-                expr = shape[axis].node.expr if isinstance(shape[axis], torch.SymInt) else None
-                if expr is None or expr.is_number:
-                    size = int(shape[axis])
-                    why = why_static(i, axis, size) if why_static is not None else ""
-                    self.static_axes.append(StaticAxis(f"input `{name}`", axis, dim_name, size, why))
-                elif expr.is_Symbol and expr not in self.symbol_names:
-                    self.symbol_names[expr] = sympy.Symbol(dim_name)
-                elif expr.is_Symbol and str(self.symbol_names[expr]) != dim_name:
-                    self.shared_names.append((str(self.symbol_names[expr]), dim_name, f"input `{name}` axis {axis}"))
-        for shape, name in zip(shapes, names):
-            for axis, size in enumerate(shape):
-                expr = size.node.expr if isinstance(size, torch.SymInt) else None
-                if expr is not None and expr.is_Symbol and expr not in self.symbol_names:
-                    self.symbol_names[expr] = sympy.Symbol(f"{name}_dim_{axis}")
 
     def _initializer(self, name: str, tensor: torch.Tensor):
         # A tensor two parameters share (tied embeddings) is one initializer, written once.

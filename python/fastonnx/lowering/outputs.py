@@ -16,7 +16,8 @@ from torch.export.graph_signature import OutputKind
 from .. import _C
 from ..core.dtypes import dtype_code
 from ..dynamic.request import StaticAxis
-from ..errors import ArgumentError, ConversionError
+from ..errors import ConversionError
+from .sizes import SizeNames
 
 aten = torch.ops.aten
 
@@ -28,8 +29,7 @@ class OutputsHost(Protocol):
     ep: ExportedProgram
     session: _C.Session
     input_names: list[str]
-    static_axes: list[StaticAxis]
-    ignored_axes: list[str]
+    sizes: SizeNames
 
     @property
     def model_frame(self) -> Any: ...  # the model graph's GraphFrame: its ``env`` and ``prepared``
@@ -71,14 +71,12 @@ class _Leaf:
     """Stands in for an output tensor while its place in the returned structure is read."""
 
 
-def set_outputs(
-    lowering: OutputsHost, output_names: Sequence[str] | None, output_axes: dict[str, dict[int, str]] | None = None
-) -> list[str]:
-    """Graph outputs, named by ``output_names`` in order, the rest by where they sit in what
-    ``forward`` returns (see ``output_paths``). A returned Python number is a 0-d tensor
-    (int64, the default float dtype or bool, as torch.onnx makes it); a returned None is
-    dropped, as torch.onnx drops it. ``output_axes`` (dynamic_axes of outputs, by name): an
-    axis that is one symbol is named as asked; one that is static goes to ``static_axes``."""
+def returned_values(
+    lowering: OutputsHost, output_names: Sequence[str] | None, input_names: Sequence[str]
+) -> list[tuple[Any, str, str]]:
+    """(FX value, path, graph output name) of each value ``forward`` returns, None left out:
+    named by ``output_names`` in order, the rest by where they sit in what ``forward`` returns
+    (see ``output_paths``), ``output_`` in front of a path that an input (``input_names``) has."""
     sig = lowering.ep.graph_signature
     user_names = list(output_names or [])
     values = [
@@ -88,14 +86,27 @@ def set_outputs(
     ]
     # (mutations of buffers and inputs, the other outputs, have no place in an ONNX graph)
     paths = output_paths(lowering.ep.call_spec.out_spec, len(values))
-    outputs, vals = [], []
+    returned = []
     for value, path in zip(values, paths):
         if value is None:
             continue
-        ref, val = _output_value(lowering, value, path)
         # A returned dict's key may be an input's name too (`state`): the output then is
         # `output_state`, and the input keeps its name.
-        name = user_names.pop(0) if user_names else (f"output_{path}" if path in lowering.input_names else path)
+        name = user_names.pop(0) if user_names else (f"output_{path}" if path in input_names else path)
+        returned.append((value, path, name))
+    return returned
+
+
+def set_outputs(
+    lowering: OutputsHost, output_names: Sequence[str] | None, output_axes: dict[str, dict[int, str]] | None = None
+) -> list[str]:
+    """Graph outputs, named as ``returned_values`` names them. A returned Python number is a 0-d
+    tensor (int64, the default float dtype or bool, as torch.onnx makes it); a returned None is
+    dropped, as torch.onnx drops it. ``output_axes`` (dynamic_axes of outputs, by name): an
+    axis that is one symbol is named as asked; one that is static goes to ``static_axes``."""
+    outputs, vals = [], []
+    for value, path, name in returned_values(lowering, output_names, lowering.input_names):
+        ref, val = _output_value(lowering, value, path)
         outputs.append((ref, name))
         vals.append(val)
     # Renaming dimensions is for a value that is one output's alone: an input's, a weight's or
@@ -155,15 +166,7 @@ def _name_output_dims(lowering: OutputsHost, ref, val, name: str, requested: dic
     """Checks the requested axes of an output; names the ones that are one symbol as asked
     (when ``own``: the value is this output's alone) and lists the static ones."""
     rank = val.dim() if isinstance(val, torch.Tensor) else 0
-    bad = [a for a in requested if isinstance(a, bool) or not isinstance(a, int)]
-    if bad:
-        raise ArgumentError(f"dynamic_axes[{name!r}]: dimension {bad[0]!r} is not an axis number")
-    # torch.onnx names the output's axes that exist and ignores the others
-    missing = [a for a in requested if not -rank <= a < rank]
-    lowering.ignored_axes += [
-        f"dynamic_axes[{name!r}] axis {a} is ignored: output `{name}` has rank {rank}" for a in missing
-    ]
-    requested = {a: n for a, n in requested.items() if a not in missing}
+    requested = lowering.sizes.output_axes(name, requested, rank)
     shape = list(val.shape)
     dims = lowering.tensor_meta(val)[1]
     renamed = False
@@ -171,7 +174,7 @@ def _name_output_dims(lowering: OutputsHost, ref, val, name: str, requested: dic
         axis %= rank
         expr = shape[axis].node.expr if isinstance(shape[axis], torch.SymInt) else None
         if expr is None or expr.is_number:
-            lowering.static_axes.append(
+            lowering.sizes.static_axes.append(
                 StaticAxis(
                     f"output `{name}`",
                     axis,

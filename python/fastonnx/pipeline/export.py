@@ -26,7 +26,7 @@ from ..core.progress import Progress
 from ..core.stack import warn
 from ..core.torch_logs import held_torch_logs
 from ..core.version import __version__
-from ..dynamic.request import Attempt, Request, StaticAxis, warn_static, why_static
+from ..dynamic.request import Attempt, Request, StaticAxis, refuse_static_in_program, warn_static, why_static
 from ..dynamic.request import resolve as resolve_dynamic
 from ..errors import (
     ArgumentError,
@@ -133,7 +133,11 @@ def export(
     one the model fixes stays static, listed with why in one ``DynamicAxesWarning``. An axis
     traced at size 0 or 1 is dynamic too unless the traced code depends on that size (README,
     "Sizes traced at 0 or 1"), in either form. Dynamic
-    dimensions keep their names in the ONNX inputs and outputs. A Python number ``forward``
+    dimensions keep their names in the ONNX inputs and outputs. An ExportedProgram is traced
+    already: ``dynamic_axes`` names the axes it has dynamic (an output's axis names that size
+    wherever the graph has it, an expression over the inputs' sizes too; axes given one name are
+    taken as one size), an axis it has static is an ``ArgumentError``, and ``dynamic_shapes`` is
+    refused. A Python number ``forward``
     returns is a 0-d output (int64, the default float dtype, bool); ``None`` is no output.
     ``export_params=False`` makes the weights graph inputs instead of initializers;
     ``keep_initializers_as_inputs`` lists the initializers among the inputs too (so a runtime may
@@ -436,15 +440,21 @@ class _Exporter:
         scopes = ModuleScopes(session, options.functions) if options.functions else None
         lowering = Lowering(ep, session, main, options.opset, bodies, scopes)
         t0 = time.perf_counter()
+        # An ExportedProgram's dynamic_axes name its outputs' sizes before anything is converted.
+        program_outputs = request.output_axes if request.names_program else None
         lowering.add_placeholders(
             options.input_names,
             attempt.dim_names,
             options.export_params,
             self._why_static(ep, attempt) if attempt.fixed is not None or isinstance(ep, JitProgram) else None,
+            options.output_names,
+            program_outputs,
         )
-        if isinstance(ep, JitProgram) and not request.relaxed and lowering.static_axes:
-            axis = lowering.static_axes[0]
+        if isinstance(ep, JitProgram) and not request.relaxed and lowering.sizes.static_axes:
+            axis = lowering.sizes.static_axes[0]
             raise TraceError(f"dynamic_shapes: {axis.what} axis {axis.axis} is fixed to {axis.size} {axis.why}")
+        if request.names_program and lowering.sizes.static_axes:
+            refuse_static_in_program(lowering.sizes.static_axes)
         input_names, inputs, weights = options.input_names, len(lowering.input_names), lowering.weight_count
         if input_names is not None and lowering.unused_input_names:
             raise ArgumentError(
@@ -454,11 +464,11 @@ class _Exporter:
             )
         with self.progress.stage("converting", total=len(main.live), unit="node") as bar:
             lowering.convert_nodes(bar.advance)
-        outputs = lowering.set_outputs(options.output_names, request.output_axes)
+        outputs = lowering.set_outputs(options.output_names, None if request.names_program else request.output_axes)
         tried.static_axes, tried.shared_names, tried.ignored_axes = (
-            lowering.static_axes,
-            lowering.shared_names,
-            lowering.ignored_axes,
+            lowering.sizes.static_axes,
+            lowering.sizes.shared_names,
+            lowering.sizes.ignored_axes,
         )
         output_names = options.output_names
         if output_names is not None and len(output_names) > len(outputs):
