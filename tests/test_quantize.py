@@ -251,6 +251,12 @@ def test_bad_quantize_arguments():
     for block_size in (48, 8, 512):  # not a power of two; below and above onnxruntime's kernels' range
         with pytest.raises(fastonnx.ArgumentError, match="block_size is one of 16, 32, 64, 128, 256"):
             fastonnx.Quantization(block_size=block_size)
+    with pytest.raises(fastonnx.ArgumentError, match="bits is 4 or 8, got 2"):
+        fastonnx.Quantization(bits=2)
+    with pytest.raises(fastonnx.ArgumentError, match="accuracy_level is 0 to 4, got 5"):
+        fastonnx.Quantization(accuracy_level=5)
+    with pytest.raises(fastonnx.ArgumentError, match=r"head_bits is None .*, 4 or 8, got 16"):
+        fastonnx.Quantization(head_bits=16)
     with pytest.raises(fastonnx.ArgumentError, match="optimize_for is None"):
         fastonnx.export(model, (x,), optimize_for="tensorrt")
     with pytest.raises(fastonnx.ArgumentError, match="export_modules_as_functions"):
@@ -310,6 +316,51 @@ def test_projections_of_one_input_are_packed(bias, tmp_path):
     with torch.no_grad():
         want = reference(x).numpy()
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+class FloatProjections(torch.nn.Module):
+    """Projections of one input in float, each kind of weight the writer computes: a Linear's
+    (transposed while written), one with a bias, and a [K, N] parameter read as it is. A Linear
+    applied twice stays its own: its weight is two transposed initializers of one parameter, which
+    the writer writes once (large enough not to be folded in memory)."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(64, 48, bias=False)
+        self.k = torch.nn.Linear(64, 16)
+        self.v = torch.nn.Parameter(torch.randn(64, 24))
+        self.twice = torch.nn.Linear(64, 80, bias=False)
+
+    def forward(self, x, y):
+        q, k, v = self.q(x), self.k(x), x @ self.v
+        return torch.cat([q, k, v, self.twice(x), self.twice(y)], -1)
+
+
+def test_float_projections_of_one_input_are_packed(tmp_path):
+    torch.manual_seed(0)
+    model = FloatProjections().eval()
+    path = tmp_path / "m.onnx"
+    result = fastonnx.export(
+        model,
+        (torch.randn(2, 3, 64), torch.randn(2, 3, 64)),
+        path,
+        input_names=["x", "y"],
+        dynamic_axes={"x": {0: "b", 1: "s"}, "y": {0: "b", 1: "s"}},
+        optimize_for="onnxruntime",
+    )
+    assert ("MatMul packed", 3) in result.native.rewrites["counts"]
+    graph = onnx.load(str(path)).graph
+    packed = [n for n in graph.node if n.op_type == "MatMul" and "packed" in n.input[1]]
+    assert len(packed) == 1 and [n.op_type for n in graph.node].count("MatMul") == 3
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    want = torch.cat([model.q.weight.T, model.k.weight.T, model.v], -1).detach().numpy()
+    np.testing.assert_array_equal(inits[packed[0].input[1]], want)
+    session = _session(path)
+    for b, s in ((1, 1), (4, 7)):
+        x, y = torch.randn(b, s, 64), torch.randn(b, s, 64)
+        (out,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+        with torch.no_grad():
+            np.testing.assert_allclose(out, model(x, y).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_a_head_with_a_bias_is_the_head(tmp_path):

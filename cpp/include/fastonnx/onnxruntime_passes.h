@@ -20,6 +20,10 @@ inline constexpr std::string_view kMicrosoftDomain = "com.microsoft";
 // SkipLayerNormalization (fuse_norms.cpp).
 void fuse_norms(Graph& g, int opset, RewriteReport& report);
 
+// GELU written out in elementwise ops (erf or the tanh approximation, in any order of its
+// factors) -> com.microsoft Gelu / FastGelu (fuse_gelu.cpp).
+void fuse_gelu(Graph& g, RewriteReport& report);
+
 // Attention (sdpa and eager, with grouped KV heads, causal and sliding-window masks, rotary
 // before it) -> GroupQueryAttention (fuse_attention.cpp).
 struct AttentionOptions {
@@ -47,7 +51,8 @@ struct QuantizeOptions {
 void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& report);
 
 // MatMulNBits nodes reading the same activations (Q, K and V; gate and up) as one over their
-// weights stacked along N, then a Split (pack_matmuls.cpp).
-void pack_quantized_matmuls(Graph& g, RewriteReport& report);
+// weights stacked along N, then a Split; the same for float MatMuls over constant weights
+// (pack_matmuls.cpp).
+void pack_matmuls(Graph& g, RewriteReport& report);
 
 }  // namespace fastonnx

@@ -80,6 +80,14 @@ std::shared_ptr<const TensorBytes> transposed_bytes(const void* data, std::share
 std::shared_ptr<const TensorBytes> stacked_bytes(std::vector<std::shared_ptr<const TensorBytes>> parts,
                                                  int element_size);
 
+// `size` bytes at `data` as they are, in elements of `element_size` bytes.
+std::shared_ptr<const TensorBytes> memory_bytes(const void* data, std::shared_ptr<const void> owner, size_t size,
+                                                int element_size);
+
+// `parts`, matrices of `rows` rows each, side by side: a matrix concatenated along its last axis
+// (the float weights of several MatMuls packed into one, pack_matmuls.cpp).
+std::shared_ptr<const TensorBytes> columns_bytes(std::vector<std::shared_ptr<const TensorBytes>> parts, int64_t rows);
+
 // `count` elements of type `from` at `data`, converted to `to` as ONNX's Cast does.
 std::shared_ptr<const TensorBytes> cast_bytes(const void* data, std::shared_ptr<const void> owner, size_t count,
                                               ScalarType from, ScalarType to);

@@ -367,12 +367,11 @@ PassStats Session::finish(const FinishOptions& options) {
     }
     if (options.fuse_for_onnxruntime) {
       fuse_norms(graph_, opset_, rewrites_);
+      fuse_gelu(graph_, rewrites_);
       fuse_attention(graph_, options.attention, rewrites_);
     }
-    if (options.quantize.bits != 0) {
-      quantize_weights(graph_, options.quantize, rewrites_);
-      pack_quantized_matmuls(graph_, rewrites_);
-    }
+    if (options.quantize.bits != 0) quantize_weights(graph_, options.quantize, rewrites_);
+    pack_matmuls(graph_, rewrites_);
     sort_nodes(graph_);
     remove_dead_nodes(graph_);
   }

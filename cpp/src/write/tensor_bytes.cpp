@@ -366,11 +366,119 @@ class Stacked final : public TensorBytes {
   size_t es_, size_ = 0;
 };
 
+// Bytes the model holds in memory as they are (a weight MatMul reads untransposed).
+class Memory final : public TensorBytes {
+ public:
+  Memory(const void* data, std::shared_ptr<const void> owner, size_t size, size_t element_size)
+      : data_(static_cast<const uint8_t*>(data)), owner_(std::move(owner)), size_(size), es_(element_size) {}
+
+  size_t size() const override { return size_; }
+  std::span<const uint8_t> source() const override { return {data_, size_}; }
+  size_t chunk_bytes(size_t target, size_t /*most*/) const override { return std::max(es_, target / es_ * es_); }
+  void fill(size_t begin, size_t end, uint8_t* out) const override { std::memcpy(out, data_ + begin, end - begin); }
+  std::optional<Borrowed> borrowed(ScalarType dtype) const override {
+    return Borrowed{data_, owner_, dtype, false, {}};
+  }
+
+  bool same_bytes(const TensorBytes& other) const override {
+    const auto* o = dynamic_cast<const Memory*>(&other);
+    return o != nullptr && o->data_ == data_ && o->size_ == size_;
+  }
+
+ private:
+  const uint8_t* data_;
+  std::shared_ptr<const void> owner_;
+  size_t size_, es_;
+};
+
+// Matrices of one row count side by side. A range of output rows is filled from the same rows
+// of every part, each computed into a buffer and scattered into the output rows: a part that is
+// a transposed weight is then still computed a band of rows at a time, never element by element.
+class Columns final : public TensorBytes {
+ public:
+  Columns(std::vector<std::shared_ptr<const TensorBytes>> parts, size_t rows) : parts_(std::move(parts)), rows_(rows) {
+    for (const auto& p : parts_) {
+      part_row_.push_back(p->size() / rows_);
+      row_ += part_row_.back();
+    }
+  }
+
+  size_t size() const override { return rows_ * row_; }
+  // The first part's (which keys where the bytes are placed, serializer.cpp); all of them in sources().
+  std::span<const uint8_t> source() const override { return parts_.front()->source(); }
+  std::vector<std::span<const uint8_t>> sources() const override {
+    std::vector<std::span<const uint8_t>> out;
+    for (const auto& p : parts_) {
+      for (const auto s : p->sources()) out.push_back(s);
+    }
+    return out;
+  }
+
+  bool same_bytes(const TensorBytes& other) const override {
+    const auto* o = dynamic_cast<const Columns*>(&other);
+    if (o == nullptr || o->rows_ != rows_ || o->parts_.size() != parts_.size()) return false;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      if (!parts_[i]->same_bytes(*o->parts_[i])) return false;
+    }
+    return true;
+  }
+
+  // Whole output rows: as many as every part computes efficiently in its share of the range.
+  size_t chunk_bytes(size_t target, size_t most) const override {
+    size_t rows = rows_;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const size_t pr = part_row_[i];
+      const size_t part = parts_[i]->chunk_bytes(std::max(pr, target / row_ * pr), std::max(pr, most / row_ * pr));
+      rows = std::min(rows, std::max<size_t>(1, part / pr));
+    }
+    return rows * row_;
+  }
+
+  void fill(size_t begin, size_t end, uint8_t* out) const override {
+    if (begin >= end) return;
+    const size_t r0 = begin / row_, r1 = (end + row_ - 1) / row_;
+    if (begin % row_ == 0 && end % row_ == 0) {
+      fill_rows(r0, r1, out);
+      return;
+    }
+    thread_local AlignedBytes rows;  // a range that starts or ends inside a row: its whole rows
+    rows.reserve((r1 - r0) * row_);
+    fill_rows(r0, r1, rows.data());
+    std::memcpy(out, rows.data() + (begin - r0 * row_), end - begin);
+  }
+
+ private:
+  void fill_rows(size_t r0, size_t r1, uint8_t* out) const {
+    thread_local AlignedBytes part;
+    size_t column = 0;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const size_t pr = part_row_[i];
+      part.reserve((r1 - r0) * pr);
+      parts_[i]->fill(r0 * pr, r1 * pr, part.data());
+      for (size_t r = 0; r < r1 - r0; ++r) std::memcpy(out + r * row_ + column, part.data() + r * pr, pr);
+      column += pr;
+    }
+  }
+
+  std::vector<std::shared_ptr<const TensorBytes>> parts_;
+  std::vector<size_t> part_row_;  // bytes of a row of each part
+  size_t rows_, row_ = 0;
+};
+
 }  // namespace
 
 std::shared_ptr<const TensorBytes> stacked_bytes(std::vector<std::shared_ptr<const TensorBytes>> parts,
                                                  int element_size) {
   return std::make_shared<Stacked>(std::move(parts), static_cast<size_t>(element_size));
+}
+
+std::shared_ptr<const TensorBytes> memory_bytes(const void* data, std::shared_ptr<const void> owner, size_t size,
+                                                int element_size) {
+  return std::make_shared<Memory>(data, std::move(owner), size, static_cast<size_t>(element_size));
+}
+
+std::shared_ptr<const TensorBytes> columns_bytes(std::vector<std::shared_ptr<const TensorBytes>> parts, int64_t rows) {
+  return std::make_shared<Columns>(std::move(parts), static_cast<size_t>(rows));
 }
 
 std::shared_ptr<const TensorBytes> cast_computed_bytes(std::shared_ptr<const TensorBytes> source, ScalarType from,
