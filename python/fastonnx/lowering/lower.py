@@ -83,6 +83,9 @@ class Lowering:
         self.ignored_axes: list[str] = []  # requested output axes that do not exist, for the warning
         self.named_sizes: set[str] = set()  # the dynamic sizes dim_name has named
         self.may_be_one: set[str] = set()  # those of them whose range holds 1
+        # dim_name's answers by expression: a graph full of symbolic shapes asks for the same
+        # expressions at every node, and renaming and printing a large one costs more than a node.
+        self.dim_names: dict[sympy.Expr, str] = {}
         self.bodies: dict[torch.fx.GraphModule, PreparedGraph] = dict(bodies or {})
 
     def body(self, module: torch.fx.GraphModule) -> PreparedGraph:
@@ -166,7 +169,10 @@ class Lowering:
         expr = size.node.expr
         if expr.is_number:
             return int(expr)
-        name = str(expr.xreplace(self.symbol_names))
+        name = self.dim_names.get(expr)
+        if name is not None:
+            return name
+        name = self.dim_names[expr] = str(expr.xreplace(self.symbol_names))
         if name not in self.named_sizes:
             self.named_sizes.add(name)
             # torch traces ops that treat a size of 1 apart (squeeze) as if it were not 1, even
@@ -249,6 +255,7 @@ class Lowering:
                 expr = size.node.expr if isinstance(size, torch.SymInt) else None
                 if expr is not None and expr.is_Symbol and expr not in self.symbol_names:
                     self.symbol_names[expr] = sympy.Symbol(f"{name}_dim_{axis}")
+        self.dim_names.clear()  # (names given before these symbols had theirs)
 
     def _initializer(self, name: str, tensor: torch.Tensor):
         # A tensor two parameters share (tied embeddings) is one initializer, written once.
