@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import linecache
+import logging
 import os
 import sys
+import threading
 import traceback
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -62,10 +64,25 @@ class DependsOnSmallSize(ConversionError):
 @dataclass
 class Tests:
     """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made, and the
-    guards made in scripted code (``_dynamic.in_scripted_code``)."""
+    guards made in scripted code (``_dynamic.in_scripted_code``). With ``stop_early``, the trace
+    stops at the first guard ``judge`` will find unsound (``SmallSizeTested``)."""
 
     where: dict[sympy.Basic, str] = field(default_factory=dict)
     scripted: set[sympy.Basic] = field(default_factory=set)
+    stop_early: bool = False
+
+
+class SmallSizeTested(Exception):
+    """Stops a trace under ``dynamic_small_sizes`` at a guard that the sizes traced at 0 or 1 it
+    reads do not allow to vary, whatever the domains of the other sizes: ``judge`` would find
+    those sizes unsound after the whole trace, which they are traced static again for anyway.
+    ``unsound`` and ``scripted`` as in ``Verdict``."""
+
+    def __init__(self, shape_env: ShapeEnv, unsound: dict[sympy.Symbol, str], scripted: frozenset[sympy.Symbol]):
+        super().__init__(f"the traced code depends on the sizes {', '.join(map(str, unsound))} being 0 or 1")
+        self.shape_env = shape_env
+        self.unsound = unsound
+        self.scripted = scripted
 
 
 @contextlib.contextmanager
@@ -93,11 +110,23 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
             tests.where[expr] = _where(frame)
             if in_scripted_code(frame):
                 tests.scripted.add(expr)
-        return guard(self, expr)
+        result = guard(self, expr)
+        if tests is not None and tests.stop_early:
+            small = _small_sizes_tested(self, expr)
+            if small:
+                why = {s: _because(int(self.backed_var_to_val[s]), tests.where.get(expr, "")) for s in small}
+                stopping.set()
+                raise SmallSizeTested(self, why, frozenset(small) if expr in tests.scripted else frozenset())
+        return result
 
+    # torch logs a warning for the exception stopping the trace early ("failed during
+    # evaluate_expr"): no failure, not shown.
+    stopping = threading.Event()
+    quiet = _WhileStopping(stopping)
     ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
     symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
     ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]
+    symbolic_shapes.log.addFilter(quiet)
     try:
         with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]  # (a config module)
             yield
@@ -105,6 +134,18 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
         ShapeEnv.create_symbol = create  # type: ignore[method-assign]  # the methods as they were
         symbolic_shapes.make_symbol = make
         ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]
+        symbolic_shapes.log.removeFilter(quiet)
+
+
+class _WhileStopping(logging.Filter):
+    """Drops the records logged once ``stopping`` is set."""
+
+    def __init__(self, stopping: threading.Event):
+        super().__init__()
+        self.stopping = stopping
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.stopping.is_set()
 
 
 def _model_frame(frame) -> traceback.FrameSummary | None:
@@ -206,6 +247,21 @@ def _numbers_read(
             used = frozenset(x for s in symbols for x in getattr(shape_env.simplify(s), "free_symbols", ()))
         read.append((expr, used, line))
     return read
+
+
+def _small_sizes_tested(shape_env: ShapeEnv, made) -> list[sympy.Symbol]:
+    """The sizes traced at 0 or 1 that a guard just made (its replacements done) does not let
+    vary over the narrowest domains ``judge`` can give (2 and up for the sizes traced at 2 or
+    more): range analysis over wider domains cannot find it constant either. Empty for a guard
+    on other symbols (numbers read from data, whose ranges may narrow later)."""
+    g = shape_env.simplify(made)
+    hints = shape_env.backed_var_to_val
+    symbols = getattr(g, "free_symbols", set())
+    small = [s for s in symbols if s in hints and hints[s] < 2]
+    if not small or any(not symbol_is_type(s, SymT.SIZE) or s not in hints for s in symbols):
+        return []
+    ranges = {s: ValueRanges(0 if hints[s] == 0 else 1 if hints[s] == 1 else 2, int_oo) for s in symbols}
+    return [] if _constant(g, ranges) else small
 
 
 def _constant(expr, ranges: Mapping) -> bool:

@@ -16,7 +16,15 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
 from ...dynamic.request import Attempt, user_frame
-from ...dynamic.small_sizes import Tests, domains_of, dynamic_small_sizes, judge, retracing, settle
+from ...dynamic.small_sizes import (
+    SmallSizeTested,
+    Tests,
+    domains_of,
+    dynamic_small_sizes,
+    judge,
+    retracing,
+    settle,
+)
 from ...errors import TraceError
 from .rnn import lstm_final_states_fixed, rnns_as_loops
 
@@ -53,16 +61,30 @@ def trace_requested(
     if isinstance(model, ExportedProgram):
         return model
     fixed = attempt.fixed
+    # A trace stops at the first guard that makes a size traced at 0 or 1 static (see
+    # SmallSizeTested): it is traced again static, without tracing the rest of the model first.
+    stop_early = True
     while True:
         if fixed:  # (what a trace before recorded names symbols of its own)
             fixed.clear()
         small = attempt.small_axes() if dynamic_small else []
         if not small:
             return trace(model, args, kwargs, attempt.shapes, training, fixed)
-        tests = Tests()
+        tests = Tests(stop_early=stop_early)
         try:
             ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests)
         except TraceError as e:
+            stopped = innermost(e)
+            if isinstance(stopped, SmallSizeTested):  # what judge() would say after the whole trace
+                symbols = {
+                    a: s for a in small if (s := _size_symbol(stopped.shape_env, attempt, *a)) in stopped.unsound
+                }
+                for (i, axis), symbol in symbols.items():
+                    attempt.make_static(i, axis, stopped.unsound[symbol])
+                    if symbol in stopped.scripted:
+                        attempt.scripted.add((i, axis))
+                stop_early = bool(symbols)  # (else none requested: the whole trace decides)
+                continue
             # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
             # where the request is strict, as before)
             if fixed:
@@ -86,6 +108,12 @@ def trace_requested(
             attempt.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
             if symbols[(i, axis)] in verdict.scripted:
                 attempt.scripted.add((i, axis))
+
+
+def _size_symbol(shape_env: ShapeEnv, attempt: Attempt, i: int, axis: int):
+    """The symbol of tensor input ``i``'s size at ``axis`` in a trace's ShapeEnv, or None."""
+    wanted = f"{attempt.request.sources[i]}.size()[{axis}]"
+    return next((s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)), None)
 
 
 def ep_shape_env(ep: ExportedProgram) -> ShapeEnv | None:
