@@ -532,3 +532,33 @@ def test_a_decomposition_that_depends_on_a_size_of_one_makes_the_axis_static():
             "fastonnx_test.first_row_if_one.default (FX node `first_row_if_one`) tests a dynamic size (Eq(") in message
     assert _dims(result.model_proto.graph.input[0]) == [1, 3]
     _assert_runs_like_eager(result, model, [torch.randn(1, 3)])
+
+
+def test_a_size_of_one_the_first_layer_fixes_is_not_traced_through_the_rest_first():
+    """The trace with the batch of one dynamic stops at the guard that fixes it: only the static
+    trace runs the layers after it (a model full of symbolic shapes would be traced twice)."""
+
+    class Later(torch.nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            Later.calls += 1
+            return x.relu()
+
+    class FixesOne(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.later = Later()
+
+        def forward(self, x):
+            y = x * 2 if x.size(0) == 1 else x + 1
+            return self.later(y)
+
+    model = FixesOne().eval()
+    result, warned = _export(model, (torch.randn(1, 3),), dynamic_axes={"x": {0: "batch"}})
+    assert Later.calls == 1
+    (message,) = [str(w.message) for w in warned]
+    assert "input `x` axis 0 ('batch'): fixed to 1 (the traced code depends on the size being 1, at " in message
+    assert "y = x * 2 if x.size(0) == 1 else x + 1" in message
+    assert [_dims(i) for i in result.model_proto.graph.input] == [[1, 3]]
+    _run_and_compare(result, model, (torch.randn(1, 3),))
