@@ -61,17 +61,6 @@ class DependsOnSmallSize(ConversionError):
     that size (see ``retracing``)."""
 
 
-@dataclass
-class Tests:
-    """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made, and the
-    guards made in scripted code (``_dynamic.in_scripted_code``). With ``stop_early``, the trace
-    stops at the first guard ``judge`` will find unsound (``SmallSizeTested``)."""
-
-    where: dict[sympy.Basic, str] = field(default_factory=dict)
-    scripted: set[sympy.Basic] = field(default_factory=set)
-    stop_early: bool = False
-
-
 class SmallSizeTested(Exception):
     """Stops a trace under ``dynamic_small_sizes`` at a guard that the sizes traced at 0 or 1 it
     reads do not allow to vary, whatever the domains of the other sizes: ``judge`` would find
@@ -85,12 +74,25 @@ class SmallSizeTested(Exception):
         self.scripted = scripted
 
 
+@dataclass
+class Tests:
+    """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made, and the
+    guards made in scripted code (``_dynamic.in_scripted_code``). With ``stop_early``, the trace
+    stops at the size test after the first guard ``judge`` will find unsound (``SmallSizeTested``)."""
+
+    where: dict[sympy.Basic, str] = field(default_factory=dict)
+    scripted: set[sympy.Basic] = field(default_factory=set)
+    stop_early: bool = False
+    stopped: SmallSizeTested | None = None
+
+
 @contextlib.contextmanager
 def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
     """Sizes of 0 and 1 of the dynamic dimensions become symbols (torch's
     ``backed_size_oblivious``), a size of 0 a nonnegative one; ``tests`` records where each guard
     was made. Changes torch's ShapeEnv for the duration (one export runs at a time)."""
     create, make, guard = ShapeEnv.create_symbol, symbolic_shapes.make_symbol, ShapeEnv._maybe_guard_rel
+    evaluate = ShapeEnv.evaluate_expr
 
     def create_symbol(self, val, *args, **kwargs):
         token = _MAKING_ZERO.set(type(val) is int and val == 0)
@@ -104,6 +106,12 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
             assumptions = {**assumptions, "positive": None, "nonnegative": True}
         return make(prefix, idx, **assumptions)
 
+    def evaluate_expr(self, *args, **kwargs):
+        if tests is not None and tests.stopped is not None:
+            stopping.set()
+            raise tests.stopped
+        return evaluate(self, *args, **kwargs)
+
     def maybe_guard_rel(self, expr):
         if tests is not None and expr not in tests.where:
             frame = _model_frame(sys._getframe(1))
@@ -114,9 +122,10 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
         if tests is not None and tests.stop_early:
             small = _small_sizes_tested(self, expr)
             if small:
+                # Raised at the next size test: a guard the example fails (torch._check) is followed
+                # by torch's own error, which says better why the size cannot vary.
                 why = {s: _because(int(self.backed_var_to_val[s]), tests.where.get(expr, "")) for s in small}
-                stopping.set()
-                raise SmallSizeTested(self, why, frozenset(small) if expr in tests.scripted else frozenset())
+                tests.stopped = SmallSizeTested(self, why, frozenset(small) if expr in tests.scripted else frozenset())
         return result
 
     # torch logs a warning for the exception stopping the trace early ("failed during
@@ -126,6 +135,7 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
     ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
     symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
     ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]
+    ShapeEnv.evaluate_expr = evaluate_expr  # type: ignore[method-assign]
     symbolic_shapes.log.addFilter(quiet)
     try:
         with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]  # (a config module)
@@ -134,6 +144,7 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
         ShapeEnv.create_symbol = create  # type: ignore[method-assign]  # the methods as they were
         symbolic_shapes.make_symbol = make
         ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]
+        ShapeEnv.evaluate_expr = evaluate  # type: ignore[method-assign]
         symbolic_shapes.log.removeFilter(quiet)
 
 
