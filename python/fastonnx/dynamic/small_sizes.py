@@ -267,7 +267,7 @@ def _small_sizes_tested(shape_env: ShapeEnv, made) -> list[sympy.Symbol]:
     on other symbols (numbers read from data, whose ranges may narrow later)."""
     g = shape_env.simplify(made)
     hints = shape_env.backed_var_to_val
-    symbols = getattr(g, "free_symbols", set())
+    symbols: set[sympy.Symbol] = getattr(g, "free_symbols", set())
     small = [s for s in symbols if s in hints and hints[s] < 2]
     if not small or any(not symbol_is_type(s, SymT.SIZE) or s not in hints for s in symbols):
         return []
