@@ -75,7 +75,7 @@ def _child(name: str, method: str, out: str) -> None:
         checks = _check(model, path, shape, others)
     except Exception as e:  # noqa: BLE001 - reported beside the times, which stand
         checks = [{"shape": list(shape), "ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}]
-    print(json.dumps({"total": total, "phases": result.timings, "checks": checks}))
+    print(json.dumps({"total": total, "phases": result.timings, "checks": checks, "fastonnx": fastonnx.__file__}))
 
 
 def _check(model, path: str, shape: tuple, others: list[tuple]) -> list[dict]:
@@ -100,12 +100,20 @@ def _check(model, path: str, shape: tuple, others: list[tuple]) -> list[dict]:
 
 
 def _run(name: str, method: str, timeout: float) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE.parent / "python"), *sys.path])}
+    # The caller's PYTHONPATH first: the fastonnx measured is the one it names (another checkout's
+    # package, to measure before a change), else this checkout's.
+    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = [str(HERE.parent), *given, str(HERE.parent / "python"), *sys.path]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     with tempfile.TemporaryDirectory() as out:
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "benchmarks.dynamic", "--child", name, method, out],
-                capture_output=True, text=True, env=env, cwd=HERE.parent, timeout=timeout,
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=HERE.parent,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired:
             return {"error": f"did not finish in {timeout:.0f} s"}
