@@ -563,3 +563,20 @@ def test_a_size_of_one_the_first_layer_fixes_is_not_traced_through_the_rest_firs
     assert "y = x * 2 if x.size(0) == 1 else x + 1" in message
     assert [_dims(i) for i in result.model_proto.graph.input] == [[1, "cols"]]
     _run_and_compare(result, model, (torch.randn(1, 5),))
+
+
+def test_a_test_of_two_sizes_of_one_that_torch_later_finds_equal_keeps_them_dynamic():
+    """`x.size(0) <= y.size(0)` varies with the two batches of one, but `x + y` then makes them
+    one size, for which it always holds: the trace is not stopped at the test (the whole trace
+    decides, as without stopping early), and the two stay dynamic, sharing a name."""
+
+    class LessThenAdd(torch.nn.Module):
+        def forward(self, x, y):
+            z = x * 2 if x.size(0) <= y.size(0) else x * 3
+            return z + y
+
+    model = LessThenAdd()
+    result, warned = _export(model, (torch.randn(1, 3), torch.randn(1, 3)), dynamic_axes={"x": {0: "a"}, "y": {0: "b"}})
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["a", 3], ["a", 3]]
+    assert not any("fixed to 1" in str(w.message) for w in warned)
+    _run_and_compare(result, model, (torch.randn(4, 3), torch.randn(4, 3)))

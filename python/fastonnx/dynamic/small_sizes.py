@@ -29,7 +29,6 @@ import linecache
 import logging
 import os
 import sys
-import threading
 import traceback
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -78,12 +77,14 @@ class SmallSizeTested(Exception):
 class Tests:
     """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made, and the
     guards made in scripted code (``_dynamic.in_scripted_code``). With ``stop_early``, the trace
-    stops at the size test after the first guard ``judge`` will find unsound (``SmallSizeTested``)."""
+    stops at the size test after the first guard ``judge`` will find unsound (``SmallSizeTested``;
+    ``raised`` once it was raised: a trace that ends anyway went around it somewhere)."""
 
     where: dict[sympy.Basic, str] = field(default_factory=dict)
     scripted: set[sympy.Basic] = field(default_factory=set)
     stop_early: bool = False
     stopped: SmallSizeTested | None = None
+    raised: bool = False
 
 
 @contextlib.contextmanager
@@ -108,7 +109,7 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
 
     def evaluate_expr(self, *args, **kwargs):
         if tests is not None and tests.stopped is not None:
-            stopping.set()
+            tests.raised = True
             raise tests.stopped
         return evaluate(self, *args, **kwargs)
 
@@ -130,8 +131,7 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
 
     # torch logs a warning for the exception stopping the trace early ("failed during
     # evaluate_expr"): no failure, not shown.
-    stopping = threading.Event()
-    quiet = _WhileStopping(stopping)
+    quiet = _WhileStopping(tests)
     ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
     symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
     ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]
@@ -149,14 +149,14 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
 
 
 class _WhileStopping(logging.Filter):
-    """Drops the records logged once ``stopping`` is set."""
+    """Drops the records logged once the trace recording ``tests`` is stopped."""
 
-    def __init__(self, stopping: threading.Event):
+    def __init__(self, tests: Tests | None):
         super().__init__()
-        self.stopping = stopping
+        self.tests = tests
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not self.stopping.is_set()
+        return self.tests is None or not self.tests.raised
 
 
 def _model_frame(frame) -> traceback.FrameSummary | None:
@@ -264,14 +264,24 @@ def _small_sizes_tested(shape_env: ShapeEnv, made) -> list[sympy.Symbol]:
     """The sizes traced at 0 or 1 that a guard just made (its replacements done) does not let
     vary over the narrowest domains ``judge`` can give (2 and up for the sizes traced at 2 or
     more): range analysis over wider domains cannot find it constant either. Empty for a guard
-    on other symbols (numbers read from data, whose ranges may narrow later)."""
+    on other symbols (numbers read from data, whose ranges may narrow later).
+
+    ``judge`` reads the guard in the symbols that stand for its sizes at the end of the trace: a
+    later Eq between two sizes (``x + y``) replaces one by the other, and ``x.size(0) <=
+    y.size(0)`` then holds for every size. Such a replacement joins symbols of equal examples, so
+    the guard is read with those joined already: what it still does not let vary, judge would
+    not either."""
     g = shape_env.simplify(made)
     hints = shape_env.backed_var_to_val
     symbols: set[sympy.Symbol] = getattr(g, "free_symbols", set())
     small = [s for s in symbols if s in hints and hints[s] < 2]
     if not small or any(not symbol_is_type(s, SymT.SIZE) or s not in hints for s in symbols):
         return []
-    ranges = {s: ValueRanges(0 if hints[s] == 0 else 1 if hints[s] == 1 else 2, int_oo) for s in symbols}
+    joined: dict[int, sympy.Symbol] = {}
+    for s in sorted(symbols, key=str):
+        joined.setdefault(int(hints[s]), s)
+    g = g.xreplace({s: joined[int(hints[s])] for s in symbols})
+    ranges = {s: ValueRanges(min(h, 2), int_oo) for h, s in joined.items()}
     return [] if _constant(g, ranges) else small
 
 

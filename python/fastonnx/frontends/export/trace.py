@@ -74,28 +74,28 @@ def trace_requested(
         try:
             ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests)
         except TraceError as e:
-            stopped = innermost(e)
-            if isinstance(stopped, SmallSizeTested):  # what judge() would say after the whole trace
-                symbols = {
-                    a: s for a in small if (s := _size_symbol(stopped.shape_env, attempt, *a)) in stopped.unsound
-                }
-                for (i, axis), symbol in symbols.items():
-                    attempt.make_static(i, axis, stopped.unsound[symbol])
-                    if symbol in stopped.scripted:
-                        attempt.scripted.add((i, axis))
-                stop_early = bool(symbols)  # (else none requested: the whole trace decides)
-                continue
-            # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
-            # where the request is strict, as before)
-            if fixed:
-                fixed.clear()
-            ep = trace(model, args, kwargs, attempt.shapes, training, fixed)
-            lines = str(e).split(": ", 1)[-1].splitlines()
-            where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
-            why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
-            for i, axis in small:
-                attempt.make_static(i, axis, why)
-            return ep
+            if not isinstance(innermost(e), SmallSizeTested):
+                # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
+                # where the request is strict, as before)
+                if fixed:
+                    fixed.clear()
+                ep = trace(model, args, kwargs, attempt.shapes, training, fixed)
+                lines = str(e).split(": ", 1)[-1].splitlines()
+                where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
+                why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
+                for i, axis in small:
+                    attempt.make_static(i, axis, why)
+                return ep
+        # Stopped: what judge() would say after the whole trace. (Also when torch code caught the
+        # stop and traced on: that program is not the model's.)
+        if tests.raised and (stopped := tests.stopped) is not None:
+            symbols = {a: s for a in small if (s := _size_symbol(stopped.shape_env, attempt, *a)) in stopped.unsound}
+            for (i, axis), symbol in symbols.items():
+                attempt.make_static(i, axis, stopped.unsound[symbol])
+                if symbol in stopped.scripted:
+                    attempt.scripted.add((i, axis))
+            stop_early = bool(symbols)  # (else none requested: the whole trace decides)
+            continue
         shape_env = ep_shape_env(ep)
         assert shape_env is not None  # (the program has a dynamic input)
         verdict = judge(shape_env, tests)
