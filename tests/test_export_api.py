@@ -173,6 +173,22 @@ def test_inplace_on_aliased_tensor_is_functionalized():
     export_and_compare(Aliased(), (torch.randn(2, 3),))
 
 
+def test_inplace_on_a_split_of_a_tensor_is_seen_by_the_tensor():
+    """The pieces split, unbind and chunk return (operator.getitem of the op's list) are views of
+    the tensor: a write to one is read through the tensor after it."""
+
+    class Pieces(torch.nn.Module):
+        def forward(self, x):
+            buf = x * 1
+            a, _ = buf.split(2)
+            a.add_(1)
+            rows = buf.unbind(0)
+            rows[3].mul_(3)
+            return buf + 0
+
+    export_and_compare(Pieces(), (torch.randn(4, 3),))
+
+
 def test_tensor_written_through_views_is_functionalized_alone(monkeypatch):
     """A mask the model builds by writing slices of a tensor it made (swin's shifted windows),
     with every size dynamic: only those nodes are traced again, not the whole program, and the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import re
 import sys
 import traceback
@@ -280,6 +281,9 @@ def _stale_reads(graph: torch.fx.Graph) -> list[list[torch.fx.Node]]:
             src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
             if src is not None:
                 r = root.get(src, src)
+        elif n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node):
+            # one of the views a split, unbind or chunk returns (not an output of another op)
+            r = r if root.get(n.args[0], n.args[0]) is n.args[0] else root[n.args[0]]
         root[n] = r
         members.setdefault(r, []).append(n)
     stale: dict[torch.fx.Node, list[torch.fx.Node]] = {}
