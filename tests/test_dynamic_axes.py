@@ -581,3 +581,51 @@ def test_a_decomposition_that_depends_on_a_size_of_one_makes_the_axis_static():
             "fastonnx_test.first_row_if_one.default (FX node `first_row_if_one`) tests a dynamic size (Eq(") in message
     assert _dims(result.model_proto.graph.input[0]) == [1, 3]
     _assert_runs_like_eager(result, model, [torch.randn(1, 3)])
+
+
+def test_a_size_of_one_the_first_layer_fixes_is_not_traced_through_the_rest_first():
+    """The trace with the batch of one dynamic stops at the guard that fixes it: only the static
+    trace runs the layers after it (a model full of symbolic shapes would be traced twice)."""
+
+    class Later(torch.nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            Later.calls += 1
+            return x.relu()
+
+    class FixesOne(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.later = Later()
+
+        def forward(self, x):
+            y = x * 2 if x.size(0) == 1 else x + 1
+            y = y.cos() if y.size(1) > 2 else y  # (the next size test: where the trace stops)
+            return self.later(y)
+
+    model = FixesOne().eval()
+    result, warned = _export(model, (torch.randn(1, 3),), dynamic_axes={"x": {0: "batch", 1: "cols"}})
+    assert Later.calls == 1
+    (message,) = [str(w.message) for w in warned]
+    assert "input `x` axis 0 ('batch'): fixed to 1 (the traced code depends on the size being 1, at " in message
+    assert "y = x * 2 if x.size(0) == 1 else x + 1" in message
+    assert [_dims(i) for i in result.model_proto.graph.input] == [[1, "cols"]]
+    _run_and_compare(result, model, (torch.randn(1, 5),))
+
+
+def test_a_test_of_two_sizes_of_one_that_torch_later_finds_equal_keeps_them_dynamic():
+    """`x.size(0) <= y.size(0)` varies with the two batches of one, but `x + y` then makes them
+    one size, for which it always holds: the trace is not stopped at the test (the whole trace
+    decides, as without stopping early), and the two stay dynamic, sharing a name."""
+
+    class LessThenAdd(torch.nn.Module):
+        def forward(self, x, y):
+            z = x * 2 if x.size(0) <= y.size(0) else x * 3
+            return z + y
+
+    model = LessThenAdd()
+    result, warned = _export(model, (torch.randn(1, 3), torch.randn(1, 3)), dynamic_axes={"x": {0: "a"}, "y": {0: "b"}})
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["a", 3], ["a", 3]]
+    assert not any("fixed to 1" in str(w.message) for w in warned)
+    _run_and_compare(result, model, (torch.randn(4, 3), torch.randn(4, 3)))

@@ -16,7 +16,7 @@ import fastonnx
 from fastonnx.core.version import supported_torch
 from fastonnx.lowering import lower as _lower
 from fastonnx.lowering import op_table as _op_table
-from support import Lambda, TwoInTwoOut, check, export_and_compare, run_ort, two_in_two_out_args
+from support import Lambda, TwoInTwoOut, assert_matches, check, export_and_compare, run_ort, two_in_two_out_args
 
 
 def test_writes_file_and_result(tmp_path):
@@ -171,6 +171,50 @@ def test_inplace_on_aliased_tensor_is_functionalized():
             return z, y
 
     export_and_compare(Aliased(), (torch.randn(2, 3),))
+
+
+def test_inplace_on_a_split_of_a_tensor_is_seen_by_the_tensor():
+    """The pieces split, unbind and chunk return (operator.getitem of the op's list) are views of
+    the tensor: a write to one is read through the tensor after it."""
+
+    class Pieces(torch.nn.Module):
+        def forward(self, x):
+            buf = x * 1
+            a, _ = buf.split(2)
+            a.add_(1)
+            rows = buf.unbind(0)
+            rows[3].mul_(3)
+            return buf + 0
+
+    export_and_compare(Pieces(), (torch.randn(4, 3),))
+
+
+def test_tensor_written_through_views_is_functionalized_alone(monkeypatch):
+    """A mask the model builds by writing slices of a tensor it made (swin's shifted windows),
+    with every size dynamic: only those nodes are traced again, not the whole program, and the
+    model matches eager at other sizes too."""
+
+    class Mask(torch.nn.Module):
+        def forward(self, x):
+            y = x.sin()
+            mask = x.new_zeros(x.shape[-2:])
+            flat = mask.view(-1)  # a view of it taken before the writes, read after
+            count = 0
+            for h in ((0, -2), (-2, None)):
+                for w in ((0, -3), (-3, None)):
+                    mask[h[0] : h[1], w[0] : w[1]] = count
+                    count += 1
+            mask[:, 0] += 1
+            return y + mask, flat.sum() * y.cos()
+
+    def no_whole_program_retrace(*args, **kwargs):
+        raise AssertionError("functionalized the whole program")
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", no_whole_program_retrace)
+    dims = torch.export.Dim.AUTO
+    proto = export_and_compare(Mask(), (torch.randn(2, 5, 7),), dynamic_shapes=({0: dims, 1: dims, 2: dims},))
+    for shape in ((3, 4, 9), (1, 6, 4)):
+        assert_matches(proto, Mask(), (torch.randn(shape),), rtol=1e-3, atol=1e-4)
 
 
 def test_opset_rules_pick_by_target():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import linecache
+import logging
 import os
 import sys
 import traceback
@@ -59,13 +60,31 @@ class DependsOnSmallSize(ConversionError):
     that size (see ``retracing``)."""
 
 
+class SmallSizeTested(Exception):
+    """Stops a trace under ``dynamic_small_sizes`` at a guard that the sizes traced at 0 or 1 it
+    reads do not allow to vary, whatever the domains of the other sizes: ``judge`` would find
+    those sizes unsound after the whole trace, which they are traced static again for anyway.
+    ``unsound`` and ``scripted`` as in ``Verdict``."""
+
+    def __init__(self, shape_env: ShapeEnv, unsound: dict[sympy.Symbol, str], scripted: frozenset[sympy.Symbol]):
+        super().__init__(f"the traced code depends on the sizes {', '.join(map(str, unsound))} being 0 or 1")
+        self.shape_env = shape_env
+        self.unsound = unsound
+        self.scripted = scripted
+
+
 @dataclass
 class Tests:
     """What tracing under ``dynamic_small_sizes`` recorded: per guard, where it was made, and the
-    guards made in scripted code (``_dynamic.in_scripted_code``)."""
+    guards made in scripted code (``_dynamic.in_scripted_code``). With ``stop_early``, the trace
+    stops at the size test after the first guard ``judge`` will find unsound (``SmallSizeTested``;
+    ``raised`` once it was raised: a trace that ends anyway went around it somewhere)."""
 
     where: dict[sympy.Basic, str] = field(default_factory=dict)
     scripted: set[sympy.Basic] = field(default_factory=set)
+    stop_early: bool = False
+    stopped: SmallSizeTested | None = None
+    raised: bool = False
 
 
 @contextlib.contextmanager
@@ -74,6 +93,7 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
     ``backed_size_oblivious``), a size of 0 a nonnegative one; ``tests`` records where each guard
     was made. Changes torch's ShapeEnv for the duration (one export runs at a time)."""
     create, make, guard = ShapeEnv.create_symbol, symbolic_shapes.make_symbol, ShapeEnv._maybe_guard_rel
+    evaluate = ShapeEnv.evaluate_expr
 
     def create_symbol(self, val, *args, **kwargs):
         token = _MAKING_ZERO.set(type(val) is int and val == 0)
@@ -87,17 +107,36 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
             assumptions = {**assumptions, "positive": None, "nonnegative": True}
         return make(prefix, idx, **assumptions)
 
+    def evaluate_expr(self, *args, **kwargs):
+        if tests is not None and tests.stopped is not None:
+            tests.raised = True
+            raise tests.stopped
+        return evaluate(self, *args, **kwargs)
+
     def maybe_guard_rel(self, expr):
         if tests is not None and expr not in tests.where:
             frame = _model_frame(sys._getframe(1))
             tests.where[expr] = _where(frame)
             if in_scripted_code(frame):
                 tests.scripted.add(expr)
-        return guard(self, expr)
+        result = guard(self, expr)
+        if tests is not None and tests.stop_early:
+            small = _small_sizes_tested(self, expr)
+            if small:
+                # Raised at the next size test: a guard the example fails (torch._check) is followed
+                # by torch's own error, which says better why the size cannot vary.
+                why = {s: _because(int(self.backed_var_to_val[s]), tests.where.get(expr, "")) for s in small}
+                tests.stopped = SmallSizeTested(self, why, frozenset(small) if expr in tests.scripted else frozenset())
+        return result
 
+    # torch logs a warning for the exception stopping the trace early ("failed during
+    # evaluate_expr"): no failure, not shown.
+    quiet = _WhileStopping(tests)
     ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
     symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
     ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]
+    ShapeEnv.evaluate_expr = evaluate_expr  # type: ignore[method-assign]
+    symbolic_shapes.log.addFilter(quiet)
     try:
         with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]  # (a config module)
             yield
@@ -105,6 +144,19 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
         ShapeEnv.create_symbol = create  # type: ignore[method-assign]  # the methods as they were
         symbolic_shapes.make_symbol = make
         ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]
+        ShapeEnv.evaluate_expr = evaluate  # type: ignore[method-assign]
+        symbolic_shapes.log.removeFilter(quiet)
+
+
+class _WhileStopping(logging.Filter):
+    """Drops the records logged once the trace recording ``tests`` is stopped."""
+
+    def __init__(self, tests: Tests | None):
+        super().__init__()
+        self.tests = tests
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.tests is None or not self.tests.raised
 
 
 def _model_frame(frame) -> traceback.FrameSummary | None:
@@ -206,6 +258,31 @@ def _numbers_read(
             used = frozenset(x for s in symbols for x in getattr(shape_env.simplify(s), "free_symbols", ()))
         read.append((expr, used, line))
     return read
+
+
+def _small_sizes_tested(shape_env: ShapeEnv, made) -> list[sympy.Symbol]:
+    """The sizes traced at 0 or 1 that a guard just made (its replacements done) does not let
+    vary over the narrowest domains ``judge`` can give (2 and up for the sizes traced at 2 or
+    more): range analysis over wider domains cannot find it constant either. Empty for a guard
+    on other symbols (numbers read from data, whose ranges may narrow later).
+
+    ``judge`` reads the guard in the symbols that stand for its sizes at the end of the trace: a
+    later Eq between two sizes (``x + y``) replaces one by the other, and ``x.size(0) <=
+    y.size(0)`` then holds for every size. Such a replacement joins symbols of equal examples, so
+    the guard is read with those joined already: what it still does not let vary, judge would
+    not either."""
+    g = shape_env.simplify(made)
+    hints = shape_env.backed_var_to_val
+    symbols: set[sympy.Symbol] = getattr(g, "free_symbols", set())
+    small = [s for s in symbols if s in hints and hints[s] < 2]
+    if not small or any(not symbol_is_type(s, SymT.SIZE) or s not in hints for s in symbols):
+        return []
+    joined: dict[int, sympy.Symbol] = {}
+    for s in sorted(symbols, key=str):
+        joined.setdefault(int(hints[s]), s)
+    g = g.xreplace({s: joined[int(hints[s])] for s in symbols})
+    ranges = {s: ValueRanges(min(h, 2), int_oo) for h, s in joined.items()}
+    return [] if _constant(g, ranges) else small
 
 
 def _constant(expr, ranges: Mapping) -> bool:

@@ -27,11 +27,17 @@ class SizeNames:
     static_axes: list[StaticAxis] = field(default_factory=list)  # requested dynamic axes the trace fixed
     shared_names: list[tuple[str, str, str]] = field(default_factory=list)  # (kept, dropped, where) of one size
     ignored_axes: list[str] = field(default_factory=list)  # requested output axes that do not exist
+    # name()'s answers by torch's expression: a graph full of symbolic shapes asks for the same
+    # expressions at every node, and renaming and printing a large one costs more than a node.
+    answers: dict[sympy.Expr, str] = field(default_factory=dict)
 
     def name(self, expr: sympy.Expr) -> str:
         """The ONNX name of the symbolic size ``expr`` (torch's expression)."""
-        renamed = expr.xreplace(self.symbols)
-        return self.expressions.get(renamed, str(renamed))
+        answer = self.answers.get(expr)
+        if answer is None:
+            renamed = expr.xreplace(self.symbols)
+            answer = self.answers[expr] = self.expressions.get(renamed, str(renamed))
+        return answer
 
     def name_requested(
         self,
@@ -78,6 +84,7 @@ class SizeNames:
             kept = self.expressions.setdefault(expr.xreplace(self.symbols), dim_name)
             if kept != dim_name:
                 self.shared_names.append((kept, dim_name, where))
+        self.answers.clear()  # (names given before these symbols had theirs)
 
     def _name_symbol(self, symbol: sympy.Symbol, dim_name: str, where: str) -> None:
         """``symbol`` called ``dim_name``, unless a name was asked for it before (a different

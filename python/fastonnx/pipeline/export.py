@@ -43,6 +43,7 @@ from ..frontends.choice import STRATEGIES, Call, Capture, check_tracer
 from ..frontends.export.trace import (
     describe_failure,
     ep_shape_env,
+    functional_graph,
     functionalize,
     program_needs_functionalization,
     traced_in_mode,
@@ -414,17 +415,20 @@ class _Exporter:
             check_weights_have_data(ep)
 
         t0 = time.perf_counter()
+        graph = None  # the program's graph, or a copy with its mutated tensors functional
         with self.progress.phase("functionalizing"):
             if isinstance(ep, JitProgram):
                 ep = functionalized(ep)
             elif program_needs_functionalization(ep):
-                ep = functionalize(ep)
+                graph = functional_graph(ep)
+                if graph is None:
+                    ep = functionalize(ep)
         timings["functionalize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         decomposed = tried.decomposed
         with self.progress.phase("decomposing"):
-            main = self._prepare(ep.graph, ep.graph_module, decomposed)
+            main = self._prepare(graph if graph is not None else ep.graph, ep.graph_module, decomposed)
             # The functions of control-flow ops (cond branches, loop bodies), prepared the same way.
             bodies = collect_bodies(main, lambda module: self._prepare(module.graph, module, decomposed))
         timings["decompose"] = time.perf_counter() - t0

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import re
 import sys
 import traceback
 
 import torch
+from torch._subclasses.functional_tensor import dispatch_functionalize
 from torch.export import ExportedProgram
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
 from ...dynamic.request import Attempt, user_frame
-from ...dynamic.small_sizes import Tests, domains_of, dynamic_small_sizes, judge, retracing, settle
+from ...dynamic.small_sizes import (
+    SmallSizeTested,
+    Tests,
+    domains_of,
+    dynamic_small_sizes,
+    judge,
+    retracing,
+    settle,
+)
 from ...errors import TraceError
 from .rnn import lstm_final_states_fixed, rnns_as_loops
 
@@ -51,27 +62,41 @@ def trace_requested(
     if isinstance(model, ExportedProgram):
         return model
     fixed = attempt.fixed
+    # A trace stops at the first guard that makes a size traced at 0 or 1 static (see
+    # SmallSizeTested): it is traced again static, without tracing the rest of the model first.
+    stop_early = True
     while True:
         if fixed:  # (what a trace before recorded names symbols of its own)
             fixed.clear()
         small = attempt.small_axes() if dynamic_small else []
         if not small:
             return trace(model, args, kwargs, attempt.shapes, training, fixed)
-        tests = Tests()
+        tests = Tests(stop_early=stop_early)
         try:
             ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests)
         except TraceError as e:
-            # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
-            # where the request is strict, as before)
-            if fixed:
-                fixed.clear()
-            ep = trace(model, args, kwargs, attempt.shapes, training, fixed)
-            lines = str(e).split(": ", 1)[-1].splitlines()
-            where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
-            why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
-            for i, axis in small:
-                attempt.make_static(i, axis, why)
-            return ep
+            if not isinstance(innermost(e), SmallSizeTested):
+                # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
+                # where the request is strict, as before)
+                if fixed:
+                    fixed.clear()
+                ep = trace(model, args, kwargs, attempt.shapes, training, fixed)
+                lines = str(e).split(": ", 1)[-1].splitlines()
+                where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
+                why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
+                for i, axis in small:
+                    attempt.make_static(i, axis, why)
+                return ep
+        # Stopped: what judge() would say after the whole trace. (Also when torch code caught the
+        # stop and traced on: that program is not the model's.)
+        if tests.raised and (stopped := tests.stopped) is not None:
+            symbols = {a: s for a in small if (s := _size_symbol(stopped.shape_env, attempt, *a)) in stopped.unsound}
+            for (i, axis), symbol in symbols.items():
+                attempt.make_static(i, axis, stopped.unsound[symbol])
+                if symbol in stopped.scripted:
+                    attempt.scripted.add((i, axis))
+            stop_early = bool(symbols)  # (else none requested: the whole trace decides)
+            continue
         shape_env = ep_shape_env(ep)
         assert shape_env is not None  # (the program has a dynamic input)
         verdict = judge(shape_env, tests)
@@ -84,6 +109,12 @@ def trace_requested(
             attempt.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
             if symbols[(i, axis)] in verdict.scripted:
                 attempt.scripted.add((i, axis))
+
+
+def _size_symbol(shape_env: ShapeEnv, attempt: Attempt, i: int, axis: int):
+    """The symbol of tensor input ``i``'s size at ``axis`` in a trace's ShapeEnv, or None."""
+    wanted = f"{attempt.request.sources[i]}.size()[{axis}]"
+    return next((s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)), None)
 
 
 def ep_shape_env(ep: ExportedProgram) -> ShapeEnv | None:
@@ -237,9 +268,10 @@ def _returns_alias(schema: torch.FunctionSchema) -> bool:
     return bool(schema.returns) and schema.returns[0].alias_info is not None
 
 
-def needs_functionalization(graph: torch.fx.Graph) -> bool:
-    """In-place ops are converted as their functional twins, which is exact unless something
-    reads the mutated tensor (or a view of it) after the mutation through another name."""
+def _stale_reads(graph: torch.fx.Graph) -> list[list[torch.fx.Node]]:
+    """The alias classes (a tensor and its views, in graph order) of ``graph`` with a mutation
+    that something reads after it through another name: where converting in-place ops as their
+    functional twins is not exact."""
     order = {n: i for i, n in enumerate(graph.nodes)}
     root: dict[torch.fx.Node, torch.fx.Node] = {}
     members: dict[torch.fx.Node, list[torch.fx.Node]] = {}
@@ -249,20 +281,29 @@ def needs_functionalization(graph: torch.fx.Graph) -> bool:
             src = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
             if src is not None:
                 r = root.get(src, src)
+        elif n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node):
+            # one of the views a split, unbind or chunk returns (not an output of another op)
+            r = r if root.get(n.args[0], n.args[0]) is n.args[0] else root[n.args[0]]
         root[n] = r
         members.setdefault(r, []).append(n)
+    stale: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for n in graph.nodes:
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
         mutated = _mutated_arg(n, n.target._schema)
-        if mutated is None:
+        if mutated is None or root[mutated] in stale:
             continue
         for alias in members[root[mutated]]:
-            if order[alias] >= order[n]:
-                continue
-            if any(order[u] > order[n] for u in alias.users if u is not n):
-                return True
-    return False
+            if order[alias] < order[n] and any(order[u] > order[n] for u in alias.users if u is not n):
+                stale[root[mutated]] = members[root[mutated]]
+                break
+    return list(stale.values())
+
+
+def needs_functionalization(graph: torch.fx.Graph) -> bool:
+    """In-place ops are converted as their functional twins, which is exact unless something
+    reads the mutated tensor (or a view of it) after the mutation through another name."""
+    return bool(_stale_reads(graph))
 
 
 def program_needs_functionalization(ep: ExportedProgram) -> bool:
@@ -271,6 +312,107 @@ def program_needs_functionalization(ep: ExportedProgram) -> bool:
     return any(
         needs_functionalization(m.graph) for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)
     )
+
+
+def functional_graph(ep: ExportedProgram) -> torch.fx.Graph | None:
+    """A copy of the program's graph in which each tensor that is mutated and read after through
+    another name (made by the graph, not an input or a weight) is computed functionally: its
+    nodes, from the one making it to the last mutation or view of it, traced again through
+    functionalization on their recorded fake values, and spliced in place of them. Only those
+    nodes are traced, where ``functionalize`` traces the whole program again (which costs as much
+    as the export on a graph full of symbolic shapes). None when some mutation is not of that kind
+    (of an input, a weight, in a control-flow function), or tracing it again fails: then
+    ``functionalize`` decides."""
+    functions = [m for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
+    if any(needs_functionalization(m.graph) for m in functions if m is not ep.graph_module):
+        return None
+    graph = torch.fx.Graph(owning_module=ep.graph_module)
+    graph.output(graph.graph_copy(ep.graph, {}))
+    shape_env = ep_shape_env(ep)
+    fake_mode = next(
+        (v.fake_mode for n in graph.nodes if n.op == "placeholder" and hasattr(v := n.meta.get("val"), "fake_mode")),
+        None,
+    )
+    if fake_mode is None:
+        return None
+    for members in _stale_reads(graph):
+        try:
+            functional = _functionalized_region(graph, members, fake_mode, shape_env)
+        except Exception:  # noqa: BLE001 - whatever fails here, the whole program's retrace decides
+            return None
+        if not functional:
+            return None
+    graph.lint()
+    return graph
+
+
+_WHERE_MADE = ("stack_trace", "nn_module_stack", "source_fn_stack")
+
+
+def _functionalized_region(graph: torch.fx.Graph, members: list[torch.fx.Node], fake_mode, shape_env) -> bool:
+    """Replaces, in ``graph``, a mutated tensor's nodes (``members``: it, its views, the
+    mutations returning it) and the other mutations of them by their functional trace; False
+    when that is not exact here: the tensor is an input or a constant, or something outside reads
+    one of them before the last of them (it would see the value at that point, not the last)."""
+    if members[0].op != "call_function":
+        return False
+    inside = set(members)
+    for n in graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            mutated = _mutated_arg(n, n.target._schema)
+            if mutated is not None and mutated in inside:
+                inside.add(n)
+    nodes = [n for n in graph.nodes if n in inside]
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    last = order[nodes[-1]]
+    read = [n for n in nodes if any(u not in inside for u in n.users)]
+    for n in read:
+        if any(u not in inside and (order[u] < last or u.op == "output") for u in n.users):
+            return False
+    inputs: list[torch.fx.Node] = []
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a not in inside and a not in inputs:
+                inputs.append(a)
+
+    def replay(*values):
+        env = dict(zip(inputs, values))
+        for n in nodes:
+            args, kwargs = torch.fx.map_arg((n.args, n.kwargs), lambda a: env[a])
+            env[n] = n.target(*args, **kwargs)
+        return [env[n] for n in read]
+
+    before = set(shape_env.replacements) if shape_env is not None else set()
+    with fake_mode, retracing(shape_env, "functionalizing the mutated tensors"):
+        sub = make_fx(dispatch_functionalize(replay), tracing_mode="real")(*(a.meta["val"] for a in inputs))
+    if shape_env is not None and set(shape_env.replacements) - before:
+        return False  # (it fixed a size: the whole program's retrace says so, or fixes it as torch does)
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    env.update(zip(placeholders, inputs))
+    # (where the tensor was made: for error messages, reports and module scopes)
+    inherited = {k: nodes[0].meta[k] for k in _WHERE_MADE if k in nodes[0].meta}
+    outputs: list = []
+    anchor = nodes[-1]  # (every input of the nodes is before it, every reader outside after it)
+    for n in sub.graph.nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            outputs = list(torch.fx.map_arg(n.args[0], lambda a: env[a]))
+            continue
+        if n.op != "call_function":
+            raise NotImplementedError(f"a {n.op} node in the functional trace")
+        with graph.inserting_after(anchor):
+            copy = graph.node_copy(n, lambda a: env[a])
+        copy.meta.update(inherited)
+        env[n] = anchor = copy
+    for n, value in zip(read, outputs):
+        for user in list(n.users):
+            if user not in inside:
+                user.replace_input_with(n, value)
+    for n in reversed(nodes):
+        graph.erase_node(n)
+    return True
 
 
 def functionalize(ep: ExportedProgram) -> ExportedProgram:
