@@ -23,8 +23,18 @@ from pathlib import Path
 
 import torch
 
+from .children import child_env
 from .methods import (
-    DYNAMO, DYNAMO_NOOPT, FASTONNX, FASTONNX_DEVNULL, FASTONNX_JIT, FLOOR, JIT_TRACE, METHODS, OTHER_TORCH_EXPORT_BASED, TORCH_EXPORT,
+    DYNAMO,
+    DYNAMO_NOOPT,
+    FASTONNX,
+    FASTONNX_DEVNULL,
+    FASTONNX_JIT,
+    FLOOR,
+    JIT_TRACE,
+    METHODS,
+    OTHER_TORCH_EXPORT_BASED,
+    TORCH_EXPORT,
     TORCHSCRIPT,
 )
 from .models import LLAMA_LAYERS, MODELS
@@ -38,7 +48,7 @@ DEVNULL_MODELS = set(LLAMA_LAYERS)
 
 
 def run_worker(model: str, method: str, runs: int, tmp: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE.parent / "python"), *sys.path])}
+    env = child_env()
     proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", model, method, str(runs), tmp],
                           capture_output=True, text=True, env=env, cwd=HERE.parent)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -107,7 +117,7 @@ class Report:
         return next((r["weights"] for r in self.results.get(model, {}).values() if "weights" in r), 0) or 1
 
     def markdown(self) -> str:
-        out = [f"# fastonnx export benchmarks\n",
+        out = ["# fastonnx export benchmarks\n",
                f"Run {datetime.date.today().isoformat()} on {machine()}.",
                f"Each time is the median of {self.runs} calls after one warm-up call, each exporter in a process of its",
                "own (peak RSS is that process's, model construction included). *floor* = `torch.export.export` + writing",

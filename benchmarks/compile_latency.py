@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .children import child_env
 
 HERE = Path(__file__).resolve().parent
 BACKENDS = ("eager", "fastonnx", "inductor")
@@ -57,8 +58,7 @@ def _child(name: str, backend: str) -> None:
 
 def _measure(name: str, backend: str) -> dict:
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache,
-               "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE.parent / "python"), *sys.path])}
+        env = child_env(TORCHINDUCTOR_CACHE_DIR=cache)
         proc = subprocess.run([sys.executable, "-m", "benchmarks.compile_latency", "--child", name, backend],
                               capture_output=True, text=True, env=env, cwd=HERE.parent)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]

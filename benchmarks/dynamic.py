@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .children import child_env
+
 HERE = Path(__file__).resolve().parent
 METHODS = ("torch.export", "fastonnx")
 TARGET = 1.15
@@ -100,11 +102,7 @@ def _check(model, path: str, shape: tuple, others: list[tuple]) -> list[dict]:
 
 
 def _run(name: str, method: str, timeout: float) -> dict:
-    # The caller's PYTHONPATH first: the fastonnx measured is the one it names (another checkout's
-    # package, to measure before a change), else this checkout's.
-    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    path = [str(HERE.parent), *given, str(HERE.parent / "python"), *sys.path]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    env = child_env()
     with tempfile.TemporaryDirectory() as out:
         try:
             proc = subprocess.run(
