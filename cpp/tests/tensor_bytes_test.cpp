@@ -26,7 +26,7 @@ std::vector<uint8_t> filled(const TensorBytes& t, size_t chunk) {
 }
 
 TEST(ColumnsBytes, SideBySideFromTransposedAndMemoryParts) {
-  constexpr size_t kRows = 37;  // K; the parts' widths N differ
+  constexpr size_t kRows = 37;                                                  // K; the parts' widths N differ
   const auto a = std::make_shared<std::vector<float>>(iota(5 * kRows, 0));      // [5, K], transposed: [K, 5]
   const auto b = std::make_shared<std::vector<float>>(iota(kRows * 3, 1000));   // [K, 3] as it is
   const auto c = std::make_shared<std::vector<float>>(iota(17 * kRows, 5000));  // [17, K], transposed: [K, 17]

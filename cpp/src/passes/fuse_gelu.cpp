@@ -163,7 +163,6 @@ class GeluFuser {
     } else if (!product_of(arg, Value{}, 0, {kInverseSqrt2}, inner, &x) || !x.valid()) {
       return;
     }
-    if (readers_.count(g_.outputs(act)[0]) != 1) return;
     const NodeId plus_one = add_of(g_.outputs(act)[0], 1.0);
     if (plus_one == kNoNode) return;
     // 0.5 * x * (1 + act(...)): the first Mul up from the Add whose product is exactly that (a

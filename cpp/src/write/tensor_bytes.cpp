@@ -310,6 +310,25 @@ class CastComputed final : public TensorBytes {
   ScalarType from_, to_;
 };
 
+// The borrowed bytes of a tensor computed from `parts` (Stacked, Columns): all of theirs.
+std::vector<std::span<const uint8_t>> sources_of(const std::vector<std::shared_ptr<const TensorBytes>>& parts) {
+  std::vector<std::span<const uint8_t>> out;
+  for (const auto& p : parts) {
+    for (const auto s : p->sources()) out.push_back(s);
+  }
+  return out;
+}
+
+// Whether two tensors computed from parts the same way compute the same bytes: part by part.
+bool same_parts(const std::vector<std::shared_ptr<const TensorBytes>>& a,
+                const std::vector<std::shared_ptr<const TensorBytes>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i]->same_bytes(*b[i])) return false;
+  }
+  return true;
+}
+
 // Parts one after the other; each range is filled from the parts it spans.
 class Stacked final : public TensorBytes {
  public:
@@ -326,21 +345,11 @@ class Stacked final : public TensorBytes {
   size_t size() const override { return size_; }
   // The first part's (which keys where the bytes are placed, serializer.cpp); all of them in sources().
   std::span<const uint8_t> source() const override { return parts_.front()->source(); }
-  std::vector<std::span<const uint8_t>> sources() const override {
-    std::vector<std::span<const uint8_t>> out;
-    for (const auto& p : parts_) {
-      for (const auto s : p->sources()) out.push_back(s);
-    }
-    return out;
-  }
+  std::vector<std::span<const uint8_t>> sources() const override { return sources_of(parts_); }
 
   bool same_bytes(const TensorBytes& other) const override {
     const auto* o = dynamic_cast<const Stacked*>(&other);
-    if (o == nullptr || o->parts_.size() != parts_.size()) return false;
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      if (!parts_[i]->same_bytes(*o->parts_[i])) return false;
-    }
-    return true;
+    return o != nullptr && same_parts(parts_, o->parts_);
   }
 
   size_t chunk_bytes(size_t target, size_t most) const override {
@@ -406,21 +415,11 @@ class Columns final : public TensorBytes {
   size_t size() const override { return rows_ * row_; }
   // The first part's (which keys where the bytes are placed, serializer.cpp); all of them in sources().
   std::span<const uint8_t> source() const override { return parts_.front()->source(); }
-  std::vector<std::span<const uint8_t>> sources() const override {
-    std::vector<std::span<const uint8_t>> out;
-    for (const auto& p : parts_) {
-      for (const auto s : p->sources()) out.push_back(s);
-    }
-    return out;
-  }
+  std::vector<std::span<const uint8_t>> sources() const override { return sources_of(parts_); }
 
   bool same_bytes(const TensorBytes& other) const override {
     const auto* o = dynamic_cast<const Columns*>(&other);
-    if (o == nullptr || o->rows_ != rows_ || o->parts_.size() != parts_.size()) return false;
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      if (!parts_[i]->same_bytes(*o->parts_[i])) return false;
-    }
-    return true;
+    return o != nullptr && o->rows_ == rows_ && same_parts(parts_, o->parts_);
   }
 
   // Whole output rows: as many as every part computes efficiently in its share of the range.
