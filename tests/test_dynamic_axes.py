@@ -601,7 +601,7 @@ def test_a_size_of_one_the_first_layer_fixes_is_not_traced_through_the_rest_firs
 
         def forward(self, x):
             y = x * 2 if x.size(0) == 1 else x + 1
-            y = y.cos() if y.size(1) > 2 else y  # (the next size test: where the trace stops)
+            y = y.cos() if y.size(1) > 1 else y  # (the next size test, where the trace stops; true at every size)
             return self.later(y)
 
     model = FixesOne().eval()
@@ -629,3 +629,47 @@ def test_a_test_of_two_sizes_of_one_that_torch_later_finds_equal_keeps_them_dyna
     assert [_dims(i) for i in result.model_proto.graph.input] == [["a", 3], ["a", 3]]
     assert not any("fixed to 1" in str(w.message) for w in warned)
     _run_and_compare(result, model, (torch.randn(4, 3), torch.randn(4, 3)))
+
+
+class SizeTests(torch.nn.Module):
+    """A branch on a size's parity and one on its range in the model's own code, and a reshape
+    whose -1 makes torch itself guard the sizes (`Mod(numel, 2) == 0`)."""
+
+    def forward(self, x):
+        y = x * 2 if x.size(1) % 2 == 0 else x * 3
+        y = y.cos() if x.size(2) > 4 else y.sin()
+        return y.reshape(x.size(0), -1, 2).sum(-1)
+
+
+def test_an_axis_a_test_of_the_model_holds_only_partly_for_is_static_with_its_test_and_line():
+    """torch.export keeps an axis dynamic where the model's code tests it (`h % 2 == 0`, `w > 4`),
+    checking the test at each call of its program. An ONNX graph cannot check it: at an odd `h`
+    the file computed `x * 2` where eager computes `x * 3`. Such an axis is static, named in the
+    warning with the test and its line; torch's own guards (the reshape's -1) keep theirs dynamic."""
+    model = SizeTests()
+    result, warned = _export(model, (torch.randn(2, 4, 6),), dynamic_axes={"x": {0: "batch", 1: "h", 2: "w"}})
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["batch", 4, 6]]
+    (message,) = [str(w.message) for w in warned]
+    assert "input `x` axis 1 ('h'): fixed to 4 (the traced code holds only where (x.size(1) % 2) == 0, at " in message
+    assert "input `x` axis 2 ('w'): fixed to 6 (the traced code holds only where x.size(2) > 4, at " in message
+    assert "y = x * 2 if x.size(1) % 2 == 0 else x * 3" in message
+    assert "batch" not in message
+    for batch in (2, 5):
+        _run_and_compare(result, model, (torch.randn(batch, 4, 6),))
+
+
+def test_a_dim_auto_a_test_of_the_model_narrows_is_static_and_said_so():
+    """Dim.AUTO: torch.export would keep the axis dynamic (its program checks `x.size(1) % 2 ==
+    0`); the ONNX graph takes the traced size, and one DynamicAxesWarning says why and what to do.
+    Dim.DYNAMIC, which must stay dynamic, is a TraceError naming the test."""
+    model = SizeTests()
+    auto = torch.export.Dim.AUTO
+    result, warned = _export(model, (torch.randn(2, 4, 6),), dynamic_shapes=({0: auto, 1: auto},))
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["x_dim_0", 4, 6]]
+    (message,) = [str(w.message) for w in warned]
+    assert message.startswith("dynamic_shapes: 1 axis/axes given as Dim.AUTO are static in the ONNX graph")
+    assert "  - input `x` axis 1: fixed to 4 (the traced code holds only where (x.size(1) % 2) == 0, at " in message
+    assert "torch.cond for a branch" in message
+    _run_and_compare(result, model, (torch.randn(3, 4, 6),))
+    with pytest.raises(fastonnx.TraceError, match=r"axis 1 is fixed to 4 \(the traced code holds only where \(x\.size\(1\) % 2\) == 0"):
+        fastonnx.export(model, (torch.randn(2, 4, 6),), dynamic_shapes=({1: torch.export.Dim.DYNAMIC},))

@@ -581,7 +581,8 @@ _STDLIB = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "
 _SITE = tuple(os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib"))
 
 
-def _is_library(filename: str) -> bool:
+def is_library(filename: str) -> bool:
+    """Whether ``filename`` is torch's, fastonnx's or the standard library's: not the model's code."""
     return (
         in_package(filename)
         or filename.startswith(_TORCH)
@@ -609,4 +610,4 @@ def in_scripted_code(frame: traceback.FrameSummary | None) -> bool:
 
 def user_frame(frames: Sequence[traceback.FrameSummary]) -> traceback.FrameSummary | None:
     """The innermost frame outside torch, fastonnx and the standard library: the model's code."""
-    return next((f for f in reversed(frames) if not _is_library(f.filename)), None)
+    return next((f for f in reversed(frames) if not is_library(f.filename)), None)

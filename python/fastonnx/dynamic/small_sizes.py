@@ -46,11 +46,17 @@ from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from ..core.stack import in_package
 from ..errors import ConversionError
-from .request import in_scripted_code, user_frame
+from .request import in_scripted_code, is_library, user_frame
 
 # Set while ShapeEnv.create_symbol makes the symbol of a size whose example is 0.
 _MAKING_ZERO = contextvars.ContextVar("fastonnx_making_zero", default=False)
 _NN = os.path.join(os.path.dirname(torch.__file__), "nn", "")
+# torch's code between a test of a size and the guard it makes (made_by_model), and this file's.
+_SYMBOLIC = (
+    os.path.join(os.path.dirname(torch.__file__), "fx", "experimental", ""),
+    os.path.join(os.path.dirname(torch.__file__), "__init__.py"),
+    __file__,
+)
 # The domains of the programs traced with sizes of 0 or 1 dynamic, by their ShapeEnv (see retracing).
 _DOMAINS: weakref.WeakKeyDictionary[ShapeEnv, dict[sympy.Symbol, ValueRanges]] = weakref.WeakKeyDictionary()
 
@@ -82,6 +88,9 @@ class Tests:
 
     where: dict[sympy.Basic, str] = field(default_factory=dict)
     scripted: set[sympy.Basic] = field(default_factory=set)
+    # The guards the model's own code made (an ``if`` on a size, ``torch._check``), not torch's
+    # (the strides of a view, a reshape's -1): see made_by_model.
+    by_model: set[sympy.Basic] = field(default_factory=set)
     stop_early: bool = False
     stopped: SmallSizeTested | None = None
     raised: bool = False
@@ -92,7 +101,7 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
     """Sizes of 0 and 1 of the dynamic dimensions become symbols (torch's
     ``backed_size_oblivious``), a size of 0 a nonnegative one; ``tests`` records where each guard
     was made. Changes torch's ShapeEnv for the duration (one export runs at a time)."""
-    create, make, guard = ShapeEnv.create_symbol, symbolic_shapes.make_symbol, ShapeEnv._maybe_guard_rel
+    create, make = ShapeEnv.create_symbol, symbolic_shapes.make_symbol
     evaluate = ShapeEnv.evaluate_expr
 
     def create_symbol(self, val, *args, **kwargs):
@@ -113,14 +122,43 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
             raise tests.stopped
         return evaluate(self, *args, **kwargs)
 
+    # torch logs a warning for the exception stopping the trace early ("failed during
+    # evaluate_expr"): no failure, not shown.
+    quiet = _WhileStopping(tests)
+    ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
+    symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
+    ShapeEnv.evaluate_expr = evaluate_expr  # type: ignore[method-assign]
+    symbolic_shapes.log.addFilter(quiet)
+    try:
+        with fx_config.patch(backed_size_oblivious=True), recording_size_tests(tests):  # type: ignore[attr-defined]
+            yield
+    finally:
+        ShapeEnv.create_symbol = create  # type: ignore[method-assign]  # the methods as they were
+        symbolic_shapes.make_symbol = make
+        ShapeEnv.evaluate_expr = evaluate  # type: ignore[method-assign]
+        symbolic_shapes.log.removeFilter(quiet)
+
+
+@contextlib.contextmanager
+def recording_size_tests(tests: Tests | None) -> Iterator[None]:
+    """Records in ``tests`` where each guard of the trace was made, whether scripted code or the
+    model's own code made it, and with ``tests.stop_early`` stops the trace (see Tests). Changes
+    torch's ShapeEnv for the duration (one export runs at a time)."""
+    guard = ShapeEnv._maybe_guard_rel
+    if tests is None:
+        yield
+        return
+
     def maybe_guard_rel(self, expr):
-        if tests is not None and expr not in tests.where:
+        if expr not in tests.where:
             frame = _model_frame(sys._getframe(1))
             tests.where[expr] = _where(frame)
             if in_scripted_code(frame):
                 tests.scripted.add(expr)
+            if made_by_model(sys._getframe(1)):
+                tests.by_model.add(expr)
         result = guard(self, expr)
-        if tests is not None and tests.stop_early:
+        if tests.stop_early:
             small = _small_sizes_tested(self, expr)
             if small:
                 # Raised at the next size test: a guard the example fails (torch._check) is followed
@@ -129,23 +167,23 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
                 tests.stopped = SmallSizeTested(self, why, frozenset(small) if expr in tests.scripted else frozenset())
         return result
 
-    # torch logs a warning for the exception stopping the trace early ("failed during
-    # evaluate_expr"): no failure, not shown.
-    quiet = _WhileStopping(tests)
-    ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
-    symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
-    ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]
-    ShapeEnv.evaluate_expr = evaluate_expr  # type: ignore[method-assign]
-    symbolic_shapes.log.addFilter(quiet)
+    ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]  # for this trace only
     try:
-        with fx_config.patch(backed_size_oblivious=True):  # type: ignore[attr-defined]  # (a config module)
-            yield
+        yield
     finally:
-        ShapeEnv.create_symbol = create  # type: ignore[method-assign]  # the methods as they were
-        symbolic_shapes.make_symbol = make
         ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]
-        ShapeEnv.evaluate_expr = evaluate  # type: ignore[method-assign]
-        symbolic_shapes.log.removeFilter(quiet)
+
+
+def made_by_model(frame) -> bool:
+    """Whether the guard being made under ``frame`` comes from a test in the model's own code
+    (``if h % 2 == 0``, ``torch._check(...)``, in the model's files or a library it uses, such as
+    transformers): the first frame out of torch's symbolic machinery (SymBool.__bool__,
+    torch._check, the ShapeEnv) is outside torch, fastonnx and the standard library. torch's own
+    guards (a view's strides, a reshape's -1, broadcasting) decide how torch computes, which the
+    ONNX operators decide again at run time."""
+    while frame is not None and frame.f_code.co_filename.startswith(_SYMBOLIC):
+        frame = frame.f_back
+    return frame is not None and not is_library(frame.f_code.co_filename)
 
 
 class _WhileStopping(logging.Filter):
@@ -213,14 +251,14 @@ def judge(shape_env: ShapeEnv, tests: Tests, numbers: Sequence[tuple[Any, frozen
         changed = False
         for expr, symbols, _, _ in checked:
             widened = [s for s in symbols if s in domains and hints[s] >= 2 and domains[s].lower < 2]
-            if widened and not _constant(expr, ranges):
+            if widened and not constant_over(expr, ranges):
                 domains.update((s, ValueRanges(2, int_oo)) for s in widened)
                 ranges.update((s, domains[s]) for s in widened)
                 changed = True
     unsound: dict[sympy.Symbol, str] = {}
     scripted = set()
     for expr, symbols, where, in_script in checked:
-        if not _constant(expr, ranges):
+        if not constant_over(expr, ranges):
             for s in symbols:
                 if s in hints and hints[s] < 2 and s not in unsound:
                     unsound[s] = _because(hints[s], where)
@@ -238,7 +276,7 @@ def fixed_by_numbers(
     ranges = {**shape_env.var_to_range, **(domains or {})}
     fixed: dict[sympy.Symbol, str] = {}
     for expr, used, line in _numbers_read(shape_env, numbers):
-        if not _constant(expr, ranges):
+        if not constant_over(expr, ranges):
             for s in used:
                 fixed.setdefault(s, f"(the traced code depends on the size{', at ' + line if line else ''})")
     return fixed
@@ -282,10 +320,10 @@ def _small_sizes_tested(shape_env: ShapeEnv, made) -> list[sympy.Symbol]:
         joined.setdefault(int(hints[s]), s)
     g = g.xreplace({s: joined[int(hints[s])] for s in symbols})
     ranges = {s: ValueRanges(min(h, 2), int_oo) for h, s in joined.items()}
-    return [] if _constant(g, ranges) else small
+    return [] if constant_over(g, ranges) else small
 
 
-def _constant(expr, ranges: Mapping) -> bool:
+def constant_over(expr, ranges: Mapping) -> bool:
     """Whether ``expr`` (a guard, which holds for the example, or a number) is one value over the
     ranges of its symbols; not when range analysis cannot tell, or ``expr`` is None (unknown)."""
     if expr is None:
@@ -333,5 +371,5 @@ def retracing(shape_env: ShapeEnv | None, what: str) -> Iterator[None]:
     ranges = {**shape_env.var_to_range, **domains}
     for guard in shape_env.guards[before:]:
         g = shape_env.simplify(guard.expr)
-        if set(g.free_symbols) & domains.keys() and not _constant(g, ranges):
+        if set(g.free_symbols) & domains.keys() and not constant_over(g, ranges):
             raise DependsOnSmallSize(f"{what} tests a dynamic size ({guard.expr}) for sizes it does not hold for")

@@ -11,11 +11,12 @@ import traceback
 
 import torch
 from torch._subclasses.functional_tensor import dispatch_functionalize
-from torch.export import ExportedProgram
+from torch.export import Dim, ExportedProgram
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
+from ...dynamic.narrowing import narrowed, warn_narrowed
 from ...dynamic.request import Attempt, user_frame
 from ...dynamic.small_sizes import (
     SmallSizeTested,
@@ -23,6 +24,7 @@ from ...dynamic.small_sizes import (
     domains_of,
     dynamic_small_sizes,
     judge,
+    recording_size_tests,
     retracing,
     settle,
 )
@@ -70,7 +72,11 @@ def trace_requested(
             fixed.clear()
         small = attempt.small_axes() if dynamic_small else []
         if not small:
-            return trace(model, args, kwargs, attempt.shapes, training, fixed)
+            tests = Tests()
+            ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests, small_sizes=False)
+            if _made_static_where_narrowed(ep, tests, attempt, {}):
+                continue
+            return ep
         tests = Tests(stop_early=stop_early)
         try:
             ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests)
@@ -80,12 +86,15 @@ def trace_requested(
                 # where the request is strict, as before)
                 if fixed:
                     fixed.clear()
-                ep = trace(model, args, kwargs, attempt.shapes, training, fixed)
+                tests = Tests()
+                ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests, small_sizes=False)
                 lines = str(e).split(": ", 1)[-1].splitlines()
                 where = [line.strip() for line in lines[1:2] if line.strip().startswith("at ")]
                 why = f"(torch.export failed to trace it as a dynamic size: {' '.join(lines[:1] + where)})"
                 for i, axis in small:
                     attempt.make_static(i, axis, why)
+                if _made_static_where_narrowed(ep, tests, attempt, {}):
+                    continue
                 return ep
         # Stopped: what judge() would say after the whole trace. (Also when torch code caught the
         # stop and traced on: that program is not the model's.)
@@ -103,12 +112,33 @@ def trace_requested(
         symbols = input_symbols(ep)
         unsound = [(i, axis) for i, axis in small if symbols.get((i, axis)) in verdict.unsound]
         if not unsound:
+            if _made_static_where_narrowed(ep, tests, attempt, verdict.domains):
+                continue
             settle(shape_env, ep.range_constraints, verdict.domains)
             return ep
         for i, axis in unsound:
             attempt.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
             if symbols[(i, axis)] in verdict.scripted:
                 attempt.scripted.add((i, axis))
+
+
+def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Attempt, domains: dict) -> bool:
+    """Makes static the requested axes that torch was free to narrow (``Dim.AUTO``,
+    ``Dim.DYNAMIC``, dynamic_axes) and a test of the model's code did (see narrowing); whether
+    there were any (the model is then traced again)."""
+    shape_env = ep_shape_env(ep)
+    loose = {
+        (i, axis)
+        for i, axes in enumerate(attempt.axes)
+        for axis, spec in axes.items()
+        if spec is Dim.AUTO or spec is Dim.DYNAMIC
+    }
+    sizes = {a: e for a, e in input_symbols(ep).items() if a in loose}
+    found = narrowed(shape_env, tests, sizes, domains) if shape_env is not None and sizes else {}
+    for (i, axis), why in found.items():
+        attempt.make_static(i, axis, why)
+    warn_narrowed(found, attempt.request)
+    return bool(found)
 
 
 def _size_symbol(shape_env: ShapeEnv, attempt: Attempt, i: int, axis: int):
@@ -144,17 +174,20 @@ def trace(
     dynamic_shapes=None,
     training: TrainingMode = TrainingMode.EVAL,
     fixed: dict | None = None,
-    small_sizes: Tests | None = None,
+    tests: Tests | None = None,
+    small_sizes: bool = True,
 ) -> ExportedProgram:
     """The program torch.export traces. ``fixed``, when given, is filled with where the trace
-    fixed each symbolic size it replaced (see _recording_replacements). With ``small_sizes``,
-    sizes of 0 and 1 of the dynamic dimensions are traced as symbols, and where each guard was made
-    is recorded there (see _small_sizes)."""
+    fixed each symbolic size it replaced (see _recording_replacements). With ``tests``, where each
+    guard was made is recorded there, and with ``small_sizes`` too, sizes of 0 and 1 of the dynamic
+    dimensions are traced as symbols (see dynamic.small_sizes)."""
     if isinstance(model, ExportedProgram):
         return model
     recording = _recording_replacements(fixed) if fixed is not None else contextlib.nullcontext()
     rnns = rnns_as_loops() if dynamic_shapes is not None else contextlib.nullcontext()
-    small = dynamic_small_sizes(small_sizes) if small_sizes is not None else contextlib.nullcontext()
+    small: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if tests is not None:
+        small = dynamic_small_sizes(tests) if small_sizes else recording_size_tests(tests)
     try:
         with traced_in_mode(model, training), torch.no_grad(), recording, lstm_final_states_fixed(), rnns, small:
             ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)

@@ -1,0 +1,99 @@
+"""Dynamic sizes that the model's own code tests: the graph holds only for some of them.
+
+A test of a size in the model's Python code (``if h % 2 == 0``, ``if h > 4``, ``torch._check``)
+becomes a guard, and the trace keeps the branch the example took. Where the request lets torch
+choose (``Dim.AUTO``, ``dynamic_axes``), torch.export accepts such a guard and leaves the size
+dynamic: its ``ExportedProgram.module()`` checks the guard at every call. An ONNX graph has no such
+check, so at a size the guard does not hold for, onnxruntime computes the other branch's result
+with the example's code: a silently wrong model. Such an axis is traced again static, and the
+``DynamicAxesWarning`` names the test and its line.
+
+Only the model's own tests count (``Tests.by_model``): torch's guards (a view's strides, a
+reshape's -1) decide how torch computes, and the ONNX operators decide that again at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import sympy
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.printers import PythonPrinter
+from torch.utils._sympy.value_ranges import ValueRanges
+
+from ..core.stack import warn
+from ..errors import DynamicAxesWarning
+from .request import Request
+from .small_sizes import Tests, constant_over
+
+# torch's name of an input, L['x'], and of a size, L['x'].size()[2] (L['pair'][0].size()[1]),
+# to write as the model's code reads them.
+_SOURCE_NAME = re.compile(r"L\['([^']*)'\]")
+_SOURCE = re.compile(r"L\['([^']*)'\]((?:\[\d+\])*)\.size\(\)\[(\d+)\]")
+
+
+def narrowed(
+    shape_env: ShapeEnv,
+    tests: Tests,
+    sizes: Mapping[tuple[int, int], object],
+    domains: Mapping[sympy.Symbol, ValueRanges],
+) -> dict[tuple[int, int], str]:
+    """The requested axes (``sizes``: (tensor input, axis) -> the expression of its size in the
+    trace) that the graph does not hold for over their whole domain, with why: a guard the model's
+    code made is not one truth value over ``domains`` (2 and up where a symbol has none), or torch
+    made the size a multiple of a number (``2*s``, from a test of divisibility)."""
+    symbols = {e for e in sizes.values() if isinstance(e, sympy.Symbol)}
+    ranges = {**shape_env.var_to_range, **{s: domains.get(s, ValueRanges(2, int_oo)) for s in symbols}}
+    narrowing: dict[sympy.Symbol, str] = {}
+    for guard in shape_env.guards:
+        if guard.expr not in tests.by_model:
+            continue
+        g = shape_env.simplify(guard.expr)
+        used = set(getattr(g, "free_symbols", ())) & symbols
+        if used and not constant_over(g, ranges):
+            where = tests.where.get(guard.expr, "")
+            why = f"(the traced code holds only where {_readable(g, shape_env)}{', ' + where if where else ''})"
+            for s in sorted(used, key=str):
+                narrowing.setdefault(s, why)
+    found = {axis: narrowing[e] for axis, e in sizes.items() if e in narrowing}
+    for axis, e in sizes.items():
+        if isinstance(e, sympy.Expr) and not isinstance(e, sympy.Symbol) and e.free_symbols:
+            found.setdefault(axis, f"(the trace holds only for sizes {_readable(e, shape_env)})")
+    return found
+
+
+def _readable(expr, shape_env: ShapeEnv) -> str:
+    """``expr`` in Python, its sizes named as the model's code reads them (``x.size(2)``)."""
+    names = {}
+    for s in expr.free_symbols:
+        sources = shape_env.var_to_sources.get(s)
+        if sources:
+            name = _SOURCE.sub(lambda m: f"{m[1]}{m[2]}.size({m[3]})", sources[0].name)
+            names[s] = sympy.Symbol(name)
+    return PythonPrinter().doprint(expr.xreplace(names))
+
+
+def warn_narrowed(found: Mapping[tuple[int, int], str], request: Request) -> None:
+    """The warning for the ``dynamic_shapes`` axes (``Dim.AUTO``) made static by ``narrowed``:
+    torch.export would have kept them dynamic. (dynamic_axes lists them with the other axes the
+    model fixes, see request.warn_static.)"""
+    if not found or request.relaxed:
+        return
+    lines = [
+        f"dynamic_shapes: {len(found)} axis/axes given as Dim.AUTO are static in the ONNX graph, which "
+        "takes only the traced size there: the model's code tests the size, and the trace holds only the "
+        "branch the example took. torch.export keeps such an axis dynamic and checks the test at each call "
+        "of its program; an ONNX graph cannot check it, and would compute that branch at every size:"
+    ]
+    for (i, axis), why in sorted(found.items()):
+        source = request.sources[i] if i < len(request.sources) else f"input {i}"
+        size = request.shapes_of_inputs[i][axis] if i < len(request.shapes_of_inputs) else "?"
+        name = _SOURCE_NAME.sub(r"\1", source)
+        lines.append(f"  - input `{name}` axis {axis}: fixed to {size} {why}")
+    lines.append(
+        "To keep such an axis dynamic, take the test out of the model's code (torch.cond for a branch), or give "
+        "the axis a torch.export.Dim that declares the sizes it holds for (min=, max=, or a multiple: 2 * Dim(...))."
+    )
+    warn(DynamicAxesWarning("\n".join(lines)))
