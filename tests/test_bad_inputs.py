@@ -287,6 +287,27 @@ def test_report_path_and_verify_are_checked_before_any_work(tmp_path):
     assert not path.exists()
 
 
+def test_a_file_that_cannot_point_into_the_checkpoint_is_refused_before_tracing(tmp_path):
+    """weights_mode="reference" writes a model whose external data is the checkpoint's file, found
+    relative to the model: one saved outside the checkpoint's directory is refused before the
+    trace (which this model's forward would fail), not after the whole export."""
+    from safetensors.torch import save_file
+
+    class Untraceable(torch.nn.Linear):
+        def forward(self, x):
+            raise AssertionError("traced")
+
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "out").mkdir()
+    save_file({"weight": torch.randn(2, 4), "bias": torch.randn(2)}, str(tmp_path / "checkpoint" / "model.safetensors"))
+    with torch.device("meta"):
+        model = Untraceable(4, 2)
+    path = tmp_path / "out" / "m.onnx"
+    args = (torch.ones(3, 4),)
+    _fails(ArgumentError, 'weights_mode="reference"', model, args, str(path), weights=tmp_path / "checkpoint", weights_mode="reference")
+    assert not path.exists()
+
+
 def test_unsupported_library_ops_are_pointed_at_register_converter():
     @torch.library.custom_op("fastonnx_test_bad::untraceable", mutates_args=())
     def untraceable(x: torch.Tensor) -> torch.Tensor:
