@@ -281,7 +281,10 @@ def op_without_kernel(e: BaseException) -> str | None:
 def _has_no_kernel(name: str) -> bool:
     """No dispatch key has a kernel of the op (a fake implementation registers one for Meta, a
     composite one for its alias key)."""
-    if not torch._C._dispatch_has_kernel(name):  # (not an op the dispatcher knows)
+    try:
+        if not torch._C._dispatch_has_kernel(name):  # (not an op the dispatcher knows)
+            return False
+    except RuntimeError:  # (not an operator's name: a message worded like the dispatcher's)
         return False
 
     def has(key: str) -> bool:
