@@ -13,11 +13,12 @@ Without ``--model`` a small Llama with random weights is built (nothing is downl
 from __future__ import annotations
 
 import argparse
+import logging
 import time
-import warnings
 
 import torch
 import transformers
+import transformers.exporters.exporter_dynamo as exporter_dynamo
 from transformers.exporters import ExportedModel, OnnxConfig
 
 from fastonnx.integrations.transformers import FastOnnxExporter
@@ -56,8 +57,8 @@ def generate(exported: ExportedModel, input_ids: torch.Tensor, new_tokens: int, 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="a local model directory or a Hugging Face model id (default: a small random Llama)")
-    p.add_argument("--out", default="exported_llm")
-    p.add_argument("--new-tokens", type=int, default=8)
+    p.add_argument("--out", default="exported_llm", help="the directory to write the graphs in (default: exported_llm)")
+    p.add_argument("--new-tokens", type=int, default=8, help="tokens to generate with each (default: 8)")
     a = p.parse_args()
     model = (transformers.AutoModelForCausalLM.from_pretrained(a.model).eval() if a.model else small_llama())
 
@@ -66,9 +67,10 @@ def main() -> None:
     traced = torch.randint(0, model.config.vocab_size, (2, 6), generator=g)
     sample = {"input_ids": traced, "attention_mask": torch.ones_like(traced)}
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # transformers' advice on Dim.AUTO
-        exported = FastOnnxExporter().export_for_generation(model, sample, OnnxConfig(dynamic=True))
+    # transformers advises explicit dynamic_shapes over dynamic=True, for a faster trace; this
+    # example keeps dynamic=True (every axis dynamic), so the advice is left out.
+    logging.getLogger(exporter_dynamo.__file__).setLevel(logging.ERROR)
+    exported = FastOnnxExporter().export_for_generation(model, sample, OnnxConfig(dynamic=True))
     print(f"exported prefill and decode in {time.perf_counter() - t0:.2f} s")
     for name, component in exported.components.items():
         inputs = ", ".join(f"{v.name}{list(v.shape)}" for v in component.program.graph.inputs)

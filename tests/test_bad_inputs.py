@@ -287,6 +287,27 @@ def test_report_path_and_verify_are_checked_before_any_work(tmp_path):
     assert not path.exists()
 
 
+def test_a_file_that_cannot_point_into_the_checkpoint_is_refused_before_tracing(tmp_path):
+    """weights_mode="reference" writes a model whose external data is the checkpoint's file, found
+    relative to the model: one saved outside the checkpoint's directory is refused before the
+    trace (which this model's forward would fail), not after the whole export."""
+    from safetensors.torch import save_file
+
+    class Untraceable(torch.nn.Linear):
+        def forward(self, x):
+            raise AssertionError("traced")
+
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "out").mkdir()
+    save_file({"weight": torch.randn(2, 4), "bias": torch.randn(2)}, str(tmp_path / "checkpoint" / "model.safetensors"))
+    with torch.device("meta"):
+        model = Untraceable(4, 2)
+    path = tmp_path / "out" / "m.onnx"
+    args = (torch.ones(3, 4),)
+    _fails(ArgumentError, 'weights_mode="reference"', model, args, str(path), weights=tmp_path / "checkpoint", weights_mode="reference")
+    assert not path.exists()
+
+
 def test_unsupported_library_ops_are_pointed_at_register_converter():
     @torch.library.custom_op("fastonnx_test_bad::untraceable", mutates_args=())
     def untraceable(x: torch.Tensor) -> torch.Tensor:
@@ -304,18 +325,39 @@ def test_unsupported_library_ops_are_pointed_at_register_converter():
     assert "codegen/mappings" not in message and message.endswith("(README, 'Custom converters').")
 
 
-def test_a_library_op_with_no_kernel_at_all_is_said_in_a_few_lines():
-    """Neither tracer can run an op with no kernel and no fake implementation: each says so once,
-    at the user's line, without torch's list of every dispatch key the op has."""
-    torch.library.define("fastonnx_test_bad::no_kernel", "(Tensor x) -> Tensor")
+@pytest.mark.parametrize("tracer", ["auto", "jit"])
+def test_a_library_op_with_no_kernel_at_all_is_said_once(tracer):
+    """Neither tracer can run an op with no kernel and no fake implementation: the error says so
+    once, names the op and the user's line, and says what to register, without torch's messages
+    (its list of every dispatch key the op has) for each tracer."""
+    if not hasattr(torch.ops.fastonnx_test_bad, "no_kernel"):
+        torch.library.define("fastonnx_test_bad::no_kernel", "(Tensor x) -> Tensor")
 
     class Calls(torch.nn.Module):
         def forward(self, x):
             return torch.ops.fastonnx_test_bad.no_kernel(x) + 1
 
     with pytest.raises(TraceError) as info:
-        fastonnx.export(Calls(), (torch.randn(2, 3),))
+        fastonnx.export(Calls(), (torch.randn(2, 3),), tracer=tracer)
     message = str(info.value)
-    assert "no fake impl or Meta kernel registered" in message and "Could not run 'fastonnx_test_bad::no_kernel'" in message
-    assert "registered at" not in message and "is only available for these backends" not in message
-    assert len(message.splitlines()) <= 8, message
+    assert message.startswith("fastonnx_test_bad::no_kernel has no kernel and no fake implementation"), message
+    assert "return torch.ops.fastonnx_test_bad.no_kernel(x) + 1" in message
+    assert 'torch.library.register_fake("fastonnx_test_bad::no_kernel")' in message
+    assert "TorchScript front end failed too" not in message and "Could not run" not in message
+    assert len(message.splitlines()) == 4, message
+
+
+def test_a_library_op_with_a_kernel_and_no_fake_implementation_is_traced_by_torch_jit():
+    """An op torch.export cannot run (no fake implementation) but eager can is no op without a
+    kernel: the TorchScript front end traces it (here through its Python kernel)."""
+    if not hasattr(torch.ops.fastonnx_test_bad, "cpu_only"):
+        torch.library.define("fastonnx_test_bad::cpu_only", "(Tensor x) -> Tensor")
+        torch.library.impl("fastonnx_test_bad::cpu_only", "cpu", func=lambda x: x * 2)
+
+    class Calls(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fastonnx_test_bad.cpu_only(x) + 1
+
+    with pytest.warns(fastonnx.TracerFallbackWarning, match="fake impl"):
+        result = fastonnx.export(Calls(), (torch.randn(2, 3),))
+    assert [n.op_type for n in result.model_proto.graph.node] == ["Mul", "Add"]

@@ -93,6 +93,15 @@ def test_cli_errors(tmp_path):
     assert _cli("verify", str(tmp_path / "junk.onnx"), "--dim", "x").returncode != 0
 
 
+def test_cli_export_errors_are_one_line(tmp_path):
+    """export-hf says an ExportError as one `error:` line, as argparse does, without the traceback."""
+    from fastonnx.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["export-hf", str(tmp_path / "missing"), str(tmp_path / "out.onnx"), "--quiet"])
+    assert info.value.code == f"error: weights: {tmp_path / 'missing'} does not exist"
+
+
 class Blocks(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -15,6 +15,7 @@ from support import assert_declared_shapes_hold, run_ort
 from torch.export import Dim
 
 import fastonnx
+from fastonnx.core.version import torch_release
 
 
 def _sizes(n):
@@ -106,7 +107,22 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# torch 2.12's pow of a tensor by a number computed from a size (x.pow(n)) guards on that number
+# not being 2 (torch.sym_float(n) != 2.0), which the dynamic n's range violates: torch.export
+# raises ConstraintViolationError, a TraceError here. 2.13 makes no such guard.
+_POW_GUARDS_ON_2_12 = pytest.mark.xfail(
+    torch_release() < (2, 13),
+    raises=fastonnx.TraceError,
+    strict=True,
+    reason="torch 2.12's pow by a computed number guards sym_float(n) != 2.0, a constraint violation of the "
+    "dynamic n (torch.export's ConstraintViolationError); 2.13 makes no such guard",
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=_POW_GUARDS_ON_2_12) if name == "bounds_alpha_weight_exponent" else name for name in CASES],
+)
 def test_computed_numbers_at_other_sizes(name):
     model, inputs = CASES[name]
     traced = inputs(4)

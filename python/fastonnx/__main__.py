@@ -273,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
         "files. Without --dynamic the graph takes input_ids of the fixed shape [1, 8] (batch 1, 8 tokens).",
     )
     h.add_argument("checkpoint", help="directory with config.json and model.safetensors[.index.json]")
-    h.add_argument("output", help="the .onnx file to write; with --generation, the directory to write")
+    h.add_argument("output", help="the .onnx file to write; with --generation or --genai, the directory to write")
     h.add_argument(
         "--dtype",
         choices=["float32", "float16", "bfloat16"],
@@ -343,19 +343,26 @@ def main(argv: list[str] | None = None) -> int:
                 check_torch()
             except ImportError as e:
                 raise SystemExit(f"error: {e}") from None
+            from .errors import ExportError, InternalError
             from .integrations.checkpoint import export_hf
 
-        written = export_hf(
-            args.checkpoint,
-            args.output,
-            dtype,
-            args.dynamic,
-            args.reference,
-            not args.quiet,
-            args.generation,
-            args.genai,
-            quantize,
-        )
+        try:
+            written = export_hf(
+                args.checkpoint,
+                args.output,
+                dtype,
+                args.dynamic,
+                args.reference,
+                not args.quiet,
+                args.generation,
+                args.genai,
+                quantize,
+            )
+        except ExportError as e:
+            if isinstance(e, InternalError):  # (a bug: its traceback goes with the report)
+                raise
+            # The message says what failed and what to do; fastonnx's frames add nothing to it.
+            raise SystemExit(f"error: {e}") from None
         static = None
         if not (args.dynamic or args.generation or args.genai):
             static = "static shapes: input_ids is [1, 8]; --dynamic exports any batch and sequence length"

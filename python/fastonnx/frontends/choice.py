@@ -31,7 +31,7 @@ from ..core.stack import warn
 from ..dynamic.request import Attempt, fixing_frame, in_scripted_code, tensor_input_names, why_static
 from ..dynamic.small_sizes import Tests, fixed_by_numbers, judge, settle
 from ..errors import ArgumentError, ExportError, TraceError, TracerFallbackWarning, WriteError
-from .export.trace import ep_shape_env, input_symbols, trace_requested, traced_in_mode
+from .export.trace import ep_shape_env, input_symbols, op_without_kernel, trace_requested, traced_in_mode
 from .jit.trace import trace_graph
 from .jit.translate import JitProgram, flat_tensors, translate
 
@@ -180,14 +180,15 @@ def torch_export(call: Call, attempt: Attempt, earlier: Sequence[Capture]) -> Ca
     """torch.export's program (an ExportedProgram given is its own), or its refusal. A refusal no
     other front end gets past is raised: a dynamic_shapes request the model violates (the
     TorchScript front end would not make the axis any more dynamic), a KV cache among the outputs
-    (cache_hint says what to do), which no front end can return."""
+    (cache_hint says what to do), which no front end can return, an op with no kernel and no fake
+    implementation, which torch.jit.trace cannot run either."""
     try:
         # (torch.jit's tracer records an autograd.Function itself: only torch.export needs
         # Functions with a symbolic made ops, see converters/autograd)
         with functions_as_ops():
             program = trace_requested(call.model, call.args, call.kwargs, attempt, call.training, call.dynamic_small)
     except TraceError as refused:
-        if _violates_constraints(refused) or returns_cache(refused):
+        if _violates_constraints(refused) or returns_cache(refused) or op_without_kernel(refused) is not None:
             raise
         return Capture(attempt, declined=(str(refused).splitlines() or [""])[0], error=refused)
     return Capture(attempt, program)

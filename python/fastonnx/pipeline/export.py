@@ -211,6 +211,8 @@ def export(
     if options.verify:
         check_verifiable(model)
     streamed = Streamed(open_source(weights), weights_mode, dtype) if weights is not None else None
+    if streamed is not None and streamed.mode == "reference" and options.f is not None:
+        streamed.check_referable(options.f)  # (said before any work)
     if streamed is not None:
         model, args, kwargs = prepare(model, args, kwargs, dtype)
     request = resolve_dynamic(model, args, kwargs, dynamic_shapes, dynamic_axes, options.input_names)

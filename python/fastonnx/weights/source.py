@@ -441,20 +441,22 @@ class Streamed:
     mode: str  # "copy" or "reference"
     dtype: torch.dtype | None
 
-    def references(self, model_path: str | os.PathLike) -> list[tuple[int, int, str]]:
-        """(address, size, location) of each mapped checkpoint file, for the writer. ONNX external
-        data is found relative to the model's directory, and onnx's checker and runtimes refuse a
-        location that leaves it: a checkpoint elsewhere is an error, not a ``..`` path."""
+    def check_referable(self, model_path: str | os.PathLike) -> str:
+        """The directory of a model saved at ``model_path``, when it can point into the checkpoint's
+        files: ONNX external data is found relative to the model's directory, and onnx's checker
+        and runtimes refuse a location that leaves it, so a checkpoint elsewhere is an error, not
+        a ``..`` path. Asked before an export's work, and by references()."""
         directory = os.path.dirname(os.path.realpath(os.fspath(model_path)))
-        refs = []
         for f in self.checkpoint.files:
-            if not f.address:
-                continue
             location = os.path.relpath(f.path, directory)
             if location.startswith(os.pardir + os.sep) or location == os.pardir:
                 raise ArgumentError(
                     f'weights_mode="reference": the model must be saved in the checkpoint\'s directory (or a parent '
                     f"of it), since ONNX finds external data relative to the model; {f.path} is not under {directory}"
                 )
-            refs.append((f.address, f.size, location))
-        return refs
+        return directory
+
+    def references(self, model_path: str | os.PathLike) -> list[tuple[int, int, str]]:
+        """(address, size, location) of each mapped checkpoint file, for the writer."""
+        directory = self.check_referable(model_path)
+        return [(f.address, f.size, os.path.relpath(f.path, directory)) for f in self.checkpoint.files if f.address]

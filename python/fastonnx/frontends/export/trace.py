@@ -192,6 +192,9 @@ def trace(
         with traced_in_mode(model, training), torch.no_grad(), recording, lstm_final_states_fixed(), rnns, small:
             ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # any tracing failure is reported as one
+        op = op_without_kernel(e)
+        if op is not None:
+            raise TraceError(no_kernel_message(op, model, e)) from e
         raise TraceError(f"torch.export.export failed to trace {type(model).__name__}: {describe_failure(e)}") from e
     _refuse_quantized(ep, model)
     return ep
@@ -246,36 +249,97 @@ def _recording_replacements(fixed: dict):
 def innermost(e: BaseException) -> BaseException:
     """The last exception of ``e``'s chain of causes (``__cause__``, else an unsuppressed
     ``__context__``)."""
-    seen = {id(e)}
+    return _chain(e)[-1]
+
+
+def _chain(e: BaseException) -> list[BaseException]:
+    """``e`` and the exceptions it was raised from, down to innermost(e)."""
+    chain, seen = [e], {id(e)}
     while True:
         nxt = e.__cause__ if e.__cause__ is not None else (None if e.__suppress_context__ else e.__context__)
         if nxt is None or id(nxt) in seen:
-            return e
+            return chain
         seen.add(id(nxt))
+        chain.append(nxt)
         e = nxt
 
 
 def describe_failure(e: BaseException) -> str:
     """The innermost cause torch gives (``Type: first line``), the model's source line it came
-    from (the innermost frame outside torch and fastonnx, in its traceback or, failing that, in an
-    outer one's), the exception torch raised when it differs, then the rest of the message."""
+    from, the exception torch raised when it differs, then the rest of the message."""
     cause = innermost(e)
-    chain, x = [cause], e
-    while x is not cause:
-        chain.append(x)
-        nxt = x.__cause__ if x.__cause__ is not None else x.__context__
-        assert nxt is not None  # the chain innermost() followed down to `cause`
-        x = nxt
     first, *rest = _without_dispatch_table(str(cause)).strip().splitlines() or [""]
-    text = f"{type(cause).__name__}: {first}"
-    frame = next((f for f in (user_frame(traceback.extract_tb(c.__traceback__)) for c in chain) if f is not None), None)
-    if frame is not None:
-        text += f"\n  at {frame.filename}:{frame.lineno}, in {frame.name}"
-        text += f"\n    {frame.line}" if frame.line else ""
+    text = f"{type(cause).__name__}: {first}" + _user_line(e)
     if cause is not e:
         outer = str(e).strip().splitlines()
         text += f"\n(torch.export raised {type(e).__name__}" + (f": {outer[0]}" if outer else "") + ")"
     return "\n".join([text, *rest])
+
+
+def _user_line(e: BaseException) -> str:
+    """The model's source line ``e`` came from, as "at FILE:LINE, in NAME" and its code: the
+    innermost frame outside torch and fastonnx in the innermost cause's traceback or, failing
+    that, in an outer one's."""
+    *outer, cause = _chain(e)
+    tracebacks = (traceback.extract_tb(x.__traceback__) for x in (cause, *outer))
+    frame = next((f for f in map(user_frame, tracebacks) if f is not None), None)
+    if frame is None:
+        return ""
+    return f"\n  at {frame.filename}:{frame.lineno}, in {frame.name}" + (f"\n    {frame.line}" if frame.line else "")
+
+
+# torch's dispatcher's error for an op without a kernel for the inputs' backend (eager, torch.jit.trace)
+_COULD_NOT_RUN = re.compile(r"Could not run '([^']+)' with arguments from the '\w+' backend")
+
+
+def op_without_kernel(e: BaseException) -> str | None:
+    """The operator (``ns::name[.overload]``) that failed in ``e``'s chain when it has no kernel for
+    any dispatch key and no fake implementation (a ``torch.library`` op defined and never given
+    one): no tracer can run it, torch.export on fake tensors nor torch.jit.trace on the example.
+    torch.export's fake tensors name it in an UnsupportedOperatorException, the dispatcher in its
+    message."""
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+
+    for x in _chain(e):
+        if isinstance(x, UnsupportedOperatorException) and isinstance(x.func, torch._ops.OpOverload):
+            name = x.func.name()
+        elif isinstance(x, NotImplementedError) and (found := _COULD_NOT_RUN.search(str(x))) is not None:
+            name = found.group(1)
+        else:
+            continue
+        return name if _has_no_kernel(name) else None
+    return None
+
+
+def _has_no_kernel(name: str) -> bool:
+    """No dispatch key has a kernel of the op (a fake implementation registers one for Meta, a
+    composite one for its alias key)."""
+    try:
+        if not torch._C._dispatch_has_kernel(name):  # (not an op the dispatcher knows)
+            return False
+    except RuntimeError:  # (not an operator's name: a message worded like the dispatcher's)
+        return False
+
+    def has(key: str) -> bool:
+        try:
+            return torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+        except RuntimeError:  # (the enum's markers of ranges, no keys of their own)
+            return False
+
+    return not any(has(key) for key in torch._C.DispatchKey.__members__)
+
+
+def no_kernel_message(op: str, model, e: BaseException) -> str:
+    """What a failure at an op with no kernel and no fake implementation says: once, for both
+    tracers, with the user's line and what to register."""
+    return (
+        f"{op} has no kernel and no fake implementation, so {type(model).__name__} cannot be traced through it: "
+        "torch.export runs an op's fake implementation, torch.jit.trace its kernel"
+        + _user_line(e)
+        + f'\nRegister one with torch.library: a fake implementation (@torch.library.register_fake("{op}"), '
+        "returning empty outputs of the right shapes and dtypes) is enough to export it with a converter "
+        f'(fastonnx.register_converter); a kernel (@torch.library.impl("{op}", "cpu")) runs it eagerly too.'
+    )
 
 
 # torch's dispatcher ends "Could not run 'op' with arguments from the 'CPU' backend" with every

@@ -225,8 +225,10 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
             with torch.no_grad():
                 out_leaves, out_spec = pytree.tree_flatten(eager(*copies))
         except Exception as e:  # the model's own failure, whatever it raises
-            from ..export.trace import describe_failure
+            from ..export.trace import describe_failure, no_kernel_message, op_without_kernel
 
+            if (op := op_without_kernel(e)) is not None:
+                raise TraceError(no_kernel_message(op, model, e)) from e
             raise TraceError(f"{type(model).__name__} failed on the example inputs: {describe_failure(e)}") from e
         graph, weights, module = _frozen_graph(model, arguments)
         # (None and numbers are constants of the graph; torch's pass lowering tuples made a tuple
@@ -257,8 +259,10 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
             if whole:
                 traced = torch.jit.trace(flat, tensors, strict=False, check_trace=False)
     except Exception as e:  # any failure of torch.jit's tracer
-        from ..export.trace import describe_failure
+        from ..export.trace import describe_failure, no_kernel_message, op_without_kernel
 
+        if (op := op_without_kernel(e)) is not None:
+            raise TraceError(no_kernel_message(op, model, e)) from e
         raise TraceError(f"torch.jit.trace failed to trace {type(model).__name__}: {describe_failure(e)}") from e
     assert flat.out_spec is not None  # the trace ran forward
     frozen: torch._C.ScriptModule | None = None
