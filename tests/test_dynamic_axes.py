@@ -673,3 +673,28 @@ def test_a_dim_auto_a_test_of_the_model_narrows_is_static_and_said_so():
     _run_and_compare(result, model, (torch.randn(3, 4, 6),))
     with pytest.raises(fastonnx.TraceError, match=r"axis 1 is fixed to 4 \(the traced code holds only where \(x\.size\(1\) % 2\) == 0"):
         fastonnx.export(model, (torch.randn(2, 4, 6),), dynamic_shapes=({1: torch.export.Dim.DYNAMIC},))
+
+
+@torch.jit.script
+def _doubled_when_even(x):
+    if x.size(0) % 2 == 0:
+        return x * 2
+    return x * 3
+
+
+class CallsScriptedParity(torch.nn.Module):
+    def forward(self, x):
+        return _doubled_when_even(x) + 1
+
+
+def test_a_test_in_scripted_code_that_narrows_an_axis_takes_the_torchscript_graph():
+    """torch.export runs a scripted function's Python, so `x.size(0) % 2 == 0` is a guard there
+    (the file computed `x * 2` at an odd batch); the TorchScript graph keeps it as an If, and the
+    axis stays dynamic, correct at both parities."""
+    model = CallsScriptedParity()
+    with pytest.warns(fastonnx.TracerFallbackWarning, match=r"holds only where \(x\.size\(0\) % 2\) == 0"):
+        result = fastonnx.export(model, (torch.randn(4, 3),), input_names=["x"], dynamic_axes={"x": {0: "b"}})
+    assert result.tracer == "torch.jit.trace"
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["b", 3]]
+    for batch in (4, 5):
+        _run_and_compare(result, model, (torch.randn(batch, 3),))

@@ -39,14 +39,16 @@ def narrowed(
     tests: Tests,
     sizes: Mapping[tuple[int, int], object],
     domains: Mapping[sympy.Symbol, ValueRanges],
-) -> dict[tuple[int, int], str]:
+) -> tuple[dict[tuple[int, int], str], set[tuple[int, int]]]:
     """The requested axes (``sizes``: (tensor input, axis) -> the expression of its size in the
     trace) that the graph does not hold for over their whole domain, with why: a guard the model's
     code made is not one truth value over ``domains`` (2 and up where a symbol has none), or torch
-    made the size a multiple of a number (``2*s``, from a test of divisibility)."""
+    made the size a multiple of a number (``2*s``, from a test of divisibility). Also those of
+    them a test in scripted code narrowed (which a TorchScript graph keeps as an If)."""
     symbols = {e for e in sizes.values() if isinstance(e, sympy.Symbol)}
     ranges = {**shape_env.var_to_range, **{s: domains.get(s, ValueRanges(2, int_oo)) for s in symbols}}
     narrowing: dict[sympy.Symbol, str] = {}
+    scripted: set[sympy.Symbol] = set()
     for guard in shape_env.guards:
         if guard.expr not in tests.by_model:
             continue
@@ -57,11 +59,13 @@ def narrowed(
             why = f"(the traced code holds only where {_readable(g, shape_env)}{', ' + where if where else ''})"
             for s in sorted(used, key=str):
                 narrowing.setdefault(s, why)
+            if guard.expr in tests.scripted:
+                scripted |= used
     found = {axis: narrowing[e] for axis, e in sizes.items() if e in narrowing}
     for axis, e in sizes.items():
         if isinstance(e, sympy.Expr) and not isinstance(e, sympy.Symbol) and e.free_symbols:
             found.setdefault(axis, f"(the trace holds only for sizes {_readable(e, shape_env)})")
-    return found
+    return found, {axis for axis, e in sizes.items() if e in scripted}
 
 
 def _readable(expr, shape_env: ShapeEnv) -> str:

@@ -134,9 +134,10 @@ def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Atte
         if spec is Dim.AUTO or spec is Dim.DYNAMIC
     }
     sizes = {a: e for a, e in input_symbols(ep).items() if a in loose}
-    found = narrowed(shape_env, tests, sizes, domains) if shape_env is not None and sizes else {}
+    found, scripted = narrowed(shape_env, tests, sizes, domains) if shape_env is not None and sizes else ({}, set())
     for (i, axis), why in found.items():
         attempt.make_static(i, axis, why)
+    attempt.scripted |= scripted
     warn_narrowed(found, attempt.request)
     return bool(found)
 
