@@ -698,3 +698,34 @@ def test_a_test_in_scripted_code_that_narrows_an_axis_takes_the_torchscript_grap
     assert [_dims(i) for i in result.model_proto.graph.input] == [["b", 3]]
     for batch in (4, 5):
         _run_and_compare(result, model, (torch.randn(batch, 3),))
+
+
+def test_an_axis_a_test_of_the_model_narrows_is_not_traced_through_the_rest_first():
+    """The dynamic trace stops at the test that narrows `cols` (`% 2`): only the trace with it
+    static runs the layers after it (swin_t's and mobilevit's first blocks test their sizes)."""
+
+    class Later(torch.nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            Later.calls += 1
+            return x.relu()
+
+    class NarrowsFirst(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.later = Later()
+
+        def forward(self, x):
+            y = x * 2 if x.size(1) % 2 == 0 else x * 3
+            y = y.cos() if y.size(0) > 1 else y  # (the next size test, where the trace stops; true at every size)
+            return self.later(y)
+
+    model = NarrowsFirst().eval()
+    result, warned = _export(model, (torch.randn(3, 4),), dynamic_axes={"x": {0: "batch", 1: "cols"}})
+    assert Later.calls == 1
+    (message,) = [str(w.message) for w in warned]
+    assert "input `x` axis 1 ('cols'): fixed to 4 (the traced code holds only where (x.size(1) % 2) == 0, at " in message
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["batch", 4]]
+    for batch in (2, 5):
+        _run_and_compare(result, model, (torch.randn(batch, 4),))

@@ -15,12 +15,14 @@ reshape's -1) decide how torch computes, and the ONNX operators decide that agai
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import sympy
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from ..core.stack import warn
@@ -66,6 +68,42 @@ def narrowed(
         if isinstance(e, sympy.Expr) and not isinstance(e, sympy.Symbol) and e.free_symbols:
             found.setdefault(axis, f"(the trace holds only for sizes {_readable(e, shape_env)})")
     return found, {axis for axis, e in sizes.items() if e in scripted}
+
+
+def narrowing_now(loose: frozenset[str]) -> Callable[[ShapeEnv, Any, str], dict[sympy.Symbol, str]]:
+    """For ``Tests.narrows``: the sizes of ``loose`` (torch's names of the requested axes torch
+    may narrow, ``L['x'].size()[2]``) traced at 2 or more that a guard the model's code just made
+    narrows, with why (as ``narrowed``'s), so that the trace stops there rather than at its end.
+    A later ``x + y`` may make two sizes one and the test then hold for every size
+    (``x.size(0) <= y.size(0)``): the guard is read with the sizes of equal examples joined, so
+    that what it still narrows, ``narrowed`` finds at the end too."""
+
+    def narrows(shape_env: ShapeEnv, expr, where: str) -> dict[sympy.Symbol, str]:
+        g = shape_env.simplify(expr)
+        symbols: set[sympy.Symbol] = set(getattr(g, "free_symbols", ()))
+        hints = shape_env.backed_var_to_val
+        if not symbols or any(not symbol_is_type(s, SymT.SIZE) or s not in hints for s in symbols):
+            return {}
+        mine = {
+            s
+            for s in symbols
+            if int(hints[s]) >= 2 and any(x.name in loose for x in shape_env.var_to_sources.get(s, ()))
+        }
+        if not mine:
+            return {}
+        joined: dict[int, sympy.Symbol] = {}
+        for s in sorted(symbols, key=lambda s: (s not in mine, str(s))):
+            joined.setdefault(int(hints[s]), s)
+        ranges = {
+            s: ValueRanges(2, int_oo) if s in mine else shape_env.var_to_range.get(s, ValueRanges(2, int_oo))
+            for s in joined.values()
+        }
+        if constant_over(g.xreplace({s: joined[int(hints[s])] for s in symbols}), ranges):
+            return {}
+        why = f"(the traced code holds only where {_readable(g, shape_env)}{', ' + where if where else ''})"
+        return dict.fromkeys(sorted(mine, key=str), why)
+
+    return narrows
 
 
 def _readable(expr, shape_env: ShapeEnv) -> str:

@@ -31,7 +31,7 @@ import os
 import sys
 import traceback
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,11 +72,19 @@ class SmallSizeTested(Exception):
     those sizes unsound after the whole trace, which they are traced static again for anyway.
     ``unsound`` and ``scripted`` as in ``Verdict``."""
 
-    def __init__(self, shape_env: ShapeEnv, unsound: dict[sympy.Symbol, str], scripted: frozenset[sympy.Symbol]):
+    def __init__(
+        self,
+        shape_env: ShapeEnv,
+        unsound: dict[sympy.Symbol, str],
+        scripted: frozenset[sympy.Symbol],
+        narrowed: bool = False,
+    ):
         super().__init__(f"the traced code depends on the sizes {', '.join(map(str, unsound))} being 0 or 1")
         self.shape_env = shape_env
         self.unsound = unsound
         self.scripted = scripted
+        # A test of the model's code narrowed requested sizes traced at 2 or more (``Tests.narrows``).
+        self.narrowed = narrowed
 
 
 @dataclass
@@ -92,6 +100,9 @@ class Tests:
     # (the strides of a view, a reshape's -1): see made_by_model.
     by_model: set[sympy.Basic] = field(default_factory=set)
     stop_early: bool = False
+    # With stop_early, for a guard the model's code made: the requested sizes it narrows, with why
+    # (dynamic.narrowing.narrowing_now); the trace stops there too.
+    narrows: Callable[[ShapeEnv, Any, str], dict[sympy.Symbol, str]] | None = None
     stopped: SmallSizeTested | None = None
     raised: bool = False
 
@@ -102,7 +113,6 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
     ``backed_size_oblivious``), a size of 0 a nonnegative one; ``tests`` records where each guard
     was made. Changes torch's ShapeEnv for the duration (one export runs at a time)."""
     create, make = ShapeEnv.create_symbol, symbolic_shapes.make_symbol
-    evaluate = ShapeEnv.evaluate_expr
 
     def create_symbol(self, val, *args, **kwargs):
         token = _MAKING_ZERO.set(type(val) is int and val == 0)
@@ -116,35 +126,23 @@ def dynamic_small_sizes(tests: Tests | None = None) -> Iterator[None]:
             assumptions = {**assumptions, "positive": None, "nonnegative": True}
         return make(prefix, idx, **assumptions)
 
-    def evaluate_expr(self, *args, **kwargs):
-        if tests is not None and tests.stopped is not None:
-            tests.raised = True
-            raise tests.stopped
-        return evaluate(self, *args, **kwargs)
-
-    # torch logs a warning for the exception stopping the trace early ("failed during
-    # evaluate_expr"): no failure, not shown.
-    quiet = _WhileStopping(tests)
     ShapeEnv.create_symbol = create_symbol  # type: ignore[method-assign]  # for this trace only
     symbolic_shapes.make_symbol = make_symbol  # (create_symbol's global)
-    ShapeEnv.evaluate_expr = evaluate_expr  # type: ignore[method-assign]
-    symbolic_shapes.log.addFilter(quiet)
     try:
         with fx_config.patch(backed_size_oblivious=True), recording_size_tests(tests):  # type: ignore[attr-defined]
             yield
     finally:
         ShapeEnv.create_symbol = create  # type: ignore[method-assign]  # the methods as they were
         symbolic_shapes.make_symbol = make
-        ShapeEnv.evaluate_expr = evaluate  # type: ignore[method-assign]
-        symbolic_shapes.log.removeFilter(quiet)
 
 
 @contextlib.contextmanager
 def recording_size_tests(tests: Tests | None) -> Iterator[None]:
     """Records in ``tests`` where each guard of the trace was made, whether scripted code or the
-    model's own code made it, and with ``tests.stop_early`` stops the trace (see Tests). Changes
-    torch's ShapeEnv for the duration (one export runs at a time)."""
-    guard = ShapeEnv._maybe_guard_rel
+    model's own code made it, and with ``tests.stop_early`` stops the trace at the size test after
+    the first guard that makes a requested size static (see Tests). Changes torch's ShapeEnv for
+    the duration (one export runs at a time)."""
+    guard, evaluate = ShapeEnv._maybe_guard_rel, ShapeEnv.evaluate_expr
     if tests is None:
         yield
         return
@@ -165,13 +163,31 @@ def recording_size_tests(tests: Tests | None) -> Iterator[None]:
                 # by torch's own error, which says better why the size cannot vary.
                 why = {s: _because(int(self.backed_var_to_val[s]), tests.where.get(expr, "")) for s in small}
                 tests.stopped = SmallSizeTested(self, why, frozenset(small) if expr in tests.scripted else frozenset())
+            elif tests.narrows is not None and tests.stopped is None and expr in tests.by_model:
+                narrowed = tests.narrows(self, expr, tests.where.get(expr, ""))
+                if narrowed:
+                    scripted = frozenset(narrowed) if expr in tests.scripted else frozenset()
+                    tests.stopped = SmallSizeTested(self, narrowed, scripted, narrowed=True)
         return result
 
+    def evaluate_expr(self, *args, **kwargs):
+        if tests.stopped is not None:
+            tests.raised = True
+            raise tests.stopped
+        return evaluate(self, *args, **kwargs)
+
+    # torch logs a warning for the exception stopping the trace early ("failed during
+    # evaluate_expr"): no failure, not shown.
+    quiet = _WhileStopping(tests)
     ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign, assignment]  # for this trace only
+    ShapeEnv.evaluate_expr = evaluate_expr  # type: ignore[method-assign]
+    symbolic_shapes.log.addFilter(quiet)
     try:
         yield
     finally:
-        ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]
+        ShapeEnv._maybe_guard_rel = guard  # type: ignore[method-assign]  # the methods as they were
+        ShapeEnv.evaluate_expr = evaluate  # type: ignore[method-assign]
+        symbolic_shapes.log.removeFilter(quiet)
 
 
 def made_by_model(frame) -> bool:

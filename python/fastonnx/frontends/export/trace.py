@@ -16,7 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
-from ...dynamic.narrowing import narrowed, warn_narrowed
+from ...dynamic.narrowing import narrowed, narrowing_now, warn_narrowed
 from ...dynamic.request import Attempt, user_frame
 from ...dynamic.small_sizes import (
     SmallSizeTested,
@@ -64,24 +64,22 @@ def trace_requested(
     if isinstance(model, ExportedProgram):
         return model
     fixed = attempt.fixed
-    # A trace stops at the first guard that makes a size traced at 0 or 1 static (see
-    # SmallSizeTested): it is traced again static, without tracing the rest of the model first.
+    # A trace stops at the first guard that makes a requested size static: a size traced at 0 or 1
+    # (see SmallSizeTested), or one a test of the model's code narrows (see narrowing). It is traced
+    # again static, without tracing the rest of the model first.
     stop_early = True
     while True:
         if fixed:  # (what a trace before recorded names symbols of its own)
             fixed.clear()
         small = attempt.small_axes() if dynamic_small else []
-        if not small:
-            tests = Tests()
-            ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests, small_sizes=False)
-            if _made_static_where_narrowed(ep, tests, attempt, {}):
-                continue
-            return ep
-        tests = Tests(stop_early=stop_early)
+        loose = _loose_axes(attempt)
+        tests = Tests(stop_early=stop_early, narrows=narrowing_now(frozenset(_size_source(attempt, *a) for a in loose)))
         try:
-            ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests)
+            ep = trace(model, args, kwargs, attempt.shapes, training, fixed, tests, small_sizes=bool(small))
         except TraceError as e:
             if not isinstance(innermost(e), SmallSizeTested):
+                if not small:
+                    raise
                 # torch.export's own trace, which makes sizes of 0 and 1 static (and refuses them
                 # where the request is strict, as before)
                 if fixed:
@@ -96,16 +94,25 @@ def trace_requested(
                 if _made_static_where_narrowed(ep, tests, attempt, {}):
                     continue
                 return ep
-        # Stopped: what judge() would say after the whole trace. (Also when torch code caught the
-        # stop and traced on: that program is not the model's.)
+        # Stopped: what judge() or narrowed() would say after the whole trace. (Also when torch
+        # code caught the stop and traced on: that program is not the model's.)
         if tests.raised and (stopped := tests.stopped) is not None:
-            symbols = {a: s for a in small if (s := _size_symbol(stopped.shape_env, attempt, *a)) in stopped.unsound}
+            requested = small if not stopped.narrowed else loose
+            symbols = {
+                a: s for a in requested if (s := _size_symbol(stopped.shape_env, attempt, *a)) in stopped.unsound
+            }
             for (i, axis), symbol in symbols.items():
                 attempt.make_static(i, axis, stopped.unsound[symbol])
                 if symbol in stopped.scripted:
                     attempt.scripted.add((i, axis))
+            if stopped.narrowed:
+                warn_narrowed({a: stopped.unsound[s] for a, s in symbols.items()}, attempt.request)
             stop_early = bool(symbols)  # (else none requested: the whole trace decides)
             continue
+        if not small:
+            if _made_static_where_narrowed(ep, tests, attempt, {}):
+                continue
+            return ep
         shape_env = ep_shape_env(ep)
         assert shape_env is not None  # (the program has a dynamic input)
         verdict = judge(shape_env, tests)
@@ -122,17 +129,23 @@ def trace_requested(
                 attempt.scripted.add((i, axis))
 
 
+def _loose_axes(attempt: Attempt) -> list[tuple[int, int]]:
+    """The requested axes still dynamic that torch may narrow: ``Dim.AUTO`` (dynamic_axes too) and
+    ``Dim.DYNAMIC``; torch.export refuses a guard a named ``Dim`` does not declare."""
+    return [
+        (i, axis)
+        for i, axes in enumerate(attempt.axes)
+        for axis, spec in axes.items()
+        if spec is Dim.AUTO or spec is Dim.DYNAMIC
+    ]
+
+
 def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Attempt, domains: dict) -> bool:
     """Makes static the requested axes that torch was free to narrow (``Dim.AUTO``,
     ``Dim.DYNAMIC``, dynamic_axes) and a test of the model's code did (see narrowing); whether
     there were any (the model is then traced again)."""
     shape_env = ep_shape_env(ep)
-    loose = {
-        (i, axis)
-        for i, axes in enumerate(attempt.axes)
-        for axis, spec in axes.items()
-        if spec is Dim.AUTO or spec is Dim.DYNAMIC
-    }
+    loose = set(_loose_axes(attempt))
     sizes = {a: e for a, e in input_symbols(ep).items() if a in loose}
     found, scripted = narrowed(shape_env, tests, sizes, domains) if shape_env is not None and sizes else ({}, set())
     for (i, axis), why in found.items():
@@ -142,9 +155,14 @@ def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Atte
     return bool(found)
 
 
+def _size_source(attempt: Attempt, i: int, axis: int) -> str:
+    """torch's ShapeEnv's name of tensor input ``i``'s size at ``axis``: L['x'].size()[2]."""
+    return f"{attempt.request.sources[i]}.size()[{axis}]"
+
+
 def _size_symbol(shape_env: ShapeEnv, attempt: Attempt, i: int, axis: int):
     """The symbol of tensor input ``i``'s size at ``axis`` in a trace's ShapeEnv, or None."""
-    wanted = f"{attempt.request.sources[i]}.size()[{axis}]"
+    wanted = _size_source(attempt, i, axis)
     return next((s for s, sources in shape_env.var_to_sources.items() if any(x.name == wanted for x in sources)), None)
 
 
