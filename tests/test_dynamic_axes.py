@@ -664,11 +664,12 @@ def test_a_dim_auto_a_test_of_the_model_narrows_is_static_and_said_so():
     Dim.DYNAMIC, which must stay dynamic, is a TraceError naming the test."""
     model = SizeTests()
     auto = torch.export.Dim.AUTO
-    result, warned = _export(model, (torch.randn(2, 4, 6),), dynamic_shapes=({0: auto, 1: auto},))
+    result, warned = _export(model, (torch.randn(2, 4, 6),), dynamic_shapes=({0: auto, 1: auto, 2: auto},))
     assert [_dims(i) for i in result.model_proto.graph.input] == [["x_dim_0", 4, 6]]
-    (message,) = [str(w.message) for w in warned]
-    assert message.startswith("dynamic_shapes: 1 axis/axes given as Dim.AUTO are static in the ONNX graph")
+    (message,) = [str(w.message) for w in warned]  # (one for the two axes, found by two traces)
+    assert message.startswith("dynamic_shapes: 2 axis/axes given as Dim.AUTO are static in the ONNX graph")
     assert "  - input `x` axis 1: fixed to 4 (the traced code holds only where (x.size(1) % 2) == 0, at " in message
+    assert "  - input `x` axis 2: fixed to 6 (the traced code holds only where x.size(2) > 4, at " in message
     assert "torch.cond for a branch" in message
     _run_and_compare(result, model, (torch.randn(3, 4, 6),))
     with pytest.raises(fastonnx.TraceError, match=r"axis 1 is fixed to 4 \(the traced code holds only where \(x\.size\(1\) % 2\) == 0"):

@@ -89,6 +89,9 @@ class Attempt:
     why: dict[tuple[int, int], str] = field(default_factory=dict)
     # Those of them made static by a test in scripted code (see in_scripted_code).
     scripted: set[tuple[int, int]] = field(default_factory=set)
+    # Those of them made static because a test of the model's code narrowed them, with why (see
+    # dynamic.narrowing).
+    narrowed: dict[tuple[int, int], str] = field(default_factory=dict)
     # Per graph input, the requested names of its dynamic axes (the TorchScript front end makes a
     # quantized input three graph inputs).
     dim_names: DimNames = field(init=False)
@@ -102,7 +105,7 @@ class Attempt:
 
     def again(self) -> Attempt:
         """A new attempt, starting with the axes this one made static."""
-        return Attempt(self.request, dict(self.why), set(self.scripted))
+        return Attempt(self.request, dict(self.why), set(self.scripted), dict(self.narrowed))
 
     @property
     def axes(self) -> list[dict[int, Any]]:

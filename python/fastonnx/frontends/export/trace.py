@@ -60,9 +60,20 @@ def trace_requested(
     records where it fixed each symbolic size). With ``dynamic_small``, the requested axes whose
     example size is 0 or 1 are traced dynamic (see _small_sizes); one that the model does not let
     vary is traced again static (``Attempt.make_static`` says why), and when torch fails to trace
-    them dynamic, all are."""
+    them dynamic, all are. So is a requested axis a test of the model's code narrows (see
+    dynamic.narrowing): one DynamicAxesWarning lists those of ``Dim.AUTO``."""
     if isinstance(model, ExportedProgram):
         return model
+    narrowed_before = dict(attempt.narrowed)
+    ep = _trace_requested(model, args, kwargs, attempt, training, dynamic_small)
+    # One warning for every axis a test of the model's code narrowed, after the traces that found them.
+    warn_narrowed({a: why for a, why in attempt.narrowed.items() if a not in narrowed_before}, attempt.request)
+    return ep
+
+
+def _trace_requested(
+    model, args: tuple, kwargs: dict | None, attempt: Attempt, training: TrainingMode, dynamic_small: bool
+) -> ExportedProgram:
     fixed = attempt.fixed
     # A trace stops at the first guard that makes a requested size static: a size traced at 0 or 1
     # (see SmallSizeTested), or one a test of the model's code narrows (see narrowing). It is traced
@@ -105,8 +116,8 @@ def trace_requested(
                 attempt.make_static(i, axis, stopped.unsound[symbol])
                 if symbol in stopped.scripted:
                     attempt.scripted.add((i, axis))
-            if stopped.narrowed:
-                warn_narrowed({a: stopped.unsound[s] for a, s in symbols.items()}, attempt.request)
+                if stopped.narrowed:
+                    attempt.narrowed[(i, axis)] = stopped.unsound[symbol]
             stop_early = bool(symbols)  # (else none requested: the whole trace decides)
             continue
         if not small:
@@ -151,7 +162,7 @@ def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Atte
     for (i, axis), why in found.items():
         attempt.make_static(i, axis, why)
     attempt.scripted |= scripted
-    warn_narrowed(found, attempt.request)
+    attempt.narrowed.update(found)
     return bool(found)
 
 
