@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ...core import arithmetic
+from ...core.dtypes import dtype_of_scalar_type
 from ...errors import ConversionError
 from .fake_values import known_equal, unbacked
 from .nodes import bind, functional_overload, inputs, resolve
@@ -155,6 +156,18 @@ def _set_(t: Translator, node):
     return t.env[src]
 
 
+def _to(t: Translator, node):
+    """``x.to(device, dtype)`` (``aten::to.prim_Device``, TorchScript's own overload, which no
+    converter knows): the device says nothing of the values (the graph runs where the runtime
+    puts it), so a cast to ``dtype``, or ``x`` itself; other overloads as their ops."""
+    if resolve(node.schema())[0].overload_name != "prim_Device":
+        return t.op(node)
+    x, _, dtype, _, copy = (t.env[v] for v in inputs(node))
+    if dtype is None:
+        return t.emit(aten.clone.default, (x,)) if copy else x
+    return t.emit(aten._to_copy.default, (x,), {"dtype": dtype_of_scalar_type(dtype)})
+
+
 @dataclass(frozen=True)
 class Rows(Opaque):
     """The list ``tensor.unbind(dim)`` whose only reader is ``len()``: its length is a size of the
@@ -178,4 +191,5 @@ HANDLERS: dict[str, Handler] = {
     "aten::set_": _set_,
     "aten::copy_": _copy_,
     "aten::select": _select,
+    "aten::to": _to,
 }

@@ -268,7 +268,9 @@ def _is(t: Translator, node):
     return same if node.kind() == "aten::__is__" else not same
 
 
-def _unchecked_cast(t: Translator, node):
+def _same(t: Translator, node):
+    """A node whose output is its input to ONNX: a cast of TorchScript's types, or ``x.data``
+    (the tensor without its autograd history)."""
     return t.env[node.input()]
 
 
@@ -278,7 +280,8 @@ HANDLERS: dict[str, Handler] = {
     "prim::SetAttr": _set_attr,
     "aten::__is__": _is,
     "aten::__isnot__": _is,
-    "prim::unchecked_cast": _unchecked_cast,
+    "prim::unchecked_cast": _same,
+    "prim::data": _same,
     "prim::Constant": _constant,
     "prim::ListConstruct": _list_construct,
     "prim::TupleConstruct": _list_construct,

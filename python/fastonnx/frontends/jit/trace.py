@@ -182,13 +182,15 @@ def _weights_for_attributes(graph: torch._C.Graph, weights: dict[str, torch._C.V
 
 def _passes(graph: torch._C.Graph) -> None:
     """torch's own passes, as its TorchScript exporter runs them: calls inlined, tuples lowered,
-    mutation turned into functional ops where torch can prove it safe, constants folded. (The
+    mutation turned into functional ops where torch can prove it safe, ``print`` and ``warnings.warn``
+    removed (ONNX has neither; the strings they format are then dead), constants folded. (The
     exporter's own pass for in-place ops on views writes ONNX-only nodes; the FX graph is
     functionalized instead: translate.functionalized.)"""
     torch._C._jit_pass_inline(graph)
     torch._C._jit_pass_inline_fork_wait(graph)
     torch._C._jit_pass_lower_all_tuples(graph)
     torch._C._jit_pass_remove_mutation(graph)
+    torch._C._jit_pass_onnx_remove_print(graph)
     torch._C._jit_pass_constant_propagation(graph)
     torch._C._jit_pass_dce(graph)
 
