@@ -168,6 +168,23 @@ def _to(t: Translator, node):
     return t.emit(aten._to_copy.default, (x,), {"dtype": dtype_of_scalar_type(dtype)})
 
 
+def _indexed(t: Translator, node):
+    """``x[mask]`` and ``x[mask] = v`` with a uint8 mask (eager's older spelling of a bool one,
+    which torch's fake ``index`` refuses): the mask as bool, the op as its schema names it."""
+    values = [t.env[v] for v in inputs(node)]
+    indices = values[1] if len(values) > 1 else None
+    if not isinstance(indices, list) or not any(_is_uint8(t, i) for i in indices):
+        return t.op(node)
+    masks = [t.emit(aten._to_copy.default, (i,), {"dtype": torch.bool}) if _is_uint8(t, i) else i for i in indices]
+    schema, _, target = resolve(node.schema())
+    args, kwargs = bind(schema, [values[0], masks, *values[2:]])
+    return t.emit(target, tuple(args), kwargs)
+
+
+def _is_uint8(t: Translator, value) -> bool:
+    return isinstance(value, torch.fx.Node) and getattr(t.fake_of(value), "dtype", None) == torch.uint8
+
+
 @dataclass(frozen=True)
 class Rows(Opaque):
     """The list ``tensor.unbind(dim)`` whose only reader is ``len()``: its length is a size of the
@@ -192,4 +209,7 @@ HANDLERS: dict[str, Handler] = {
     "aten::copy_": _copy_,
     "aten::select": _select,
     "aten::to": _to,
+    "aten::index": _indexed,
+    "aten::index_put": _indexed,
+    "aten::index_put_": _indexed,
 }
