@@ -68,6 +68,7 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         sub = _sub_translator(t, operands=operands, assuming=assuming)
         subs.append(sub)
         outs.append(sub.inline(block))
+    outs, lengths = _lists_spread(outs)
     numbers, read = _reconciled(t, subs, outs, condition)
     branches, results = [], []
     for sub, branch_outs in zip(subs, outs):
@@ -107,7 +108,24 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
     for v, item in zip(written, items):  # what the branches wrote, from here on
         t.env[v] = item
         t.known.pop(v, None)
-    return Outputs(results_of_if)
+    return Outputs(_lists_gathered(results_of_if, lengths))
+
+
+def _lists_spread(outs: list[list]) -> tuple[list[list], list[int | None]]:
+    """The outputs of an ``if``'s branches with each list both return at one length (``res =
+    res + [x]`` in each) spread into its items, outputs of their own; the lengths by output
+    (None: not spread)."""
+    lengths = [
+        len(a) if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) else None for a, b in zip(*outs)
+    ]
+    spread = [[x for o, n in zip(branch, lengths) for x in (o if n is not None else [o])] for branch in outs]
+    return spread, lengths
+
+
+def _lists_gathered(results: list, lengths: list[int | None]) -> list:
+    """``results`` with the items of each list ``_lists_spread`` spread gathered back into one."""
+    it = iter(results)
+    return [next(it) if n is None else [next(it) for _ in range(n)] for n in lengths]
 
 
 def _reconciled(
@@ -470,7 +488,7 @@ def _attach(module: torch.fx.GraphModule, kind: str, parent: Translator) -> torc
 
 
 def _uninitialized(t: Translator, node):
-    return _UNINITIALIZED
+    return Outputs([_UNINITIALIZED] * node.outputsSize())
 
 
 # Functionalization replays views as copies (slice_copy), whose kernels fail on symbolic sizes

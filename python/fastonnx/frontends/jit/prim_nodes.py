@@ -203,6 +203,16 @@ def _dtype(t: Translator, node):
     return scalar_type_code(t.fake_of(t.env[node.input()]).dtype)
 
 
+def _dtype_test(t: Translator, node):
+    """``x.is_floating_point()`` and its kin: a property of the dtype, known when exporting (so
+    an ``if`` on it is decided, as the TorchScript exporter's constant folding decides it)."""
+    value = t.env[node.inputsAt(0)]
+    if not isinstance(value, torch.fx.Node) or not isinstance(t.fake_of(value), torch.Tensor):
+        return t.op(node)
+    test = node.kind().removeprefix("aten::")
+    return bool(getattr(t.fake_of(value), test)())
+
+
 def _device_type(t: Translator, node):
     return _device(t, node).type  # (`x.device.type`, of a Device value)
 
@@ -304,6 +314,9 @@ HANDLERS: dict[str, Handler] = {
     "aten::_shape_as_tensor": _shape_as_tensor,
     "aten::dim": _dim,
     "prim::dtype": _dtype,
+    "aten::is_floating_point": _dtype_test,
+    "aten::is_complex": _dtype_test,
+    "aten::is_signed": _dtype_test,
     "prim::device": _device,
     "prim::layout": _layout,
     "prim::type": _device_type,
