@@ -146,7 +146,7 @@ def _reconciled(
             outs[filled][k] = _tensor_like(subs[filled], subs[other], outs[other][k])
         elif _is_number(subs[0], a) or _is_number(subs[1], b):
             exprs = [_outer_expr(sub, x) for sub, x in zip(subs, (a, b))]
-            if condition is not None and all(e is not None and _computable(t, e) for e in exprs):
+            if condition is not None and all(e is not None and _computable(t, e) for e in (*exprs, condition)):
                 numbers[k] = tuple(exprs)
                 continue
             for sub, branch_outs in zip(subs, outs):
