@@ -185,6 +185,33 @@ def _is_uint8(t: Translator, value) -> bool:
     return isinstance(value, torch.fx.Node) and getattr(t.fake_of(value), "dtype", None) == torch.uint8
 
 
+def _upsampled_to_sizes(t: Translator, node):
+    """``interpolate(x, size=...)``: an upsample's ``.vec`` overload given sizes and no scales is
+    its sized overload (the ``.vec`` one's fake kernel takes no symbolic sizes, ``size=(int(y.size(0)),
+    ...)``)."""
+    schema, packet, _ = resolve(node.schema())
+    values = [t.env[v] for v in inputs(node)]
+    if schema.overload_name != "vec" or values[-1] is not None or values[1] is None:
+        return t.op(node)
+    return t.emit(packet.default, tuple(values[:-1]))
+
+
+_UPSAMPLES = (
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "upsample_trilinear3d",
+    "upsample_bicubic2d",
+    "_upsample_bilinear2d_aa",
+    "_upsample_bicubic2d_aa",
+)
+
+
 @dataclass(frozen=True)
 class Rows(Opaque):
     """The list ``tensor.unbind(dim)`` whose only reader is ``len()``: its length is a size of the
@@ -212,4 +239,5 @@ HANDLERS: dict[str, Handler] = {
     "aten::index": _indexed,
     "aten::index_put": _indexed,
     "aten::index_put_": _indexed,
+    **{f"aten::{name}": _upsampled_to_sizes for name in _UPSAMPLES},
 }
