@@ -601,3 +601,152 @@ def test_a_quantize_stubs_scale_and_zero_point_read_from_its_buffers():
     assert not fixed
     assert "QuantizeLinear" in {n.op_type for n in result.model_proto.graph.node}
     _assert_runs_as_eager(result, model, (x,), (torch.randn(2, 4, 8, 8),))
+
+
+# -- what torch's scripting suite takes besides (print, x.data, casts to a device, masks...) -------
+
+
+class PrintsWarnsAndCasts(torch.nn.Module):
+    def forward(self, x, y):
+        print(f"rows: {x.size(0)}", x)
+        if x.size(0) > 100:
+            warnings.warn("many rows")
+        mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
+        picked = x.data[:, mask]
+        start = torch.arange(0.5, 6.0, 1.5)
+        return picked.to(y.device), x.to(y.device, dtype=torch.long), start
+
+
+def test_print_warn_data_device_casts_masks_and_float_aranges():
+    """print and warnings.warn are dropped with the strings they format, as the TorchScript
+    exporter drops them; ``x.data`` is x; ``x.to(device, dtype)`` a cast; a uint8 mask a bool one;
+    an arange of floats keeps no ``layout=None`` PrimTorch refuses (torch's suite: test_kldiv_loss,
+    test_print_tensor_within_torch_nn_module, test_data, test_to_device, test_index_mask,
+    test_arange_with_floats_override)."""
+    model = torch.jit.script(PrintsWarnsAndCasts())
+    args = (torch.randn(4, 3) * 10, torch.randn(2))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}, "y": {0: "m"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, args, (torch.randn(7, 3) * 10, torch.randn(5)))
+
+
+class BranchesOnTypesAndData(torch.nn.Module):
+    def forward(self, x, y, cond):
+        res: List[torch.Tensor] = []
+        if cond:
+            res = res + [x]
+        else:
+            res = res + [y]
+        ready = True
+        if x.sum() > -1000:
+            ready = False
+        if ready:
+            x = x * 2
+        if x.is_floating_point():
+            return res, x + 1
+        return res, x
+
+
+def test_if_returning_lists_numbers_of_data_and_dtype_tests():
+    """An ``if`` whose branches both return a list of one length returns its items; a number an
+    ``if`` on data sets is a value of the graph; ``is_floating_point()`` is decided when exporting
+    (torch's suite: test_if_list, test_fuse_conv_in_block, test_floating_point_infer_dtype)."""
+    model = torch.jit.script(BranchesOnTypesAndData())
+    args = (torch.randn(2, 3), torch.randn(3, 3), torch.tensor(True))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}, "y": {0: "m"}})
+    assert not fixed
+    other = (torch.randn(5, 3) - 2000, torch.randn(1, 3), torch.tensor(False))
+    _assert_runs_as_eager(result, model, args, other, (torch.randn(5, 3), torch.randn(4, 3), torch.tensor(False)))
+
+
+class ZerosOfSomeSizes(torch.nn.Module):
+    def forward(self, x):
+        return x.new_zeros(x.shape[1 : x.size(2)]) + x.size(0)
+
+
+def test_a_list_sliced_at_a_size_fixes_the_axis_with_its_line():
+    """The slice's length is a rank of the graph: the size is taken at the example's value and
+    the axis listed as static, with its line (torch's suite: test_slice_dynamic_shape_script)."""
+    model = torch.jit.script(ZerosOfSomeSizes())
+    x = torch.rand(1, 2, 3, 4)
+    result, fixed = _export(model, (x,), dynamic_axes={"x": [0, 1, 2, 3]})
+    assert len(fixed) == 1 and "aten::slice made it 3" in fixed[0] and "test_script_modules.py" in fixed[0]
+    assert _declared(result) == [["x_dynamic_axes_1", "x_dynamic_axes_2", 3, "x_dynamic_axes_4"]]
+    _assert_runs_as_eager(result, model, (x,), (torch.rand(5, 4, 3, 2),))
+
+
+class PadsAndResizes(torch.nn.Module):
+    def forward(self, x, y, pad: List[int]):
+        out = torch.nn.functional.interpolate(x, mode="nearest", size=(int(y.size(0)), int(y.size(1))))
+        return torch.nn.functional.pad(x, pad), out
+
+
+def test_numbers_given_as_tensors_and_upsampling_to_sizes():
+    """A ``List[int]`` given 0-d tensors reads them from its inputs; an upsample to sizes of a
+    dynamic input follows them (torch's suite: test_pad_types, test_interpolate_no_shape). (A pad
+    of amounts read from data fixes the batch of what it pads: x's axes stay static here.)"""
+    model = torch.jit.script(PadsAndResizes())
+
+    def call(n: int, h: int, w: int, pads: tuple) -> tuple:
+        return (torch.randn(n, 2, 4, 4), torch.randn(h, w), [torch.tensor(p) for p in pads])
+
+    result, fixed = _export(model, call(1, 16, 16, (2, 4)), dynamic_axes={"y": [0, 1]})
+    assert not fixed and result.input_names == ["x", "y", "pad_0", "pad_1"]
+    _assert_runs_as_eager(result, model, call(1, 16, 16, (2, 4)), call(1, 5, 9, (0, 1)))
+
+
+class WithDefaults(torch.nn.Module):
+    def forward(
+        self,
+        x,
+        y: Optional[torch.Tensor] = torch.ones(2, 3),
+        pair: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None),
+    ):
+        a, b = pair
+        if a is not None:
+            x = x + a
+        if b is not None:
+            x = x * b
+        if y is not None:
+            x = x - y
+        return x
+
+
+def test_keyword_inputs_defaults_and_tuples_holding_none():
+    """Keyword inputs bound by name; a default the call does not give a constant (eager takes
+    it); a tuple holding None (or a number) an input per tensor (torch's suite:
+    test_mixed_optional_default_tensor_script, test_tuple_of_optional_default_tensor_script,
+    test_tuple_primitive_input)."""
+    model = torch.jit.script(WithDefaults())
+    x, b = torch.randn(2, 3), torch.randn(2, 3)
+    result, _ = _export(model, (x,), kwargs={"pair": (None, b)}, dynamic_axes={"x": {0: "n"}, "pair_1": {0: "n"}})
+    assert result.input_names == ["x", "pair_1"]
+    got = run_ort(result.model_proto, [x, b])
+    np.testing.assert_allclose(got[0], model(x, pair=(None, b)).numpy(), rtol=1e-5)
+    with pytest.raises(fastonnx.TraceError, match="in the order of its parameters"):
+        fastonnx.export(model, (x,), kwargs={"pair": (None, b), "y": x})
+
+
+class TrainsNorms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.relu = torch.nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(self.bn(self.relu(self.bn(self.conv(x)))))
+
+
+def test_batch_norm_in_training_mode_with_in_place_ops():
+    """The functionalized graph's functional batch norm is decomposed by torch's own table
+    (torch's suite: test_multiple_conv_bn)."""
+    model = TrainsNorms()
+    x = torch.randn(2, 3, 8, 8)
+    result, _ = _export(
+        torch.jit.script(copy.deepcopy(model)), (x,), training=torch.onnx.TrainingMode.TRAINING,
+        dynamic_axes={"x": {0: "n", 2: "h"}},
+    )
+    for args in ((x,), (torch.randn(3, 3, 11, 8),)):
+        want = copy.deepcopy(model).train()(*args)
+        np.testing.assert_allclose(run_ort(result.model_proto, list(args))[0], want.detach().numpy(), rtol=1e-3, atol=1e-4)
