@@ -750,3 +750,40 @@ def test_batch_norm_in_training_mode_with_in_place_ops():
     for args in ((x,), (torch.randn(3, 3, 11, 8),)):
         want = copy.deepcopy(model).train()(*args)
         np.testing.assert_allclose(run_ort(result.model_proto, list(args))[0], want.detach().numpy(), rtol=1e-3, atol=1e-4)
+
+
+class PicksOfSeveralShapes(torch.nn.Module):
+    def forward(self, x, y, z, ind):
+        arr = [x, y, z]
+        return arr[ind] * 2
+
+
+def test_a_list_of_several_shapes_read_at_a_computed_position():
+    """The tensor at the position, chosen by Ifs whose results' sizes are the graph's (torch's
+    suite: test_getitem); a negative position counts from the end."""
+    model = torch.jit.script(PicksOfSeveralShapes())
+    args = (torch.randn(3, 4, 5), torch.randn(1, 4, 5), torch.randn(2, 4, 5), torch.tensor(1))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "a"}, "y": {0: "b"}, "z": {0: "c", 2: "d"}})
+    assert not fixed
+    other = (torch.randn(6, 4, 5), torch.randn(2, 4, 5), torch.randn(3, 4, 7))
+    _assert_runs_as_eager(result, model, args, (*other, torch.tensor(-1)), (*other, torch.tensor(0)))
+
+
+class ListsOfRows(torch.nn.Module):
+    def forward(self, x):
+        if x[0].shape[0] < 5:
+            if x.size(0) == 1:
+                x += x
+            else:
+                return list(x)
+        return list(x)
+
+
+def test_a_list_an_if_leaves_uninitialized_is_an_error_naming_the_node_and_line():
+    """A list of as many tensors as a dynamic size needs an ONNX sequence, which fastonnx does
+    not write: the error names the TorchScript node and the model's line (torch's suite:
+    test_uninitialized_tensorList_dynamic)."""
+    model = torch.jit.script(ListsOfRows())
+    match = r"(?s)leaves a value uninitialized.*node: .*prim::If.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(model, (torch.ones(3, 4),), dynamic_axes={"x": [0, 1]})

@@ -128,6 +128,26 @@ def _lists_gathered(results: list, lengths: list[int | None]) -> list:
     return [next(it) if n is None else [next(it) for _ in range(n)] for n in lengths]
 
 
+def chosen(t: Translator, hits: list, items: list) -> torch.fx.Node:
+    """Of tensors ``items`` (one dtype and rank, any sizes), the one whose ``hits`` (0-d bool
+    tensors, one true) is true: ONNX Ifs in a chain, each result's differing sizes new sizes of
+    the graph (a list of tensors of several shapes read at a position the graph computes)."""
+    result = items[-1]
+    for hit, item in zip(reversed(hits[:-1]), reversed(items[:-1])):
+        pair = [t.fake_of(item), t.fake_of(result)]
+        branches = []
+        for k in range(2):
+            sub = _sub_translator(t, pair)
+            branch, _ = _finish(sub, [sub.emit(aten.clone.default, (sub.inputs[k],))], "cond", t)
+            branches.append(branch)
+        a, b = pair
+        with t.mode:
+            merged = a.new_empty([_merged_size(t, x, y, None) for x, y in zip(a.shape, b.shape)])
+        out = t.add_node(torch.ops.higher_order.cond, (hit, *branches, [item, result]), {}, [merged])
+        result = t.add_node(operator.getitem, (out, 0), {}, merged)
+    return result
+
+
 def _reconciled(
     t: Translator, subs: list[Translator], outs: list[list], condition
 ) -> tuple[dict[int, tuple], set[int]]:

@@ -106,7 +106,7 @@ def _set_item(t: Translator, node):
             "writing into a scripted list at a position the graph computes needs a list of tensors "
             "of the value's type and shape"
         )
-    for i, hit in enumerate(_positions(t, index, len(items))):
+    for i, hit in enumerate(positions(t, index, len(items))):
         items[i] = t.emit(aten.where.self, (hit, value, items[i]))
     return items
 
@@ -120,7 +120,7 @@ def _alike(a, b: torch.Tensor) -> bool:
     )
 
 
-def _positions(t: Translator, index, length: int) -> list:
+def positions(t: Translator, index, length: int) -> list:
     """For each position of a list of ``length`` items, a 0-d bool tensor: whether ``index`` (a
     number the graph computes, negative from the end as Python's) is that position."""
     if isinstance(t.fake_of(index), torch.Tensor):

@@ -13,7 +13,9 @@ import torch
 from ...core.dtypes import scalar_type_code
 from ...errors import ConversionError
 from .aten_nodes import Rows
+from .control_flow import chosen
 from .fake_values import known_equal
+from .lists import positions
 from .nodes import inputs
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
@@ -73,14 +75,15 @@ def _getitem(t: Translator, node):
         vals = [t.fake_of(x) if isinstance(x, torch.fx.Node) else None for x in seq]
         first = vals[0]
         if not isinstance(first, torch.Tensor) or not all(
-            isinstance(v, torch.Tensor)
-            and v.dtype == first.dtype
-            and v.dim() == first.dim()
-            and all(known_equal(a, b) for a, b in zip(v.shape, first.shape))
-            for v in vals
+            isinstance(v, torch.Tensor) and v.dtype == first.dtype and v.dim() == first.dim() for v in vals
         ):
-            raise ConversionError("a scripted list of other than tensors of one shape, read at a computed position")
-        return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
+            raise ConversionError(
+                "a scripted list of other than tensors of one dtype and rank, read at a computed position"
+            )
+        if all(all(known_equal(a, b) for a, b in zip(v.shape, first.shape)) for v in vals):
+            return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
+        # (of several shapes: the one at the position, chosen by Ifs)
+        return chosen(t, positions(t, index, len(seq)), list(seq))
     return t.op(node)
 
 

@@ -159,9 +159,10 @@ class Translator(FakeValues):
 
 
 def _node_context(node: torch._C.Node) -> str:
-    """The lines an error about ``node`` ends with: the node, and the model's line that made it."""
+    """The lines an error about ``node`` ends with: the node (its own line, not its blocks'),
+    and the model's line that made it."""
     line = source_line(node)
-    return f"\n  node: {str(node).strip()}" + (f"\n  from {line}" if line else "")
+    return f"\n  node: {str(node).strip().splitlines()[0]}" + (f"\n  from {line}" if line else "")
 
 
 def holds_node(x) -> bool:
