@@ -610,7 +610,7 @@ class PrintsWarnsAndCasts(torch.nn.Module):
     def forward(self, x, y):
         print(f"rows: {x.size(0)}", x)
         if x.size(0) > 100:
-            warnings.warn("many rows")
+            warnings.warn("many rows", stacklevel=2)
         mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
         picked = x.data[:, mask]
         start = torch.arange(0.5, 6.0, 1.5)
@@ -695,11 +695,14 @@ def test_numbers_given_as_tensors_and_upsampling_to_sizes():
     _assert_runs_as_eager(result, model, call(1, 16, 16, (2, 4)), call(1, 5, 9, (0, 1)))
 
 
+_ONES = torch.ones(2, 3)
+
+
 class WithDefaults(torch.nn.Module):
     def forward(
         self,
         x,
-        y: Optional[torch.Tensor] = torch.ones(2, 3),
+        y: Optional[torch.Tensor] = _ONES,
         pair: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None),
     ):
         a, b = pair
@@ -743,13 +746,12 @@ def test_batch_norm_in_training_mode_with_in_place_ops():
     (torch's suite: test_multiple_conv_bn)."""
     model = TrainsNorms()
     x = torch.randn(2, 3, 8, 8)
-    result, _ = _export(
-        torch.jit.script(copy.deepcopy(model)), (x,), training=torch.onnx.TrainingMode.TRAINING,
-        dynamic_axes={"x": {0: "n", 2: "h"}},
-    )
+    scripted = torch.jit.script(copy.deepcopy(model))
+    training = torch.onnx.TrainingMode.TRAINING
+    result, _ = _export(scripted, (x,), training=training, dynamic_axes={"x": {0: "n", 2: "h"}})
     for args in ((x,), (torch.randn(3, 3, 11, 8),)):
-        want = copy.deepcopy(model).train()(*args)
-        np.testing.assert_allclose(run_ort(result.model_proto, list(args))[0], want.detach().numpy(), rtol=1e-3, atol=1e-4)
+        want = copy.deepcopy(model).train()(*args).detach().numpy()
+        np.testing.assert_allclose(run_ort(result.model_proto, list(args))[0], want, rtol=1e-3, atol=1e-4)
 
 
 class PicksOfSeveralShapes(torch.nn.Module):

@@ -73,14 +73,17 @@ def _getitem(t: Translator, node):
     if isinstance(seq, list | tuple) and seq and isinstance(index, torch.fx.Node):
         # At a position the graph computes: a list of tensors of one type, stacked and selected.
         vals = [t.fake_of(x) if isinstance(x, torch.fx.Node) else None for x in seq]
-        first = vals[0]
-        if not isinstance(first, torch.Tensor) or not all(
-            isinstance(v, torch.Tensor) and v.dtype == first.dtype and v.dim() == first.dim() for v in vals
+        tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+        first = tensors[0] if tensors else None
+        if (
+            first is None
+            or len(tensors) < len(vals)
+            or not all(v.dtype == first.dtype and v.dim() == first.dim() for v in tensors)
         ):
             raise ConversionError(
                 "a scripted list of other than tensors of one dtype and rank, read at a computed position"
             )
-        if all(all(known_equal(a, b) for a, b in zip(v.shape, first.shape)) for v in vals):
+        if all(all(known_equal(a, b) for a, b in zip(v.shape, first.shape)) for v in tensors):
             return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
         # (of several shapes: the one at the position, chosen by Ifs)
         return chosen(t, positions(t, index, len(seq)), list(seq))

@@ -305,7 +305,9 @@ def _script_arguments(model: torch.jit.ScriptModule, args: tuple, kwargs: dict) 
     names = [p.name for p in parameters]
     unknown = [k for k in kwargs if k not in names[len(args) :]]
     if unknown:
-        raise TraceError(f"{name}.forward takes no keyword argument `{unknown[0]}` (its parameters: {', '.join(names)})")
+        raise TraceError(
+            f"{name}.forward takes no keyword argument `{unknown[0]}` (its parameters: {', '.join(names)})"
+        )
     # (the file's inputs are the tensors of args, then of kwargs in the order given: that order
     # must be the parameters')
     if list(kwargs) != [n for n in names if n in kwargs]:
@@ -450,8 +452,8 @@ def _blamed(graph: torch._C.Graph, error: Exception) -> str:
 
 def _constant_arguments(graph: torch._C.Graph, inputs: list) -> list:
     """The arguments that hold tensors; the inputs of ``graph`` of the others (None, numbers, lists
-    and tuples of them, defaults the call does not give) become constants of their values (torch's propagation of the inputs'
-    types takes none of them)."""
+    and tuples of them, defaults the call does not give) become constants of their values
+    (torch's propagation of the inputs' types takes none of them)."""
     for i in reversed(range(len(inputs))):
         if not _holds_tensors(inputs[i]):
             value = inputs[i].value if isinstance(inputs[i], _Default) else inputs[i]
@@ -484,7 +486,7 @@ def _tuple_spread(graph: torch._C.Graph, i: int, value: tuple) -> None:
     old = list(graph.inputs())[i]
     first = next(iter(graph.nodes()), graph.return_node())
     items, added = [], []
-    for item, item_type in zip(value, old.type().elements()):
+    for item, item_type in zip(value, old.type().elements()):  # type: ignore[attr-defined]  # (not in torch's stubs)
         if _holds_tensors(item):
             new = graph.addInput()
             new.setType(item_type)
@@ -499,7 +501,8 @@ def _tuple_spread(graph: torch._C.Graph, i: int, value: tuple) -> None:
     graph.eraseInput(i)
     count = len(list(graph.inputs()))
     kept = list(range(count - len(added)))
-    graph.permuteInputs(kept[:i] + list(range(count - len(added), count)) + kept[i:])
+    order = kept[:i] + list(range(count - len(added), count)) + kept[i:]
+    graph.permuteInputs(order)  # type: ignore[attr-defined]  # (not in torch's stubs)
 
 
 def _holds_tensors(value) -> bool:
@@ -514,6 +517,4 @@ def _tensors(value) -> list:
 
 
 def _without_tuples(arguments: list) -> list:
-    return [
-        x for a in arguments for x in (_without_tuples(_items_with_tensors(a)) if isinstance(a, tuple) else [a])
-    ]
+    return [x for a in arguments for x in (_without_tuples(_items_with_tensors(a)) if isinstance(a, tuple) else [a])]
