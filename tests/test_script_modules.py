@@ -607,27 +607,30 @@ def test_a_quantize_stubs_scale_and_zero_point_read_from_its_buffers():
 
 
 class PrintsWarnsAndCasts(torch.nn.Module):
-    def forward(self, x, y):
+    def forward(self, x, y, keep):
         print(f"rows: {x.size(0)}", x)
         if x.size(0) > 100:
             warnings.warn("many rows", stacklevel=2)
         mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
         picked = x.data[:, mask]
         start = torch.arange(0.5, 6.0, 1.5)
-        return picked.to(y.device), x.to(y.device, dtype=torch.long), start
+        return picked.to(y.device), x.to(y.device, dtype=torch.long), start, torch.where(keep, x, -x)
 
 
 def test_print_warn_data_device_casts_masks_and_float_aranges():
     """print and warnings.warn are dropped with the strings they format, as the TorchScript
     exporter drops them; ``x.data`` is x; ``x.to(device, dtype)`` a cast; a uint8 mask a bool one;
-    an arange of floats keeps no ``layout=None`` PrimTorch refuses (torch's suite: test_kldiv_loss,
-    test_print_tensor_within_torch_nn_module, test_data, test_to_device, test_index_mask,
-    test_arange_with_floats_override)."""
+    a uint8 condition of ``where`` too; an arange of floats keeps no ``layout=None`` PrimTorch
+    refuses (torch's suite: test_kldiv_loss, test_print_tensor_within_torch_nn_module, test_data,
+    test_to_device, test_index_mask, test_where_with_byte_tensor, test_arange_with_floats_override)."""
     model = torch.jit.script(PrintsWarnsAndCasts())
-    args = (torch.randn(4, 3) * 10, torch.randn(2))
-    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}, "y": {0: "m"}})
+
+    def call(n: int, m: int) -> tuple:
+        return (torch.randn(n, 3) * 10, torch.randn(m), torch.randint(0, 2, (n, 3), dtype=torch.uint8))
+
+    result, fixed = _export(model, call(4, 2), dynamic_axes={"x": {0: "n"}, "y": {0: "m"}, "keep": {0: "n"}})
     assert not fixed
-    _assert_runs_as_eager(result, model, args, (torch.randn(7, 3) * 10, torch.randn(5)))
+    _assert_runs_as_eager(result, model, call(4, 2), call(7, 5))
 
 
 class BranchesOnTypesAndData(torch.nn.Module):

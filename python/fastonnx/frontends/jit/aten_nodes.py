@@ -175,10 +175,26 @@ def _indexed(t: Translator, node):
     indices = values[1] if len(values) > 1 else None
     if not isinstance(indices, list) or not any(_is_uint8(t, i) for i in indices):
         return t.op(node)
-    masks = [t.emit(aten._to_copy.default, (i,), {"dtype": torch.bool}) if _is_uint8(t, i) else i for i in indices]
+    return _with_bool_masks(t, node, [values[0], [_as_bool(t, i) for i in indices], *values[2:]])
+
+
+def _where(t: Translator, node):
+    """``torch.where(cond, a, b)`` with a uint8 ``cond`` (eager takes it as a mask, torch's fake
+    ``where`` refuses it): the condition as bool."""
+    values = [t.env[v] for v in inputs(node)]
+    if not _is_uint8(t, values[0]):
+        return t.op(node)
+    return _with_bool_masks(t, node, [_as_bool(t, values[0]), *values[1:]])
+
+
+def _with_bool_masks(t: Translator, node, values: list):
     schema, _, target = resolve(node.schema())
-    args, kwargs = bind(schema, [values[0], masks, *values[2:]])
+    args, kwargs = bind(schema, values)
     return t.emit(target, tuple(args), kwargs)
+
+
+def _as_bool(t: Translator, value):
+    return t.emit(aten._to_copy.default, (value,), {"dtype": torch.bool}) if _is_uint8(t, value) else value
 
 
 def _is_uint8(t: Translator, value) -> bool:
@@ -239,5 +255,6 @@ HANDLERS: dict[str, Handler] = {
     "aten::index": _indexed,
     "aten::index_put": _indexed,
     "aten::index_put_": _indexed,
+    "aten::where": _where,
     **{f"aten::{name}": _upsampled_to_sizes for name in _UPSAMPLES},
 }
