@@ -31,13 +31,18 @@ def _declared(result) -> list[list]:
 
 
 def _assert_runs_as_eager(result, model, *calls):
+    """Each call's outputs in onnxruntime as eager's; a None (an empty optional) as None."""
     for args in calls:
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         want = model(*copies)
         got = run_ort(result.model_proto, flat_tensors(args))
-        want = flat_tensors(want)
+        leaves = torch.utils._pytree.tree_leaves(want, is_leaf=lambda x: x is None)
+        want = [x for x in leaves if x is None or isinstance(x, torch.Tensor)]
         assert len(got) == len(want)
         for g, w in zip(got, want):
+            if g is None or w is None:
+                assert g is None and w is None
+                continue
             assert g.shape == tuple(w.shape)
             assert g.dtype == w.detach().numpy().dtype
             np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-5)
@@ -183,15 +188,17 @@ def _every_kind(rows: int, other: int) -> tuple:
 
 def test_lists_tuples_optionals_and_numbers_as_inputs():
     """A list or tuple of tensors is one input per tensor, named as a traced module's; None and
-    numbers are constants of the file; a None output is no output. Each dynamic axis keyed by
-    the flattened input's name (torch's suite: test_arithmetic_prim_bool, test_list_pass...)."""
+    numbers are constants of the file; a None output is an empty optional, as the TorchScript
+    exporter returns it. Each dynamic axis keyed by the flattened input's name (torch's suite:
+    test_arithmetic_prim_bool, test_list_pass, test_tuple_with_none_outputs...)."""
     model = torch.jit.script(TakesEveryKind().eval())
     axes = {"x": {0: "n"}, "xs_0": {0: "n"}, "xs_1": {0: "m"}, "given": {0: "n"}, "pair_1": {0: "n"}}
     result, fixed = _export(model, _every_kind(4, 2), dynamic_axes=axes)
     assert not fixed
     assert result.input_names == ["x", "xs_0", "xs_1", "given", "pair_0", "pair_1"]
     assert _declared(result) == [["n", 3], ["n", 3], ["m", 3], ["n", 3], [2, 3], ["n", 3]]
-    assert len(result.model_proto.graph.output) == 2
+    outputs = result.model_proto.graph.output
+    assert len(outputs) == 3 and outputs[1].type.HasField("optional_type")
     _assert_runs_as_eager(result, model, _every_kind(4, 2), _every_kind(7, 1), _every_kind(1, 5))
     assert all(d.ok for d in result.verify(*_every_kind(5, 3)))
 
@@ -792,3 +799,48 @@ def test_a_list_an_if_leaves_uninitialized_is_an_error_naming_the_node_and_line(
     match = r"(?s)leaves a value uninitialized.*node: .*prim::If.*from File .*test_script_modules.py"
     with pytest.raises(fastonnx.ConversionError, match=match):
         fastonnx.export(model, (torch.ones(3, 4),), dynamic_axes={"x": [0, 1]})
+
+
+class MayBeNone(torch.nn.Module):
+    def forward(self, x, y):
+        out: Optional[torch.Tensor] = None
+        if x.size(0) > 2:
+            out = x * 2
+        twice: Optional[torch.Tensor] = x
+        if y.sum() > 0:
+            twice = None
+        return out, twice, y, None
+
+
+def test_values_that_may_be_none_are_onnx_optionals():
+    """``y = None`` in one branch and a tensor in the other: an ONNX If returning an optional of
+    the tensor's type and sizes (its branches too), None where eager gives None; a returned None
+    an empty optional (torch's suite: test_optional_output, test_tuple_with_none_outputs)."""
+    model = torch.jit.script(MayBeNone())
+    args = (torch.randn(4, 3), torch.ones(2))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    outputs = result.model_proto.graph.output
+    kinds = [o.type.WhichOneof("value") for o in outputs]
+    assert kinds == ["optional_type", "optional_type", "tensor_type", "optional_type"]
+    element = outputs[0].type.optional_type.elem_type.tensor_type
+    assert element.elem_type == 1 and [d.dim_param or d.dim_value for d in element.shape.dim] == ["n", 3]
+    others = ((torch.randn(1, 3), -torch.ones(2)), (torch.randn(7, 3), torch.ones(2)))
+    _assert_runs_as_eager(result, model, args, *others)
+
+
+class ReadsWhatMayBeNone(torch.nn.Module):
+    def forward(self, x):
+        y: Optional[torch.Tensor] = None
+        if x.size(0) > 2:
+            y = x
+        if y is None:
+            return x
+        return y + 1
+
+
+def test_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
+    model = torch.jit.script(ReadsWhatMayBeNone())
+    match = r"(?s)may leave None.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})

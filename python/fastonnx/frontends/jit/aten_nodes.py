@@ -16,6 +16,7 @@ from ...core.dtypes import dtype_of_scalar_type
 from ...errors import ConversionError
 from .fake_values import known_equal, unbacked
 from .nodes import bind, functional_overload, inputs, resolve
+from .optionals import refuse_optional
 from .packed_sequences import BatchSizes, Packed
 from .quantized import QTensor, on_quantized
 from .translator import Handler, Opaque, Outputs, Translator
@@ -38,6 +39,7 @@ def op(t: Translator, node: torch._C.Node):
     namespace, name = schema.name.split("::")
     ins = inputs(node)
     values = [t.env[v] for v in ins]
+    refuse_optional(node.kind(), values)
     if any(isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values):
         return on_quantized(t, node, values)
     if any(isinstance(v, Packed | BatchSizes) for v in values):

@@ -17,6 +17,7 @@ from .control_flow import chosen
 from .fake_values import known_equal
 from .lists import positions
 from .nodes import inputs
+from .optionals import refuse_optional
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
 from .translator import Handler, Opaque, Outputs, Translator, holds_node
@@ -280,6 +281,7 @@ def _set_attr(t: Translator, node):
 def _is(t: Translator, node):
     """``a is b``, of which TorchScript keeps only tests against None (an Optional argument)."""
     a, b = (t.env[v] for v in inputs(node))
+    refuse_optional(f"`{node.kind()}`", (a, b))
     same = (a is None) == (b is None) if a is None or b is None else a is b
     return same if node.kind() == "aten::__is__" else not same
 

@@ -223,7 +223,8 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
         eager = copy.deepcopy(model) if _writes_state(model) else model
         try:
             with torch.no_grad():
-                out_leaves, out_spec = pytree.tree_flatten(eager(*copies, **kwarg_copies))
+                # (None a leaf: a scripted graph returns it, as an empty ONNX optional)
+                out_leaves, out_spec = pytree.tree_flatten(eager(*copies, **kwarg_copies), is_leaf=_is_none)
         except Exception as e:  # the model's own failure, whatever it raises
             from ..export.trace import describe_failure
 
@@ -273,6 +274,10 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     lines = [line for _, line in reads or ()]
     out_leaves = flat.out_leaves
     return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, out_leaves, found, lines, module=frozen)
+
+
+def _is_none(x) -> bool:
+    return x is None
 
 
 def _writes_state(model: torch.jit.ScriptModule) -> bool:

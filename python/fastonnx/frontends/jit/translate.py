@@ -45,6 +45,7 @@ from ..export.trace import needs_functionalization
 from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
 from .fake_values import SizesFromData
+from .optionals import none_of
 from .quantized import PackedWeights, QTensor, quantized_input, quantized_output
 from .retrace import Retrace
 from .trace import JitGraph
@@ -179,8 +180,11 @@ def _program(
     t.block(jit.graph)
     outputs = list(jit.graph.outputs())
     returned = len(outputs) - len(jit.size_reads)
-    # (a scripted graph returns a list or tuple as one value; eager's result is flattened)
-    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]])
+    # (a scripted graph returns a list or tuple as one value; eager's result is flattened, a None
+    # kept as an empty optional of the default dtype, as the TorchScript exporter returns it)
+    scripted = jit.arguments is not None
+    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]], is_leaf=lambda x: scripted and x is None)
+    results = [none_of(t, torch.get_default_dtype(), []) if x is None else x for x in results]
     size_reads = [(*_size_read(t, v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
     if len(results) + len(jit.constant_outputs) != len(jit.example_outputs):
         raise ConversionError(
