@@ -844,3 +844,18 @@ def test_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
     match = r"(?s)may leave None.*from File .*test_script_modules.py"
     with pytest.raises(fastonnx.ConversionError, match=match):
         fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})
+
+
+class AppendsNothing(torch.nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            if len(res) > 2:
+                res.append(x[i])
+        return res
+
+
+def test_a_model_returning_only_empty_lists_is_an_error():
+    """onnxruntime loads no graph without outputs (torch's suite: test_list_append_nested_2)."""
+    with pytest.raises(fastonnx.ConversionError, match="an ONNX graph needs at least one output"):
+        fastonnx.export(torch.jit.script(AppendsNothing()), (torch.randn(4, 3),))
