@@ -31,13 +31,18 @@ def _declared(result) -> list[list]:
 
 
 def _assert_runs_as_eager(result, model, *calls):
+    """Each call's outputs in onnxruntime as eager's; a None (an empty optional) as None."""
     for args in calls:
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         want = model(*copies)
         got = run_ort(result.model_proto, flat_tensors(args))
-        want = flat_tensors(want)
+        leaves = torch.utils._pytree.tree_leaves(want, is_leaf=lambda x: x is None)
+        want = [x for x in leaves if x is None or isinstance(x, torch.Tensor)]
         assert len(got) == len(want)
         for g, w in zip(got, want):
+            if g is None or w is None:
+                assert g is None and w is None
+                continue
             assert g.shape == tuple(w.shape)
             assert g.dtype == w.detach().numpy().dtype
             np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-5)
@@ -183,15 +188,17 @@ def _every_kind(rows: int, other: int) -> tuple:
 
 def test_lists_tuples_optionals_and_numbers_as_inputs():
     """A list or tuple of tensors is one input per tensor, named as a traced module's; None and
-    numbers are constants of the file; a None output is no output. Each dynamic axis keyed by
-    the flattened input's name (torch's suite: test_arithmetic_prim_bool, test_list_pass...)."""
+    numbers are constants of the file; a None output is an empty optional, as the TorchScript
+    exporter returns it. Each dynamic axis keyed by the flattened input's name (torch's suite:
+    test_arithmetic_prim_bool, test_list_pass, test_tuple_with_none_outputs...)."""
     model = torch.jit.script(TakesEveryKind().eval())
     axes = {"x": {0: "n"}, "xs_0": {0: "n"}, "xs_1": {0: "m"}, "given": {0: "n"}, "pair_1": {0: "n"}}
     result, fixed = _export(model, _every_kind(4, 2), dynamic_axes=axes)
     assert not fixed
     assert result.input_names == ["x", "xs_0", "xs_1", "given", "pair_0", "pair_1"]
     assert _declared(result) == [["n", 3], ["n", 3], ["m", 3], ["n", 3], [2, 3], ["n", 3]]
-    assert len(result.model_proto.graph.output) == 2
+    outputs = result.model_proto.graph.output
+    assert len(outputs) == 3 and outputs[1].type.HasField("optional_type")
     _assert_runs_as_eager(result, model, _every_kind(4, 2), _every_kind(7, 1), _every_kind(1, 5))
     assert all(d.ok for d in result.verify(*_every_kind(5, 3)))
 
@@ -601,3 +608,254 @@ def test_a_quantize_stubs_scale_and_zero_point_read_from_its_buffers():
     assert not fixed
     assert "QuantizeLinear" in {n.op_type for n in result.model_proto.graph.node}
     _assert_runs_as_eager(result, model, (x,), (torch.randn(2, 4, 8, 8),))
+
+
+# -- what torch's scripting suite takes besides (print, x.data, casts to a device, masks...) -------
+
+
+class PrintsWarnsAndCasts(torch.nn.Module):
+    def forward(self, x, y, keep):
+        print(f"rows: {x.size(0)}", x)
+        if x.size(0) > 100:
+            warnings.warn("many rows", stacklevel=2)
+        mask = torch.tensor([1, 0, 1], dtype=torch.uint8)
+        picked = x.data[:, mask]
+        start = torch.arange(0.5, 6.0, 1.5)
+        return picked.to(y.device), x.to(y.device, dtype=torch.long), start, torch.where(keep, x, -x)
+
+
+def test_print_warn_data_device_casts_masks_and_float_aranges():
+    """print and warnings.warn are dropped with the strings they format, as the TorchScript
+    exporter drops them; ``x.data`` is x; ``x.to(device, dtype)`` a cast; a uint8 mask a bool one;
+    a uint8 condition of ``where`` too; an arange of floats keeps no ``layout=None`` PrimTorch
+    refuses (torch's suite: test_kldiv_loss, test_print_tensor_within_torch_nn_module, test_data,
+    test_to_device, test_index_mask, test_where_with_byte_tensor, test_arange_with_floats_override)."""
+    model = torch.jit.script(PrintsWarnsAndCasts())
+
+    def call(n: int, m: int) -> tuple:
+        return (torch.randn(n, 3) * 10, torch.randn(m), torch.randint(0, 2, (n, 3), dtype=torch.uint8))
+
+    result, fixed = _export(model, call(4, 2), dynamic_axes={"x": {0: "n"}, "y": {0: "m"}, "keep": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, call(4, 2), call(7, 5))
+
+
+class BranchesOnTypesAndData(torch.nn.Module):
+    def forward(self, x, y, cond):
+        res: List[torch.Tensor] = []
+        if cond:
+            res = res + [x]
+        else:
+            res = res + [y]
+        ready = True
+        if x.sum() > -1000:
+            ready = False
+        if ready:
+            x = x * 2
+        if x.is_floating_point():
+            return res, x + 1
+        return res, x
+
+
+def test_if_returning_lists_numbers_of_data_and_dtype_tests():
+    """An ``if`` whose branches both return a list of one length returns its items; a number an
+    ``if`` on data sets is a value of the graph; ``is_floating_point()`` is decided when exporting
+    (torch's suite: test_if_list, test_fuse_conv_in_block, test_floating_point_infer_dtype)."""
+    model = torch.jit.script(BranchesOnTypesAndData())
+    args = (torch.randn(2, 3), torch.randn(3, 3), torch.tensor(True))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}, "y": {0: "m"}})
+    assert not fixed
+    other = (torch.randn(5, 3) - 2000, torch.randn(1, 3), torch.tensor(False))
+    _assert_runs_as_eager(result, model, args, other, (torch.randn(5, 3), torch.randn(4, 3), torch.tensor(False)))
+
+
+class ZerosOfSomeSizes(torch.nn.Module):
+    def forward(self, x):
+        return x.new_zeros(x.shape[1 : x.size(2)]) + x.size(0)
+
+
+def test_a_list_sliced_at_a_size_fixes_the_axis_with_its_line():
+    """The slice's length is a rank of the graph: the size is taken at the example's value and
+    the axis listed as static, with its line (torch's suite: test_slice_dynamic_shape_script)."""
+    model = torch.jit.script(ZerosOfSomeSizes())
+    x = torch.rand(1, 2, 3, 4)
+    result, fixed = _export(model, (x,), dynamic_axes={"x": [0, 1, 2, 3]})
+    assert len(fixed) == 1 and "aten::slice made it 3" in fixed[0] and "test_script_modules.py" in fixed[0]
+    assert _declared(result) == [["x_dynamic_axes_1", "x_dynamic_axes_2", 3, "x_dynamic_axes_4"]]
+    _assert_runs_as_eager(result, model, (x,), (torch.rand(5, 4, 3, 2),))
+
+
+class PadsAndResizes(torch.nn.Module):
+    def forward(self, x, y, pad: List[int]):
+        out = torch.nn.functional.interpolate(x, mode="nearest", size=(int(y.size(0)), int(y.size(1))))
+        return torch.nn.functional.pad(x, pad), out
+
+
+def test_numbers_given_as_tensors_and_upsampling_to_sizes():
+    """A ``List[int]`` given 0-d tensors reads them from its inputs; an upsample to sizes of a
+    dynamic input follows them (torch's suite: test_pad_types, test_interpolate_no_shape). (A pad
+    of amounts read from data fixes the batch of what it pads: x's axes stay static here.)"""
+    model = torch.jit.script(PadsAndResizes())
+
+    def call(n: int, h: int, w: int, pads: tuple) -> tuple:
+        return (torch.randn(n, 2, 4, 4), torch.randn(h, w), [torch.tensor(p) for p in pads])
+
+    result, fixed = _export(model, call(1, 16, 16, (2, 4)), dynamic_axes={"y": [0, 1]})
+    assert not fixed and result.input_names == ["x", "y", "pad_0", "pad_1"]
+    _assert_runs_as_eager(result, model, call(1, 16, 16, (2, 4)), call(1, 5, 9, (0, 1)))
+
+
+_ONES = torch.ones(2, 3)
+
+
+class WithDefaults(torch.nn.Module):
+    def forward(
+        self,
+        x,
+        y: Optional[torch.Tensor] = _ONES,
+        pair: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None),
+    ):
+        a, b = pair
+        if a is not None:
+            x = x + a
+        if b is not None:
+            x = x * b
+        if y is not None:
+            x = x - y
+        return x
+
+
+def test_keyword_inputs_defaults_and_tuples_holding_none():
+    """Keyword inputs bound by name; a default the call does not give a constant (eager takes
+    it); a tuple holding None (or a number) an input per tensor (torch's suite:
+    test_mixed_optional_default_tensor_script, test_tuple_of_optional_default_tensor_script,
+    test_tuple_primitive_input)."""
+    model = torch.jit.script(WithDefaults())
+    x, b = torch.randn(2, 3), torch.randn(2, 3)
+    result, _ = _export(model, (x,), kwargs={"pair": (None, b)}, dynamic_axes={"x": {0: "n"}, "pair_1": {0: "n"}})
+    assert result.input_names == ["x", "pair_1"]
+    got = run_ort(result.model_proto, [x, b])
+    np.testing.assert_allclose(got[0], model(x, pair=(None, b)).numpy(), rtol=1e-5)
+    with pytest.raises(fastonnx.TraceError, match="in the order of its parameters"):
+        fastonnx.export(model, (x,), kwargs={"pair": (None, b), "y": x})
+
+
+class TrainsNorms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.relu = torch.nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(self.bn(self.relu(self.bn(self.conv(x)))))
+
+
+def test_batch_norm_in_training_mode_with_in_place_ops():
+    """The functionalized graph's functional batch norm is decomposed by torch's own table
+    (torch's suite: test_multiple_conv_bn)."""
+    model = TrainsNorms()
+    x = torch.randn(2, 3, 8, 8)
+    scripted = torch.jit.script(copy.deepcopy(model))
+    training = torch.onnx.TrainingMode.TRAINING
+    result, _ = _export(scripted, (x,), training=training, dynamic_axes={"x": {0: "n", 2: "h"}})
+    for args in ((x,), (torch.randn(3, 3, 11, 8),)):
+        want = copy.deepcopy(model).train()(*args).detach().numpy()
+        np.testing.assert_allclose(run_ort(result.model_proto, list(args))[0], want, rtol=1e-3, atol=1e-4)
+
+
+class PicksOfSeveralShapes(torch.nn.Module):
+    def forward(self, x, y, z, ind):
+        arr = [x, y, z]
+        return arr[ind] * 2
+
+
+def test_a_list_of_several_shapes_read_at_a_computed_position():
+    """The tensor at the position, chosen by Ifs whose results' sizes are the graph's (torch's
+    suite: test_getitem); a negative position counts from the end."""
+    model = torch.jit.script(PicksOfSeveralShapes())
+    args = (torch.randn(3, 4, 5), torch.randn(1, 4, 5), torch.randn(2, 4, 5), torch.tensor(1))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "a"}, "y": {0: "b"}, "z": {0: "c", 2: "d"}})
+    assert not fixed
+    other = (torch.randn(6, 4, 5), torch.randn(2, 4, 5), torch.randn(3, 4, 7))
+    _assert_runs_as_eager(result, model, args, (*other, torch.tensor(-1)), (*other, torch.tensor(0)))
+
+
+class ListsOfRows(torch.nn.Module):
+    def forward(self, x):
+        if x[0].shape[0] < 5:
+            if x.size(0) == 1:
+                x += x
+            else:
+                return list(x)
+        return list(x)
+
+
+def test_a_list_an_if_leaves_uninitialized_is_an_error_naming_the_node_and_line():
+    """A list of as many tensors as a dynamic size needs an ONNX sequence, which fastonnx does
+    not write: the error names the TorchScript node and the model's line (torch's suite:
+    test_uninitialized_tensorList_dynamic)."""
+    model = torch.jit.script(ListsOfRows())
+    match = r"(?s)leaves a value uninitialized.*node: .*prim::If.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(model, (torch.ones(3, 4),), dynamic_axes={"x": [0, 1]})
+
+
+class MayBeNone(torch.nn.Module):
+    def forward(self, x, y):
+        out: Optional[torch.Tensor] = None
+        if x.size(0) > 2:
+            out = x * 2
+        twice: Optional[torch.Tensor] = x
+        if y.sum() > 0:
+            twice = None
+        return out, twice, y, None
+
+
+def test_values_that_may_be_none_are_onnx_optionals():
+    """``y = None`` in one branch and a tensor in the other: an ONNX If returning an optional of
+    the tensor's type and sizes (its branches too), None where eager gives None; a returned None
+    an empty optional (torch's suite: test_optional_output, test_tuple_with_none_outputs)."""
+    model = torch.jit.script(MayBeNone())
+    args = (torch.randn(4, 3), torch.ones(2))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    outputs = result.model_proto.graph.output
+    kinds = [o.type.WhichOneof("value") for o in outputs]
+    assert kinds == ["optional_type", "optional_type", "tensor_type", "optional_type"]
+    element = outputs[0].type.optional_type.elem_type.tensor_type
+    assert element.elem_type == 1 and [d.dim_param or d.dim_value for d in element.shape.dim] == ["n", 3]
+    others = ((torch.randn(1, 3), -torch.ones(2)), (torch.randn(7, 3), torch.ones(2)))
+    _assert_runs_as_eager(result, model, args, *others)
+
+
+class ReadsWhatMayBeNone(torch.nn.Module):
+    def forward(self, x):
+        y: Optional[torch.Tensor] = None
+        if x.size(0) > 2:
+            y = x
+        if y is None:
+            return x
+        return y + 1
+
+
+def test_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
+    model = torch.jit.script(ReadsWhatMayBeNone())
+    match = r"(?s)may leave None.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})
+
+
+class AppendsNothing(torch.nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            if len(res) > 2:
+                res.append(x[i])
+        return res
+
+
+def test_a_model_returning_only_empty_lists_is_an_error():
+    """onnxruntime loads no graph without outputs (torch's suite: test_list_append_nested_2)."""
+    with pytest.raises(fastonnx.ConversionError, match="an ONNX graph needs at least one output"):
+        fastonnx.export(torch.jit.script(AppendsNothing()), (torch.randn(4, 3),))

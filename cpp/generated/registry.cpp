@@ -16,6 +16,7 @@
 #include "converters_linalg.h"
 #include "converters_nn.h"
 #include "converters_norm.h"
+#include "converters_optional.h"
 #include "converters_padding.h"
 #include "converters_pooling.h"
 #include "converters_quantize.h"
@@ -46,6 +47,7 @@ std::span<const OpEntry> op_table() {
              op_rows_linalg(),
              op_rows_nn(),
              op_rows_norm(),
+             op_rows_optional(),
              op_rows_padding(),
              op_rows_pooling(),
              op_rows_quantize(),

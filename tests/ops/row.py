@@ -72,7 +72,8 @@ class Row:
     xfails: tuple[SampleRule, ...] = ()
     max_samples: int | None = None  # None: MAX_SAMPLES for the dtype
     # A check of its own (got, torch's, sample) after shapes and dtypes matched: for random ops,
-    # and `shapes_only` for results torch leaves uninitialized (empty, resize_ growing).
+    # and `shapes_only` for results torch leaves uninitialized (empty, resize_ growing); also of
+    # an output onnxruntime gives as None (an empty optional), got None.
     compare: Callable[[torch.Tensor, torch.Tensor, SampleInput], None] | None = None
     family: str = ""  # the rows module that defines it (set when the table is collected)
     # Trace with every dimension dynamic (size queries and arithmetic on sizes stay in the graph).

@@ -54,6 +54,8 @@ struct ValueInfo {
   // The data decides its rank (a squeeze decided at run time): the shape is the one torch traced,
   // declared for a graph output (ONNX requires one there) but not to be relied on.
   bool rank_varies = false;
+  // An ONNX optional of this tensor type: a value a scripted model may leave None.
+  bool optional = false;
   uint32_t dims_begin = 0;
   uint32_t rank = 0;
   NodeId producer = kNoNode;
@@ -113,6 +115,7 @@ class Graph {
   // The shape when every dimension is static and the rank does not vary (ValueInfo::rank_varies).
   std::optional<std::vector<int64_t>> static_shape(Value v) const;
   void set_rank_varies(Value v) { values_[v.id].rank_varies = true; }
+  void set_optional(Value v) { values_[v.id].optional = true; }
   const ValueInfo& info(Value v) const { return values_[v.id]; }
   std::span<const Dim> shape(Value v) const;
   size_t num_values() const { return values_.size(); }

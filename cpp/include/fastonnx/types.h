@@ -137,12 +137,13 @@ class AttrName {
 };
 
 // An ONNX attribute: its name and one value of a kind. A Graph attribute (an If branch, a Loop
-// or Scan body) names a subgraph of the same Graph.
+// or Scan body) names a subgraph of the same Graph; a TensorType one is a TypeProto of a tensor
+// of that element type (Optional's `type`).
 struct Attr {
   // In the order of the alternatives of `value`.
-  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Graph };
+  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Graph, TensorType };
   using Payload = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
-                               std::vector<std::string>, GraphId>;
+                               std::vector<std::string>, GraphId, ScalarType>;
   AttrName name;
   Payload value;
 
@@ -155,6 +156,7 @@ struct Attr {
   const std::vector<double>& as_floats() const { return std::get<std::vector<double>>(value); }
   const std::vector<std::string>& as_strings() const { return std::get<std::vector<std::string>>(value); }
   GraphId as_graph() const { return std::get<GraphId>(value); }
+  ScalarType as_tensor_type() const { return std::get<ScalarType>(value); }
 
   static Attr i(AttrName n, int64_t v) { return {n, v}; }
   static Attr f(AttrName n, double v) { return {n, v}; }
@@ -164,6 +166,7 @@ struct Attr {
   static Attr floats(AttrName n, std::vector<double> v) { return {n, std::move(v)}; }
   static Attr strings(AttrName n, std::vector<std::string> v) { return {n, std::move(v)}; }
   static Attr graph(AttrName n, GraphId subgraph) { return {n, subgraph}; }
+  static Attr tensor_type(AttrName n, ScalarType dtype) { return {n, dtype}; }
 };
 using Attrs = std::vector<Attr>;
 

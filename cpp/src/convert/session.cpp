@@ -259,6 +259,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
         graph_.set_shape(v, dims);
       }
       if (src.rank_varies) graph_.set_rank_varies(v);
+      if (src.optional) graph_.set_optional(v);
     }
     if (v.id >= taken.size()) taken.resize(v.id + 1, false);
     taken[v.id] = true;
@@ -327,6 +328,15 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
   for (size_t i = 0; i < outs.size(); ++i) {
     if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
     graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
+  }
+  // An output is optional when its subgraph returns one (a Loop body's outputs begin with its
+  // condition): a scripted value that may be None.
+  const size_t skipped = op_type == "Loop" ? 1 : 0;
+  for (const GraphId id : subgraphs) {
+    const auto& returned = graph_.subgraph(id).outputs;
+    for (size_t i = 0; i < outs.size() && i + skipped < returned.size(); ++i) {
+      if (graph_.info(returned[i + skipped]).optional) graph_.set_optional(outs[i]);
+    }
   }
   return outs;
 }

@@ -35,10 +35,20 @@ namespace node_f {
 enum : uint32_t { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 };
 }
 namespace attr_f {
-enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, type = 20 };
+enum : uint32_t { name = 1, f = 2, i = 3, s = 4, t = 5, g = 6, floats = 7, ints = 8, strings = 9, tp = 14, type = 20 };
 }
 namespace attr_type {
-enum : uint32_t { FLOAT = 1, INT = 2, STRING = 3, TENSOR = 4, GRAPH = 5, FLOATS = 6, INTS = 7, STRINGS = 8 };
+enum : uint32_t {
+  FLOAT = 1,
+  INT = 2,
+  STRING = 3,
+  TENSOR = 4,
+  GRAPH = 5,
+  FLOATS = 6,
+  INTS = 7,
+  STRINGS = 8,
+  TYPE_PROTO = 13
+};
 }
 namespace tensor_f {
 enum : uint32_t { dims = 1, data_type = 2, name = 8, raw_data = 9, external_data = 13, data_location = 14 };
@@ -56,7 +66,10 @@ namespace vi_f {
 enum : uint32_t { name = 1, type = 2 };
 }
 namespace type_f {
-enum : uint32_t { tensor_type = 1 };
+enum : uint32_t { tensor_type = 1, optional_type = 9 };
+}
+namespace optional_f {
+enum : uint32_t { elem_type = 1 };
 }
 namespace ttype_f {
 enum : uint32_t { elem_type = 1, shape = 2 };
@@ -70,6 +83,10 @@ enum : uint32_t { dim_value = 1, dim_param = 2 };
 namespace opset_f {
 enum : uint32_t { domain = 1, version = 2 };
 }
+
+// A complex value is a real tensor with a trailing dimension of 2 (real, imaginary): ONNX's DFT
+// layout; onnxruntime runs no op on complex tensors.
+int stored_dtype(ScalarType t) { return onnx_dtype(real_part_type(t)); }
 
 // `subgraph` writes the GraphProto of a Graph attribute.
 ProtoMessage attribute(const Attr& a, const std::function<ProtoMessage(const Attr&)>& subgraph) {
@@ -104,13 +121,18 @@ ProtoMessage attribute(const Attr& a, const std::function<ProtoMessage(const Att
       for (const std::string& v : a.as_strings()) m.bytes_field(attr_f::strings, v);
       m.varint_field(attr_f::type, attr_type::STRINGS);
       break;
+    case Attr::Kind::TensorType: {
+      ProtoMessage tensor_type;
+      tensor_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(stored_dtype(a.as_tensor_type())));
+      ProtoMessage type;
+      type.message_field(type_f::tensor_type, tensor_type);
+      m.message_field(attr_f::tp, type);
+      m.varint_field(attr_f::type, attr_type::TYPE_PROTO);
+      break;
+    }
   }
   return m;
 }
-
-// A complex value is a real tensor with a trailing dimension of 2 (real, imaginary): ONNX's DFT
-// layout; onnxruntime runs no op on complex tensors.
-int stored_dtype(ScalarType t) { return onnx_dtype(real_part_type(t)); }
 
 ProtoMessage value_info(const Graph& g, Value v) {
   const ValueInfo& info = g.info(v);
@@ -136,6 +158,12 @@ ProtoMessage value_info(const Graph& g, Value v) {
   }
   ProtoMessage type;
   type.message_field(type_f::tensor_type, tensor_type);
+  if (info.optional) {  // optional_type { elem_type: the tensor type }
+    ProtoMessage optional;
+    optional.message_field(optional_f::elem_type, type);
+    type = ProtoMessage();
+    type.message_field(type_f::optional_type, optional);
+  }
   ProtoMessage m;
   m.bytes_field(vi_f::name, g.name(v));
   m.message_field(vi_f::type, type);

@@ -207,13 +207,14 @@ def _integer_range_of_computed_floats(node: torch.fx.Node) -> bool:
 
 def decomposition_for(node: torch.fx.Node):
     """The decomposition the lowering applies to ``node`` instead of converting it, if any: for
-    an op without a converter, PyTorch's; for one whose converter needs as a constant a number
+    an op without a converter, PyTorch's, a core op's too (the functional batch norm a
+    functionalized training graph holds); for one whose converter needs as a constant a number
     the graph computes, or whose result depends on the torch installed
     (``_integer_range_of_computed_floats``), also the decompositions of core ops."""
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return None
     if not is_mapped(node.target):
-        return decomposition_for_numbers_from_data(node) or decomposition_of(node.target)
+        return decomposition_for_numbers_from_data(node) or decomposition_of(node.target, core=True)
     if not converts(node) or _integer_range_of_computed_floats(node):
         return decomposition_of(node.target, core=True)
     return None

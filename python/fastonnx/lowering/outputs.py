@@ -109,6 +109,11 @@ def set_outputs(
         ref, val = _output_value(lowering, value, path)
         outputs.append((ref, name))
         vals.append(val)
+    if not outputs:  # (onnxruntime loads no graph without outputs)
+        raise ConversionError(
+            "forward returns no tensor or number (only None, or lists and tuples that are empty in the "
+            "example): an ONNX graph needs at least one output"
+        )
     # Renaming dimensions is for a value that is one output's alone: an input's, a weight's or
     # one returned twice would be renamed there too.
     leaves = {

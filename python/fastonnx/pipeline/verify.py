@@ -54,13 +54,24 @@ def compare(
             eager = model(*args, **kwargs)
     except Exception as e:  # the model's own failure, whatever it raises
         raise EagerFailed(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    # A returned number is a 0-d output of the ONNX model; None is no output.
-    leaves = pytree.tree_leaves(plain_containers(eager))
-    expected = [torch.as_tensor(x) for x in leaves if isinstance(x, (torch.Tensor, int, float))]
+    # A returned number is a 0-d output of the ONNX model; None is no output, or an empty optional
+    # (a ScriptModule's, which onnxruntime gives as None).
+    leaves = pytree.tree_leaves(plain_containers(eager), is_leaf=lambda x: x is None)
+    expected = [
+        None if x is None else torch.as_tensor(x)
+        for x in leaves
+        if x is None or isinstance(x, (torch.Tensor, int, float))
+    ]
+    if len(expected) != len(actual):
+        expected = [x for x in expected if x is not None]
     if len(expected) != len(actual):
         raise ValueError(f"PyTorch returns {len(expected)} tensors and numbers, the ONNX model {len(actual)} outputs")
     diffs = []
     for name, got, torch_value in zip(output_names, actual, expected):
+        if got is None or torch_value is None:
+            same = got is None and torch_value is None
+            diffs.append(OutputDiff(name, 0.0 if same else float("inf"), 0.0 if same else float("inf"), same))
+            continue
         want = _numpy(torch_value)
         if want.dtype == np.bool_ or got.dtype == np.bool_:
             bad = float(np.count_nonzero(got != want))

@@ -12,9 +12,11 @@ from typing import Any
 import torch
 
 from ...core import arithmetic
+from ...core.dtypes import dtype_of_scalar_type
 from ...errors import ConversionError
 from .fake_values import known_equal, unbacked
 from .nodes import bind, functional_overload, inputs, resolve
+from .optionals import refuse_optional
 from .packed_sequences import BatchSizes, Packed
 from .quantized import QTensor, on_quantized
 from .translator import Handler, Opaque, Outputs, Translator
@@ -37,6 +39,7 @@ def op(t: Translator, node: torch._C.Node):
     namespace, name = schema.name.split("::")
     ins = inputs(node)
     values = [t.env[v] for v in ins]
+    refuse_optional(node.kind(), values)
     if any(isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values):
         return on_quantized(t, node, values)
     if any(isinstance(v, Packed | BatchSizes) for v in values):
@@ -155,6 +158,78 @@ def _set_(t: Translator, node):
     return t.env[src]
 
 
+def _to(t: Translator, node):
+    """``x.to(device, dtype)`` (``aten::to.prim_Device``, TorchScript's own overload, which no
+    converter knows): the device says nothing of the values (the graph runs where the runtime
+    puts it), so a cast to ``dtype``, or ``x`` itself; other overloads as their ops."""
+    if resolve(node.schema())[0].overload_name != "prim_Device":
+        return t.op(node)
+    x, _, dtype, _, copy = (t.env[v] for v in inputs(node))
+    if dtype is None:
+        return t.emit(aten.clone.default, (x,)) if copy else x
+    return t.emit(aten._to_copy.default, (x,), {"dtype": dtype_of_scalar_type(dtype)})
+
+
+def _indexed(t: Translator, node):
+    """``x[mask]`` and ``x[mask] = v`` with a uint8 mask (eager's older spelling of a bool one,
+    which torch's fake ``index`` refuses): the mask as bool, the op as its schema names it."""
+    values = [t.env[v] for v in inputs(node)]
+    indices = values[1] if len(values) > 1 else None
+    if not isinstance(indices, list) or not any(_is_uint8(t, i) for i in indices):
+        return t.op(node)
+    return _with_bool_masks(t, node, [values[0], [_as_bool(t, i) for i in indices], *values[2:]])
+
+
+def _where(t: Translator, node):
+    """``torch.where(cond, a, b)`` with a uint8 ``cond`` (eager takes it as a mask, torch's fake
+    ``where`` refuses it): the condition as bool."""
+    values = [t.env[v] for v in inputs(node)]
+    if not _is_uint8(t, values[0]):
+        return t.op(node)
+    return _with_bool_masks(t, node, [_as_bool(t, values[0]), *values[1:]])
+
+
+def _with_bool_masks(t: Translator, node, values: list):
+    schema, _, target = resolve(node.schema())
+    args, kwargs = bind(schema, values)
+    return t.emit(target, tuple(args), kwargs)
+
+
+def _as_bool(t: Translator, value):
+    return t.emit(aten._to_copy.default, (value,), {"dtype": torch.bool}) if _is_uint8(t, value) else value
+
+
+def _is_uint8(t: Translator, value) -> bool:
+    return isinstance(value, torch.fx.Node) and getattr(t.fake_of(value), "dtype", None) == torch.uint8
+
+
+def _upsampled_to_sizes(t: Translator, node):
+    """``interpolate(x, size=...)``: an upsample's ``.vec`` overload given sizes and no scales is
+    its sized overload (the ``.vec`` one's fake kernel takes no symbolic sizes, ``size=(int(y.size(0)),
+    ...)``)."""
+    schema, packet, _ = resolve(node.schema())
+    values = [t.env[v] for v in inputs(node)]
+    if schema.overload_name != "vec" or values[-1] is not None or values[1] is None:
+        return t.op(node)
+    return t.emit(packet.default, tuple(values[:-1]))
+
+
+_UPSAMPLES = (
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "upsample_trilinear3d",
+    "upsample_bicubic2d",
+    "_upsample_bilinear2d_aa",
+    "_upsample_bicubic2d_aa",
+)
+
+
 @dataclass(frozen=True)
 class Rows(Opaque):
     """The list ``tensor.unbind(dim)`` whose only reader is ``len()``: its length is a size of the
@@ -178,4 +253,10 @@ HANDLERS: dict[str, Handler] = {
     "aten::set_": _set_,
     "aten::copy_": _copy_,
     "aten::select": _select,
+    "aten::to": _to,
+    "aten::index": _indexed,
+    "aten::index_put": _indexed,
+    "aten::index_put_": _indexed,
+    "aten::where": _where,
+    **{f"aten::{name}": _upsampled_to_sizes for name in _UPSAMPLES},
 }

@@ -20,6 +20,7 @@ from ...errors import ConversionError
 from ..export.trace import needs_functionalization
 from .fake_values import known_equal
 from .nodes import inputs, is_view, resolve, source_line, where
+from .optionals import OPTIONAL, held, is_optional, none_of, refuse_optional
 from .retrace import Retrace
 from .translator import Handler, Outputs, Translator, holds_node
 
@@ -68,6 +69,7 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         sub = _sub_translator(t, operands=operands, assuming=assuming)
         subs.append(sub)
         outs.append(sub.inline(block))
+    outs, lengths = _lists_spread(outs)
     numbers, read = _reconciled(t, subs, outs, condition)
     branches, results = [], []
     for sub, branch_outs in zip(subs, outs):
@@ -103,11 +105,51 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         elif k in read:  # (returned as a 0-d tensor)
             results_of_if.append(t.read_number(next(items)))
         else:
-            results_of_if.append(next(items))
+            item = next(items)
+            if is_optional(outs[0][k]):
+                item.meta[OPTIONAL] = True
+            results_of_if.append(item)
     for v, item in zip(written, items):  # what the branches wrote, from here on
         t.env[v] = item
         t.known.pop(v, None)
-    return Outputs(results_of_if)
+    return Outputs(_lists_gathered(results_of_if, lengths))
+
+
+def _lists_spread(outs: list[list]) -> tuple[list[list], list[int | None]]:
+    """The outputs of an ``if``'s branches with each list both return at one length (``res =
+    res + [x]`` in each) spread into its items, outputs of their own; the lengths by output
+    (None: not spread)."""
+    lengths = [
+        len(a) if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) else None for a, b in zip(*outs)
+    ]
+    spread = [[x for o, n in zip(branch, lengths) for x in (o if n is not None else [o])] for branch in outs]
+    return spread, lengths
+
+
+def _lists_gathered(results: list, lengths: list[int | None]) -> list:
+    """``results`` with the items of each list ``_lists_spread`` spread gathered back into one."""
+    it = iter(results)
+    return [next(it) if n is None else [next(it) for _ in range(n)] for n in lengths]
+
+
+def chosen(t: Translator, hits: list, items: list) -> torch.fx.Node:
+    """Of tensors ``items`` (one dtype and rank, any sizes), the one whose ``hits`` (0-d bool
+    tensors, one true) is true: ONNX Ifs in a chain, each result's differing sizes new sizes of
+    the graph (a list of tensors of several shapes read at a position the graph computes)."""
+    result = items[-1]
+    for hit, item in zip(reversed(hits[:-1]), reversed(items[:-1])):
+        pair = [t.fake_of(item), t.fake_of(result)]
+        branches = []
+        for k in range(2):
+            sub = _sub_translator(t, pair)
+            branch, _ = _finish(sub, [sub.emit(aten.clone.default, (sub.inputs[k],))], "cond", t)
+            branches.append(branch)
+        a, b = pair
+        with t.mode:
+            merged = a.new_empty([_merged_size(t, x, y, None) for x, y in zip(a.shape, b.shape)])
+        out = t.add_node(torch.ops.higher_order.cond, (hit, *branches, [item, result]), {}, [merged])
+        result = t.add_node(operator.getitem, (out, 0), {}, merged)
+    return result
 
 
 def _reconciled(
@@ -121,14 +163,16 @@ def _reconciled(
     numbers: dict[int, tuple] = {}
     read: set[int] = set()
     for k, (a, b) in enumerate(zip(*outs)):
-        if a is _UNINITIALIZED and b is _UNINITIALIZED:
+        if a is _UNINITIALIZED and b is _UNINITIALIZED or a is None and b is None:
             numbers[k] = (a, b)
+        elif a is None or b is None or is_optional(a) or is_optional(b):
+            _as_optionals(subs, outs, k)
         elif a is _UNINITIALIZED or b is _UNINITIALIZED:
             filled, other = (0, 1) if a is _UNINITIALIZED else (1, 0)
             outs[filled][k] = _tensor_like(subs[filled], subs[other], outs[other][k])
         elif _is_number(subs[0], a) or _is_number(subs[1], b):
             exprs = [_outer_expr(sub, x) for sub, x in zip(subs, (a, b))]
-            if condition is not None and all(e is not None and _computable(t, e) for e in exprs):
+            if condition is not None and all(e is not None and _computable(t, e) for e in (*exprs, condition)):
                 numbers[k] = tuple(exprs)
                 continue
             for sub, branch_outs in zip(subs, outs):
@@ -141,11 +185,32 @@ def _reconciled(
     return numbers, read
 
 
+def _as_optionals(subs: list[Translator], outs: list[list], k: int) -> None:
+    """The ``k``-th outputs of an ``if``'s branches, one None (or optional) and the other a tensor
+    (or optional), as optionals of one type: None as an empty optional of the other's dtype and
+    sizes (where its function has them, else 0). Each is declared with the enclosing graph's
+    sizes (``_outer_sizes``), the type the If returns, as the TorchScript exporter declares it."""
+    values = [branch_outs[k] for branch_outs in outs]
+    for i, (sub, value) in enumerate(zip(subs, values)):
+        if value is None:
+            other, like = subs[1 - i], values[1 - i]
+            val = other.fake_of(like)
+            if not isinstance(val, torch.Tensor):
+                raise ConversionError("a scripted `if` gives None or a value that is not a tensor")
+            made = none_of(sub, val.dtype, _sizes_like(sub, other, val))
+        elif isinstance(value, torch.fx.Node) and isinstance(sub.fake_of(value), torch.Tensor):
+            made = held(sub, value)
+        else:
+            raise ConversionError("a scripted `if` gives None or a value that is not a tensor")
+        made.meta["val"] = _outer_sizes(sub, made.meta["val"])
+        outs[i][k] = made
+
+
 def _chosen(t: Translator, pred: torch.fx.Node, condition, exprs: tuple):
     """The number an ``if`` on ``condition`` gives whose branches give ``exprs`` (over this
     translator's symbols), computed here."""
     a, b = exprs
-    if a is _UNINITIALIZED:
+    if a is _UNINITIALIZED or a is None:
         return a
     if isinstance(a, sympy.logic.boolalg.Boolean) and isinstance(b, sympy.logic.boolalg.Boolean):
         return _size_value(t, sympy.Or(sympy.And(condition, a), sympy.And(sympy.Not(condition), b)))
@@ -172,12 +237,18 @@ def _tensor_like(t: Translator, other: Translator, value: torch.fx.Node) -> torc
     val = other.fake_of(value)
     if not isinstance(val, torch.Tensor):
         raise ConversionError("a scripted `if` leaves a value uninitialized that is not a tensor in the other branch")
+    return t.emit(aten.zeros.default, (_sizes_like(t, other, val),), {"dtype": val.dtype})
+
+
+def _sizes_like(t: Translator, other: Translator, val: torch.Tensor) -> list:
+    """The sizes of ``val`` (a fake tensor of the other branch ``other``) computed in this function
+    where it has them, else 0."""
     mine = {old: new for new, old in t.renamed.items()}
     sizes = []
     for d in val.shape:
         expr = d.node.expr.xreplace(other.renamed).xreplace(mine) if isinstance(d, torch.SymInt) else None
         sizes.append(d if expr is None else _size_value(t, expr) if _computable(t, expr) else 0)
-    return t.emit(aten.zeros.default, (sizes,), {"dtype": val.dtype})
+    return sizes
 
 
 def _computable(t: Translator, expr) -> bool:
@@ -255,6 +326,11 @@ def _while_loop(t: Translator, trips, first, initial: list, block):
     """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
     the state are carried as 0-d tensors."""
     _written_outside([block], "loop", followed=False)
+    if any(x is None for x in initial):
+        raise ConversionError(
+            "a scripted loop carries a value that may be None; fastonnx writes no ONNX optional through a Loop"
+        )
+    refuse_optional("a scripted loop", initial)
     free = _operands(t, [block])
     kinds = [isinstance(x, torch.fx.Node) and isinstance(t.fake_of(x), torch.Tensor) for x in initial]
     carried = [_as_tensor(t, 0, torch.int64), _as_tensor(t, first, torch.bool)]
@@ -470,7 +546,7 @@ def _attach(module: torch.fx.GraphModule, kind: str, parent: Translator) -> torc
 
 
 def _uninitialized(t: Translator, node):
-    return _UNINITIALIZED
+    return Outputs([_UNINITIALIZED] * node.outputsSize())
 
 
 # Functionalization replays views as copies (slice_copy), whose kernels fail on symbolic sizes

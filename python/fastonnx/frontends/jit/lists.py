@@ -70,10 +70,25 @@ def _sliced(t: Translator, node):
     items = _list_of(t, node)
     if items is None:
         return t.op(node)
-    start, end, step = (t.env[v] for v in inputs(node)[1:])
+    start, end, step = (_bound(t, t.env[v], len(items)) for v in inputs(node)[1:])
     if not all(x is None or isinstance(x, int) for x in (start, end, step)):
         raise ConversionError("a slice of a scripted list at a position the graph computes is not supported")
     return items[start:end:step]
+
+
+def _bound(t: Translator, position, length: int):
+    """A bound of a slice of a list of ``length`` items, a number known when exporting: a size
+    (``x.shape[1 : x.size(2)]``) is tested against the list's ends, and where it falls inside
+    taken at the example's value (the list's items, a rank of the graph, need it known): the
+    axis is then static, as JitProgram.fixed reports."""
+    val = t.fake_of(position) if isinstance(position, torch.fx.Node) else position
+    if not isinstance(val, torch.SymInt):
+        return position
+    if val >= length:
+        return length
+    if val <= -length:
+        return -length
+    return int(val)
 
 
 def _set_item(t: Translator, node):
@@ -91,7 +106,7 @@ def _set_item(t: Translator, node):
             "writing into a scripted list at a position the graph computes needs a list of tensors "
             "of the value's type and shape"
         )
-    for i, hit in enumerate(_positions(t, index, len(items))):
+    for i, hit in enumerate(positions(t, index, len(items))):
         items[i] = t.emit(aten.where.self, (hit, value, items[i]))
     return items
 
@@ -105,7 +120,7 @@ def _alike(a, b: torch.Tensor) -> bool:
     )
 
 
-def _positions(t: Translator, index, length: int) -> list:
+def positions(t: Translator, index, length: int) -> list:
     """For each position of a list of ``length`` items, a 0-d bool tensor: whether ``index`` (a
     number the graph computes, negative from the end as Python's) is that position."""
     if isinstance(t.fake_of(index), torch.Tensor):

@@ -81,7 +81,10 @@ def bind(schema: torch.FunctionSchema, values: Sequence) -> tuple[list, dict[str
         if value is not None and type_name in _ENUM_ARGUMENTS and isinstance(value, int):
             value = _ENUM_ARGUMENTS[type_name](value)
         if a.kwarg_only:
-            kwargs[a.name] = value
+            # (an optional left at its default None is left out, as torch.export's graphs leave
+            # it: PrimTorch's decompositions take some, ``layout``, only when absent)
+            if value is not None or not a.has_default_value() or a.default_value is not None:
+                kwargs[a.name] = value
         else:
             args.append(value)
     return args, kwargs

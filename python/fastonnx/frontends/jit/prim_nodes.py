@@ -13,8 +13,11 @@ import torch
 from ...core.dtypes import scalar_type_code
 from ...errors import ConversionError
 from .aten_nodes import Rows
+from .control_flow import chosen
 from .fake_values import known_equal
+from .lists import positions
 from .nodes import inputs
+from .optionals import refuse_optional
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
 from .translator import Handler, Opaque, Outputs, Translator, holds_node
@@ -71,16 +74,20 @@ def _getitem(t: Translator, node):
     if isinstance(seq, list | tuple) and seq and isinstance(index, torch.fx.Node):
         # At a position the graph computes: a list of tensors of one type, stacked and selected.
         vals = [t.fake_of(x) if isinstance(x, torch.fx.Node) else None for x in seq]
-        first = vals[0]
-        if not isinstance(first, torch.Tensor) or not all(
-            isinstance(v, torch.Tensor)
-            and v.dtype == first.dtype
-            and v.dim() == first.dim()
-            and all(known_equal(a, b) for a, b in zip(v.shape, first.shape))
-            for v in vals
+        tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+        first = tensors[0] if tensors else None
+        if (
+            first is None
+            or len(tensors) < len(vals)
+            or not all(v.dtype == first.dtype and v.dim() == first.dim() for v in tensors)
         ):
-            raise ConversionError("a scripted list of other than tensors of one shape, read at a computed position")
-        return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
+            raise ConversionError(
+                "a scripted list of other than tensors of one dtype and rank, read at a computed position"
+            )
+        if all(all(known_equal(a, b) for a, b in zip(v.shape, first.shape)) for v in tensors):
+            return t.emit(aten.select.int, (t.emit(aten.stack.default, (list(seq),)), 0, index))
+        # (of several shapes: the one at the position, chosen by Ifs)
+        return chosen(t, positions(t, index, len(seq)), list(seq))
     return t.op(node)
 
 
@@ -203,6 +210,16 @@ def _dtype(t: Translator, node):
     return scalar_type_code(t.fake_of(t.env[node.input()]).dtype)
 
 
+def _dtype_test(t: Translator, node):
+    """``x.is_floating_point()`` and its kin: a property of the dtype, known when exporting (so
+    an ``if`` on it is decided, as the TorchScript exporter's constant folding decides it)."""
+    value = t.env[node.inputsAt(0)]
+    if not isinstance(value, torch.fx.Node) or not isinstance(t.fake_of(value), torch.Tensor):
+        return t.op(node)
+    test = node.kind().removeprefix("aten::")
+    return bool(getattr(t.fake_of(value), test)())
+
+
 def _device_type(t: Translator, node):
     return _device(t, node).type  # (`x.device.type`, of a Device value)
 
@@ -264,11 +281,14 @@ def _set_attr(t: Translator, node):
 def _is(t: Translator, node):
     """``a is b``, of which TorchScript keeps only tests against None (an Optional argument)."""
     a, b = (t.env[v] for v in inputs(node))
+    refuse_optional(f"`{node.kind()}`", (a, b))
     same = (a is None) == (b is None) if a is None or b is None else a is b
     return same if node.kind() == "aten::__is__" else not same
 
 
-def _unchecked_cast(t: Translator, node):
+def _same(t: Translator, node):
+    """A node whose output is its input to ONNX: a cast of TorchScript's types, or ``x.data``
+    (the tensor without its autograd history)."""
     return t.env[node.input()]
 
 
@@ -278,7 +298,8 @@ HANDLERS: dict[str, Handler] = {
     "prim::SetAttr": _set_attr,
     "aten::__is__": _is,
     "aten::__isnot__": _is,
-    "prim::unchecked_cast": _unchecked_cast,
+    "prim::unchecked_cast": _same,
+    "prim::data": _same,
     "prim::Constant": _constant,
     "prim::ListConstruct": _list_construct,
     "prim::TupleConstruct": _list_construct,
@@ -301,6 +322,9 @@ HANDLERS: dict[str, Handler] = {
     "aten::_shape_as_tensor": _shape_as_tensor,
     "aten::dim": _dim,
     "prim::dtype": _dtype,
+    "aten::is_floating_point": _dtype_test,
+    "aten::is_complex": _dtype_test,
+    "aten::is_signed": _dtype_test,
     "prim::device": _device,
     "prim::layout": _layout,
     "prim::type": _device_type,

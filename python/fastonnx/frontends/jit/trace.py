@@ -182,13 +182,15 @@ def _weights_for_attributes(graph: torch._C.Graph, weights: dict[str, torch._C.V
 
 def _passes(graph: torch._C.Graph) -> None:
     """torch's own passes, as its TorchScript exporter runs them: calls inlined, tuples lowered,
-    mutation turned into functional ops where torch can prove it safe, constants folded. (The
+    mutation turned into functional ops where torch can prove it safe, ``print`` and ``warnings.warn``
+    removed (ONNX has neither; the strings they format are then dead), constants folded. (The
     exporter's own pass for in-place ops on views writes ONNX-only nodes; the FX graph is
     functionalized instead: translate.functionalized.)"""
     torch._C._jit_pass_inline(graph)
     torch._C._jit_pass_inline_fork_wait(graph)
     torch._C._jit_pass_lower_all_tuples(graph)
     torch._C._jit_pass_remove_mutation(graph)
+    torch._C._jit_pass_onnx_remove_print(graph)
     torch._C._jit_pass_constant_propagation(graph)
     torch._C._jit_pass_dce(graph)
 
@@ -214,16 +216,15 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     """The TorchScript graph of ``model`` called on ``args``/``kwargs``; with ``read_sizes``, the
     numbers the model's Python code took from sizes are its last outputs (``JitGraph.size_reads``)."""
     if isinstance(model, torch.jit.ScriptModule):
-        if kwargs:
-            raise TraceError("a ScriptModule is called with positional arguments only; pass keyword inputs in args")
-        arguments = _script_arguments(model, tuple(args))
+        arguments = _script_arguments(model, tuple(args), dict(kwargs or {}))
         # (on copies: a forward that writes into its inputs, x.set_(y), would change the example,
         # and one that writes into its module's state, the weights written)
-        copies = pytree.tree_map_only(torch.Tensor, torch.clone, tuple(args))
+        copies, kwarg_copies = pytree.tree_map_only(torch.Tensor, torch.clone, (tuple(args), dict(kwargs or {})))
         eager = copy.deepcopy(model) if _writes_state(model) else model
         try:
             with torch.no_grad():
-                out_leaves, out_spec = pytree.tree_flatten(eager(*copies))
+                # (None a leaf: a scripted graph returns it, as an empty ONNX optional)
+                out_leaves, out_spec = pytree.tree_flatten(eager(*copies, **kwarg_copies), is_leaf=_is_none)
         except Exception as e:  # the model's own failure, whatever it raises
             from ..export.trace import describe_failure, no_kernel_message, op_without_kernel
 
@@ -279,6 +280,10 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     return JitGraph(graph, len(tensors), weights, flat.out_spec, constants, out_leaves, found, lines, module=frozen)
 
 
+def _is_none(x) -> bool:
+    return x is None
+
+
 def _writes_state(model: torch.jit.ScriptModule) -> bool:
     """Whether the scripted forward sets an attribute or writes into one in place (an in-place op,
     named with a trailing ``_``, of a ``prim::GetAttr``)."""
@@ -289,19 +294,44 @@ def _writes_state(model: torch.jit.ScriptModule) -> bool:
     return any(use.user.kind().endswith("_") for node in reads for use in node.output().uses())
 
 
-def _script_arguments(model: torch.jit.ScriptModule, args: tuple) -> list:
-    """A ScriptModule's arguments, one per parameter of its compiled forward (defaults filled in).
-    Its tensors are the file's inputs, those of a list or tuple each one (the list's length is
-    the example's); a number or None is a constant of the file, as torch.export takes a number."""
+class _Default:
+    """A parameter's default value, the call giving none: a constant of the file, tensors too
+    (as eager takes it whatever the file's inputs are)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _script_arguments(model: torch.jit.ScriptModule, args: tuple, kwargs: dict) -> list:
+    """A ScriptModule's arguments, one per parameter of its compiled forward: ``args``, then
+    ``kwargs`` by name, the defaults of the others as ``_Default``. Its tensors are the file's
+    inputs, those of a list or tuple each one (the list's length is the example's); a number or
+    None is a constant of the file, as torch.export takes a number."""
+    name = type(model).__name__
     parameters = model._c._get_method("forward").schema.arguments[1:]
     if len(args) > len(parameters):
-        raise TraceError(f"{type(model).__name__}.forward takes {len(parameters)} arguments, got {len(args)}")
+        raise TraceError(f"{name}.forward takes {len(parameters)} arguments, got {len(args)}")
+    names = [p.name for p in parameters]
+    unknown = [k for k in kwargs if k not in names[len(args) :]]
+    if unknown:
+        raise TraceError(
+            f"{name}.forward takes no keyword argument `{unknown[0]}` (its parameters: {', '.join(names)})"
+        )
+    # (the file's inputs are the tensors of args, then of kwargs in the order given: that order
+    # must be the parameters')
+    if list(kwargs) != [n for n in names if n in kwargs]:
+        raise TraceError(f"pass {name}.forward's keyword inputs in the order of its parameters ({', '.join(names)})")
     arguments = list(args)
     for p in parameters[len(args) :]:
-        if not p.has_default_value():
-            raise TraceError(f"{type(model).__name__}.forward's argument `{p.name}` is not given")
-        arguments.append(p.default_value)
+        if p.name in kwargs:
+            arguments.append(kwargs[p.name])
+        elif not p.has_default_value():
+            raise TraceError(f"{name}.forward's argument `{p.name}` is not given")
+        else:
+            arguments.append(_Default(p.default_value))
     for p, value in zip(parameters, arguments):
+        if isinstance(value, _Default):
+            continue
         leaves = pytree.tree_leaves(value)
         taken = all(x is None or isinstance(x, torch.Tensor | int | float | bool) for x in leaves)
         if not taken or isinstance(value, dict):
@@ -431,15 +461,57 @@ def _blamed(graph: torch._C.Graph, error: Exception) -> str:
 
 def _constant_arguments(graph: torch._C.Graph, inputs: list) -> list:
     """The arguments that hold tensors; the inputs of ``graph`` of the others (None, numbers, lists
-    and tuples of them) become constants of their values (torch's propagation of the inputs'
-    types takes none of them)."""
+    and tuples of them, defaults the call does not give) become constants of their values
+    (torch's propagation of the inputs' types takes none of them)."""
     for i in reversed(range(len(inputs))):
         if not _holds_tensors(inputs[i]):
-            constant = graph.insertConstant(inputs[i])  # type: ignore[attr-defined]  # (not in torch's stubs)
-            constant.node().moveAfter(graph.param_node())
-            list(graph.inputs())[i].replaceAllUsesWith(constant)
+            value = inputs[i].value if isinstance(inputs[i], _Default) else inputs[i]
+            list(graph.inputs())[i].replaceAllUsesWith(_constant(graph, value))
             graph.eraseInput(i)
-    return [x for x in inputs if _holds_tensors(x)]
+        elif _partly_constant(inputs[i]):
+            _tuple_spread(graph, i, inputs[i])
+    return [y for x in inputs if _holds_tensors(x) for y in (_items_with_tensors(x) if _partly_constant(x) else [x])]
+
+
+def _constant(graph: torch._C.Graph, value) -> torch._C.Value:
+    constant = graph.insertConstant(value)  # type: ignore[attr-defined]  # (not in torch's stubs)
+    constant.node().moveAfter(graph.param_node())
+    return constant
+
+
+def _partly_constant(value) -> bool:
+    """Whether ``value`` is a tuple of which some items hold tensors and some not (``(3, x)``,
+    ``(None, y)``): torch's propagation of the inputs' types takes a tuple of tensors only."""
+    return isinstance(value, tuple) and _holds_tensors(value) and not all(_holds_tensors(x) for x in value)
+
+
+def _items_with_tensors(value: tuple) -> list:
+    return [x for x in value if _holds_tensors(x)]
+
+
+def _tuple_spread(graph: torch._C.Graph, i: int, value: tuple) -> None:
+    """Input ``i`` of ``graph``, a tuple, made a tuple of new inputs (its items that hold
+    tensors, in its place) and constants (the others)."""
+    old = list(graph.inputs())[i]
+    first = next(iter(graph.nodes()), graph.return_node())
+    items, added = [], []
+    for item, item_type in zip(value, old.type().elements()):  # type: ignore[attr-defined]  # (not in torch's stubs)
+        if _holds_tensors(item):
+            new = graph.addInput()
+            new.setType(item_type)
+            added.append(new)
+            items.append(new)
+        else:
+            items.append(_constant(graph, item))
+    tuple_node = graph.create("prim::TupleConstruct", items, 1)
+    tuple_node.output().setType(old.type())
+    tuple_node.insertBefore(first)
+    old.replaceAllUsesWith(tuple_node.output())
+    graph.eraseInput(i)
+    count = len(list(graph.inputs()))
+    kept = list(range(count - len(added)))
+    order = kept[:i] + list(range(count - len(added), count)) + kept[i:]
+    graph.permuteInputs(order)  # type: ignore[attr-defined]  # (not in torch's stubs)
 
 
 def _holds_tensors(value) -> bool:
@@ -454,4 +526,4 @@ def _tensors(value) -> list:
 
 
 def _without_tuples(arguments: list) -> list:
-    return [x for a in arguments for x in (_without_tuples(list(a)) if isinstance(a, tuple) else [a])]
+    return [x for a in arguments for x in (_without_tuples(_items_with_tensors(a)) if isinstance(a, tuple) else [a])]

@@ -45,6 +45,7 @@ from ..export.trace import needs_functionalization
 from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
 from .fake_values import SizesFromData
+from .optionals import none_of
 from .quantized import PackedWeights, QTensor, quantized_input, quantized_output
 from .retrace import Retrace
 from .trace import JitGraph
@@ -165,7 +166,7 @@ def _program(
     arguments = jit.arguments if jit.arguments is not None else list(user_tensors)
     for v, argument in zip(inputs, arguments):
         # (a ScriptModule's list or tuple of tensors: a list of inputs; a number, None: itself)
-        t.env[v] = pytree.tree_map_only(torch.Tensor, user_input, argument)
+        t.env[v] = _as_typed(t, pytree.tree_map_only(torch.Tensor, user_input, argument), v.type())
     for v, (wname, tensor) in zip(inputs[jit.n_user :], jit.weights):
         if not isinstance(tensor, torch.Tensor):  # packed quantized weights
             t.env[v] = PackedWeights(tensor)
@@ -179,8 +180,11 @@ def _program(
     t.block(jit.graph)
     outputs = list(jit.graph.outputs())
     returned = len(outputs) - len(jit.size_reads)
-    # (a scripted graph returns a list or tuple as one value; eager's result is flattened)
-    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]])
+    # (a scripted graph returns a list or tuple as one value; eager's result is flattened, a None
+    # kept as an empty optional of the default dtype, as the TorchScript exporter returns it)
+    scripted = jit.arguments is not None
+    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]], is_leaf=lambda x: scripted and x is None)
+    results = [none_of(t, torch.get_default_dtype(), []) if x is None else x for x in results]
     size_reads = [(*_size_read(t, v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
     if len(results) + len(jit.constant_outputs) != len(jit.example_outputs):
         raise ConversionError(
@@ -217,6 +221,24 @@ def _program(
         size_reads=size_reads,
         guard_lines=t.guard_lines,
     )
+
+
+def _as_typed(t: Translator, value, jit_type):
+    """An argument's value as the forward's TorchScript type takes it: a 0-d tensor given for a
+    number (``List[int]`` of ``torch.tensor(2)``s, which a scripted call converts) is the number
+    the graph reads from that input."""
+    kind = jit_type.kind()
+    if kind in ("IntType", "FloatType", "BoolType", "NumberType"):
+        if isinstance(value, torch.fx.Node) and isinstance(t.fake_of(value), torch.Tensor):
+            return t.read_number(value)
+        return value
+    if kind == "OptionalType":
+        return _as_typed(t, value, jit_type.getElementType())
+    if kind == "ListType" and isinstance(value, list):
+        return [_as_typed(t, x, jit_type.getElementType()) for x in value]
+    if kind == "TupleType" and isinstance(value, tuple):
+        return tuple(_as_typed(t, x, item) for x, item in zip(value, jit_type.elements()))
+    return value
 
 
 def _size_read(t: Translator, v) -> tuple[Any, frozenset]:

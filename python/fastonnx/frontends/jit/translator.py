@@ -67,14 +67,22 @@ class Translator(FakeValues):
             guards = len(self.shape_env.guards)
             try:
                 self.translate_node(node)
-            except (ConversionError, SizesFromData):
+            except SizesFromData:
                 raise
+            except ConversionError as e:
+                if getattr(e, "node_told", False):
+                    raise
+                # A handler's own refusal: said of the innermost node that made it, once.
+                told = ConversionError(f"{e}{_node_context(node)}")
+                told.node_told = True  # type: ignore[attr-defined]
+                raise told from e
             except Exception as e:  # a node torch cannot run on fake tensors, or an unknown kind
-                raise ConversionError(
+                told = ConversionError(
                     f"TorchScript node {node.kind()} failed to translate: {type(e).__name__}: "
-                    f"{str(e).splitlines()[0] if str(e) else ''}\n  node: {str(node).strip()}"
-                    + (f"\n  from {source_line(node)}" if source_line(node) else "")
-                ) from e
+                    f"{str(e).splitlines()[0] if str(e) else ''}{_node_context(node)}"
+                )
+                told.node_told = True  # type: ignore[attr-defined]
+                raise told from e
             if len(self.shape_env.replacements) != len(before):
                 self.record_fixed(node, before)
             for guard in self.shape_env.guards[guards:]:
@@ -148,6 +156,13 @@ class Translator(FakeValues):
             return
         if isinstance(result, torch.Tensor) and result.numel() <= 64 and not result.is_quantized:
             self.known[node.output()] = result
+
+
+def _node_context(node: torch._C.Node) -> str:
+    """The lines an error about ``node`` ends with: the node (its own line, not its blocks'),
+    and the model's line that made it."""
+    line = source_line(node)
+    return f"\n  node: {str(node).strip().splitlines()[0]}" + (f"\n  from {line}" if line else "")
 
 
 def holds_node(x) -> bool:
