@@ -41,11 +41,14 @@ def narrowed(
     tests: Tests,
     sizes: Mapping[tuple[int, int], object],
     domains: Mapping[sympy.Symbol, ValueRanges],
+    inputs: frozenset[sympy.Symbol] = frozenset(),
 ) -> tuple[dict[tuple[int, int], str], set[tuple[int, int]]]:
     """The requested axes (``sizes``: (tensor input, axis) -> the expression of its size in the
     trace) that the graph does not hold for over their whole domain, with why: a guard the model's
     code made is not one truth value over ``domains`` (2 and up where a symbol has none), or torch
-    made the size a multiple of a number (``2*s``, from a test of divisibility). Also those of
+    made the size an expression of a symbol that is no input's size (``inputs``): ``2*s``, a
+    multiple, from a test of divisibility. (An expression of other inputs' sizes, a query length
+    of ``mask - past``, is a relation between inputs, which the graph holds for.) Also those of
     them a test in scripted code narrowed (which a TorchScript graph keeps as an If)."""
     symbols = {e for e in sizes.values() if isinstance(e, sympy.Symbol)}
     ranges = {**shape_env.var_to_range, **{s: domains.get(s, ValueRanges(2, int_oo)) for s in symbols}}
@@ -65,7 +68,7 @@ def narrowed(
                 scripted |= used
     found = {axis: narrowing[e] for axis, e in sizes.items() if e in narrowing}
     for axis, e in sizes.items():
-        if isinstance(e, sympy.Expr) and not isinstance(e, sympy.Symbol) and e.free_symbols:
+        if isinstance(e, sympy.Expr) and not isinstance(e, sympy.Symbol) and e.free_symbols - inputs:
             found.setdefault(axis, f"(the trace holds only for sizes {_readable(e, shape_env)})")
     return found, {axis for axis, e in sizes.items() if e in scripted}
 

@@ -9,6 +9,7 @@ import re
 import sys
 import traceback
 
+import sympy
 import torch
 from torch._subclasses.functional_tensor import dispatch_functionalize
 from torch.export import Dim, ExportedProgram
@@ -157,8 +158,12 @@ def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Atte
     there were any (the model is then traced again)."""
     shape_env = ep_shape_env(ep)
     loose = set(_loose_axes(attempt))
-    sizes = {a: e for a, e in input_symbols(ep).items() if a in loose}
-    found, scripted = narrowed(shape_env, tests, sizes, domains) if shape_env is not None and sizes else ({}, set())
+    every = input_symbols(ep)
+    sizes = {a: e for a, e in every.items() if a in loose}
+    inputs = frozenset(e for e in every.values() if isinstance(e, sympy.Symbol))
+    if shape_env is None or not sizes:
+        return False
+    found, scripted = narrowed(shape_env, tests, sizes, domains, inputs)
     for (i, axis), why in found.items():
         attempt.make_static(i, axis, why)
     attempt.scripted |= scripted
