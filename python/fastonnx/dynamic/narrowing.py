@@ -41,7 +41,7 @@ def narrowed(
     tests: Tests,
     sizes: Mapping[tuple[int, int], object],
     domains: Mapping[sympy.Symbol, ValueRanges],
-    inputs: frozenset[sympy.Symbol] = frozenset(),
+    inputs: frozenset[sympy.Symbol],
 ) -> tuple[dict[tuple[int, int], str], set[tuple[int, int]]]:
     """The requested axes (``sizes``: (tensor input, axis) -> the expression of its size in the
     trace) that the graph does not hold for over their whole domain, with why: a guard the model's
@@ -60,8 +60,7 @@ def narrowed(
         g = shape_env.simplify(guard.expr)
         used = set(getattr(g, "free_symbols", ())) & symbols
         if used and not constant_over(g, ranges):
-            where = tests.where.get(guard.expr, "")
-            why = f"(the traced code holds only where {_readable(g, shape_env)}{', ' + where if where else ''})"
+            why = _holds_only_where(g, shape_env, tests.where.get(guard.expr, ""))
             for s in sorted(used, key=str):
                 narrowing.setdefault(s, why)
             if guard.expr in tests.scripted:
@@ -103,10 +102,15 @@ def narrowing_now(loose: frozenset[str]) -> Callable[[ShapeEnv, Any, str], dict[
         }
         if constant_over(g.xreplace({s: joined[int(hints[s])] for s in symbols}), ranges):
             return {}
-        why = f"(the traced code holds only where {_readable(g, shape_env)}{', ' + where if where else ''})"
+        why = _holds_only_where(g, shape_env, where)
         return dict.fromkeys(sorted(mine, key=str), why)
 
     return narrows
+
+
+def _holds_only_where(guard, shape_env: ShapeEnv, where: str) -> str:
+    """Why an axis a guard of the model's code narrows is static: the guard, and the model's line."""
+    return f"(the traced code holds only where {_readable(guard, shape_env)}{', ' + where if where else ''})"
 
 
 def _readable(expr, shape_env: ShapeEnv) -> str:

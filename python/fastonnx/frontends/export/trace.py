@@ -160,9 +160,10 @@ def _made_static_where_narrowed(ep: ExportedProgram, tests: Tests, attempt: Atte
     loose = set(_loose_axes(attempt))
     every = input_symbols(ep)
     sizes = {a: e for a, e in every.items() if a in loose}
-    inputs = frozenset(e for e in every.values() if isinstance(e, sympy.Symbol))
     if shape_env is None or not sizes:
         return False
+    # (an input's size written in other inputs' sizes is a relation between them, not a narrowing)
+    inputs = frozenset(e for e in every.values() if isinstance(e, sympy.Symbol))
     found, scripted = narrowed(shape_env, tests, sizes, domains, inputs)
     for (i, axis), why in found.items():
         attempt.make_static(i, axis, why)
