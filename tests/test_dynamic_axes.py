@@ -658,6 +658,25 @@ def test_an_axis_a_test_of_the_model_holds_only_partly_for_is_static_with_its_te
         _run_and_compare(result, model, (torch.randn(batch, 4, 6),))
 
 
+def test_the_torchscript_front_end_makes_an_axis_the_model_tests_static_too():
+    """torch.jit.trace keeps the branch the example took and nothing of the test: the file declared
+    `h` and `w` dynamic and differed from eager by 2.88 at [3, 5, 4]. The numbers the model's code
+    takes from sizes are traced beside, and an axis one of them does not stay the same over is
+    static, with its line; the batch, which the code passes on as a size, stays dynamic."""
+    model = SizeTests()
+    dynamic_axes = {"x": {0: "batch", 1: "h", 2: "w"}}
+    result, warned = _export(model, (torch.randn(2, 4, 6),), input_names=["x"], dynamic_axes=dynamic_axes, tracer="jit")
+    assert result.tracer == "torch.jit.trace"
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["batch", 4, 6]]
+    (message,) = [str(w.message) for w in warned]
+    assert "input `x` axis 1 ('h'): fixed to 4 (the traced code depends on the size, at " in message
+    assert "y = x * 2 if x.size(1) % 2 == 0 else x * 3" in message
+    assert "input `x` axis 2 ('w'): fixed to 6 (the traced code depends on the size, at " in message
+    assert "batch" not in message
+    for batch in (2, 5):
+        _run_and_compare(result, model, (torch.randn(batch, 4, 6),))
+
+
 def test_a_dim_auto_a_test_of_the_model_narrows_is_static_and_said_so():
     """Dim.AUTO: torch.export would keep the axis dynamic (its program checks `x.size(1) % 2 ==
     0`); the ONNX graph takes the traced size, and one DynamicAxesWarning says why and what to do.

@@ -97,13 +97,13 @@ def trace_jit(
     dynamic too (see _small_sizes): the numbers the model's Python code took from sizes are traced
     beside (the trace keeps only the example's), and an axis one of them or a guard of the
     translation does not let vary is made static (``Attempt.make_static`` says why). With
-    ``every_size``, so are the numbers taken from any dynamic size (a front end chosen over a
-    torch.export trace, which kept such tests as guards: see torch_jit_for_scripted_code)."""
+    ``every_size``, so are the numbers the model's own code takes from any dynamic size (those
+    torch's code takes decide how torch computes, which the ONNX ops decide again at run time)."""
     tensors = flat_tensors(args, kwargs)
     default = input_names(model, args, kwargs)
     chosen = [names[i] if names and i < len(names) else default[i] for i in range(len(tensors))]
     small = _small_axes(tensors, jit_dynamic_axes(attempt, len(tensors))) if dynamic_small else []
-    graph = trace_graph(model, args, kwargs, read_sizes=bool(small) or every_size)
+    graph = trace_graph(model, args, kwargs, read_sizes=bool(small) or every_size, library_reads=bool(small))
     while True:
         dynamic = jit_dynamic_axes(attempt, len(tensors))
         small = _small_axes(tensors, dynamic) if dynamic_small else []
@@ -203,7 +203,12 @@ def torch_jit(call: Call, attempt: Attempt, earlier: Sequence[Capture]) -> Captu
     refused = next((c.error for c in earlier if c.error is not None), None)
     try:
         with traced_in_mode(call.model, call.training):
-            program = trace_jit(call.model, call.args, call.kwargs, attempt, call.input_names, call.dynamic_small)
+            # (every_size: torch.jit.trace keeps only the branch the example took of a test of a
+            # size in the model's code, `if h % 2 == 0`, so the numbers the code takes from sizes
+            # are traced beside, and an axis one of them varies over is made static)
+            program = trace_jit(
+                call.model, call.args, call.kwargs, attempt, call.input_names, call.dynamic_small, every_size=True
+            )
     except ExportError as e:
         if refused is None:
             raise

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.utils._pytree as pytree
 
-from ...dynamic.request import user_frame
+from ...dynamic.request import is_library, user_frame
 from ...errors import TraceError
 from .nodes import where
 
@@ -60,6 +60,7 @@ class _Flat(torch.nn.Module):
         leaves: list,
         positions: list[int],
         size_reads: list[tuple[torch.Tensor, str]] | None = None,
+        library_reads: bool = True,
     ):
         super().__init__()
         self.model = model
@@ -67,6 +68,7 @@ class _Flat(torch.nn.Module):
         self.out_spec: pytree.TreeSpec | None = None
         self.out_leaves: list = []
         self.size_reads = size_reads
+        self.library_reads = library_reads
 
     def forward(self, *tensors):
         leaves = list(self._leaves)
@@ -76,7 +78,7 @@ class _Flat(torch.nn.Module):
         reads = self.size_reads
         if reads is not None:
             reads.clear()
-        recording = _recording_size_reads(reads) if reads is not None else contextlib.nullcontext()
+        recording = _recording_size_reads(reads, self.library_reads) if reads is not None else contextlib.nullcontext()
         with recording:
             result = self.model(*args, **kwargs)
         out_leaves, self.out_spec = pytree.tree_flatten(plain_containers(result))
@@ -91,18 +93,26 @@ _CONVERSIONS = ("__bool__", "__int__", "__index__", "__float__", "item")
 
 
 @contextlib.contextmanager
-def _recording_size_reads(into: list[tuple[torch.Tensor, str]]):
+def _recording_size_reads(into: list[tuple[torch.Tensor, str]], library_reads: bool = True):
     """Records each 0-d tensor computed from a size that Python code converts to a number while
     torch.jit traces, with the model's line: the trace keeps the number the example gives (the
     branch of an ``if x.size(0) == 1`` taken, an ``int(n)`` as a constant) and nothing of how it
     was computed. Returned as outputs of the trace, the translation computes each one over the
-    dynamic sizes, and an axis it does not stay the same for is made static (frontends/choice.py)."""
+    dynamic sizes, and an axis it does not stay the same for is made static (frontends/choice.py).
+    Without ``library_reads``, only those the model's own code converts (a test in torch's code,
+    such as a recurrent layer reading a packed sequence's batch sizes, decides how torch computes,
+    which the translated ops decide again at run time)."""
     originals = {name: getattr(torch.Tensor, name) for name in _CONVERSIONS}
 
     def recording(original):
         @functools.wraps(original)
         def converted(self, *args):
-            if self.dim() == 0 and torch._C._get_tracing_state() is not None and _reads_a_size(self):
+            if (
+                self.dim() == 0
+                and torch._C._get_tracing_state() is not None
+                and (library_reads or not is_library(sys._getframe(1).f_code.co_filename))
+                and _reads_a_size(self)
+            ):
                 frame = user_frame(traceback.extract_stack(sys._getframe(1), limit=64))
                 into.append((self, f"{frame.filename}:{frame.lineno}: {frame.line}" if frame else ""))
             return original(self, *args)
@@ -212,9 +222,12 @@ def _recorded_tracer_warnings(into: list[str]):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = False) -> JitGraph:
+def trace_graph(
+    model, args: tuple, kwargs: dict | None, read_sizes: bool = False, library_reads: bool = True
+) -> JitGraph:
     """The TorchScript graph of ``model`` called on ``args``/``kwargs``; with ``read_sizes``, the
-    numbers the model's Python code took from sizes are its last outputs (``JitGraph.size_reads``)."""
+    numbers the model's Python code took from sizes are its last outputs (``JitGraph.size_reads``;
+    ``library_reads``: those torch's code took too, see _recording_size_reads)."""
     if isinstance(model, torch.jit.ScriptModule):
         arguments = _script_arguments(model, tuple(args), dict(kwargs or {}))
         # (on copies: a forward that writes into its inputs, x.set_(y), would change the example,
@@ -240,7 +253,7 @@ def trace_graph(model, args: tuple, kwargs: dict | None, read_sizes: bool = Fals
     leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     reads: list[tuple[torch.Tensor, str]] | None = [] if read_sizes else None
-    flat = _Flat(model, spec, leaves, positions, reads)
+    flat = _Flat(model, spec, leaves, positions, reads, library_reads)
     tensors = tuple(leaves[i] for i in positions)
     found: list[str] = []
     # Modules whose state holds other than tensors (eager-mode quantized modules hold packed
