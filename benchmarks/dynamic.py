@@ -3,10 +3,12 @@ of symbolic shapes and costs the most. torch.export alone against fastonnx.expor
 method in a fresh process, in the same run; fastonnx's phases reported; fastonnx's file then runs
 in onnxruntime at other sizes than traced and is compared with eager.
 
-    python -m benchmarks.dynamic [--models swin_t,maxvit_t,mobilevitv2_050] [--timeout S]
+    python -m benchmarks.dynamic [--models swin_t,maxvit_t,mobilevitv2_050] [--timeout S] [--together]
 
 The models need torchvision and timm (random weights, nothing downloaded). The target: fastonnx's
-total at most 1.15x torch.export alone on each model.
+total at most 1.15x torch.export alone on each model. Each child also reports its process CPU time,
+which a shared, loaded machine inflates far less than the wall time; ``--together`` runs the two
+methods of a model at the same time (one core each), so that both see the same load.
 """
 
 from __future__ import annotations
@@ -64,22 +66,23 @@ def _child(name: str, method: str, out: str) -> None:
     x = torch.randn(shape)
     dynamic_shapes = ({axis: Dim.AUTO for axis in range(len(shape))},)
     if method == "torch.export":
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with torch.no_grad():
             torch.export.export(model, (x,), dynamic_shapes=dynamic_shapes, strict=False)
-        print(json.dumps({"total": time.perf_counter() - t0}))
+        print(json.dumps({"total": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
         return
     import fastonnx
 
     path = os.path.join(out, "model.onnx")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = fastonnx.export(model, (x,), path, dynamic_shapes=dynamic_shapes, verbose=False)
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
     try:
         checks = _check(model, path, shape, others)
     except Exception as e:  # noqa: BLE001 - reported beside the times, which stand
         checks = [{"shape": list(shape), "ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}]
-    print(json.dumps({"total": total, "phases": result.timings, "checks": checks, "fastonnx": fastonnx.__file__}))
+    timings = {"total": total, "cpu": cpu, "phases": result.timings}
+    print(json.dumps({**timings, "checks": checks, "fastonnx": fastonnx.__file__}))
 
 
 def _check(model, path: str, shape: tuple, others: list[tuple]) -> list[dict]:
@@ -103,31 +106,49 @@ def _check(model, path: str, shape: tuple, others: list[tuple]) -> list[dict]:
     return checks
 
 
-def _run(name: str, method: str, timeout: float) -> dict:
+def _run(name: str, methods: tuple[str, ...], timeout: float) -> dict[str, dict]:
+    """Each of ``methods`` on ``name`` in a fresh process, all at the same time (``--together``)
+    or one after the other."""
     env = child_env()
     with tempfile.TemporaryDirectory() as out:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "benchmarks.dynamic", "--child", name, method, out],
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=HERE.parent,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            return {"error": f"did not finish in {timeout:.0f} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        procs = {}
+        for method in methods:
+            folder = Path(out, method)
+            folder.mkdir()
+            # into files, not pipes: a child waiting on a full pipe while its sibling is read would
+            # be timed waiting
+            with open(folder / "stdout", "w") as stdout, open(folder / "stderr", "w") as stderr:
+                procs[method] = subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.dynamic", "--child", name, method, str(folder)],
+                    stdout=stdout,
+                    stderr=stderr,
+                    env=env,
+                    cwd=HERE.parent,
+                )
+        deadline = time.monotonic() + timeout
+        return {method: _finish(proc, Path(out, method), deadline, timeout) for method, proc in procs.items()}
+
+
+def _finish(proc: subprocess.Popen, folder: Path, deadline: float, timeout: float) -> dict:
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return {"error": f"did not finish in {timeout:.0f} s"}
+    lines = [line for line in (folder / "stdout").read_text().splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"error": f"exited {proc.returncode}: {proc.stderr.strip()[-500:]}"}
+        return {"error": f"exited {proc.returncode}: {(folder / 'stderr').read_text().strip()[-500:]}"}
     return json.loads(lines[-1])
 
 
 def _table(results: dict[str, dict[str, dict]]) -> str:
     phases = ("trace", "functionalize", "decompose", "lower", "convert", "passes", "write")
     rows = [
-        "| model | torch.export (s) | fastonnx (s) | ratio | " + " | ".join(phases) + " | onnxruntime vs eager |",
-        "|---" * (5 + len(phases)) + "|",
+        "| model | torch.export (s) | fastonnx (s) | ratio | CPU: torch.export (s) | CPU: fastonnx (s) | CPU ratio | "
+        + " | ".join(phases)
+        + " | onnxruntime vs eager |",
+        "|---" * (8 + len(phases)) + "|",
     ]
     for name, by_method in results.items():
         floor, ours = by_method["torch.export"], by_method["fastonnx"]
@@ -136,6 +157,8 @@ def _table(results: dict[str, dict[str, dict]]) -> str:
         cells.append(f"{ours['total']:.1f}" if "total" in ours else ours["error"])
         ratio = ours["total"] / floor["total"] if "total" in ours and "total" in floor else None
         cells.append(f"{ratio:.2f}x" + ("" if ratio <= TARGET else " (over target)") if ratio is not None else "-")
+        cells += [f"{m['cpu']:.1f}" if "cpu" in m else "-" for m in (floor, ours)]
+        cells.append(f"{ours['cpu'] / floor['cpu']:.2f}x" if "cpu" in ours and "cpu" in floor else "-")
         cells += [f"{ours.get('phases', {}).get(p, 0.0):.2f}" for p in phases]
         checks = ours.get("checks", [])
         cells.append(
@@ -153,10 +176,16 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--timeout", type=float, default=1800.0, help="per model and method, in seconds")
     parser.add_argument("--json", type=Path, help="also write the results there")
+    parser.add_argument(
+        "--together", action="store_true", help="run the two methods of a model at the same time (one core each)"
+    )
     options = parser.parse_args()
     results: dict[str, dict[str, dict]] = {}
     for name in options.models.split(","):
-        results[name] = {method: _run(name, method, options.timeout) for method in METHODS}
+        if options.together:
+            results[name] = _run(name, METHODS, options.timeout)
+        else:
+            results[name] = {m: r for method in METHODS for m, r in _run(name, (method,), options.timeout).items()}
         print(f"{name}: " + json.dumps(results[name]), file=sys.stderr, flush=True)
     print(_table(results))
     if options.json is not None:
