@@ -601,7 +601,7 @@ def test_a_size_of_one_the_first_layer_fixes_is_not_traced_through_the_rest_firs
 
         def forward(self, x):
             y = x * 2 if x.size(0) == 1 else x + 1
-            y = y.cos() if y.size(1) > 1 else y  # (the next size test, where the trace stops; true at every size)
+            y = y.cos() if y.size(1) > 0 else y  # (the next size test, where the trace stops; true at every size)
             return self.later(y)
 
     model = FixesOne().eval()
@@ -677,6 +677,31 @@ def test_the_torchscript_front_end_makes_an_axis_the_model_tests_static_too():
         _run_and_compare(result, model, (torch.randn(batch, 4, 6),))
 
 
+def test_a_test_against_one_of_an_axis_traced_at_two_is_said_in_the_warning():
+    """torch decides `x.size(0) == 1` as False for a size traced at 2 and up, without a guard: the
+    graph holds for 2 and up (the file differed from eager by 1.65 at 1, with no warning). The
+    axis stays dynamic, and the warning names the test, its line, and what to do; a test that a
+    size of 1 answers the same way (`>= 1`) is not in it."""
+
+    class TestsOne(torch.nn.Module):
+        def forward(self, x, y):
+            z = x * 3 if x.shape[0] == 1 else x * 2
+            z = z.cos() if x.shape[1] >= 1 else z
+            return z.sum(0) + y.sum(0)
+
+    model = TestsOne()
+    args = (torch.randn(2, 3), torch.randn(1, 3))
+    result, warned = _export(model, args, input_names=["x", "y"], dynamic_axes={"x": {0: "a", 1: "c"}, "y": {0: "b", 1: "c"}})
+    assert [_dims(i) for i in result.model_proto.graph.input] == [["a", "c"], ["b", "c"]]
+    (message,) = [str(w.message) for w in warned]
+    assert message.startswith("1 dynamic axis/axes traced at 2 or more hold for sizes of 2 and up only")
+    assert "  - input `x` axis 0 (the model's code tests x.size(0) == 1, which a size of 1 answers otherwise, at " in message
+    assert "z = x * 3 if x.shape[0] == 1 else x * 2" in message
+    assert "axis 1" not in message
+    for a, b, c in ((2, 1, 3), (3, 4, 5)):
+        _run_and_compare(result, model, (torch.randn(a, c), torch.randn(b, c)))
+
+
 def test_a_dim_auto_a_test_of_the_model_narrows_is_static_and_said_so():
     """Dim.AUTO: torch.export would keep the axis dynamic (its program checks `x.size(1) % 2 ==
     0`); the ONNX graph takes the traced size, and one DynamicAxesWarning says why and what to do.
@@ -738,7 +763,7 @@ def test_an_axis_a_test_of_the_model_narrows_is_not_traced_through_the_rest_firs
 
         def forward(self, x):
             y = x * 2 if x.size(1) % 2 == 0 else x * 3
-            y = y.cos() if y.size(0) > 1 else y  # (the next size test, where the trace stops; true at every size)
+            y = y.cos() if y.size(0) > 0 else y  # (the next size test, where the trace stops; true at every size)
             return self.later(y)
 
     model = NarrowsFirst().eval()

@@ -72,6 +72,51 @@ def narrowed(
     return found, {axis for axis, e in sizes.items() if e in scripted}
 
 
+def tested_against_one(
+    shape_env: ShapeEnv, tests: Tests, sizes: Mapping[tuple[int, int], object]
+) -> dict[tuple[int, int], str]:
+    """The dynamic axes (``sizes``: (tensor input, axis) -> the symbol of its size) traced at 2 or
+    more that the model's code tests in a way a size of 1 would answer otherwise
+    (``if x.size(0) == 1``), with the test and its line. torch decides such a test for a size of 2
+    and up without a guard (from the size's range, or size-obliviously), so the graph computes at
+    1 what it computes for 2 and up."""
+    symbols = {e: axis for axis, e in sizes.items() if isinstance(e, sympy.Symbol)}
+    hints = shape_env.backed_var_to_val
+    two_up = {s for s in symbols if s in hints and int(hints[s]) >= 2}
+    ranges = {**shape_env.var_to_range, **{s: ValueRanges(2, int_oo) for s in two_up}}
+    found: dict[tuple[int, int], str] = {}
+    for expr, where in tests.evaluated_by_model.items():
+        used = set(getattr(expr, "free_symbols", ())) & two_up
+        if not used or not constant_over(expr, ranges):
+            continue  # (not about these sizes, or a guard: see narrowed)
+        for s in sorted(used, key=str):
+            if symbols[s] not in found and not constant_over(expr, {**ranges, s: ValueRanges(1, int_oo)}):
+                test, at = _readable(expr, shape_env), f", {where}" if where else ""
+                found[symbols[s]] = f"(the model's code tests {test}, which a size of 1 answers otherwise{at})"
+    return found
+
+
+def warn_tested_against_one(found: Mapping[tuple[int, int], str], request: Request) -> None:
+    """The warning for ``tested_against_one``'s axes: they stay dynamic (the graph holds for 2 and
+    up, as torch.export's program does), and their size of 1 is not covered."""
+    if not found:
+        return
+    lines = [
+        f"{len(found)} dynamic axis/axes traced at 2 or more hold for sizes of 2 and up only: the model's code "
+        "tests the size against 1, torch decided the test from the traced range alone, and the ONNX graph "
+        "computes at a size of 1 what it computes for 2 and up, which may differ from eager there:"
+    ]
+    for (i, axis), why in sorted(found.items()):
+        source = request.sources[i] if i < len(request.sources) else f"input {i}"
+        name = _SOURCE_NAME.sub(r"\1", source)
+        lines.append(f"  - input `{name}` axis {axis} {why}")
+    lines.append(
+        "Run the graph at sizes of 2 and up only; for a size of 1, export again with an example of that size "
+        "(the axis is then static, at 1), or take the test out of the model's code (torch.cond for a branch)."
+    )
+    warn(DynamicAxesWarning("\n".join(lines)))
+
+
 def narrowing_now(loose: frozenset[str]) -> Callable[[ShapeEnv, Any, str], dict[sympy.Symbol, str]]:
     """For ``Tests.narrows``: the sizes of ``loose`` (torch's names of the requested axes torch
     may narrow, ``L['x'].size()[2]``) traced at 2 or more that a guard the model's code just made

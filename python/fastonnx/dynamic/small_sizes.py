@@ -99,6 +99,10 @@ class Tests:
     # The guards the model's own code made (an ``if`` on a size, ``torch._check``), not torch's
     # (the strides of a view, a reshape's -1): see made_by_model.
     by_model: set[sympy.Basic] = field(default_factory=set)
+    # The expressions of sizes the model's own code evaluated, with where: those torch decided
+    # from a size's range alone make no guard (`x.size(0) == 1` is False for a size of 2 and up),
+    # see dynamic.narrowing.tested_against_one.
+    evaluated_by_model: dict[sympy.Basic, str] = field(default_factory=dict)
     stop_early: bool = False
     # With stop_early, for a guard the model's code made: the requested sizes it narrows, with why
     # (dynamic.narrowing.narrowing_now); the trace stops there too.
@@ -174,6 +178,11 @@ def recording_size_tests(tests: Tests | None) -> Iterator[None]:
         if tests.stopped is not None:
             tests.raised = True
             raise tests.stopped
+        expr = args[0] if args else kwargs.get("orig_expr")
+        if expr not in tests.evaluated_by_model and getattr(expr, "free_symbols", None):
+            caller = sys._getframe(1)
+            if made_by_model(caller):
+                tests.evaluated_by_model[expr] = _where(_model_frame(caller))
         return evaluate(self, *args, **kwargs)
 
     # torch logs a warning for the exception stopping the trace early ("failed during

@@ -17,7 +17,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.onnx import TrainingMode
 
-from ...dynamic.narrowing import narrowed, narrowing_now, warn_narrowed
+from ...dynamic.narrowing import (
+    narrowed,
+    narrowing_now,
+    tested_against_one,
+    warn_narrowed,
+    warn_tested_against_one,
+)
 from ...dynamic.request import Attempt, user_frame
 from ...dynamic.small_sizes import (
     SmallSizeTested,
@@ -66,15 +72,19 @@ def trace_requested(
     if isinstance(model, ExportedProgram):
         return model
     narrowed_before = dict(attempt.narrowed)
-    ep = _trace_requested(model, args, kwargs, attempt, training, dynamic_small)
+    ep, tests = _trace_requested(model, args, kwargs, attempt, training, dynamic_small)
     # One warning for every axis a test of the model's code narrowed, after the traces that found them.
     warn_narrowed({a: why for a, why in attempt.narrowed.items() if a not in narrowed_before}, attempt.request)
+    shape_env = ep_shape_env(ep)
+    if shape_env is not None:
+        warn_tested_against_one(tested_against_one(shape_env, tests, input_symbols(ep)), attempt.request)
     return ep
 
 
 def _trace_requested(
     model, args: tuple, kwargs: dict | None, attempt: Attempt, training: TrainingMode, dynamic_small: bool
-) -> ExportedProgram:
+) -> tuple[ExportedProgram, Tests]:
+    """The program, and what its trace recorded (see trace_requested)."""
     fixed = attempt.fixed
     # A trace stops at the first guard that makes a requested size static: a size traced at 0 or 1
     # (see SmallSizeTested), or one a test of the model's code narrows (see narrowing). It is traced
@@ -105,7 +115,7 @@ def _trace_requested(
                     attempt.make_static(i, axis, why)
                 if _made_static_where_narrowed(ep, tests, attempt, {}):
                     continue
-                return ep
+                return ep, tests
         # Stopped: what judge() or narrowed() would say after the whole trace. (Also when torch
         # code caught the stop and traced on: that program is not the model's.)
         if tests.raised and (stopped := tests.stopped) is not None:
@@ -124,7 +134,7 @@ def _trace_requested(
         if not small:
             if _made_static_where_narrowed(ep, tests, attempt, {}):
                 continue
-            return ep
+            return ep, tests
         shape_env = ep_shape_env(ep)
         assert shape_env is not None  # (the program has a dynamic input)
         verdict = judge(shape_env, tests)
@@ -134,7 +144,7 @@ def _trace_requested(
             if _made_static_where_narrowed(ep, tests, attempt, verdict.domains):
                 continue
             settle(shape_env, ep.range_constraints, verdict.domains)
-            return ep
+            return ep, tests
         for i, axis in unsound:
             attempt.make_static(i, axis, verdict.unsound[symbols[(i, axis)]])
             if symbols[(i, axis)] in verdict.scripted:
