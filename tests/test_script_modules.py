@@ -846,6 +846,50 @@ def test_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
         fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})
 
 
+class CarriesWhatMayBeNone(torch.nn.Module):
+    def forward(self, x):
+        first: Optional[torch.Tensor] = None
+        last: Optional[torch.Tensor] = x
+        for _ in range(x.size(0)):
+            first = x * 2
+            last = None
+        return first, last
+
+
+def test_a_loop_carries_values_that_may_be_none_as_onnx_optionals():
+    """A value None at the start of a loop over a dynamic trip count, or made None in its body:
+    a Loop carrying an optional of the tensor's type and sizes, None where eager gives None, traced
+    at sizes 0 and 1 too (torch's suite: test_optional_output_LoopNoneInput, ..._LoopNoneOutput)."""
+    model = torch.jit.script(CarriesWhatMayBeNone())
+    for n in (0, 1, 3):
+        result, fixed = _export(model, (torch.randn(n, 2),), dynamic_axes={"x": {0: "n"}})
+        assert not fixed
+        graph = result.model_proto.graph
+        assert "Loop" in [node.op_type for node in graph.node]
+        for output in graph.output:
+            element = output.type.optional_type.elem_type.tensor_type
+            assert element.elem_type == 1 and [d.dim_param or d.dim_value for d in element.shape.dim] == ["n", 2]
+        _assert_runs_as_eager(result, model, *((torch.randn(m, 2),) for m in (n, 0, 1, 4)))
+
+
+class ReadsWhatALoopMayLeaveNone(torch.nn.Module):
+    def forward(self, x):
+        y: Optional[torch.Tensor] = None
+        for _ in range(x.size(0)):
+            if y is None:
+                y = x
+            else:
+                y = y + x
+        return y
+
+
+def test_a_loop_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
+    model = torch.jit.script(ReadsWhatALoopMayLeaveNone())
+    match = r"(?s)may leave None.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})
+
+
 class AppendsNothing(torch.nn.Module):
     def forward(self, x):
         res: List[torch.Tensor] = []

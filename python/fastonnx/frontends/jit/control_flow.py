@@ -265,6 +265,8 @@ def _size_source(t: Translator, symbol) -> tuple[torch.fx.Node, int | None] | No
     tensor and one of its dimensions."""
     for n in t.graph.nodes:
         val = n.meta.get("val")
+        if is_optional(n):  # (whose size the graph cannot read)
+            continue
         if isinstance(val, torch.SymInt) and val.node.expr == symbol:
             return n, None
         if isinstance(val, torch.Tensor):
@@ -319,38 +321,43 @@ def _loop(t: Translator, node):
         for i in range(trips):
             state = t.inline(block, [i, *state])[1:]
         return Outputs(state)
-    return _while_loop(t, trips, first, initial, block)
+    may_be_none = [isinstance(v.type(), torch._C.OptionalType) for v in node.outputs()]
+    return _while_loop(t, trips, first, initial, block, may_be_none)
 
 
-def _while_loop(t: Translator, trips, first, initial: list, block):
+def _while_loop(t: Translator, trips, first, initial: list, block, may_be_none: list[bool]):
     """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
-    the state are carried as 0-d tensors."""
+    the state are carried as 0-d tensors, a value that may be None (``may_be_none``, its
+    TorchScript type ``Optional``) and is None at the start or in the body as an ONNX optional
+    (see _optional_state)."""
     _written_outside([block], "loop", followed=False)
-    if any(x is None for x in initial):
-        raise ConversionError(
-            "a scripted loop carries a value that may be None; fastonnx writes no ONNX optional through a Loop"
-        )
-    refuse_optional("a scripted loop", initial)
     free = _operands(t, [block])
     kinds = [isinstance(x, torch.fx.Node) and isinstance(t.fake_of(x), torch.Tensor) for x in initial]
     carried = [_as_tensor(t, 0, torch.int64), _as_tensor(t, first, torch.bool)]
-    carried += [x if is_tensor else _as_tensor(t, x, torch.int64) for x, is_tensor in zip(initial, kinds)]
+    carried += [x if is_tensor or x is None else _as_tensor(t, x, torch.int64) for x, is_tensor in zip(initial, kinds)]
     extra = [t.env[v] for v in free]
     limit = trips if isinstance(trips, int) else _as_tensor(t, trips, torch.int64)
+    bound_val = [] if isinstance(limit, int) else [t.fake_of(limit)]
+    if any(may_be_none):
+        carried[2:] = _optional_state(t, block, carried, kinds, may_be_none, free, bound_val)
+        kinds = [is_tensor or is_optional(c) for c, is_tensor in zip(carried[2:], kinds)]
+    refuse_optional("a scripted loop", [c for c, may in zip(carried[2:], may_be_none) if not may])
+    optional = [is_optional(c) for c in carried[2:]]
     carried_vals = [t.fake_of(c) for c in carried]
 
-    bound_val = [] if isinstance(limit, int) else [t.fake_of(limit)]
     cond = _sub_translator(t, carried_vals + [t.fake_of(e) for e in extra] + bound_val)
     i, c = cond.inputs[0], cond.inputs[1]
     bound = limit if isinstance(limit, int) else cond.inputs[-1]
     below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
     cond_fn, _ = _finish(cond, [cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", t, None)
 
-    body = _sub_translator(t, carried_vals, free, bound_val)
-    i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
-    ts_state = [s if is_tensor else body.read_number(s) for s, is_tensor in zip(state, kinds)]
-    outs = body.inline(block, [body.read_number(i), *ts_state])
+    body, outs = _loop_body(t, block, carried_vals, kinds, optional, free, bound_val)
+    i = body.inputs[0]
     again, new_state = outs[0], outs[1:]
+    new_state = [
+        _carried_optional(body, s, before) if may else s
+        for s, may, before in zip(new_state, optional, carried_vals[2:])
+    ]
     updated = [body.emit(aten.add.Tensor, (i, 1)), _as_tensor(body, again, torch.bool)]
     updated += [s if is_tensor else _as_tensor(body, s, torch.int64) for s, is_tensor in zip(new_state, kinds)]
     for before, after in zip(carried_vals, updated):
@@ -367,7 +374,76 @@ def _while_loop(t: Translator, trips, first, initial: list, block):
     args = (cond_fn, body_fn, tuple(carried), tuple(additional))
     out = t.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
     finals = [t.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
+    for f, may in zip(finals, optional):
+        if may:
+            f.meta[OPTIONAL] = True
     return Outputs(f if is_tensor else t.read_number(f) for f, is_tensor in zip(finals, kinds))
+
+
+def _loop_body(
+    t: Translator,
+    block,
+    carried_vals: list,
+    kinds: list[bool],
+    optional: list[bool],
+    free: list,
+    bound_val: list,
+    absent: Sequence[bool] = (),
+) -> tuple[Translator, list]:
+    """A loop's body translated into a function of its own (see _while_loop): the translator and
+    the block's results. A state value ``absent`` marks is None in it."""
+    body = _sub_translator(t, carried_vals, free, bound_val)
+    i, state = body.inputs[0], body.inputs[2 : 2 + len(kinds)]
+    ts_state = []
+    for k, (s, is_tensor, may) in enumerate(zip(state, kinds, optional)):
+        if may:
+            s.meta[OPTIONAL] = True
+        ts_state.append(None if k < len(absent) and absent[k] else s if is_tensor else body.read_number(s))
+    return body, body.inline(block, [body.read_number(i), *ts_state])
+
+
+def _optional_state(
+    t: Translator, block, carried: list, kinds: list[bool], may_be_none: list[bool], free: list, bound_val: list
+) -> list:
+    """A loop's initial state (``carried`` after the iteration and the condition) with each value
+    that may be None and is None at the start or in the body an optional, as the TorchScript
+    exporter carries it. A value None at the start has the type the body gives it: the body is
+    translated once with None for it, a translation then dropped (the body of the loop converted
+    reads such a value only to refuse it, see optionals)."""
+    pending = list(t.shape_env.pending_fresh_unbacked_symbols)
+    counter = t.fake_of(carried[0])  # (the placeholder of a None, which the body does not read)
+    vals = [counter if c is None else t.fake_of(c) for c in carried]
+    optional = [is_optional(c) for c in carried[2:]]
+    absent = [c is None for c in carried[2:]]
+    probe, outs = _loop_body(t, block, vals, kinds, optional, free, bound_val, absent)
+    t.shape_env.pending_fresh_unbacked_symbols[:] = pending
+    state = []
+    for c, out, may, is_tensor in zip(carried[2:], outs[1:], may_be_none, kinds):
+        if not may or not any(x is None or is_optional(x) for x in (c, out)):
+            state.append(c)
+        elif c is not None:
+            if not is_tensor:
+                raise ConversionError("a scripted loop carries a value that may be None and is no tensor otherwise")
+            state.append(held(t, c))
+        else:
+            val = probe.fake_of(out) if isinstance(out, torch.fx.Node) else None
+            if not isinstance(val, torch.Tensor):
+                raise ConversionError("a scripted loop carries a value that may be None and is no tensor otherwise")
+            made = none_of(t, val.dtype, _sizes_like(t, probe, val))
+            made.meta["val"] = val
+            state.append(made)
+    return state
+
+
+def _carried_optional(t: Translator, value, like: torch.Tensor) -> torch.fx.Node:
+    """What a loop's body gives a value it carries as an optional of ``like``'s type, as one."""
+    if value is None:
+        made = none_of(t, like.dtype, _sizes_like(t, t, like))
+        made.meta["val"] = like
+        return made
+    if not isinstance(value, torch.fx.Node) or not isinstance(t.fake_of(value), torch.Tensor):
+        raise ConversionError("a scripted loop gives a value that may be None something that is no tensor")
+    return held(t, value)
 
 
 def _operands(t: Translator, blocks) -> list:
