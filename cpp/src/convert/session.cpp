@@ -259,7 +259,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
         graph_.set_shape(v, dims);
       }
       if (src.rank_varies) graph_.set_rank_varies(v);
-      if (src.optional) graph_.set_optional(v);
+      graph_.set_container_like(v, value);
     }
     if (v.id >= taken.size()) taken.resize(v.id + 1, false);
     taken[v.id] = true;
@@ -329,23 +329,24 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
     if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
     graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
   }
-  // A Loop's state is optional where its initial value is one: its body takes it (the inputs
-  // begin with the iteration and the condition) and returns it so (the outputs with the condition).
+  // A Loop's state is an optional or a sequence where its initial value is one: its body takes it
+  // (the inputs begin with the iteration and the condition) and returns it so (the outputs with
+  // the condition).
   const size_t skipped = op_type == "Loop" ? 1 : 0;
   if (op_type == "Loop" && !subgraphs.empty()) {
     const auto& body = graph_.subgraph(subgraphs.front());
     for (size_t k = 2; k < inputs.size() && k < body.inputs.size() && k - 1 < body.outputs.size(); ++k) {
-      if (!inputs[k].value.valid() || !graph_.info(inputs[k].value).optional) continue;
-      graph_.set_optional(body.inputs[k]);
-      graph_.set_optional(body.outputs[k - 1]);
+      if (!inputs[k].value.valid()) continue;
+      graph_.set_container_like(body.inputs[k], inputs[k].value);
+      graph_.set_container_like(body.outputs[k - 1], inputs[k].value);
     }
   }
-  // An output is optional when its subgraph returns one (a Loop body's outputs begin with its
-  // condition): a scripted value that may be None.
+  // An output is an optional or a sequence when its subgraph returns one (a Loop body's outputs
+  // begin with its condition): a scripted value that may be None, a list of a computed length.
   for (const GraphId id : subgraphs) {
     const auto& returned = graph_.subgraph(id).outputs;
     for (size_t i = 0; i < outs.size() && i + skipped < returned.size(); ++i) {
-      if (graph_.info(returned[i + skipped]).optional) graph_.set_optional(outs[i]);
+      graph_.set_container_like(outs[i], returned[i + skipped]);
     }
   }
   return outs;

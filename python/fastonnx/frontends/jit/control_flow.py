@@ -22,6 +22,7 @@ from .fake_values import known_equal
 from .nodes import inputs, is_view, resolve, source_line, where
 from .optionals import OPTIONAL, held, is_optional, none_of, refuse_optional
 from .retrace import Retrace
+from .sequences import SEQUENCE, as_sequence, empty, is_sequence, item_like, item_tensor
 from .translator import Handler, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
@@ -71,7 +72,7 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         outs.append(sub.inline(block))
     outs, lengths = _lists_spread(outs)
     numbers, read = _reconciled(t, subs, outs, condition)
-    branches, results = [], []
+    branches, results, sequences = [], [], []
     for sub, branch_outs in zip(subs, outs):
         returned = [o for k, o in enumerate(branch_outs) if k not in numbers]
         # (a branch that leaves one as it was returns a copy: an If inside another's branch may
@@ -81,12 +82,15 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         ]
         # (a branch is final: traced again, as the graph around it may be, it stays as it is,
         # see retrace.Retrace; one writing into its own tensors is rewritten without in-place ops now)
+        sequences.append([is_sequence(x) or is_sequence(sub.env.get(v)) for x, v in _with_written(returned, written)])
         branch, vals = _finish(sub, returned, "cond", t, rewrite=True if written else None)
         branches.append(branch)
         results.append([_outer_sizes(sub, val) for val in vals])
     predicate = _as_tensor(t, pred, torch.bool)  # (before the sizes made below, which the If binds)
     merged = []
-    for a, b in zip(*results):
+    for a, b, seq in zip(*results, [x or y for x, y in zip(*sequences)]):
+        if seq and a.dim() != b.dim():  # (a stand-in: the shape of an item)
+            b = a
         if a.dtype != b.dtype or a.dim() != b.dim():
             raise ConversionError(
                 "the branches of a scripted `if` return tensors of different types or ranks "
@@ -106,13 +110,21 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
             results_of_if.append(t.read_number(next(items)))
         else:
             item = next(items)
-            if is_optional(outs[0][k]):
-                item.meta[OPTIONAL] = True
+            for mark in (OPTIONAL, SEQUENCE):
+                if isinstance(outs[0][k], torch.fx.Node) and outs[0][k].meta.get(mark):
+                    item.meta[mark] = True
             results_of_if.append(item)
     for v, item in zip(written, items):  # what the branches wrote, from here on
         t.env[v] = item
         t.known.pop(v, None)
+        if is_sequence(subs[0].env[v]):
+            item.meta[SEQUENCE] = True
     return Outputs(_lists_gathered(results_of_if, lengths))
+
+
+def _with_written(returned: list, written: list) -> list[tuple]:
+    """A branch's returned values, each with the TorchScript value it writes (None for its outputs)."""
+    return list(zip(returned, [None] * (len(returned) - len(written)) + list(written)))
 
 
 def _lists_spread(outs: list[list]) -> tuple[list[list], list[int | None]]:
@@ -167,6 +179,8 @@ def _reconciled(
             numbers[k] = (a, b)
         elif a is None or b is None or is_optional(a) or is_optional(b):
             _as_optionals(subs, outs, k)
+        elif is_sequence(a) or is_sequence(b) or _list_or_uninitialized(a, b):
+            _as_sequences(subs, outs, k)
         elif a is _UNINITIALIZED or b is _UNINITIALIZED:
             filled, other = (0, 1) if a is _UNINITIALIZED else (1, 0)
             outs[filled][k] = _tensor_like(subs[filled], subs[other], outs[other][k])
@@ -183,6 +197,28 @@ def _reconciled(
         ):
             raise ConversionError("a scripted `if` whose branches return lists or other values is not supported")
     return numbers, read
+
+
+def _list_or_uninitialized(a, b) -> bool:
+    """Whether an ``if``'s branches give a list of tensors (or ints) of a known length and leave it
+    uninitialized (an early ``return`` of it in the other branch)."""
+    return any(x is _UNINITIALIZED and isinstance(y, list) and y for x, y in ((a, b), (b, a)))
+
+
+def _as_sequences(subs: list[Translator], outs: list[list], k: int) -> None:
+    """The ``k``-th outputs of an ``if``'s branches, one a sequence and the other a sequence, a
+    list of a known length or uninitialized (an early ``return`` in the first), as sequences:
+    the list as a sequence of its items, an uninitialized one as an empty sequence."""
+    values = [branch_outs[k] for branch_outs in outs]
+    i = 0 if is_sequence(values[0]) or isinstance(values[0], list) and values[0] else 1
+    item = subs[i].fake_of(values[i] if is_sequence(values[i]) else item_tensor(subs[i], values[i][0]))
+    for sub, value, branch_outs in zip(subs, values, outs):
+        if value is _UNINITIALIZED:
+            branch_outs[k] = empty(sub, item)
+        elif isinstance(value, list):
+            branch_outs[k] = as_sequence(sub, value, item)
+        elif not is_sequence(value):
+            raise ConversionError("a scripted `if` gives a list in one branch and no list in the other")
 
 
 def _as_optionals(subs: list[Translator], outs: list[list], k: int) -> None:
@@ -330,8 +366,9 @@ def _while_loop(t: Translator, trips, first, initial: list, block, may_be_none: 
     the state are carried as 0-d tensors, a value that may be None (``may_be_none``, its
     TorchScript type ``Optional``) and is None at the start or in the body as an ONNX optional
     (see _optional_state)."""
-    _written_outside([block], "loop", followed=False)
-    free = _operands(t, [block])
+    lists = _appended_lists(t, block)
+    _written_outside([block], "loop", followed=False, carried=lists)
+    free = _operands(t, [block], carried=lists)
     kinds = [isinstance(x, torch.fx.Node) and isinstance(t.fake_of(x), torch.Tensor) for x in initial]
     carried = [_as_tensor(t, 0, torch.int64), _as_tensor(t, first, torch.bool)]
     carried += [x if is_tensor or x is None else _as_tensor(t, x, torch.int64) for x, is_tensor in zip(initial, kinds)]
@@ -339,9 +376,12 @@ def _while_loop(t: Translator, trips, first, initial: list, block, may_be_none: 
     limit = trips if isinstance(trips, int) else _as_tensor(t, trips, torch.int64)
     bound_val = [] if isinstance(limit, int) else [t.fake_of(limit)]
     if any(may_be_none):
-        carried[2:] = _optional_state(t, block, carried, kinds, may_be_none, free, bound_val)
+        carried[2:] = _optional_state(t, block, carried, kinds, may_be_none, free, bound_val, lists)
         kinds = [is_tensor or is_optional(c) for c, is_tensor in zip(carried[2:], kinds)]
     refuse_optional("a scripted loop", [c for c, may in zip(carried[2:], may_be_none) if not may])
+    if lists:
+        carried += _sequences_appended(t, block, carried, kinds, lists, free, bound_val)
+        kinds += [True] * len(lists)
     optional = [is_optional(c) for c in carried[2:]]
     carried_vals = [t.fake_of(c) for c in carried]
 
@@ -351,7 +391,7 @@ def _while_loop(t: Translator, trips, first, initial: list, block, may_be_none: 
     below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
     cond_fn, _ = _finish(cond, [cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", t, None)
 
-    body, outs = _loop_body(t, block, carried_vals, kinds, optional, free, bound_val)
+    body, outs = _loop_body(t, block, carried_vals, kinds, optional, free, bound_val, lists)
     i = body.inputs[0]
     again, new_state = outs[0], outs[1:]
     new_state = [
@@ -362,7 +402,9 @@ def _while_loop(t: Translator, trips, first, initial: list, block, may_be_none: 
     updated += [s if is_tensor else _as_tensor(body, s, torch.int64) for s, is_tensor in zip(new_state, kinds)]
     for before, after in zip(carried_vals, updated):
         got = body.fake_of(after)
-        if not isinstance(got, torch.Tensor) or got.dtype != before.dtype or list(got.shape) != list(before.shape):
+        # (a sequence's items may differ in shape: its stand-in's is only the last one's)
+        same_shape = is_sequence(after) or isinstance(got, torch.Tensor) and list(got.shape) == list(before.shape)
+        if not isinstance(got, torch.Tensor) or got.dtype != before.dtype or not same_shape:
             raise ConversionError(
                 "a scripted loop changes the type or shape of a value it carries "
                 f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
@@ -377,7 +419,10 @@ def _while_loop(t: Translator, trips, first, initial: list, block, may_be_none: 
     for f, may in zip(finals, optional):
         if may:
             f.meta[OPTIONAL] = True
-    return Outputs(f if is_tensor else t.read_number(f) for f, is_tensor in zip(finals, kinds))
+    for v, f in zip(lists, finals[len(initial) :]):  # (every later read of a list reads its sequence)
+        f.meta[SEQUENCE] = True
+        t.env[v] = f
+    return Outputs(f if is_tensor else t.read_number(f) for f, is_tensor in zip(finals[: len(initial)], kinds))
 
 
 def _loop_body(
@@ -388,22 +433,41 @@ def _loop_body(
     optional: list[bool],
     free: list,
     bound_val: list,
+    lists: Sequence = (),
     absent: Sequence[bool] = (),
+    as_lists: Sequence[list] | None = None,
 ) -> tuple[Translator, list]:
     """A loop's body translated into a function of its own (see _while_loop): the translator and
-    the block's results. A state value ``absent`` marks is None in it."""
+    the block's results, then the sequences of ``lists`` (the lists it appends to, the state's
+    last values; ``as_lists``: Python lists instead, whose items it appends). A state value
+    ``absent`` marks is None in it."""
     body = _sub_translator(t, carried_vals, free, bound_val)
+    n = len(kinds) - (len(lists) if as_lists is None else 0)
     i, state = body.inputs[0], body.inputs[2 : 2 + len(kinds)]
     ts_state = []
     for k, (s, is_tensor, may) in enumerate(zip(state, kinds, optional)):
         if may:
             s.meta[OPTIONAL] = True
         ts_state.append(None if k < len(absent) and absent[k] else s if is_tensor else body.read_number(s))
-    return body, body.inline(block, [body.read_number(i), *ts_state])
+    for k, v in enumerate(lists):
+        if as_lists is not None:
+            body.env[v] = as_lists[k]
+        else:
+            body.env[v] = state[n + k]
+            state[n + k].meta[SEQUENCE] = True
+    outs = body.inline(block, [body.read_number(i), *ts_state[:n]])
+    return body, outs + [body.env[v] for v in lists]
 
 
 def _optional_state(
-    t: Translator, block, carried: list, kinds: list[bool], may_be_none: list[bool], free: list, bound_val: list
+    t: Translator,
+    block,
+    carried: list,
+    kinds: list[bool],
+    may_be_none: list[bool],
+    free: list,
+    bound_val: list,
+    lists: Sequence,
 ) -> list:
     """A loop's initial state (``carried`` after the iteration and the condition) with each value
     that may be None and is None at the start or in the body an optional, as the TorchScript
@@ -415,7 +479,8 @@ def _optional_state(
     vals = [counter if c is None else t.fake_of(c) for c in carried]
     optional = [is_optional(c) for c in carried[2:]]
     absent = [c is None for c in carried[2:]]
-    probe, outs = _loop_body(t, block, vals, kinds, optional, free, bound_val, absent)
+    copies = [[] if is_sequence(t.env[v]) else list(t.env[v]) for v in lists]  # (what it appends to)
+    probe, outs = _loop_body(t, block, vals, kinds, optional, free, bound_val, lists, absent, as_lists=copies)
     t.shape_env.pending_fresh_unbacked_symbols[:] = pending
     state = []
     for c, out, may, is_tensor in zip(carried[2:], outs[1:], may_be_none, kinds):
@@ -446,10 +511,65 @@ def _carried_optional(t: Translator, value, like: torch.Tensor) -> torch.fx.Node
     return held(t, value)
 
 
-def _operands(t: Translator, blocks) -> list:
+def _appended_lists(t: Translator, block) -> list:
+    """The lists made outside a loop's block that it (or a block in it) appends to, which the loop
+    carries as sequences (see sequences)."""
+    inside: set = set()
+    found: dict = {}
+
+    def walk(b) -> None:
+        inside.update(b.inputs())
+        for node in b.nodes():
+            if node.kind() == "aten::append" and node.inputsAt(0).type().kind() == "ListType":
+                v = node.inputsAt(0)
+                if v not in inside and (isinstance(t.env.get(v), list) or is_sequence(t.env.get(v))):
+                    found.setdefault(v, None)
+            for inner in node.blocks():
+                walk(inner)
+            inside.update(node.outputs())
+
+    walk(block)
+    return list(found)
+
+
+def _sequences_appended(
+    t: Translator, block, carried: list, kinds: list[bool], lists: list, free: list, bound_val: list
+) -> list:
+    """The initial sequences of the lists a loop appends to (``lists``): a list of a known length
+    as a sequence of its items. The type of the items of a list of tensors empty at the start is
+    that of the first the body appends: the body is translated once with Python lists for them, a
+    translation then dropped."""
+    items = [
+        t.fake_of(t.env[v]) if is_sequence(t.env[v]) else item_like(t, t.env[v], v.type().getElementType())
+        for v in lists
+    ]
+    if any(item is None for item in items):
+        pending = list(t.shape_env.pending_fresh_unbacked_symbols)
+        counter = t.fake_of(carried[0])  # (the placeholder of a None, which the body does not read)
+        vals = [counter if c is None else t.fake_of(c) for c in carried]
+        absent = [c is None for c in carried[2:]]
+        copies = [[] if is_sequence(t.env[v]) else list(t.env[v]) for v in lists]
+        optional = [is_optional(c) for c in carried[2:]]
+        probe, _ = _loop_body(t, block, vals, kinds, optional, free, bound_val, lists, absent, as_lists=copies)
+        t.shape_env.pending_fresh_unbacked_symbols[:] = pending
+        for k, (v, item) in enumerate(zip(lists, items)):
+            if item is None:
+                items[k] = item_like(probe, copies[k], v.type().getElementType())
+    sequences = []
+    for v, item in zip(lists, items):
+        if item is None:
+            raise ConversionError(
+                "a scripted loop of a trip count the graph computes appends to a list whose items' type "
+                "the export does not find (the body appends nothing on the example's path)"
+            )
+        sequences.append(t.env[v] if is_sequence(t.env[v]) else as_sequence(t, t.env[v], item))
+    return sequences
+
+
+def _operands(t: Translator, blocks, carried: Sequence = ()) -> list:
     """The enclosing graph's values the blocks read that are graph values (inputs of the
-    function); numbers and constants are read directly."""
-    free = _free_values(blocks)
+    function), but for ``carried`` (a loop's sequences); numbers and constants are read directly."""
+    free = [v for v in _free_values(blocks) if v not in carried]
     lists = [v for v in free if holds_node(t.env[v]) and not isinstance(t.env[v], torch.fx.Node)]
     if lists:
         raise ConversionError("a scripted `if` or loop reads a list of tensors from outside it; this is not supported")
@@ -508,6 +628,9 @@ def _sub_translator(
         sub.inputs.append(p)
         if v is not None:
             sub.env[v] = p
+            for mark in (OPTIONAL, SEQUENCE):  # (the function reads an optional or a sequence as one)
+                if t.env[v].meta.get(mark):
+                    p.meta[mark] = True
     return sub
 
 
@@ -633,14 +756,17 @@ _VIEW_COPIES = {
 }
 
 
-def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None = None) -> list:
+def _written_outside(
+    blocks, what: str, followed: bool, at: torch._C.Node | None = None, carried: Sequence = ()
+) -> list:
     """The tensors made outside the blocks of a scripted ``if`` or loop that the blocks write into
     (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT passes remove only the
     mutations they can prove local, and the blocks become functions of their inputs, where such a
     write would be lost. With ``followed`` (an ``if``, node ``at``, whose branches then return the
     tensors they wrote), each must be a tensor of its own, not a view of another nor one with a view
     made before ``at`` read after it (it would read the tensor as it was); a ``ConversionError``
-    says which write cannot be followed."""
+    says which write cannot be followed. ``carried``: the lists a loop appends to, which it
+    carries as sequences (see _appended_lists)."""
     inside: set = set()
     nodes: set = set()
 
@@ -677,7 +803,7 @@ def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None
                 # through the views made inside the blocks, to the tensor they view
                 while base in inside and base.node().outputsSize() == 1 and is_view(base.node()):
                     base = base.node().inputsAt(0)
-                if base in inside or base in written:
+                if base in inside or base in written or base in carried and node.kind() == "aten::append":
                     continue
                 stale = at is not None and any(
                     u.user not in nodes
