@@ -399,6 +399,37 @@ def test_appending_in_a_loop_of_a_dynamic_count_makes_an_onnx_sequence():
     assert [o.type.WhichOneof("value") for o in static.model_proto.graph.output] == ["tensor_type"] * 3
 
 
+class CollectsTokens(torch.nn.Module):
+    def forward(self, x):
+        tokens: List[torch.Tensor] = []
+        done = torch.zeros(x.size(0), dtype=torch.bool)
+        step = 0
+        while step < x.size(1):
+            for i in range(x.size(0)):
+                if done[i]:
+                    continue
+                count = 0
+                for token in x[i, step]:
+                    tokens.append(token)
+                    count += 1
+                    if count == 2:
+                        break
+                done[i] = len(tokens) > 5
+            step += 1
+        return tokens, done
+
+
+def test_nested_loops_appending_to_a_list_and_writing_into_a_tensor_made_outside_them():
+    """Loops within loops (one with ``break``, one ``while``) that append to a list and write
+    into a tensor made before them: each Loop carries the sequence and the tensor (torch's suite:
+    test_inplace_sequence_with_loop)."""
+    model = torch.jit.script(CollectsTokens())
+    x = torch.randn(3, 4, 5)
+    result, fixed = _export(model, (x,), dynamic_axes={"x": {0: "n", 1: "steps"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (x,), (torch.randn(1, 2, 5),), (torch.randn(6, 3, 5),))
+
+
 class ReadsASequence(torch.nn.Module):
     def forward(self, x):
         rows: List[torch.Tensor] = []

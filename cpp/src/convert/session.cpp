@@ -270,10 +270,16 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
 
 void Session::begin_subgraph() { open_subgraphs_.push_back(builder_.begin_subgraph()); }
 
-Value Session::add_subgraph_input(std::string_view name, const TensorMeta& meta) {
+Value Session::add_subgraph_input(std::string_view name, const TensorMeta& meta, std::optional<Value> like) {
   if (open_subgraphs_.empty()) throw ConvertError("a subgraph input `" + std::string(name) + "` outside any subgraph");
   check_dtype("subgraph input", name, meta.dtype);
-  return builder_.subgraph_input(name, meta.dtype, meta.shape);
+  if (like && like->id >= graph_.num_values()) {
+    throw ConvertError("subgraph input `" + std::string(name) + "` is like graph value " + std::to_string(like->id) +
+                       ", which does not exist");
+  }
+  const Value v = builder_.subgraph_input(name, meta.dtype, meta.shape);
+  if (like) graph_.set_container_like(v, *like);
+  return v;
 }
 
 GraphId Session::end_subgraph(const std::vector<Value>& outputs) {
@@ -329,20 +335,9 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
     if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
     graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
   }
-  // A Loop's state is an optional or a sequence where its initial value is one: its body takes it
-  // (the inputs begin with the iteration and the condition) and returns it so (the outputs with
-  // the condition).
-  const size_t skipped = op_type == "Loop" ? 1 : 0;
-  if (op_type == "Loop" && !subgraphs.empty()) {
-    const auto& body = graph_.subgraph(subgraphs.front());
-    for (size_t k = 2; k < inputs.size() && k < body.inputs.size() && k - 1 < body.outputs.size(); ++k) {
-      if (!inputs[k].value.valid()) continue;
-      graph_.set_container_like(body.inputs[k], inputs[k].value);
-      graph_.set_container_like(body.outputs[k - 1], inputs[k].value);
-    }
-  }
   // An output is an optional or a sequence when its subgraph returns one (a Loop body's outputs
   // begin with its condition): a scripted value that may be None, a list of a computed length.
+  const size_t skipped = op_type == "Loop" ? 1 : 0;
   for (const GraphId id : subgraphs) {
     const auto& returned = graph_.subgraph(id).outputs;
     for (size_t i = 0; i < outs.size() && i + skipped < returned.size(); ++i) {

@@ -47,6 +47,7 @@ def _append(t: Translator, node):
     seq = t.env[node.inputsAt(0)]
     if is_sequence(seq):  # (every later read of the list reads the new sequence)
         t.env[node.inputsAt(0)] = new = appended(t, seq, t.env[node.inputsAt(1)])
+        t.appended.setdefault(node.inputsAt(0), t.fake_of(new))
         return new
     items = _list_of(t, node)
     if items is None:

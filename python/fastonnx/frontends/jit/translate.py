@@ -42,7 +42,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ...dynamic.small_sizes import dynamic_small_sizes, retracing
 from ...errors import ConversionError, ExportError
 from ..export.trace import needs_functionalization
-from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
+from . import aten_nodes, control_flow, lists, loops, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
 from .fake_values import SizesFromData
 from .optionals import none_of
@@ -57,6 +57,7 @@ _HANDLERS = Handlers(
     of_kind={
         **prim_nodes.HANDLERS,
         **control_flow.HANDLERS,
+        **loops.HANDLERS,
         **packed_sequences.HANDLERS,
         **aten_nodes.HANDLERS,
         **lists.HANDLERS,
