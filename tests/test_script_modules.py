@@ -910,6 +910,38 @@ def test_lists_of_a_dynamic_length_through_ifs_are_onnx_sequences(cls, x, others
     _assert_runs_as_eager(result, model, (x,), *((other,) for other in others))
 
 
+class RankByBranch(torch.jit.ScriptModule):
+    @torch.jit.script_method
+    def forward(self, x):
+        if x.size(0) > 1:
+            if (x + 2).is_floating_point():
+                return x.new_zeros(x.shape[1:])
+            return x.new_zeros(x.shape)
+        return x
+
+
+class ReadsARankByBranch(torch.nn.Module):
+    def forward(self, x):
+        y = x
+        if x.size(0) > 1:
+            y = x.sum(0)
+        return y + 1
+
+
+def test_an_if_the_graph_returns_may_give_a_rank_of_each_branch():
+    """An ``if`` whose branches give tensors of different ranks, returned by the graph and read by
+    no op: an ONNX If whose result's rank is each branch's (declared with the example's, as the
+    TorchScript exporter declares it; torch's suite: test_floating_point_infer_dtype); read by an op,
+    whose result would depend on it, a ConversionError naming the line."""
+    model = RankByBranch()
+    result, fixed = _export(model, (torch.randn(2, 3, 4),), dynamic_axes={"x": [0, 1, 2]})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3, 4),), (torch.randn(1, 3, 4),), (torch.randn(5, 2, 6),))
+    match = r"(?s)different types or ranks.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(torch.jit.script(ReadsARankByBranch()), (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+
+
 class MayBeNone(torch.nn.Module):
     def forward(self, x, y):
         out: Optional[torch.Tensor] = None

@@ -87,10 +87,17 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         branches.append(branch)
         results.append([_outer_sizes(sub, val) for val in vals])
     predicate = _as_tensor(t, pred, torch.bool)  # (before the sizes made below, which the If binds)
+    # (an output the graph returns and nothing reads may have another rank in each branch: see
+    # _only_returned; it is declared with the example's)
+    kept = [k for k in range(len(outs[0])) if k not in numbers] if all(n is None for n in lengths) else []
+    returned_only = [_only_returned(node.outputsAt(k)) for k in kept]
     merged = []
-    for a, b, seq in zip(*results, [x or y for x, y in zip(*sequences)]):
+    for i, (a, b, seq) in enumerate(zip(*results, [x or y for x, y in zip(*sequences)])):
         if seq and a.dim() != b.dim():  # (a stand-in: the shape of an item)
             b = a
+        if a.dtype == b.dtype and a.dim() != b.dim() and i < len(returned_only) and returned_only[i]:
+            merged.append(b if taken is False else a)
+            continue
         if a.dtype != b.dtype or a.dim() != b.dim():
             raise ConversionError(
                 "the branches of a scripted `if` return tensors of different types or ranks "
@@ -120,6 +127,20 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         if is_sequence(subs[0].env[v]):
             item.meta[SEQUENCE] = True
     return Outputs(_lists_gathered(results_of_if, lengths))
+
+
+def _only_returned(value: torch._C.Value) -> bool:
+    """Whether the graph returns ``value`` and nothing reads it: the output of an ``if`` whose
+    branches give tensors of different ranks, which ONNX If allows (the rank varies at run time) as
+    long as no op depends on it."""
+    uses = value.uses()
+    for use in uses:
+        if use.user.kind() != "prim::Return":
+            return False
+        owner = use.user.owningBlock().owningNode()
+        if owner is not None and (owner.kind() != "prim::If" or not _only_returned(owner.outputsAt(use.offset))):
+            return False
+    return bool(uses)
 
 
 def _with_written(returned: list, written: list) -> list[tuple]:
