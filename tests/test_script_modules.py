@@ -456,10 +456,20 @@ class PopsASequence(torch.nn.Module):
         return rows
 
 
-def test_an_op_a_sequence_does_not_take_is_an_error_naming_the_line():
-    match = r"(?s)aten::pop reads a scripted list whose length the graph computes.*from File .*test_script_modules.py"
+class UnpacksASequence(torch.nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            rows.append(x[i])
+        a, b = rows
+        return a + b
+
+
+@pytest.mark.parametrize("cls, what", [(PopsASequence, "aten::pop"), (UnpacksASequence, "`prim::ListUnpack`")])
+def test_what_reads_a_sequence_otherwise_is_an_error_naming_the_line(cls, what):
+    match = rf"(?s){what} reads a scripted list whose length the graph computes.*from File .*test_script_modules.py"
     with pytest.raises(fastonnx.ConversionError, match=match):
-        fastonnx.export(torch.jit.script(PopsASequence()), (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+        fastonnx.export(torch.jit.script(cls()), (torch.randn(2, 4),), dynamic_axes={"x": {0: "n"}})
 
 
 # -- numbers, layouts and devices ----------------------------------------------------------------

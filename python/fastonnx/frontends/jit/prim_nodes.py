@@ -20,7 +20,7 @@ from .nodes import inputs
 from .optionals import refuse_optional
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
-from .sequences import at, is_sequence, length
+from .sequences import at, is_sequence, length, refuse_sequence
 from .translator import Handler, Opaque, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
@@ -60,6 +60,7 @@ def _list_unpack(t: Translator, node):
     value = t.env[node.input()]
     if isinstance(value, list | tuple):
         return Outputs(value)
+    refuse_sequence(f"`{node.kind()}`", [value])  # (its length is no number of names)
     return Outputs(t.emit(operator.getitem, (value, i)) for i in range(node.outputsSize()))
 
 
