@@ -608,10 +608,14 @@ def _written_outside(
                     base = base.node().inputsAt(0)
                 if base in inside or base in written or base in carried and node.kind() == "aten::append":
                     continue
+                # (a loop's later iterations read what earlier ones wrote, through such a view too)
                 stale = at is not None and any(
                     u.user not in nodes
                     and is_view(u.user)
-                    and any(later.user.isAfter(at) for later in u.user.output().uses())
+                    and any(
+                        later.user.isAfter(at) or what == "loop" and later.user in nodes
+                        for later in u.user.output().uses()
+                    )
                     for u in base.uses()
                 )
                 if not followed or is_view(base.node()) or stale:
@@ -619,7 +623,8 @@ def _written_outside(
                         f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
                         + (f", {where(node)}" if source_line(node) else "")
                         + (
-                            "; the tensor is a view, or a view of it made before the `if` is read after it)"
+                            f"; the tensor is a view, or a view of it made before the `{what}` is read "
+                            + ("in it or after it)" if what == "loop" else "after it)")
                             if followed
                             else "); fastonnx converts loops whose body writes only into its own tensors"
                         )

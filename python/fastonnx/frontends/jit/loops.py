@@ -51,6 +51,8 @@ def _while_loop(t: Translator, trips, first, initial: list, block, node: torch._
     lists = _appended_lists(t, block)
     written = _written_outside([block], "loop", followed=True, at=node, carried=lists)
     by_name = written + lists  # (state the block reads by name, not as its inputs)
+    for v in by_name:  # (what it holds at the start is no value of a later iteration)
+        t.known.pop(v, None)
     free = _operands(t, [block], carried=by_name)
     kinds = [isinstance(x, torch.fx.Node) and isinstance(t.fake_of(x), torch.Tensor) for x in initial]
     carried = [_as_tensor(t, 0, torch.int64), _as_tensor(t, first, torch.bool)]
@@ -106,13 +108,11 @@ def _while_loop(t: Translator, trips, first, initial: list, block, node: torch._
     for f, may in zip(finals, optional):
         if may:
             f.meta[OPTIONAL] = True
-    for v, f, is_list in zip(
-        by_name, finals[len(initial) :], sequence[len(initial) :]
-    ):  # (what they hold from here on)
+    # (what the written tensors and the lists hold from here on)
+    for v, f, is_list in zip(by_name, finals[len(initial) :], sequence[len(initial) :]):
         if is_list:
             f.meta[SEQUENCE] = True
         t.env[v] = f
-        t.known.pop(v, None)
     return Outputs(f if is_tensor else t.read_number(f) for f, is_tensor in zip(finals[: len(initial)], kinds))
 
 
