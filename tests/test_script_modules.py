@@ -465,6 +465,24 @@ class UnpacksASequence(torch.nn.Module):
         return a + b
 
 
+class AppendsToANestedList(torch.nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = [x[0]]
+        outer = [rows]
+        for i in range(x.size(0)):
+            rows.append(x[i])
+        outer.append(rows)
+        return torch.stack(outer[0])
+
+
+def test_a_loop_appending_to_a_list_another_list_holds_is_an_error():
+    """The sequence is what the list's own name reads from the loop on; the outer list would keep
+    the items it had (a stack of one row where eager stacks them all)."""
+    match = r"(?s)appends to a list that another list or name holds too.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(torch.jit.script(AppendsToANestedList()), (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+
+
 @pytest.mark.parametrize(
     "cls, what, where",
     [

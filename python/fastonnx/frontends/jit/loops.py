@@ -229,6 +229,18 @@ def _sequences_appended(
     type of the items of a list of tensors empty at the start is that of the first the body
     appends (Translator.appended): the body is translated once with a sequence of 0-d tensors for
     it, a translation then dropped, which may fail after that append."""
+    for v in lists:
+        # (each name of the list reads the sequence from the loop on: one that another name or
+        # list holds too would keep the items it had)
+        value = t.env[v]
+        if isinstance(value, list) and any(
+            w != v and (x is value or isinstance(x, list | tuple) and any(y is value for y in x))
+            for w, x in t.env.items()
+        ):
+            raise ConversionError(
+                "a scripted loop of a trip count the graph computes appends to a list that another "
+                "list or name holds too"
+            )
     items = [
         t.fake_of(t.env[v]) if is_sequence(t.env[v]) else item_like(t, t.env[v], v.type().getElementType())
         for v in lists
