@@ -1,7 +1,8 @@
-"""Control flow in the TorchScript translator: ``prim::If`` and ``prim::Loop`` become torch.cond and
-while_loop (which the lowering writes as ONNX If and Loop), each branch or body a function of its
-own translated by a translator of its own (``_sub_translator``); an ``if`` decided when exporting
-is inlined, a loop of a known trip count without ``break`` unrolled."""
+"""Control flow in the TorchScript translator: ``prim::If`` becomes torch.cond (which the lowering
+writes as ONNX If), each branch a function of its own translated by a translator of its own
+(``_sub_translator``, which loops.py's ``prim::Loop`` shares); an ``if`` decided when exporting is
+inlined. Branches that give a list whose length the graph computes give sequences (sequences.py),
+a value that may be None optionals (optionals.py)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
     when the example gives no value) is translated assuming it, see _sub_translator."""
     then_block, else_block = node.blocks()
     # (each branch returns, after its outputs, the tensors made outside it that it writes into)
-    written = _written_outside([then_block, else_block], "if", followed=True, at=node)
+    written = _written_outside([then_block, else_block], "if", node)
     operands = _operands(t, [then_block, else_block])
     subs, outs = [], []
     for block, then in ((then_block, True), (else_block, False)):
@@ -371,7 +372,8 @@ def _merged_size(t: Translator, x, y, condition):
 
 def _operands(t: Translator, blocks, carried: Sequence = ()) -> list:
     """The enclosing graph's values the blocks read that are graph values (inputs of the
-    function), but for ``carried`` (a loop's sequences); numbers and constants are read directly."""
+    function), but for ``carried`` (what a loop carries by name: the tensors it writes into, the
+    lists it appends to); numbers and constants are read directly."""
     free = [v for v in _free_values(blocks) if v not in carried]
     lists = [v for v in free if holds_node(t.env[v]) and not isinstance(t.env[v], torch.fx.Node)]
     if lists:
@@ -559,17 +561,15 @@ _VIEW_COPIES = {
 }
 
 
-def _written_outside(
-    blocks, what: str, followed: bool, at: torch._C.Node | None = None, carried: Sequence = ()
-) -> list:
-    """The tensors made outside the blocks of a scripted ``if`` or loop that the blocks write into
-    (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT passes remove only the
-    mutations they can prove local, and the blocks become functions of their inputs, where such a
-    write would be lost. With ``followed`` (an ``if``, node ``at``, whose branches then return the
-    tensors they wrote), each must be a tensor of its own, not a view of another nor one with a view
-    made before ``at`` read after it (it would read the tensor as it was); a ``ConversionError``
-    says which write cannot be followed. ``carried``: the lists a loop appends to, which it
-    carries as sequences (see _appended_lists)."""
+def _written_outside(blocks, what: str, at: torch._C.Node, carried: Sequence = ()) -> list:
+    """The tensors made outside the blocks of a scripted ``if`` or loop (node ``at``) that the
+    blocks write into (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT
+    passes remove only the mutations they can prove local, and the blocks become functions of
+    their inputs, where such a write would be lost, so an ``if``'s branches return the tensors
+    they wrote and a loop carries them. Each must be a tensor of its own, not a view of another
+    nor one with a view made before ``at`` read after it (or, for a loop, in it: it would read the
+    tensor as it was); a ``ConversionError`` says which write cannot be followed. ``carried``:
+    the lists a loop appends to, which it carries as sequences (loops._appended_lists)."""
     inside: set = set()
     nodes: set = set()
 
@@ -609,7 +609,7 @@ def _written_outside(
                 if base in inside or base in written or base in carried and node.kind() == "aten::append":
                     continue
                 # (a loop's later iterations read what earlier ones wrote, through such a view too)
-                stale = at is not None and any(
+                stale = any(
                     u.user not in nodes
                     and is_view(u.user)
                     and any(
@@ -618,16 +618,12 @@ def _written_outside(
                     )
                     for u in base.uses()
                 )
-                if not followed or is_view(base.node()) or stale:
+                if is_view(base.node()) or stale:
                     raise ConversionError(
                         f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
                         + (f", {where(node)}" if source_line(node) else "")
-                        + (
-                            f"; the tensor is a view, or a view of it made before the `{what}` is read "
-                            + ("in it or after it)" if what == "loop" else "after it)")
-                            if followed
-                            else "); fastonnx converts loops whose body writes only into its own tensors"
-                        )
+                        + f"; the tensor is a view, or a view of it made before the `{what}` is read "
+                        + ("in it or after it)" if what == "loop" else "after it)")
                     )
                 written.append(base)
 

@@ -49,7 +49,7 @@ def _while_loop(t: Translator, trips, first, initial: list, block, node: torch._
     loop's results are what they hold from then on), as are the lists it appends to, carried as
     sequences (_sequences_appended)."""
     lists = _appended_lists(t, block)
-    written = _written_outside([block], "loop", followed=True, at=node, carried=lists)
+    written = _written_outside([block], "loop", node, carried=lists)
     by_name = written + lists  # (state the block reads by name, not as its inputs)
     for v in by_name:  # (what it holds at the start is no value of a later iteration)
         t.known.pop(v, None)
