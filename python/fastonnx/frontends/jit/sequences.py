@@ -1,7 +1,7 @@
 """Scripted lists whose length the graph computes, as ONNX sequences, as the TorchScript exporter
 writes them. A list that a loop of a trip count the graph computes appends to (``for i in
 range(x.size(0)): res.append(...)``, ``list(x)`` of a dynamic size) is carried through the Loop as a
-sequence (control_flow), and an ``if`` whose branch gives one gives one. A sequence is a
+sequence (loops.py), and an ``if`` whose branch gives one gives one (control_flow.py). A sequence is a
 ``fastonnx::sequence_*`` node marked by ``SEQUENCE`` in its FX node's meta, whose fake value stands
 for an item: its type, and the shape of the item last appended. ``append``, ``len``, ``l[i]``,
 ``torch.stack`` and ``torch.cat`` read it and the graph may return it; any other op reading one is a
