@@ -279,6 +279,32 @@ class WritesOutsideLoop(torch.nn.Module):
         return y
 
 
+class SkipsTheFirstRow(torch.nn.Module):
+    """Reads in a loop a constant tensor the loop writes into: each iteration reads what the one
+    before wrote, not the constant (the first version folded it: the file added no row)."""
+
+    def forward(self, x):
+        flags = torch.zeros(2)
+        total = torch.zeros(x.size(1))
+        for i in range(x.size(0)):
+            if flags[0] > 0:
+                total = total + x[i]
+            flags[0] = 1.0
+        return total
+
+
+@pytest.mark.parametrize("cls", [WritesOutsideLoop, SkipsTheFirstRow])
+def test_a_scripted_loop_writing_into_tensors_made_outside_it_carries_them(cls):
+    """The tensor a loop over a dynamic size writes into is state of the ONNX Loop, what it holds
+    after the loop its result (torch's suite: test_inplace_sequence_with_loop)."""
+    model = torch.jit.script(cls())
+    result = fastonnx.export(model, (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+    assert "Loop" in {n.op_type for n in result.model_proto.graph.node}
+    for rows in (2, 1, 5):
+        x = torch.randn(rows, 3)
+        np.testing.assert_allclose(run_ort(result.model_proto, [x])[0], model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
 class WritesIntoAViewOutside(torch.nn.Module):
     def forward(self, x):
         y = torch.zeros(x.size(0), 3)
@@ -288,10 +314,38 @@ class WritesIntoAViewOutside(torch.nn.Module):
         return y
 
 
-@pytest.mark.parametrize("cls, what", [(WritesOutsideLoop, "loop"), (WritesIntoAViewOutside, "if")])
+class WritesIntoAViewOutsideInALoop(torch.nn.Module):
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 3)
+        top = y[:1]
+        for i in range(x.size(0)):
+            top.add_(x[i])
+        return y
+
+
+class ReadsInALoopAViewOfWhatItWrites(torch.nn.Module):
+    def forward(self, x):
+        flags = torch.zeros(2)
+        first = flags[:1]
+        total = torch.zeros(x.size(1))
+        for i in range(x.size(0)):
+            if first[0] > 0:
+                total = total + x[i]
+            flags[0] = 1.0
+        return total
+
+
+@pytest.mark.parametrize(
+    "cls, what",
+    [
+        (WritesIntoAViewOutsideInALoop, "loop"),
+        (ReadsInALoopAViewOfWhatItWrites, "loop"),
+        (WritesIntoAViewOutside, "if"),
+    ],
+)
 def test_control_flow_writing_into_what_it_cannot_return_is_an_error(cls, what):
     with pytest.raises(fastonnx.ConversionError, match=rf"a scripted `{what}` writes into a tensor made outside it "
-                                                       r"\(aten::(copy|add)_, at .*test_jit_front_end.py:\d+: (y|top)"):
+                                                       r"\(aten::(copy|add)_, at .*test_jit_front_end.py:\d+: (y|top|flags)"):
         fastonnx.export(torch.jit.script(cls()), (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
 
 

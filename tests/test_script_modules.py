@@ -31,13 +31,15 @@ def _declared(result) -> list[list]:
 
 
 def _assert_runs_as_eager(result, model, *calls):
-    """Each call's outputs in onnxruntime as eager's; a None (an empty optional) as None."""
+    """Each call's outputs in onnxruntime as eager's; a None (an empty optional) as None, a
+    sequence as its items (eager's list, whose ints are 0-d tensors there)."""
     for args in calls:
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         want = model(*copies)
-        got = run_ort(result.model_proto, flat_tensors(args))
+        got = [x for out in run_ort(result.model_proto, flat_tensors(args)) for x in _items(out)]
         leaves = torch.utils._pytree.tree_leaves(want, is_leaf=lambda x: x is None)
-        want = [x for x in leaves if x is None or isinstance(x, torch.Tensor)]
+        want = [torch.tensor(x) if type(x) is int else x for x in leaves]
+        want = [x for x in want if x is None or isinstance(x, torch.Tensor)]
         assert len(got) == len(want)
         for g, w in zip(got, want):
             if g is None or w is None:
@@ -46,6 +48,10 @@ def _assert_runs_as_eager(result, model, *calls):
             assert g.shape == tuple(w.shape)
             assert g.dtype == w.detach().numpy().dtype
             np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _items(output) -> list:
+    return output if isinstance(output, list) else [output]
 
 
 class LenOfRows(torch.jit.ScriptModule):
@@ -376,11 +382,118 @@ def test_a_list_of_tensors_read_at_a_computed_position():
     _assert_runs_as_eager(result, model, (torch.randn(2, 4),), (torch.randn(4, 4),), (torch.randn(1, 4),))
 
 
-def test_appending_in_a_loop_of_a_dynamic_count_is_an_error_naming_the_line():
-    with pytest.raises(fastonnx.ConversionError, match=r"aten::append, at .*test_script_modules.py:\d+: res.append"):
-        fastonnx.export(
-            torch.jit.script(AppendsRows()), (torch.randn(3, 4, 5), torch.randn(5, 2)), dynamic_axes={"x": {0: "n"}}
-        )
+def test_appending_in_a_loop_of_a_dynamic_count_makes_an_onnx_sequence():
+    """A list a loop over a dynamic size appends to: an ONNX sequence the Loop carries, returned
+    as one output holding as many items as the size at each call (torch's suite:
+    test_inplace_sequence_with_loop); at a static size the loop is unrolled into a list as before."""
+    model = torch.jit.script(AppendsRows())
+    args = (torch.randn(3, 4, 5), torch.randn(5, 2))
+    result, fixed = _export(model, args, dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    outputs = result.model_proto.graph.output
+    assert [o.type.WhichOneof("value") for o in outputs] == ["sequence_type"]
+    assert outputs[0].type.sequence_type.elem_type.tensor_type.elem_type == 1
+    others = ((torch.randn(1, 4, 5), args[1]), (torch.randn(6, 4, 5), args[1]))
+    _assert_runs_as_eager(result, model, args, *others)
+    static, _ = _export(model, args)
+    assert [o.type.WhichOneof("value") for o in static.model_proto.graph.output] == ["tensor_type"] * 3
+
+
+class CollectsTokens(torch.nn.Module):
+    def forward(self, x):
+        tokens: List[torch.Tensor] = []
+        done = torch.zeros(x.size(0), dtype=torch.bool)
+        step = 0
+        while step < x.size(1):
+            for i in range(x.size(0)):
+                if done[i]:
+                    continue
+                count = 0
+                for token in x[i, step]:
+                    tokens.append(token)
+                    count += 1
+                    if count == 2:
+                        break
+                done[i] = len(tokens) > 5
+            step += 1
+        return tokens, done
+
+
+def test_nested_loops_appending_to_a_list_and_writing_into_a_tensor_made_outside_them():
+    """Loops within loops (one with ``break``, one ``while``) that append to a list and write
+    into a tensor made before them: each Loop carries the sequence and the tensor (torch's suite:
+    test_inplace_sequence_with_loop)."""
+    model = torch.jit.script(CollectsTokens())
+    x = torch.randn(3, 4, 5)
+    result, fixed = _export(model, (x,), dynamic_axes={"x": {0: "n", 1: "steps"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (x,), (torch.randn(1, 2, 5),), (torch.randn(6, 3, 5),))
+
+
+class ReadsASequence(torch.nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = []
+        sizes: List[int] = []
+        for i in range(x.size(0)):
+            rows.append(x[i] * i)
+            sizes.append(i * 2)
+        return torch.stack(rows, 1) + len(rows), torch.cat(rows) * sizes[-1], rows[-1] + rows[0]
+
+
+def test_a_sequence_read_by_len_an_index_stack_and_cat():
+    model = torch.jit.script(ReadsASequence())
+    result, fixed = _export(model, (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(3, 4),), (torch.randn(1, 4),), (torch.randn(6, 4),))
+
+
+class PopsASequence(torch.nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            rows.append(x[i])
+        rows.pop()
+        return rows
+
+
+class UnpacksASequence(torch.nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            rows.append(x[i])
+        a, b = rows
+        return a + b
+
+
+class AppendsToANestedList(torch.nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = [x[0]]
+        outer = [rows]
+        for i in range(x.size(0)):
+            rows.append(x[i])
+        outer.append(rows)
+        return torch.stack(outer[0])
+
+
+def test_a_loop_appending_to_a_list_another_list_holds_is_an_error():
+    """The sequence is what the list's own name reads from the loop on; the outer list would keep
+    the items it had (a stack of one row where eager stacks them all)."""
+    match = r"(?s)appends to a list that another list or name holds too.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(torch.jit.script(AppendsToANestedList()), (torch.randn(2, 3),), dynamic_axes={"x": {0: "n"}})
+
+
+@pytest.mark.parametrize(
+    "cls, what, where",
+    [
+        (PopsASequence, "aten::pop", r"node: .*aten::pop.*from File .*test_script_modules.py"),
+        (UnpacksASequence, "`prim::ListUnpack`", r"node: .*prim::ListUnpack"),  # (TorchScript gives it no line)
+    ],
+)
+def test_what_reads_a_sequence_otherwise_is_an_error_naming_the_node(cls, what, where):
+    match = rf"(?s){what} reads a scripted list whose length the graph computes.*{where}"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(torch.jit.script(cls()), (torch.randn(2, 4),), dynamic_axes={"x": {0: "n"}})
 
 
 # -- numbers, layouts and devices ----------------------------------------------------------------
@@ -791,14 +904,76 @@ class ListsOfRows(torch.nn.Module):
         return list(x)
 
 
-def test_a_list_an_if_leaves_uninitialized_is_an_error_naming_the_node_and_line():
-    """A list of as many tensors as a dynamic size needs an ONNX sequence, which fastonnx does
-    not write: the error names the TorchScript node and the model's line (torch's suite:
-    test_uninitialized_tensorList_dynamic)."""
-    model = torch.jit.script(ListsOfRows())
-    match = r"(?s)leaves a value uninitialized.*node: .*prim::If.*from File .*test_script_modules.py"
+class RowsOrThePair(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] < 5:
+            if x.size(0) == 1:
+                x = x + 4
+            else:
+                rows = list(x)
+                rows.append(x)
+                return rows
+        return [x, x]
+
+
+class CountsUpTo(torch.nn.Module):
+    def forward(self, x):
+        y = list(range(x.size(0)))
+        if y[-1] < 5:
+            y.append(10)
+        return y
+
+
+@pytest.mark.parametrize(
+    "cls, x, others",
+    [
+        (ListsOfRows, torch.ones(3, 4), [torch.randn(5, 2), torch.randn(1, 7)]),
+        (RowsOrThePair, torch.ones(3, 4, dtype=torch.int), [torch.ones(4, 6, dtype=torch.int)]),
+        (CountsUpTo, torch.ones(3, 4), [torch.ones(6, 2), torch.ones(1, 1)]),
+    ],
+)
+def test_lists_of_a_dynamic_length_through_ifs_are_onnx_sequences(cls, x, others):
+    """A list of as many items as a dynamic size (``list(x)``, ``list(range(n))``): an ONNX
+    sequence, which an ``if`` returns where a branch gives one, a list of a known length or one
+    left uninitialized (an early ``return``) then a sequence too (torch's suite:
+    test_uninitialized_tensorList_dynamic, ..._tensorList_shape, test_uninitialized_intList)."""
+    model = torch.jit.script(cls())
+    result, fixed = _export(model, (x,), dynamic_axes={"x": [0, 1]})
+    assert not fixed
+    assert [o.type.WhichOneof("value") for o in result.model_proto.graph.output] == ["sequence_type"]
+    _assert_runs_as_eager(result, model, (x,), *((other,) for other in others))
+
+
+class RankByBranch(torch.jit.ScriptModule):
+    @torch.jit.script_method
+    def forward(self, x):
+        if x.size(0) > 1:
+            if (x + 2).is_floating_point():
+                return x.new_zeros(x.shape[1:])
+            return x.new_zeros(x.shape)
+        return x
+
+
+class ReadsARankByBranch(torch.nn.Module):
+    def forward(self, x):
+        y = x
+        if x.size(0) > 1:
+            y = x.sum(0)
+        return y + 1
+
+
+def test_an_if_the_graph_returns_may_give_a_rank_of_each_branch():
+    """An ``if`` whose branches give tensors of different ranks, returned by the graph and read by
+    no op: an ONNX If whose result's rank is each branch's (declared with the example's, as the
+    TorchScript exporter declares it; torch's suite: test_floating_point_infer_dtype); read by an op,
+    whose result would depend on it, a ConversionError naming the line."""
+    model = RankByBranch()
+    result, fixed = _export(model, (torch.randn(2, 3, 4),), dynamic_axes={"x": [0, 1, 2]})
+    assert not fixed
+    _assert_runs_as_eager(result, model, (torch.randn(2, 3, 4),), (torch.randn(1, 3, 4),), (torch.randn(5, 2, 6),))
+    match = r"(?s)different types or ranks.*from File .*test_script_modules.py"
     with pytest.raises(fastonnx.ConversionError, match=match):
-        fastonnx.export(model, (torch.ones(3, 4),), dynamic_axes={"x": [0, 1]})
+        fastonnx.export(torch.jit.script(ReadsARankByBranch()), (torch.randn(3, 4),), dynamic_axes={"x": {0: "n"}})
 
 
 class MayBeNone(torch.nn.Module):
@@ -846,6 +1021,50 @@ def test_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
         fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})
 
 
+class CarriesWhatMayBeNone(torch.nn.Module):
+    def forward(self, x):
+        first: Optional[torch.Tensor] = None
+        last: Optional[torch.Tensor] = x
+        for _ in range(x.size(0)):
+            first = x * 2
+            last = None
+        return first, last
+
+
+def test_a_loop_carries_values_that_may_be_none_as_onnx_optionals():
+    """A value None at the start of a loop over a dynamic trip count, or made None in its body:
+    a Loop carrying an optional of the tensor's type and sizes, None where eager gives None, traced
+    at sizes 0 and 1 too (torch's suite: test_optional_output_LoopNoneInput, ..._LoopNoneOutput)."""
+    model = torch.jit.script(CarriesWhatMayBeNone())
+    for n in (0, 1, 3):
+        result, fixed = _export(model, (torch.randn(n, 2),), dynamic_axes={"x": {0: "n"}})
+        assert not fixed
+        graph = result.model_proto.graph
+        assert "Loop" in [node.op_type for node in graph.node]
+        for output in graph.output:
+            element = output.type.optional_type.elem_type.tensor_type
+            assert element.elem_type == 1 and [d.dim_param or d.dim_value for d in element.shape.dim] == ["n", 2]
+        _assert_runs_as_eager(result, model, *((torch.randn(m, 2),) for m in (n, 0, 1, 4)))
+
+
+class ReadsWhatALoopMayLeaveNone(torch.nn.Module):
+    def forward(self, x):
+        y: Optional[torch.Tensor] = None
+        for _ in range(x.size(0)):
+            if y is None:
+                y = x
+            else:
+                y = y + x
+        return y
+
+
+def test_a_loop_reading_a_value_that_may_be_none_is_an_error_naming_the_line():
+    model = torch.jit.script(ReadsWhatALoopMayLeaveNone())
+    match = r"(?s)may leave None.*from File .*test_script_modules.py"
+    with pytest.raises(fastonnx.ConversionError, match=match):
+        fastonnx.export(model, (torch.randn(4, 3),), dynamic_axes={"x": {0: "n"}})
+
+
 class AppendsNothing(torch.nn.Module):
     def forward(self, x):
         res: List[torch.Tensor] = []
@@ -855,7 +1074,13 @@ class AppendsNothing(torch.nn.Module):
         return res
 
 
-def test_a_model_returning_only_empty_lists_is_an_error():
-    """onnxruntime loads no graph without outputs (torch's suite: test_list_append_nested_2)."""
-    with pytest.raises(fastonnx.ConversionError, match="an ONNX graph needs at least one output"):
-        fastonnx.export(torch.jit.script(AppendsNothing()), (torch.randn(4, 3),))
+def test_a_model_returning_only_empty_lists_returns_empty_sequences():
+    """onnxruntime loads no graph without outputs: a forward whose result holds no tensor returns
+    its empty lists as empty sequences, as the TorchScript exporter does (torch's suite:
+    test_list_append_nested_2); beside a tensor an empty list is no output, as before."""
+    model = torch.jit.script(AppendsNothing())
+    result, _ = _export(model, (torch.randn(4, 3),))
+    outputs = result.model_proto.graph.output
+    assert [o.type.WhichOneof("value") for o in outputs] == ["sequence_type"]
+    assert run_ort(result.model_proto, [torch.randn(4, 3)]) == [[]]
+    _assert_runs_as_eager(result, model, (torch.randn(4, 3),))

@@ -375,10 +375,13 @@ void def_subgraphs(py::class_<Session, std::shared_ptr<Session>>& cls) {
   cls.def("begin_subgraph", &Session::begin_subgraph, "Start a subgraph; nodes go to it until end_subgraph.")
       .def(
           "add_subgraph_input",
-          [](Session& s, const std::string& name, int dtype, const py::list& shape) {
-            return ValueRef{s.add_subgraph_input(name, to_meta(s, dtype, shape)).id};
+          [](Session& s, const std::string& name, int dtype, const py::list& shape, std::optional<ValueRef> like) {
+            const std::optional<Value> like_value = like ? std::optional<Value>(Value{like->id}) : std::nullopt;
+            return ValueRef{s.add_subgraph_input(name, to_meta(s, dtype, shape), like_value).id};
           },
-          py::arg("name"), py::arg("dtype"), py::arg("shape"))
+          py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("like") = py::none(),
+          "A formal input of the subgraph; `like`: the Loop state value it takes (an optional or a sequence "
+          "where that is one).")
       .def(
           "end_subgraph",
           [](Session& s, const std::vector<ValueRef>& outputs) {

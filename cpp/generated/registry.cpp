@@ -23,6 +23,7 @@
 #include "converters_random.h"
 #include "converters_reduction.h"
 #include "converters_rnn.h"
+#include "converters_sequence.h"
 #include "converters_shape.h"
 #include "converters_sorting.h"
 #include "converters_symbolic.h"
@@ -54,6 +55,7 @@ std::span<const OpEntry> op_table() {
              op_rows_random(),
              op_rows_reduction(),
              op_rows_rnn(),
+             op_rows_sequence(),
              op_rows_shape(),
              op_rows_sorting(),
              op_rows_symbolic(),

@@ -115,6 +115,8 @@ class Builder {
   ScalarType dtype(Value v) const { return g_.info(v).dtype; }
   // Declares `v` an ONNX optional of its tensor type (what Optional makes).
   void mark_optional(Value v) { g_.set_optional(v); }
+  // Declares `v` an ONNX sequence of tensors of its element type (what SequenceEmpty makes).
+  void mark_sequence(Value v) { g_.set_sequence(v); }
   // torch's dtype conversion, to or from complex dtypes too (on the pairs, see as_complex).
   Value cast(Value v, ScalarType to);
   void cast_all(std::vector<Value>& values, ScalarType to);

@@ -56,6 +56,9 @@ struct ValueInfo {
   bool rank_varies = false;
   // An ONNX optional of this tensor type: a value a scripted model may leave None.
   bool optional = false;
+  // An ONNX sequence of tensors of this element type: a scripted list whose length the graph
+  // computes. The shape is that of an item (items may differ: it is not declared).
+  bool sequence = false;
   uint32_t dims_begin = 0;
   uint32_t rank = 0;
   NodeId producer = kNoNode;
@@ -116,6 +119,12 @@ class Graph {
   std::optional<std::vector<int64_t>> static_shape(Value v) const;
   void set_rank_varies(Value v) { values_[v.id].rank_varies = true; }
   void set_optional(Value v) { values_[v.id].optional = true; }
+  void set_sequence(Value v) { values_[v.id].sequence = true; }
+  // `v` an optional or a sequence where `like` is one (a value that carries `like` on).
+  void set_container_like(Value v, Value like) {
+    values_[v.id].optional |= values_[like.id].optional;
+    values_[v.id].sequence |= values_[like.id].sequence;
+  }
   const ValueInfo& info(Value v) const { return values_[v.id]; }
   std::span<const Dim> shape(Value v) const;
   size_t num_values() const { return values_.size(); }

@@ -50,7 +50,9 @@ class Session {
   // of the node that owns it (made next, by control_flow). A subgraph reads values of the
   // graphs around it by their ids, as ONNX's subgraphs read outer values by name.
   void begin_subgraph();
-  Value add_subgraph_input(std::string_view name, const TensorMeta& meta);
+  // `like`: the value a Loop's state starts from, an optional or a sequence where that is one (as
+  // the values the body builds from the input then are).
+  Value add_subgraph_input(std::string_view name, const TensorMeta& meta, std::optional<Value> like = std::nullopt);
   GraphId end_subgraph(const std::vector<Value>& outputs);
   // An If, Loop or Scan node whose Graph attributes name subgraphs just ended; its outputs take
   // `fx_name` and torch's metadata (their element types follow the subgraphs, which ONNX's type

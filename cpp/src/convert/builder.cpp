@@ -94,7 +94,7 @@ GraphId Builder::end_subgraph(const std::vector<Value>& outputs) {
         std::vector<Dim> dims(g_.shape(value).begin(), g_.shape(value).end());
         g_.set_shape(v, dims);
       }
-      if (g_.info(value).optional) g_.set_optional(v);
+      g_.set_container_like(v, value);
     }
     taken.push_back(v);
     g_.add_subgraph_output(graph, v);

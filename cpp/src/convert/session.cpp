@@ -259,7 +259,7 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
         graph_.set_shape(v, dims);
       }
       if (src.rank_varies) graph_.set_rank_varies(v);
-      if (src.optional) graph_.set_optional(v);
+      graph_.set_container_like(v, value);
     }
     if (v.id >= taken.size()) taken.resize(v.id + 1, false);
     taken[v.id] = true;
@@ -270,10 +270,16 @@ void Session::set_outputs(const std::vector<std::pair<Value, std::string>>& outp
 
 void Session::begin_subgraph() { open_subgraphs_.push_back(builder_.begin_subgraph()); }
 
-Value Session::add_subgraph_input(std::string_view name, const TensorMeta& meta) {
+Value Session::add_subgraph_input(std::string_view name, const TensorMeta& meta, std::optional<Value> like) {
   if (open_subgraphs_.empty()) throw ConvertError("a subgraph input `" + std::string(name) + "` outside any subgraph");
   check_dtype("subgraph input", name, meta.dtype);
-  return builder_.subgraph_input(name, meta.dtype, meta.shape);
+  if (like && like->id >= graph_.num_values()) {
+    throw ConvertError("subgraph input `" + std::string(name) + "` is like graph value " + std::to_string(like->id) +
+                       ", which does not exist");
+  }
+  const Value v = builder_.subgraph_input(name, meta.dtype, meta.shape);
+  if (like) graph_.set_container_like(v, *like);
+  return v;
 }
 
 GraphId Session::end_subgraph(const std::vector<Value>& outputs) {
@@ -329,13 +335,13 @@ std::vector<Value> Session::control_flow(std::string_view op_type, const Inputs&
     if (metas[i].dtype != ScalarType::Undefined) set_meta(outs[i], metas[i]);
     graph_.set_name(outs[i], outs.size() == 1 ? fx_name : std::string(fx_name) + "_" + std::to_string(i));
   }
-  // An output is optional when its subgraph returns one (a Loop body's outputs begin with its
-  // condition): a scripted value that may be None.
+  // An output is an optional or a sequence when its subgraph returns one (a Loop body's outputs
+  // begin with its condition): a scripted value that may be None, a list of a computed length.
   const size_t skipped = op_type == "Loop" ? 1 : 0;
   for (const GraphId id : subgraphs) {
     const auto& returned = graph_.subgraph(id).outputs;
     for (size_t i = 0; i < outs.size() && i + skipped < returned.size(); ++i) {
-      if (graph_.info(returned[i + skipped]).optional) graph_.set_optional(outs[i]);
+      graph_.set_container_like(outs[i], returned[i + skipped]);
     }
   }
   return outs;

@@ -66,9 +66,12 @@ namespace vi_f {
 enum : uint32_t { name = 1, type = 2 };
 }
 namespace type_f {
-enum : uint32_t { tensor_type = 1, optional_type = 9 };
+enum : uint32_t { tensor_type = 1, sequence_type = 4, optional_type = 9 };
 }
 namespace optional_f {
+enum : uint32_t { elem_type = 1 };
+}
+namespace sequence_f {
 enum : uint32_t { elem_type = 1 };
 }
 namespace ttype_f {
@@ -157,7 +160,17 @@ ProtoMessage value_info(const Graph& g, Value v) {
     tensor_type.message_field(ttype_f::shape, shape);
   }
   ProtoMessage type;
-  type.message_field(type_f::tensor_type, tensor_type);
+  if (info.sequence) {  // sequence_type { elem_type: the tensor type, of items whose shapes may differ }
+    ProtoMessage item_type;
+    item_type.varint_field(ttype_f::elem_type, static_cast<uint64_t>(stored_dtype(info.dtype)));
+    ProtoMessage item;
+    item.message_field(type_f::tensor_type, item_type);
+    ProtoMessage sequence;
+    sequence.message_field(sequence_f::elem_type, item);
+    type.message_field(type_f::sequence_type, sequence);
+  } else {
+    type.message_field(type_f::tensor_type, tensor_type);
+  }
   if (info.optional) {  // optional_type { elem_type: the tensor type }
     ProtoMessage optional;
     optional.message_field(optional_f::elem_type, type);

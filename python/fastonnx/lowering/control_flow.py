@@ -140,17 +140,21 @@ def _end_subgraph(lowering: Lowering, node: torch.fx.Node, outputs: list) -> int
     return lowering.session.end_subgraph(outputs)
 
 
-def _subgraph_inputs(lowering: Lowering, node: torch.fx.Node, placeholders: list[torch.fx.Node]) -> list:
-    """Formal inputs of the subgraph being built, typed as torch recorded the placeholders."""
+def _subgraph_inputs(
+    lowering: Lowering, node: torch.fx.Node, placeholders: list[torch.fx.Node], initial: list | None = None
+) -> list:
+    """Formal inputs of the subgraph being built, typed as torch recorded the placeholders; with
+    ``initial`` (a Loop's), each an optional or a sequence where its initial value is one."""
     refs = []
-    for p in placeholders:
+    for k, p in enumerate(placeholders):
         meta = lowering.meta(p.meta.get("val"))
         if meta is None:
             raise ConversionError(
                 f"{_label(node)}: input `{p.name}` of its function "
                 f"is {p.meta.get('val')!r}; fastonnx converts only tensors and numbers there"
             )
-        refs.append(lowering.session.add_subgraph_input(f"{node.name}_{p.name}", meta[0], meta[1]))
+        like = initial[k] if initial is not None else None
+        refs.append(lowering.session.add_subgraph_input(f"{node.name}_{p.name}", meta[0], meta[1], like))
     return refs
 
 
@@ -194,7 +198,7 @@ def lower_while_loop(lowering: Lowering, node: torch.fx.Node, metas: list) -> li
     session.begin_subgraph()
     session.add_subgraph_input(f"{node.name}_iteration", dtype_code(torch.int64), [])
     session.add_subgraph_input(f"{node.name}_condition", dtype_code(torch.bool), [])
-    state = _subgraph_inputs(lowering, node, loop_body.placeholders[: len(carried)])
+    state = _subgraph_inputs(lowering, node, loop_body.placeholders[: len(carried)], carried_refs)
     updated = lowering.lower_body(loop_body, state + extra)
     again = _constant_if_number(lowering, lowering.lower_body(cond_body, updated + extra)[0], f"{node.name}_again")
     body_id = _end_subgraph(lowering, node, [again, *updated])

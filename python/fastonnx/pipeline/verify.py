@@ -48,7 +48,19 @@ def compare(
     if len(inputs) != len(input_names):
         raise ValueError(f"the model takes {len(input_names)} tensor inputs ({input_names}), got {len(inputs)}")
     session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
-    actual = session.run(None, {n: _numpy(t) for n, t in zip(input_names, inputs)})
+    ran = session.run(None, {n: _numpy(t) for n, t in zip(input_names, inputs)})
+    # A sequence output (a ScriptModule's list whose length the graph computes) is its items, as
+    # eager's list is.
+    actual, output_names = (
+        [],
+        [
+            f"{name}[{i}]" if isinstance(got, list) else name
+            for name, got in zip(output_names, ran)
+            for i in range(len(got) if isinstance(got, list) else 1)
+        ],
+    )
+    for got in ran:
+        actual.extend(got if isinstance(got, list) else [got])
     try:
         with torch.no_grad():
             eager = model(*args, **kwargs)

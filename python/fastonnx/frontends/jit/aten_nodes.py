@@ -19,6 +19,7 @@ from .nodes import bind, functional_overload, inputs, resolve
 from .optionals import refuse_optional
 from .packed_sequences import BatchSizes, Packed
 from .quantized import QTensor, on_quantized
+from .sequences import is_sequence, refuse_sequence, stacked
 from .translator import Handler, Opaque, Outputs, Translator
 
 aten = torch.ops.aten
@@ -40,6 +41,9 @@ def op(t: Translator, node: torch._C.Node):
     ins = inputs(node)
     values = [t.env[v] for v in ins]
     refuse_optional(node.kind(), values)
+    if node.kind() in ("aten::stack", "aten::cat") and is_sequence(values[0]):
+        return stacked(t, values[0], values[1], new_axis=node.kind() == "aten::stack")
+    refuse_sequence(node.kind(), values)
     if any(isinstance(v, QTensor) or isinstance(v, list) and any(isinstance(x, QTensor) for x in v) for v in values):
         return on_quantized(t, node, values)
     if any(isinstance(v, Packed | BatchSizes) for v in values):

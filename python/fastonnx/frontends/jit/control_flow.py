@@ -1,7 +1,8 @@
-"""Control flow in the TorchScript translator: ``prim::If`` and ``prim::Loop`` become torch.cond and
-while_loop (which the lowering writes as ONNX If and Loop), each branch or body a function of its
-own translated by a translator of its own (``_sub_translator``); an ``if`` decided when exporting
-is inlined, a loop of a known trip count without ``break`` unrolled."""
+"""Control flow in the TorchScript translator: ``prim::If`` becomes torch.cond (which the lowering
+writes as ONNX If), each branch a function of its own translated by a translator of its own
+(``_sub_translator``, which loops.py's ``prim::Loop`` shares); an ``if`` decided when exporting is
+inlined. Branches that give a list whose length the graph computes give sequences (sequences.py),
+a value that may be None optionals (optionals.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from ...errors import ConversionError
 from ..export.trace import needs_functionalization
 from .fake_values import known_equal
 from .nodes import inputs, is_view, resolve, source_line, where
-from .optionals import OPTIONAL, held, is_optional, none_of, refuse_optional
+from .optionals import OPTIONAL, held, is_optional, none_of
 from .retrace import Retrace
+from .sequences import SEQUENCE, as_sequence, empty, is_sequence, item_tensor
 from .translator import Handler, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
@@ -61,7 +63,7 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
     when the example gives no value) is translated assuming it, see _sub_translator."""
     then_block, else_block = node.blocks()
     # (each branch returns, after its outputs, the tensors made outside it that it writes into)
-    written = _written_outside([then_block, else_block], "if", followed=True, at=node)
+    written = _written_outside([then_block, else_block], "if", node)
     operands = _operands(t, [then_block, else_block])
     subs, outs = [], []
     for block, then in ((then_block, True), (else_block, False)):
@@ -71,7 +73,7 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         outs.append(sub.inline(block))
     outs, lengths = _lists_spread(outs)
     numbers, read = _reconciled(t, subs, outs, condition)
-    branches, results = [], []
+    branches, results, sequences = [], [], []
     for sub, branch_outs in zip(subs, outs):
         returned = [o for k, o in enumerate(branch_outs) if k not in numbers]
         # (a branch that leaves one as it was returns a copy: an If inside another's branch may
@@ -81,12 +83,22 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
         ]
         # (a branch is final: traced again, as the graph around it may be, it stays as it is,
         # see retrace.Retrace; one writing into its own tensors is rewritten without in-place ops now)
+        sequences.append([is_sequence(x) or is_sequence(sub.env.get(v)) for x, v in _with_written(returned, written)])
         branch, vals = _finish(sub, returned, "cond", t, rewrite=True if written else None)
         branches.append(branch)
         results.append([_outer_sizes(sub, val) for val in vals])
     predicate = _as_tensor(t, pred, torch.bool)  # (before the sizes made below, which the If binds)
+    # (an output the graph returns and nothing reads may have another rank in each branch: see
+    # _only_returned; it is declared with the example's)
+    kept = [k for k in range(len(outs[0])) if k not in numbers] if all(n is None for n in lengths) else []
+    returned_only = [_only_returned(node.outputsAt(k)) for k in kept]
     merged = []
-    for a, b in zip(*results):
+    for i, (a, b, seq) in enumerate(zip(*results, [x or y for x, y in zip(*sequences)])):
+        if seq and a.dim() != b.dim():  # (a stand-in: the shape of an item)
+            b = a
+        if a.dtype == b.dtype and a.dim() != b.dim() and i < len(returned_only) and returned_only[i]:
+            merged.append(b if taken is False else a)
+            continue
         if a.dtype != b.dtype or a.dim() != b.dim():
             raise ConversionError(
                 "the branches of a scripted `if` return tensors of different types or ranks "
@@ -106,13 +118,35 @@ def _translated_if(t: Translator, node, pred: torch.fx.Node, condition, taken: b
             results_of_if.append(t.read_number(next(items)))
         else:
             item = next(items)
-            if is_optional(outs[0][k]):
-                item.meta[OPTIONAL] = True
+            for mark in (OPTIONAL, SEQUENCE):
+                if isinstance(outs[0][k], torch.fx.Node) and outs[0][k].meta.get(mark):
+                    item.meta[mark] = True
             results_of_if.append(item)
     for v, item in zip(written, items):  # what the branches wrote, from here on
         t.env[v] = item
         t.known.pop(v, None)
+        if is_sequence(subs[0].env[v]):
+            item.meta[SEQUENCE] = True
     return Outputs(_lists_gathered(results_of_if, lengths))
+
+
+def _only_returned(value: torch._C.Value) -> bool:
+    """Whether the graph returns ``value`` and nothing reads it: the output of an ``if`` whose
+    branches give tensors of different ranks, which ONNX If allows (the rank varies at run time) as
+    long as no op depends on it."""
+    uses = value.uses()
+    for use in uses:
+        if use.user.kind() != "prim::Return":
+            return False
+        owner = use.user.owningBlock().owningNode()
+        if owner is not None and (owner.kind() != "prim::If" or not _only_returned(owner.outputsAt(use.offset))):
+            return False
+    return bool(uses)
+
+
+def _with_written(returned: list, written: list) -> list[tuple]:
+    """A branch's returned values, each with the TorchScript value it writes (None for its outputs)."""
+    return list(zip(returned, [None] * (len(returned) - len(written)) + list(written)))
 
 
 def _lists_spread(outs: list[list]) -> tuple[list[list], list[int | None]]:
@@ -167,6 +201,8 @@ def _reconciled(
             numbers[k] = (a, b)
         elif a is None or b is None or is_optional(a) or is_optional(b):
             _as_optionals(subs, outs, k)
+        elif is_sequence(a) or is_sequence(b) or _list_or_uninitialized(a, b):
+            _as_sequences(subs, outs, k)
         elif a is _UNINITIALIZED or b is _UNINITIALIZED:
             filled, other = (0, 1) if a is _UNINITIALIZED else (1, 0)
             outs[filled][k] = _tensor_like(subs[filled], subs[other], outs[other][k])
@@ -183,6 +219,28 @@ def _reconciled(
         ):
             raise ConversionError("a scripted `if` whose branches return lists or other values is not supported")
     return numbers, read
+
+
+def _list_or_uninitialized(a, b) -> bool:
+    """Whether an ``if``'s branches give a list of tensors (or ints) of a known length and leave it
+    uninitialized (an early ``return`` of it in the other branch)."""
+    return any(x is _UNINITIALIZED and isinstance(y, list) and y for x, y in ((a, b), (b, a)))
+
+
+def _as_sequences(subs: list[Translator], outs: list[list], k: int) -> None:
+    """The ``k``-th outputs of an ``if``'s branches, one a sequence and the other a sequence, a
+    list of a known length or uninitialized (an early ``return`` in the first), as sequences:
+    the list as a sequence of its items, an uninitialized one as an empty sequence."""
+    values = [branch_outs[k] for branch_outs in outs]
+    i = 0 if is_sequence(values[0]) or isinstance(values[0], list) and values[0] else 1
+    item = subs[i].fake_of(values[i] if is_sequence(values[i]) else item_tensor(subs[i], values[i][0]))
+    for sub, value, branch_outs in zip(subs, values, outs):
+        if value is _UNINITIALIZED:
+            branch_outs[k] = empty(sub, item)
+        elif isinstance(value, list):
+            branch_outs[k] = as_sequence(sub, value, item)
+        elif not is_sequence(value):
+            raise ConversionError("a scripted `if` gives a list in one branch and no list in the other")
 
 
 def _as_optionals(subs: list[Translator], outs: list[list], k: int) -> None:
@@ -265,6 +323,8 @@ def _size_source(t: Translator, symbol) -> tuple[torch.fx.Node, int | None] | No
     tensor and one of its dimensions."""
     for n in t.graph.nodes:
         val = n.meta.get("val")
+        if is_optional(n):  # (whose size the graph cannot read)
+            continue
         if isinstance(val, torch.SymInt) and val.node.expr == symbol:
             return n, None
         if isinstance(val, torch.Tensor):
@@ -310,70 +370,11 @@ def _merged_size(t: Translator, x, y, condition):
     return t.shape_env.create_unbacked_symint()
 
 
-def _loop(t: Translator, node):
-    trips, first, *initial = (t.env[v] for v in node.inputs())
-    (block,) = node.blocks()
-    if isinstance(trips, int) and first is True and _always_true(block) and trips <= 64:
-        # A loop of a trip count known when exporting, without `break`: unrolled, as exact.
-        state = initial
-        for i in range(trips):
-            state = t.inline(block, [i, *state])[1:]
-        return Outputs(state)
-    return _while_loop(t, trips, first, initial, block)
-
-
-def _while_loop(t: Translator, trips, first, initial: list, block):
-    """A scripted loop as torch's while_loop over (iteration, condition, *state); numbers in
-    the state are carried as 0-d tensors."""
-    _written_outside([block], "loop", followed=False)
-    if any(x is None for x in initial):
-        raise ConversionError(
-            "a scripted loop carries a value that may be None; fastonnx writes no ONNX optional through a Loop"
-        )
-    refuse_optional("a scripted loop", initial)
-    free = _operands(t, [block])
-    kinds = [isinstance(x, torch.fx.Node) and isinstance(t.fake_of(x), torch.Tensor) for x in initial]
-    carried = [_as_tensor(t, 0, torch.int64), _as_tensor(t, first, torch.bool)]
-    carried += [x if is_tensor else _as_tensor(t, x, torch.int64) for x, is_tensor in zip(initial, kinds)]
-    extra = [t.env[v] for v in free]
-    limit = trips if isinstance(trips, int) else _as_tensor(t, trips, torch.int64)
-    carried_vals = [t.fake_of(c) for c in carried]
-
-    bound_val = [] if isinstance(limit, int) else [t.fake_of(limit)]
-    cond = _sub_translator(t, carried_vals + [t.fake_of(e) for e in extra] + bound_val)
-    i, c = cond.inputs[0], cond.inputs[1]
-    bound = limit if isinstance(limit, int) else cond.inputs[-1]
-    below = cond.emit(aten.lt.Tensor if not isinstance(bound, int) else aten.lt.Scalar, (i, bound))
-    cond_fn, _ = _finish(cond, [cond.emit(aten.logical_and.default, (below, c))], "while_loop_cond", t, None)
-
-    body = _sub_translator(t, carried_vals, free, bound_val)
-    i, state = body.inputs[0], body.inputs[2 : 2 + len(initial)]
-    ts_state = [s if is_tensor else body.read_number(s) for s, is_tensor in zip(state, kinds)]
-    outs = body.inline(block, [body.read_number(i), *ts_state])
-    again, new_state = outs[0], outs[1:]
-    updated = [body.emit(aten.add.Tensor, (i, 1)), _as_tensor(body, again, torch.bool)]
-    updated += [s if is_tensor else _as_tensor(body, s, torch.int64) for s, is_tensor in zip(new_state, kinds)]
-    for before, after in zip(carried_vals, updated):
-        got = body.fake_of(after)
-        if not isinstance(got, torch.Tensor) or got.dtype != before.dtype or list(got.shape) != list(before.shape):
-            raise ConversionError(
-                "a scripted loop changes the type or shape of a value it carries "
-                f"({before.dtype}{list(before.shape)} -> {getattr(got, 'dtype', type(got).__name__)}"
-                f"{list(getattr(got, 'shape', []))}); fastonnx converts loops whose state keeps its shape"
-            )
-    # (final: see retrace.Retrace; one writing into its own tensors is rewritten without in-place ops now)
-    body_fn, _ = _finish(body, updated, "while_loop_body", t, None)
-    additional = extra + ([] if isinstance(limit, int) else [limit])
-    args = (cond_fn, body_fn, tuple(carried), tuple(additional))
-    out = t.add_node(torch.ops.higher_order.while_loop, args, {}, tuple(carried_vals))
-    finals = [t.add_node(operator.getitem, (out, k), {}, v) for k, v in enumerate(carried_vals)][2:]
-    return Outputs(f if is_tensor else t.read_number(f) for f, is_tensor in zip(finals, kinds))
-
-
-def _operands(t: Translator, blocks) -> list:
+def _operands(t: Translator, blocks, carried: Sequence = ()) -> list:
     """The enclosing graph's values the blocks read that are graph values (inputs of the
-    function); numbers and constants are read directly."""
-    free = _free_values(blocks)
+    function), but for ``carried`` (what a loop carries by name: the tensors it writes into, the
+    lists it appends to); numbers and constants are read directly."""
+    free = [v for v in _free_values(blocks) if v not in carried]
     lists = [v for v in free if holds_node(t.env[v]) and not isinstance(t.env[v], torch.fx.Node)]
     if lists:
         raise ConversionError("a scripted `if` or loop reads a list of tensors from outside it; this is not supported")
@@ -432,6 +433,9 @@ def _sub_translator(
         sub.inputs.append(p)
         if v is not None:
             sub.env[v] = p
+            for mark in (OPTIONAL, SEQUENCE):  # (the function reads an optional or a sequence as one)
+                if t.env[v].meta.get(mark):
+                    p.meta[mark] = True
     return sub
 
 
@@ -557,14 +561,15 @@ _VIEW_COPIES = {
 }
 
 
-def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None = None) -> list:
-    """The tensors made outside the blocks of a scripted ``if`` or loop that the blocks write into
-    (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT passes remove only the
-    mutations they can prove local, and the blocks become functions of their inputs, where such a
-    write would be lost. With ``followed`` (an ``if``, node ``at``, whose branches then return the
-    tensors they wrote), each must be a tensor of its own, not a view of another nor one with a view
-    made before ``at`` read after it (it would read the tensor as it was); a ``ConversionError``
-    says which write cannot be followed."""
+def _written_outside(blocks, what: str, at: torch._C.Node, carried: Sequence = ()) -> list:
+    """The tensors made outside the blocks of a scripted ``if`` or loop (node ``at``) that the
+    blocks write into (``y[:] = x`` in a branch, through views made in the blocks): torch's JIT
+    passes remove only the mutations they can prove local, and the blocks become functions of
+    their inputs, where such a write would be lost, so an ``if``'s branches return the tensors
+    they wrote and a loop carries them. Each must be a tensor of its own, not a view of another
+    nor one with a view made before ``at`` read after it (or, for a loop, in it: it would read the
+    tensor as it was); a ``ConversionError`` says which write cannot be followed. ``carried``:
+    the lists a loop appends to, which it carries as sequences (loops._appended_lists)."""
     inside: set = set()
     nodes: set = set()
 
@@ -601,23 +606,24 @@ def _written_outside(blocks, what: str, followed: bool, at: torch._C.Node | None
                 # through the views made inside the blocks, to the tensor they view
                 while base in inside and base.node().outputsSize() == 1 and is_view(base.node()):
                     base = base.node().inputsAt(0)
-                if base in inside or base in written:
+                if base in inside or base in written or base in carried and node.kind() == "aten::append":
                     continue
-                stale = at is not None and any(
+                # (a loop's later iterations read what earlier ones wrote, through such a view too)
+                stale = any(
                     u.user not in nodes
                     and is_view(u.user)
-                    and any(later.user.isAfter(at) for later in u.user.output().uses())
+                    and any(
+                        later.user.isAfter(at) or what == "loop" and later.user in nodes
+                        for later in u.user.output().uses()
+                    )
                     for u in base.uses()
                 )
-                if not followed or is_view(base.node()) or stale:
+                if is_view(base.node()) or stale:
                     raise ConversionError(
                         f"a scripted `{what}` writes into a tensor made outside it ({node.kind()}"
                         + (f", {where(node)}" if source_line(node) else "")
-                        + (
-                            "; the tensor is a view, or a view of it made before the `if` is read after it)"
-                            if followed
-                            else "); fastonnx converts loops whose body writes only into its own tensors"
-                        )
+                        + f"; the tensor is a view, or a view of it made before the `{what}` is read "
+                        + ("in it or after it)" if what == "loop" else "after it)")
                     )
                 written.append(base)
 
@@ -719,6 +725,5 @@ def _always_true(block) -> bool:
 
 HANDLERS: dict[str, Handler] = {
     "prim::If": _if,
-    "prim::Loop": _loop,
     "prim::Uninitialized": _uninitialized,
 }

@@ -14,6 +14,7 @@ from ...core.dtypes import dtype_of_scalar_type
 from ...errors import ConversionError
 from .fake_values import known_equal
 from .nodes import inputs
+from .sequences import appended, is_sequence
 from .translator import Handler, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
@@ -43,6 +44,11 @@ _MUTATING = {
 
 
 def _append(t: Translator, node):
+    seq = t.env[node.inputsAt(0)]
+    if is_sequence(seq):  # (every later read of the list reads the new sequence)
+        t.env[node.inputsAt(0)] = new = appended(t, seq, t.env[node.inputsAt(1)])
+        t.appended.setdefault(node.inputsAt(0), t.fake_of(new))
+        return new
     items = _list_of(t, node)
     if items is None:
         return t.op(node)
@@ -164,6 +170,8 @@ def _insert(t: Translator, node):
 
 
 def _copied(t: Translator, node):
+    if is_sequence(t.env[node.inputsAt(0)]):  # (a sequence is a value: appending to either makes another)
+        return t.env[node.inputsAt(0)]
     items = _list_of(t, node)
     return t.op(node) if items is None else list(items)
 

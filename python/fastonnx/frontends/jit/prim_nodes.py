@@ -20,6 +20,7 @@ from .nodes import inputs
 from .optionals import refuse_optional
 from .packed_sequences import BatchSizes
 from .quantized import QTensor
+from .sequences import at, is_sequence, length, refuse_sequence
 from .translator import Handler, Opaque, Outputs, Translator, holds_node
 
 aten = torch.ops.aten
@@ -59,6 +60,7 @@ def _list_unpack(t: Translator, node):
     value = t.env[node.input()]
     if isinstance(value, list | tuple):
         return Outputs(value)
+    refuse_sequence(f"`{node.kind()}`", [value])  # (its length is no number of names)
     return Outputs(t.emit(operator.getitem, (value, i)) for i in range(node.outputsSize()))
 
 
@@ -69,6 +71,8 @@ def _tuple_index(t: Translator, node):
 
 def _getitem(t: Translator, node):
     seq, index = (t.env[v] for v in inputs(node))
+    if is_sequence(seq):
+        return at(t, seq, index, node.inputsAt(0).type().getElementType())
     if isinstance(seq, list | tuple) and isinstance(index, int):
         return seq[index]
     if isinstance(seq, list | tuple) and seq and isinstance(index, torch.fx.Node):
@@ -109,10 +113,14 @@ def _derive_index(t: Translator, node):
 
 def _len(t: Translator, node):
     seq = t.env[node.input()]
+    if is_sequence(seq):
+        return length(t, seq)
     if isinstance(seq, list | tuple):
         return len(seq)
     if isinstance(seq, Rows):
         return t.size_of(seq.tensor, seq.dim)
+    if isinstance(seq, torch.fx.Node) and isinstance(t.fake_of(seq), torch.Tensor) and t.fake_of(seq).dim() > 0:
+        return t.size_of(seq, 0)  # (a size, not the example's: torch's len() of a fake tensor guards on it)
     return t.op(node)
 
 

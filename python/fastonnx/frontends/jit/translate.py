@@ -42,12 +42,13 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ...dynamic.small_sizes import dynamic_small_sizes, retracing
 from ...errors import ConversionError, ExportError
 from ..export.trace import needs_functionalization
-from . import aten_nodes, control_flow, lists, packed_sequences, prim_nodes, quantized
+from . import aten_nodes, control_flow, lists, loops, packed_sequences, prim_nodes, quantized
 from .data_reads import typed_by_trace
 from .fake_values import SizesFromData
 from .optionals import none_of
 from .quantized import PackedWeights, QTensor, quantized_input, quantized_output
 from .retrace import Retrace
+from .sequences import empty, is_sequence
 from .trace import JitGraph
 from .translator import Handlers, Translator
 
@@ -56,6 +57,7 @@ _HANDLERS = Handlers(
     of_kind={
         **prim_nodes.HANDLERS,
         **control_flow.HANDLERS,
+        **loops.HANDLERS,
         **packed_sequences.HANDLERS,
         **aten_nodes.HANDLERS,
         **lists.HANDLERS,
@@ -183,18 +185,21 @@ def _program(
     # (a scripted graph returns a list or tuple as one value; eager's result is flattened, a None
     # kept as an empty optional of the default dtype, as the TorchScript exporter returns it)
     scripted = jit.arguments is not None
-    results = pytree.tree_leaves([t.env[v] for v in outputs[:returned]], is_leaf=lambda x: scripted and x is None)
+    values: Any = [t.env[v] for v in outputs[:returned]]
+    example_outputs, out_spec = jit.example_outputs, jit.out_spec
+    if scripted:
+        values, example_outputs, out_spec = _returned_sequences(t, values, example_outputs, out_spec)
+    results = pytree.tree_leaves(values, is_leaf=lambda x: scripted and x is None)
     results = [none_of(t, torch.get_default_dtype(), []) if x is None else x for x in results]
     size_reads = [(*_size_read(t, v), line) for v, line in zip(outputs[returned:], jit.size_reads)]
-    if len(results) + len(jit.constant_outputs) != len(jit.example_outputs):
+    if len(results) + len(jit.constant_outputs) != len(example_outputs):
         raise ConversionError(
             f"the TorchScript graph returns {len(results)} value(s) where forward's result holds "
-            f"{len(jit.example_outputs) - len(jit.constant_outputs)}"
+            f"{len(example_outputs) - len(jit.constant_outputs)}"
         )
     leaves, it = [], iter(results)
-    for i in range(len(jit.example_outputs)):
+    for i in range(len(example_outputs)):
         leaves.append(jit.constant_outputs[i] if i in jit.constant_outputs else next(it))
-    out_spec = jit.out_spec
     if any(isinstance(x, QTensor) for x in leaves):
         leaves, out_spec = pytree.tree_flatten(
             pytree.tree_unflatten([quantized_output(t, x) if isinstance(x, QTensor) else x for x in leaves], out_spec)
@@ -239,6 +244,37 @@ def _as_typed(t: Translator, value, jit_type):
     if kind == "TupleType" and isinstance(value, tuple):
         return tuple(_as_typed(t, x, item) for x, item in zip(value, jit_type.elements()))
     return value
+
+
+class _Sequence:
+    """In eager's result, the place of a list the graph returns as one sequence."""
+
+
+def _returned_sequences(t: Translator, values: list, leaves: list, spec: pytree.TreeSpec) -> tuple:
+    """A scripted graph's returned values, and eager's result's leaves and structure, with each list
+    the graph returns as a sequence one leaf of the result. When the result holds no tensor or
+    number, each list empty in the example is an empty sequence of the default dtype (ONNX needs an
+    output; the TorchScript exporter returns each list as a sequence), fastonnx flattening lists of
+    a known length into their items otherwise."""
+    ts = values[0] if len(values) == 1 else tuple(values)
+    eager = pytree.tree_unflatten(leaves, spec)
+    empty_ones = not pytree.tree_leaves(values, is_leaf=lambda x: x is None)
+
+    def walk(a, b):
+        if is_sequence(a):
+            return a, _Sequence()
+        if empty_ones and isinstance(a, list) and not a and isinstance(b, list) and not b:
+            with t.mode:
+                item = torch.empty((), dtype=torch.get_default_dtype())
+            return empty(t, item), _Sequence()
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+            pairs = [walk(x, y) for x, y in zip(a, b)]
+            return type(a)(x for x, _ in pairs), type(b)(y for _, y in pairs)
+        return a, b
+
+    new_ts, new_eager = walk(ts, eager)
+    new_leaves, new_spec = pytree.tree_flatten(new_eager, is_leaf=lambda x: x is None)
+    return [new_ts] if len(values) == 1 else list(new_ts), new_leaves, new_spec
 
 
 def _size_read(t: Translator, v) -> tuple[Any, frozenset]:

@@ -59,6 +59,9 @@ class Translator(FakeValues):
         # A branch's own symbols of its operands' sizes -> the enclosing translator's (see control_flow.sub).
         self.renamed: dict = {}
         self.script_module: torch._C.ScriptModule | None = None  # what prim::CreateObject makes
+        # A list -> a fake of the first item appended to its sequence (what a loop's item type
+        # is, see control_flow._sequences_appended); shared with the control-flow functions'.
+        self.appended: dict[torch._C.Value, Any] = {}
 
     def block(self, block) -> None:
         for node in block.nodes():
