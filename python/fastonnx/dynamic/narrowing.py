@@ -76,7 +76,7 @@ def tested_against_one(
     shape_env: ShapeEnv, tests: Tests, sizes: Mapping[tuple[int, int], object]
 ) -> dict[tuple[int, int], str]:
     """The dynamic axes (``sizes``: (tensor input, axis) -> the symbol of its size) traced at 2 or
-    more that the model's code tests in a way a size of 1 would answer otherwise
+    more that the user's own code tests in a way a size of 1 would answer otherwise
     (``if x.size(0) == 1``), with the test and its line. torch decides such a test for a size of 2
     and up without a guard (from the size's range, or size-obliviously), so the graph computes at
     1 what it computes for 2 and up."""

@@ -594,6 +594,12 @@ def is_library(filename: str) -> bool:
     )
 
 
+def in_installed_package(filename: str) -> bool:
+    """Whether ``filename`` is in an installed package (site-packages: transformers, timm), not in
+    the user's own files."""
+    return filename.startswith(_SITE)
+
+
 def in_scripted_code(frame: traceback.FrameSummary | None) -> bool:
     """Whether ``frame`` runs Python code ``torch.jit.script`` compiled (a scripted function, or one
     it calls): torch.export runs that code as Python, so a test it makes of a size is a guard

@@ -46,7 +46,7 @@ from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from ..core.stack import in_package
 from ..errors import ConversionError
-from .request import in_scripted_code, is_library, user_frame
+from .request import in_installed_package, in_scripted_code, is_library, user_frame
 
 # Set while ShapeEnv.create_symbol makes the symbol of a size whose example is 0.
 _MAKING_ZERO = contextvars.ContextVar("fastonnx_making_zero", default=False)
@@ -99,9 +99,11 @@ class Tests:
     # The guards the model's own code made (an ``if`` on a size, ``torch._check``), not torch's
     # (the strides of a view, a reshape's -1): see made_by_model.
     by_model: set[sympy.Basic] = field(default_factory=set)
-    # The expressions of sizes the model's own code evaluated, with where: those torch decided
+    # The expressions of sizes the user's own files evaluated, with where: those torch decided
     # from a size's range alone make no guard (`x.size(0) == 1` is False for a size of 2 and up),
-    # see dynamic.narrowing.tested_against_one.
+    # see dynamic.narrowing.tested_against_one. (Not an installed library's, such as transformers':
+    # its tests are often of no consequence, `q_length > 1 and attention_mask is None`, and the user
+    # can change none of them.)
     evaluated_by_model: dict[sympy.Basic, str] = field(default_factory=dict)
     stop_early: bool = False
     # With stop_early, for a guard the model's code made: the requested sizes it narrows, with why
@@ -181,8 +183,8 @@ def recording_size_tests(tests: Tests | None) -> Iterator[None]:
         expr = args[0] if args else kwargs.get("orig_expr")
         if expr not in tests.evaluated_by_model and getattr(expr, "free_symbols", None):
             caller = sys._getframe(1)
-            if made_by_model(caller):
-                tests.evaluated_by_model[expr] = _where(_model_frame(caller))
+            if made_by_model(caller) and (frame := _model_frame(caller)) and not in_installed_package(frame.filename):
+                tests.evaluated_by_model[expr] = _where(frame)
         return evaluate(self, *args, **kwargs)
 
     # torch logs a warning for the exception stopping the trace early ("failed during
