@@ -702,6 +702,34 @@ def test_a_test_against_one_of_an_axis_traced_at_two_is_said_in_the_warning():
         _run_and_compare(result, model, (torch.randn(a, c), torch.randn(b, c)))
 
 
+class EvenOrOdd(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2 if x.size(1) % 2 == 0 else x * 3) + 1
+
+
+@pytest.mark.parametrize("given", ["module", "exported program"])
+def test_an_axis_declared_a_multiple_is_said_to_hold_only_for_multiples(given):
+    """`2 * Dim(...)` (what torch.export suggests for a test of parity): torch.export's program
+    checks at each call that the size is even; the ONNX graph declares `2*s16`, a name, and
+    onnxruntime ran a width of 5 and differed from eager by 1.4, with no warning. The warning
+    names the axis and its form."""
+    dynamic_shapes = ({0: Dim("b"), 1: 2 * Dim("half")},)
+    args = (torch.randn(2, 4),)
+    model = EvenOrOdd()
+    if given == "module":
+        result, warned = _export(model, args, dynamic_shapes=dynamic_shapes)
+    else:
+        program = torch.export.export(model, args, dynamic_shapes=dynamic_shapes, strict=False)
+        result, warned = _export(program, ())
+    (message,) = [str(w.message) for w in warned]
+    assert message.startswith("1 input axis/axes hold only for sizes of a form the ONNX graph cannot declare")
+    dims = _dims(result.model_proto.graph.input[0])
+    assert dims[1].startswith("2*") and f"  - input `x` axis 1: {dims[1]}" in message
+    assert "Feed only sizes of that form" in message
+    for batch, width in ((2, 4), (3, 6), (1, 2)):
+        _run_and_compare(result, model, (torch.randn(batch, width),))
+
+
 def test_a_dim_auto_a_test_of_the_model_narrows_is_static_and_said_so():
     """Dim.AUTO: torch.export would keep the axis dynamic (its program checks `x.size(1) % 2 ==
     0`); the ONNX graph takes the traced size, and one DynamicAxesWarning says why and what to do.

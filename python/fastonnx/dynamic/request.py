@@ -535,6 +535,23 @@ def warn_static(
     warn(DynamicAxesWarning("\n".join(lines)))
 
 
+def warn_constrained(axes: list[tuple[str, int, str]]) -> None:
+    """The warning for the input axes whose size is an expression of a size no input has
+    (``2*s``: lowering.sizes.SizeNames.constrained_axes): torch.export's program checks at each
+    call that a size has that form, an ONNX graph cannot."""
+    if not axes:
+        return
+    lines = [
+        f"{len(axes)} input axis/axes hold only for sizes of a form the ONNX graph cannot declare (a "
+        "torch.export.Dim given as a multiple, 2 * Dim(...), or an ExportedProgram traced so): torch.export's "
+        "program checks the form at each call, onnxruntime does not, and at other sizes it computes what the "
+        "traced code computes for that form, which may differ from eager:"
+    ]
+    lines += [f"  - {what} axis {axis}: {form}" for what, axis, form in axes]
+    lines.append("Feed only sizes of that form, or give the axis a plain torch.export.Dim (with min= and max=).")
+    warn(DynamicAxesWarning("\n".join(lines)))
+
+
 def refuse_static_in_program(static: list[StaticAxis]) -> None:
     """The error for the axes an ExportedProgram's dynamic_axes names that its trace made static:
     naming cannot make them dynamic, only tracing again can."""

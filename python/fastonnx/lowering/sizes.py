@@ -27,6 +27,10 @@ class SizeNames:
     static_axes: list[StaticAxis] = field(default_factory=list)  # requested dynamic axes the trace fixed
     shared_names: list[tuple[str, str, str]] = field(default_factory=list)  # (kept, dropped, where) of one size
     ignored_axes: list[str] = field(default_factory=list)  # requested output axes that do not exist
+    # Input axes whose size is an expression of a symbol that is no input's size (`2*s`, from a
+    # `2 * Dim(...)` or an ExportedProgram's), as (what, axis, the expression's ONNX name): the
+    # graph holds only for sizes of that form, which ONNX cannot declare nor onnxruntime check.
+    constrained_axes: list[tuple[str, int, str]] = field(default_factory=list)
     # name()'s answers by torch's expression: a graph full of symbolic shapes asks for the same
     # expressions at every node, and renaming and printing a large one costs more than a node.
     answers: dict[sympy.Expr, str] = field(default_factory=dict)
@@ -85,6 +89,12 @@ class SizeNames:
             if kept != dim_name:
                 self.shared_names.append((kept, dim_name, where))
         self.answers.clear()  # (names given before these symbols had theirs)
+        inputs = {size.node.expr for shape in shapes for size in shape if isinstance(size, torch.SymInt)}
+        for shape, name in zip(shapes, names):
+            for axis, size in enumerate(shape):
+                expr = size.node.expr if isinstance(size, torch.SymInt) else None
+                if expr is not None and not expr.is_number and not expr.is_Symbol and expr.free_symbols - inputs:
+                    self.constrained_axes.append((f"input `{name}`", axis, self.name(expr)))
 
     def _name_symbol(self, symbol: sympy.Symbol, dim_name: str, where: str) -> None:
         """``symbol`` called ``dim_name``, unless a name was asked for it before (a different

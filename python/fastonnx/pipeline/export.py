@@ -26,7 +26,15 @@ from ..core.progress import Progress
 from ..core.stack import warn
 from ..core.torch_logs import held_torch_logs
 from ..core.version import __version__
-from ..dynamic.request import Attempt, Request, StaticAxis, refuse_static_in_program, warn_static, why_static
+from ..dynamic.request import (
+    Attempt,
+    Request,
+    StaticAxis,
+    refuse_static_in_program,
+    warn_constrained,
+    warn_static,
+    why_static,
+)
 from ..dynamic.request import resolve as resolve_dynamic
 from ..errors import (
     ArgumentError,
@@ -230,6 +238,7 @@ def export(
     assert converted is not None  # (the try that converted the result)
     ignored_keys = request.ignored_keys(result.input_names, result.output_names)
     warn_static(converted.static_axes, converted.shared_names, ignored_keys, converted.ignored_axes, request)
+    warn_constrained(converted.constrained_axes)
     if options.verbose:
         print(_report.graph_text(result.model_proto))
     if options.verify:
@@ -284,6 +293,7 @@ class _Try:
     static_axes: list[StaticAxis] = field(default_factory=list)
     shared_names: list[tuple[str, str, str]] = field(default_factory=list)
     ignored_axes: list[str] = field(default_factory=list)
+    constrained_axes: list[tuple[str, int, str]] = field(default_factory=list)  # see SizeNames
 
 
 class _Exporter:
@@ -471,10 +481,11 @@ class _Exporter:
         with self.progress.stage("converting", total=len(main.live), unit="node") as bar:
             lowering.convert_nodes(bar.advance)
         outputs = lowering.set_outputs(options.output_names, None if request.names_program else request.output_axes)
-        tried.static_axes, tried.shared_names, tried.ignored_axes = (
+        tried.static_axes, tried.shared_names, tried.ignored_axes, tried.constrained_axes = (
             lowering.sizes.static_axes,
             lowering.sizes.shared_names,
             lowering.sizes.ignored_axes,
+            lowering.sizes.constrained_axes,
         )
         output_names = options.output_names
         if output_names is not None and len(output_names) > len(outputs):
