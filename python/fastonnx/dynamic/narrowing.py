@@ -107,9 +107,7 @@ def warn_tested_against_one(found: Mapping[tuple[int, int], str], request: Reque
         "computes at a size of 1 what it computes for 2 and up, which may differ from eager there:"
     ]
     for (i, axis), why in sorted(found.items()):
-        source = request.sources[i] if i < len(request.sources) else f"input {i}"
-        name = _SOURCE_NAME.sub(r"\1", source)
-        lines.append(f"  - input `{name}` axis {axis} {why}")
+        lines.append(f"  - input `{_input_name(request, i)}` axis {axis} {why}")
     lines.append(
         "Run the graph at sizes of 2 and up only; for a size of 1, export again with an example of that size "
         "(the axis is then static, at 1), or take the test out of the model's code (torch.cond for a branch)."
@@ -182,12 +180,16 @@ def warn_narrowed(found: Mapping[tuple[int, int], str], request: Request) -> Non
         "of its program; an ONNX graph cannot check it, and would compute that branch at every size:"
     ]
     for (i, axis), why in sorted(found.items()):
-        source = request.sources[i] if i < len(request.sources) else f"input {i}"
         size = request.shapes_of_inputs[i][axis] if i < len(request.shapes_of_inputs) else "?"
-        name = _SOURCE_NAME.sub(r"\1", source)
-        lines.append(f"  - input `{name}` axis {axis}: fixed to {size} {why}")
+        lines.append(f"  - input `{_input_name(request, i)}` axis {axis}: fixed to {size} {why}")
     lines.append(
         "To keep such an axis dynamic, take the test out of the model's code (torch.cond for a branch), or give "
-        "the axis a torch.export.Dim that declares the sizes it holds for (min=, max=, or a multiple: 2 * Dim(...))."
+        "the axis a torch.export.Dim that declares the sizes it holds for (min=, max=, or a multiple: 2 * Dim(...), "
+        "which the ONNX graph cannot check: feed it only multiples)."
     )
     warn(DynamicAxesWarning("\n".join(lines)))
+
+
+def _input_name(request: Request, i: int) -> str:
+    """Tensor input ``i`` as the model's code names it (``x`` for torch's ``L['x']``)."""
+    return _SOURCE_NAME.sub(r"\1", request.sources[i]) if i < len(request.sources) else f"input {i}"

@@ -180,11 +180,18 @@ def recording_size_tests(tests: Tests | None) -> Iterator[None]:
         if tests.stopped is not None:
             tests.raised = True
             raise tests.stopped
+        # (per evaluation, torch's own mostly: the frame test before the expression's symbols,
+        # which walk the whole expression)
         expr = args[0] if args else kwargs.get("orig_expr")
-        if expr not in tests.evaluated_by_model and getattr(expr, "free_symbols", None):
-            caller = sys._getframe(1)
-            if made_by_model(caller) and (frame := _model_frame(caller)) and not in_installed_package(frame.filename):
-                tests.evaluated_by_model[expr] = _where(frame)
+        caller = sys._getframe(1)
+        if (
+            expr not in tests.evaluated_by_model
+            and made_by_model(caller)
+            and getattr(expr, "free_symbols", None)
+            and (frame := _model_frame(caller))
+            and not in_installed_package(frame.filename)
+        ):
+            tests.evaluated_by_model[expr] = _where(frame)
         return evaluate(self, *args, **kwargs)
 
     # torch logs a warning for the exception stopping the trace early ("failed during
