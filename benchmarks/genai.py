@@ -3,22 +3,25 @@ onnxruntime-genai's own exporter, its model builder (``python -m onnxruntime_gen
 -i CKPT -o OUT -p fp32 -e cpu``), on checkpoint directories written here (random weights,
 ``save_pretrained``, the byte-level BPE tokenizer of ``tests/models/checkpoints.py``).
 
-1. Export time of the issue's checkpoint (LLaMA, 4 layers, hidden 512, 8 heads, 2 KV heads,
-   intermediate 1376, vocabulary 32000, float32): fastonnx, the builder, and fastonnx's trace
+1. Export time of one LLaMA checkpoint (--checkpoint: the issue's, 4 layers, hidden 512, 8 heads,
+   2 KV heads, intermediate 1376, vocabulary 32000; or "1b", LLaMA-3.2-1B's shape, 16 layers,
+   hidden 2048, 1.24B parameters, 4.9 GB; float32): fastonnx, the builder, and fastonnx's trace
    alone (a fastonnx export whose process stops when ``FastOnnxExporter.trace``, torch.export,
    returns: the floor of any exporter that traces), each command in a fresh process, in turn for
-   --rounds rounds after a warm-up round; wall and CPU time (user + system) of each process.
-   Within fastonnx's own process, the time its trace took.
+   --rounds rounds after a warm-up round; wall and CPU time (user + system) and peak RSS of
+   each process. Within fastonnx's own process, the time its trace took.
 2. Size on disk of each output (model.onnx and its data), and of both int4 outputs (fastonnx's
    ``--precision int4`` and the builder's ``-p int4``, one export each).
 3. Decode latency in onnxruntime-genai, 1 intra-op thread (genai_config's session_options): a
    prompt of 64 tokens then 64 generated greedily, the models in turn in one process for
-   --decode-rounds rounds after a warm-up round; the greedy tokens against eager transformers'.
+   --decode-rounds rounds after a warm-up round (0: not measured); the greedy tokens against
+   eager transformers'.
 4. Per decoder-only architecture of ``tests/models/generation.py`` (tiny configs): both exports
    once each, whether onnxruntime-genai loads each output and whether its greedy tokens (a prompt
    of 7, 8 new) are eager ``generate``'s.
 
-    python -m benchmarks.genai [--rounds N] [--decode-rounds N] [--archs llama,gpt2,...] [--out PATH]
+    python -m benchmarks.genai [--checkpoint issue|1b] [--rounds N] [--decode-rounds N]
+                               [--archs llama,gpt2,...] [--out PATH]
 
 Writes the report (Markdown) to --out and the measurements beside it as JSON.
 """
@@ -31,7 +34,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -42,15 +44,35 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# The issue's checkpoint: LLaMA's layout at a size a CPU exports in seconds.
-ISSUE = dict(
-    hidden_size=512,
-    num_hidden_layers=4,
-    num_attention_heads=8,
-    num_key_value_heads=2,
-    intermediate_size=1376,
-    vocab_size=32000,
-)
+# The LLaMA checkpoints to export, by --checkpoint: the issue's, LLaMA's layout at a size a CPU
+# exports in seconds, where every exporter's fixed cost (imports, a trace) is most of the time; and
+# LLaMA-3.2-1B's shape, the smallest deployed size, where reading and writing the weights is.
+CHECKPOINTS = {
+    "issue": dict(
+        hidden_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        intermediate_size=1376,
+        vocab_size=32000,
+    ),
+    "1b": dict(
+        hidden_size=2048,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=8192,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+        max_position_embeddings=4096,
+    ),
+}
+DESCRIPTIONS = {
+    "issue": "The issue's checkpoint: LLaMA, 4 layers, hidden 512, 8 heads, 2 KV heads, intermediate 1376, "
+    "vocabulary 32000",
+    "1b": "A checkpoint of LLaMA-3.2-1B's shape: 16 layers, hidden 2048, 32 heads, 8 KV heads, intermediate 8192, "
+    "vocabulary 128256, tied embeddings, 1.24B parameters",
+}
 PROMPT, NEW = 64, 64
 ARCH_PROMPT, ARCH_NEW = 7, 8
 EXPORTS = ("fastonnx", "builder", "trace")
@@ -98,7 +120,7 @@ def _child_export(kind: str, checkpoint: str, output: str) -> None:
 
 
 def _child_checkpoints(named_dirs: list[str]) -> None:
-    """NAME=DIRECTORY: the issue's checkpoint ("issue") or an architecture's tiny one."""
+    """NAME=DIRECTORY: a checkpoint of CHECKPOINTS ("issue", "1b") or an architecture's tiny one."""
     import torch
     import transformers
 
@@ -108,9 +130,9 @@ def _child_checkpoints(named_dirs: list[str]) -> None:
     transformers.logging.set_verbosity_error()
     for item in named_dirs:
         name, directory = item.split("=", 1)
-        if name == "issue":
+        if name in CHECKPOINTS:
             torch.manual_seed(0)
-            model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**ISSUE)).eval()
+            model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**CHECKPOINTS[name])).eval()
         else:
             model = build(name)
         write_checkpoint(model, directory)
@@ -226,21 +248,26 @@ def _env() -> dict[str, str]:
 
 
 def _run(command: list[str], cwd: str | None = None) -> dict:
-    """One command in a fresh process: its wall and CPU time (user + system, its children's
-    included), the JSON line it printed, or its error (the exception's line of its stderr)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, env=_env(), cwd=cwd or ROOT)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    """One command in a fresh process: its wall and CPU time (user + system) and peak RSS, the
+    JSON line it printed, or its error (the exception's line of its stderr). Its output goes to
+    files, so that it never waits on a full pipe while timed; ``os.wait4`` gives this process's
+    own resource use (RUSAGE_CHILDREN's peak would be the largest of every child so far)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=_env(), cwd=cwd or ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    cpu = usage.ru_utime + usage.ru_stime
     if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        lines = [line for line in stderr.splitlines() if line.strip()]
         # The exception's line: the last one a traceback does not indent.
         error = next((line for line in reversed(lines) if not line.startswith((" ", "\t"))), "")
         return {"error": error.strip()[:240] or f"exited {proc.returncode}"}
-    result = {"wall": wall, "cpu": cpu}
-    printed = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    result = {"wall": wall, "cpu": cpu, "peak_rss": usage.ru_maxrss * 1024}
+    printed = [line for line in stdout.splitlines() if line.startswith("{")]
     if printed:
         result["child"] = json.loads(printed[-1])
     return result
@@ -268,11 +295,11 @@ def _size(directory: str) -> dict[str, int]:
     return {"model": sum(n for f, n in files.items() if f.startswith("model.onnx")), "directory": sum(files.values())}
 
 
-def measure(tmp: str, rounds: int, decode_rounds: int, archs: list[str]) -> dict:
-    checkpoint, cache = os.path.join(tmp, "issue"), os.path.join(tmp, "cache")
-    results: dict = {"load_before": os.getloadavg()}
+def measure(tmp: str, which: str, rounds: int, decode_rounds: int, archs: list[str]) -> dict:
+    checkpoint, cache = os.path.join(tmp, which), os.path.join(tmp, "cache")
+    results: dict = {"load_before": os.getloadavg(), "checkpoint": which}
     arch_checkpoints = {arch: os.path.join(tmp, arch, "checkpoint") for arch in archs}
-    made = _run(_child("checkpoints", f"issue={checkpoint}", *(f"{a}={d}" for a, d in arch_checkpoints.items())))
+    made = _run(_child("checkpoints", f"{which}={checkpoint}", *(f"{a}={d}" for a, d in arch_checkpoints.items())))
     if "error" in made:
         sys.exit(f"writing the checkpoints failed: {made['error']}")
     outputs = {kind: os.path.join(tmp, f"out-{kind}") for kind in EXPORTS}
@@ -282,7 +309,7 @@ def measure(tmp: str, rounds: int, decode_rounds: int, archs: list[str]) -> dict
             _fresh(outputs[kind])
             result = _run(_export_command(kind, checkpoint, outputs[kind], cache))
             if "error" in result:
-                sys.exit(f"{kind} failed on the issue's checkpoint: {result['error']}")
+                sys.exit(f"{kind} failed on the {which} checkpoint: {result['error']}")
             if r:
                 runs[kind].append(result)
             print(f"round {r} {kind:8s} {result['wall']:.2f} s wall {result['cpu']:.2f} s CPU", file=sys.stderr,
@@ -299,12 +326,13 @@ def measure(tmp: str, rounds: int, decode_rounds: int, archs: list[str]) -> dict
     results["size"] = {"checkpoint": weights, "fastonnx": _size(outputs["fastonnx"]),
                        "builder": _size(outputs["builder"]), "builder int4": _size(int4),
                        "fastonnx int4": _size(ours4)}
-    decode = _run(_child("decode", checkpoint, str(decode_rounds), f"fastonnx={outputs['fastonnx']}",
-                         f"builder={outputs['builder']}", f"fastonnx int4={ours4}", f"builder int4={int4}"))
-    if "error" in decode:
-        sys.exit(f"decoding failed: {decode['error']}")
-    results["decode"] = decode["child"]
-    print("decode done", file=sys.stderr, flush=True)
+    if decode_rounds:
+        decode = _run(_child("decode", checkpoint, str(decode_rounds), f"fastonnx={outputs['fastonnx']}",
+                             f"builder={outputs['builder']}", f"fastonnx int4={ours4}", f"builder int4={int4}"))
+        if "error" in decode:
+            sys.exit(f"decoding failed: {decode['error']}")
+        results["decode"] = decode["child"]
+        print("decode done", file=sys.stderr, flush=True)
     results["archs"] = _measure_archs(arch_checkpoints, cache)
     results["load_after"] = os.getloadavg()
     return results
@@ -360,37 +388,40 @@ def _mb(n: int) -> str:
 
 
 def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
+    which = results.get("checkpoint", "issue")
     out = ["# Export for onnxruntime-genai: fastonnx against the model builder\n",
            f"Run {datetime.date.today().isoformat()} on {machine()}; a machine shared with other developers "
            f"(load average {results['load_before'][0]:.1f} at the start, {results['load_after'][0]:.1f} at the end; "
            f"the run took {results['minutes']:.0f} minutes), so read the ratios, measured in the same run. "
            "Reproduce:\n", f"    {command}\n",
-           "The issue's checkpoint: LLaMA, 4 layers, hidden 512, 8 heads, 2 KV heads, intermediate 1376, vocabulary "
-           "32000, float32, random weights, `save_pretrained` and the byte-level BPE tokenizer of "
+           f"{DESCRIPTIONS[which]}, float32, random weights, `save_pretrained` and the byte-level BPE tokenizer of "
            "`tests/models/checkpoints.py`.\n"]
     export = results["export"]
-    out += ["## Export time (the issue's checkpoint, float32)\n",
+    out += [f"## Export time ({which} checkpoint, float32)\n",
             f"Each command in a fresh process, the three in turn (each round starting with the next), {rounds} rounds "
             "after a warm-up round; medians. Wall and CPU (user + system) are the whole process's: Python's start, "
             "imports, reading the checkpoint, writing the output. *trace* is fastonnx's own process stopped when "
             "`FastOnnxExporter.trace` (torch.export of the model on the meta device, as `genai.py` calls it) "
-            "returns; *in-process trace* is that call's time inside the fastonnx export.\n",
-            "| exporter | wall s | CPU s | in-process trace s | wall / builder | CPU / builder | wall / trace process "
-            "| CPU / trace process |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "returns; *in-process trace* is that call's time inside the fastonnx export; *peak RSS* is the "
+            "process's largest.\n",
+            "| exporter | wall s | CPU s | in-process trace s | peak RSS | wall / builder | CPU / builder "
+            "| wall / trace process | CPU / trace process |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     wall = {k: _median([r["wall"] for r in v]) for k, v in export.items()}
     cpu = {k: _median([r["cpu"] for r in v]) for k, v in export.items()}
     for kind in EXPORTS:
         traces = [r["child"]["trace"] for r in export[kind] if "trace" in r.get("child", {})]
         trace = f"{_median(traces):.2f}" if traces else ""
-        out.append(f"| {EXPORT_NAMES[kind]} | {wall[kind]:.2f} | {cpu[kind]:.2f} | {trace} | "
+        rss = max((r["peak_rss"] for r in export[kind] if "peak_rss" in r), default=0)
+        out.append(f"| {EXPORT_NAMES[kind]} | {wall[kind]:.2f} | {cpu[kind]:.2f} | {trace} | {_mb(rss)} | "
                    f"{wall[kind] / wall['builder']:.2f} | {cpu[kind] / cpu['builder']:.2f} | "
                    f"{wall[kind] / wall['trace']:.2f} | {cpu[kind] / cpu['trace']:.2f} |")
     int4, ours4 = results["builder_int4"], results.get("fastonnx_int4", {})
     if "wall" in int4 and "wall" in ours4:
         out.append(f"\nint4, one run each: the builder with `-p int4 -e cpu` {int4['wall']:.2f} s wall, "
-                   f"{int4['cpu']:.2f} s CPU; fastonnx `--genai --precision int4` {ours4['wall']:.2f} s wall, "
-                   f"{ours4['cpu']:.2f} s CPU ({ours4['cpu'] / int4['cpu']:.2f} of the builder's CPU).")
+                   f"{int4['cpu']:.2f} s CPU, {_mb(int4.get('peak_rss', 0))} peak RSS; fastonnx `--genai --precision "
+                   f"int4` {ours4['wall']:.2f} s wall, {ours4['cpu']:.2f} s CPU, {_mb(ours4.get('peak_rss', 0))} peak "
+                   f"RSS ({ours4['cpu'] / int4['cpu']:.2f} of the builder's CPU).")
     out.append("\nEvery round, wall / CPU s: " + "; ".join(
         f"{kind} " + ", ".join(f"{r['wall']:.1f} / {r['cpu']:.1f}" for r in export[kind]) for kind in EXPORTS) + ".\n")
     size = results["size"]
@@ -403,21 +434,26 @@ def report(results: dict, rounds: int, decode_rounds: int, command: str) -> str:
         s = size[name]
         ratio = s["model"] / size["builder"]["model"]
         out.append(f"| {name} | {_mb(s['model'])} | {_mb(s['directory'])} | {ratio:.3f} |")
-    decode = results["decode"]
-    out += ["\n## Decode latency in onnxruntime-genai (CPU, 1 intra-op thread)\n",
-            f"A prompt of {PROMPT} random tokens, then {NEW} tokens generated greedily; the three models loaded in one "
-            f"process, one generation each in turn, {decode_rounds} rounds after a warm-up round. *prefill*: "
-            "`append_tokens` on the prompt; *per token*: the median of every later `generate_next_token` (one "
-            f"decode step each, {NEW - 1} per generation); *CPU*: the process's CPU time for one whole generation.\n",
-            "| model | prefill ms | per token ms | CPU per generation ms | per token / the builder's at its "
-            "precision | greedy tokens = eager transformers |",
-            "|---|---:|---:|---:|---:|:---:|"]
+    decode = results.get("decode", {})
+    if decode:
+        out += ["\n## Decode latency in onnxruntime-genai (CPU, 1 intra-op thread)\n",
+                f"A prompt of {PROMPT} random tokens, then {NEW} tokens generated greedily; the three models loaded "
+                f"in one process, one generation each in turn, {decode_rounds} rounds after a warm-up round. "
+                "*prefill*: `append_tokens` on the prompt; *per token*: the median of every later "
+                f"`generate_next_token` (one decode step each, {NEW - 1} per generation); *CPU*: the process's CPU "
+                "time for one whole generation.\n",
+                "| model | prefill ms | per token ms | CPU per generation ms | per token / the builder's at its "
+                "precision | greedy tokens = eager transformers |",
+                "|---|---:|---:|---:|---:|:---:|"]
     for name, r in decode.items():
         step = _median(r["steps"])
         base = _median(decode["builder int4" if "int4" in name else "builder"]["steps"])
         out.append(f"| {name} | {_median(r['prefill']) * 1e3:.1f} | {step * 1e3:.2f} | {_median(r['cpu']) * 1e3:.0f} "
                    f"| {step / base:.2f} | {'yes' if r['equal_eager'] else 'no'} |")
-    out.append("\nint4 weights change the logits: the int4 model's greedy tokens are not expected to be eager's.")
+    if decode:
+        out.append("\nint4 weights change the logits: the int4 model's greedy tokens are not expected to be eager's.")
+    if not results["archs"]:
+        return "\n".join(out) + "\n"
     out += ["\n## Architectures (tiny random-weight configs of `tests/models/generation.py`)\n",
             "Each export once, in a fresh process (wall / CPU s; for fastonnx, its trace's time in brackets); "
             f"*loads*: `og.Model` on the output; *= eager*: greedy tokens (a prompt of {ARCH_PROMPT}, {ARCH_NEW} new) "
@@ -463,8 +499,11 @@ def main() -> None:
     decoders = [a for a in ARCHITECTURES if a not in ENCODER_DECODER]
     p = argparse.ArgumentParser(prog="python -m benchmarks.genai", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", choices=sorted(CHECKPOINTS), default="issue",
+                   help="the LLaMA checkpoint of the export times (1b: 4.9 GB on disk, twice that in memory "
+                   "for the builder)")
     p.add_argument("--rounds", type=int, default=3, help="export rounds after the warm-up round")
-    p.add_argument("--decode-rounds", type=int, default=10, help="decode rounds after the warm-up round")
+    p.add_argument("--decode-rounds", type=int, default=10, help="decode rounds after the warm-up round; 0: none")
     p.add_argument("--archs", default=",".join(decoders), help="comma-separated; none: ''")
     p.add_argument("--out", type=Path, default=HERE / "GENAI.md", help="the report (its JSON goes beside it)")
     opts = p.parse_args()
@@ -475,7 +514,7 @@ def main() -> None:
     command = "python -m benchmarks.genai " + " ".join(sys.argv[1:])
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fastonnx-bench-genai-") as tmp:
-        results = measure(tmp, opts.rounds, opts.decode_rounds, archs)
+        results = measure(tmp, opts.checkpoint, opts.rounds, opts.decode_rounds, archs)
     results["minutes"] = (time.perf_counter() - start) / 60
     text = report(results, opts.rounds, opts.decode_rounds, command.strip())
     opts.out.write_text(text)
