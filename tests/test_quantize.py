@@ -139,11 +139,11 @@ class TiedLm(torch.nn.Module):
     """An embedding tied to the LM head (the head reads it through a Transpose the clean-up keeps),
     a Gemm (2-D input, transB) inside."""
 
-    def __init__(self):
+    def __init__(self, vocab: int = 64, width: int = 32):
         super().__init__()
-        self.embed = torch.nn.Embedding(64, 32)
-        self.mix = torch.nn.Linear(32, 32)
-        self.head = torch.nn.Linear(32, 64, bias=False)
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.mix = torch.nn.Linear(width, width)
+        self.head = torch.nn.Linear(width, vocab, bias=False)
         self.head.weight = self.embed.weight
 
     def forward(self, ids):
@@ -162,11 +162,11 @@ def test_lm_head_bits_and_a_tied_embedding(head_bits, tmp_path):
         path,
         input_names=["ids"],
         dynamic_axes={"ids": {0: "b", 1: "s"}},
-        quantize=fastonnx.Quantization(bits=4, accuracy_level=EXACT, head_bits=head_bits),
+        quantize=fastonnx.Quantization(bits=4, accuracy_level=EXACT, head_bits=head_bits, embedding_bits=0),
     )
     ops = _ops(path)
     inits = _initializers(path)
-    assert "embed.weight" in inits  # the Gather still reads the float table
+    assert "embed.weight" in inits  # the Gather still reads the float table (embedding_bits=0)
     ids = torch.tensor([[5, 9, 63, 0, 2], [7, 7, 1, 4, 3]])
     (y,) = _session(path).run(None, {"ids": ids.numpy()})
     x = model.embed.weight.detach().numpy()[ids.numpy()].reshape(-1, 32)
@@ -178,6 +178,141 @@ def test_lm_head_bits_and_a_tied_embedding(head_bits, tmp_path):
     else:
         assert ops.count("MatMulNBits") == 2
         reference = h @ _dequantized(inits, "embed.weight", head_bits or 4, 32).T
+    np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
+
+
+def _embedding_codes(data: np.ndarray, bits: int, block: int) -> np.ndarray:
+    """GatherBlockQuantized's uint8 data [rows, width * bits / 8] as MatMulNBits' blobs [rows, blocks, bytes]."""
+    return _codes(data.reshape(data.shape[0], -1, block * bits // 8), bits)
+
+
+@pytest.mark.parametrize(
+    ("embedding_bits", "head_bits", "expected_bits"),
+    [(None, None, 4), (None, 8, 8), (None, 0, 0), (4, 0, 4), (8, None, 8), (0, None, 0)],
+)
+def test_token_embeddings_as_gather_block_quantized(embedding_bits, head_bits, expected_bits, tmp_path):
+    """The token embeddings' Gather as GatherBlockQuantized over the same blocks and codes as
+    MatMulNBits (recomputed here by the documented rule, bit for bit): by default where the LM
+    head reads the same table (tied) and is quantized, with its bits, the bytes then written once;
+    or with the bits asked. The graph at other sizes gives the model over the dequantized table."""
+    torch.manual_seed(0)
+    model = TiedLm().eval()
+    path = tmp_path / "m.onnx"
+    result = fastonnx.export(
+        model,
+        (torch.tensor([[1, 2, 3]]),),
+        path,
+        input_names=["ids"],
+        dynamic_axes={"ids": {0: "b", 1: "s"}},
+        external_data=True,
+        quantize=fastonnx.Quantization(
+            bits=4, accuracy_level=EXACT, head_bits=head_bits, embedding_bits=embedding_bits
+        ),
+    )
+    onnx.checker.check_model(str(path), full_check=True)
+    ops = _ops(path)
+    inits = _initializers(path)
+    table = model.embed.weight.detach().numpy()
+    if expected_bits:
+        assert ops.count("GatherBlockQuantized") == 1 and "Gather" not in ops
+        assert dict(result.native.rewrites["counts"])[f"GatherBlockQuantized (int{expected_bits})"] == 1
+        data = inits[f"embed.weight_embedding_Q{expected_bits}"]
+        assert data.dtype == np.uint8 and data.shape == (64, 32 * expected_bits // 8)
+        scales, codes = _expected_codes(table, expected_bits, 32, np.float32)
+        np.testing.assert_array_equal(inits["embed.weight_embedding_scales"], scales)
+        np.testing.assert_array_equal(_embedding_codes(data, expected_bits, 32), codes)
+        embedded = ((codes - (1 << (expected_bits - 1))) * scales[..., None]).reshape(64, 32)
+    else:
+        assert "GatherBlockQuantized" not in ops and "Gather" in ops
+        embedded = table
+    ids = torch.tensor([[5, 9, 63, 0, 2], [7, 7, 1, 4, 3]])
+    (y,) = _session(path).run(None, {"ids": ids.numpy()})
+    x = embedded[ids.numpy()].reshape(-1, 32)
+    h = np.tanh(x @ _dequantized(inits, "mix.weight", 4, 32).T + model.mix.bias.detach().numpy())
+    reference = h @ table.T if head_bits == 0 else h @ _dequantized(inits, "embed.weight", head_bits or 4, 32).T
+    np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
+    # The float table is written only where a Gather or the head still reads it.
+    float_tables = [a for a in inits.values() if a.dtype == np.float32 and a.size == table.size]
+    assert bool(float_tables) == (head_bits == 0 or not expected_bits)
+
+
+def test_a_tied_table_and_head_share_their_quantized_bytes(tmp_path):
+    """A table large enough to be read where the model holds it (above the size the clean-up folds
+    eagerly): the head's MatMulNBits blobs and scales and the GatherBlockQuantized data and scales
+    are the same bytes of the data file."""
+    torch.manual_seed(0)
+    model = TiedLm(vocab=256, width=64).eval()
+    path = tmp_path / "m.onnx"
+    fastonnx.export(
+        model,
+        (torch.tensor([[1, 2, 3]]),),
+        path,
+        input_names=["ids"],
+        dynamic_axes={"ids": {0: "b", 1: "s"}},
+        external_data=True,
+        quantize=fastonnx.Quantization(bits=4, accuracy_level=EXACT),
+    )
+    proto = onnx.load(str(path), load_external_data=False)
+    offsets = {
+        i.name: {e.key: e.value for e in i.external_data}.get("offset")
+        for i in proto.graph.initializer
+        if i.data_location == onnx.TensorProto.EXTERNAL
+    }
+    assert offsets["embed.weight_embedding_Q4"] == offsets["embed.weight_Q4"] is not None
+    ids = torch.tensor([[5, 9, 255, 0, 2], [7, 7, 1, 4, 3]])
+    (y,) = _session(path).run(None, {"ids": ids.numpy()})
+    inits = _initializers(path)
+    table = _dequantized(inits, "embed.weight", 4, 64)
+    h = np.tanh(
+        table[ids.numpy()].reshape(-1, 64) @ _dequantized(inits, "mix.weight", 4, 64).T
+        + model.mix.bias.detach().numpy()
+    )
+    np.testing.assert_allclose(y, h @ table.T, rtol=1e-5, atol=1e-5)
+
+
+class Positions(torch.nn.Module):
+    """Token embeddings (of the ids flattened, as gpt2 views them: a graph input reshaped), and a
+    position table gathered by computed indices (0..s-1) whose rows are no output's width: only
+    the token embeddings are quantized."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 32)
+        self.pos = torch.nn.Embedding(16, 32)
+        self.head = torch.nn.Linear(32, 64)
+
+    def forward(self, ids):
+        positions = torch.arange(ids.shape[1])
+        tokens = self.embed(ids.reshape(-1)).reshape(ids.shape[0], ids.shape[1], -1)
+        return self.head(tokens + self.pos(positions))
+
+
+def test_only_the_token_embeddings_are_quantized(tmp_path):
+    torch.manual_seed(0)
+    model = Positions().eval()
+    path = tmp_path / "m.onnx"
+    result = fastonnx.export(
+        model,
+        (torch.tensor([[1, 2, 3]]),),
+        path,
+        input_names=["ids"],
+        dynamic_axes={"ids": {0: "b", 1: "s"}},
+        quantize=fastonnx.Quantization(bits=4, accuracy_level=EXACT, head_bits=0, embedding_bits=4),
+    )
+    nodes = onnx.load(str(path)).graph.node
+    assert [n.input[0] for n in nodes if n.op_type == "GatherBlockQuantized"] == ["embed.weight_embedding_Q4"]
+    assert "pos.weight" in [n.input[0] for n in nodes if n.op_type == "Gather"]
+    assert any(
+        "pos.weight: left unquantized: not the token embeddings" in line for line in result.native.rewrites["lines"]
+    )
+    inits = _initializers(path)
+    _, codes = _expected_codes(model.embed.weight.detach().numpy(), 4, 32, np.float32)
+    scales = inits["embed.weight_embedding_scales"]
+    dequantized = ((codes - 8) * scales[..., None]).reshape(64, 32)
+    ids = torch.tensor([[5, 9, 63, 0, 2], [7, 7, 1, 4, 3]])
+    (y,) = _session(path).run(None, {"ids": ids.numpy()})
+    x = dequantized[ids.numpy()] + model.pos.weight.detach().numpy()[:5]
+    reference = x @ model.head.weight.detach().numpy().T + model.head.bias.detach().numpy()
     np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
 
 
@@ -257,6 +392,10 @@ def test_bad_quantize_arguments():
         fastonnx.Quantization(accuracy_level=5)
     with pytest.raises(fastonnx.ArgumentError, match=r"head_bits is None .*, 4 or 8, got 16"):
         fastonnx.Quantization(head_bits=16)
+    with pytest.raises(
+        fastonnx.ArgumentError, match=r"embedding_bits is None \(as a tied LM head\), 0 \(unquantized\), 4 or 8, got 2"
+    ):
+        fastonnx.Quantization(embedding_bits=2)
     with pytest.raises(fastonnx.ArgumentError, match="optimize_for is None"):
         fastonnx.export(model, (x,), optimize_for="tensorrt")
     with pytest.raises(fastonnx.ArgumentError, match="export_modules_as_functions"):

@@ -242,17 +242,25 @@ def _weight_columns(proto: onnx.ModelProto) -> int:
     return sum(next(a.i for a in n.attribute if a.name == "N") for n in proto.graph.node if n.op_type == "MatMulNBits")
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
-def test_int4_decoder_computes_the_dequantized_model(arch, tmp_path):
+@pytest.mark.parametrize(("arch", "embedding_bits"), [("llama", None), ("qwen2", None), ("gpt2", None), ("llama", 4)])
+def test_int4_decoder_computes_the_dequantized_model(arch, embedding_bits, tmp_path):
     """Every Linear (and the LM head) as MatMulNBits (the projections that read the same input
-    packed into one): the graph at other sizes, over a prompt and later steps, gives the logits of
-    the eager model whose weights are quantized and dequantized by the documented rule
-    (accuracy_level 0: onnxruntime multiplies by exactly those)."""
+    packed into one), and with embedding_bits the token embeddings as GatherBlockQuantized: the
+    graph at other sizes, over a prompt and later steps, gives the logits of the eager model whose
+    weights are quantized and dequantized by the documented rule (accuracy_level 0: onnxruntime
+    multiplies by exactly those)."""
     model = with_special_tokens(build(arch))
-    result = export_genai(model, tmp_path, quantize=fastonnx.Quantization(bits=4, accuracy_level=0))
+    quantize = fastonnx.Quantization(bits=4, accuracy_level=0, embedding_bits=embedding_bits)
+    result = export_genai(model, tmp_path, quantize=quantize)
     assert result
     proto = onnx.load(tmp_path / "model.onnx")
     check(proto)
+    # The embeddings as GatherBlockQuantized when asked, or by default where the LM head is tied
+    # to them (gpt2): the head's int4 bytes.
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    quantized_embeddings = bool(embedding_bits) or tied
+    gathers = [n for n in proto.graph.node if n.op_type == "GatherBlockQuantized"]
+    assert len(gathers) == int(quantized_embeddings)
     # gpt2's projections are Conv1D ([K, N] weights): quantized as well, read through no transpose.
     projections = {
         name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
@@ -266,6 +274,9 @@ def test_int4_decoder_computes_the_dequantized_model(arch, tmp_path):
         dq = _dequantized(w)
         # a new Parameter also unties a tied LM head from the embedding, which stays float
         reference.get_submodule(name).weight = torch.nn.Parameter(dq if linear[name] else dq.T.contiguous())
+    if quantized_embeddings:
+        embeddings = reference.get_input_embeddings()
+        embeddings.weight = torch.nn.Parameter(_dequantized(embeddings.weight.detach()))
     for query, logits, ids, mask in _run_steps(tmp_path, model):
         with torch.no_grad():
             want = reference(
@@ -291,6 +302,41 @@ def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(tmp_path):
     prompt = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
     tokens = _greedy(out, prompt, 10)
     assert [len(t) for t in tokens] == [10, 10] and all(0 <= t < VOCAB for row in tokens for t in row)
+
+
+def test_int4_tied_checkpoint_quantizes_its_head_and_embeddings_once(tmp_path):
+    """A checkpoint with tied embeddings above 1 MB (one tensor on disk; the head reads it through a
+    Transpose the clean-up keeps, which carried no shape when streamed and left the head float:
+    1.6x the builder's decode time and twice its size on a 1.2B LLaMA): through export-hf, the head is MatMulNBits and the embeddings
+    GatherBlockQuantized over the same bytes of the data file; at other sizes the streamed
+    directory computes what the same model exported from memory does."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=8192, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, tie_word_embeddings=True,
+    )
+    model = with_special_tokens(transformers.LlamaForCausalLM(config).eval())
+    checkpoint = write_checkpoint(model, tmp_path / "checkpoint")
+    out = tmp_path / "genai"
+    assert main(["export-hf", checkpoint, str(out), "--genai", "--precision", "int4", "--quiet"]) == 0
+    proto = onnx.load(out / "model.onnx", load_external_data=False)
+    ops = [n.op_type for n in proto.graph.node]
+    # per layer: QKV packed, o, gate/up packed, down; and the head
+    assert ops.count("MatMulNBits") == 4 * config.num_hidden_layers + 1
+    assert ops.count("GatherBlockQuantized") == 1
+    offsets = {
+        i.name: {e.key: e.value for e in i.external_data}.get("offset")
+        for i in proto.graph.initializer
+        if i.data_location == onnx.TensorProto.EXTERNAL
+    }
+    table = "model.embed_tokens.weight"
+    assert offsets[f"{table}_embedding_Q4"] == offsets[f"{table}_Q4"] is not None
+    memory = tmp_path / "memory"
+    export_genai(model, memory, quantize="int4")
+    for (_, streamed, _, mask), (_, in_memory, _, _) in zip(_run_steps(out, model), _run_steps(memory, model)):
+        np.testing.assert_array_equal(streamed, in_memory)
+    prompt = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
+    assert [len(t) for t in _greedy(out, prompt, 5)] == [5, 5]
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,9 @@ struct QuantizeOptions {
   int64_t block_size = 32;     // elements along K per scale
   int64_t accuracy_level = 0;  // MatMulNBits' accuracy_level (0: unset, 4: int8 activations)
   int head_bits = -1;          // the LM head's (the MatMul that writes a graph output); -1: as `bits`, 0: unquantized
+  // The token embeddings' Gather as com.microsoft GatherBlockQuantized: 4 or 8; 0: left float;
+  // -1: as the LM head where the head reads the same table (tied), else left float.
+  int embedding_bits = -1;
 };
 void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& report);
 

@@ -1,9 +1,11 @@
 // MatMul and Gemm nodes whose weight is a constant matrix become MatMulNBits, their weight
-// quantized while it is written (quantized_bytes.h). The weight is read where the model holds it:
-// through the transpose and cast the clean-up folded into it, or the Transpose node a tied
-// embedding keeps (passes.cpp), so a streamed checkpoint is quantized from its own bytes.
+// quantized while it is written (quantized_bytes.h); when asked, a Gather from a constant table
+// (the token embeddings) becomes GatherBlockQuantized over the same blocks. The weight is read where the model holds
+// it: through the transpose and cast the clean-up folded into it, or the Transpose node a tied embedding keeps
+// (passes.cpp), so a streamed checkpoint is quantized from its own bytes.
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,7 +57,14 @@ std::optional<WeightMatrix> borrowed_weight(const Graph& g, Value v, int64_t n, 
 
 // The weight `b` a MatMul multiplies by (or a Gemm, `trans_b` its attribute), as W [n, k].
 std::optional<WeightMatrix> weight_of(const Graph& g, Value b, bool trans_b) {
-  const auto shape = g.static_shape(b);
+  auto shape = g.static_shape(b);
+  if (const NodeId t = producer_of(g, b, "Transpose"); !shape && t != kNoNode) {
+    // A tied LM head streamed from a checkpoint reads the embedding table through a Transpose
+    // whose output carries no shape: the table's, reversed (the perm is checked below).
+    if (auto table = g.static_shape(g.inputs(t)[0]); table && table->size() == 2) {
+      shape = std::vector<int64_t>{(*table)[1], (*table)[0]};
+    }
+  }
   if (!shape || shape->size() != 2) return std::nullopt;
   const int64_t k = trans_b ? (*shape)[1] : (*shape)[0], n = trans_b ? (*shape)[0] : (*shape)[1];
   if (g.is_initializer(b)) return borrowed_weight(g, b, n, k, trans_b);
@@ -83,6 +92,7 @@ class Quantizer {
 
   void run() {
     const size_t count = g_.num_nodes();  // the nodes made here are not visited
+    if (options_.embedding_bits != 0) find_heads(count);
     for (uint32_t i = 0; i < count; ++i) {
       const NodeId n{i};
       const Node& node = g_.node(n);
@@ -92,6 +102,8 @@ class Quantizer {
         matmul(n, false, Value{});
       } else if (op == "Gemm") {
         gemm(n);
+      } else if (op == "Gather" && options_.embedding_bits != 0) {
+        gather(n);
       }
     }
   }
@@ -138,9 +150,7 @@ class Quantizer {
       }
     }
     const Value result = add != kNoNode ? g_.outputs(add)[0] : out;
-    const bool head =
-        std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) { return o == result; });
-    const int bits = head && options_.head_bits >= 0 ? options_.head_bits : options_.bits;
+    const int bits = is_graph_output(result) ? head_bits() : options_.bits;
     if (bits == 0) {
       report_.line(name + ": left unquantized (the LM head, head_bits=0)");
       return;
@@ -164,10 +174,143 @@ class Quantizer {
     report_.count(bits == 4 ? "MatMulNBits (int4)" : "MatMulNBits (int8)");
   }
 
+  // Gather(table, ids) on axis 0 of a constant [rows, width] table: GatherBlockQuantized, whose
+  // uint8 data with bits 4 follows MatMulNBits' conventions (values + 2^(bits-1), two to a byte,
+  // low bits first, blocks along the last axis), so its data are quantized_blocks' bytes of the
+  // table read as W [rows, width]: [rows, blocks, blob] laid out as [rows, width * bits / 8]. A
+  // tied LM head quantizes the same memory the same way, and the writer writes those bytes once.
+  void gather(NodeId n) {
+    const Value table = g_.inputs(n)[0], ids = g_.inputs(n)[1];
+    if (attr_int(g_.attrs(n), "axis", 0) != 0) return;
+    const auto shape = g_.static_shape(table);
+    if (!shape || shape->size() != 2 || !g_.is_initializer(table)) return;
+    const ScalarType id_type = g_.info(ids).dtype;
+    if (id_type != ScalarType::Long && id_type != ScalarType::Int) return;
+    const std::string name(g_.name(table));
+    const int64_t rows = (*shape)[0], width = (*shape)[1];
+    const auto w = borrowed_weight(g_, table, rows, width, true);
+    if (!w) return;
+    const bool tied = tied_to_head(*w);
+    int bits = options_.embedding_bits;
+    if (bits < 0) {
+      // As the LM head, where the head reads this table: its bytes are in the file already.
+      if (!tied || head_bits() == 0) return;
+      bits = head_bits();
+    } else if (!tied) {
+      // Token embeddings, not any constant table (a position table, rotary's cos and sin, a
+      // relative bias): the ids are a graph input and the rows are the vocabulary, the width of
+      // a graph output (the logits). Other tables keep their precision.
+      if (!is_graph_input(ids) || !is_output_width(rows)) {
+        report_.line(name +
+                     ": left unquantized: not the token embeddings (read by a graph input's ids, as many "
+                     "rows as a graph output is wide)");
+        return;
+      }
+    }
+    const ScalarType dtype = g_.info(table).dtype;
+    const BlockQuantization q{bits, options_.block_size};
+    if (dtype != ScalarType::Float && dtype != ScalarType::Half) {
+      report_.line(name +
+                   ": embeddings left unquantized: onnxruntime's GatherBlockQuantized takes float32 and "
+                   "float16 tables on the CPU, this is " +
+                   dtype_name(dtype));
+      return;
+    }
+    if (width % q.block != 0) {
+      // The op's data are [rows, width * bits / 8]: a last block the width does not fill has no place.
+      report_.line(name + ": embeddings left unquantized: their width " + std::to_string(width) +
+                   " is not a multiple of block_size " + std::to_string(q.block));
+      return;
+    }
+    const Dim row_dim{rows, kNoName}, blocks{q.blocks(width), kNoName}, packed{width * q.bits / 8, kNoName};
+    const Dim scale_dims[] = {row_dim, blocks};
+    const Value scales = g_.add_computed_initializer(dtype, scale_dims, block_scales(*w, q, dtype));
+    const Dim value_dims[] = {row_dim, packed};
+    const Value values = g_.add_computed_initializer(ScalarType::Byte, value_dims, quantized_blocks(*w, q, dtype));
+    // Named apart from a tied head's MatMulNBits weight of the same table (its bytes, not its shape).
+    g_.set_name(scales, name + "_embedding_scales");
+    g_.set_name(values, name + "_embedding_Q" + std::to_string(q.bits));
+    const Attrs attrs{Attr::i("bits", q.bits), Attr::i("block_size", q.block), Attr::i("gather_axis", 0),
+                      Attr::i("quantize_axis", 1)};
+    const Value inputs[] = {values, ids, scales};
+    const Value outputs[] = {g_.outputs(n)[0]};
+    g_.kill(n);
+    g_.add_fused("GatherBlockQuantized", kMicrosoftDomain, inputs, outputs, attrs);
+    report_.count(q.bits == 4 ? "GatherBlockQuantized (int4)" : "GatherBlockQuantized (int8)");
+  }
+
+  bool is_graph_output(Value v) const {
+    return std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) { return o == v; });
+  }
+
+  int head_bits() const { return options_.head_bits >= 0 ? options_.head_bits : options_.bits; }
+
+  // The weights of the LM heads (a MatMul or Gemm over a constant weight whose result, or its
+  // bias Add's, is a graph output): a table one of them reads is tied to it.
+  void find_heads(size_t count) {
+    for (uint32_t i = 0; i < count; ++i) {
+      const NodeId n{i};
+      const Node& node = g_.node(n);
+      if (node.dead || node.graph != kMainGraph || node.domain != kNoName) continue;
+      const std::string_view op = op_of(g_, n);
+      if (op != "MatMul" && op != "Gemm") continue;
+      const Value out = g_.outputs(n)[0];
+      const NodeId r = readers_.sole(out);
+      if (!is_graph_output(out) && !(r != kNoNode && op_of(g_, r) == "Add" && is_graph_output(g_.outputs(r)[0]))) {
+        continue;
+      }
+      const bool trans_b = op == "Gemm" && attr_int(g_.attrs(n), "transB", 0) != 0;
+      if (auto w = weight_of(g_, g_.inputs(n)[1], trans_b)) heads_.push_back(*w);
+    }
+  }
+
+  // Whether `table`, read as W [rows, width], is an LM head's weight: the same memory, or (a small
+  // table, whose transpose the clean-up folds into a copy) the same elements. Comparing stops at
+  // the first element that differs, so an untied head costs a few reads.
+  bool tied_to_head(const WeightMatrix& table) const {
+    return std::any_of(heads_.begin(), heads_.end(), [&](const WeightMatrix& h) {
+      if (h.dtype != table.dtype || h.n != table.n || h.k != table.k) return false;
+      if (h.data == table.data && h.stride_n == table.stride_n && h.stride_k == table.stride_k) return true;
+      const auto size = static_cast<int64_t>(element_size(h.dtype));
+      for (int64_t i = 0; i < h.n; ++i) {
+        for (int64_t j = 0; j < h.k; ++j) {
+          if (std::memcmp(h.data + (i * h.stride_n + j * h.stride_k) * size,
+                          table.data + (i * table.stride_n + j * table.stride_k) * size, size) != 0) {
+            return false;
+          }
+        }
+      }
+      return true;
+    });
+  }
+
+  // `v` is a graph input, or one reshaped or cast (input_ids viewed as [batch * sequence]).
+  bool is_graph_input(Value v) const {
+    for (;;) {
+      const auto& inputs = g_.graph_inputs();
+      if (std::find(inputs.begin(), inputs.end(), v) != inputs.end()) return true;
+      NodeId p = kNoNode;
+      for (const std::string_view op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Identity"}) {
+        p = producer_of(g_, v, op);
+        if (p != kNoNode) break;
+      }
+      if (p == kNoNode) return false;
+      v = g_.inputs(p)[0];
+    }
+  }
+
+  bool is_output_width(int64_t rows) const {
+    return std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) {
+      const auto dims = g_.shape(o);
+      return !dims.empty() && dims.back().is_static() && dims.back().value == rows;
+    });
+  }
+
   Graph& g_;
   const QuantizeOptions& options_;
   RewriteReport& report_;
   Readers readers_;
+  std::vector<WeightMatrix> heads_;
 };
 
 }  // namespace
@@ -177,6 +320,10 @@ void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& r
       (options.block_size & (options.block_size - 1)) != 0) {
     throw std::invalid_argument("quantize: block_size must be a power of two from 16 to " +
                                 std::to_string(BlockQuantization::kMaxBlock));
+  }
+  if (options.embedding_bits != -1 && options.embedding_bits != 0 && options.embedding_bits != 4 &&
+      options.embedding_bits != 8) {
+    throw std::invalid_argument("quantize: embedding_bits must be -1 (as a tied head), 0, 4 or 8");
   }
   Quantizer(g, options, report).run();
 }

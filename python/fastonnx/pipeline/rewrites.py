@@ -33,12 +33,18 @@ class Quantization:
     block of activations to int8 inside the op, which decodes about 3× faster than 0 there; 0
     computes with the dequantized weights exactly.
     ``head_bits``: the LM head's (a MatMul writing a graph output): None as ``bits``, 0 to keep it
-    unquantized, or 8."""
+    unquantized, or 8.
+    ``embedding_bits``: the token embeddings' (a Gather from a constant table whose ids are a graph
+    input and whose rows are as many as a graph output is wide: the vocabulary), written as
+    com.microsoft GatherBlockQuantized over the same blocks: None (the default) as the LM head
+    where the head reads the same table (tied; the file then holds its bytes once, as
+    onnxruntime-genai's builder writes a tied model), else float; 0 float; 4 or 8."""
 
     bits: int = 4
     block_size: int = 32
     accuracy_level: int = 4
     head_bits: int | None = None
+    embedding_bits: int | None = None
 
     def __post_init__(self) -> None:
         if self.bits not in (4, 8):
@@ -52,6 +58,11 @@ class Quantization:
         if self.head_bits not in (None, 0, 4, 8):
             raise ArgumentError(
                 f"quantize: head_bits is None (as bits), 0 (unquantized), 4 or 8, got {self.head_bits!r}"
+            )
+        if isinstance(self.embedding_bits, bool) or self.embedding_bits not in (None, 0, 4, 8):
+            raise ArgumentError(
+                f"quantize: embedding_bits is None (as a tied LM head), 0 (unquantized), 4 or 8, "
+                f"got {self.embedding_bits!r}"
             )
 
     @classmethod
@@ -100,4 +111,5 @@ def finish_arguments(optimize_for: str | None, quantization: Quantization | None
         "block_size": quantization.block_size,
         "accuracy_level": quantization.accuracy_level,
         "head_bits": head,
+        "embedding_bits": -1 if quantization.embedding_bits is None else quantization.embedding_bits,
     }
