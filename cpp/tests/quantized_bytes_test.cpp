@@ -24,7 +24,7 @@ std::vector<uint8_t> filled(const TensorBytes& t, size_t chunk) {
   return out;
 }
 
-// W [kN, kK] with a zero block, ties and both signs; `transposed`: the memory holds W^T [kK, kN].
+// W [kN, kK] with a zero block, a tie of magnitudes and both signs; `transposed`: the memory holds W^T [kK, kN].
 WeightMatrix weight(const std::shared_ptr<std::vector<float>>& memory, bool transposed) {
   WeightMatrix w;
   w.data = reinterpret_cast<const uint8_t*>(memory->data());
@@ -38,7 +38,8 @@ WeightMatrix weight(const std::shared_ptr<std::vector<float>>& memory, bool tran
 }
 
 float w_at(int64_t n, int64_t k) {
-  if (n == 2 && k < 32) return 0.0f;  // an all-zero block
+  if (n == 2 && k < 32) return 0.0f;                               // an all-zero block
+  if (n == 3 && (k == 5 || k == 9)) return k == 5 ? 2.0f : -2.0f;  // the largest magnitude twice: the first's sign
   return std::sin(static_cast<float>(n * 131 + k * 7)) * (n == 4 ? -3.0f : 1.5f);
 }
 

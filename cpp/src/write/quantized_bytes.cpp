@@ -252,7 +252,6 @@ class Bands {
     const int64_t group = rows_consecutive ? 1 : b1 - b0;
     Blocks::Scratch scratch;
     std::vector<float> tile, column, largest(static_cast<size_t>(tile_width)), scales(largest.size());
-    std::vector<uint8_t> found(largest.size());
     for (int64_t g0 = b0; g0 < b1; g0 += group) {
       const int64_t g1 = std::min(b1, g0 + group), k0 = g0 * block, rows = std::min(w.k, g1 * block) - k0;
       tile.resize(static_cast<size_t>(rows * tile_width));
@@ -273,7 +272,7 @@ class Bands {
         for (int64_t b = g0; b < g1; ++b) {
           const float* t = tile.data() + (b * block - k0) * width;
           const int64_t band_rows = std::min(block, w.k - b * block);
-          tile_scales(t, band_rows, width, largest.data(), found.data(), scales.data());
+          tile_scales(t, band_rows, width, largest.data(), scales.data());
           each_tile(b, n0, width, band_rows, t, scales.data());
         }
       }
@@ -284,21 +283,18 @@ class Bands {
   static constexpr int64_t kWideTile = 1024, kNarrowTile = 64;
 
   // Each column's scale, as Blocks::scale computes it from the column's block: the largest
-  // magnitude, then the first weight along K that has it (loops over rows that vectorize).
-  void tile_scales(const float* t, int64_t rows, int64_t width, float* largest, uint8_t* found, float* scales) const {
+  // magnitude, then the first weight along K that has it, found by a pass from the last row up
+  // (branch-free loops over a row that vectorize).
+  void tile_scales(const float* t, int64_t rows, int64_t width, float* largest, float* scales) const {
     std::fill(largest, largest + width, 0.0f);
     std::fill(scales, scales + width, 0.0f);
-    std::fill(found, found + width, uint8_t{0});
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < width; ++c) largest[c] = std::max(largest[c], std::fabs(t[r * width + c]));
     }
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = rows - 1; r >= 0; --r) {
       for (int64_t c = 0; c < width; ++c) {
         const float v = t[r * width + c];
-        if (found[c] == 0 && std::fabs(v) == largest[c]) {
-          scales[c] = v;
-          found[c] = 1;
-        }
+        scales[c] = std::fabs(v) == largest[c] ? v : scales[c];
       }
     }
     for (int64_t c = 0; c < width; ++c) scales[c] = blocks_.scale_of(scales[c]);
