@@ -88,6 +88,8 @@ ONNX_TYPE_TO_SCALAR_TYPE = {
     "tensor(float8e4m3fnuz)": "ScalarType::Float8_e4m3fnuz",
     "tensor(float8e5m2)": "ScalarType::Float8_e5m2",
     "tensor(float8e5m2fnuz)": "ScalarType::Float8_e5m2fnuz",
+    "tensor(int4)": "ScalarType::Int4",
+    "tensor(uint4)": "ScalarType::UInt4",
 }
 
 # torch dtype names (as `torch.float16` prints without its module) -> ScalarType enumerators, for

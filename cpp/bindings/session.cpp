@@ -450,18 +450,21 @@ void init_session(py::module_& m) {
           "finish",
           [](const std::shared_ptr<Session>& s, const std::string& producer_version, bool fuse_for_onnxruntime,
              bool share_kv_cache, int64_t rotary_positions, int quantize_bits, int64_t block_size,
-             int64_t accuracy_level, int head_bits, int embedding_bits) {
+             int64_t accuracy_level, int head_bits, int embedding_bits, bool dequantize_linear) {
             FinishOptions options;
             options.fuse_for_onnxruntime = fuse_for_onnxruntime;
             options.attention = {share_kv_cache, rotary_positions};
-            options.quantize = {quantize_bits, block_size, accuracy_level, head_bits, embedding_bits};
+            options.quantize = {
+                quantize_bits,  block_size,
+                accuracy_level, head_bits,
+                embedding_bits, dequantize_linear ? QuantizedForm::DequantizeLinear : QuantizedForm::MatMulNBits};
             const PassStats stats = s->finish(options);
             return Model{s, producer_version, stats};
           },
           py::arg("producer_version"), py::kw_only(), py::arg("fuse_for_onnxruntime") = false,
           py::arg("share_kv_cache") = false, py::arg("rotary_positions") = 0, py::arg("quantize_bits") = 0,
           py::arg("block_size") = 32, py::arg("accuracy_level") = 0, py::arg("head_bits") = -1,
-          py::arg("embedding_bits") = -1,
+          py::arg("embedding_bits") = -1, py::arg("dequantize_linear") = false,
           "Runs the passes (and onnxruntime's fusions and weight quantization when asked) and returns the "
           "finished Model.");
 }

@@ -220,7 +220,7 @@ constexpr OutputType k_Bernoulli_22_out[] = {
     {0, ScalarType::Undefined, "dtype"},
 };
 constexpr FormalInput k_BitCast_26_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_BitCast_26_out[] = {
     {0, ScalarType::Undefined, "to"},
@@ -284,6 +284,12 @@ constexpr FormalInput k_Cast_19_in[] = {
 constexpr OutputType k_Cast_19_out[] = {
     {0, ScalarType::Undefined, "to"},
 };
+constexpr FormalInput k_Cast_21_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_Cast_21_out[] = {
+    {0, ScalarType::Undefined, "to"},
+};
 constexpr FormalInput k_CastLike_15_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
@@ -296,6 +302,13 @@ constexpr FormalInput k_CastLike_19_in[] = {
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_CastLike_19_out[] = {
+    {1, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_CastLike_21_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_CastLike_21_out[] = {
     {1, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_CausalConvWithState_27_in[] = {
@@ -525,17 +538,17 @@ constexpr OutputType k_DequantizeLinear_19_out[] = {
     {1, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_DequantizeLinear_21_in[] = {
-    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt4), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt4), false},
 };
 constexpr OutputType k_DequantizeLinear_21_out[] = {
     {1, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_DequantizeLinear_23_in[] = {
-    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt4), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
-    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
+    {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt4), false},
 };
 constexpr OutputType k_DequantizeLinear_23_out[] = {
     {-1, ScalarType::Undefined, ""},
@@ -661,7 +674,7 @@ constexpr OutputType k_Flatten_13_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Flatten_21_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_Flatten_21_out[] = {
     {0, ScalarType::Undefined, ""},
@@ -864,6 +877,12 @@ constexpr FormalInput k_Identity_19_in[] = {
 constexpr OutputType k_Identity_19_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_Identity_21_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_Identity_21_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_If_13_in[] = {
     {0, bit(ScalarType::Bool), false},
 };
@@ -1041,6 +1060,14 @@ constexpr FormalInput k_Loop_19_in[] = {
     {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), true},
 };
 constexpr OutputType k_Loop_19_out[] = {
+    {2, ScalarType::Undefined, ""},
+};
+constexpr FormalInput k_Loop_21_in[] = {
+    {0, bit(ScalarType::Long), false},
+    {1, bit(ScalarType::Bool), false},
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), true},
+};
+constexpr OutputType k_Loop_21_out[] = {
     {2, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_LpNormalization_1_in[] = {
@@ -1273,7 +1300,7 @@ constexpr OutputType k_Optional_15_out[] = {
     {-1, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Optional_28_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_Optional_28_out[] = {
     {-1, ScalarType::Undefined, ""},
@@ -1288,7 +1315,7 @@ constexpr OutputType k_OptionalGetElement_18_out[] = {
     {-1, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_OptionalGetElement_28_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_OptionalGetElement_28_out[] = {
     {-1, ScalarType::Undefined, ""},
@@ -1303,7 +1330,7 @@ constexpr OutputType k_OptionalHasElement_18_out[] = {
     {-1, ScalarType::Bool, ""},
 };
 constexpr FormalInput k_OptionalHasElement_28_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_OptionalHasElement_28_out[] = {
     {-1, ScalarType::Bool, ""},
@@ -1347,9 +1374,9 @@ constexpr OutputType k_Pad_18_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Pad_21_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
     {2, bit(ScalarType::Int) | bit(ScalarType::Long), false},
 };
 constexpr OutputType k_Pad_21_out[] = {
@@ -1428,7 +1455,7 @@ constexpr OutputType k_QuantizeLinear_19_out[] = {
 constexpr FormalInput k_QuantizeLinear_21_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int), false},
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int), false},
-    {1, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
+    {1, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int4) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt4), false},
 };
 constexpr OutputType k_QuantizeLinear_21_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -1436,7 +1463,7 @@ constexpr OutputType k_QuantizeLinear_21_out[] = {
 constexpr FormalInput k_QuantizeLinear_23_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int), false},
     {1, bit(ScalarType::BFloat16) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int), false},
-    {2, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Short) | bit(ScalarType::UInt16), false},
+    {2, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Int4) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt4), false},
 };
 constexpr OutputType k_QuantizeLinear_23_out[] = {
     {2, ScalarType::Undefined, ""},
@@ -1705,6 +1732,13 @@ constexpr FormalInput k_Reshape_19_in[] = {
 constexpr OutputType k_Reshape_19_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_Reshape_21_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+    {1, bit(ScalarType::Long), false},
+};
+constexpr OutputType k_Reshape_21_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Resize_13_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half), false},
@@ -1792,6 +1826,12 @@ constexpr FormalInput k_Scan_19_in[] = {
 constexpr OutputType k_Scan_19_out[] = {
     {0, ScalarType::Undefined, ""},
 };
+constexpr FormalInput k_Scan_21_in[] = {
+    {255, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), true},
+};
+constexpr OutputType k_Scan_21_out[] = {
+    {0, ScalarType::Undefined, ""},
+};
 constexpr FormalInput k_Scatter_9_in[] = {
     {0, bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Int) | bit(ScalarType::Long), false},
@@ -1864,6 +1904,12 @@ constexpr FormalInput k_Shape_19_in[] = {
 constexpr OutputType k_Shape_19_out[] = {
     {-1, ScalarType::Long, ""},
 };
+constexpr FormalInput k_Shape_21_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_Shape_21_out[] = {
+    {-1, ScalarType::Long, ""},
+};
 constexpr FormalInput k_Shrink_9_in[] = {
     {0, bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
@@ -1916,6 +1962,12 @@ constexpr FormalInput k_Size_19_in[] = {
     {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_Size_19_out[] = {
+    {-1, ScalarType::Long, ""},
+};
+constexpr FormalInput k_Size_21_in[] = {
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+};
+constexpr OutputType k_Size_21_out[] = {
     {-1, ScalarType::Long, ""},
 };
 constexpr FormalInput k_Slice_13_in[] = {
@@ -2008,7 +2060,7 @@ constexpr OutputType k_Squeeze_13_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Squeeze_21_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
 constexpr OutputType k_Squeeze_21_out[] = {
@@ -2076,8 +2128,8 @@ constexpr OutputType k_Tanh_13_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_TensorScatter_24_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
 constexpr OutputType k_TensorScatter_24_out[] = {
@@ -2131,7 +2183,7 @@ constexpr OutputType k_Transpose_13_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Transpose_21_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
 };
 constexpr OutputType k_Transpose_21_out[] = {
     {0, ScalarType::Undefined, ""},
@@ -2169,7 +2221,7 @@ constexpr OutputType k_Unsqueeze_13_out[] = {
     {0, ScalarType::Undefined, ""},
 };
 constexpr FormalInput k_Unsqueeze_21_in[] = {
-    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt64), false},
+    {0, bit(ScalarType::BFloat16) | bit(ScalarType::Bool) | bit(ScalarType::Byte) | bit(ScalarType::Char) | bit(ScalarType::ComplexDouble) | bit(ScalarType::ComplexFloat) | bit(ScalarType::Double) | bit(ScalarType::Float) | bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2) | bit(ScalarType::Float8_e5m2fnuz) | bit(ScalarType::Half) | bit(ScalarType::Int) | bit(ScalarType::Int4) | bit(ScalarType::Long) | bit(ScalarType::Short) | bit(ScalarType::UInt16) | bit(ScalarType::UInt32) | bit(ScalarType::UInt4) | bit(ScalarType::UInt64), false},
     {1, bit(ScalarType::Long), false},
 };
 constexpr OutputType k_Unsqueeze_21_out[] = {
@@ -2233,8 +2285,8 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"BitwiseOr", {{18, k_BitwiseOr_18_in, k_BitwiseOr_18_out}}},
       {"BitwiseXor", {{18, k_BitwiseXor_18_in, k_BitwiseXor_18_out}}},
       {"BlackmanWindow", {{17, k_BlackmanWindow_17_in, k_BlackmanWindow_17_out}}},
-      {"Cast", {{13, k_Cast_13_in, k_Cast_13_out}, {19, k_Cast_19_in, k_Cast_19_out}}},
-      {"CastLike", {{15, k_CastLike_15_in, k_CastLike_15_out}, {19, k_CastLike_19_in, k_CastLike_19_out}}},
+      {"Cast", {{13, k_Cast_13_in, k_Cast_13_out}, {19, k_Cast_19_in, k_Cast_19_out}, {21, k_Cast_21_in, k_Cast_21_out}}},
+      {"CastLike", {{15, k_CastLike_15_in, k_CastLike_15_out}, {19, k_CastLike_19_in, k_CastLike_19_out}, {21, k_CastLike_21_in, k_CastLike_21_out}}},
       {"CausalConvWithState", {{27, k_CausalConvWithState_27_in, k_CausalConvWithState_27_out}}},
       {"Ceil", {{13, k_Ceil_13_in, k_Ceil_13_out}}},
       {"Celu", {{12, k_Celu_12_in, k_Celu_12_out}, {28, k_Celu_28_in, k_Celu_28_out}}},
@@ -2288,7 +2340,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"Hardmax", {{13, k_Hardmax_13_in, k_Hardmax_13_out}}},
       {"HardSigmoid", {{6, k_HardSigmoid_6_in, k_HardSigmoid_6_out}, {22, k_HardSigmoid_22_in, k_HardSigmoid_22_out}}},
       {"HardSwish", {{14, k_HardSwish_14_in, k_HardSwish_14_out}, {22, k_HardSwish_22_in, k_HardSwish_22_out}}},
-      {"Identity", {{13, k_Identity_13_in, k_Identity_13_out}, {19, k_Identity_19_in, k_Identity_19_out}}},
+      {"Identity", {{13, k_Identity_13_in, k_Identity_13_out}, {19, k_Identity_19_in, k_Identity_19_out}, {21, k_Identity_21_in, k_Identity_21_out}}},
       {"If", {{13, k_If_13_in, k_If_13_out}}},
       {"ImageDecoder", {{20, k_ImageDecoder_20_in, k_ImageDecoder_20_out}}},
       {"InstanceNormalization", {{6, k_InstanceNormalization_6_in, k_InstanceNormalization_6_out}, {22, k_InstanceNormalization_22_in, k_InstanceNormalization_22_out}}},
@@ -2301,7 +2353,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"LinearAttention", {{27, k_LinearAttention_27_in, k_LinearAttention_27_out}}},
       {"Log", {{13, k_Log_13_in, k_Log_13_out}}},
       {"LogSoftmax", {{13, k_LogSoftmax_13_in, k_LogSoftmax_13_out}}},
-      {"Loop", {{13, k_Loop_13_in, k_Loop_13_out}, {16, k_Loop_16_in, k_Loop_16_out}, {19, k_Loop_19_in, k_Loop_19_out}}},
+      {"Loop", {{13, k_Loop_13_in, k_Loop_13_out}, {16, k_Loop_16_in, k_Loop_16_out}, {19, k_Loop_19_in, k_Loop_19_out}, {21, k_Loop_21_in, k_Loop_21_out}}},
       {"LpNormalization", {{1, k_LpNormalization_1_in, k_LpNormalization_1_out}, {22, k_LpNormalization_22_in, k_LpNormalization_22_out}}},
       {"LpPool", {{11, k_LpPool_11_in, k_LpPool_11_out}, {22, k_LpPool_22_in, k_LpPool_22_out}}},
       {"LRN", {{13, k_LRN_13_in, k_LRN_13_out}}},
@@ -2354,7 +2406,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"ReduceSumSquare", {{13, k_ReduceSumSquare_13_in, k_ReduceSumSquare_13_out}, {18, k_ReduceSumSquare_18_in, k_ReduceSumSquare_18_out}}},
       {"RegexFullMatch", {{20, {}, k_RegexFullMatch_20_out}}},
       {"Relu", {{13, k_Relu_13_in, k_Relu_13_out}, {14, k_Relu_14_in, k_Relu_14_out}}},
-      {"Reshape", {{13, k_Reshape_13_in, k_Reshape_13_out}, {19, k_Reshape_19_in, k_Reshape_19_out}}},
+      {"Reshape", {{13, k_Reshape_13_in, k_Reshape_13_out}, {19, k_Reshape_19_in, k_Reshape_19_out}, {21, k_Reshape_21_in, k_Reshape_21_out}}},
       {"Resize", {{13, k_Resize_13_in, k_Resize_13_out}}},
       {"ReverseSequence", {{10, k_ReverseSequence_10_in, k_ReverseSequence_10_out}, {28, k_ReverseSequence_28_in, k_ReverseSequence_28_out}}},
       {"RMSNormalization", {{23, k_RMSNormalization_23_in, k_RMSNormalization_23_out}}},
@@ -2362,7 +2414,7 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"RoiAlign", {{10, k_RoiAlign_10_in, k_RoiAlign_10_out}, {22, k_RoiAlign_22_in, k_RoiAlign_22_out}}},
       {"RotaryEmbedding", {{23, k_RotaryEmbedding_23_in, k_RotaryEmbedding_23_out}}},
       {"Round", {{11, k_Round_11_in, k_Round_11_out}, {22, k_Round_22_in, k_Round_22_out}}},
-      {"Scan", {{11, k_Scan_11_in, k_Scan_11_out}, {16, k_Scan_16_in, k_Scan_16_out}, {19, k_Scan_19_in, k_Scan_19_out}}},
+      {"Scan", {{11, k_Scan_11_in, k_Scan_11_out}, {16, k_Scan_16_in, k_Scan_16_out}, {19, k_Scan_19_in, k_Scan_19_out}, {21, k_Scan_21_in, k_Scan_21_out}}},
       {"Scatter", {{9, k_Scatter_9_in, k_Scatter_9_out}}},
       {"ScatterElements", {{13, k_ScatterElements_13_in, k_ScatterElements_13_out}}},
       {"ScatterND", {{13, k_ScatterND_13_in, k_ScatterND_13_out}}},
@@ -2374,13 +2426,13 @@ const OpTypes* onnx_types(std::string_view op_type, int opset) {
       {"SequenceInsert", {{11, {}, k_SequenceInsert_11_out}}},
       {"SequenceLength", {{11, {}, k_SequenceLength_11_out}}},
       {"SequenceMap", {{17, {}, k_SequenceMap_17_out}}},
-      {"Shape", {{13, k_Shape_13_in, k_Shape_13_out}, {19, k_Shape_19_in, k_Shape_19_out}}},
+      {"Shape", {{13, k_Shape_13_in, k_Shape_13_out}, {19, k_Shape_19_in, k_Shape_19_out}, {21, k_Shape_21_in, k_Shape_21_out}}},
       {"Shrink", {{9, k_Shrink_9_in, k_Shrink_9_out}}},
       {"Sigmoid", {{13, k_Sigmoid_13_in, k_Sigmoid_13_out}}},
       {"Sign", {{13, k_Sign_13_in, k_Sign_13_out}}},
       {"Sin", {{7, k_Sin_7_in, k_Sin_7_out}, {22, k_Sin_22_in, k_Sin_22_out}}},
       {"Sinh", {{9, k_Sinh_9_in, k_Sinh_9_out}, {22, k_Sinh_22_in, k_Sinh_22_out}}},
-      {"Size", {{13, k_Size_13_in, k_Size_13_out}, {19, k_Size_19_in, k_Size_19_out}}},
+      {"Size", {{13, k_Size_13_in, k_Size_13_out}, {19, k_Size_19_in, k_Size_19_out}, {21, k_Size_21_in, k_Size_21_out}}},
       {"Slice", {{13, k_Slice_13_in, k_Slice_13_out}}},
       {"Softmax", {{13, k_Softmax_13_in, k_Softmax_13_out}}},
       {"SoftmaxCrossEntropyLoss", {{13, k_SoftmaxCrossEntropyLoss_13_in, k_SoftmaxCrossEntropyLoss_13_out}}},

@@ -41,7 +41,10 @@ struct AttentionOptions {
 };
 void fuse_attention(Graph& g, const AttentionOptions& options, RewriteReport& report);
 
-// Weight-only quantization of MatMul weights as MatMulNBits (quantize_weights.cpp).
+// Weight-only quantization of MatMul weights (quantize_weights.cpp), written as onnxruntime's
+// MatMulNBits, or as standard ONNX: int4 or int8 values, a blocked DequantizeLinear (opset 21)
+// and the MatMul or Gemm reading it, which onnxruntime fuses into MatMulNBits itself.
+enum class QuantizedForm : uint8_t { MatMulNBits, DequantizeLinear };
 struct QuantizeOptions {
   int bits = 0;                // 4 or 8; 0: none
   int64_t block_size = 32;     // elements along K per scale
@@ -50,8 +53,10 @@ struct QuantizeOptions {
   // The token embeddings' Gather as com.microsoft GatherBlockQuantized: 4 or 8; 0: left float;
   // -1: as the LM head where the head reads the same table (tied), else left float.
   int embedding_bits = -1;
+  QuantizedForm form = QuantizedForm::MatMulNBits;
 };
-void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& report);
+// The form DequantizeLinear needs `opset` 21 or later (its block_size, int4).
+void quantize_weights(Graph& g, int opset, const QuantizeOptions& options, RewriteReport& report);
 
 // MatMulNBits nodes reading the same activations (Q, K and V; gate and up) as one over their
 // weights stacked along N, then a Split; the same for float MatMuls over constant weights

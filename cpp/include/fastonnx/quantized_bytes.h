@@ -6,7 +6,8 @@
 // The quantization is symmetric round-to-nearest along K in blocks: in each block, m is the
 // weight of largest magnitude (its sign kept), the scale s = m / -2^(bits-1) rounded to the
 // scales' dtype, and q = clamp(round_half_even(w / s), -2^(bits-1), 2^(bits-1) - 1), stored as
-// q + 2^(bits-1) (MatMulNBits' default zero point). m itself maps to -2^(bits-1) exactly, so all
+// q + 2^(bits-1) (MatMulNBits' default zero point), or q itself (DequantizeLinear's int4 and
+// int8, without a zero point). m itself maps to -2^(bits-1) exactly, so all
 // 2^bits levels are used; a block of zeros has scale 0 and q 0.
 #pragma once
 
@@ -48,5 +49,16 @@ std::shared_ptr<const TensorBytes> quantized_blocks(const WeightMatrix& w, Block
 
 // Their scales, [n, blocks(k)] of `dtype` (the activations' type).
 std::shared_ptr<const TensorBytes> block_scales(const WeightMatrix& w, BlockQuantization q, ScalarType dtype);
+
+// The same quantization as standard ONNX's blocked DequantizeLinear (opset 21, axis 0) reads it,
+// in MatMul's layout: x is q itself (no zero point), [k, n] of int4 or int8, a 4-bit tensor
+// packed as ONNX packs one (element i of the flattened tensor in the low bits of byte i / 2 when
+// i is even, the high bits when odd; across rows when n is odd); the same q for each weight as
+// quantized_blocks.
+std::shared_ptr<const TensorBytes> quantized_columns(const WeightMatrix& w, BlockQuantization q,
+                                                     ScalarType scale_dtype);
+
+// Their scales, [blocks(k), n] of `dtype`: the scales of block_scales, transposed.
+std::shared_ptr<const TensorBytes> column_scales(const WeightMatrix& w, BlockQuantization q, ScalarType dtype);
 
 }  // namespace fastonnx

@@ -2,6 +2,7 @@
 // ints and ONNX attributes. Converter signatures are spelled in these types by codegen/api.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -57,6 +58,8 @@ enum class ScalarType : int8_t {
   UInt16 = 27,
   UInt32 = 28,
   UInt64 = 29,
+  UInt4 = 33,
+  Int4 = 40,
 };
 
 bool is_floating(ScalarType t);
@@ -65,7 +68,12 @@ bool is_complex(ScalarType t);
 // The type of the real and imaginary parts of a complex type (complex64 -> float32); other
 // types are their own.
 ScalarType real_part_type(ScalarType t);
+// Bytes per element; 0 for a type whose elements are not whole bytes (int4, uint4), whose
+// tensors only the writer computes (quantized_bytes.h): their byte length is byte_size's.
 int element_size(ScalarType t);
+int element_bits(ScalarType t);
+// The bytes of `count` elements of `t` as ONNX stores them: 4-bit elements two to a byte.
+size_t byte_size(ScalarType t, size_t count);
 const char* dtype_name(ScalarType t);
 // ONNX TensorProto.DataType of a torch dtype; throws ConvertError for dtypes ONNX cannot hold.
 int onnx_dtype(ScalarType t);

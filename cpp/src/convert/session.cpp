@@ -43,11 +43,12 @@ Value Session::add_initializer(std::string_view name, const TensorMeta& meta, co
   check_dtype("weight", name, meta.dtype);
   // The serializer reads exactly the bytes the shape says: a buffer of another size would be
   // read past its end.
-  size_t expected = static_cast<size_t>(element_size(meta.dtype));
+  size_t count = 1;
   for (const Dim& d : meta.shape) {
     if (!d.is_static()) throw ConvertError("weight `" + std::string(name) + "` has a dynamic shape");
-    expected *= static_cast<size_t>(d.value);
+    count *= static_cast<size_t>(d.value);
   }
+  const size_t expected = byte_size(meta.dtype, count);
   if (nbytes != expected || (data == nullptr && nbytes != 0)) {
     throw ConvertError("weight `" + std::string(name) + "`: a buffer of " + std::to_string(nbytes) + " bytes at " +
                        (data ? "an address" : "null") + " for " + std::to_string(expected) + " bytes of data");
@@ -386,7 +387,7 @@ PassStats Session::finish(const FinishOptions& options) {
       fuse_gelu(graph_, rewrites_);
       fuse_attention(graph_, options.attention, rewrites_);
     }
-    if (options.quantize.bits != 0) quantize_weights(graph_, options.quantize, rewrites_);
+    if (options.quantize.bits != 0) quantize_weights(graph_, opset_, options.quantize, rewrites_);
     pack_matmuls(graph_, rewrites_);
     sort_nodes(graph_);
     remove_dead_nodes(graph_);

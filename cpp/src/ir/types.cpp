@@ -62,31 +62,33 @@ namespace {
 struct DtypeRow {
   ScalarType torch;
   int onnx;  // TensorProto.DataType, 0 when ONNX has no such type
-  int size;
+  int bits;
   const char* name;
 };
 // ONNX codes from onnx.proto's TensorProto.DataType.
 constexpr DtypeRow kDtypes[] = {
-    {ScalarType::Byte, 2, 1, "uint8"},
-    {ScalarType::Char, 3, 1, "int8"},
-    {ScalarType::Short, 5, 2, "int16"},
-    {ScalarType::Int, 6, 4, "int32"},
-    {ScalarType::Long, 7, 8, "int64"},
-    {ScalarType::Half, 10, 2, "float16"},
-    {ScalarType::Float, 1, 4, "float32"},
-    {ScalarType::Double, 11, 8, "float64"},
-    {ScalarType::ComplexHalf, 0, 4, "complex32"},
-    {ScalarType::ComplexFloat, 14, 8, "complex64"},
-    {ScalarType::ComplexDouble, 15, 16, "complex128"},
-    {ScalarType::Bool, 9, 1, "bool"},
-    {ScalarType::BFloat16, 16, 2, "bfloat16"},
-    {ScalarType::Float8_e5m2, 19, 1, "float8_e5m2"},
-    {ScalarType::Float8_e4m3fn, 17, 1, "float8_e4m3fn"},
-    {ScalarType::Float8_e5m2fnuz, 20, 1, "float8_e5m2fnuz"},
-    {ScalarType::Float8_e4m3fnuz, 18, 1, "float8_e4m3fnuz"},
-    {ScalarType::UInt16, 4, 2, "uint16"},
-    {ScalarType::UInt32, 12, 4, "uint32"},
-    {ScalarType::UInt64, 13, 8, "uint64"},
+    {ScalarType::Byte, 2, 8, "uint8"},
+    {ScalarType::Char, 3, 8, "int8"},
+    {ScalarType::Short, 5, 16, "int16"},
+    {ScalarType::Int, 6, 32, "int32"},
+    {ScalarType::Long, 7, 64, "int64"},
+    {ScalarType::Half, 10, 16, "float16"},
+    {ScalarType::Float, 1, 32, "float32"},
+    {ScalarType::Double, 11, 64, "float64"},
+    {ScalarType::ComplexHalf, 0, 32, "complex32"},
+    {ScalarType::ComplexFloat, 14, 64, "complex64"},
+    {ScalarType::ComplexDouble, 15, 128, "complex128"},
+    {ScalarType::Bool, 9, 8, "bool"},
+    {ScalarType::BFloat16, 16, 16, "bfloat16"},
+    {ScalarType::Float8_e5m2, 19, 8, "float8_e5m2"},
+    {ScalarType::Float8_e4m3fn, 17, 8, "float8_e4m3fn"},
+    {ScalarType::Float8_e5m2fnuz, 20, 8, "float8_e5m2fnuz"},
+    {ScalarType::Float8_e4m3fnuz, 18, 8, "float8_e4m3fnuz"},
+    {ScalarType::UInt16, 4, 16, "uint16"},
+    {ScalarType::UInt32, 12, 32, "uint32"},
+    {ScalarType::UInt64, 13, 64, "uint64"},
+    {ScalarType::UInt4, 21, 4, "uint4"},
+    {ScalarType::Int4, 22, 4, "int4"},
 };
 
 const DtypeRow* row(ScalarType t) {
@@ -97,10 +99,14 @@ const DtypeRow* row(ScalarType t) {
 }
 }  // namespace
 
-int element_size(ScalarType t) {
+int element_size(ScalarType t) { return element_bits(t) / 8; }
+
+int element_bits(ScalarType t) {
   const DtypeRow* r = row(t);
-  return r ? r->size : 0;
+  return r ? r->bits : 0;
 }
+
+size_t byte_size(ScalarType t, size_t count) { return (count * static_cast<size_t>(element_bits(t)) + 7) / 8; }
 
 const char* dtype_name(ScalarType t) {
   const DtypeRow* r = row(t);

@@ -1,8 +1,9 @@
-// MatMul and Gemm nodes whose weight is a constant matrix become MatMulNBits, their weight
-// quantized while it is written (quantized_bytes.h); when asked, a Gather from a constant table
-// (the token embeddings) becomes GatherBlockQuantized over the same blocks. The weight is read where the model holds
-// it: through the transpose and cast the clean-up folded into it, or the Transpose node a tied embedding keeps
-// (passes.cpp), so a streamed checkpoint is quantized from its own bytes.
+// MatMul and Gemm nodes whose weight is a constant matrix become MatMulNBits, or read their
+// weight through a DequantizeLinear of its quantized values (standard ONNX), the weight quantized
+// while it is written (quantized_bytes.h); with MatMulNBits, a Gather from the token embeddings
+// becomes GatherBlockQuantized over the same blocks. The weight is read where the model holds it:
+// through the transpose and cast the clean-up folded into it, or the Transpose node a tied
+// embedding keeps (passes.cpp), so a streamed checkpoint is quantized from its own bytes.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -92,7 +93,7 @@ class Quantizer {
 
   void run() {
     const size_t count = g_.num_nodes();  // the nodes made here are not visited
-    if (options_.embedding_bits != 0) find_heads(count);
+    if (embeddings()) find_heads(count);
     for (uint32_t i = 0; i < count; ++i) {
       const NodeId n{i};
       const Node& node = g_.node(n);
@@ -102,7 +103,7 @@ class Quantizer {
         matmul(n, false, Value{});
       } else if (op == "Gemm") {
         gemm(n);
-      } else if (op == "Gather" && options_.embedding_bits != 0) {
+      } else if (op == "Gather" && embeddings()) {
         gather(n);
       }
     }
@@ -129,13 +130,17 @@ class Quantizer {
     const ScalarType dtype = g_.info(a).dtype;
     if (dtype != ScalarType::Float && dtype != ScalarType::Half) {
       report_.line(name +
-                   ": left unquantized: onnxruntime's MatMulNBits runs float32 and float16 activations on "
-                   "the CPU, these are " +
+                   (dequantize_linear() ? ": left unquantized: the DequantizeLinear form is for float32 and float16 "
+                                          "activations (those of onnxruntime's fusion into MatMulNBits), these are "
+                                        : ": left unquantized: onnxruntime's MatMulNBits runs float32 and float16 "
+                                          "activations on the CPU, these are ") +
                    dtype_name(dtype));
       return;
     }
     if (g_.shape(a).size() < 2) return;  // a vector times the weight: left to MatMul
-    // A bias the next node adds ([N], a constant): MatMulNBits adds it.
+    if (w->n == 0 || w->k == 0) return;  // nothing to quantize
+    // A bias the next node adds ([N], a constant): MatMulNBits adds it (the DequantizeLinear form
+    // leaves the Add, and only looks for the LM head's output past it).
     NodeId add = kNoNode;
     if (const NodeId r = readers_.sole(out); !bias.valid() && r != kNoNode) {
       if (op_of(g_, r) == "Add" && g_.node(r).domain == kNoName) {
@@ -156,6 +161,10 @@ class Quantizer {
       return;
     }
     const BlockQuantization q{bits, options_.block_size};
+    if (dequantize_linear()) {
+      dequantized(n, trans_b, *w, q, name, dtype);
+      return;
+    }
     const Dim n_dim{w->n, kNoName}, blocks{q.blocks(w->k), kNoName}, blob{q.blob_bytes(), kNoName};
     // The scales first: written before the values, they leave the weight's pages for them.
     const Dim scale_dims[] = {n_dim, blocks};
@@ -306,6 +315,50 @@ class Quantizer {
     });
   }
 
+  bool dequantize_linear() const { return options_.form == QuantizedForm::DequantizeLinear; }
+
+  // GatherBlockQuantized is onnxruntime's: the DequantizeLinear form (standard ONNX) keeps the
+  // embeddings float.
+  bool embeddings() const { return options_.embedding_bits != 0 && !dequantize_linear(); }
+
+  // MatMul `n` (a Gemm: `trans_b` its attribute) reads W as DequantizeLinear(values, scales,
+  // axis=0, block_size) of [K, N], MatMul's own B: the layout onnxruntime fuses into MatMulNBits
+  // (its DQMatMulNBits selector: a DequantizeLinear read by that node alone, of constant int4 or
+  // int8 values of rank 2 and float32 or float16 scales of [ceil(K / block), N], axis 0, a
+  // power-of-two block of 16 or more; a Gemm with transB 0).
+  void dequantized(NodeId n, bool trans_b, const WeightMatrix& w, BlockQuantization q, const std::string& name,
+                   ScalarType dtype) {
+    const Dim k_dim{w.k, kNoName}, n_dim{w.n, kNoName}, blocks{q.blocks(w.k), kNoName};
+    // The scales first: written before the values, they leave the weight's pages for them.
+    const Dim scale_dims[] = {blocks, n_dim};
+    const Value scales = g_.add_computed_initializer(dtype, scale_dims, column_scales(w, q, dtype));
+    const Dim value_dims[] = {k_dim, n_dim};
+    const Value values = g_.add_computed_initializer(q.bits == 4 ? ScalarType::Int4 : ScalarType::Char, value_dims,
+                                                     quantized_columns(w, q, dtype));
+    g_.set_name(scales, name + "_scales");
+    g_.set_name(values, name + "_Q" + std::to_string(q.bits));
+    const Value weight = g_.add_value(dtype);
+    g_.set_shape(weight, value_dims);
+    g_.set_name(weight, name + "_dequantized");
+    const Value dq_inputs[] = {values, scales};
+    const Value dq_outputs[] = {weight};
+    g_.add_fused("DequantizeLinear", "", dq_inputs, dq_outputs, {Attr::i("axis", 0), Attr::i("block_size", q.block)});
+    if (trans_b) {  // a Gemm of W itself: of its [K, N] dequantized now
+      const auto in = g_.inputs(n);
+      const Value inputs[] = {in[0], weight, in.size() > 2 ? in[2] : Value{}};
+      const Value outputs[] = {g_.outputs(n)[0]};
+      Attrs attrs;
+      for (const Attr& at : g_.attrs(n)) {
+        if (at.name != AttrName("transB")) attrs.push_back(at);
+      }
+      g_.kill(n);
+      g_.add_fused("Gemm", "", inputs, outputs, attrs);
+    } else {
+      g_.set_input(n, 1, weight);
+    }
+    report_.count(q.bits == 4 ? "DequantizeLinear (int4)" : "DequantizeLinear (int8)");
+  }
+
   Graph& g_;
   const QuantizeOptions& options_;
   RewriteReport& report_;
@@ -315,7 +368,13 @@ class Quantizer {
 
 }  // namespace
 
-void quantize_weights(Graph& g, const QuantizeOptions& options, RewriteReport& report) {
+void quantize_weights(Graph& g, int opset, const QuantizeOptions& options, RewriteReport& report) {
+  if (options.form == QuantizedForm::DequantizeLinear && opset < 21) {
+    throw std::invalid_argument(
+        "quantize: the DequantizeLinear form needs opset 21 or later (its block_size and "
+        "int4), this export's is " +
+        std::to_string(opset) + ": pass opset_version=21 or more");
+  }
   if (options.block_size < 16 || options.block_size > BlockQuantization::kMaxBlock ||
       (options.block_size & (options.block_size - 1)) != 0) {
     throw std::invalid_argument("quantize: block_size must be a power of two from 16 to " +

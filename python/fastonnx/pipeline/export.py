@@ -185,7 +185,9 @@ def export(
     ``optimize_for="onnxruntime"`` writes onnxruntime's fused ops (com.microsoft) where the graph
     matches them exactly, plain ONNX elsewhere (README, "Files for onnxruntime"); ``quantize``
     (``"int4"``, ``"int8"`` or a ``fastonnx.Quantization``) writes the MatMul weights
-    quantized, computed from the weights as they are written. The default is plain, standard ONNX.
+    quantized, computed from the weights as they are written: as onnxruntime's MatMulNBits, or
+    (``Quantization(form="DequantizeLinear")``, opset 21 or more) as standard ONNX's blocked
+    DequantizeLinear. The default is plain, standard ONNX.
     ``max_positions`` (with ``optimize_for``): the rotary position embeddings of fused attention
     become onnxruntime's RotaryEmbedding, reading cos/sin tables of that many positions computed
     from the model's own (a position at or past it is an error in onnxruntime); None leaves

@@ -141,6 +141,8 @@ class ExportOptions:
         functions = _function_selection(export_modules_as_functions, opset)
         target, quantization = check_optimize_for(optimize_for), Quantization.parse(quantize)
         positions = check_max_positions(max_positions, target)
+        if quantization is not None:
+            quantization.check_opset(opset)
         if functions and (target or quantization):
             raise ArgumentError(
                 "export_modules_as_functions keeps each module's nodes in a local function, where onnxruntime's "

@@ -15,6 +15,11 @@ from ..errors import ArgumentError
 OPTIMIZE_TARGETS = ("onnxruntime", "onnxruntime-genai")
 # The block sizes onnxruntime's MatMulNBits kernels take (powers of two).
 BLOCK_SIZES = (16, 32, 64, 128, 256)
+# How quantized weights are written: onnxruntime's com.microsoft MatMulNBits, or standard ONNX
+# (opset 21's blocked DequantizeLinear of int4 or int8 values, read by the MatMul).
+QUANTIZED_FORMS = ("MatMulNBits", "DequantizeLinear")
+# Blocked DequantizeLinear and the int4 type came with opset 21.
+MIN_DEQUANTIZE_LINEAR_OPSET = 21
 
 
 @dataclass(frozen=True)
@@ -23,28 +28,38 @@ class Quantization:
     of ``block_size``: in each block ``m`` is the weight of largest magnitude (its sign kept),
     ``s = m / -2**(bits-1)`` rounded to the activations' dtype, and
     ``q = clamp(round_half_even(w / s), -2**(bits-1), 2**(bits-1) - 1)``, stored as
-    ``q + 2**(bits-1)``: ``m`` maps exactly to the lowest level, so all ``2**bits`` are used
-    (README, "Files for onnxruntime"). A weight streamed with ``dtype=`` is rounded to it first.
+    ``q + 2**(bits-1)`` (MatMulNBits) or as ``q`` (DequantizeLinear): ``m`` maps exactly to the
+    lowest level, so all ``2**bits`` are used (README, "Files for onnxruntime"). A weight streamed
+    with ``dtype=`` is rounded to it first.
 
-    The weights are written as onnxruntime's com.microsoft MatMulNBits (what onnxruntime-genai
-    runs); ``block_size`` is one its kernels take (16 to 256).
+    ``form``: how the weights are written. ``"MatMulNBits"`` (the default): onnxruntime's
+    com.microsoft MatMulNBits (what onnxruntime-genai runs). ``"DequantizeLinear"``: standard ONNX,
+    for any runtime, which needs ``opset_version`` 21 or more: q itself (no zero point) as an
+    int4 (or int8) initializer of MatMul's [K, N] layout, its scales [ceil(K / block_size), N] and
+    ``DequantizeLinear(axis=0, block_size=block_size)`` feeding the MatMul (a Gemm's B, its bias
+    kept); onnxruntime fuses each into a MatMulNBits of the same values when it loads the file.
+    ``block_size`` is one MatMulNBits' kernels take (16 to 256).
     ``accuracy_level``: MatMulNBits' (0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations). The
     default, 4, is what onnxruntime-genai's builder writes for the CPU: onnxruntime quantizes each
     block of activations to int8 inside the op, which decodes about 3× faster than 0 there; 0
-    computes with the dequantized weights exactly.
+    computes with the dequantized weights exactly. The DequantizeLinear form has no such
+    attribute: onnxruntime's fusion takes the session option
+    ``session.qdq_matmulnbits_accuracy_level`` (4 unless set).
     ``head_bits``: the LM head's (a MatMul writing a graph output): None as ``bits``, 0 to keep it
     unquantized, or 8.
     ``embedding_bits``: the token embeddings' (a Gather from a constant table whose ids are a graph
     input and whose rows are as many as a graph output is wide: the vocabulary), written as
     com.microsoft GatherBlockQuantized over the same blocks: None (the default) as the LM head
     where the head reads the same table (tied; the file then holds its bytes once, as
-    onnxruntime-genai's builder writes a tied model), else float; 0 float; 4 or 8."""
+    onnxruntime-genai's builder writes a tied model), else float; 0 float; 4 or 8. The
+    DequantizeLinear form (standard ONNX only) keeps them float."""
 
     bits: int = 4
     block_size: int = 32
     accuracy_level: int = 4
     head_bits: int | None = None
     embedding_bits: int | None = None
+    form: str = "MatMulNBits"
 
     def __post_init__(self) -> None:
         if self.bits not in (4, 8):
@@ -63,6 +78,23 @@ class Quantization:
             raise ArgumentError(
                 f"quantize: embedding_bits is None (as a tied LM head), 0 (unquantized), 4 or 8, "
                 f"got {self.embedding_bits!r}"
+            )
+        if self.form not in QUANTIZED_FORMS:
+            raise ArgumentError(f"quantize: form is one of {', '.join(map(repr, QUANTIZED_FORMS))}, got {self.form!r}")
+        if self.form == "DequantizeLinear" and self.embedding_bits:
+            raise ArgumentError(
+                f"quantize: embedding_bits={self.embedding_bits} writes com.microsoft GatherBlockQuantized, which "
+                "form='DequantizeLinear' (standard ONNX only) does not write: leave embedding_bits None or 0"
+            )
+
+    def check_opset(self, opset: int) -> None:
+        """The DequantizeLinear form needs opset 21 (blocked DequantizeLinear, int4); an older opset is an
+        error, never raised behind the user's back."""
+        if self.form == "DequantizeLinear" and opset < MIN_DEQUANTIZE_LINEAR_OPSET:
+            raise ArgumentError(
+                f"quantize: form='DequantizeLinear' writes a blocked DequantizeLinear of int4 or int8 values, which "
+                f"ONNX has from opset {MIN_DEQUANTIZE_LINEAR_OPSET}; this export's opset is {opset}: pass "
+                f"opset_version={MIN_DEQUANTIZE_LINEAR_OPSET} or more"
             )
 
     @classmethod
@@ -112,4 +144,5 @@ def finish_arguments(optimize_for: str | None, quantization: Quantization | None
         "accuracy_level": quantization.accuracy_level,
         "head_bits": head,
         "embedding_bits": -1 if quantization.embedding_bits is None else quantization.embedding_bits,
+        "dequantize_linear": quantization.form == "DequantizeLinear",
     }
