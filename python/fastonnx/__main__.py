@@ -302,8 +302,9 @@ def parser() -> argparse.ArgumentParser:
         "--precision",
         choices=PRECISIONS,
         help="with --genai: fp32 or fp16 weights and activations, or int4/int8 weights (MatMulNBits, symmetric, "
-        "blocks of 32, quantized while streaming) with float32 activations (--dtype float16 for float16 ones); "
-        "default: the checkpoint's dtype, unquantized",
+        "blocks of 32, quantized while streaming; embeddings tied to the LM head as GatherBlockQuantized over "
+        "the head's bytes) with float32 activations (--dtype float16 for float16 ones); default: the "
+        "checkpoint's dtype, unquantized",
     )
     h.add_argument("--quiet", action="store_true", help="no progress bars or spinners (the summary is still printed)")
     return p

@@ -82,7 +82,8 @@ def export_genai(
     ops where its graph matches them exactly, and when every layer's attention is fused its KV cache
     is the one buffer genai shares between past and present (``past_present_share_buffer``), appended
     to in place; ``quantize="int4"`` writes its Linear weights as MatMulNBits, quantized as they
-    stream. Returns the paths written."""
+    stream (embeddings tied to the LM head as GatherBlockQuantized over the head's bytes; see
+    ``Quantization.embedding_bits``). Returns the paths written."""
     import transformers
 
     if not isinstance(model, transformers.PreTrainedModel) or not model.can_generate():
