@@ -5,7 +5,8 @@
 //
 // The quantization is symmetric round-to-nearest along K in blocks: in each block, m is the
 // weight of largest magnitude (its sign kept), the scale s = m / -2^(bits-1) rounded to the
-// scales' dtype, and q = clamp(round_half_even(w / s), -2^(bits-1), 2^(bits-1) - 1), stored as
+// scales' dtype, and q = clamp(round_half_even(w * (1 / s)), -2^(bits-1), 2^(bits-1) - 1) (in
+// float32, the reciprocal once per block, as onnxruntime's MLAS quantizer computes it), stored as
 // q + 2^(bits-1) (MatMulNBits' default zero point), or q itself (DequantizeLinear's int4 and
 // int8, without a zero point). m itself maps to -2^(bits-1) exactly, so all
 // 2^bits levels are used; a block of zeros has scale 0 and q 0.

@@ -27,10 +27,11 @@ class Quantization:
     """Weight-only, symmetric, round-to-nearest quantization of MatMul weights, along K in blocks
     of ``block_size``: in each block ``m`` is the weight of largest magnitude (its sign kept),
     ``s = m / -2**(bits-1)`` rounded to the activations' dtype, and
-    ``q = clamp(round_half_even(w / s), -2**(bits-1), 2**(bits-1) - 1)``, stored as
-    ``q + 2**(bits-1)`` (MatMulNBits) or as ``q`` (DequantizeLinear): ``m`` maps exactly to the
-    lowest level, so all ``2**bits`` are used (README, "Files for onnxruntime"). A weight streamed
-    with ``dtype=`` is rounded to it first.
+    ``q = clamp(round_half_even(w * (1 / s)), -2**(bits-1), 2**(bits-1) - 1)`` (in float32, the
+    reciprocal once per block, as onnxruntime's own block quantizer computes it; ``w / s`` can round
+    otherwise at a tie), stored as ``q + 2**(bits-1)`` (MatMulNBits) or as ``q`` (DequantizeLinear):
+    ``m`` maps exactly to the lowest level, so all ``2**bits`` are used (README, "Files for
+    onnxruntime"). A weight streamed with ``dtype=`` is rounded to it first.
 
     ``form``: how the weights are written. ``"MatMulNBits"`` (the default): onnxruntime's
     com.microsoft MatMulNBits (what onnxruntime-genai runs). ``"DequantizeLinear"``: standard ONNX,
