@@ -287,12 +287,16 @@ def test_int4_decoder_computes_the_dequantized_model(arch, embedding_bits, tmp_p
         torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=1e-3, atol=1e-4)
 
 
-def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(tmp_path):
+@pytest.mark.parametrize("embeddings", [False, True])
+def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(embeddings, tmp_path):
+    """llama's embeddings are not tied to its head: float, unless --quantize-embeddings."""
     model = build("llama")
     checkpoint = write_checkpoint(model, tmp_path / "checkpoint")
     out = tmp_path / "genai"
-    assert main(["export-hf", checkpoint, str(out), "--genai", "--precision", "int4", "--quiet"]) == 0
+    flags = ["--quantize-embeddings"] if embeddings else []
+    assert main(["export-hf", checkpoint, str(out), "--genai", "--precision", "int4", "--quiet", *flags]) == 0
     nodes = onnx.load(out / "model.onnx", load_external_data=False).graph.node
+    assert [n.op_type for n in nodes].count("GatherBlockQuantized") == int(embeddings)
     matmuls = [n for n in nodes if n.op_type == "MatMulNBits"]
     # per layer Q, K and V packed into one, gate and up into one, o and down; and the LM head
     assert len(matmuls) == 4 * model.config.num_hidden_layers + 1
@@ -302,6 +306,13 @@ def test_int4_directory_from_the_cli_runs_in_onnxruntime_genai(tmp_path):
     prompt = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
     tokens = _greedy(out, prompt, 10)
     assert [len(t) for t in tokens] == [10, 10] and all(0 <= t < VOCAB for row in tokens for t in row)
+
+
+def test_quantize_embeddings_needs_a_quantized_precision(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["export-hf", str(tmp_path), str(tmp_path / "out"), "--genai", "--quantize-embeddings"])
+    assert "give --precision int4 or int8" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_int4_tied_checkpoint_quantizes_its_head_and_embeddings_once(tmp_path):

@@ -306,6 +306,12 @@ def parser() -> argparse.ArgumentParser:
         "the head's bytes) with float32 activations (--dtype float16 for float16 ones); default: the "
         "checkpoint's dtype, unquantized",
     )
+    h.add_argument(
+        "--quantize-embeddings",
+        action="store_true",
+        help="with --precision int4/int8: the token embeddings too, as GatherBlockQuantized at those bits, "
+        "also where the LM head does not share them (tied ones are quantized by default)",
+    )
     h.add_argument("--quiet", action="store_true", help="no progress bars or spinners (the summary is still printed)")
     return p
 
@@ -315,6 +321,8 @@ PRECISIONS = ("fp32", "fp16", "int8", "int4")
 
 def _precision(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str | None, str | None]:
     """export-hf's (dtype, quantize) from --dtype and --precision."""
+    if args.quantize_embeddings and args.precision not in ("int4", "int8"):
+        p.error("--quantize-embeddings quantizes the embeddings at --precision's bits: give --precision int4 or int8")
     if args.precision is None:
         return args.dtype, None
     if not args.genai:
@@ -346,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"error: {e}") from None
             from .errors import ExportError, InternalError
             from .integrations.checkpoint import export_hf
+            from .pipeline.rewrites import Quantization
+
+        # "int4", "int8"; with --quantize-embeddings, the embeddings at the same bits
+        quantization = (
+            Quantization(bits=int(quantize[3:]), embedding_bits=int(quantize[3:]))
+            if args.quantize_embeddings and quantize is not None
+            else quantize
+        )
 
         try:
             written = export_hf(
@@ -357,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 not args.quiet,
                 args.generation,
                 args.genai,
-                quantize,
+                quantization,
             )
         except ExportError as e:
             if isinstance(e, InternalError):  # (a bug: its traceback goes with the report)

@@ -15,6 +15,7 @@ import torch
 from ..core.progress import Progress
 from ..core.stack import warn
 from ..errors import ArgumentError
+from ..pipeline.rewrites import Quantization
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # The example input the trace runs: short sequences of token ids.
@@ -83,14 +84,14 @@ def export_hf(
     verbose: bool,
     generation: bool = False,
     genai: bool = False,
-    quantize: str | None = None,
+    quantize: str | Quantization | None = None,
 ) -> list[str]:
     """Without ``dtype``, the model takes the checkpoint's dtype (config.json may say another).
     With ``generation``, ``output`` is a directory (see ``export_for_generation``); with ``genai``,
     the directory onnxruntime-genai loads (``genai.export_genai``), or for an encoder-decoder
     model Optimum's layout for onnxruntime (``seq2seq.export_seq2seq``). Returns the paths of the
-    models written. ``quantize`` ("int4", "int8"; ``genai`` only) writes the decoder's Linear
-    weights as MatMulNBits. A model whose forward makes tensors on the meta device (their values
+    models written. ``quantize`` ("int4", "int8" or a ``Quantization``; ``genai`` only) writes the
+    decoder's Linear weights as MatMulNBits. A model whose forward makes tensors on the meta device (their values
     lost) is loaded with its weights and exported again, with a warning."""
     progress = Progress(None if verbose else False)
     with progress.phase("building the model from config.json"):
