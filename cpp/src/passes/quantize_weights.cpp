@@ -87,24 +87,34 @@ std::string weight_name(const Graph& g, Value b) {
 }
 
 class Quantizer {
+  // An LM head quantized (a MatMul or Gemm whose result, or its bias Add's, is a graph output),
+  // with its bits: a token embedding table it reads is tied to it.
+  struct QuantizedHead {
+    WeightMatrix weight;
+    int bits;
+  };
+
  public:
   Quantizer(Graph& g, const QuantizeOptions& options, RewriteReport& report)
       : g_(g), options_(options), report_(report), readers_(g) {}
 
   void run() {
     const size_t count = g_.num_nodes();  // the nodes made here are not visited
-    if (embeddings()) find_heads(count);
-    for (uint32_t i = 0; i < count; ++i) {
-      const NodeId n{i};
-      const Node& node = g_.node(n);
-      if (node.dead || node.graph != kMainGraph || node.domain != kNoName) continue;
-      const std::string_view op = op_of(g_, n);
-      if (op == "MatMul") {
-        matmul(n, false, Value{});
-      } else if (op == "Gemm") {
-        gemm(n);
-      } else if (op == "Gather" && embeddings()) {
-        gather(n);
+    // The MatMuls first, so that the embeddings know which LM heads were quantized, and to what.
+    for (const bool gathers : {false, true}) {
+      if (gathers && !embeddings()) break;
+      for (uint32_t i = 0; i < count; ++i) {
+        const NodeId n{i};
+        const Node& node = g_.node(n);
+        if (node.dead || node.graph != kMainGraph || node.domain != kNoName) continue;
+        const std::string_view op = op_of(g_, n);
+        if (gathers) {
+          if (op == "Gather") gather(n);
+        } else if (op == "MatMul") {
+          matmul(n, false, Value{});
+        } else if (op == "Gemm") {
+          gemm(n);
+        }
       }
     }
   }
@@ -155,11 +165,13 @@ class Quantizer {
       }
     }
     const Value result = add != kNoNode ? g_.outputs(add)[0] : out;
-    const int bits = is_graph_output(result) ? head_bits() : options_.bits;
+    const bool head = is_graph_output(result);
+    const int bits = head && options_.head_bits >= 0 ? options_.head_bits : options_.bits;
     if (bits == 0) {
       report_.line(name + ": left unquantized (the LM head, head_bits=0)");
       return;
     }
+    if (head) heads_.push_back({*w, bits});
     const BlockQuantization q{bits, options_.block_size};
     if (dequantize_linear()) {
       dequantized(n, trans_b, *w, q, name, dtype);
@@ -199,13 +211,13 @@ class Quantizer {
     const int64_t rows = (*shape)[0], width = (*shape)[1];
     const auto w = borrowed_weight(g_, table, rows, width, true);
     if (!w) return;
-    const bool tied = tied_to_head(*w);
+    const QuantizedHead* tied = tied_head(*w);
     int bits = options_.embedding_bits;
     if (bits < 0) {
-      // As the LM head, where the head reads this table: its bytes are in the file already.
-      if (!tied || head_bits() == 0) return;
-      bits = head_bits();
-    } else if (!tied) {
+      // As the LM head, where a quantized head reads this table: its bytes are in the file already.
+      if (tied == nullptr) return;
+      bits = tied->bits;
+    } else if (tied == nullptr) {
       // Token embeddings, not any constant table (a position table, rotary's cos and sin, a
       // relative bias): the ids are a graph input and the rows are the vocabulary, the width of
       // a graph output (the logits). Other tables keep their precision.
@@ -252,32 +264,12 @@ class Quantizer {
     return std::any_of(g_.graph_outputs().begin(), g_.graph_outputs().end(), [&](Value o) { return o == v; });
   }
 
-  int head_bits() const { return options_.head_bits >= 0 ? options_.head_bits : options_.bits; }
-
-  // The weights of the LM heads (a MatMul or Gemm over a constant weight whose result, or its
-  // bias Add's, is a graph output): a table one of them reads is tied to it.
-  void find_heads(size_t count) {
-    for (uint32_t i = 0; i < count; ++i) {
-      const NodeId n{i};
-      const Node& node = g_.node(n);
-      if (node.dead || node.graph != kMainGraph || node.domain != kNoName) continue;
-      const std::string_view op = op_of(g_, n);
-      if (op != "MatMul" && op != "Gemm") continue;
-      const Value out = g_.outputs(n)[0];
-      const NodeId r = readers_.sole(out);
-      if (!is_graph_output(out) && !(r != kNoNode && op_of(g_, r) == "Add" && is_graph_output(g_.outputs(r)[0]))) {
-        continue;
-      }
-      const bool trans_b = op == "Gemm" && attr_int(g_.attrs(n), "transB", 0) != 0;
-      if (auto w = weight_of(g_, g_.inputs(n)[1], trans_b)) heads_.push_back(*w);
-    }
-  }
-
-  // Whether `table`, read as W [rows, width], is an LM head's weight: the same memory, or (a small
-  // table, whose transpose the clean-up folds into a copy) the same elements. Comparing stops at
-  // the first element that differs, so an untied head costs a few reads.
-  bool tied_to_head(const WeightMatrix& table) const {
-    return std::any_of(heads_.begin(), heads_.end(), [&](const WeightMatrix& h) {
+  // The quantized LM head whose weight `table`, read as W [rows, width], is: the same memory, or (a
+  // small table, whose transpose the clean-up folds into a copy) the same elements. Comparing stops
+  // at the first element that differs, so an untied head costs a few reads.
+  const QuantizedHead* tied_head(const WeightMatrix& table) const {
+    const auto it = std::find_if(heads_.begin(), heads_.end(), [&](const QuantizedHead& head) {
+      const WeightMatrix& h = head.weight;
       if (h.dtype != table.dtype || h.n != table.n || h.k != table.k) return false;
       if (h.data == table.data && h.stride_n == table.stride_n && h.stride_k == table.stride_k) return true;
       const auto size = static_cast<int64_t>(element_size(h.dtype));
@@ -291,6 +283,7 @@ class Quantizer {
       }
       return true;
     });
+    return it == heads_.end() ? nullptr : &*it;
   }
 
   // `v` is a graph input, or one reshaped or cast (input_ids viewed as [batch * sequence]).
@@ -363,7 +356,7 @@ class Quantizer {
   const QuantizeOptions& options_;
   RewriteReport& report_;
   Readers readers_;
-  std::vector<WeightMatrix> heads_;
+  std::vector<QuantizedHead> heads_;
 };
 
 }  // namespace
