@@ -257,15 +257,15 @@ def _run(command: list[str], cwd: str | None = None) -> dict:
         proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=_env(), cwd=cwd or ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
         stdout, stderr = out.read(), err.read()
     cpu = usage.ru_utime + usage.ru_stime
-    if proc.returncode != 0:
+    if returncode != 0:
         lines = [line for line in stderr.splitlines() if line.strip()]
         # The exception's line: the last one a traceback does not indent.
         error = next((line for line in reversed(lines) if not line.startswith((" ", "\t"))), "")
-        return {"error": error.strip()[:240] or f"exited {proc.returncode}"}
+        return {"error": error.strip()[:240] or f"exited {returncode}"}
     result = {"wall": wall, "cpu": cpu, "peak_rss": usage.ru_maxrss * 1024}
     printed = [line for line in stdout.splitlines() if line.startswith("{")]
     if printed:

@@ -14,6 +14,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from models.quantize_nets import Mlp, TiedLm
 from onnx import numpy_helper
 from safetensors.torch import save_file
 
@@ -65,18 +66,6 @@ def _session(path) -> ort.InferenceSession:
 
 def _ops(path) -> list[str]:
     return [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
-
-
-class Mlp(torch.nn.Module):
-    """K not a multiple of the block (40), a Linear with a bias and one without."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(40, 96)
-        self.down = torch.nn.Linear(96, 24, bias=False)
-
-    def forward(self, x):
-        return self.down(torch.relu(self.up(x)))
 
 
 @pytest.mark.parametrize("bits", [4, 8])
@@ -133,22 +122,6 @@ def test_default_accuracy_level_runs_int8_activations_close_to_the_reference(tmp
     reference = h @ _dequantized(inits, "down.weight", 4, 96).T
     # int8 activations per block of 32: a relative error of about 1/127 per block
     np.testing.assert_allclose(y, reference, rtol=0, atol=0.02 * np.abs(reference).max())
-
-
-class TiedLm(torch.nn.Module):
-    """An embedding tied to the LM head (the head reads it through a Transpose the clean-up keeps),
-    a Gemm (2-D input, transB) inside."""
-
-    def __init__(self, vocab: int = 64, width: int = 32):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, width)
-        self.mix = torch.nn.Linear(width, width)
-        self.head = torch.nn.Linear(width, vocab, bias=False)
-        self.head.weight = self.embed.weight
-
-    def forward(self, ids):
-        x = self.embed(ids).flatten(0, 1)
-        return self.head(torch.tanh(self.mix(x)))
 
 
 @pytest.mark.parametrize("head_bits", [None, 8, 0])

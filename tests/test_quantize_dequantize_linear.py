@@ -16,6 +16,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from models.quantize_nets import Mlp, TiedLm
 from onnx import numpy_helper
 from safetensors.torch import save_file
 
@@ -89,18 +90,6 @@ def _check_quantized(inits: dict, name: str, w: np.ndarray, bits: int, scale_dty
 
 def _dequantize_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [n for n in model.graph.node if n.op_type == "DequantizeLinear"]
-
-
-class Mlp(torch.nn.Module):
-    """K not a multiple of the block (40), a Linear with a bias and one without."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(40, 96)
-        self.down = torch.nn.Linear(96, 24, bias=False)
-
-    def forward(self, x):
-        return self.down(torch.relu(self.up(x)))
 
 
 def _export_mlp(model, dtype, path, quantization):
@@ -214,22 +203,6 @@ def test_odd_output_widths(bits, tmp_path):
     np.testing.assert_allclose(out_y, y.numpy() @ _dequantized(weights["b"], bits).T, rtol=1e-5, atol=1e-5)
 
 
-class TiedLm(torch.nn.Module):
-    """An embedding tied to the LM head (read through a Transpose the clean-up keeps) and a Gemm
-    (2-D input, transB, a bias) inside."""
-
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Embedding(64, 32)
-        self.mix = torch.nn.Linear(32, 32)
-        self.head = torch.nn.Linear(32, 64, bias=False)
-        self.head.weight = self.embed.weight
-
-    def forward(self, ids):
-        x = self.embed(ids).flatten(0, 1)
-        return self.head(torch.tanh(self.mix(x)))
-
-
 @pytest.mark.parametrize("head_bits", [None, 8, 0])
 def test_lm_head_bits_a_tied_embedding_and_a_gemm(head_bits, tmp_path):
     torch.manual_seed(0)
@@ -259,8 +232,11 @@ def test_lm_head_bits_a_tied_embedding_and_a_gemm(head_bits, tmp_path):
         head = embed
     else:
         head_q = head_bits or 4
-        assert counts == ({"DequantizeLinear (int4)": 2} if head_q == 4 else {"DequantizeLinear (int4)": 1,
-                                                                               "DequantizeLinear (int8)": 1})
+        assert counts == (
+            {"DequantizeLinear (int4)": 2}
+            if head_q == 4
+            else {"DequantizeLinear (int4)": 1, "DequantizeLinear (int8)": 1}
+        )
         _check_quantized(inits, "embed.weight", embed, head_q)
         head = _dequantized(embed, head_q)
     ids = torch.tensor([[5, 9, 63, 0, 2], [7, 7, 1, 4, 3]])
@@ -364,7 +340,9 @@ def test_external_data_holds_the_packed_values(tmp_path):
     onnx.checker.check_model(str(path), full_check=True)
     proto = onnx.load(str(path), load_external_data=False)
     lengths = {
-        i.name: int({e.key: e.value for e in i.external_data}["length"]) for i in proto.graph.initializer if i.external_data
+        i.name: int({e.key: e.value for e in i.external_data}["length"])
+        for i in proto.graph.initializer
+        if i.external_data
     }
     assert lengths["down.weight_Q4"] == (96 * 65 + 1) // 2 and lengths["up.weight_Q4"] == 128 * 96 // 2
     inits = _initializers(onnx.load(str(path)))
