@@ -8,6 +8,7 @@ pytrees for good, which changes what later tests' exports trace.)"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -25,6 +26,8 @@ from support import assert_declared_shapes_hold, check
 
 import fastonnx
 from fastonnx.__main__ import main
+from fastonnx.frontends.export import fake_kernels
+from fastonnx.integrations import transformers as fastonnx_transformers
 from fastonnx.integrations.genai import export_genai
 
 DECODERS = [arch for arch in ARCHITECTURES if arch not in ENCODER_DECODER]
@@ -97,6 +100,26 @@ def test_one_graph_runs_the_prompt_and_every_step(arch, tmp_path):
             ).logits[:, query]
         valid = mask[:, query].bool()  # a padded position's logits mean nothing
         torch.testing.assert_close(torch.from_numpy(logits)[valid], want[valid], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", DECODERS)
+def test_the_quick_attention_fake_kernel_leaves_the_file_as_it_was(arch, tmp_path, monkeypatch):
+    """The trace's quick fake kernel of scaled_dot_product_attention (frontends/export/
+    fake_kernels.py) writes the file the op's own decomposition writes, byte for byte; the test
+    above runs that file at other sizes."""
+    model = with_special_tokens(build(arch))
+    taken = []
+    plain = fake_kernels._plain
+    monkeypatch.setattr(fake_kernels, "_plain", lambda *a: taken.append(plain(*a)) or taken[-1])
+    export_genai(model, tmp_path / "quick")
+    monkeypatch.setattr(fastonnx_transformers, "quick_fake_kernels", contextlib.nullcontext)
+    export_genai(model, tmp_path / "decomposed")
+    if model.config._attn_implementation == "sdpa":
+        assert taken and all(taken), taken
+    else:  # gemma2's softcap: transformers' eager attention, no sdpa to trace
+        assert not taken
+    for name in ("model.onnx", "model.onnx.data"):
+        assert (tmp_path / "quick" / name).read_bytes() == (tmp_path / "decomposed" / name).read_bytes(), name
 
 
 def _assert_builder_dim_names(proto: onnx.ModelProto) -> None:

@@ -54,6 +54,7 @@ from ..core.progress import Progress
 from ..core.stack import warn
 from ..core.torch_logs import held_torch_logs
 from ..errors import ArgumentError, DynamicAxesWarning
+from ..frontends.export.fake_kernels import quick_fake_kernels
 from ..pipeline.export import export
 from ..weights.source import for_module
 from .output_directory import on_meta
@@ -142,6 +143,7 @@ class FastOnnxExporter(OnnxExporter):
             Progress(self.export_kwargs.get("verbose")).phase("tracing"),
             held_torch_logs() as torch_logs,
             patch_model_outputs(model) as (input_names, output_names, traced_outputs),
+            quick_fake_kernels(),
         ):
             # DynamoExporter's trace (its patches, cache pytrees, Dim.AUTO for dynamic=True).
             program, metadata = DynamoExporter.export_program(self, model, sample_inputs, config=config)

@@ -36,6 +36,7 @@ from ...dynamic.small_sizes import (
     settle,
 )
 from ...errors import TraceError
+from .fake_kernels import quick_fake_kernels
 from .rnn import lstm_final_states_fixed, rnns_as_loops
 
 
@@ -235,7 +236,15 @@ def trace(
     if tests is not None:
         small = dynamic_small_sizes(tests) if small_sizes else recording_size_tests(tests)
     try:
-        with traced_in_mode(model, training), torch.no_grad(), recording, lstm_final_states_fixed(), rnns, small:
+        with (
+            traced_in_mode(model, training),
+            torch.no_grad(),
+            recording,
+            lstm_final_states_fixed(),
+            rnns,
+            small,
+            quick_fake_kernels(),
+        ):
             ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # any tracing failure is reported as one
         op = op_without_kernel(e)
