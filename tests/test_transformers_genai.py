@@ -28,6 +28,7 @@ import fastonnx
 from fastonnx.__main__ import main
 from fastonnx.frontends.export import fake_kernels
 from fastonnx.integrations import transformers as fastonnx_transformers
+from fastonnx.weights import source as weight_source
 from fastonnx.integrations.genai import export_genai
 
 DECODERS = [arch for arch in ARCHITECTURES if arch not in ENCODER_DECODER]
@@ -188,6 +189,29 @@ def test_onnxruntime_genai_gives_eager_greedy_tokens(arch, tmp_path):
     text = "a short prompt written twice a short prompt"
     expected = transformers.AutoTokenizer.from_pretrained(checkpoint)(text)["input_ids"]
     assert list(og.Tokenizer(og.Model(str(out))).encode(text)) == expected
+
+
+def test_a_checkpoint_is_read_while_the_model_is_traced(tmp_path, monkeypatch):
+    """export-hf --genai reads the checkpoint's weights into the page cache while transformers'
+    exporter traces the model (weights.source.reading_ahead), and the export that converts the
+    traced program takes that read over (stopping it before its writer) instead of starting one:
+    without it the disk stayed idle through the trace, seconds for an 8B model."""
+    checkpoint = write_checkpoint(build("llama"), tmp_path / "checkpoint")
+    events = []
+    read_while_tracing = weight_source.read_while_tracing
+    trace = fastonnx_transformers.FastOnnxExporter.trace
+
+    def reading(model, opened):
+        events.append(("read", read_while_tracing(model, opened)))
+        return events[-1][1]
+
+    monkeypatch.setattr(weight_source, "read_while_tracing", reading)
+    monkeypatch.setattr(
+        fastonnx_transformers.FastOnnxExporter, "trace", lambda *a, **k: events.append(("trace", None)) or trace(*a, **k)
+    )
+    assert main(["export-hf", checkpoint, str(tmp_path / "genai"), "--genai", "--quiet"]) == 0
+    assert [kind for kind, _ in events] == ["read", "trace"]
+    assert events[0][1] is not None and events[0][1].read > 0
 
 
 def test_the_cache_keeps_the_model_dtype(tmp_path):

@@ -31,6 +31,7 @@ grows by the query length on every layer, which is what genai's cache expects).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -197,6 +198,7 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     from transformers.exporters import OnnxConfig
 
     from ..pipeline.export import export
+    from ..weights.source import reading_ahead
     from .transformers import FastOnnxExporter
 
     device = next(model.parameters()).device
@@ -204,29 +206,33 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     kwargs = {"verbose": verbose}
     if checkpoint is not None:
         kwargs |= {"weights": os.fspath(checkpoint), "dtype": dtype}
-    with warnings.catch_warnings():
-        # transformers' note that it checks no versions beyond the ones it tested
-        warnings.filterwarnings("ignore", module="transformers")
-        traced = FastOnnxExporter(**kwargs).trace(model, inputs, OnnxConfig(dynamic_shapes=shapes))
-    input_names = [_genai_name(name, PAST, "input") for name in traced.input_names]
-    output_names = [_genai_name(name, PRESENT, "output") for name in traced.output_names]
-    if "logits" not in output_names:
-        raise ExportError(f"{type(model).__name__} returned {traced.output_names}: no logits")
-    axes = _dynamic_axes(len(layers))
-    result = export(
-        traced.program,
-        (),
-        path,
-        input_names=input_names,
-        output_names=output_names,
-        opset_version=opset_version,
-        # The program's dynamic axes (the Dims of _example_step) named as the runtime names them;
-        # one the trace made static would be an error.
-        dynamic_axes={name: axes[name] for name in input_names + output_names},
-        external_data=True,
-        **rewrites,
-        **traced.export_kwargs,
-    )
+    # The checkpoint is read while the model is traced and converted (its weights in the page
+    # cache when the writer comes to them): on an 8B model that is seconds of an idle disk.
+    reading = reading_ahead(model, checkpoint) if checkpoint is not None else contextlib.nullcontext()
+    with reading:
+        with warnings.catch_warnings():
+            # transformers' note that it checks no versions beyond the ones it tested
+            warnings.filterwarnings("ignore", module="transformers")
+            traced = FastOnnxExporter(**kwargs).trace(model, inputs, OnnxConfig(dynamic_shapes=shapes))
+        input_names = [_genai_name(name, PAST, "input") for name in traced.input_names]
+        output_names = [_genai_name(name, PRESENT, "output") for name in traced.output_names]
+        if "logits" not in output_names:
+            raise ExportError(f"{type(model).__name__} returned {traced.output_names}: no logits")
+        axes = _dynamic_axes(len(layers))
+        result = export(
+            traced.program,
+            (),
+            path,
+            input_names=input_names,
+            output_names=output_names,
+            opset_version=opset_version,
+            # The program's dynamic axes (the Dims of _example_step) named as the runtime names
+            # them; one the trace made static would be an error.
+            dynamic_axes={name: axes[name] for name in input_names + output_names},
+            external_data=True,
+            **rewrites,
+            **traced.export_kwargs,
+        )
     key = layers[0][0]
     roles = {"input_ids": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids"}
     return DecoderSignature(

@@ -64,7 +64,7 @@ from ..lowering.graph import PreparedGraph, check_running_statistics_unread
 from ..lowering.lower import Lowering
 from ..lowering.op_table import decomposition_for, live_nodes
 from ..lowering.unsupported import check_supported
-from ..weights.source import Streamed, bind, check_weights_mode, open_source, prepare, read_while_tracing
+from ..weights.source import Streamed, bind, check_weights_mode, open_source, prepare, started_reading
 from . import report as _report
 from .options import (
     ExportOptions,
@@ -229,7 +229,7 @@ def export(
     exporter = _Exporter(options, tracer, streamed)
     # Weights copied from a checkpoint into the file written here: read while tracing.
     copied = streamed is not None and streamed.mode == "copy" and options.f is not None
-    reading = read_while_tracing(model, streamed.checkpoint) if copied else None  # type: ignore[union-attr]
+    reading = started_reading(model, streamed.checkpoint) if copied else None  # type: ignore[union-attr]
     try:
         with translation_table(custom_translation_table):
             result = exporter.run(model, args, kwargs, request)

@@ -10,6 +10,8 @@ that is missing or whose shape or dtype disagrees.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import functools
 import inspect
@@ -146,6 +148,35 @@ def read_while_tracing(model: object, checkpoint: Checkpoint) -> _C.ReadWhileTra
             seen.add(found)  # type: ignore[arg-type]  # found is a str here
             order.append((entry.tensor().data_ptr(), entry.nbytes))
     return _C.ReadWhileTracing(order) if order else None
+
+
+# A read export() did not start: reading_ahead's, for the exports in its block.
+_reading_ahead: contextvars.ContextVar[_C.ReadWhileTracing | None] = contextvars.ContextVar(
+    "fastonnx_reading_ahead", default=None
+)
+
+
+@contextlib.contextmanager
+def reading_ahead(model: torch.nn.Module, source: object):
+    """``model``'s weights read from ``source`` (see ``read_while_tracing``) from here on, for an
+    export whose trace happens before ``export()`` is called: transformers' exporter traces the
+    program that ``export()`` then converts and writes. An ``export()`` copying weights within the
+    block stops this read before its writer starts, instead of starting one of its own; the read
+    stops at the end of the block in any case."""
+    reading = read_while_tracing(model, open_source(source))
+    token = _reading_ahead.set(reading)
+    try:
+        yield
+    finally:
+        _reading_ahead.reset(token)
+        if reading is not None:
+            reading.stop()
+
+
+def started_reading(model: object, checkpoint: Checkpoint) -> _C.ReadWhileTracing | None:
+    """The read of ``model``'s weights for an export that copies them: ``reading_ahead``'s when
+    the export is within one, else one started here."""
+    return _reading_ahead.get() or read_while_tracing(model, checkpoint)
 
 
 def check_weights_mode(weights: object, weights_mode: object, dtype: object) -> None:
