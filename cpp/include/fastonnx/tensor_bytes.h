@@ -29,6 +29,10 @@ class TensorBytes {
   // transposed matrix); a multiple of the element size. A tensor that computes larger ranges
   // faster (a transposed matrix) takes up to `most` bytes: the caller's memory for one range.
   virtual size_t chunk_bytes(size_t target, size_t most) const = 0;
+  // Whether `fill` may compute several ranges of this tensor at once, on several threads, as
+  // fast as one at a time: a quantized weight's rows. A transpose reads a strip of every input
+  // row per range and drops the pages it has read (read_pages.h), so it runs alone.
+  virtual bool independent_ranges() const { return false; }
   // Calls `sink` with consecutive chunks that together are the tensor's bytes, computed here.
   void produce(const ByteSink& sink) const;
 

@@ -150,6 +150,8 @@ class RowsOf : public TensorBytes {
   RowsOf(Blocks blocks, size_t row_bytes) : blocks_(std::move(blocks)), row_bytes_(row_bytes) {}
 
   size_t size() const override { return static_cast<size_t>(blocks_.weight().n) * row_bytes_; }
+  // Each row reads its own weights, and no range drops pages.
+  bool independent_ranges() const override { return true; }
   size_t chunk_bytes(size_t target, size_t /*most*/) const override {
     return std::max(row_bytes_, target / row_bytes_ * row_bytes_);
   }
@@ -312,6 +314,8 @@ class BandsOf : public TensorBytes {
       : bands_(std::move(blocks)), band_bytes_(band_bytes), size_(size) {}
 
   size_t size() const override { return size_; }
+  // Each band reads its strip of W's rows and drops no pages.
+  bool independent_ranges() const override { return true; }
   size_t chunk_bytes(size_t target, size_t most) const override {
     // A few ranges per tensor: each reads a strip of every row of W (see Bands).
     target = std::max(target, std::min(size_ / kPasses, most));

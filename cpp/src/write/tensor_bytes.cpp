@@ -343,6 +343,9 @@ class Stacked final : public TensorBytes {
   }
 
   size_t size() const override { return size_; }
+  bool independent_ranges() const override {
+    return std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->independent_ranges(); });
+  }
   // The first part's (which keys where the bytes are placed, serializer.cpp); all of them in sources().
   std::span<const uint8_t> source() const override { return parts_.front()->source(); }
   std::vector<std::span<const uint8_t>> sources() const override { return sources_of(parts_); }
