@@ -9,8 +9,9 @@ namespace {
 // Helpers at most: one per core quantizes at the disk's speed on the machines measured, and each
 // holds a slot of memory.
 constexpr size_t kMostHelpers = 4;
-// Chunks in flight beyond one per helper: enough that a helper rarely waits for the writer.
-constexpr size_t kSpareSlots = 2;
+// Chunks in flight beyond one per helper: enough that a helper rarely waits for the writer (a
+// single helper has the 4 slots it had before there were more).
+constexpr size_t kSpareSlots = 3;
 // The slots together hold at most 1/kWorkShare of the bytes computed (and their count of ranges
 // of kLargestChunkBytes): a transposed matrix is computed in ranges of up to a quarter of it, so
 // a 131 MB lm_head alone filled 131 MB of slots, 17 % of a 2-layer LLaMA's weights, where the
