@@ -165,3 +165,14 @@ def scaled_tanh_op(name: str):
         return torch.empty_like(x)
 
     return scaled_tanh
+
+
+def record_quick_attention(monkeypatch) -> list[bool]:
+    """Whether each scaled_dot_product_attention call traced from here on took the trace's quick
+    fake kernel (frontends/export/fake_kernels.py), in order."""
+    from fastonnx.frontends.export import fake_kernels
+
+    taken: list[bool] = []
+    plain = fake_kernels._plain
+    monkeypatch.setattr(fake_kernels, "_plain", lambda *a: taken.append(plain(*a)) or taken[-1])
+    return taken

@@ -9,7 +9,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from support import assert_matches
+from support import assert_matches, record_quick_attention
 from torch._dispatch.python import enable_python_dispatcher
 from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -27,13 +27,26 @@ D, S = True, False  # a dynamic and a static dimension
 # (q, k, v, mask) shapes and which of their dimensions are symbolic; the op's keyword arguments.
 CASES = {
     "plain": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), None], [(D, S, D, S)] * 3, {}),
-    "float mask": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (2, 1, 5, 7)], [(D, S, D, S)] * 3 + [(D, D, D, D)], {}),
-    "bool mask": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (2, 1, 5, 7)], [(D, S, D, S)] * 3 + [(D,) * 4],
-                  {"bool_mask": True}),
-    "broadcast mask": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (1, 1, 5, 7)], [(D, S, D, S)] * 3 + [(S, S, D, D)],
-                       {}),
-    "2-d mask, every dim symbolic": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (5, 7)], [(D,) * 4] * 3 + [(D, D)],
-                                     {}),
+    "float mask": (
+        [(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (2, 1, 5, 7)],
+        [(D, S, D, S)] * 3 + [(D, D, D, D)],
+        {},
+    ),
+    "bool mask": (
+        [(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (2, 1, 5, 7)],
+        [(D, S, D, S)] * 3 + [(D,) * 4],
+        {"bool_mask": True},
+    ),
+    "broadcast mask": (
+        [(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (1, 1, 5, 7)],
+        [(D, S, D, S)] * 3 + [(S, S, D, D)],
+        {},
+    ),
+    "2-d mask, every dim symbolic": (
+        [(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (5, 7)],
+        [(D,) * 4] * 3 + [(D, D)],
+        {},
+    ),
     "gqa": ([(2, 8, 5, 64), (2, 2, 7, 64), (2, 2, 7, 64), None], [(D, S, D, S)] * 3, {"enable_gqa": True}),
     "causal": ([(2, 8, 5, 64), (2, 8, 5, 64), (2, 8, 5, 64), None], [(D, S, D, S)] * 3, {"is_causal": True}),
     "value width, scale": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 32), None], [(D, S, D, S)] * 3, {"scale": 0.3}),
@@ -43,10 +56,16 @@ CASES = {
     "key and value lengths differ": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 9, 64), None], [(D, S, D, S)] * 3, {}),
     "batches differ": ([(2, 8, 5, 64), (3, 8, 7, 64), (3, 8, 7, 64), None], [(D, S, D, S)] * 3, {}),
     "widths differ": ([(2, 8, 5, 64), (2, 8, 7, 32), (2, 8, 7, 64), None], [(D, S, D, D)] * 3, {}),
-    "mask and causal": ([(2, 8, 5, 64), (2, 8, 5, 64), (2, 8, 5, 64), (5, 5)], [(D, S, D, S)] * 3 + [(D, D)],
-                        {"is_causal": True}),
-    "half mask": ([(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (2, 1, 5, 7)], [(D, S, D, S)] * 3 + [(D,) * 4],
-                  {"half_mask": True}),
+    "mask and causal": (
+        [(2, 8, 5, 64), (2, 8, 5, 64), (2, 8, 5, 64), (5, 5)],
+        [(D, S, D, S)] * 3 + [(D, D)],
+        {"is_causal": True},
+    ),
+    "half mask": (
+        [(2, 8, 5, 64), (2, 8, 7, 64), (2, 8, 7, 64), (2, 1, 5, 7)],
+        [(D, S, D, S)] * 3 + [(D,) * 4],
+        {"half_mask": True},
+    ),
 }
 
 
@@ -57,7 +76,9 @@ def _fake_call(shapes, dynamic, options, quick: bool, backends=(SDPBackend.MATH,
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
     options = dict(options)
-    mask_dtype = torch.bool if options.pop("bool_mask", False) else torch.half if options.pop("half_mask", False) else None
+    mask_dtype = (
+        torch.bool if options.pop("bool_mask", False) else torch.half if options.pop("half_mask", False) else None
+    )
     tensors = []
     for i, (shape, dims) in enumerate(zip(shapes, [*dynamic, None])):  # no dims for no mask
         if shape is None:
@@ -84,7 +105,10 @@ def _fake_call(shapes, dynamic, options, quick: bool, backends=(SDPBackend.MATH,
 
 # The CPU with the math backend alone (transformers' exporter); the meta device (a model built
 # there, as export-hf builds it), where the op decomposes to math whatever is enabled.
-PLACES = {"cpu, math": ("cpu", (SDPBackend.MATH,)), "meta, every backend": ("meta", tuple(b for name, b in SDPBackend.__members__.items() if name != "ERROR"))}
+PLACES = {
+    "cpu, math": ("cpu", (SDPBackend.MATH,)),
+    "meta, every backend": ("meta", tuple(b for name, b in SDPBackend.__members__.items() if name != "ERROR")),
+}
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -97,9 +121,7 @@ def test_the_fake_result_and_guards_are_the_decompositions(case, place):
 
 
 def test_the_kernel_is_used_for_the_plain_call_and_removed_after(monkeypatch):
-    taken = []
-    plain = fake_kernels._plain
-    monkeypatch.setattr(fake_kernels, "_plain", lambda *a: taken.append(plain(*a)) or taken[-1])
+    taken = record_quick_attention(monkeypatch)
     shapes, dynamic, options = CASES["float mask"]
     _fake_call(shapes, dynamic, options, quick=True)
     assert taken == [True]
@@ -158,9 +180,7 @@ def test_an_export_with_the_kernel_is_the_export_without_it(variant, monkeypatch
     model = Attention(variant).eval()
     args = _inputs(variant, 2, 3, 4)
     axes = {"x": {0: "batch", 1: "query"}, "past": {0: "batch", 2: "past"}, "mask": {0: "batch", 1: "total"}}
-    taken = []
-    plain = fake_kernels._plain
-    monkeypatch.setattr(fake_kernels, "_plain", lambda *a: taken.append(plain(*a)) or taken[-1])
+    taken = record_quick_attention(monkeypatch)
     with sdpa_kernel(SDPBackend.MATH):  # as transformers' exporter traces
         quick = fastonnx.export(model, args, input_names=list(axes), dynamic_axes=axes).model_proto
         assert taken and all(taken)

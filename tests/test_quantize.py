@@ -289,26 +289,13 @@ def test_only_the_token_embeddings_are_quantized(tmp_path):
     np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
 
 
-class Wide(torch.nn.Module):
-    """Weights above the size the clean-up casts eagerly (4096 elements): streamed, each is cast
-    while written."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(128, 96)
-        self.down = torch.nn.Linear(96, 64, bias=False)
-
-    def forward(self, x):
-        return self.down(torch.relu(self.up(x)))
-
-
 def test_streamed_checkpoint_quantizes_as_the_model_in_memory(tmp_path):
     """A meta model whose float32 weights stream from safetensors, cast to float16 on the way,
     is quantized from the checkpoint's bytes exactly as the same model cast in memory is."""
     torch.manual_seed(0)
-    real = Wide().eval()
+    real = Mlp(128, 96, 64).eval()
     with torch.device("meta"):
-        meta = Wide().eval()
+        meta = Mlp(128, 96, 64).eval()
     weights = tmp_path / "w.safetensors"
     save_file({k: v.contiguous() for k, v in real.state_dict().items()}, str(weights))
     q = fastonnx.Quantization(bits=4, accuracy_level=EXACT)

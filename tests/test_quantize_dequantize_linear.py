@@ -288,26 +288,13 @@ def test_tiny_llama(tmp_path):
         np.testing.assert_allclose(logits, want, rtol=1e-4, atol=1e-4)
 
 
-class Wide(torch.nn.Module):
-    """Weights above the size the clean-up casts eagerly (4096 elements): streamed, each is cast
-    while written."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(128, 96)
-        self.down = torch.nn.Linear(96, 65, bias=False)
-
-    def forward(self, x):
-        return self.down(torch.relu(self.up(x)))
-
-
 def test_streamed_checkpoint_quantizes_as_the_model_in_memory(tmp_path):
     """A meta model whose float32 weights stream from safetensors, cast to float16 on the way, is
     quantized from the checkpoint's bytes exactly as the same model cast in memory is."""
     torch.manual_seed(0)
-    real = Wide().eval()
+    real = Mlp(128, 96, 65).eval()  # N odd: 4-bit values packed across rows
     with torch.device("meta"):
-        meta = Wide().eval()
+        meta = Mlp(128, 96, 65).eval()
     weights = tmp_path / "w.safetensors"
     save_file({k: v.contiguous() for k, v in real.state_dict().items()}, str(weights))
     q = _quantization(4)
@@ -333,7 +320,7 @@ def test_streamed_checkpoint_quantizes_as_the_model_in_memory(tmp_path):
 def test_external_data_holds_the_packed_values(tmp_path):
     """Written to an external data file, an int4 tensor takes ceil(numel / 2) bytes there."""
     torch.manual_seed(0)
-    model = Wide().eval()
+    model = Mlp(128, 96, 65).eval()  # N odd: 4-bit values packed across rows
     path = tmp_path / "m.onnx"
     x = torch.randn(2, 128)
     fastonnx.export(model, (x,), path, opset_version=OPSET, quantize=_quantization(4), external_data=True)

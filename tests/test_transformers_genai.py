@@ -22,14 +22,13 @@ import torch
 import transformers
 from models.checkpoints import EOS, with_special_tokens, write_checkpoint
 from models.generation import ARCHITECTURES, ENCODER_DECODER, VOCAB, build
-from support import assert_declared_shapes_hold, check
+from support import assert_declared_shapes_hold, check, record_quick_attention
 
 import fastonnx
 from fastonnx.__main__ import main
-from fastonnx.frontends.export import fake_kernels
 from fastonnx.integrations import transformers as fastonnx_transformers
-from fastonnx.weights import source as weight_source
 from fastonnx.integrations.genai import export_genai
+from fastonnx.weights import source as weight_source
 
 DECODERS = [arch for arch in ARCHITECTURES if arch not in ENCODER_DECODER]
 # Traced on a batch of 2, a query of 5 and a past of 3 (genai.py); run at others.
@@ -109,9 +108,7 @@ def test_the_quick_attention_fake_kernel_leaves_the_file_as_it_was(arch, tmp_pat
     fake_kernels.py) writes the file the op's own decomposition writes, byte for byte; the test
     above runs that file at other sizes."""
     model = with_special_tokens(build(arch))
-    taken = []
-    plain = fake_kernels._plain
-    monkeypatch.setattr(fake_kernels, "_plain", lambda *a: taken.append(plain(*a)) or taken[-1])
+    taken = record_quick_attention(monkeypatch)
     export_genai(model, tmp_path / "quick")
     monkeypatch.setattr(fastonnx_transformers, "quick_fake_kernels", contextlib.nullcontext)
     export_genai(model, tmp_path / "decomposed")
@@ -206,9 +203,8 @@ def test_a_checkpoint_is_read_while_the_model_is_traced(tmp_path, monkeypatch):
         return events[-1][1]
 
     monkeypatch.setattr(weight_source, "read_while_tracing", reading)
-    monkeypatch.setattr(
-        fastonnx_transformers.FastOnnxExporter, "trace", lambda *a, **k: events.append(("trace", None)) or trace(*a, **k)
-    )
+    traced = lambda *a, **k: events.append(("trace", None)) or trace(*a, **k)  # noqa: E731
+    monkeypatch.setattr(fastonnx_transformers.FastOnnxExporter, "trace", traced)
     assert main(["export-hf", checkpoint, str(tmp_path / "genai"), "--genai", "--quiet"]) == 0
     assert [kind for kind, _ in events] == ["read", "trace"]
     assert events[0][1] is not None and events[0][1].read > 0
@@ -365,9 +361,10 @@ def test_quantize_embeddings_needs_a_quantized_precision(tmp_path, capsys):
 def test_int4_tied_checkpoint_quantizes_its_head_and_embeddings_once(tmp_path):
     """A checkpoint with tied embeddings above 1 MB (one tensor on disk; the head reads it through a
     Transpose the clean-up keeps, which carried no shape when streamed and left the head float:
-    1.6x the builder's decode time and twice its size on a 1.2B LLaMA): through export-hf, the head is MatMulNBits and the embeddings
-    GatherBlockQuantized over the same bytes of the data file; at other sizes the streamed
-    directory computes what the same model exported from memory does."""
+    1.6x the builder's decode time and twice its size on a 1.2B LLaMA): through export-hf, the
+    head is MatMulNBits and the embeddings GatherBlockQuantized over the same bytes of the data
+    file; at other sizes the streamed directory computes what the same model exported from memory
+    does."""
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         vocab_size=8192, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -391,7 +388,7 @@ def test_int4_tied_checkpoint_quantizes_its_head_and_embeddings_once(tmp_path):
     assert offsets[f"{table}_embedding_Q4"] == offsets[f"{table}_Q4"] is not None
     memory = tmp_path / "memory"
     export_genai(model, memory, quantize="int4")
-    for (_, streamed, _, mask), (_, in_memory, _, _) in zip(_run_steps(out, model), _run_steps(memory, model)):
+    for (_, streamed, _, _), (_, in_memory, _, _) in zip(_run_steps(out, model), _run_steps(memory, model)):
         np.testing.assert_array_equal(streamed, in_memory)
     prompt = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
     assert [len(t) for t in _greedy(out, prompt, 5)] == [5, 5]

@@ -8,12 +8,14 @@ import torch
 
 
 class Mlp(torch.nn.Module):
-    """K not a multiple of the block (40), a Linear with a bias and one without."""
+    """A Linear with a bias, then one without; by default K not a multiple of the block (40).
+    Weights above 4096 elements (Mlp(128, 96, 64)) are above what the clean-up casts eagerly:
+    streamed, each is cast while written."""
 
-    def __init__(self):
+    def __init__(self, inputs: int = 40, hidden: int = 96, outputs: int = 24):
         super().__init__()
-        self.up = torch.nn.Linear(40, 96)
-        self.down = torch.nn.Linear(96, 24, bias=False)
+        self.up = torch.nn.Linear(inputs, hidden)
+        self.down = torch.nn.Linear(hidden, outputs, bias=False)
 
     def forward(self, x):
         return self.down(torch.relu(self.up(x)))

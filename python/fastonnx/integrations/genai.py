@@ -198,17 +198,20 @@ def _export_decoder(model, layers, path, checkpoint, dtype, opset_version, verbo
     from transformers.exporters import OnnxConfig
 
     from ..pipeline.export import export
-    from ..weights.source import reading_ahead
+    from ..weights.source import open_source, reading_ahead
     from .transformers import FastOnnxExporter
 
     device = next(model.parameters()).device
     inputs, shapes = _example_step(model, layers, device)
     kwargs = {"verbose": verbose}
+    reading: contextlib.AbstractContextManager = contextlib.nullcontext()
     if checkpoint is not None:
-        kwargs |= {"weights": os.fspath(checkpoint), "dtype": dtype}
-    # The checkpoint is read while the model is traced and converted (its weights in the page
-    # cache when the writer comes to them): on an 8B model that is seconds of an idle disk.
-    reading = reading_ahead(model, checkpoint) if checkpoint is not None else contextlib.nullcontext()
+        # Opened (its files mapped) once, for the read below and for the export's writer.
+        opened = open_source(os.fspath(checkpoint))
+        kwargs |= {"weights": opened, "dtype": dtype}
+        # The checkpoint is read while the model is traced and converted (its weights in the
+        # page cache when the writer comes to them): on an 8B model, seconds of an idle disk.
+        reading = reading_ahead(model, opened)
     with reading:
         with warnings.catch_warnings():
             # transformers' note that it checks no versions beyond the ones it tested

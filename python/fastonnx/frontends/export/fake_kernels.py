@@ -69,15 +69,23 @@ def _plain(query, key, value, attn_mask, is_causal: bool, enable_gqa: bool) -> b
 
 
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    if not _plain(query, key, value, attn_mask, is_causal, enable_gqa):
-        return _decomposed(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if _plain(query, key, value, attn_mask, is_causal, enable_gqa):
+        out = _quick(query, key, value, attn_mask, enable_gqa)
+        if out is not None:
+            return out
+    return _decomposed(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+def _quick(query, key, value, attn_mask, enable_gqa: bool) -> torch.Tensor | None:
+    """The fake result of a call _plain covers, or None where the real op raises (its kernel
+    then says why)."""
     q_batch, k_batch, v_batch = tuple(query.shape[:-2]), tuple(key.shape[:-2]), tuple(value.shape[:-2])
     length, width, keys = query.shape[-2], query.shape[-1], key.shape[-2]
     # The decomposition's checks, in its order; each comparison of symbolic sizes guards (and
     # unifies the sizes) as its matmuls and broadcasts do.
     # `not ... ==`: the decomposition asks whether sizes are equal (Eq), and so must this.
     if not key.shape[-1] == width:  # noqa: SIM201 (q @ k.transpose(-2, -1))
-        return _decomposed(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        return None
     if enable_gqa:  # k and v repeated to the query's heads
         k_batch = (*k_batch[:-1], q_batch[-1])
         v_batch = (*v_batch[:-1], q_batch[-1])
@@ -85,7 +93,7 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     if attn_mask is not None:  # scores + mask
         torch.broadcast_shapes(tuple(attn_mask.shape), (*batch, length, keys))
     if not value.shape[-2] == keys:  # noqa: SIM201 (softmax(scores) @ v)
-        return _decomposed(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        return None
     batch = torch.broadcast_shapes(batch, v_batch)
     # matmul's result: contiguous, in the query's dtype and on its device.
     return query.new_empty((*batch, length, value.shape[-1]))
